@@ -1,0 +1,106 @@
+# enrichd: plain Makefile.  `make` builds everything into build/.
+#
+# Layout: src/*.c is the library (build/libenrichd.a) that every program
+# links; src/cmd/NAME.c is the main of build/NAME; tests/unit/test_*.c
+# are unit tests (build/tests/); tests/fuzz/fuzz_*.c libFuzzer targets.
+# SAN=1 builds the same tree with ASan+UBSan into build-san/.
+
+CC      ?= cc
+SAN     ?=
+ifeq ($(SAN),1)
+B       := build-san
+SANFL   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+OPT     ?= -O1
+else
+B       := build
+SANFL   :=
+OPT     ?= -O2
+endif
+
+PKGS    := icu-uc json-c libcurl libsystemd libcrypto
+PKGCF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKGLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+CFLAGS  ?= $(OPT) -g
+ALLCF   := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFL) $(PKGCF) $(EXTRA_CFLAGS) -Isrc -MMD -MP
+LDLIBS  := -lfcgi $(PKGLIBS) -lm
+ALLLD   := $(SANFL) $(LDFLAGS)
+
+LIBSRC  := $(wildcard src/*.c)
+LIBOBJ  := $(LIBSRC:src/%.c=$(B)/obj/%.o)
+CMDSRC  := $(wildcard src/cmd/*.c)
+CMDS    := $(CMDSRC:src/cmd/%.c=$(B)/%)
+TSTSRC  := $(wildcard tests/unit/test_*.c)
+TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
+LIB     := $(B)/libenrichd.a
+
+.PHONY: all test unit check-vectors run bench bench-engine fuzz difftest format lint clean deps san-test
+
+all: $(LIB) $(CMDS) $(TSTS)
+
+$(B)/obj/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALLCF) -c -o $@ $<
+
+$(B)/cmd/%.o: src/cmd/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALLCF) -c -o $@ $<
+
+$(B)/tests/%.o: tests/unit/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALLCF) -Itests/unit -c -o $@ $<
+
+$(LIB): $(LIBOBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/%: $(B)/cmd/%.o $(LIB)
+	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS)
+
+$(B)/tests/%: $(B)/tests/%.o $(LIB)
+	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS)
+
+# Installs the Debian packages the build, the tests and `make run` need
+# (only those missing; a no-op on a ready machine).
+deps:
+	@scripts/deps.sh
+
+# Every test: unit, conformance vectors (CLI and nginx), integration.
+# Ends with "N passed, M failed"; non-zero exit on any failure.
+test: all
+	@python3 tests/run.py --build $(B)
+
+# The same tests on an ASan+UBSan build.
+san-test:
+	$(MAKE) SAN=1 all
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		python3 tests/run.py --build build-san
+
+run: deps all
+	@scripts/run.sh
+
+bench: all
+	@scripts/bench.sh
+
+bench-engine: all
+	@$(B)/bench-engine
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/fuzz.sh $(FUZZ_SECONDS)
+
+difftest: all
+	@scripts/difftest.sh
+
+format:
+	clang-format -i src/*.c src/*.h src/cmd/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+		--std=c11 --inline-suppr -Isrc -D__GNUC__ --suppress=missingIncludeSystem src src/cmd
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(LIBOBJ:.o=.d) $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.d) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.d)

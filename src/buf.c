@@ -1,0 +1,42 @@
+/*
+ * buf.c: growth policy of enr_buf (doubling, with a floor so small
+ * buffers do not realloc on every append).
+ */
+#include "buf.h"
+
+#define ENR_BUF_MIN_CAP 256
+
+int enr_buf_grow(enr_buf *b, size_t extra)
+{
+    size_t need = b->len + extra;
+    size_t cap = b->cap ? b->cap : ENR_BUF_MIN_CAP;
+    char *p;
+
+    if (need < b->len) { /* size_t overflow */
+        b->oom = 1;
+        return -1;
+    }
+    while (cap < need) {
+        if (cap > ((size_t)-1) / 2) {
+            cap = need;
+            break;
+        }
+        cap *= 2;
+    }
+    p = realloc(b->data, cap);
+    if (p == NULL) {
+        b->oom = 1;
+        return -1;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+void enr_buf_free(enr_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->oom = 0;
+}

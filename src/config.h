@@ -1,0 +1,67 @@
+/*
+ * config.h: the configuration of a running enrichd, read from
+ * `key = value` lines (or the embedded default) and validated whole
+ * before it is used: a bad file never replaces a good one (HUP).
+ *
+ * A config is immutable once loaded; a reload builds a new one.
+ * conf/enrichd.conf documents every key.
+ */
+#ifndef ENR_CONFIG_H
+#define ENR_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ENR_PATH_MAX 256
+
+typedef struct enr_config {
+    /* issue 3: pool */
+    char listen[ENR_PATH_MAX];       /* unix path or 127.0.0.1:PORT */
+    unsigned listen_mode;            /* octal, default 0660 */
+    char listen_group[64];           /* default: nginx's group (www-data) */
+    int listen_backlog;              /* default 511 */
+    unsigned workers;                /* default 6 */
+    unsigned max_requests;           /* default 10000, 0 = never */
+    unsigned max_requests_jitter;    /* default 10% of max_requests */
+    unsigned rss_soft_mb, rss_hard_mb;
+    unsigned fd_soft, fd_hard;
+    unsigned request_timeout_ms;     /* worker deadline, below nginx's read timeout */
+    unsigned drain_timeout_ms;
+    size_t max_body_bytes;           /* default 4 MiB */
+    unsigned max_records;            /* default 10000 */
+    unsigned kill_grace_ms;          /* TERM -> KILL escalation delay */
+
+    /* issue 4: upstream */
+    char upstream_url[1024];         /* empty: enrichment off */
+    unsigned upstream_timeout_ms;    /* batch deadline, default 150 */
+    unsigned ids_per_call;           /* default 50 */
+    unsigned max_calls_per_batch;    /* default 4 */
+    unsigned upstream_max_connections; /* default 4 */
+    unsigned cache_entries;          /* default 50000 */
+    size_t cache_bytes;              /* default 16 MiB */
+    unsigned cache_ttl_s;            /* default 3600 */
+    unsigned cache_negative_ttl_s;   /* default 300 */
+    unsigned breaker_failures;       /* default 5 consecutive */
+    unsigned breaker_cooldown_ms;    /* default 5000 */
+
+    /* issue 5: operators */
+    char status_listen[ENR_PATH_MAX]; /* status process socket */
+    unsigned slow_request_ms;         /* log requests slower than this */
+    unsigned health_window_s;         /* default 30 */
+    double health_max_5xx_ratio;      /* default 0.05 */
+    double health_max_degraded_ratio; /* default 0.5 */
+    unsigned health_max_p99_ms;       /* default 1000 */
+    unsigned min_ready_workers;       /* /readyz 503 below this; default 1 */
+
+    /* where it came from, for messages */
+    char source[ENR_PATH_MAX]; /* file path or "(built-in)" */
+} enr_config;
+
+/* Load path (NULL: the embedded default).  On error returns -1 and writes
+ * "FILE:LINE: key: problem" into err. */
+int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen);
+
+/* The embedded default configuration text (also what `make run` serves). */
+extern const char enr_config_default_text[];
+
+#endif

@@ -1,0 +1,799 @@
+/*
+ * reader.c: the strict, streaming JSON reader of a request batch
+ * (see reader.h for what it hands out).
+ *
+ * The body is never decoded as a whole.  UTF-8 replacement (CONTRACT 2.2)
+ * only matters inside strings: outside them any byte >= 0x80 is a syntax
+ * error whatever it decodes to.  And inside a string that nobody reads,
+ * replacement cannot change where the string ends (a quote or backslash
+ * byte is never part of a multi-byte sequence), so skipped strings are
+ * only scanned for the quote, escapes and raw control characters, 16
+ * bytes at a time.  Strings that are read are decoded to WTF-8 with the
+ * maximal-subpart replacement.
+ *
+ * Depth counts the outer array as 1 (CONTRACT 15); deeper than
+ * ENR_MAX_DEPTH is a 400, so recursion is bounded.
+ */
+#include "reader.h"
+
+#include <string.h>
+
+#include "engine.h"
+#include "numfmt.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define FAIL(r, at, msg)                                                                           \
+    do {                                                                                           \
+        (r)->err_offset = (long)((at) - (r)->start);                                               \
+        (r)->err_msg = (msg);                                                                      \
+        (r)->err_status = 400;                                                                     \
+        return -1;                                                                                 \
+    } while (0)
+
+/* A string token located in the body: [s, e) between the quotes. */
+typedef struct span {
+    const unsigned char *s, *e;
+    int escaped;  /* holds a backslash */
+    int nonascii; /* holds a byte >= 0x80 */
+} span;
+
+static const char *const region_names[ENR_REGIONS] = {"US", "GB", "JP", "KR",
+                                                      "TW", "SG", "VN", "TH"};
+
+static int skip_value(enr_reader *r, int depth);
+static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring);
+
+void enr_reader_init(enr_reader *r, const char *body, size_t len, size_t max_elements)
+{
+    enr_buf keep = r->scratch;
+
+    memset(r, 0, sizeof(*r));
+    r->scratch = keep;
+    enr_buf_reset(&r->scratch);
+    r->start = r->p = (const unsigned char *)body;
+    r->end = r->start + len;
+    r->max_elements = max_elements;
+    r->err_offset = -1;
+}
+
+void enr_reader_free(enr_reader *r)
+{
+    enr_buf_free(&r->scratch);
+}
+
+void enr_fields_free(enr_fields *f)
+{
+    enr_buf_free(&f->id.text);
+    enr_buf_free(&f->title.text);
+    enr_buf_free(&f->duration.text);
+}
+
+static inline void skip_ws(enr_reader *r)
+{
+    const unsigned char *p = r->p, *end = r->end;
+
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    r->p = p;
+}
+
+static inline int hexval(unsigned c)
+{
+    if (c - '0' < 10)
+        return (int)(c - '0');
+    c |= 0x20;
+    if (c - 'a' < 6)
+        return (int)(c - 'a' + 10);
+    return -1;
+}
+
+/* Scans the string token at r->p (on its opening quote): validates escapes
+ * and rejects raw control characters; leaves r->p after the closing quote. */
+static int scan_string(enr_reader *r, span *sp)
+{
+    const unsigned char *p = r->p + 1, *end = r->end;
+    int escaped = 0;
+    unsigned high = 0;
+
+    sp->s = p;
+    for (;;) {
+#ifdef __SSE2__
+        while (end - p >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+            __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+            __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+            __m128i c = _mm_cmpeq_epi8(_mm_and_si128(v, _mm_set1_epi8((char)0xe0)),
+                                       _mm_setzero_si128());
+            unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
+
+            high |= (unsigned)_mm_movemask_epi8(v);
+            if (m != 0) {
+                p += __builtin_ctz(m);
+                break;
+            }
+            p += 16;
+        }
+#endif
+        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) {
+            high |= *p & 0x80;
+            p++;
+        }
+        if (p >= end)
+            FAIL(r, end, "unterminated string");
+        if (*p == '"')
+            break;
+        if (*p < 0x20)
+            FAIL(r, p, "raw control character in string");
+        /* backslash */
+        escaped = 1;
+        if (end - p < 2)
+            FAIL(r, end, "unterminated string");
+        switch (p[1]) {
+        case '"':
+        case '\\':
+        case '/':
+        case 'b':
+        case 'f':
+        case 'n':
+        case 'r':
+        case 't':
+            p += 2;
+            break;
+        case 'u':
+            if (end - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 || hexval(p[4]) < 0 ||
+                hexval(p[5]) < 0)
+                FAIL(r, p, "bad \\u escape");
+            p += 6;
+            break;
+        default:
+            FAIL(r, p, "bad escape");
+        }
+    }
+    sp->e = p;
+    sp->escaped = escaped;
+    sp->nonascii = high != 0;
+    r->p = p + 1;
+    return 0;
+}
+
+static void put_utf8(enr_buf *out, unsigned cp)
+{
+    char b[4];
+
+    if (cp < 0x80) {
+        enr_buf_putc(out, (char)cp);
+    } else if (cp < 0x800) {
+        b[0] = (char)(0xc0 | (cp >> 6));
+        b[1] = (char)(0x80 | (cp & 0x3f));
+        enr_buf_append(out, b, 2);
+    } else if (cp < 0x10000) { /* surrogates too: WTF-8 */
+        b[0] = (char)(0xe0 | (cp >> 12));
+        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[2] = (char)(0x80 | (cp & 0x3f));
+        enr_buf_append(out, b, 3);
+    } else {
+        b[0] = (char)(0xf0 | (cp >> 18));
+        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[3] = (char)(0x80 | (cp & 0x3f));
+        enr_buf_append(out, b, 4);
+    }
+}
+
+static inline int cont(const unsigned char *p, const unsigned char *e, unsigned lo, unsigned hi)
+{
+    return p < e && *p >= lo && *p <= hi;
+}
+
+/* Length of the well-formed UTF-8 sequence at p, or -(length of the
+ * maximal ill-formed subpart) to replace by one U+FFFD (CONTRACT 2.2). */
+static int utf8_seq(const unsigned char *p, const unsigned char *e)
+{
+    unsigned c = p[0], lo = 0x80, hi = 0xbf;
+
+    if (c >= 0xc2 && c <= 0xdf)
+        return cont(p + 1, e, 0x80, 0xbf) ? 2 : -1;
+    if (c >= 0xe0 && c <= 0xef) {
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+        if (!cont(p + 1, e, lo, hi))
+            return -1;
+        return cont(p + 2, e, 0x80, 0xbf) ? 3 : -2;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+        if (!cont(p + 1, e, lo, hi))
+            return -1;
+        if (!cont(p + 2, e, 0x80, 0xbf))
+            return -2;
+        return cont(p + 3, e, 0x80, 0xbf) ? 4 : -3;
+    }
+    return -1;
+}
+
+static unsigned hex4(const unsigned char *p)
+{
+    return (unsigned)(hexval(p[0]) << 12 | hexval(p[1]) << 8 | hexval(p[2]) << 4 | hexval(p[3]));
+}
+
+/* Decodes a scanned string span into WTF-8, appending to out. */
+static void decode_span(const span *sp, enr_buf *out)
+{
+    const unsigned char *p = sp->s, *e = sp->e;
+
+    if (!sp->escaped && !sp->nonascii) {
+        enr_buf_append(out, p, (size_t)(e - p));
+        return;
+    }
+    if (enr_buf_reserve(out, (size_t)(e - p)) != 0)
+        return;
+    while (p < e) {
+        const unsigned char *run = p;
+        unsigned cp;
+        int n;
+
+        while (p < e && *p < 0x80 && *p != '\\')
+            p++;
+        enr_buf_append(out, run, (size_t)(p - run));
+        if (p >= e)
+            break;
+        if (*p != '\\') {
+            n = utf8_seq(p, e);
+            if (n > 0) {
+                enr_buf_append(out, p, (size_t)n);
+                p += n;
+            } else {
+                enr_buf_lit(out, "\xef\xbf\xbd");
+                p += -n;
+            }
+            continue;
+        }
+        switch (p[1]) {
+        case 'b':
+            cp = '\b';
+            break;
+        case 'f':
+            cp = '\f';
+            break;
+        case 'n':
+            cp = '\n';
+            break;
+        case 'r':
+            cp = '\r';
+            break;
+        case 't':
+            cp = '\t';
+            break;
+        case 'u':
+            cp = hex4(p + 2);
+            p += 6;
+            if (cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+                unsigned lo = hex4(p + 2);
+
+                if (lo >= 0xdc00 && lo <= 0xdfff) {
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                    p += 6;
+                }
+            }
+            put_utf8(out, cp);
+            continue;
+        default: /* " \ / */
+            cp = p[1];
+            break;
+        }
+        enr_buf_putc(out, (char)cp);
+        p += 2;
+    }
+}
+
+/* Is the key span equal to name (after unescaping)? */
+static int key_is(enr_reader *r, const span *k, const char *name, size_t n)
+{
+    if (!k->escaped)
+        return (size_t)(k->e - k->s) == n && memcmp(k->s, name, n) == 0;
+    enr_buf_reset(&r->scratch);
+    decode_span(k, &r->scratch);
+    return r->scratch.len == n && memcmp(r->scratch.data, name, n) == 0;
+}
+
+static int scan_number(enr_reader *r, const unsigned char **s, const unsigned char **e)
+{
+    const unsigned char *p = r->p, *end = r->end;
+
+    *s = p;
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end)
+        FAIL(r, p, "bad number");
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    } else {
+        FAIL(r, p, "bad number");
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9')
+            FAIL(r, p, "bad number: digit expected after '.'");
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || *p < '0' || *p > '9')
+            FAIL(r, p, "bad number: digit expected in exponent");
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    *e = p;
+    r->p = p;
+    return 0;
+}
+
+/* Consumes one of true/false/null at r->p; returns its kind or -1. */
+static int scan_literal(enr_reader *r)
+{
+    const unsigned char *p = r->p;
+    size_t left = (size_t)(r->end - p);
+
+    if (left >= 4 && memcmp(p, "true", 4) == 0) {
+        r->p += 4;
+        return ENR_K_TRUE;
+    }
+    if (left >= 5 && memcmp(p, "false", 5) == 0) {
+        r->p += 5;
+        return ENR_K_FALSE;
+    }
+    if (left >= 4 && memcmp(p, "null", 4) == 0) {
+        r->p += 4;
+        return ENR_K_NULL;
+    }
+    FAIL(r, p, "unexpected character");
+}
+
+/*
+ * Walks the members of the object at r->p (on '{').  For each member the
+ * callback, if any, is given the key and must consume the value itself;
+ * without one, values are skipped.  Returns 0 or -1.
+ */
+typedef int (*member_fn)(enr_reader *r, const span *key, int depth, void *arg);
+
+static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
+{
+    span key;
+
+    if (depth > ENR_MAX_DEPTH)
+        FAIL(r, r->p, "nesting deeper than 1000");
+    r->p++;
+    skip_ws(r);
+    if (r->p < r->end && *r->p == '}') {
+        r->p++;
+        return 0;
+    }
+    for (;;) {
+        if (r->p >= r->end || *r->p != '"')
+            FAIL(r, r->p, "object key expected");
+        if (scan_string(r, &key) < 0)
+            return -1;
+        skip_ws(r);
+        if (r->p >= r->end || *r->p != ':')
+            FAIL(r, r->p, "':' expected");
+        r->p++;
+        skip_ws(r);
+        if ((fn ? fn(r, &key, depth, arg) : skip_value(r, depth)) < 0)
+            return -1;
+        skip_ws(r);
+        if (r->p < r->end && *r->p == ',') {
+            r->p++;
+            skip_ws(r);
+            continue;
+        }
+        if (r->p < r->end && *r->p == '}') {
+            r->p++;
+            return 0;
+        }
+        FAIL(r, r->p, "',' or '}' expected");
+    }
+}
+
+/* Walks the elements of the array at r->p (on '['), calling fn on each
+ * (fn consumes the value) or skipping them. */
+typedef int (*element_fn)(enr_reader *r, int depth, size_t index, void *arg);
+
+static int walk_array(enr_reader *r, int depth, element_fn fn, void *arg)
+{
+    size_t i = 0;
+
+    if (depth > ENR_MAX_DEPTH)
+        FAIL(r, r->p, "nesting deeper than 1000");
+    r->p++;
+    skip_ws(r);
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        return 0;
+    }
+    for (;; i++) {
+        if ((fn ? fn(r, depth, i, arg) : skip_value(r, depth)) < 0)
+            return -1;
+        skip_ws(r);
+        if (r->p < r->end && *r->p == ',') {
+            r->p++;
+            skip_ws(r);
+            continue;
+        }
+        if (r->p < r->end && *r->p == ']') {
+            r->p++;
+            return 0;
+        }
+        FAIL(r, r->p, "',' or ']' expected");
+    }
+}
+
+/* Skips the value at r->p, which sits inside a container at depth. */
+static int skip_value(enr_reader *r, int depth)
+{
+    const unsigned char *s, *e;
+    span sp;
+
+    if (r->p >= r->end)
+        FAIL(r, r->p, "value expected");
+    switch (*r->p) {
+    case '"':
+        return scan_string(r, &sp);
+    case '{':
+        return walk_object(r, depth + 1, NULL, NULL);
+    case '[':
+        return walk_array(r, depth + 1, NULL, NULL);
+    case 't':
+    case 'f':
+    case 'n':
+        return scan_literal(r) < 0 ? -1 : 0;
+    default:
+        return scan_number(r, &s, &e);
+    }
+}
+
+/* An object being converted to text (ECMAScript String()/Number()): only
+ * a "toString" key matters, and it makes the conversion throw. */
+static int tostring_member(enr_reader *r, const span *key, int depth, void *arg)
+{
+    if (key_is(r, key, "toString", 8))
+        *(uint8_t *)arg = 1;
+    return skip_value(r, depth);
+}
+
+struct join_arg {
+    enr_buf *out;
+    uint8_t *tostring;
+};
+
+static int join_element(enr_reader *r, int depth, size_t index, void *arg)
+{
+    struct join_arg *j = arg;
+
+    if (index > 0)
+        enr_buf_putc(j->out, ',');
+    return text_value(r, depth, j->out, j->tostring) < 0 ? -1 : 0;
+}
+
+/*
+ * Appends the ECMAScript ToString of the value at r->p as an element of
+ * an array being joined: null gives "", numbers print per rule 9 (-0 is
+ * "0"), arrays join recursively, objects give "[object Object]" unless
+ * they have a toString key.  Returns the value's kind or -1.
+ */
+static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring)
+{
+    const unsigned char *s, *e;
+    char num[ENR_NUM_MAX];
+    struct join_arg j = {out, tostring};
+    span sp;
+    int k;
+
+    if (r->p >= r->end)
+        FAIL(r, r->p, "value expected");
+    switch (*r->p) {
+    case '"':
+        if (scan_string(r, &sp) < 0)
+            return -1;
+        decode_span(&sp, out);
+        return ENR_K_STRING;
+    case '[':
+        return walk_array(r, depth + 1, join_element, &j) < 0 ? -1 : ENR_K_ARRAY;
+    case '{':
+        if (walk_object(r, depth + 1, tostring_member, tostring) < 0)
+            return -1;
+        enr_buf_lit(out, "[object Object]");
+        return ENR_K_OBJECT;
+    case 't':
+    case 'f':
+    case 'n':
+        k = scan_literal(r);
+        if (k == ENR_K_TRUE)
+            enr_buf_lit(out, "true");
+        else if (k == ENR_K_FALSE)
+            enr_buf_lit(out, "false");
+        return k;
+    default:
+        if (scan_number(r, &s, &e) < 0)
+            return -1;
+        enr_buf_append(out, num,
+                       enr_num_format(enr_num_parse_json((const char *)s, (size_t)(e - s)), num));
+        return ENR_K_NUMBER;
+    }
+}
+
+/*
+ * Reads the value of a field the contract looks at into f: its kind, its
+ * number, its text (strings decoded, arrays joined, and for id numbers
+ * printed), and whether an object conversion met "toString".  Only
+ * converts what the field's rule can use.
+ */
+static int field_value(enr_reader *r, int depth, enr_field *f, int print_numbers)
+{
+    const unsigned char *s, *e;
+    char num[ENR_NUM_MAX];
+    int k;
+
+    enr_buf_reset(&f->text);
+    f->tostring = 0;
+    f->num = 0;
+    if (r->p >= r->end)
+        FAIL(r, r->p, "value expected");
+    switch (*r->p) {
+    case '"':
+    case '[':
+        k = text_value(r, depth, &f->text, &f->tostring);
+        break;
+    case '{':
+        if (walk_object(r, depth + 1, tostring_member, &f->tostring) < 0)
+            return -1;
+        k = ENR_K_OBJECT;
+        break;
+    case 't':
+    case 'f':
+    case 'n':
+        k = scan_literal(r);
+        break;
+    default:
+        if (scan_number(r, &s, &e) < 0)
+            return -1;
+        f->num = enr_num_parse_json((const char *)s, (size_t)(e - s));
+        if (print_numbers)
+            enr_buf_append(&f->text, num, enr_num_format(f->num, num));
+        k = ENR_K_NUMBER;
+        break;
+    }
+    if (k < 0)
+        return -1;
+    f->kind = (uint8_t)k;
+    return 0;
+}
+
+static int provider_value(enr_reader *r, int *provider)
+{
+    span sp;
+    const char *v;
+    size_t n;
+
+    *provider = ENR_PROV_NONE;
+    if (r->p < r->end && *r->p == '"') {
+        if (scan_string(r, &sp) < 0)
+            return -1;
+        if (sp.escaped) {
+            enr_buf_reset(&r->scratch);
+            decode_span(&sp, &r->scratch);
+            v = r->scratch.data;
+            n = r->scratch.len;
+        } else {
+            v = (const char *)sp.s;
+            n = (size_t)(sp.e - sp.s);
+        }
+        if (n == 2) {
+            if (memcmp(v, "yt", 2) == 0)
+                *provider = ENR_PROV_YT;
+            else if (memcmp(v, "vm", 2) == 0)
+                *provider = ENR_PROV_VM;
+            else if (memcmp(v, "dm", 2) == 0)
+                *provider = ENR_PROV_DM;
+        }
+        return 0;
+    }
+    return skip_value(r, 2);
+}
+
+static int blocked_element(enr_reader *r, int depth, size_t index, void *arg)
+{
+    uint8_t *mask = arg;
+    span sp;
+    const char *v;
+    size_t n;
+
+    if (r->p >= r->end || *r->p != '"')
+        return skip_value(r, depth);
+    if (scan_string(r, &sp) < 0)
+        return -1;
+    if (sp.escaped) {
+        enr_buf_reset(&r->scratch);
+        decode_span(&sp, &r->scratch);
+        v = r->scratch.data;
+        n = r->scratch.len;
+    } else {
+        v = (const char *)sp.s;
+        n = (size_t)(sp.e - sp.s);
+    }
+    if (n == 2)
+        for (int i = 0; i < ENR_REGIONS; i++)
+            if (v[0] == region_names[i][0] && v[1] == region_names[i][1])
+                *mask |= (uint8_t)(1u << i);
+    return 0;
+}
+
+static int record_member(enr_reader *r, const span *key, int depth, void *arg)
+{
+    enr_fields *f = arg;
+    const char *k = (const char *)key->s;
+    size_t n = (size_t)(key->e - key->s);
+    span dec;
+
+    if (key->escaped) {
+        /* Rare: decode once, then match the decoded name. */
+        enr_buf_reset(&r->scratch);
+        decode_span(key, &r->scratch);
+        if (r->scratch.len > 8)
+            return skip_value(r, depth);
+        char name[8];
+        memcpy(name, r->scratch.data, r->scratch.len);
+        dec.s = (const unsigned char *)name;
+        dec.e = dec.s + r->scratch.len;
+        dec.escaped = dec.nonascii = 0;
+        return record_member(r, &dec, depth, arg);
+    }
+    switch (n) {
+    case 2:
+        if (memcmp(k, "id", 2) == 0)
+            return field_value(r, depth, &f->id, 1);
+        break;
+    case 5:
+        if (memcmp(k, "title", 5) == 0)
+            return field_value(r, depth, &f->title, 0);
+        break;
+    case 7:
+        if (memcmp(k, "blocked", 7) == 0) {
+            f->blocked = 0;
+            f->blocked_arr = r->p < r->end && *r->p == '[';
+            if (f->blocked_arr)
+                return walk_array(r, depth + 1, blocked_element, &f->blocked);
+            return skip_value(r, depth);
+        }
+        break;
+    case 8:
+        if (memcmp(k, "provider", 8) == 0)
+            return provider_value(r, &f->provider);
+        if (memcmp(k, "duration", 8) == 0)
+            return field_value(r, depth, &f->duration, 0);
+        break;
+    default:
+        break;
+    }
+    return skip_value(r, depth);
+}
+
+int enr_reader_begin(enr_reader *r)
+{
+    if (r->end - r->p >= 3 && r->p[0] == 0xef && r->p[1] == 0xbb && r->p[2] == 0xbf)
+        r->p += 3;
+    skip_ws(r);
+    if (r->p >= r->end)
+        FAIL(r, r->p, "empty body");
+    if (*r->p != '[') {
+        /* Validate first: a malformed body is a syntax error, not a shape one. */
+        if (skip_value(r, 0) < 0)
+            return -1;
+        skip_ws(r);
+        if (r->p != r->end)
+            FAIL(r, r->p, "unexpected data after the JSON value");
+        r->err_offset = 0;
+        r->err_msg = "expected a JSON array of records";
+        r->err_status = 400;
+        return -1;
+    }
+    r->p++;
+    skip_ws(r);
+    r->element = 0;
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        r->element = (size_t)-1; /* empty array: nothing to read */
+    }
+    return 0;
+}
+
+static int finish(enr_reader *r)
+{
+    skip_ws(r);
+    if (r->p != r->end)
+        FAIL(r, r->p, "unexpected data after the JSON value");
+    return 0;
+}
+
+/* After an element: consumes ',' (1: more elements) or ']' (0: done). */
+static int after_element(enr_reader *r)
+{
+    skip_ws(r);
+    r->elements++;
+    if (r->p < r->end && *r->p == ',') {
+        r->p++;
+        skip_ws(r);
+        r->element++;
+        return 1;
+    }
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        r->element = (size_t)-1;
+        return 0;
+    }
+    FAIL(r, r->p, "',' or ']' expected");
+}
+
+static void fields_reset(enr_fields *f)
+{
+    f->id.kind = f->title.kind = f->duration.kind = ENR_K_MISSING;
+    f->id.tostring = f->title.tostring = f->duration.tostring = 0;
+    enr_buf_reset(&f->id.text);
+    enr_buf_reset(&f->title.text);
+    enr_buf_reset(&f->duration.text);
+    f->provider = ENR_PROV_NONE;
+    f->blocked_arr = 0;
+    f->blocked = 0;
+}
+
+int enr_reader_next(enr_reader *r, enr_fields *f)
+{
+    int more;
+
+    while (r->element != (size_t)-1) {
+        if (r->max_elements && r->element >= r->max_elements) {
+            r->err_offset = (long)(r->p - r->start);
+            r->err_msg = "too many records in the batch";
+            r->err_status = 413;
+            return -1;
+        }
+        if (r->p >= r->end)
+            FAIL(r, r->p, "value expected");
+        if (*r->p == '{') {
+            fields_reset(f);
+            if (walk_object(r, 2, record_member, f) < 0)
+                return -1;
+            if (f->id.text.oom || f->title.text.oom || f->duration.text.oom) {
+                r->err_offset = (long)(r->p - r->start);
+                r->err_msg = "out of memory";
+                r->err_status = 500;
+                return -1;
+            }
+            r->record_element = r->element;
+            if (after_element(r) < 0)
+                return -1;
+            return 1;
+        }
+        if (*r->p == 'n' && r->end - r->p >= 4 && memcmp(r->p, "null", 4) == 0)
+            FAIL(r, r->p, "null element in the batch");
+        if (skip_value(r, 1) < 0)
+            return -1;
+        more = after_element(r);
+        if (more < 0)
+            return -1;
+    }
+    return finish(r) < 0 ? -1 : 0;
+}

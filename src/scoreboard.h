@@ -1,0 +1,129 @@
+/*
+ * scoreboard.h: the shared-memory page through which workers tell the
+ * master and the status process what they are doing.
+ *
+ * The master maps it (MAP_SHARED | MAP_ANONYMOUS) before the first fork,
+ * so every child inherits the same pages.  Ownership is strict:
+ *   - a worker slot's "live" fields are written only by the worker that
+ *     occupies the slot; its counters are cumulative over every worker
+ *     that ever used the slot (never reset), so pool totals are sums;
+ *   - the "master" fields of a slot and enr_sb_pool are written only by
+ *     the master;
+ *   - the status process and the master only read the rest.
+ * Every field is a lock-free atomic read and written with relaxed order:
+ * readers want a recent value, not a consistent snapshot across fields.
+ */
+#ifndef ENR_SCOREBOARD_H
+#define ENR_SCOREBOARD_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define ENR_SB_MAX_WORKERS 256
+#define ENR_SB_REQID_MAX 40
+#define ENR_SB_LAT_BUCKETS 14 /* bounds in enr_sb_lat_bounds_ms, last is +Inf */
+
+typedef _Atomic uint64_t enr_sb_u64;
+typedef _Atomic int64_t enr_sb_i64;
+
+#define ENR_SB_GET(f) atomic_load_explicit(&(f), memory_order_relaxed)
+#define ENR_SB_SET(f, v) atomic_store_explicit(&(f), (v), memory_order_relaxed)
+#define ENR_SB_ADD(f, v) atomic_fetch_add_explicit(&(f), (v), memory_order_relaxed)
+
+enum enr_worker_state {
+    ENR_WS_EMPTY = 0, /* no process in the slot */
+    ENR_WS_STARTING,  /* forked, not yet accepting */
+    ENR_WS_IDLE,      /* waiting in accept() */
+    ENR_WS_BUSY,      /* serving a request */
+    ENR_WS_EXITING    /* finishing before a graceful exit */
+};
+
+/* Why a worker process ended; indexes enr_sb_pool.exits. */
+enum enr_exit_reason {
+    ENR_EXIT_NONE = 0,
+    ENR_EXIT_MAX_REQUESTS,
+    ENR_EXIT_RSS,
+    ENR_EXIT_FD,
+    ENR_EXIT_TIMEOUT, /* stuck request, killed by the master */
+    ENR_EXIT_CRASH,   /* killed by a signal the master did not send */
+    ENR_EXIT_RELOAD,
+    ENR_EXIT_STOP,
+    ENR_EXIT_ERROR, /* exited non-zero on its own (start-up failure) */
+    ENR_EXIT_REASONS
+};
+
+enum enr_breaker_state { ENR_BREAKER_CLOSED = 0, ENR_BREAKER_OPEN, ENR_BREAKER_HALF_OPEN };
+
+typedef struct enr_sb_slot {
+    /* live: written by the worker in the slot */
+    enr_sb_i64 pid;
+    enr_sb_u64 state;         /* enum enr_worker_state */
+    enr_sb_u64 started_ms;    /* worker start, CLOCK_REALTIME ms */
+    enr_sb_u64 req_start_ms;  /* current request start, 0 when idle */
+    char req_id[ENR_SB_REQID_MAX]; /* current request id (best effort) */
+    enr_sb_u64 served;        /* requests served by the current process */
+
+    /* cumulative over the slot's lifetime: written by its workers */
+    enr_sb_u64 accepted, completed;
+    enr_sb_u64 status_2xx, status_4xx, status_5xx;
+    enr_sb_u64 records_in, records_out, records_rejected, records_degraded;
+    enr_sb_u64 latency_us_sum;
+    enr_sb_u64 latency[ENR_SB_LAT_BUCKETS];
+    enr_sb_u64 slow_requests;
+
+    /* upstream client of the current worker (its own counters) */
+    enr_sb_u64 up_calls, up_retries, up_cache_hits, up_cache_misses;
+    enr_sb_u64 up_fail_timeout, up_fail_connect, up_fail_status, up_fail_body;
+    enr_sb_u64 up_breaker_state; /* enum enr_breaker_state */
+    enr_sb_u64 up_breaker_opens;
+    enr_sb_u64 up_fds;           /* descriptors held by the client */
+
+    /* master: sampled from /proc and kept across processes */
+    enr_sb_u64 rss_kb, fds;
+    enr_sb_u64 restarts;
+    enr_sb_u64 last_exit_reason; /* enum enr_exit_reason */
+    enr_sb_i64 last_exit_pid;
+    enr_sb_u64 last_exit_req_age_ms; /* age of the request it was serving, 0 if idle */
+    char last_exit_req_id[ENR_SB_REQID_MAX];
+} enr_sb_slot;
+
+typedef struct enr_sb_pool {
+    enr_sb_u64 start_ms;    /* master start, CLOCK_REALTIME ms */
+    enr_sb_u64 generation;  /* bumped on each reload */
+    enr_sb_u64 workers;     /* configured pool size */
+    enr_sb_u64 state;       /* 0 starting, 1 running, 2 reloading, 3 draining */
+    enr_sb_u64 crashloop;   /* 1 while the crash-loop back-off holds forks */
+    enr_sb_u64 backoff_ms;  /* current back-off delay */
+    enr_sb_u64 exits[ENR_EXIT_REASONS];
+    enr_sb_u64 listen_queue, listen_queue_max; /* sampled by the master */
+    enr_sb_u64 max_active;  /* most workers busy at once */
+    enr_sb_u64 healthy;     /* the master's last judgement (1/0) */
+    char unhealthy_reason[96];
+} enr_sb_pool;
+
+typedef struct enr_scoreboard {
+    enr_sb_pool pool;
+    uint32_t nslots; /* slots in use: max(workers) since start, <= ENR_SB_MAX_WORKERS */
+    enr_sb_slot slot[ENR_SB_MAX_WORKERS];
+} enr_scoreboard;
+
+extern const unsigned enr_sb_lat_bounds_ms[ENR_SB_LAT_BUCKETS - 1];
+
+/* scoreboard.c: creation and the request bookkeeping of a worker slot. */
+
+/* Maps a zeroed scoreboard MAP_SHARED | MAP_ANONYMOUS (inherited across
+ * fork); NULL with errno set on failure. */
+enr_scoreboard *enr_sb_create(void);
+
+/* Index into latency[] for a request that took latency_us. */
+unsigned enr_sb_lat_bucket(uint64_t latency_us);
+
+/* The worker in slot s starts a request (req_id may be NULL). */
+void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t now_ms);
+
+/* The worker in slot s finished a request with HTTP status and, for a
+ * 200, the record counts (zero otherwise). */
+void enr_sb_request_done(enr_sb_slot *s, int status, uint64_t rec_in, uint64_t rec_out,
+                         uint64_t rec_degraded, uint64_t latency_us, int slow);
+
+#endif

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""make test: every suite, one summary.
+
+Runs the unit test binaries, the conformance vectors through the CLI, and
+every integration script (real nginx, real enrichd); each prints
+"N passed, M failed" as its last such line, which is summed here.  A suite
+that crashes or prints no summary counts as one failure.  Ends with the
+total "N passed, M failed" and exits non-zero on any failure.
+"""
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SUMMARY = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed", re.M)
+SUITE_TIMEOUT_S = 300
+
+
+def run(name, argv, env):
+    t = time.monotonic()
+    try:
+        p = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                           errors="replace", timeout=SUITE_TIMEOUT_S)
+        out, rc = p.stdout + p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        out += "\nTIMEOUT after %ds" % SUITE_TIMEOUT_S
+        rc = -1
+    found = SUMMARY.findall(out)
+    if found:
+        passed, failed = int(found[-1][0]), int(found[-1][1])
+    else:
+        passed, failed = 0, 1
+    if rc != 0 and failed == 0:
+        failed = 1  # a crash after its summary still fails the suite
+    status = "ok  " if failed == 0 else "FAIL"
+    print("%s %-40s %4d passed, %d failed  (%.1fs)" % (status, name, passed, failed, time.monotonic() - t),
+          flush=True)
+    if failed:
+        lines = out.strip().splitlines()
+        for line in lines[-40:]:
+            print("     | " + line)
+    return passed, failed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--only", help="substring of the suite names to run")
+    args = ap.parse_args()
+    env = dict(os.environ, ENR_BUILD=args.build, PYTHONUNBUFFERED="1")
+    suites = []
+    for t in sorted(glob.glob(os.path.join(args.build, "tests", "test_*"))):
+        if os.access(t, os.X_OK) and not t.endswith((".o", ".d")):
+            suites.append(("unit/" + os.path.basename(t), [t]))
+    suites.append(("vectors/cli", [sys.executable, "tests/vectors.py", "--cmd",
+                                   os.path.join(args.build, "enrich")]))
+    for t in sorted(glob.glob(os.path.join(HERE, "integration", "test_*.py"))):
+        suites.append(("integration/" + os.path.basename(t), [sys.executable, t]))
+    if args.only:
+        suites = [s for s in suites if args.only in s[0]]
+    total_p = total_f = 0
+    for name, argv in suites:
+        p, f = run(name, argv, env)
+        total_p += p
+        total_f += f
+    print("%d passed, %d failed" % (total_p, total_f))
+    return 1 if total_f else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
