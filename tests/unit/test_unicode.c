@@ -1,0 +1,241 @@
+/*
+ * test_unicode.c: id lower-casing and title normalization (CONTRACT rules
+ * 4.2, 7.2, 8, 10, 12) through ICU, including how ICU treats unpaired
+ * surrogates (written "\xed\xa0\x80" = U+D800 in WTF-8, text.h).
+ */
+#include <stdlib.h>
+
+#include "t.h"
+#include "unicode.h"
+
+#define D800 "\xed\xa0\x80"
+#define DC00 "\xed\xb0\x80"
+
+static enr_uni *uni;
+
+/* Escapes non-printable bytes so a failure line is readable. */
+static const char *show(const char *s, size_t n)
+{
+    static char b[4][4096];
+    static int which;
+    char *o = b[which++ & 3];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 5 < 4096; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            o[k++] = (char)c;
+        else
+            k += (size_t)snprintf(o + k, 4096 - k, "\\x%02x", c);
+    }
+    o[k] = '\0';
+    return o;
+}
+
+typedef int (*uni_fn)(enr_uni *, const char *, size_t, enr_buf *);
+
+static void check_n(uni_fn fn, const char *name, const char *in, size_t in_len, const char *want,
+                    size_t want_len)
+{
+    enr_buf out = {0};
+    int rc = fn(uni, in, in_len, &out);
+    T_CHECK(rc == 0 && !out.oom && out.len == want_len &&
+                (want_len == 0 || memcmp(out.data, want, want_len) == 0),
+            "%s(\"%s\") rc %d: got \"%s\", want \"%s\"", name, show(in, in_len), rc,
+            show(out.data ? out.data : "", out.len), show(want, want_len));
+    enr_buf_free(&out);
+}
+
+static void id_is(const char *in, const char *want)
+{
+    check_n(enr_uni_id, "id", in, strlen(in), want, strlen(want));
+}
+
+static void title_is(const char *in, const char *want)
+{
+    check_n(enr_uni_title, "title", in, strlen(in), want, strlen(want));
+}
+
+static void test_id_ascii(void)
+{
+    id_is(" AbC-123 ", "abc-123");
+    id_is("\t\n\v\f\r ABC \t", "abc");
+    id_is(" A , B ", "a , b");
+    id_is("", "");
+    id_is("   ", "");
+    id_is("[object Object]", "[object object]");
+    id_is("0", "0");
+    id_is("A/B\x7f", "a/b\x7f");
+    id_is("Infinity", "infinity");
+    id_is("-Infinity", "-infinity");
+    check_n(enr_uni_id, "id", "A\0B", 3, "a\0b", 3);
+}
+
+static void test_id_unicode(void)
+{
+    /* rule 8 trimming: all non-ASCII white space, but not U+0085/U+200B */
+    id_is("\xc2\xa0\xe1\x9a\x80\xe2\x80\x80\xe2\x80\x8a\xe2\x80\xa8\xe2\x80\xa9\xe2\x80\xaf"
+          "X\xe2\x81\x9f\xe3\x80\x80\xef\xbb\xbf",
+          "x");
+    id_is("\xc2\x85X\xe2\x80\x8b", "\xc2\x85x\xe2\x80\x8b");
+    id_is("\xe1\xa0\x8eX\xe2\x81\xa0", "\xe1\xa0\x8ex\xe2\x81\xa0");
+    id_is("A\xe3\x80\x80"
+          "B",
+          "a\xe3\x80\x80"
+          "b"); /* inner white space stays */
+    id_is("A\xc3\xa9", "a\xc3\xa9");
+    id_is("\xc3\x89T\xc3\x89", "\xc3\xa9t\xc3\xa9");
+
+    /* rule 10 examples */
+    id_is("\xc3\x9f", "\xc3\x9f");                 /* ß stays */
+    id_is("\xef\xac\x80", "\xef\xac\x80");         /* ﬀ stays */
+    id_is("\xc7\x85", "\xc7\x86");                 /* ǅ -> ǆ */
+    id_is("\xe1\xba\x9e", "\xc3\x9f");             /* ẞ -> ß */
+    id_is("\xe2\x84\xaa", "k");                    /* Kelvin */
+    id_is("\xe2\x84\xa6", "\xcf\x89");             /* Ohm -> ω */
+    id_is("\xe2\x85\xab", "\xe2\x85\xbb");         /* Ⅻ -> ⅻ */
+    id_is("\xe2\x92\xb6", "\xe2\x93\x90");         /* Ⓐ -> ⓐ */
+    id_is("\xef\xbc\xa1", "\xef\xbd\x81");         /* Ａ -> ａ */
+    id_is("\xe1\x8e\xa0", "\xea\xad\xb0");         /* Cherokee Ꭰ -> ꭰ */
+    id_is("\xe1\xb2\x90", "\xe1\x83\x90");         /* Mtavruli Ა -> ა */
+    id_is("\xf0\x90\x90\x80", "\xf0\x90\x90\xa8"); /* Deseret */
+    id_is("\xf0\x9e\xa4\x80", "\xf0\x9e\xa4\xa2"); /* Adlam */
+    id_is("\xc4\xb0", "i\xcc\x87");                /* U+0130 -> i + U+0307 */
+    id_is("\xc4\xb0STANBUL", "i\xcc\x87stanbul");
+    id_is("I", "i"); /* no Turkish tailoring */
+    id_is("\xf0\x9f\x98\x80"
+          "A",
+          "\xf0\x9f\x98\x80"
+          "a");
+    /* Unicode 16/17 letters are unassigned in 15.0 and stay */
+    id_is("\xea\x9f\x8b", "\xea\x9f\x8b"); /* U+A7CB */
+
+    /* final sigma (rule 10) */
+    id_is("\xce\x9f\xce\x94\xce\xa5\xce\xa3\xce\xa3\xce\x95\xce\xa5\xce\xa3",
+          "\xce\xbf\xce\xb4\xcf\x85\xcf\x83\xcf\x83\xce\xb5\xcf\x85\xcf\x82"); /* ΟΔΥΣΣΕΥΣ */
+    id_is("\xce\x91\xce\xa3 \xce\x91", "\xce\xb1\xcf\x82 \xce\xb1");           /* ΑΣ Α */
+    id_is("\xce\xa3\xce\xa3", "\xcf\x83\xcf\x82");                             /* ΣΣ */
+    id_is("1\xce\xa3", "1\xcf\x83");                                           /* 1Σ */
+    id_is("\xce\xa3", "\xcf\x83");                                             /* Σ */
+    id_is("\xca\xb0\xce\xa3", "\xca\xb0\xcf\x83");                             /* ʰΣ */
+    id_is("A\xce\xa3\xca\xb0", "a\xcf\x82\xca\xb0");                           /* AΣʰ */
+    id_is("\xce\x91'\xce\xa3", "\xce\xb1'\xcf\x82");                           /* Α'Σ */
+    id_is("\xce\x91\xce\xa3.", "\xce\xb1\xcf\x82.");                           /* ΑΣ. */
+    id_is("\xce\x91\xce\xa3\xf0\x9d\x90\x80", "\xce\xb1\xcf\x83\xf0\x9d\x90\x80"); /* ΑΣ𝐀 */
+    id_is("A\xce\xa3\xca\x95", "a\xcf\x83\xca\x95");               /* ʕ is Cased in 15.0 */
+    id_is("\xce\x91\xcd\x85\xce\xa3", "\xce\xb1\xcd\x85\xcf\x82"); /* U+0345 is skipped */
+    /* an unpaired surrogate is neither Cased nor Case_Ignorable: it stops both scans */
+    id_is("\xce\x91" D800 "\xce\xa3", "\xce\xb1" D800 "\xcf\x83");
+    id_is("\xce\x91\xce\xa3" D800 "\xce\x91", "\xce\xb1\xcf\x82" D800 "\xce\xb1");
+    id_is("\xce\x91\xce\xa3'" D800, "\xce\xb1\xcf\x82'" D800);
+
+    /* unpaired surrogates pass through, also next to each other */
+    id_is(D800, D800);
+    id_is(DC00 D800, DC00 D800);
+    id_is(" " D800 "A ", D800 "a");
+    id_is("\xed\xa0\xbd"
+          "A",
+          "\xed\xa0\xbd"
+          "a");
+    id_is("\xed\xbf\xbf", "\xed\xbf\xbf");
+
+    /* growth: U+0130 doubles the UTF-16 length, past the initial buffers */
+    {
+        size_t n = 3000;
+        char *in = malloc(2 * n + 1), *want = malloc(3 * n + 1);
+        for (size_t i = 0; i < n; i++) {
+            memcpy(in + 2 * i, "\xc4\xb0", 2);
+            memcpy(want + 3 * i, "i\xcc\x87", 3);
+        }
+        check_n(enr_uni_id, "id", in, 2 * n, want, 3 * n);
+        free(in);
+        free(want);
+    }
+}
+
+static void test_title(void)
+{
+    title_is("  Hello\xe3\x80\x80World\t!! ", "Hello World !!");
+    title_is("  a \t\n b  ", "a b");
+    title_is("plain", "plain");
+    title_is("", "");
+    title_is(" \t ", "");
+    title_is("\xe3\x80\x80\xef\xbb\xbf", "");
+    title_is("\xef\xac\x81nal \xe2\x91\xa0\xe2\x85\xab \xe3\x8d\xbb",
+             "final 1XII \xe5\xb9\xb3\xe6\x88\x90");
+    title_is("\xc2\xa8 x\xc2\xa0\xc2\xa0y \xef\xbb\xbf", "\xcc\x88 x y");
+    title_is("\xc2\xa8", "\xcc\x88");
+    title_is("\xef\xb7\xba", "\xd8\xb5\xd9\x84\xd9\x89 \xd8\xa7\xd9\x84\xd9\x84\xd9\x87 "
+                             "\xd8\xb9\xd9\x84\xd9\x8a\xd9\x87 \xd9\x88\xd8\xb3\xd9\x84\xd9\x85");
+    title_is("e\xcc\x81", "\xc3\xa9");                                /* composition */
+    title_is("\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8", "\xea\xb0\x81"); /* Hangul */
+    title_is("x\xcc\x81\xcc\xa3", "x\xcc\xa3\xcc\x81");               /* reordering */
+    title_is("\xef\xbc\xa1\xef\xbc\xa2", "AB");                       /* fullwidth */
+    title_is("Gr\xc3\xbc\xc3\x9f"
+             "e  aus K\xc3\xb6ln ",
+             "Gr\xc3\xbc\xc3\x9f"
+             "e aus K\xc3\xb6ln");
+    title_is("\xe2\x80\x82x\xe2\x80\x8by\xc2\x85z",
+             "x\xe2\x80\x8by\xc2\x85z");      /* U+200B, U+0085 stay */
+    title_is("\xf0\x9e\x80\xb0", "\xd0\xb0"); /* U+1E030 -> а */
+    title_is("\xea\x9f\xb1", "\xea\x9f\xb1"); /* U+A7F1: unassigned in 15.0 */
+
+    /* rule 12: an unpaired surrogate passes unchanged and blocks composition and reordering */
+    title_is("e" D800 "\xcc\x81", "e" D800 "\xcc\x81");
+    title_is("x\xcc\x81" D800 "\xcc\xa3", "x\xcc\x81" D800 "\xcc\xa3");
+    title_is(D800, D800);
+    title_is(DC00 D800 " \xef\xac\x81", DC00 D800 " fi");
+    title_is(" " D800 "  " D800 " ", D800 " " D800);
+
+    /* rule 11's example title: controls pass NFKC unchanged, only white space folds */
+    check_n(enr_uni_title, "title", "\0\b\t\n\f\r\v\x1f\x7f\xc2\x85\xe2\x80\xa8" D800, 17,
+            "\0\b \x1f\x7f\xc2\x85 " D800, 11);
+
+    /* appending: the fold's trimming is relative to where this title starts */
+    {
+        enr_buf out = {0};
+        enr_buf_lit(&out, "X ");
+        int rc1 = enr_uni_title(uni, "  a\xc2\xa0 ", 6, &out);
+        int rc2 = enr_uni_title(uni, " \xef\xac\x81 ", 5, &out);
+        int rc3 = enr_uni_id(uni, " B ", 3, &out);
+        T_CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0 && out.len == 6 &&
+                    memcmp(out.data, "X afib", 6) == 0,
+                "append: got \"%s\"", show(out.data, out.len));
+        enr_buf_free(&out);
+    }
+
+    /* growth: U+FDFA expands to 18 units */
+    {
+        size_t n = 2000;
+        char *in = malloc(3 * n + 1);
+        for (size_t i = 0; i < n; i++)
+            memcpy(in + 3 * i, "\xef\xb7\xba", 3);
+        enr_buf out = {0};
+        int rc = enr_uni_title(uni, in, 3 * n, &out);
+        /* each expansion is 33 bytes and starts and ends with a letter, so copies abut */
+        T_CHECK(rc == 0 && out.len == 33 * n, "title growth: rc %d, len %zu", rc, out.len);
+        free(in);
+        enr_buf_free(&out);
+    }
+}
+
+static void test_version(void)
+{
+    const char *v = enr_uni_version();
+    T_CHECK(strncmp(v, "ICU 72.", 7) == 0, "version \"%s\"", v);
+    T_CHECK(strstr(v, ", Unicode 15.0") != NULL, "version \"%s\"", v);
+    T_CHECK(enr_uni_version() == v, "version is computed once");
+}
+
+int main(void)
+{
+    uni = enr_uni_new();
+    T_CHECK(uni != NULL, "enr_uni_new");
+    if (uni == NULL)
+        T_DONE();
+    test_id_ascii();
+    test_id_unicode();
+    test_title();
+    test_version();
+    enr_uni_free(uni);
+    T_DONE();
+}
