@@ -84,7 +84,7 @@ bench: all
 	@scripts/bench.sh
 
 bench-engine: all
-	@$(B)/bench-engine
+	@scripts/bench-engine.sh $(B)
 
 FUZZ_SECONDS ?= 60
 fuzz:
