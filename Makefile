@@ -8,11 +8,11 @@
 CC      ?= cc
 SAN     ?=
 ifeq ($(SAN),1)
-B       := build-san
+B       ?= build-san
 SANFL   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 OPT     ?= -O1
 else
-B       := build
+B       ?= build
 SANFL   :=
 OPT     ?= -O2
 endif
@@ -35,7 +35,7 @@ TSTSRC  := $(wildcard tests/unit/test_*.c)
 TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
-.PHONY: all test unit check-vectors run bench bench-engine fuzz difftest format lint clean deps san-test
+.PHONY: all test valgrind unit check-vectors run bench bench-engine fuzz difftest format lint clean deps san-test
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -71,11 +71,17 @@ deps:
 test: all
 	@python3 tests/run.py --build $(B)
 
-# The same tests on an ASan+UBSan build.
+# A worker's request loop under valgrind: no leak per request.
+valgrind: all
+	@tests/valgrind.sh $(B)
+
+# The unit tests and the vectors on an ASan+UBSan(+LSan) build, then the
+# integration suites with that build's daemon (leak checks off there:
+# workers are recycled by signals on purpose).
 san-test:
 	$(MAKE) SAN=1 all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		python3 tests/run.py --build build-san
+		python3 tests/run.py --build build-san --kind unit,vectors
 
 run: deps all
 	@scripts/run.sh

@@ -52,6 +52,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--only", help="substring of the suite names to run")
+    ap.add_argument("--kind", default="unit,vectors,integration",
+                    help="comma-separated suite kinds: unit, vectors, integration")
     args = ap.parse_args()
     env = dict(os.environ, ENR_BUILD=args.build, PYTHONUNBUFFERED="1")
     suites = []
@@ -62,6 +64,8 @@ def main():
                                    os.path.join(args.build, "enrich")]))
     for t in sorted(glob.glob(os.path.join(HERE, "integration", "test_*.py"))):
         suites.append(("integration/" + os.path.basename(t), [sys.executable, t]))
+    kinds = args.kind.split(",")
+    suites = [s for s in suites if s[0].split("/")[0] in kinds]
     if args.only:
         suites = [s for s in suites if args.only in s[0]]
     total_p = total_f = 0
