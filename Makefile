@@ -73,7 +73,7 @@ test: all
 
 # A worker's request loop under valgrind: no leak per request.
 valgrind: all
-	@tests/valgrind.sh $(B)
+	@python3 tests/valgrind.py $(B)
 
 # The unit tests and the vectors on an ASan+UBSan(+LSan) build, then the
 # integration suites with that build's daemon (leak checks off there:
