@@ -32,6 +32,12 @@ enum enr_health_reason {
     ENR_HR_CRASHLOOP = 1u << 6  /* crash-loop back-off holds forks */
 };
 
+#define ENR_HR_COUNT 7
+
+/* Stable label of one reason bit ("5xx_ratio", "stalled" ...), for the
+ * JSON of /healthz and the metrics; "unknown" for anything else. */
+const char *enr_health_reason_name(unsigned bit);
+
 /* The numbers the last judgement looked at (over span_ms of history). */
 typedef struct enr_health_window {
     uint64_t span_ms, requests, s5xx, records, degraded;

@@ -1,0 +1,379 @@
+/*
+ * metrics.c: renders the scoreboard as Prometheus text exposition 0.0.4.
+ *
+ * Invariants: every family is written once, HELP and TYPE first, then
+ * all its samples, so the output parses whatever the pool looks like;
+ * names are enrichd_<what>_<unit>[_total]; pool counters are sums of the
+ * slots' cumulative counters, so they never go down while the master
+ * lives (the upstream client's counters are per process and restart at
+ * zero with each worker: Prometheus treats the drop as a reset).
+ * Labels carry only bounded values (slot numbers, states, reasons).
+ */
+#include "metrics.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "statusdoc.h"
+
+static void put(enr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(enr_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || enr_buf_reserve(b, (size_t)n + 1) != 0) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+static void family(enr_buf *b, const char *name, const char *type, const char *help)
+{
+    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample_u(enr_buf *b, const char *name, const char *labels, uint64_t v)
+{
+    put(b, "%s%s %" PRIu64 "\n", name, labels ? labels : "", v);
+}
+
+static void sample_d(enr_buf *b, const char *name, const char *labels, double v)
+{
+    if (isnan(v))
+        put(b, "%s%s NaN\n", name, labels ? labels : "");
+    else
+        put(b, "%s%s %.15g\n", name, labels ? labels : "", v);
+}
+
+static void one_u(enr_buf *b, const char *name, const char *type, const char *help, uint64_t v)
+{
+    family(b, name, type, help);
+    sample_u(b, name, NULL, v);
+}
+
+static void one_d(enr_buf *b, const char *name, const char *type, const char *help, double v)
+{
+    family(b, name, type, help);
+    sample_d(b, name, NULL, v);
+}
+
+static uint32_t nslots(const enr_scoreboard *sb)
+{
+    return sb->nslots <= ENR_SB_MAX_WORKERS ? sb->nslots : ENR_SB_MAX_WORKERS;
+}
+
+/* Sum of one u64 field over every slot, by offset so each counter is one
+ * table row below instead of one loop each. */
+static uint64_t slot_sum(const enr_scoreboard *sb, size_t off)
+{
+    uint64_t s = 0;
+    for (uint32_t i = 0; i < nslots(sb); i++) {
+        enr_sb_u64 *f = (enr_sb_u64 *)((char *)&sb->slot[i] + off);
+        s += ENR_SB_GET(*f);
+    }
+    return s;
+}
+
+static int slot_live(const enr_sb_slot *sl)
+{
+    uint64_t st = ENR_SB_GET(sl->state);
+    return ENR_SB_GET(sl->pid) > 0 && st != ENR_WS_EMPTY;
+}
+
+typedef struct counter_row {
+    const char *name, *help;
+    size_t off;
+} counter_row;
+
+#define SLOT_OFF(f) offsetof(enr_sb_slot, f)
+
+static const counter_row pool_counters[] = {
+    {"enrichd_requests_accepted_total", "Requests a worker accepted.", SLOT_OFF(accepted)},
+    {"enrichd_requests_completed_total", "Requests answered to the end.", SLOT_OFF(completed)},
+    {"enrichd_records_in_total", "Records received in request bodies.", SLOT_OFF(records_in)},
+    {"enrichd_records_out_total", "Records answered (one NDJSON line each).",
+     SLOT_OFF(records_out)},
+    {"enrichd_records_rejected_total", "Records rejected by the contract.",
+     SLOT_OFF(records_rejected)},
+    {"enrichd_records_degraded_total",
+     "Records answered with local values after enrichment failed.", SLOT_OFF(records_degraded)},
+    {"enrichd_slow_requests_total", "Requests slower than slow_request_ms.",
+     SLOT_OFF(slow_requests)},
+    {"enrichd_upstream_calls_total", "Calls made to the upstream API (current workers).",
+     SLOT_OFF(up_calls)},
+    {"enrichd_upstream_retries_total", "Upstream calls retried (current workers).",
+     SLOT_OFF(up_retries)},
+    {"enrichd_upstream_cache_hits_total", "Upstream cache hits (current workers).",
+     SLOT_OFF(up_cache_hits)},
+    {"enrichd_upstream_cache_misses_total", "Upstream cache misses (current workers).",
+     SLOT_OFF(up_cache_misses)},
+    {"enrichd_upstream_breaker_opens_total", "Times an upstream breaker opened (current workers).",
+     SLOT_OFF(up_breaker_opens)},
+};
+
+static const char *const state_names[] = {"empty", "starting", "idle", "busy", "exiting"};
+static const char *const pool_state_names[] = {"starting", "running", "reloading", "draining"};
+static const char *const breaker_names[] = {"closed", "open", "half_open"};
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
+{
+    const enr_sb_pool *p = &sb->pool;
+    uint64_t states[5] = {0}, accepted, completed, pstate = ENR_SB_GET(p->state);
+    char l[64];
+
+    one_d(b, "enrichd_start_time_seconds", "gauge",
+          "When the master started, seconds since the epoch.",
+          (double)ENR_SB_GET(p->start_ms) / 1000.0);
+    one_u(b, "enrichd_config_generation", "gauge",
+          "Configuration generation, bumped by each reload.", ENR_SB_GET(p->generation));
+    family(b, "enrichd_pool_state", "gauge", "1 for the pool's current state.");
+    for (unsigned i = 0; i < 4; i++) {
+        snprintf(l, sizeof l, "{state=\"%s\"}", pool_state_names[i]);
+        sample_u(b, "enrichd_pool_state", l, pstate == i);
+    }
+    one_u(b, "enrichd_workers_configured", "gauge", "Configured number of workers.",
+          ENR_SB_GET(p->workers));
+    for (uint32_t i = 0; i < nslots(sb); i++) {
+        uint64_t st = ENR_SB_GET(sb->slot[i].state);
+        if (slot_live(&sb->slot[i]) && st < 5)
+            states[st]++;
+    }
+    family(b, "enrichd_workers", "gauge", "Worker processes by state.");
+    for (unsigned i = 1; i < 5; i++) {
+        snprintf(l, sizeof l, "{state=\"%s\"}", state_names[i]);
+        sample_u(b, "enrichd_workers", l, states[i]);
+    }
+    {
+        uint64_t ma = ENR_SB_GET(p->max_active);
+        if (x && x->max_active_seen > ma)
+            ma = x->max_active_seen;
+        one_u(b, "enrichd_workers_max_active", "gauge", "Most workers busy at once since start.",
+              ma);
+    }
+
+    one_u(b, "enrichd_listen_queue_connections", "gauge",
+          "Connections waiting in the workers' listen queue.",
+          x && x->have_queue ? x->listen_queue : ENR_SB_GET(p->listen_queue));
+    {
+        uint64_t mx = ENR_SB_GET(p->listen_queue_max);
+        if (x && x->have_queue && x->listen_queue > mx)
+            mx = x->listen_queue;
+        if (x && x->listen_queue_max > mx)
+            mx = x->listen_queue_max;
+        one_u(b, "enrichd_listen_queue_max_connections", "gauge",
+              "Deepest listen queue seen since start.", mx);
+    }
+    if (x && x->have_queue)
+        one_u(b, "enrichd_listen_queue_limit_connections", "gauge",
+              "Backlog limit of the workers' listening socket.", x->listen_queue_limit);
+
+    for (size_t i = 0; i < sizeof pool_counters / sizeof pool_counters[0]; i++)
+        one_u(b, pool_counters[i].name, "counter", pool_counters[i].help,
+              slot_sum(sb, pool_counters[i].off));
+    accepted = slot_sum(sb, SLOT_OFF(accepted));
+    completed = slot_sum(sb, SLOT_OFF(completed));
+    /* In flight is what live workers are serving now; what a dead worker
+     * was serving never completes and is counted as lost, so that
+     * accepted = completed + in flight + lost. */
+    one_u(b, "enrichd_requests_in_flight", "gauge", "Requests being served by live workers.",
+          states[ENR_WS_BUSY]);
+    one_u(b, "enrichd_requests_lost", "gauge",
+          "Requests accepted by workers that died before answering them.",
+          accepted > completed + states[ENR_WS_BUSY] ? accepted - completed - states[ENR_WS_BUSY]
+                                                     : 0);
+
+    family(b, "enrichd_responses_total", "counter", "Responses by status class.");
+    sample_u(b, "enrichd_responses_total", "{code=\"2xx\"}", slot_sum(sb, SLOT_OFF(status_2xx)));
+    sample_u(b, "enrichd_responses_total", "{code=\"4xx\"}", slot_sum(sb, SLOT_OFF(status_4xx)));
+    sample_u(b, "enrichd_responses_total", "{code=\"5xx\"}", slot_sum(sb, SLOT_OFF(status_5xx)));
+
+    family(b, "enrichd_worker_exits_total", "counter", "Worker processes that ended, by reason.");
+    for (unsigned r = 1; r < ENR_EXIT_REASONS; r++) {
+        snprintf(l, sizeof l, "{reason=\"%s\"}", enr_exit_reason_name(r));
+        sample_u(b, "enrichd_worker_exits_total", l, ENR_SB_GET(p->exits[r]));
+    }
+    one_u(b, "enrichd_crash_loop", "gauge", "1 while the crash-loop back-off holds forks.",
+          ENR_SB_GET(p->crashloop) != 0);
+    one_d(b, "enrichd_crash_loop_backoff_seconds", "gauge", "Current crash-loop back-off delay.",
+          (double)ENR_SB_GET(p->backoff_ms) / 1000.0);
+}
+
+static void render_latency(enr_buf *b, const enr_scoreboard *sb)
+{
+    uint64_t cum = 0;
+    char l[64];
+    const char *n = "enrichd_request_duration_seconds";
+
+    family(b, n, "histogram", "Time from accept to the end of the response.");
+    for (unsigned k = 0; k < ENR_SB_LAT_BUCKETS; k++) {
+        cum += slot_sum(sb, SLOT_OFF(latency) + k * sizeof(enr_sb_u64));
+        if (k == ENR_SB_LAT_BUCKETS - 1)
+            snprintf(l, sizeof l, "{le=\"+Inf\"}");
+        else
+            snprintf(l, sizeof l, "{le=\"%g\"}", enr_sb_lat_bounds_ms[k] / 1000.0);
+        sample_u(b, "enrichd_request_duration_seconds_bucket", l, cum);
+    }
+    sample_d(b, "enrichd_request_duration_seconds_sum", NULL,
+             (double)slot_sum(sb, SLOT_OFF(latency_us_sum)) / 1e6);
+    sample_u(b, "enrichd_request_duration_seconds_count", NULL, cum);
+}
+
+static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
+{
+    static const struct {
+        const char *kind;
+        size_t off;
+    } fails[] = {
+        {"timeout", SLOT_OFF(up_fail_timeout)},
+        {"connect", SLOT_OFF(up_fail_connect)},
+        {"status", SLOT_OFF(up_fail_status)},
+        {"body", SLOT_OFF(up_fail_body)},
+    };
+    uint64_t per_state[3] = {0}, hits, misses;
+    char l[64];
+
+    family(b, "enrichd_upstream_failures_total", "counter",
+           "Failed upstream calls by kind (current workers).");
+    for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
+        snprintf(l, sizeof l, "{kind=\"%s\"}", fails[i].kind);
+        sample_u(b, "enrichd_upstream_failures_total", l, slot_sum(sb, fails[i].off));
+    }
+    for (uint32_t i = 0; i < nslots(sb); i++) {
+        uint64_t st = ENR_SB_GET(sb->slot[i].up_breaker_state);
+        if (slot_live(&sb->slot[i]) && st < 3)
+            per_state[st]++;
+    }
+    family(b, "enrichd_upstream_breakers", "gauge",
+           "Live workers whose upstream breaker is in each state.");
+    for (unsigned s = 0; s < 3; s++) {
+        snprintf(l, sizeof l, "{state=\"%s\"}", breaker_names[s]);
+        sample_u(b, "enrichd_upstream_breakers", l, per_state[s]);
+    }
+    hits = slot_sum(sb, SLOT_OFF(up_cache_hits));
+    misses = slot_sum(sb, SLOT_OFF(up_cache_misses));
+    one_d(b, "enrichd_upstream_cache_hit_ratio", "gauge",
+          "Cache hits over lookups (current workers).",
+          hits + misses ? (double)hits / (double)(hits + misses) : 0.0);
+    one_u(b, "enrichd_upstream_open_fds", "gauge", "Descriptors held by the upstream clients.",
+          slot_sum(sb, SLOT_OFF(up_fds)));
+}
+
+static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
+{
+    const enr_health *h = x ? x->health : NULL;
+    char l[64];
+
+    one_u(b, "enrichd_healthy", "gauge", "1 when the windowed health judgement passes.",
+          h ? (uint64_t)(h->healthy != 0) : (ENR_SB_GET(sb->pool.healthy) != 0));
+    if (h == NULL)
+        return;
+    family(b, "enrichd_unhealthy", "gauge", "1 for each reason the health judgement fails.");
+    for (unsigned i = 0; i < ENR_HR_COUNT; i++) {
+        snprintf(l, sizeof l, "{reason=\"%s\"}", enr_health_reason_name(1u << i));
+        sample_u(b, "enrichd_unhealthy", l, (h->reasons & (1u << i)) != 0);
+    }
+    one_d(b, "enrichd_health_window_5xx_ratio", "gauge",
+          "5xx responses over responses in the health window.", h->win.ratio_5xx);
+    one_d(b, "enrichd_health_window_degraded_ratio", "gauge",
+          "Degraded records over records out in the health window.", h->win.ratio_degraded);
+    one_d(b, "enrichd_health_window_p99_seconds", "gauge",
+          "p99 request duration in the health window.", h->win.p99_ms / 1000.0);
+}
+
+static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
+{
+    static const struct {
+        const char *kind;
+        size_t off;
+    } kinds[] = {
+        {"file", offsetof(enr_fd_kinds, files)},
+        {"pipe", offsetof(enr_fd_kinds, pipes)},
+        {"unix", offsetof(enr_fd_kinds, unix_socks)},
+        {"tcp_close_wait", offsetof(enr_fd_kinds, close_wait)},
+        {"other_socket", offsetof(enr_fd_kinds, other_socks)},
+        {"other", offsetof(enr_fd_kinds, other)},
+    };
+    uint64_t now = wall_ms();
+    char l[96];
+    uint32_t n = nslots(sb);
+
+#define PER_SLOT(name, type, help, expr)                                                           \
+    do {                                                                                           \
+        family(b, name, type, help);                                                               \
+        for (uint32_t i = 0; i < n; i++) {                                                         \
+            const enr_sb_slot *sl = &sb->slot[i];                                                  \
+            (void)sl;                                                                              \
+            snprintf(l, sizeof l, "{slot=\"%u\"}", (unsigned)i);                                   \
+            sample_u(b, name, l, (expr));                                                          \
+        }                                                                                          \
+    } while (0)
+
+    PER_SLOT("enrichd_worker_up", "gauge", "1 while a worker process occupies the slot.",
+             slot_live(sl) ? 1u : 0u);
+    PER_SLOT("enrichd_worker_busy", "gauge", "1 while the slot's worker serves a request.",
+             slot_live(sl) && ENR_SB_GET(sl->state) == ENR_WS_BUSY);
+    PER_SLOT("enrichd_worker_requests_total", "counter",
+             "Requests completed by the slot's workers.", ENR_SB_GET(sl->completed));
+    PER_SLOT("enrichd_worker_restarts_total", "counter",
+             "Worker processes started again in the slot.", ENR_SB_GET(sl->restarts));
+    PER_SLOT("enrichd_worker_resident_memory_bytes", "gauge", "RSS of the slot's worker.",
+             slot_live(sl) ? ENR_SB_GET(sl->rss_kb) * 1024u : 0u);
+    PER_SLOT("enrichd_worker_open_fds", "gauge", "Open descriptors of the slot's worker.",
+             slot_live(sl) ? ENR_SB_GET(sl->fds) : 0u);
+    family(b, "enrichd_worker_current_request_age_seconds", "gauge",
+           "Age of the request the slot's worker is serving, 0 when idle.");
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t st = ENR_SB_GET(sb->slot[i].req_start_ms);
+        snprintf(l, sizeof l, "{slot=\"%u\"}", (unsigned)i);
+        sample_d(b, "enrichd_worker_current_request_age_seconds", l,
+                 slot_live(&sb->slot[i]) && st && now > st ? (double)(now - st) / 1000.0 : 0.0);
+    }
+#undef PER_SLOT
+    if (x == NULL || x->fds == NULL)
+        return;
+    family(b, "enrichd_worker_fds", "gauge", "Descriptors of the slot's worker by kind.");
+    for (uint32_t i = 0; i < n; i++) {
+        const enr_fd_kinds *k = &x->fds[i];
+        if (x->fds_ok && !x->fds_ok[i])
+            continue;
+        for (size_t j = 0; j < sizeof kinds / sizeof kinds[0]; j++) {
+            snprintf(l, sizeof l, "{slot=\"%u\",kind=\"%s\"}", (unsigned)i, kinds[j].kind);
+            sample_u(b, "enrichd_worker_fds", l,
+                     *(const unsigned *)((const char *)k + kinds[j].off));
+        }
+        /* TCP other than CLOSE_WAIT, so the kinds add up to the total. */
+        snprintf(l, sizeof l, "{slot=\"%u\",kind=\"tcp\"}", (unsigned)i);
+        sample_u(b, "enrichd_worker_fds", l, k->tcp_socks - k->close_wait);
+    }
+}
+
+void enr_metrics_render(enr_buf *out, const enr_scoreboard *sb, const enr_config *c,
+                        const enr_metrics_extra *x)
+{
+    (void)c;
+    render_pool(out, sb, x);
+    render_latency(out, sb);
+    render_upstream(out, sb);
+    render_health(out, sb, x);
+    render_workers(out, sb, x);
+}

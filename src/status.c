@@ -1,0 +1,687 @@
+/*
+ * status.c: the status process and the `enrichd status` command.
+ *
+ * The status process is forked by the master and serves FastCGI on its
+ * own socket: /healthz, /readyz, /status and /metrics.  It reads the
+ * scoreboard and the kernel (/proc, sock_diag), never a worker, so it
+ * answers while every worker is busy or stuck.
+ *
+ * Invariants: single-threaded; it waits in poll() with a one-second
+ * tick, so it samples health at least once a second even without
+ * requests, and only calls FCGX_Accept_r() when a connection is pending
+ * (the socket is non-blocking and a timer bounds each client); it never
+ * writes the scoreboard (its health judgement lives in its own
+ * enr_health, the master's is the one in shared memory); signal handlers
+ * only set flags.
+ */
+#include "status.h"
+
+#include <errno.h>
+#include <fcgiapp.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "health.h"
+#include "log.h"
+#include "metrics.h"
+#include "sockdiag.h"
+#include "statusdoc.h"
+
+#define STATUS_TICK_MS 1000    /* health sampling period */
+#define STATUS_CLI_TIMEOUT_S 5 /* `enrichd status`: connect, send, receive */
+#define STATUS_CLI_MAX_RESPONSE (8u << 20)
+/* A client gets this long to send its request and take the answer; past
+ * it SIGALRM interrupts the read or write, so one silent or slow client
+ * (a port scan, a stuck proxy) cannot stop the status page. */
+#define STATUS_CLIENT_TIMEOUT_MS 2000
+
+static volatile sig_atomic_t status_stop, status_alarm;
+
+static void on_stop(int sig)
+{
+    (void)sig;
+    status_stop = 1;
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    status_alarm = 1;
+}
+
+static int alarm_arm(unsigned ms)
+{
+    /* Periodic, so the client accepted after a silent one is bounded too. */
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    struct itimerval it = {.it_value = tv, .it_interval = tv};
+    status_alarm = 0;
+    return setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+typedef struct status_ctx {
+    const enr_config *c;
+    enr_scoreboard *sb;
+    int main_fd;
+    enr_health health;
+    int have_queue;
+    unsigned queue, queue_limit, queue_max, busy_max;
+    uint64_t last_tick;
+} status_ctx;
+
+static void measure(status_ctx *x)
+{
+    unsigned q, lim;
+
+    x->have_queue = 0;
+    if (x->main_fd >= 0 && enr_sockdiag_listen_queue(x->main_fd, &q, &lim) == 0) {
+        x->have_queue = 1;
+        x->queue = q;
+        x->queue_limit = lim;
+        if (q > x->queue_max)
+            x->queue_max = q;
+    }
+    enr_health_observe(&x->health, x->c, x->sb,
+                       x->have_queue ? x->queue : ENR_SB_GET(x->sb->pool.listen_queue), mono_ms());
+    if (x->health.win.busy_workers > x->busy_max)
+        x->busy_max = x->health.win.busy_workers;
+}
+
+/* ---- responses ---- */
+
+static void respond(FCGX_Request *r, int head, int code, const char *ctype, const char *body,
+                    size_t len)
+{
+    static const struct {
+        int code;
+        const char *text;
+    } reasons[] = {{200, "OK"},
+                   {404, "Not Found"},
+                   {405, "Method Not Allowed"},
+                   {500, "Internal Server Error"},
+                   {503, "Service Unavailable"}};
+    const char *text = "OK";
+
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        if (reasons[i].code == code)
+            text = reasons[i].text;
+    FCGX_FPrintF(r->out,
+                 "Status: %d %s\r\nContent-Type: %s\r\nContent-Length: %lu\r\n"
+                 "Cache-Control: no-store\r\n\r\n",
+                 code, text, ctype, (unsigned long)len);
+    if (!head && len)
+        FCGX_PutStr(body, (int)len, r->out);
+}
+
+static void respond_json(FCGX_Request *r, int head, int code, json_object *doc)
+{
+    size_t len = 0;
+    const char *s = json_object_to_json_string_length(
+        doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    char *body = malloc(len + 2);
+
+    if (body == NULL) {
+        respond(r, head, 500, "text/plain", "out of memory\n", 14);
+        return;
+    }
+    memcpy(body, s, len);
+    body[len++] = '\n';
+    respond(r, head, code, "application/json", body, len);
+    free(body);
+}
+
+/* Has the query string the flag `name` (full, full=1, a&full&b)? */
+static int query_has(const char *q, const char *name)
+{
+    size_t n = strlen(name);
+
+    while (q && *q) {
+        if (strncmp(q, name, n) == 0 && (q[n] == '\0' || q[n] == '&' || q[n] == '='))
+            return 1;
+        q = strchr(q, '&');
+        if (q)
+            q++;
+    }
+    return 0;
+}
+
+static int wants_text(const char *query, const char *accept)
+{
+    if (query_has(query, "json"))
+        return 0;
+    if (query_has(query, "text"))
+        return 1;
+    /* Accept: text/plain without application/json asks for the text view. */
+    return accept && strstr(accept, "text/plain") && !strstr(accept, "application/json");
+}
+
+/* Descriptor attribution of every live worker, for ?full and /metrics. */
+static void attribute_fds(const status_ctx *x, enr_fd_kinds *fds, int *ok)
+{
+    char err[128];
+    enr_sockdiag_snap *snap = enr_sockdiag_snap_take(err, sizeof err);
+    uint32_t n = x->sb->nslots <= ENR_SB_MAX_WORKERS ? x->sb->nslots : ENR_SB_MAX_WORKERS;
+
+    if (snap == NULL)
+        enr_log(ENR_LOG_WARN, "socket table unavailable", "error=\"%s\"", err);
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t pid = ENR_SB_GET(x->sb->slot[i].pid);
+        ok[i] = pid > 0 && ENR_SB_GET(x->sb->slot[i].state) != ENR_WS_EMPTY &&
+                enr_sockdiag_fds(snap, (pid_t)pid, &fds[i]) == 0;
+    }
+    enr_sockdiag_snap_free(snap);
+}
+
+static void view_of(const status_ctx *x, enr_status_view *v, const enr_fd_kinds *fds, const int *ok)
+{
+    memset(v, 0, sizeof *v);
+    v->c = x->c;
+    v->sb = x->sb;
+    v->health = &x->health;
+    v->have_queue = x->have_queue;
+    v->listen_queue = x->queue;
+    v->listen_queue_limit = x->queue_limit;
+    v->listen_queue_max = x->queue_max;
+    v->max_active_seen = x->busy_max;
+    v->fds = fds;
+    v->fds_ok = ok;
+}
+
+static void serve_status(status_ctx *x, FCGX_Request *r, int head, const char *query,
+                         const char *accept)
+{
+    static enr_fd_kinds fds[ENR_SB_MAX_WORKERS];
+    static int ok[ENR_SB_MAX_WORKERS];
+    int full = query_has(query, "full");
+    enr_status_view v;
+    json_object *doc;
+
+    if (full)
+        attribute_fds(x, fds, ok);
+    view_of(x, &v, full ? fds : NULL, full ? ok : NULL);
+    doc = enr_status_doc(&v, full);
+    if (wants_text(query, accept)) {
+        enr_buf b = {0};
+        enr_status_text(&b, doc);
+        if (b.oom)
+            respond(r, head, 500, "text/plain", "out of memory\n", 14);
+        else
+            respond(r, head, 200, "text/plain; charset=utf-8", b.data, b.len);
+        enr_buf_free(&b);
+    } else {
+        respond_json(r, head, 200, doc);
+    }
+    json_object_put(doc);
+}
+
+static void serve_metrics(status_ctx *x, FCGX_Request *r, int head)
+{
+    static enr_fd_kinds fds[ENR_SB_MAX_WORKERS];
+    static int ok[ENR_SB_MAX_WORKERS];
+    enr_metrics_extra e = {0};
+    enr_buf b = {0};
+
+    attribute_fds(x, fds, ok);
+    e.have_queue = x->have_queue;
+    e.listen_queue = x->queue;
+    e.listen_queue_limit = x->queue_limit;
+    e.listen_queue_max = x->queue_max;
+    e.max_active_seen = x->busy_max;
+    e.health = &x->health;
+    e.fds = fds;
+    e.fds_ok = ok;
+    enr_metrics_render(&b, x->sb, x->c, &e);
+    if (b.oom)
+        respond(r, head, 500, "text/plain", "out of memory\n", 14);
+    else
+        respond(r, head, 200, ENR_METRICS_CONTENT_TYPE, b.data, b.len);
+    enr_buf_free(&b);
+}
+
+static void serve_readyz(status_ctx *x, FCGX_Request *r, int head)
+{
+    static const char *const why[] = {"starting", NULL, NULL, "draining"};
+    uint64_t st = ENR_SB_GET(x->sb->pool.state);
+    json_object *doc = json_object_new_object();
+    char reason[96] = "";
+
+    if (st < 4 && why[st])
+        snprintf(reason, sizeof reason, "%s", why[st]);
+    else if (x->health.win.live_workers < x->c->min_ready_workers)
+        snprintf(reason, sizeof reason, "%u live workers < min_ready_workers %u",
+                 x->health.win.live_workers, x->c->min_ready_workers);
+    json_object_object_add(doc, "status",
+                           json_object_new_string(reason[0] ? "not ready" : "ready"));
+    if (reason[0])
+        json_object_object_add(doc, "reason", json_object_new_string(reason));
+    json_object_object_add(doc, "live_workers", json_object_new_uint64(x->health.win.live_workers));
+    json_object_object_add(doc, "min_ready_workers",
+                           json_object_new_uint64(x->c->min_ready_workers));
+    respond_json(r, head, reason[0] ? 503 : 200, doc);
+    json_object_put(doc);
+}
+
+static void serve_healthz(status_ctx *x, FCGX_Request *r, int head)
+{
+    json_object *doc = enr_health_doc(&x->health, x->c, x->sb);
+    respond_json(r, head, x->health.healthy ? 200 : 503, doc);
+    json_object_put(doc);
+}
+
+/* The route is the last path segment, so nginx may mount the endpoints
+ * under any prefix (/enrichd/status) without a rewrite. */
+static const char *route_of(FCGX_Request *r)
+{
+    static char path[256];
+    const char *p = FCGX_GetParam("DOCUMENT_URI", r->envp);
+    const char *slash;
+    size_t n;
+
+    if (p == NULL || *p == '\0')
+        p = FCGX_GetParam("SCRIPT_NAME", r->envp);
+    if (p == NULL || *p == '\0')
+        p = FCGX_GetParam("REQUEST_URI", r->envp);
+    if (p == NULL)
+        return "";
+    n = strcspn(p, "?");
+    if (n >= sizeof path)
+        n = sizeof path - 1;
+    memcpy(path, p, n);
+    path[n] = '\0';
+    while (n > 1 && path[n - 1] == '/')
+        path[--n] = '\0';
+    slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static void handle(status_ctx *x, FCGX_Request *r)
+{
+    const char *method = FCGX_GetParam("REQUEST_METHOD", r->envp);
+    const char *query = FCGX_GetParam("QUERY_STRING", r->envp);
+    const char *accept = FCGX_GetParam("HTTP_ACCEPT", r->envp);
+    const char *route = route_of(r);
+    int head = method && strcmp(method, "HEAD") == 0;
+
+    if (method && strcmp(method, "GET") != 0 && !head) {
+        respond(r, 0, 405, "text/plain", "GET or HEAD only\n", 17);
+        return;
+    }
+    measure(x); /* every answer reflects this instant */
+    if (strcmp(route, "healthz") == 0)
+        serve_healthz(x, r, head);
+    else if (strcmp(route, "readyz") == 0)
+        serve_readyz(x, r, head);
+    else if (strcmp(route, "status") == 0)
+        serve_status(x, r, head, query, accept);
+    else if (strcmp(route, "metrics") == 0)
+        serve_metrics(x, r, head);
+    else
+        respond(r, head, 404, "text/plain", "unknown status route\n", 21);
+}
+
+static int install_signals(void)
+{
+    struct sigaction sa;
+    sigset_t all;
+
+    /* The master may have blocked signals around fork; this process waits
+     * in poll() and must see SIGTERM there. */
+    sigemptyset(&all);
+    if (sigprocmask(SIG_SETMASK, &all, NULL) != 0)
+        return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop; /* no SA_RESTART: poll and accept return EINTR */
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+        return -1;
+    sa.sa_handler = on_alarm;
+    if (sigaction(SIGALRM, &sa, NULL) != 0)
+        return -1;
+    sa.sa_handler = SIG_IGN;
+    /* A client that hangs up must not kill us; reload and reopen are the
+     * master's business. */
+    if (sigaction(SIGPIPE, &sa, NULL) != 0 || sigaction(SIGHUP, &sa, NULL) != 0 ||
+        sigaction(SIGUSR1, &sa, NULL) != 0 || sigaction(SIGUSR2, &sa, NULL) != 0)
+        return -1;
+    sa.sa_handler = SIG_DFL;
+    return sigaction(SIGCHLD, &sa, NULL);
+}
+
+int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int main_fd)
+{
+    static status_ctx x; /* the health ring is a few KiB: keep it off the stack */
+    FCGX_Request req;
+    pid_t parent = getppid();
+    int rc;
+
+    enr_log_role("status");
+    memset(&x, 0, sizeof x);
+    x.c = c;
+    x.sb = sb;
+    x.main_fd = main_fd;
+    if (install_signals() != 0) {
+        enr_log(ENR_LOG_ERROR, "status: signals", "error=\"%s\"", strerror(errno));
+        return 1;
+    }
+    /* Die with the master rather than serve a stale scoreboard. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) {
+        enr_log(ENR_LOG_ERROR, "status: parent gone", NULL);
+        return 1;
+    }
+    /* Non-blocking: when the connection poll() saw is gone by the time
+     * we accept (or libfcgi drops a bad one and accepts again), accept
+     * fails with EAGAIN instead of waiting for the next client. */
+    {
+        int fl = fcntl(status_fd, F_GETFL);
+        if (fl < 0 || fcntl(status_fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+            enr_log(ENR_LOG_ERROR, "status: O_NONBLOCK", "error=\"%s\"", strerror(errno));
+            return 1;
+        }
+    }
+    if (FCGX_Init() != 0 || FCGX_InitRequest(&req, status_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
+        enr_log(ENR_LOG_ERROR, "status: FastCGI init failed", NULL);
+        return 1;
+    }
+    enr_log(ENR_LOG_INFO, "status process ready", "socket=%s", c->status_listen);
+    measure(&x);
+    x.last_tick = mono_ms();
+    while (!status_stop) {
+        struct pollfd pfd = {.fd = status_fd, .events = POLLIN};
+        uint64_t now = mono_ms();
+        int timeout =
+            now - x.last_tick >= STATUS_TICK_MS ? 0 : (int)(STATUS_TICK_MS - (now - x.last_tick));
+        int n = poll(&pfd, 1, timeout);
+
+        if (n < 0 && errno != EINTR) {
+            enr_log(ENR_LOG_ERROR, "status: poll", "error=\"%s\"", strerror(errno));
+            return 1;
+        }
+        if (mono_ms() - x.last_tick >= STATUS_TICK_MS) {
+            measure(&x);
+            x.last_tick = mono_ms();
+        }
+        if (n <= 0 || status_stop)
+            continue;
+        if (alarm_arm(STATUS_CLIENT_TIMEOUT_MS) != 0) {
+            enr_log(ENR_LOG_ERROR, "status: setitimer", "error=\"%s\"", strerror(errno));
+            return 1;
+        }
+        rc = FCGX_Accept_r(&req);
+        if (rc < 0) {
+            /* No connection after all, a client that sent nothing in time,
+             * or a signal: none is fatal. */
+            if (!status_stop && rc != -EAGAIN && rc != -EWOULDBLOCK && rc != -EINTR)
+                enr_log(ENR_LOG_WARN, "status: accept failed", "error=%d%s", -rc,
+                        status_alarm ? " timeout=1" : "");
+            alarm_arm(0);
+            continue;
+        }
+        handle(&x, &req);
+        FCGX_Finish_r(&req);
+        alarm_arm(0);
+    }
+    FCGX_Free(&req, 0);
+    enr_log(ENR_LOG_INFO, "status process stopping", NULL);
+    return 0;
+}
+
+/* ---- `enrichd status [SOCKET]`: a minimal FastCGI client ---- */
+
+enum {
+    FCGI_V1 = 1,
+    FCGI_BEGIN = 1,
+    FCGI_END = 3,
+    FCGI_PARAMS = 4,
+    FCGI_STDIN = 5,
+    FCGI_STDOUT = 6,
+    FCGI_STDERR = 7,
+    FCGI_RESPONDER = 1,
+    FCGI_REQ_ID = 1
+};
+
+static void fcgi_record(enr_buf *b, int type, const void *p, size_t len)
+{
+    unsigned char h[8] = {FCGI_V1,
+                          (unsigned char)type,
+                          0,
+                          FCGI_REQ_ID,
+                          (unsigned char)(len >> 8),
+                          (unsigned char)len,
+                          0,
+                          0};
+    enr_buf_append(b, h, sizeof h);
+    enr_buf_append(b, p, len);
+}
+
+static void fcgi_param(enr_buf *b, const char *k, const char *v)
+{
+    size_t kl = strlen(k), vl = strlen(v); /* all < 128 here */
+    enr_buf_putc(b, (char)kl);
+    enr_buf_putc(b, (char)vl);
+    enr_buf_append(b, k, kl);
+    enr_buf_append(b, v, vl);
+}
+
+static int cli_connect(const char *target)
+{
+    struct timeval tv = {.tv_sec = STATUS_CLI_TIMEOUT_S};
+    const char *colon = strrchr(target, ':');
+    int fd = -1;
+
+    if (strncmp(target, "unix:", 5) == 0)
+        target += 5;
+    if (target[0] == '/' || colon == NULL) {
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        if (strlen(target) >= sizeof sun.sun_path) {
+            fprintf(stderr, "enrichd status: socket path too long: %s\n", target);
+            return -1;
+        }
+        strcpy(sun.sun_path, target);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+                        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
+                        connect(fd, (struct sockaddr *)&sun, sizeof sun) != 0)) {
+            fprintf(stderr, "enrichd status: %s: %s\n", target, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    } else {
+        char host[256];
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL, *ai;
+        size_t hl = (size_t)(colon - target);
+        int rc;
+        if (hl >= sizeof host)
+            hl = sizeof host - 1;
+        memcpy(host, target, hl);
+        host[hl] = '\0';
+        rc = getaddrinfo(host, colon + 1, &hints, &res);
+        if (rc != 0) {
+            fprintf(stderr, "enrichd status: %s: %s\n", target, gai_strerror(rc));
+            return -1;
+        }
+        for (ai = res; ai; ai = ai->ai_next) {
+            fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+            if (fd < 0)
+                continue;
+            if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0 &&
+                connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+                break;
+            close(fd);
+            fd = -1;
+        }
+        if (fd < 0)
+            fprintf(stderr, "enrichd status: %s: %s\n", target, strerror(errno));
+        freeaddrinfo(res);
+    }
+    return fd;
+}
+
+/* GET path?query over FastCGI; the response (headers and body) in out. */
+static int cli_fetch(const char *target, const char *path, const char *query, enr_buf *out)
+{
+    enr_buf req = {0}, params = {0};
+    unsigned char begin[8] = {0, FCGI_RESPONDER, 0, 0, 0, 0, 0, 0};
+    unsigned char h[8];
+    int fd = cli_connect(target), rc = -1;
+    size_t off = 0;
+
+    if (fd < 0)
+        return -1;
+    fcgi_param(&params, "REQUEST_METHOD", "GET");
+    fcgi_param(&params, "SCRIPT_NAME", path);
+    fcgi_param(&params, "DOCUMENT_URI", path);
+    fcgi_param(&params, "REQUEST_URI", path);
+    fcgi_param(&params, "QUERY_STRING", query);
+    fcgi_param(&params, "SERVER_PROTOCOL", "HTTP/1.1");
+    fcgi_param(&params, "HTTP_ACCEPT", "application/json");
+    fcgi_record(&req, FCGI_BEGIN, begin, sizeof begin);
+    fcgi_record(&req, FCGI_PARAMS, params.data, params.len);
+    fcgi_record(&req, FCGI_PARAMS, "", 0);
+    fcgi_record(&req, FCGI_STDIN, "", 0);
+    if (req.oom || params.oom) {
+        fprintf(stderr, "enrichd status: out of memory\n");
+        goto out;
+    }
+    while (off < req.len) {
+        ssize_t n = write(fd, req.data + off, req.len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            fprintf(stderr, "enrichd status: send: %s\n", strerror(errno));
+            goto out;
+        }
+        off += (size_t)n;
+    }
+    /* Records until END_REQUEST; STDOUT content is the CGI response. */
+    for (;;) {
+        size_t len, pad, got = 0;
+        char body[65536 + 256];
+        while (got < sizeof h) {
+            ssize_t n = read(fd, h + got, sizeof h - got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                fprintf(stderr, "enrichd status: connection closed early%s%s\n", n < 0 ? ": " : "",
+                        n < 0 ? strerror(errno) : "");
+                goto out;
+            }
+            got += (size_t)n;
+        }
+        len = ((size_t)h[4] << 8) | h[5];
+        pad = h[6];
+        for (got = 0; got < len + pad;) {
+            ssize_t n = read(fd, body + got, len + pad - got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                fprintf(stderr, "enrichd status: truncated record\n");
+                goto out;
+            }
+            got += (size_t)n;
+        }
+        if (h[1] == FCGI_STDOUT)
+            enr_buf_append(out, body, len);
+        else if (h[1] == FCGI_STDERR)
+            fprintf(stderr, "%.*s", (int)len, body);
+        else if (h[1] == FCGI_END)
+            break;
+        if (out->len > STATUS_CLI_MAX_RESPONSE || out->oom) {
+            fprintf(stderr, "enrichd status: response too large\n");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    close(fd);
+    enr_buf_free(&req);
+    enr_buf_free(&params);
+    return rc;
+}
+
+int enr_status_cli(int argc, char **argv)
+{
+    const char *target = NULL, *path = "/status", *conf = NULL;
+    int json = 0, i = 1, rc;
+    enr_buf resp = {0};
+    char *body;
+    json_object *doc;
+    static enr_config defaults;
+    char err[256];
+
+    /* Called as (argc, argv) of the whole program or of the subcommand. */
+    for (int j = 0; j < argc; j++)
+        if (strcmp(argv[j], "status") == 0) {
+            i = j + 1;
+            break;
+        }
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (strcmp(argv[i], "--health") == 0)
+            path = "/healthz";
+        else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
+            conf = argv[++i];
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "usage: enrichd status [--json] [--health] [-c FILE | SOCKET]\n");
+            return 2;
+        } else
+            target = argv[i];
+    }
+    if (target == NULL) {
+        /* The socket the daemon's configuration names (built-in default
+         * without -c). */
+        if (enr_config_load(&defaults, conf, err, sizeof err) != 0) {
+            fprintf(stderr, "enrichd status: %s\n", err);
+            return 2;
+        }
+        target = defaults.status_listen;
+    }
+    if (cli_fetch(target, path, "full", &resp) != 0) {
+        enr_buf_free(&resp);
+        return 1;
+    }
+    enr_buf_putc(&resp, '\0');
+    body = strstr(resp.data, "\r\n\r\n");
+    body = body ? body + 4 : resp.data;
+    rc = strncmp(resp.data, "Status: 200", 11) == 0 ? 0 : 1;
+    if (json || strcmp(path, "/status") != 0) {
+        fputs(body, stdout);
+        enr_buf_free(&resp);
+        return rc;
+    }
+    doc = json_tokener_parse(body);
+    if (doc == NULL) {
+        fprintf(stderr, "enrichd status: not a status document:\n%s\n", body);
+        enr_buf_free(&resp);
+        return 1;
+    }
+    {
+        enr_buf text = {0};
+        enr_status_text(&text, doc);
+        fwrite(text.data, 1, text.len, stdout);
+        enr_buf_free(&text);
+    }
+    json_object_put(doc);
+    enr_buf_free(&resp);
+    return rc;
+}

@@ -1,0 +1,43 @@
+/*
+ * statusdoc.h: the status document of the pool as a json-c DOM (the
+ * body of GET /status) and its plain-text rendering for humans (GET
+ * /status?text and `enrichd status`).  Both read only the scoreboard and
+ * what the caller measured; nothing here talks to a worker.
+ */
+#ifndef ENR_STATUSDOC_H
+#define ENR_STATUSDOC_H
+
+#include <json-c/json.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "config.h"
+#include "health.h"
+#include "scoreboard.h"
+#include "sockdiag.h"
+
+typedef struct enr_status_view {
+    const enr_config *c;
+    const enr_scoreboard *sb;
+    const enr_health *health; /* the status process's own judgement */
+    int have_queue;
+    uint64_t listen_queue, listen_queue_limit, listen_queue_max;
+    uint64_t max_active_seen; /* busy workers this process saw at once */
+    const enr_fd_kinds *fds;  /* per slot, or NULL (no ?full) */
+    const int *fds_ok;
+} enr_status_view;
+
+/* The /status document; with full, the per-worker "processes" array. */
+json_object *enr_status_doc(const enr_status_view *v, int full);
+
+/* The /healthz body: verdict, reasons and the window's numbers. */
+json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_scoreboard *sb);
+
+/* Plain text of a status document (as built above or parsed back). */
+void enr_status_text(enr_buf *out, json_object *doc);
+
+/* Worker states and exit reasons by name, shared with the metrics. */
+const char *enr_worker_state_name(uint64_t state);
+const char *enr_exit_reason_name(uint64_t reason);
+
+#endif

@@ -1,0 +1,308 @@
+/*
+ * test_metrics.c: the Prometheus exposition, the status document and
+ * the descriptor attribution, on a scoreboard built by hand and on this
+ * process's own real sockets.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "metrics.h"
+#include "sockdiag.h"
+#include "statusdoc.h"
+#include "t.h"
+
+static enr_scoreboard sb;
+static enr_config cfg;
+
+static void fill(void)
+{
+    memset(&sb, 0, sizeof sb);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.health_window_s = 30;
+    cfg.health_max_5xx_ratio = 0.05;
+    cfg.health_max_degraded_ratio = 0.5;
+    cfg.health_max_p99_ms = 1000;
+    cfg.min_ready_workers = 1;
+    sb.nslots = 3;
+    ENR_SB_SET(sb.pool.workers, 3);
+    ENR_SB_SET(sb.pool.state, 1);
+    ENR_SB_SET(sb.pool.start_ms, 1700000000123ull);
+    ENR_SB_SET(sb.pool.exits[ENR_EXIT_CRASH], 2);
+    ENR_SB_SET(sb.pool.exits[ENR_EXIT_MAX_REQUESTS], 5);
+    ENR_SB_SET(sb.pool.exits[ENR_EXIT_STOP], 3); /* an end, not a restart */
+    for (unsigned i = 0; i < 2; i++) {
+        enr_sb_slot *s = &sb.slot[i];
+        ENR_SB_SET(s->pid, 100 + i);
+        ENR_SB_SET(s->state, i == 0 ? ENR_WS_BUSY : ENR_WS_IDLE);
+        ENR_SB_SET(s->accepted, 10 + i);
+        ENR_SB_SET(s->completed, 10);
+        ENR_SB_SET(s->status_2xx, 9);
+        ENR_SB_SET(s->status_5xx, 1);
+        ENR_SB_SET(s->records_in, 100);
+        ENR_SB_SET(s->records_out, 90);
+        ENR_SB_SET(s->records_rejected, 10);
+        ENR_SB_SET(s->latency[0], 4); /* <= 1 ms */
+        ENR_SB_SET(s->latency[3], 5); /* <= 10 ms */
+        ENR_SB_SET(s->latency[ENR_SB_LAT_BUCKETS - 1], 1);
+        ENR_SB_SET(s->latency_us_sum, 2500000);
+        ENR_SB_SET(s->up_cache_hits, 3);
+        ENR_SB_SET(s->up_cache_misses, 1);
+        ENR_SB_SET(s->rss_kb, 2048);
+    }
+    ENR_SB_SET(sb.slot[1].up_breaker_state, ENR_BREAKER_OPEN);
+    ENR_SB_SET(sb.slot[0].req_start_ms, 1);
+    strcpy(sb.slot[0].req_id, "req-abc\xff\n");
+    ENR_SB_SET(sb.slot[2].last_exit_reason, ENR_EXIT_FD);
+    ENR_SB_SET(sb.slot[2].last_exit_pid, 77);
+    strcpy(sb.slot[2].last_exit_req_id, "req-dead");
+    ENR_SB_SET(sb.slot[2].last_exit_req_age_ms, 1234);
+}
+
+static int has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
+        if ((p == text || p[-1] == '\n') && p[n] == '\n')
+            return 1;
+    return 0;
+}
+
+/* Each family: HELP and TYPE once, before its samples; counters end in
+ * _total; every sample name belongs to a declared family. */
+static void lint(const char *text)
+{
+    char fam[64][96];
+    char types[64][16];
+    int nf = 0, bad = 0;
+    const char *p = text;
+
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        char line[512], name[96];
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n >= sizeof line)
+            n = sizeof line - 1;
+        memcpy(line, p, n);
+        line[n] = '\0';
+        if (sscanf(line, "# TYPE %95s %15s", name, types[nf < 64 ? nf : 63]) == 2) {
+            for (int i = 0; i < nf; i++)
+                if (strcmp(fam[i], name) == 0)
+                    bad++, printf("duplicate family %s\n", name);
+            if (nf < 64)
+                strcpy(fam[nf++], name);
+            if (strcmp(types[nf - 1], "counter") == 0 && strstr(name, "_total") == NULL)
+                bad++, printf("counter without _total: %s\n", name);
+            if (strncmp(name, "enrichd_", 8) != 0)
+                bad++, printf("no prefix: %s\n", name);
+        } else if (line[0] != '#' && line[0]) {
+            int ok = 0;
+            sscanf(line, "%95[a-z0-9_]", name);
+            for (int i = 0; i < nf && !ok; i++) {
+                size_t fl = strlen(fam[i]);
+                ok = strncmp(name, fam[i], fl) == 0 &&
+                     (name[fl] == '\0' || strcmp(name + fl, "_bucket") == 0 ||
+                      strcmp(name + fl, "_sum") == 0 || strcmp(name + fl, "_count") == 0);
+            }
+            if (!ok)
+                bad++, printf("sample without family: %s\n", line);
+        }
+        p = e ? e + 1 : p + n;
+    }
+    T_CHECK(bad == 0, "%d lint problems", bad);
+    T_CHECK(nf > 30, "only %d families", nf);
+}
+
+/* Debian's promtool, when installed, is the judge of the format (the
+ * integration tests require it; here it is a second opinion). */
+static void promtool(const char *text)
+{
+    FILE *f;
+    int rc;
+
+    if (access("/usr/bin/promtool", X_OK) != 0) {
+        printf("note: /usr/bin/promtool absent, format checked by lint() only\n");
+        return;
+    }
+    f = popen("/usr/bin/promtool check metrics", "w");
+    T_CHECK(f != NULL, "popen promtool");
+    if (f == NULL)
+        return;
+    fputs(text, f);
+    rc = pclose(f);
+    T_CHECK(rc == 0, "promtool check metrics exit %d", rc);
+}
+
+static void test_metrics(void)
+{
+    enr_buf b = {0};
+    enr_health h = {0};
+    enr_metrics_extra x = {0};
+
+    memset(&sb, 0, sizeof sb);
+    fill();
+    sb.nslots = 0; /* a first sample with nothing done yet */
+    enr_health_observe(&h, &cfg, &sb, 4, 1000);
+    sb.nslots = 3;
+    enr_health_observe(&h, &cfg, &sb, 4, 2000);
+    x.have_queue = 1;
+    x.listen_queue = 4;
+    x.listen_queue_limit = 511;
+    x.health = &h;
+    enr_metrics_render(&b, &sb, &cfg, &x);
+    enr_buf_putc(&b, '\0');
+    T_CHECK(!b.oom, "oom");
+    T_CHECK(has_line(b.data, "enrichd_requests_accepted_total 21"), "accepted");
+    T_CHECK(has_line(b.data, "enrichd_requests_completed_total 20"), "completed");
+    T_CHECK(has_line(b.data, "enrichd_requests_in_flight 1"), "in flight");
+    T_CHECK(has_line(b.data, "enrichd_requests_lost 0"), "lost");
+    T_CHECK(has_line(b.data, "enrichd_records_in_total 200"), "records in");
+    T_CHECK(has_line(b.data, "enrichd_records_rejected_total 20"), "rejected");
+    T_CHECK(has_line(b.data, "enrichd_responses_total{code=\"5xx\"} 2"), "5xx");
+    T_CHECK(has_line(b.data, "enrichd_request_duration_seconds_bucket{le=\"0.001\"} 8"), "le 1ms");
+    T_CHECK(has_line(b.data, "enrichd_request_duration_seconds_bucket{le=\"0.005\"} 8"), "le 5ms");
+    T_CHECK(has_line(b.data, "enrichd_request_duration_seconds_bucket{le=\"0.01\"} 18"), "le 10ms");
+    T_CHECK(has_line(b.data, "enrichd_request_duration_seconds_bucket{le=\"10\"} 18"), "le 10s");
+    T_CHECK(has_line(b.data, "enrichd_request_duration_seconds_bucket{le=\"+Inf\"} 20"), "+Inf");
+    T_CHECK(has_line(b.data, "enrichd_request_duration_seconds_count 20"), "count");
+    T_CHECK(has_line(b.data, "enrichd_request_duration_seconds_sum 5"), "sum");
+    T_CHECK(has_line(b.data, "enrichd_worker_exits_total{reason=\"crash\"} 2"), "exits crash");
+    T_CHECK(has_line(b.data, "enrichd_worker_exits_total{reason=\"stop\"} 3"), "exits stop");
+    T_CHECK(has_line(b.data, "enrichd_listen_queue_connections 4"), "queue");
+    T_CHECK(has_line(b.data, "enrichd_listen_queue_limit_connections 511"), "queue limit");
+    T_CHECK(has_line(b.data, "enrichd_workers{state=\"busy\"} 1"), "busy");
+    T_CHECK(has_line(b.data, "enrichd_workers{state=\"idle\"} 1"), "idle");
+    T_CHECK(has_line(b.data, "enrichd_upstream_breakers{state=\"open\"} 1"), "breaker open");
+    T_CHECK(has_line(b.data, "enrichd_upstream_cache_hit_ratio 0.75"), "hit ratio");
+    T_CHECK(has_line(b.data, "enrichd_worker_resident_memory_bytes{slot=\"0\"} 2097152"), "rss");
+    T_CHECK(has_line(b.data, "enrichd_worker_up{slot=\"2\"} 0"), "empty slot");
+    T_CHECK(has_line(b.data, "enrichd_start_time_seconds 1700000000.123"), "start time");
+    T_CHECK(has_line(b.data, "enrichd_unhealthy{reason=\"5xx_ratio\"} 1"),
+            "unhealthy 5xx? healthy=%d %s", h.healthy, h.reason);
+    lint(b.data);
+    promtool(b.data);
+    enr_buf_free(&b);
+}
+
+static void test_status_doc(void)
+{
+    enr_health h = {0};
+    enr_status_view v = {0};
+    enr_fd_kinds fds[3] = {{0}};
+    int ok[3] = {1, 1, 0};
+    json_object *doc, *val, *procs;
+    enr_buf text = {0};
+
+    fill();
+    enr_health_observe(&h, &cfg, &sb, 0, 1000);
+    fds[0].total = 812;
+    fds[0].tcp_socks = fds[0].close_wait = 790;
+    fds[0].n_top_close_wait = 1;
+    strcpy(fds[0].top_close_wait[0].addr, "10.0.0.5:443");
+    fds[0].top_close_wait[0].n = 790;
+    v.c = &cfg;
+    v.sb = &sb;
+    v.health = &h;
+    v.fds = fds;
+    v.fds_ok = ok;
+    doc = enr_status_doc(&v, 1);
+    T_CHECK(json_object_object_get_ex(doc, "accepted conn", &val) &&
+                json_object_get_uint64(val) == 21,
+            "accepted conn");
+    T_CHECK(json_object_object_get_ex(doc, "active processes", &val) &&
+                json_object_get_int(val) == 1,
+            "active");
+    T_CHECK(json_object_object_get_ex(doc, "idle processes", &val) && json_object_get_int(val) == 1,
+            "idle");
+    T_CHECK(json_object_object_get_ex(doc, "in_flight", &val) && json_object_get_int(val) == 1,
+            "in flight");
+    T_CHECK(json_object_object_get_ex(doc, "restarts_total", &val) && json_object_get_int(val) == 7,
+            "restarts");
+    T_CHECK(json_object_object_get_ex(doc, "processes", &procs) &&
+                json_object_array_length(procs) == 3,
+            "processes");
+    val = json_object_array_get_idx(procs, 0);
+    T_STREQ(json_object_get_string(json_object_object_get(val, "request_id")), "req-abc??");
+    T_STREQ(json_object_get_string(json_object_object_get(val, "state")), "busy");
+    val = json_object_object_get(json_object_object_get(val, "fds_by_kind"), "summary");
+    T_STREQ(val ? json_object_get_string(val) : "",
+            "812 fds, 790 TCP CLOSE_WAIT to 10.0.0.5:443, 0 unix, 0 files, 0 pipes");
+    val = json_object_object_get(json_object_array_get_idx(procs, 2), "last_exit");
+    T_STREQ(json_object_get_string(json_object_object_get(val, "reason")), "fd");
+    T_STREQ(json_object_get_string(json_object_object_get(val, "request_id")), "req-dead");
+    T_CHECK(json_object_get_int(json_object_object_get(val, "request_age_ms")) == 1234, "exit age");
+
+    enr_status_text(&text, doc);
+    enr_buf_putc(&text, '\0');
+    T_CHECK(strstr(text.data, "accepted conn:") != NULL, "text has php-fpm keys");
+    T_CHECK(strstr(text.data, "upstream.breakers.open:") != NULL, "text flattens");
+    T_CHECK(strstr(text.data, "worker 0: 812 fds, 790 TCP CLOSE_WAIT to 10.0.0.5:443") != NULL,
+            "text leak line:\n%s", text.data);
+    T_CHECK(strstr(text.data, "fd pid 77 req req-dead age 1234") != NULL, "text last exit");
+    enr_buf_free(&text);
+    json_object_put(doc);
+}
+
+/* A real CLOSE_WAIT: the server side closes, the client side does not. */
+static void test_fd_attribution(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), cl[3], sv, p[2], sp[2];
+    char err[128], want[64];
+    enr_sockdiag_snap *snap;
+    enr_fd_kinds k;
+    unsigned q = 99, lim = 0;
+
+    T_CHECK(bind(lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(lfd, 8) == 0, "listen");
+    T_CHECK(getsockname(lfd, (struct sockaddr *)&a, &al) == 0, "getsockname");
+    for (int i = 0; i < 3; i++) {
+        cl[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        T_CHECK(connect(cl[i], (struct sockaddr *)&a, sizeof a) == 0, "connect");
+    }
+    T_CHECK(enr_sockdiag_listen_queue(lfd, &q, &lim) == 0 && q == 3 && lim == 8, "tcp queue %u/%u",
+            q, lim);
+    for (int i = 0; i < 3; i++) {
+        sv = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        T_CHECK(sv >= 0, "accept");
+        close(sv);
+    }
+    enr_fd_kinds k0;
+    T_CHECK(enr_sockdiag_fds(NULL, getpid(), &k0) == 0, "fds without snapshot");
+    T_CHECK(pipe2(p, O_CLOEXEC) == 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0,
+            "pipe");
+    usleep(50000); /* let the FINs land */
+    snap = enr_sockdiag_snap_take(err, sizeof err);
+    T_CHECK(snap != NULL, "snapshot: %s", err);
+    T_CHECK(enr_sockdiag_fds(snap, getpid(), &k) == 0, "fds of self");
+    T_CHECK(k.close_wait == 3, "close_wait %u", k.close_wait);
+    T_CHECK(k.tcp_state[TCP_LISTEN] == 1, "listen %u", k.tcp_state[10]);
+    T_CHECK(k.pipes == k0.pipes + 2 && k.unix_socks >= 2, "pipes %u unix %u", k.pipes,
+            k.unix_socks);
+    snprintf(want, sizeof want, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    T_CHECK(k.n_top_close_wait == 1, "top peers %u", k.n_top_close_wait);
+    T_STREQ(k.top_close_wait[0].addr, want);
+    T_CHECK(k.files + k.pipes + k.unix_socks + k.tcp_socks + k.other_socks + k.other == k.total,
+            "kinds add up");
+    T_CHECK(enr_sockdiag_fds(snap, 999999999, &k) == -1, "absent pid");
+    enr_sockdiag_snap_free(snap);
+    for (int i = 0; i < 3; i++)
+        close(cl[i]);
+    close(lfd);
+    close(p[0]);
+    close(p[1]);
+    close(sp[0]);
+    close(sp[1]);
+}
+
+int main(void)
+{
+    test_metrics();
+    test_status_doc();
+    test_fd_attribution();
+    T_DONE();
+}
