@@ -58,6 +58,14 @@ $(LIB): $(LIBOBJ)
 $(B)/%: $(B)/cmd/%.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS)
 
+# The CLI is started once per batch by pipelines, so its cold start is
+# its speed: ICU, OpenSSL's libcrypto and libstdc++ (ICU's) are linked
+# statically, which takes the start from ~16 ms to ~7 ms here (an empty
+# program: ~4 ms).  Debian ships these .a files in the -dev packages.
+STATIC_ENGINE_LIBS := -Wl,-Bstatic -licuuc -licudata -lcrypto -lstdc++ -Wl,-Bdynamic -lm -lpthread -ldl
+$(B)/enrich: $(B)/cmd/enrich.o $(LIB)
+	$(CC) $(ALLLD) -o $@ $< $(LIB) $(STATIC_ENGINE_LIBS)
+
 $(B)/tests/%: $(B)/tests/%.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS)
 
@@ -107,6 +115,6 @@ lint:
 		--std=c11 --inline-suppr -Isrc -D__GNUC__ --suppress=missingIncludeSystem src src/cmd
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-clang build-hooks
 
 -include $(LIBOBJ:.o=.d) $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.d) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.d)

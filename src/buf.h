@@ -38,7 +38,7 @@ static inline int enr_buf_reserve(enr_buf *b, size_t extra)
 
 static inline void enr_buf_append(enr_buf *b, const void *p, size_t n)
 {
-    if (enr_buf_reserve(b, n) != 0)
+    if (n == 0 || enr_buf_reserve(b, n) != 0)
         return;
     memcpy(b->data + b->len, p, n);
     b->len += n;
