@@ -1,0 +1,31 @@
+#!/bin/sh
+# deps.sh: installs the Debian 12 packages that the build, the tests and
+# `make run` need, only those missing.  `apt-get update` runs only when
+# something must be installed, so on a ready machine this is a no-op.
+set -eu
+
+PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
+nginx-light pkg-config python3 systemd clang libclang-rt-14-dev valgrind cppcheck clang-format"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing:$missing" >&2
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO=sudo
+    else
+        echo "deps: not root and no sudo; install as root:$missing" >&2
+        exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing

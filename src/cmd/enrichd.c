@@ -1,0 +1,105 @@
+/*
+ * enrichd.c: the daemon's command line.
+ *
+ *   enrichd [-c FILE] [-t] [-V]    run in the foreground (systemd style)
+ *   enrichd status [SOCKET]        the operator's status table
+ *
+ * Nothing heavy happens before the master forks its workers: the cold
+ * start (exec to first answer) is the configuration parse and a fork.
+ */
+#include <curl/curl.h>
+#include <json-c/json_c_version.h>
+#include <openssl/crypto.h>
+#include <fcgi_config.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "master.h"
+#include "status.h"
+#include "unicode.h"
+
+#ifndef ENR_VERSION
+#define ENR_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: enrichd [-c FILE] [-t] [-V]\n"
+            "       enrichd status [SOCKET]\n"
+            "  -c FILE  configuration file (default: the built-in configuration)\n"
+            "  -t       check the configuration and exit (0 ok, 1 with FILE:LINE: key: problem)\n"
+            "  -V       print the version and the versions of the linked libraries\n");
+}
+
+static void print_versions(void)
+{
+    printf("enrichd %s\n", ENR_VERSION);
+    printf("unicode: %s\n", enr_uni_version());
+    printf("libcurl: %s\n", curl_version());
+    printf("json-c: %s\n", json_c_version());
+    printf("openssl: %s\n", OpenSSL_version(OPENSSL_VERSION));
+    printf("libfcgi: %s (Debian; CVE-2025-23016 only partly fixed: the socket is the trust "
+           "boundary)\n",
+           VERSION);
+}
+
+static void log_level_from_env(void)
+{
+    const char *v = getenv("ENRICHD_LOG_LEVEL");
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+
+    if (v == NULL)
+        return;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(v, names[i]) == 0)
+            enr_log_set_level(i);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = NULL;
+    int check = 0, opt;
+    enr_config cfg;
+    char err[512];
+
+    if (argc >= 2 && strcmp(argv[1], "status") == 0)
+        return enr_status_cli(argc - 1, argv + 1);
+    while ((opt = getopt(argc, argv, "c:tVh")) != -1) {
+        switch (opt) {
+        case 'c':
+            path = optarg;
+            break;
+        case 't':
+            check = 1;
+            break;
+        case 'V':
+            print_versions();
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    log_level_from_env();
+    if (enr_config_load(&cfg, path, err, sizeof err) != 0) {
+        fprintf(stderr, "enrichd: %s\n", err);
+        return 1;
+    }
+    if (check) {
+        printf("enrichd: configuration %s ok\n", cfg.source);
+        return 0;
+    }
+    return enr_master_run(&cfg, path);
+}

@@ -1,0 +1,461 @@
+/*
+ * config.c: reads and validates `key = value` configuration (config.h).
+ *
+ * The whole file is parsed into a fresh enr_config that starts from the
+ * embedded defaults; the caller's config is only overwritten when every
+ * line and every cross-key rule passed, so a bad file on HUP leaves the
+ * running configuration untouched.  Keys are described by one table:
+ * name, type, bounds and offset; adding a key is one row plus its
+ * default in enr_config_default_text.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#define CONFIG_LINE_MAX 2048
+#define CONFIG_FILE_MAX (1 << 20) /* a config larger than this is a mistake */
+
+const char enr_config_default_text[] =
+    "# enrichd built-in configuration (conf/enrichd.conf documents each key)\n"
+    "listen = /run/enrichd/enrichd.sock\n"
+    "listen_mode = 0660\n"
+    "listen_group = www-data\n"
+    "listen_backlog = 511\n"
+    "workers = 6\n"
+    "max_requests = 10000\n"
+    "max_requests_jitter = 1000\n"
+    "rss_soft_mb = 64\n"
+    "rss_hard_mb = 128\n"
+    "fd_soft = 256\n"
+    "fd_hard = 512\n"
+    "request_timeout_ms = 2000\n"
+    "drain_timeout_ms = 10000\n"
+    "max_body_bytes = 4194304\n"
+    "max_records = 10000\n"
+    "kill_grace_ms = 2000\n"
+    "upstream_url =\n"
+    "upstream_timeout_ms = 150\n"
+    "ids_per_call = 50\n"
+    "max_calls_per_batch = 4\n"
+    "upstream_max_connections = 4\n"
+    "cache_entries = 50000\n"
+    "cache_bytes = 16777216\n"
+    "cache_ttl_s = 3600\n"
+    "cache_negative_ttl_s = 300\n"
+    "breaker_failures = 5\n"
+    "breaker_cooldown_ms = 5000\n"
+    "status_listen = /run/enrichd/status.sock\n"
+    "slow_request_ms = 500\n"
+    "health_window_s = 30\n"
+    "health_max_5xx_ratio = 0.05\n"
+    "health_max_degraded_ratio = 0.5\n"
+    "health_max_p99_ms = 1000\n"
+    "min_ready_workers = 1\n";
+
+enum key_type { K_STR, K_UINT, K_MODE, K_SIZE, K_RATIO, K_LISTEN, K_URL, K_GROUP };
+
+typedef struct key_def {
+    const char *name;
+    enum key_type type;
+    size_t off;
+    size_t size;               /* K_STR-like: capacity; numbers: sizeof field */
+    unsigned long long lo, hi; /* inclusive bounds for K_UINT/K_SIZE/K_MODE */
+} key_def;
+
+#define F(field) offsetof(enr_config, field), sizeof(((enr_config *)0)->field)
+
+static const key_def keys[] = {
+    {"listen", K_LISTEN, F(listen), 0, 0},
+    {"listen_mode", K_MODE, F(listen_mode), 0, 0777},
+    {"listen_group", K_GROUP, F(listen_group), 0, 0},
+    {"listen_backlog", K_UINT, F(listen_backlog), 1, 65535},
+    {"workers", K_UINT, F(workers), 1, 256},
+    {"max_requests", K_UINT, F(max_requests), 0, 100000000},
+    {"max_requests_jitter", K_UINT, F(max_requests_jitter), 0, 100000000},
+    {"rss_soft_mb", K_UINT, F(rss_soft_mb), 0, 65536},
+    {"rss_hard_mb", K_UINT, F(rss_hard_mb), 0, 65536},
+    {"fd_soft", K_UINT, F(fd_soft), 0, 1048576},
+    {"fd_hard", K_UINT, F(fd_hard), 0, 1048576},
+    {"request_timeout_ms", K_UINT, F(request_timeout_ms), 100, 600000},
+    {"drain_timeout_ms", K_UINT, F(drain_timeout_ms), 1, 3600000},
+    {"max_body_bytes", K_SIZE, F(max_body_bytes), 1024, 1ULL << 30},
+    {"max_records", K_UINT, F(max_records), 0, 10000000},
+    {"kill_grace_ms", K_UINT, F(kill_grace_ms), 1, 600000},
+    {"upstream_url", K_URL, F(upstream_url), 0, 0},
+    {"upstream_timeout_ms", K_UINT, F(upstream_timeout_ms), 1, 600000},
+    {"ids_per_call", K_UINT, F(ids_per_call), 1, 10000},
+    {"max_calls_per_batch", K_UINT, F(max_calls_per_batch), 1, 1000},
+    {"upstream_max_connections", K_UINT, F(upstream_max_connections), 1, 1000},
+    {"cache_entries", K_UINT, F(cache_entries), 0, 100000000},
+    {"cache_bytes", K_SIZE, F(cache_bytes), 0, 1ULL << 34},
+    {"cache_ttl_s", K_UINT, F(cache_ttl_s), 0, 31536000},
+    {"cache_negative_ttl_s", K_UINT, F(cache_negative_ttl_s), 0, 31536000},
+    {"breaker_failures", K_UINT, F(breaker_failures), 1, 1000000},
+    {"breaker_cooldown_ms", K_UINT, F(breaker_cooldown_ms), 1, 3600000},
+    {"status_listen", K_LISTEN, F(status_listen), 0, 0},
+    {"slow_request_ms", K_UINT, F(slow_request_ms), 0, 3600000},
+    {"health_window_s", K_UINT, F(health_window_s), 1, 60},
+    {"health_max_5xx_ratio", K_RATIO, F(health_max_5xx_ratio), 0, 0},
+    {"health_max_degraded_ratio", K_RATIO, F(health_max_degraded_ratio), 0, 0},
+    {"health_max_p99_ms", K_UINT, F(health_max_p99_ms), 1, 3600000},
+    {"min_ready_workers", K_UINT, F(min_ready_workers), 0, 256},
+};
+
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+typedef struct parse_state {
+    const char *file;
+    unsigned line;
+    char *err;
+    size_t errlen;
+    unsigned char seen[NKEYS];
+    unsigned seen_line[NKEYS]; /* where each key was last set, for cross-key errors */
+} parse_state;
+
+static int fail(parse_state *ps, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(parse_state *ps, const char *key, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(ps->err, ps->errlen, "%s:%u: %s: %s", ps->file, ps->line, key, what);
+    return -1;
+}
+
+static int parse_ull(const char *v, int base, unsigned long long *out)
+{
+    char *end;
+
+    if (v[0] == '\0' || v[0] == '-' || v[0] == '+' || v[0] == ' ')
+        return -1;
+    errno = 0;
+    *out = strtoull(v, &end, base);
+    if (errno != 0 || *end != '\0')
+        return -1;
+    return 0;
+}
+
+/* Sizes accept an optional binary suffix (k, m, g) so 4m reads as 4 MiB. */
+static int parse_size(const char *v, unsigned long long *out)
+{
+    char num[32];
+    size_t n = strlen(v);
+    unsigned shift = 0;
+
+    if (n == 0 || n >= sizeof num)
+        return -1;
+    memcpy(num, v, n + 1);
+    switch (num[n - 1]) {
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    default:
+        break;
+    }
+    if (shift)
+        num[--n] = '\0';
+    if (parse_ull(num, 10, out) != 0)
+        return -1;
+    if (*out > (ULLONG_MAX >> shift))
+        return -1;
+    *out <<= shift;
+    return 0;
+}
+
+static int check_listen(const char *v, char *why, size_t whylen)
+{
+    if (v[0] == '/') {
+        if (strlen(v) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+            snprintf(why, whylen, "unix socket path longer than %zu bytes",
+                     sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+            return -1;
+        }
+        return 0;
+    }
+    if (strncmp(v, "127.0.0.1:", 10) == 0) {
+        unsigned long long port;
+        if (parse_ull(v + 10, 10, &port) != 0 || port == 0 || port > 65535) {
+            snprintf(why, whylen, "bad port in \"%s\"", v);
+            return -1;
+        }
+        return 0;
+    }
+    /* TCP beyond loopback would let anyone reach a FastCGI socket that
+     * trusts its peer (CVE-2025-23016): the socket is the trust boundary. */
+    snprintf(why, whylen, "\"%s\" is neither an absolute unix socket path nor 127.0.0.1:PORT", v);
+    return -1;
+}
+
+static int set_value(parse_state *ps, enr_config *c, const key_def *k, const char *v)
+{
+    char *field = (char *)c + k->off;
+    unsigned long long u = 0;
+    char why[200];
+
+    switch (k->type) {
+    case K_STR:
+    case K_LISTEN:
+    case K_URL:
+    case K_GROUP:
+        if (strlen(v) >= k->size)
+            return fail(ps, k->name, "value longer than %zu bytes", k->size - 1);
+        if (k->type == K_LISTEN && check_listen(v, why, sizeof why) != 0)
+            return fail(ps, k->name, "%s", why);
+        if (k->type == K_URL && v[0] != '\0' && strncmp(v, "http://", 7) != 0 &&
+            strncmp(v, "https://", 8) != 0)
+            return fail(ps, k->name, "\"%s\" is not an http:// or https:// URL (empty: off)", v);
+        if (k->type == K_GROUP && v[0] != '\0') {
+            errno = 0;
+            if (getgrnam(v) == NULL)
+                return fail(ps, k->name, "no such group \"%s\"", v);
+        }
+        memcpy(field, v, strlen(v) + 1);
+        return 0;
+    case K_MODE:
+        if (parse_ull(v, 8, &u) != 0 || u > k->hi)
+            return fail(ps, k->name, "\"%s\" is not an octal mode (0000..0777)", v);
+        break;
+    case K_UINT:
+        if (parse_ull(v, 10, &u) != 0)
+            return fail(ps, k->name, "\"%s\" is not a non-negative integer", v);
+        break;
+    case K_SIZE:
+        if (parse_size(v, &u) != 0)
+            return fail(ps, k->name, "\"%s\" is not a size (bytes, or with k/m/g)", v);
+        break;
+    case K_RATIO: {
+        char *end;
+        double d;
+        errno = 0;
+        d = strtod(v, &end);
+        if (v[0] == '\0' || *end != '\0' || errno != 0 || !(d >= 0.0 && d <= 1.0))
+            return fail(ps, k->name, "\"%s\" is not a ratio between 0 and 1", v);
+        memcpy(field, &d, sizeof d);
+        return 0;
+    }
+    }
+    if (u < k->lo || u > k->hi)
+        return fail(ps, k->name, "%llu is out of range %llu..%llu", u, k->lo, k->hi);
+    if (k->size == sizeof(unsigned)) {
+        unsigned x = (unsigned)u;
+        memcpy(field, &x, sizeof x);
+    } else if (k->size == sizeof(size_t)) {
+        size_t x = (size_t)u;
+        memcpy(field, &x, sizeof x);
+    } else {
+        return fail(ps, k->name, "internal: unexpected field size %zu", k->size);
+    }
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    char *e;
+
+    while (*s == ' ' || *s == '\t')
+        s++;
+    e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+        *--e = '\0';
+    return s;
+}
+
+static int parse_line(parse_state *ps, enr_config *c, char *line)
+{
+    char *eq, *key, *val;
+    size_t i;
+
+    key = trim(line);
+    if (key[0] == '\0' || key[0] == '#')
+        return 0;
+    eq = strchr(key, '=');
+    if (eq == NULL)
+        return fail(ps, key, "expected \"key = value\"");
+    *eq = '\0';
+    key = trim(key);
+    val = trim(eq + 1);
+    /* A value runs to the end of the line; `#` starts a comment only
+     * after white space, so URLs with fragments stay intact. */
+    for (char *p = val; *p; p++) {
+        if (*p == '#' && (p == val || p[-1] == ' ' || p[-1] == '\t')) {
+            *p = '\0';
+            val = trim(val);
+            break;
+        }
+    }
+    if (key[0] == '\0')
+        return fail(ps, "(none)", "missing key before '='");
+    for (i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, key) == 0)
+            break;
+    if (i == NKEYS)
+        return fail(ps, key, "unknown key");
+    if (ps->seen[i] == 2)
+        return fail(ps, key, "duplicate key");
+    ps->seen[i] = 2;
+    ps->seen_line[i] = ps->line;
+    return set_value(ps, c, &keys[i], val);
+}
+
+static int parse_text(parse_state *ps, enr_config *c, char *text)
+{
+    char *p = text;
+
+    ps->line = 0;
+    while (*p) {
+        char *nl = strchr(p, '\n');
+        ps->line++;
+        if (nl)
+            *nl = '\0';
+        if (strlen(p) >= CONFIG_LINE_MAX)
+            return fail(ps, "(line)", "longer than %d bytes", CONFIG_LINE_MAX - 1);
+        if (parse_line(ps, c, p) != 0)
+            return -1;
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return 0;
+}
+
+/* Rules that span keys: a soft limit must trip before its hard limit,
+ * and the worker's own deadlines must fit inside the request deadline. */
+static unsigned line_of(const parse_state *ps, const char *key)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, key) == 0)
+            return ps->seen_line[i];
+    return 0;
+}
+
+#define FAIL_AT(ps, key, ...) ((ps)->line = line_of((ps), (key)), fail((ps), (key), __VA_ARGS__))
+
+static int check_whole(parse_state *ps, const enr_config *c)
+{
+    if (c->rss_hard_mb && c->rss_soft_mb >= c->rss_hard_mb)
+        return FAIL_AT(ps, "rss_soft_mb", "must be below rss_hard_mb (%u)", c->rss_hard_mb);
+    if (c->fd_hard && c->fd_soft >= c->fd_hard)
+        return FAIL_AT(ps, "fd_soft", "must be below fd_hard (%u)", c->fd_hard);
+    if (c->max_requests_jitter > c->max_requests)
+        return FAIL_AT(ps, "max_requests_jitter", "must not exceed max_requests (%u)",
+                       c->max_requests);
+    if (c->upstream_timeout_ms >= c->request_timeout_ms)
+        return FAIL_AT(ps, "upstream_timeout_ms", "must be below request_timeout_ms (%u)",
+                       c->request_timeout_ms);
+    if (c->min_ready_workers > c->workers)
+        return FAIL_AT(ps, "min_ready_workers", "must not exceed workers (%u)", c->workers);
+    if (strcmp(c->listen, c->status_listen) == 0)
+        return FAIL_AT(ps, "status_listen", "must differ from listen");
+    return 0;
+}
+
+static int read_file(const char *path, char **out, char *why, size_t whylen)
+{
+    FILE *f = fopen(path, "re");
+    char *buf;
+    size_t n;
+
+    if (f == NULL) {
+        snprintf(why, whylen, "%s", strerror(errno));
+        return -1;
+    }
+    buf = malloc(CONFIG_FILE_MAX + 1);
+    if (buf == NULL) {
+        fclose(f);
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    n = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
+    if (ferror(f)) {
+        snprintf(why, whylen, "read error: %s", strerror(errno));
+        fclose(f);
+        free(buf);
+        return -1;
+    }
+    fclose(f);
+    if (n > CONFIG_FILE_MAX) {
+        snprintf(why, whylen, "larger than %d bytes", CONFIG_FILE_MAX);
+        free(buf);
+        return -1;
+    }
+    if (memchr(buf, '\0', n) != NULL) {
+        snprintf(why, whylen, "contains a NUL byte");
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
+int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen)
+{
+    enr_config next;
+    parse_state ps;
+    char *text = NULL;
+    char why[256];
+
+    memset(&next, 0, sizeof next);
+    memset(&ps, 0, sizeof ps);
+    ps.err = err;
+    ps.errlen = errlen;
+    ps.file = "(built-in)";
+    text = strdup(enr_config_default_text);
+    if (text == NULL) {
+        snprintf(err, errlen, "(built-in):0: (config): out of memory");
+        return -1;
+    }
+    if (parse_text(&ps, &next, text) != 0) {
+        free(text);
+        return -1;
+    }
+    free(text);
+    /* A file may override each default once; line 0 means "not in the file". */
+    memset(ps.seen, 0, sizeof ps.seen);
+    memset(ps.seen_line, 0, sizeof ps.seen_line);
+    if (path != NULL) {
+        ps.file = path;
+        if (read_file(path, &text, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s:0: (file): %s", path, why);
+            return -1;
+        }
+        if (parse_text(&ps, &next, text) != 0) {
+            free(text);
+            return -1;
+        }
+        free(text);
+        /* The jitter defaults to a tenth of max_requests unless set. */
+        for (size_t i = 0; i < NKEYS; i++)
+            if (strcmp(keys[i].name, "max_requests_jitter") == 0 && !ps.seen[i])
+                next.max_requests_jitter = next.max_requests / 10;
+        snprintf(next.source, sizeof next.source, "%s", path);
+    } else {
+        snprintf(next.source, sizeof next.source, "(built-in)");
+    }
+    if (check_whole(&ps, &next) != 0)
+        return -1;
+    *c = next;
+    return 0;
+}

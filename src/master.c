@@ -1,0 +1,875 @@
+/*
+ * master.c: the master process: sockets, the single fork site, the
+ * supervising loop, recycling, the crash-loop guard, reload, drain, and
+ * the conversation with systemd.
+ *
+ * Invariants:
+ *  - Signal handlers only set flags.  The signals are blocked except
+ *    inside ppoll(), so a flag is always seen by the next loop turn and
+ *    a handler never runs in the middle of the loop's work.
+ *  - spawn() is the only fork() of the daemon, for workers and for the
+ *    status process; the child never returns into this file's loop.
+ *  - Every child exit is classified once, in reap(): the reason the
+ *    master asked for (recycle, timeout, reload, stop), the reason the
+ *    worker gave in its exit code (soft limits), a crash (a signal the
+ *    master did not send, e.g. SIGABRT from libfcgi) or a failure.  It
+ *    is logged and counted in the scoreboard before the slot is reused.
+ *  - Slot i of the scoreboard belongs to pool position i: a replacement
+ *    reuses the slot of the worker it replaces, so the slot's counters
+ *    are cumulative over everything that ever ran in that position.
+ *  - The pool is refilled in the same loop turn that reaps a worker,
+ *    except while the crash-loop back-off holds forks.
+ */
+#include "master.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "health.h"
+#include "listen.h"
+#include "log.h"
+#include "notify.h"
+#include "procstat.h"
+#include "scoreboard.h"
+#include "status.h"
+#include "worker.h"
+
+static const char *const exit_reason_names[ENR_EXIT_REASONS] = {
+    "none", "max_requests", "rss", "fd", "timeout", "crash", "reload", "stop", "error",
+};
+
+enum child_kind { CHILD_WORKER, CHILD_STATUS };
+
+typedef struct child {
+    pid_t pid;           /* 0: no process */
+    unsigned generation; /* config generation it was started with */
+    uint64_t started;    /* monotonic ms */
+    int ready;           /* reported readiness (workers) */
+    int asked;           /* enum enr_exit_reason the master asked for, NONE if not */
+    uint64_t asked_at;   /* monotonic ms of the request, for KILL escalation */
+    int killed;          /* SIGKILL sent */
+} child;
+
+typedef struct master {
+    enr_config cfg;
+    const char *cfg_path;
+    enr_scoreboard *sb;
+    int listen_fd, status_fd;
+    char listen_path[ENR_PATH_MAX], status_path[ENR_PATH_MAX]; /* unlinked at exit */
+    int ready_r, ready_w;
+    child w[ENR_SB_MAX_WORKERS];
+    child status;
+    uint64_t status_hold_until, status_backoff;
+    unsigned generation;
+    /* crash-loop guard */
+    unsigned early_deaths;
+    uint64_t backoff_ms, hold_until;
+    /* lifecycle */
+    uint64_t start_ms;
+    int ready_sent, reloading, draining;
+    int first_ready; /* some worker has accepted since start */
+    uint64_t drain_deadline;
+    uint64_t next_tick, next_status, watchdog_ms, next_watchdog;
+    uint64_t last_completed, last_completed_at;
+    double req_rate;
+    uint64_t restarts;
+    enr_health health;
+    enr_engine *warm_engine; /* never used to serve: only keeps shared data loaded */
+    int was_healthy;         /* last verdict, to log transitions only */
+} master;
+
+static volatile sig_atomic_t sig_hup, sig_term, sig_quit, sig_chld;
+
+static void on_signal(int sig)
+{
+    switch (sig) {
+    case SIGHUP:
+        sig_hup = 1;
+        break;
+    case SIGTERM:
+    case SIGINT:
+        sig_term = 1;
+        break;
+    case SIGQUIT:
+        sig_quit = 1;
+        break;
+    case SIGCHLD:
+        sig_chld = 1;
+        break;
+    default:
+        break;
+    }
+}
+
+static const int master_signals[] = {SIGHUP, SIGTERM, SIGINT, SIGQUIT, SIGCHLD};
+#define N_MASTER_SIGNALS (sizeof master_signals / sizeof master_signals[0])
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- the fork site ------------------------------------------------------ */
+
+static int live_workers(const master *m, int ready_only)
+{
+    int n = 0;
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && (!ready_only || m->w[i].ready))
+            n++;
+    return n;
+}
+
+/* The only fork() of the daemon.  slot < 0: the status process. */
+static int spawn(master *m, int kind, unsigned slot)
+{
+    child *ch = kind == CHILD_WORKER ? &m->w[slot] : &m->status;
+    enr_sb_slot *s = kind == CHILD_WORKER ? &m->sb->slot[slot] : NULL;
+    pid_t pid;
+
+    if (s != NULL) {
+        /* Before fork: the child overwrites these as soon as it runs, and
+         * the master must never clobber what the child already wrote. */
+        ENR_SB_SET(s->pid, 0);
+        ENR_SB_SET(s->state, ENR_WS_STARTING);
+    }
+    pid = fork();
+
+    if (pid < 0) {
+        enr_log(ENR_LOG_ERROR, "fork failed", "errno=%d kind=%s", errno,
+                kind == CHILD_WORKER ? "worker" : "status");
+        return -1;
+    }
+    if (pid == 0) {
+        struct sigaction sa;
+        int code;
+
+        enr_notify_forget();
+        close(m->ready_r);
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
+            sigaction(master_signals[i], &sa, NULL);
+        if (kind == CHILD_WORKER) {
+            enr_worker_args a = {&m->cfg, m->sb, slot, m->listen_fd, m->ready_w, m->generation};
+            close(m->status_fd);
+            /* The worker sets its own mask before it unblocks anything. */
+            code = enr_worker_main(&a);
+        } else {
+            sigset_t none;
+            close(m->ready_w);
+            enr_log_role("status");
+            /* Terminal signals are for the master, which stops us in order. */
+            sa.sa_handler = SIG_IGN;
+            sigaction(SIGINT, &sa, NULL);
+            sigaction(SIGHUP, &sa, NULL);
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            code = enr_status_main(&m->cfg, m->sb, m->status_fd, m->listen_fd);
+        }
+        _exit(code);
+    }
+    memset(ch, 0, sizeof *ch);
+    ch->pid = pid;
+    ch->generation = m->generation;
+    ch->started = mono_ms();
+    if (s != NULL) {
+        int64_t zero = 0;
+        /* Shows the process before it runs; the worker writes the same. */
+        atomic_compare_exchange_strong(&s->pid, &zero, (int64_t)pid);
+        enr_log(ENR_LOG_INFO, "worker start", "worker_pid=%ld slot=%u generation=%u", (long)pid,
+                slot, m->generation);
+    } else {
+        enr_log(ENR_LOG_INFO, "status process start", "child_pid=%ld", (long)pid);
+    }
+    return 0;
+}
+
+/* Asks a child to end for a reason: TERM (or USR2 to drain the queue
+ * first), escalated to KILL by escalate() after kill_grace_ms. */
+static void ask(child *ch, int reason, int sig)
+{
+    if (ch->pid <= 0)
+        return;
+    if (ch->asked == ENR_EXIT_NONE || reason == ENR_EXIT_STOP) {
+        ch->asked = reason;
+        ch->asked_at = mono_ms();
+    }
+    if (kill(ch->pid, sig) != 0 && errno != ESRCH)
+        enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld signal=%d errno=%d", (long)ch->pid,
+                sig, errno);
+}
+
+static void kill_child(child *ch)
+{
+    if (ch->pid > 0 && !ch->killed) {
+        ch->killed = 1;
+        if (kill(ch->pid, SIGKILL) != 0 && errno != ESRCH)
+            enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld errno=%d", (long)ch->pid, errno);
+    }
+}
+
+/* ---- exits ------------------------------------------------------------ */
+
+static int classify(const child *ch, int status, char *detail, size_t len)
+{
+    if (WIFEXITED(status)) {
+        int code = WEXITSTATUS(status);
+        snprintf(detail, len, "exit_code=%d", code);
+        if (code == ENR_WORKER_EXIT_STOPPED && ch->asked != ENR_EXIT_NONE)
+            return ch->asked;
+        if (code > ENR_WORKER_EXIT_RECYCLE && code < ENR_WORKER_EXIT_RECYCLE + ENR_EXIT_REASONS)
+            return code - ENR_WORKER_EXIT_RECYCLE;
+        return ENR_EXIT_ERROR;
+    }
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        snprintf(detail, len, "signal=%s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+        /* Dying of the signal we sent is the reason we sent it for; any
+         * other signal (SIGABRT from libfcgi's CVE-2025-23016 assert,
+         * SIGSEGV, an outside kill -9) is a crash. */
+        if (ch->asked != ENR_EXIT_NONE && (sig == SIGTERM || sig == SIGKILL || sig == SIGUSR2) &&
+            (sig != SIGKILL || ch->killed))
+            return ch->asked;
+        return ENR_EXIT_CRASH;
+    }
+    snprintf(detail, len, "status=%d", status);
+    return ENR_EXIT_ERROR;
+}
+
+static void crashloop_note(master *m, int reason, uint64_t lifetime, uint64_t now)
+{
+    if ((reason != ENR_EXIT_CRASH && reason != ENR_EXIT_ERROR) || lifetime >= ENR_EARLY_DEATH_MS) {
+        if (lifetime >= ENR_EARLY_DEATH_MS)
+            m->early_deaths = 0;
+        return;
+    }
+    m->early_deaths++;
+    if (!ENR_SB_GET(m->sb->pool.crashloop)) {
+        if (m->early_deaths < ENR_CRASHLOOP_THRESHOLD)
+            return;
+        m->backoff_ms = ENR_BACKOFF_MIN_MS;
+        ENR_SB_SET(m->sb->pool.crashloop, 1);
+    } else if (now >= m->hold_until) {
+        /* A probe started after the last hold died early too. */
+        m->backoff_ms =
+            m->backoff_ms * 2 > ENR_BACKOFF_MAX_MS ? ENR_BACKOFF_MAX_MS : m->backoff_ms * 2;
+    } else {
+        return; /* more deaths of the same wave: one hold is enough */
+    }
+    m->hold_until = now + m->backoff_ms;
+    ENR_SB_SET(m->sb->pool.backoff_ms, m->backoff_ms);
+    enr_log(ENR_LOG_ERROR, "crash loop: holding forks", "early_deaths=%u backoff_ms=%" PRIu64,
+            m->early_deaths, m->backoff_ms);
+}
+
+static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
+{
+    child *ch = &m->w[slot];
+    enr_sb_slot *s = &m->sb->slot[slot];
+    enr_sb_pool *p = &m->sb->pool;
+    char detail[64], rid[ENR_SB_REQID_MAX], qrid[96];
+    int reason = classify(ch, status, detail, sizeof detail);
+    uint64_t lifetime = now > ch->started ? now - ch->started : 0;
+    uint64_t req_start = ENR_SB_GET(s->req_start_ms), age = 0;
+
+    memcpy(rid, s->req_id, sizeof rid);
+    rid[sizeof rid - 1] = '\0';
+    if (req_start != 0 && ENR_SB_GET(s->state) == ENR_WS_BUSY) {
+        uint64_t wn = wall_ms();
+        age = wn > req_start ? wn - req_start : 0;
+    } else {
+        rid[0] = '\0';
+    }
+    ENR_SB_ADD(p->exits[reason], 1);
+    ENR_SB_ADD(s->restarts, 1);
+    ENR_SB_SET(s->last_exit_reason, (uint64_t)reason);
+    ENR_SB_SET(s->last_exit_pid, (int64_t)ch->pid);
+    ENR_SB_SET(s->last_exit_req_age_ms, age);
+    memcpy(s->last_exit_req_id, rid, sizeof rid);
+    if (reason != ENR_EXIT_STOP)
+        m->restarts++; /* a stop is an end, not a restart */
+    enr_log(reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR ? ENR_LOG_ERROR : ENR_LOG_INFO,
+            "worker exit",
+            "worker_pid=%ld slot=%u reason=%s %s served=%" PRIu64 " rss_kb=%" PRIu64 " fds=%" PRIu64
+            " lifetime_ms=%" PRIu64 "%s%s",
+            (long)ch->pid, slot, exit_reason_names[reason], detail, ENR_SB_GET(s->served),
+            ENR_SB_GET(s->rss_kb), ENR_SB_GET(s->fds), lifetime, rid[0] ? " req_id=" : "",
+            rid[0] ? enr_log_quote(qrid, sizeof qrid, rid) : "");
+    if (age)
+        enr_log(ENR_LOG_WARN, "request lost with its worker", "req_id=%s req_age_ms=%" PRIu64,
+                enr_log_quote(qrid, sizeof qrid, rid), age);
+    /* The process is gone: the master clears what it can no longer write. */
+    ENR_SB_SET(s->pid, 0);
+    ENR_SB_SET(s->state, ENR_WS_EMPTY);
+    ENR_SB_SET(s->req_start_ms, 0);
+    crashloop_note(m, reason, lifetime, now);
+    memset(ch, 0, sizeof *ch);
+}
+
+static void status_exited(master *m, int status, uint64_t now)
+{
+    child *ch = &m->status;
+    char detail[64];
+    int reason = classify(ch, status, detail, sizeof detail);
+    uint64_t lifetime = now > ch->started ? now - ch->started : 0;
+
+    enr_log(reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR ? ENR_LOG_ERROR : ENR_LOG_INFO,
+            "status process exit", "child_pid=%ld reason=%s %s lifetime_ms=%" PRIu64, (long)ch->pid,
+            exit_reason_names[reason], detail, lifetime);
+    if ((reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR) && lifetime < ENR_EARLY_DEATH_MS) {
+        m->status_backoff = m->status_backoff ? m->status_backoff * 2 : ENR_BACKOFF_MIN_MS;
+        if (m->status_backoff > ENR_BACKOFF_MAX_MS)
+            m->status_backoff = ENR_BACKOFF_MAX_MS;
+        m->status_hold_until = now + m->status_backoff;
+    } else {
+        m->status_backoff = 0;
+    }
+    memset(ch, 0, sizeof *ch);
+}
+
+static void reap(master *m)
+{
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        uint64_t now;
+        if (pid <= 0) {
+            if (pid < 0 && errno == EINTR)
+                continue;
+            return;
+        }
+        now = mono_ms();
+        if (pid == m->status.pid) {
+            status_exited(m, status, now);
+            continue;
+        }
+        for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+            if (m->w[i].pid == pid) {
+                worker_exited(m, i, status, now);
+                break;
+            }
+        }
+    }
+}
+
+/* ---- the pool ------------------------------------------------------------ */
+
+static void fill_workers(master *m, uint64_t now)
+{
+    int holding = ENR_SB_GET(m->sb->pool.crashloop) != 0;
+
+    if (holding && now < m->hold_until)
+        return;
+    for (unsigned i = 0; i < m->cfg.workers; i++) {
+        if (m->w[i].pid > 0)
+            continue;
+        /* Cold start: the first worker gets the CPU to itself until it
+         * accepts, so the first request is served as early as possible. */
+        if (!m->first_ready && i > 0 && now < m->start_ms + ENR_READY_WAIT_MS)
+            return;
+        /* In a crash loop one probe at a time, not the whole pool: its
+         * early death doubles the back-off (crashloop_note), its survival
+         * ends the loop (sample_workers). */
+        if (holding && live_workers(m, 0) > 0)
+            return;
+        if (spawn(m, CHILD_WORKER, i) != 0 || holding)
+            return;
+    }
+}
+
+static void fill_pool(master *m, uint64_t now)
+{
+    if (m->draining)
+        return;
+    fill_workers(m, now);
+    /* The status process waits for the first worker (cold start) but
+     * never for a crash loop: that is when operators need it most. */
+    if (m->status.pid == 0 && now >= m->status_hold_until &&
+        (m->first_ready || ENR_SB_GET(m->sb->pool.crashloop) ||
+         now >= m->start_ms + ENR_READY_WAIT_MS))
+        spawn(m, CHILD_STATUS, 0);
+}
+
+static void read_readiness(master *m)
+{
+    char buf[64];
+
+    while (read(m->ready_r, buf, sizeof buf) > 0)
+        ;
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+        uint64_t st;
+        if (m->w[i].pid <= 0 || m->w[i].ready)
+            continue;
+        st = ENR_SB_GET(m->sb->slot[i].state);
+        if (st == ENR_WS_IDLE || st == ENR_WS_BUSY)
+            m->w[i].ready = m->first_ready = 1;
+    }
+}
+
+static int old_generation_left(const master *m)
+{
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && m->w[i].generation != m->generation)
+            return 1;
+    return 0;
+}
+
+static void check_ready(master *m, uint64_t now)
+{
+    int ready = live_workers(m, 1);
+    int enough = ready >= (int)m->cfg.workers ||
+                 (ready >= (int)(m->cfg.min_ready_workers ? m->cfg.min_ready_workers : 1) &&
+                  now >= m->start_ms + ENR_READY_WAIT_MS);
+
+    if (!m->ready_sent && enough) {
+        m->ready_sent = 1;
+        ENR_SB_SET(m->sb->pool.state, 1);
+        enr_notify_ready();
+        enr_log(ENR_LOG_INFO, "ready", "workers=%d startup_ms=%" PRIu64, ready, now - m->start_ms);
+    }
+    if (m->reloading && !old_generation_left(m) && ready >= 1) {
+        m->reloading = 0;
+        ENR_SB_SET(m->sb->pool.state, 1);
+        enr_notify_ready();
+        enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d", m->generation, ready);
+    }
+}
+
+/* ---- tick: sampling, hard limits, health, systemd ------------------------ */
+
+static void sample_workers(master *m, uint64_t now)
+{
+    const enr_config *c = &m->cfg;
+    uint64_t wn = wall_ms(), busy = 0;
+
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+        child *ch = &m->w[i];
+        enr_sb_slot *s = &m->sb->slot[i];
+        long rss, fds;
+        uint64_t st, rs;
+
+        if (ch->pid <= 0)
+            continue;
+        rss = enr_proc_rss_kb(ch->pid);
+        fds = enr_proc_fd_count(ch->pid);
+        if (rss >= 0)
+            ENR_SB_SET(s->rss_kb, (uint64_t)rss);
+        if (fds >= 0)
+            ENR_SB_SET(s->fds, (uint64_t)fds);
+        st = ENR_SB_GET(s->state);
+        rs = ENR_SB_GET(s->req_start_ms);
+        if (st == ENR_WS_BUSY)
+            busy++;
+        if (ch->asked != ENR_EXIT_NONE)
+            continue;
+        if (c->rss_hard_mb && rss > (long)c->rss_hard_mb * 1024)
+            ask(ch, ENR_EXIT_RSS, SIGTERM);
+        else if (c->fd_hard && fds > (long)c->fd_hard)
+            ask(ch, ENR_EXIT_FD, SIGTERM);
+        else if (st == ENR_WS_BUSY && rs != 0 && wn > rs && wn - rs > c->request_timeout_ms)
+            ask(ch, ENR_EXIT_TIMEOUT, SIGTERM);
+        else
+            continue;
+        enr_log(ENR_LOG_WARN, "worker over a hard limit",
+                "worker_pid=%ld slot=%u reason=%s rss_kb=%ld fds=%ld", (long)ch->pid, i,
+                exit_reason_names[ch->asked], rss, fds);
+    }
+    if (busy > ENR_SB_GET(m->sb->pool.max_active))
+        ENR_SB_SET(m->sb->pool.max_active, busy);
+    /* A crash loop is over once some worker has lived past the window. */
+    if (ENR_SB_GET(m->sb->pool.crashloop)) {
+        for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+            if (m->w[i].pid > 0 && m->w[i].ready && now >= m->w[i].started + ENR_EARLY_DEATH_MS) {
+                ENR_SB_SET(m->sb->pool.crashloop, 0);
+                ENR_SB_SET(m->sb->pool.backoff_ms, 0);
+                m->early_deaths = 0;
+                m->backoff_ms = 0;
+                enr_log(ENR_LOG_INFO, "crash loop over", "worker_pid=%ld", (long)m->w[i].pid);
+                break;
+            }
+        }
+    }
+}
+
+static uint64_t pool_completed(const master *m)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < m->sb->nslots; i++)
+        sum += ENR_SB_GET(m->sb->slot[i].completed);
+    return sum;
+}
+
+static void send_status(master *m, uint64_t now)
+{
+    char text[256];
+    uint64_t done = pool_completed(m);
+
+    if (now > m->last_completed_at)
+        m->req_rate =
+            (double)(done - m->last_completed) * 1000.0 / (double)(now - m->last_completed_at);
+    m->last_completed = done;
+    m->last_completed_at = now;
+    if (ENR_SB_GET(m->sb->pool.crashloop))
+        snprintf(text, sizeof text,
+                 "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64
+                 " ms",
+                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
+    else
+        snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", %s%s%s",
+                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
+                 m->draining         ? "draining"
+                 : m->health.healthy ? "healthy"
+                                     : "unhealthy",
+                 m->health.healthy ? "" : ": ", m->health.healthy ? "" : m->health.reason);
+    enr_notify_status(text);
+}
+
+static void tick(master *m, uint64_t now)
+{
+    int healthy;
+
+    sample_workers(m, now);
+    healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
+    if (healthy != m->was_healthy) {
+        char q[200];
+        /* Transitions only: one line when the verdict changes. */
+        if (healthy)
+            enr_log(ENR_LOG_INFO, "pool healthy again", NULL);
+        else
+            enr_log(ENR_LOG_WARN, "pool unhealthy: watchdog not fed", "reason=%s",
+                    enr_log_quote(q, sizeof q, m->health.reason));
+        m->was_healthy = healthy;
+    }
+    if (now >= m->next_status) {
+        send_status(m, now);
+        m->next_status = now + ENR_MASTER_STATUS_MS;
+    }
+}
+
+/* ---- reload, drain, quit ------------------------------------------------ */
+
+static int listen_changed(const enr_config *a, const enr_config *b)
+{
+    return strcmp(a->listen, b->listen) != 0 || a->listen_mode != b->listen_mode ||
+           strcmp(a->listen_group, b->listen_group) != 0 ||
+           a->listen_backlog != b->listen_backlog ||
+           strcmp(a->status_listen, b->status_listen) != 0;
+}
+
+static void reload(master *m)
+{
+    enr_config next;
+    char err[512], q[600];
+
+    enr_notify_reloading();
+    if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0) {
+        enr_log(ENR_LOG_ERROR, "reload refused: configuration invalid, keeping the old one",
+                "error=%s", enr_log_quote(q, sizeof q, err));
+        enr_notify_status("reload refused: invalid configuration (see log)");
+        enr_notify_ready();
+        return;
+    }
+    if (listen_changed(&m->cfg, &next)) {
+        enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
+        memcpy(next.listen, m->cfg.listen, sizeof next.listen);
+        next.listen_mode = m->cfg.listen_mode;
+        memcpy(next.listen_group, m->cfg.listen_group, sizeof next.listen_group);
+        next.listen_backlog = m->cfg.listen_backlog;
+        memcpy(next.status_listen, m->cfg.status_listen, sizeof next.status_listen);
+    }
+    m->cfg = next;
+    m->generation++;
+    ENR_SB_ADD(m->sb->pool.generation, 1);
+    ENR_SB_SET(m->sb->pool.workers, m->cfg.workers);
+    if (m->cfg.workers > m->sb->nslots)
+        m->sb->nslots = m->cfg.workers;
+    ENR_SB_SET(m->sb->pool.state, 2);
+    m->reloading = 1;
+    /* A worker asked to reload finishes the request in hand; the
+     * connections waiting in the backlog go to the new generation. */
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0)
+            ask(&m->w[i], ENR_EXIT_RELOAD, SIGTERM);
+    ask(&m->status, ENR_EXIT_RELOAD, SIGTERM);
+    enr_log(ENR_LOG_INFO, "reload", "generation=%u source=%s workers=%u", m->generation,
+            m->cfg.source, m->cfg.workers);
+}
+
+static void begin_drain(master *m, uint64_t now)
+{
+    m->draining = 1;
+    m->drain_deadline = now + m->cfg.drain_timeout_ms;
+    ENR_SB_SET(m->sb->pool.state, 3);
+    enr_notify_stopping();
+    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u", live_workers(m, 0),
+            m->cfg.drain_timeout_ms);
+    /* New connections fail fast at nginx instead of waiting in a backlog
+     * nobody will serve; the ones already queued are drained (USR2). */
+    if (m->listen_path[0] && unlink(m->listen_path) == 0)
+        m->listen_path[0] = '\0';
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0)
+            ask(&m->w[i], ENR_EXIT_STOP, SIGUSR2);
+}
+
+static void kill_all(master *m)
+{
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        kill_child(&m->w[i]);
+    kill_child(&m->status);
+}
+
+static void wait_all(master *m)
+{
+    /* After SIGKILL the children go at once; reap them for the log. */
+    while (live_workers(m, 0) > 0 || m->status.pid > 0) {
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (pid == m->status.pid) {
+            status_exited(m, status, mono_ms());
+            continue;
+        }
+        for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+            if (m->w[i].pid == pid)
+                worker_exited(m, i, status, mono_ms());
+    }
+}
+
+static void escalate(master *m, uint64_t now)
+{
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+        child *ch = &m->w[i];
+        if (ch->pid > 0 && ch->asked != ENR_EXIT_NONE && ch->asked != ENR_EXIT_STOP &&
+            !ch->killed && now >= ch->asked_at + m->cfg.kill_grace_ms) {
+            enr_log(ENR_LOG_WARN, "worker did not stop in time: SIGKILL",
+                    "worker_pid=%ld slot=%u reason=%s", (long)ch->pid, i,
+                    exit_reason_names[ch->asked]);
+            kill_child(ch);
+        }
+    }
+    if (m->status.pid > 0 && m->status.asked != ENR_EXIT_NONE && !m->status.killed &&
+        now >= m->status.asked_at + m->cfg.kill_grace_ms)
+        kill_child(&m->status);
+}
+
+static uint64_t next_wakeup(const master *m, uint64_t now)
+{
+    uint64_t t = m->next_tick;
+
+    if (m->watchdog_ms && m->next_watchdog < t)
+        t = m->next_watchdog;
+    if (ENR_SB_GET(m->sb->pool.crashloop) && m->hold_until > now && m->hold_until < t)
+        t = m->hold_until;
+    if (m->status.pid == 0 && m->status_hold_until > now && m->status_hold_until < t)
+        t = m->status_hold_until;
+    if (m->draining && m->drain_deadline < t)
+        t = m->drain_deadline;
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+        const child *ch = &m->w[i];
+        if (ch->pid > 0 && ch->asked != ENR_EXIT_NONE && ch->asked != ENR_EXIT_STOP &&
+            !ch->killed && ch->asked_at + m->cfg.kill_grace_ms < t)
+            t = ch->asked_at + m->cfg.kill_grace_ms;
+    }
+    return t > now ? t - now : 0;
+}
+
+static void cleanup(master *m)
+{
+    if (m->listen_path[0])
+        unlink(m->listen_path);
+    if (m->status_path[0])
+        unlink(m->status_path);
+}
+
+/* ---- main loop ------------------------------------------------------------ */
+/* Time comparisons are written as `now >= t + delay`, never `now - t`:
+ * a timestamp set during this loop turn (ask(), spawn()) can be later
+ * than the turn's `now`, and an unsigned difference would wrap. */
+
+static int setup_signals(sigset_t *wait_mask)
+{
+    struct sigaction sa;
+    sigset_t block;
+
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_signal;
+    sigemptyset(&block);
+    for (size_t i = 0; i < N_MASTER_SIGNALS; i++) {
+        sigaddset(&block, master_signals[i]);
+        if (sigaction(master_signals[i], &sa, NULL) != 0)
+            return -1;
+    }
+    sa.sa_handler = SIG_IGN;
+    if (sigaction(SIGPIPE, &sa, NULL) != 0)
+        return -1;
+    if (sigprocmask(SIG_BLOCK, &block, wait_mask) != 0)
+        return -1;
+    for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
+        sigdelset(wait_mask, master_signals[i]);
+    return 0;
+}
+
+int enr_master_run(const enr_config *cfg, const char *cfg_path)
+{
+    static master m; /* large (per-slot state): not on the stack */
+    sigset_t wait_mask;
+    char err[512], q[600];
+    int pipefd[2];
+
+    memset(&m, 0, sizeof m);
+    m.cfg = *cfg;
+    m.cfg_path = cfg_path;
+    m.start_ms = mono_ms();
+    m.listen_fd = m.status_fd = m.ready_r = m.ready_w = -1;
+    enr_log_role("master");
+    if (setup_signals(&wait_mask) != 0) {
+        enr_log(ENR_LOG_ERROR, "signal setup failed", "errno=%d", errno);
+        return 1;
+    }
+    m.watchdog_ms = enr_notify_init();
+    m.sb = enr_sb_create();
+    if (m.sb == NULL) {
+        enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "errno=%d", errno);
+        return 1;
+    }
+    ENR_SB_SET(m.sb->pool.start_ms, wall_ms());
+    ENR_SB_SET(m.sb->pool.workers, m.cfg.workers);
+    m.sb->nslots = m.cfg.workers;
+    if (enr_listen_open(&m.cfg, &m.listen_fd, &m.status_fd, m.listen_path, m.status_path, err,
+                        sizeof err) != 0) {
+        enr_log(ENR_LOG_ERROR, "cannot open sockets", "error=%s", enr_log_quote(q, sizeof q, err));
+        cleanup(&m);
+        return 1;
+    }
+    if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
+        enr_log(ENR_LOG_ERROR, "pipe failed", "errno=%d", errno);
+        cleanup(&m);
+        return 1;
+    }
+    m.ready_r = pipefd[0];
+    m.ready_w = pipefd[1];
+    /* ICU's normalizer and case data and OpenSSL's SHA-1 are loaded once
+     * here, before fork: every worker then starts in well under a
+     * millisecond instead of each loading them again while competing
+     * for the CPU, and those pages are shared (PSS) until written. */
+    m.warm_engine = enr_engine_new();
+    if (m.warm_engine == NULL)
+        enr_log(ENR_LOG_ERROR, "engine warm-up failed; workers will try on their own", NULL);
+    enr_log(ENR_LOG_INFO, "starting", "config=%s workers=%u listen=%s status_listen=%s",
+            enr_log_quote(q, sizeof q, m.cfg.source), m.cfg.workers, m.cfg.listen,
+            m.cfg.status_listen);
+    m.next_tick = m.start_ms + ENR_MASTER_TICK_MS;
+    m.next_status = m.start_ms;
+    m.next_watchdog = m.start_ms;
+    m.last_completed_at = m.start_ms;
+    m.health.healthy = 1;
+    m.was_healthy = 1;
+
+    for (;;) {
+        struct pollfd pfd = {.fd = m.ready_r, .events = POLLIN};
+        struct timespec ts;
+        uint64_t now, wait;
+
+        if (sig_quit) {
+            enr_log(ENR_LOG_WARN, "quit: stopping at once", NULL);
+            enr_notify_stopping();
+            for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+                if (m.w[i].pid > 0 && m.w[i].asked == ENR_EXIT_NONE)
+                    m.w[i].asked = ENR_EXIT_STOP;
+            if (m.status.pid > 0)
+                m.status.asked = ENR_EXIT_STOP;
+            kill_all(&m);
+            wait_all(&m);
+            cleanup(&m);
+            return 0;
+        }
+        if (sig_chld) {
+            sig_chld = 0;
+            reap(&m);
+        }
+        now = mono_ms();
+        if (sig_term && !m.draining) {
+            sig_term = 0;
+            begin_drain(&m, now);
+        }
+        if (sig_hup) {
+            sig_hup = 0;
+            if (!m.draining)
+                reload(&m);
+        }
+        if (pfd.fd >= 0)
+            read_readiness(&m);
+        if (m.draining) {
+            if (live_workers(&m, 0) == 0) {
+                if (m.status.pid > 0 && m.status.asked == ENR_EXIT_NONE)
+                    ask(&m.status, ENR_EXIT_STOP, SIGTERM);
+                if (m.status.pid == 0) {
+                    enr_log(ENR_LOG_INFO, "stopped", "restarts=%" PRIu64, m.restarts);
+                    cleanup(&m);
+                    return 0;
+                }
+            }
+            if (now >= m.drain_deadline) {
+                enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
+                        live_workers(&m, 0));
+                kill_all(&m);
+                wait_all(&m);
+                cleanup(&m);
+                return 0;
+            }
+        } else {
+            fill_pool(&m, now);
+            check_ready(&m, now);
+        }
+        escalate(&m, now);
+        if (now >= m.next_tick) {
+            tick(&m, now);
+            m.next_tick = now + ENR_MASTER_TICK_MS;
+        }
+        /* The watchdog is fed only while the pool does its job (the last
+         * tick's verdict): a master that merely runs is not a service
+         * that works.  Never before READY=1. */
+        if (m.watchdog_ms && m.ready_sent && m.health.healthy && now >= m.next_watchdog) {
+            enr_notify_watchdog();
+            m.next_watchdog = now + m.watchdog_ms;
+        }
+        wait = next_wakeup(&m, mono_ms());
+        /* Before READY, look often: readiness is a byte on the pipe, but
+         * min_ready_workers after ENR_READY_WAIT_MS is a timer. */
+        if (!m.ready_sent && wait > 50)
+            wait = 50;
+        ts.tv_sec = (time_t)(wait / 1000);
+        ts.tv_nsec = (long)(wait % 1000) * 1000000L;
+        if (ppoll(&pfd, 1, &ts, &wait_mask) < 0 && errno != EINTR) {
+            enr_log(ENR_LOG_ERROR, "ppoll failed", "errno=%d", errno);
+            return 1;
+        }
+    }
+}

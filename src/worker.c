@@ -1,0 +1,575 @@
+/*
+ * worker.c: one FastCGI worker: accept, route, read the body, run the
+ * engine (and the upstream client), answer, account, maybe recycle.
+ *
+ * Invariants:
+ *  - Signals are blocked except while the worker waits for a connection
+ *    (ppoll with the unblocked mask), so a TERM from the master never
+ *    interrupts a request half way: it is seen between requests, and a
+ *    request in hand is always answered (graceful reload and drain).
+ *  - The worker accepts connections itself (accept4, SOCK_CLOEXEC, on a
+ *    non-blocking socket shared with its siblings) and hands the
+ *    connection to libfcgi, so a lost accept race costs an EAGAIN, never
+ *    a process blocked in accept() that cannot be told to stop.
+ *  - Engine, Unicode, upstream objects and the body/output buffers are
+ *    created once and reused: a steady-state request does not allocate
+ *    in this file.
+ *  - Only this worker writes the live and cumulative fields of its slot.
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <fcgiapp.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "engine.h"
+#include "log.h"
+#include "procstat.h"
+#include "upstream.h"
+
+#define BODY_READ_CHUNK 65536
+
+static volatile sig_atomic_t worker_stop;  /* TERM: end after the request in hand */
+static volatile sig_atomic_t worker_drain; /* USR2: also serve what waits in the backlog */
+
+static void on_signal(int sig)
+{
+    if (sig == SIGUSR2)
+        worker_drain = 1;
+    else
+        worker_stop = 1;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+typedef struct worker {
+    const enr_config *cfg;
+    enr_sb_slot *slot;
+    int listen_fd;
+    int is_tcp;
+    enr_engine *engine;
+    enr_upstream *upstream;
+    enr_batch batch;
+    enr_buf body, out;
+    FCGX_Request req;
+    sigset_t wait_mask; /* the mask while waiting for a connection */
+    unsigned long served;
+    unsigned long max_served; /* max_requests + this worker's jitter; 0 = never */
+#ifdef ENR_TEST_HOOKS
+    unsigned leak_fds, leak_kb;
+#endif
+} worker;
+
+/* ---- test hooks: compiled only with -DENR_TEST_HOOKS ---------------- */
+#ifdef ENR_TEST_HOOKS
+static void hooks_init(worker *w)
+{
+    const char *leak = getenv("ENRICHD_TEST_LEAK");
+    const char *crash = getenv("ENRICHD_TEST_CRASH_FILE");
+
+    if (leak != NULL) {
+        const char *p = strstr(leak, "fd:");
+        const char *m = strstr(leak, "mem:");
+        if (p)
+            w->leak_fds = (unsigned)strtoul(p + 3, NULL, 10);
+        if (m)
+            w->leak_kb = (unsigned)strtoul(m + 4, NULL, 10);
+    }
+    /* A worker that dies right after start, while the file exists: the
+     * crash-loop guard's test case. */
+    if (crash != NULL && access(crash, F_OK) == 0)
+        abort();
+}
+
+static void hooks_leak(worker *w)
+{
+    for (unsigned i = 0; i < w->leak_fds; i++)
+        if (open("/dev/null", O_RDONLY | O_CLOEXEC) < 0)
+            break;
+    if (w->leak_kb) {
+        static void *volatile leaked; /* a chain the compiler cannot elide */
+        char *p = malloc((size_t)w->leak_kb * 1024);
+        if (p != NULL) {
+            memset(p, 0x5a, (size_t)w->leak_kb * 1024); /* touched, so resident */
+            memcpy(p, (const void *)&leaked, sizeof(void *));
+            leaked = p;
+        }
+    }
+}
+
+static void hooks_sleep(FCGX_Request *req, const char *param)
+{
+    const char *v = FCGX_GetParam(param, req->envp);
+    if (v != NULL) {
+        struct timespec ts = {0, 0};
+        unsigned long ms = strtoul(v, NULL, 10);
+        ts.tv_sec = (time_t)(ms / 1000);
+        ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+}
+#endif
+
+/* ---- answering ---------------------------------------------------------- */
+
+/* Writes head + body; returns 0, or -1 when the caller is gone. */
+static int send_response(worker *w, int status, const char *ctype, const char *extra,
+                         const char *body, size_t len)
+{
+    char head[256];
+    int n;
+
+    n = snprintf(head, sizeof head,
+                 "Status: %d\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", status, ctype,
+                 len, extra ? extra : "");
+    if (n < 0 || (size_t)n >= sizeof head)
+        return -1;
+    if (FCGX_PutStr(head, n, w->req.out) != n)
+        return -1;
+    if (len && FCGX_PutStr(body, (int)len, w->req.out) != (int)len)
+        return -1;
+    return 0;
+}
+
+static int send_json_error(worker *w, int status, const char *msg)
+{
+    char body[160];
+    int n = snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg);
+    return send_response(w, status, "application/json", NULL, body, (size_t)n);
+}
+
+/* nginx closes its end when the client goes away (fastcgi_ignore_client_abort
+ * off): a hung-up connection means nobody will read the answer. */
+static int caller_gone(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+static int is_engine_route(const char *uri)
+{
+    return uri != NULL && (strcmp(uri, "/") == 0 || strcmp(uri, "/v1/enrich") == 0 ||
+                           strcmp(uri, "/normalize") == 0);
+}
+
+/* Reads stdin up to max_body_bytes: 0, 1 when too large, -1 on error. */
+static int read_body(worker *w)
+{
+    size_t max = w->cfg->max_body_bytes;
+    const char *cl = FCGX_GetParam("CONTENT_LENGTH", w->req.envp);
+
+    enr_buf_reset(&w->body);
+    if (cl != NULL && cl[0] != '\0') {
+        unsigned long long n = strtoull(cl, NULL, 10);
+        if (n > max)
+            return 1;
+        if (enr_buf_reserve(&w->body, (size_t)n + 1) != 0)
+            return -1;
+    }
+    for (;;) {
+        int got;
+        if (enr_buf_reserve(&w->body, BODY_READ_CHUNK) != 0)
+            return -1;
+        got = FCGX_GetStr(w->body.data + w->body.len, BODY_READ_CHUNK, w->req.in);
+        if (got < 0)
+            return -1;
+        w->body.len += (size_t)got;
+        if (w->body.len > max)
+            return 1;
+        if (got < BODY_READ_CHUNK)
+            break;
+    }
+    if (FCGX_GetError(w->req.in) != 0)
+        return -1;
+    return 0;
+}
+
+typedef struct outcome {
+    int status;
+    uint64_t rec_in, rec_out, degraded;
+} outcome;
+
+static void handle(worker *w, outcome *o, uint64_t start_mono)
+{
+    const enr_config *c = w->cfg;
+    const char *method = FCGX_GetParam("REQUEST_METHOD", w->req.envp);
+    const char *uri = FCGX_GetParam("DOCUMENT_URI", w->req.envp);
+    uint64_t deadline, margin, now;
+    enr_error err;
+    size_t degraded = 0;
+    int r;
+
+    if (uri == NULL)
+        uri = FCGX_GetParam("SCRIPT_NAME", w->req.envp);
+    if (!is_engine_route(uri)) {
+        o->status = 404;
+        send_json_error(w, 404, "not found");
+        return;
+    }
+    if (method == NULL || strcmp(method, "POST") != 0) {
+        o->status = 405;
+        send_response(w, 405, "text/plain", "Allow: POST\r\n", "method not allowed", 18);
+        return;
+    }
+    r = read_body(w);
+    if (r != 0) {
+        if (r > 0) {
+            char msg[64];
+            o->status = 413;
+            snprintf(msg, sizeof msg, "body larger than %zu bytes", c->max_body_bytes);
+            send_json_error(w, 413, msg);
+        } else {
+            /* nginx gave up sending the body: nobody to answer */
+            enr_log(ENR_LOG_WARN, "request body read failed", "fcgi_error=%d errno=%d",
+                    FCGX_GetError(w->req.in), errno);
+            o->status = 499;
+        }
+        return;
+    }
+#ifdef ENR_TEST_HOOKS
+    hooks_sleep(&w->req, "HTTP_X_TEST_HANG_MS"); /* a stuck request: the master's job */
+#endif
+    enr_batch_reset(&w->batch);
+    if (enr_parse(w->engine, w->body.data, w->body.len, c->max_records, &w->batch, &err) != 0) {
+        enr_buf_reset(&w->out);
+        enr_error_json(&err, &w->out);
+        o->status = err.status;
+        if (w->out.oom) {
+            send_json_error(w, err.status, "invalid request");
+            return;
+        }
+        send_response(w, err.status, "application/json", NULL, w->out.data, w->out.len);
+        return;
+    }
+    o->rec_in = w->batch.elements;
+    o->rec_out = w->batch.n;
+
+    margin = c->request_timeout_ms / 10;
+    if (margin > ENR_WORKER_ANSWER_MARGIN_MS)
+        margin = ENR_WORKER_ANSWER_MARGIN_MS;
+    deadline = start_mono + c->request_timeout_ms - margin;
+    if (w->upstream != NULL && w->batch.n > 0) {
+        uint64_t up_deadline = mono_ms() + c->upstream_timeout_ms;
+        if (caller_gone(w->req.ipcFd)) {
+            enr_log(ENR_LOG_INFO, "caller gone before upstream call", NULL);
+            o->status = 499;
+            return;
+        }
+        degraded = enr_upstream_enrich(w->upstream, &w->batch,
+                                       up_deadline < deadline ? up_deadline : deadline);
+        ENR_SB_SET(w->slot->up_fds, enr_upstream_fds(w->upstream));
+    }
+#ifdef ENR_TEST_HOOKS
+    hooks_sleep(&w->req, "HTTP_X_TEST_SLEEP_MS"); /* slow work: the worker's own deadline */
+#endif
+    now = mono_ms();
+    if (now >= deadline) {
+        o->status = 503;
+        o->rec_in = o->rec_out = 0;
+        send_json_error(w, 503, "request deadline exceeded");
+        return;
+    }
+    if (caller_gone(w->req.ipcFd)) {
+        enr_log(ENR_LOG_INFO, "caller gone before the answer", NULL);
+        o->status = 499;
+        o->rec_in = o->rec_out = 0;
+        return;
+    }
+    enr_buf_reset(&w->out);
+    enr_emit(w->engine, &w->batch, &w->out);
+    if (w->out.oom) {
+        o->status = 503;
+        o->rec_in = o->rec_out = 0;
+        send_json_error(w, 503, "out of memory");
+        return;
+    }
+    o->status = 200;
+    o->degraded = degraded;
+    {
+        char extra[64] = "";
+        if (degraded > 0)
+            snprintf(extra, sizeof extra, "X-Enrich-Degraded: %zu\r\n", degraded);
+        send_response(w, 200, "application/x-ndjson", extra, w->out.data, w->out.len);
+    }
+}
+
+/* The request id nginx passes (REQUEST_ID, nginx/enrichd.conf), else the
+ * client's X-Request-ID header, for the scoreboard and logs. */
+static const char *request_id(FCGX_Request *req)
+{
+    const char *id = FCGX_GetParam("REQUEST_ID", req->envp);
+    if (id == NULL)
+        id = FCGX_GetParam("HTTP_X_REQUEST_ID", req->envp);
+    return id;
+}
+
+static void serve_one(worker *w)
+{
+    uint64_t t0 = mono_us(), t0_ms = mono_ms(), lat;
+    const char *rid = request_id(&w->req);
+    outcome o = {0, 0, 0, 0};
+    int slow;
+
+    enr_sb_request_start(w->slot, rid, wall_ms());
+    handle(w, &o, t0_ms);
+    lat = mono_us() - t0;
+    slow = w->cfg->slow_request_ms && lat >= (uint64_t)w->cfg->slow_request_ms * 1000;
+    if (slow) {
+        char q[96];
+        enr_log(ENR_LOG_WARN, "slow request", "req_id=%s status=%d ms=%" PRIu64 " records=%" PRIu64,
+                enr_log_quote(q, sizeof q, rid ? rid : "-"), o.status, lat / 1000, o.rec_in);
+    }
+    /* The answer is complete before the connection closes (FCGX_Finish_r). */
+    FCGX_Finish_r(&w->req);
+    w->served++;
+    enr_sb_request_done(w->slot, o.status, o.rec_in, o.rec_out, o.degraded, lat, slow);
+    ENR_SB_SET(w->slot->state, ENR_WS_IDLE);
+#ifdef ENR_TEST_HOOKS
+    hooks_leak(w);
+#endif
+}
+
+/* After a request: over a soft limit, finish gracefully (nothing is in
+ * hand now).  Returns the exit reason, or ENR_EXIT_NONE to go on. */
+static int soft_limit_reached(worker *w)
+{
+    const enr_config *c = w->cfg;
+
+    if (w->max_served && w->served >= w->max_served)
+        return ENR_EXIT_MAX_REQUESTS;
+    if (c->rss_soft_mb) {
+        long kb = enr_proc_rss_kb(0);
+        if (kb > 0 && (unsigned long)kb > (unsigned long)c->rss_soft_mb * 1024)
+            return ENR_EXIT_RSS;
+    }
+    if (c->fd_soft) {
+        long n = enr_proc_fd_count(0);
+        if (n > 0 && (unsigned long)n > c->fd_soft)
+            return ENR_EXIT_FD;
+    }
+    return ENR_EXIT_NONE;
+}
+
+/* Waits for a connection and accepts it; -1 when told to stop. */
+static int next_connection(worker *w)
+{
+    struct pollfd p = {.fd = w->listen_fd, .events = POLLIN};
+
+    for (;;) {
+        int fd, r = 1;
+        if (worker_stop)
+            return -1;
+        /* Draining: take what is already queued, never wait for more. */
+        if (!worker_drain)
+            r = ppoll(&p, 1, NULL, &w->wait_mask);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            enr_log(ENR_LOG_ERROR, "poll on listening socket failed", "errno=%d", errno);
+            return -1;
+        }
+        fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            if (w->is_tcp) {
+                int one = 1;
+                /* One response per connection: Nagle would only delay it. */
+                if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+                    enr_log(ENR_LOG_DEBUG, "TCP_NODELAY failed", "errno=%d", errno);
+            }
+            return fd;
+        }
+        if (worker_drain && errno == EAGAIN)
+            return -1;
+        switch (errno) {
+        case EAGAIN:
+        case EINTR:
+        case ECONNABORTED:
+        case EPROTO:
+            continue; /* a sibling won the race, or the peer left */
+        case EMFILE:
+        case ENFILE:
+        case ENOBUFS:
+        case ENOMEM: {
+            /* Out of descriptors: back off a little instead of spinning;
+             * the fd limits will recycle this worker. */
+            struct timespec ts = {0, 10 * 1000000L};
+            enr_log(ENR_LOG_ERROR, "accept failed", "errno=%d", errno);
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        default:
+            enr_log(ENR_LOG_ERROR, "accept failed", "errno=%d", errno);
+            return -1;
+        }
+    }
+}
+
+static int setup(worker *w, const enr_worker_args *a)
+{
+    struct sigaction sa;
+    sigset_t block;
+    char err[256] = "";
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+
+    memset(w, 0, sizeof *w);
+    w->cfg = a->cfg;
+    w->slot = &a->sb->slot[a->slot];
+    w->listen_fd = a->listen_fd;
+    if (getsockname(a->listen_fd, (struct sockaddr *)&ss, &sl) == 0)
+        w->is_tcp = ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
+
+    /* libfcgi installs its own SIGPIPE/SIGUSR1 handlers in FCGX_Init;
+     * ours come after so they win. */
+    if (FCGX_Init() != 0) {
+        enr_log(ENR_LOG_ERROR, "FCGX_Init failed", NULL);
+        return -1;
+    }
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_signal; /* no SA_RESTART: ppoll must return */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL); /* a vanished nginx is an error return, not a death */
+    sigaction(SIGHUP, &sa, NULL);  /* HUP and INT are for the master (terminal, reload) */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sa.sa_handler = SIG_DFL;
+    sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
+
+    /* TERM is blocked except inside ppoll(): see the file comment. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGUSR2);
+    if (sigprocmask(SIG_SETMASK, &block, &w->wait_mask) != 0)
+        return -1;
+    sigemptyset(&w->wait_mask);
+
+    w->engine = enr_engine_new();
+    if (w->engine == NULL) {
+        enr_log(ENR_LOG_ERROR, "engine start failed", NULL);
+        return -1;
+    }
+    w->upstream = enr_upstream_new(a->cfg, w->slot, err, sizeof err);
+    if (w->upstream == NULL && err[0] != '\0') {
+        char q[300];
+        enr_log(ENR_LOG_ERROR, "upstream client start failed", "error=%s",
+                enr_log_quote(q, sizeof q, err));
+        return -1;
+    }
+    if (FCGX_InitRequest(&w->req, a->listen_fd, 0) != 0) {
+        enr_log(ENR_LOG_ERROR, "FCGX_InitRequest failed", NULL);
+        return -1;
+    }
+    if (a->cfg->max_requests) {
+        unsigned j = a->cfg->max_requests_jitter;
+        /* Jitter spreads recycling so the pool never restarts in step. */
+        srandom((unsigned)getpid() ^ (unsigned)mono_us());
+        w->max_served = a->cfg->max_requests + (j ? (unsigned long)random() % (j + 1) : 0);
+    }
+#ifdef ENR_TEST_HOOKS
+    hooks_init(w);
+#endif
+    return 0;
+}
+
+static void teardown(worker *w)
+{
+    enr_upstream_free(w->upstream);
+    enr_engine_free(w->engine);
+    enr_batch_free(&w->batch);
+    enr_buf_free(&w->body);
+    enr_buf_free(&w->out);
+}
+
+int enr_worker_main(const enr_worker_args *a)
+{
+    worker w;
+    int reason = ENR_EXIT_NONE;
+    enr_sb_slot *slot = &a->sb->slot[a->slot];
+
+    /* The pool dies with its master; a worker without one would serve a
+     * socket nobody supervises. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    enr_log_role("worker");
+    ENR_SB_SET(slot->pid, (int64_t)getpid());
+    ENR_SB_SET(slot->state, ENR_WS_STARTING);
+    ENR_SB_SET(slot->started_ms, wall_ms());
+    ENR_SB_SET(slot->served, 0);
+    ENR_SB_SET(slot->req_start_ms, 0);
+    if (setup(&w, a) != 0) {
+        ENR_SB_SET(slot->state, ENR_WS_EXITING);
+        return ENR_WORKER_EXIT_FAILED;
+    }
+    ENR_SB_SET(slot->state, ENR_WS_IDLE);
+    enr_log(ENR_LOG_DEBUG, "worker ready", "slot=%u init_ms=%" PRIu64, a->slot,
+            wall_ms() - ENR_SB_GET(slot->started_ms));
+    if (a->ready_fd >= 0) {
+        char one = 1;
+        /* The master only needs a wake-up; a full pipe already holds one. */
+        if (write(a->ready_fd, &one, 1) < 0 && errno != EAGAIN)
+            enr_log(ENR_LOG_WARN, "readiness write failed", "errno=%d", errno);
+        close(a->ready_fd);
+    }
+    while (reason == ENR_EXIT_NONE) {
+        int fd = next_connection(&w);
+        if (fd < 0)
+            break;
+        /* keepConnection makes FCGX_Accept_r take our connection instead
+         * of calling accept(); it is re-read from the BEGIN_REQUEST. */
+        w.req.ipcFd = fd;
+        w.req.keepConnection = 1;
+        if (FCGX_Accept_r(&w.req) < 0) {
+            /* A malformed BEGIN/PARAMS: libfcgi closed the connection. */
+            enr_log(ENR_LOG_WARN, "FastCGI request rejected by libfcgi", "errno=%d", errno);
+            FCGX_Free(&w.req, 1);
+            continue;
+        }
+        serve_one(&w);
+        reason = soft_limit_reached(&w);
+    }
+    ENR_SB_SET(slot->state, ENR_WS_EXITING);
+    teardown(&w);
+    if (reason != ENR_EXIT_NONE)
+        return ENR_WORKER_EXIT_RECYCLE + reason;
+    /* Leaving the loop unasked means the socket failed: not a clean stop. */
+    return worker_stop || worker_drain ? ENR_WORKER_EXIT_STOPPED : ENR_WORKER_EXIT_FAILED;
+}

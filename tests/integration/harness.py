@@ -1,0 +1,508 @@
+"""harness.py: shared helpers for the integration tests (real processes).
+
+Each test gets an Env: a private temp dir holding enrichd's sockets, its
+configuration, a generated top-level nginx.conf that `include`s the
+project's nginx/enrichd.conf (its four deployment strings substituted,
+see that file's header), logs, and a NOTIFY_SOCKET listener.  Every
+process is started in its own session and killed (whole process group)
+by Env.close(), which runs even when a test fails.
+
+Other engineers may add functions at the end of this file; do not
+change the existing ones (tests of several issues rely on them).
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NGINX_CONF = os.path.join(ROOT, "nginx", "enrichd.conf")
+NGINX_TOKENS = {
+    "listen": "127.0.0.1:8080",
+    "fastcgi": "/run/enrichd/enrichd.sock",
+    "status": "/run/enrichd/status.sock",
+    "access_log": "/var/log/nginx/enrichd.access.log",
+}
+IS_ROOT = os.geteuid() == 0
+
+
+def render_nginx_site(text, subst):
+    """nginx/enrichd.conf with its deployment strings (NGINX_TOKENS, each
+    exactly once outside comments) replaced by subst[key]."""
+    lines = text.split("\n")
+    for key, token in NGINX_TOKENS.items():
+        hits = [i for i, l in enumerate(lines) if token in l and not l.lstrip().startswith("#")]
+        if len(hits) != 1:
+            raise AssertionError("nginx/enrichd.conf: %r must occur exactly once" % token)
+        lines[hits[0]] = lines[hits[0]].replace(token, subst[key])
+    return "\n".join(lines)
+
+
+def build_dir():
+    d = os.environ.get("ENR_BUILD", "build")
+    return d if os.path.isabs(d) else os.path.join(ROOT, d)
+
+
+def hooks_build_dir():
+    """The test-hooks build (-DENR_TEST_HOOKS): leak injection, crash and
+    sleep hooks.  Built on demand with the project's Makefile into its own
+    directory; `make test` should build it first (see the pool report)."""
+    d = os.environ.get("ENR_HOOKS_BUILD", "build-hooks")
+    d = d if os.path.isabs(d) else os.path.join(ROOT, d)
+    if os.environ.get("ENR_HOOKS_NO_MAKE"):
+        return d
+    import fcntl
+    os.makedirs(d, exist_ok=True)
+    rel = os.path.relpath(d, ROOT)
+    # make is incremental; the lock keeps concurrent tests from building
+    # the same directory at once.
+    with open(os.path.join(d, ".build.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["make", "-s", "-C", ROOT, "B=" + rel,
+                        "EXTRA_CFLAGS=-DENR_TEST_HOOKS", rel + "/enrichd"], check=True,
+                       stdout=subprocess.DEVNULL)
+    return d
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(cond, timeout=10.0, interval=0.02, what="condition"):
+    """Polls cond() until it returns a true value; returns it or raises."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise TimeoutError("timed out waiting for " + what)
+        time.sleep(interval)
+
+
+def children(pid):
+    """Direct children of pid (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        fields = st[st.rfind(")") + 2:].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(d))
+    return sorted(out)
+
+
+def pid_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        return st[st.rfind(")") + 2:].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def parse_logfmt(line):
+    out = {}
+    for m in re.finditer(r'(\w+)=("((?:[^"\\]|\\.)*)"|\S*)', line):
+        out[m.group(1)] = m.group(3) if m.group(3) is not None else m.group(2)
+    return out
+
+
+class Notify:
+    """A NOTIFY_SOCKET: collects sd_notify datagrams with their times."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        os.chmod(path, 0o666)
+        self.sock.settimeout(0.2)
+        self.messages = []  # (monotonic time, {key: value})
+        self.lock = threading.Lock()
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop:
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            kv = {}
+            for line in data.decode("utf-8", "replace").split("\n"):
+                if "=" in line:
+                    k, v = line.split("=", 1)
+                    kv[k] = v
+            with self.lock:
+                self.messages.append((time.monotonic(), kv))
+
+    def keys(self):
+        """The sequence of notification kinds, e.g. ['READY', 'STATUS', ...]."""
+        with self.lock:
+            out = []
+            for _, kv in self.messages:
+                for k in ("READY", "RELOADING", "STOPPING", "WATCHDOG", "STATUS"):
+                    if k in kv:
+                        out.append(k)
+                        break
+            return out
+
+    def values(self, key):
+        with self.lock:
+            return [kv[key] for _, kv in self.messages if key in kv]
+
+    def wait(self, key, count=1, timeout=10.0):
+        return wait_for(lambda: len(self.values(key)) >= count, timeout,
+                        what="%d x %s notification" % (count, key))
+
+    def close(self):
+        self.stop = True
+        self.sock.close()
+
+
+class Env:
+    """One test's world: temp dir, enrichd, nginx, notify socket."""
+
+    def __init__(self, build=None, name="enrichd"):
+        self.dir = tempfile.mkdtemp(prefix=name + "-")
+        # nginx workers (www-data) must reach the sockets in here.
+        os.chmod(self.dir, 0o755)
+        self.build = build or build_dir()
+        self.sock = os.path.join(self.dir, "enrichd.sock")
+        self.status_sock = os.path.join(self.dir, "status.sock")
+        self.conf = os.path.join(self.dir, "enrichd.conf")
+        self.enrichd_log = os.path.join(self.dir, "enrichd.log")
+        self.nginx_log = os.path.join(self.dir, "nginx-error.log")
+        self.access_log = os.path.join(self.dir, "access.log")
+        self.port = None
+        self.procs = []
+        self.enrichd = None  # Popen of enrichd (or of systemd-socket-activate)
+        self.nginx = None
+        self.notify = None
+        self._log_fh = None
+
+    # -- configuration ----------------------------------------------------
+    def write_config(self, extra=""):
+        group = "www-data" if IS_ROOT else ""
+        text = ("listen = %s\nstatus_listen = %s\nlisten_group = %s\n"
+                "listen_mode = 0660\n" % (self.sock, self.status_sock, group))
+        # A key in extra replaces the harness's own line (duplicates are errors).
+        mine = set(l.split("=")[0].strip() for l in extra.splitlines() if "=" in l)
+        text = "".join(l + "\n" for l in text.splitlines() if l.split("=")[0].strip() not in mine)
+        with open(self.conf, "w") as f:
+            f.write(text + extra)
+        return self.conf
+
+    # -- processes ----------------------------------------------------------
+    def start_enrichd(self, extra_conf="", activate=False, notify=False, watchdog_usec=None,
+                      env=None, args=None, wait_ready=True):
+        """Starts enrichd (under systemd-socket-activate when activate=True,
+        which binds both sockets and passes them with names)."""
+        if not os.path.exists(self.conf) or extra_conf:
+            self.write_config(extra_conf)
+        e = dict(os.environ)
+        e.update(env or {})
+        if notify:
+            self.notify = Notify(os.path.join(self.dir, "notify.sock"))
+            e["NOTIFY_SOCKET"] = self.notify.path
+        if watchdog_usec:
+            e["WATCHDOG_USEC"] = str(watchdog_usec)
+        cmd = [os.path.join(self.build, "enrichd"), "-c", self.conf] + (args or [])
+        if activate:
+            pre = ["systemd-socket-activate", "-l", self.sock, "-l", self.status_sock,
+                   "--fdname=enrichd:status"]
+            for k in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "ENRICHD_TEST_LEAK",
+                      "ENRICHD_TEST_CRASH_FILE", "ENRICHD_LOG_LEVEL"):
+                if k in e:
+                    pre += ["-E", "%s=%s" % (k, e[k])]
+            cmd = pre + cmd
+        self._log_fh = open(self.enrichd_log, "ab")
+        self.enrichd = subprocess.Popen(cmd, stdout=self._log_fh, stderr=self._log_fh, env=e,
+                                        start_new_session=True)
+        self.procs.append(self.enrichd)
+        if activate:
+            wait_for(lambda: os.path.exists(self.sock) and os.path.exists(self.status_sock),
+                     5, what="activation sockets")
+            for p in (self.sock, self.status_sock):
+                os.chmod(p, 0o660)
+                if IS_ROOT:
+                    shutil.chown(p, group="www-data")
+        elif wait_ready:
+            self.wait_log("ready", timeout=10)
+        return self.enrichd
+
+    def start_nginx(self):
+        self.port = free_port()
+        with open(NGINX_CONF) as f:
+            text = f.read()
+        subst = {
+            "listen": "127.0.0.1:%d" % self.port,
+            "fastcgi": self.sock,
+            "status": self.status_sock,
+            "access_log": self.access_log,
+        }
+        text = render_nginx_site(text, subst)
+        site = os.path.join(self.dir, "enrichd-site.conf")
+        with open(site, "w") as f:
+            f.write(text)
+        top = os.path.join(self.dir, "nginx.conf")
+        user = "user www-data www-data;\n" if IS_ROOT else ""
+        with open(top, "w") as f:
+            f.write(user + "worker_processes 2;\ndaemon off;\nmaster_process on;\n"
+                    "pid %s/nginx.pid;\nerror_log %s warn;\n"
+                    "events { worker_connections 1024; }\n"
+                    "http {\n"
+                    "  client_body_temp_path %s/body;\n  fastcgi_temp_path %s/fastcgi;\n"
+                    "  proxy_temp_path %s/proxy;\n  uwsgi_temp_path %s/uwsgi;\n"
+                    "  scgi_temp_path %s/scgi;\n"
+                    "  include %s;\n}\n" % ((self.dir, self.nginx_log) + (self.dir,) * 5 + (site,)))
+        self.nginx = subprocess.Popen(["nginx", "-p", self.dir, "-c", top, "-e", self.nginx_log],
+                                      stdout=subprocess.DEVNULL, stderr=open(self.nginx_log, "ab"),
+                                      start_new_session=True)
+        self.procs.append(self.nginx)
+        wait_for(self._port_open, 10, what="nginx port")
+        return self.nginx
+
+    def _port_open(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+            return True
+        except OSError:
+            return False
+
+    def request(self, path="/", body=b"[]", method="POST", headers=None, timeout=15):
+        """One request through nginx: (status, {lower header: value}, body bytes)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body if method not in ("GET", "HEAD") else None,
+                         headers=headers or {})
+            r = conn.getresponse()
+            data = r.read()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+        finally:
+            conn.close()
+
+    # -- observation ----------------------------------------------------------
+    def log_lines(self):
+        try:
+            with open(self.enrichd_log, "rb") as f:
+                return f.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return []
+
+    def log_events(self, msg=None):
+        out = []
+        for line in self.log_lines():
+            if not line.startswith("ts="):
+                continue
+            ev = parse_logfmt(line)
+            if msg is None or ev.get("msg") == msg:
+                out.append(ev)
+        return out
+
+    def wait_log(self, msg, count=1, timeout=10.0, pred=None):
+        def have():
+            evs = [e for e in self.log_events(msg) if pred is None or pred(e)]
+            return evs if len(evs) >= count else None
+        return wait_for(have, timeout, what="%d log line(s) msg=%r" % (count, msg))
+
+    def master_pid(self):
+        """enrichd's master: the Popen pid (systemd-socket-activate execs it)."""
+        return self.enrichd.pid
+
+    def status_pid(self):
+        evs = self.log_events("status process start")
+        return int(evs[-1]["child_pid"]) if evs else None
+
+    def worker_pids(self):
+        st = self.status_pid()
+        return [p for p in children(self.master_pid()) if p != st]
+
+    def wait_workers(self, n, timeout=10.0):
+        """Waits until exactly n workers are alive and idle or busy."""
+        def ok():
+            pids = self.worker_pids()
+            return pids if len(pids) == n else None
+        return wait_for(ok, timeout, what="%d workers" % n)
+
+    def signal(self, sig):
+        os.kill(self.master_pid(), sig)
+
+    def wait_exit(self, timeout=15.0):
+        return self.enrichd.wait(timeout)
+
+    def close(self):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                p.wait(5)
+            except Exception:
+                pass
+        if self.notify:
+            self.notify.close()
+        if self._log_fh:
+            self._log_fh.close()
+        if os.environ.get("ENR_KEEP_TMP"):
+            print("kept", self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is not None and os.environ.get("ENR_VERBOSE"):
+            sys.stdout.write("\n".join(self.log_lines()[-40:]) + "\n")
+        self.close()
+        return False
+
+
+class Load:
+    """Concurrent clients sending the same request in a loop until stop().
+    Each result is (status, start, end, error-or-None)."""
+
+    def __init__(self, env, clients=8, path="/v1/enrich", body=b"[]", headers=None):
+        self.env = env
+        self.path, self.body, self.headers = path, body, headers or {}
+        self.results = []
+        self.lock = threading.Lock()
+        self.halt = threading.Event()
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self):
+        while not self.halt.is_set():
+            t0 = time.monotonic()
+            try:
+                st, _, _ = self.env.request(self.path, self.body, headers=self.headers)
+                err = None
+            except Exception as e:  # a transport failure is a failed request
+                st, err = 0, repr(e)
+            with self.lock:
+                self.results.append((st, t0, time.monotonic(), err))
+
+    def stop(self):
+        self.halt.set()
+        for t in self.threads:
+            t.join(30)
+        return self.results
+
+    def count(self):
+        with self.lock:
+            return len(self.results)
+
+    def failures(self):
+        with self.lock:
+            return [r for r in self.results if r[0] != 200]
+
+
+class Results:
+    """Counts checks and prints the 'N passed, M failed' line."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL:", what)
+        return cond
+
+    def run(self, fn, *args):
+        """Runs one test function; an exception counts as one failure."""
+        try:
+            fn(self, *args)
+        except Exception as e:
+            import traceback
+            self.failed += 1
+            print("FAIL: %s raised %r" % (fn.__name__, e))
+            traceback.print_exc(file=sys.stdout)
+
+    def done(self):
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        sys.exit(1 if self.failed else 0)
+
+
+def sample_body(records=50):
+    """A valid batch of `records` records (ASCII, with bulky fields)."""
+    recs = []
+    for i in range(records):
+        recs.append({"id": "Vid%05d" % i, "provider": ("yt", "vm", "dm")[i % 3],
+                     "title": "  Title   number %d  " % i, "duration": i * 7,
+                     "blocked": ["JP"] if i % 5 == 0 else [],
+                     "description": "x" * 200, "tags": ["a", "b", "c"]})
+    return json.dumps(recs).encode()
+
+
+def fcgi_request(addr, params, body=b"", timeout=10):
+    """A raw FastCGI request (no nginx) to addr: a unix socket path or a
+    (host, port) tuple.  Returns the raw STDOUT bytes (CGI headers + body)."""
+    import struct
+
+    def record(rtype, content, rid=1):
+        return struct.pack(">BBHHBB", 1, rtype, rid, len(content), 0, 0) + content
+
+    def pair(k, v):
+        k, v = k.encode(), v.encode()
+        enc = b""
+        for n in (len(k), len(v)):
+            enc += bytes([n]) if n < 128 else struct.pack(">I", n | 0x80000000)
+        return enc + k + v
+
+    fam = socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(addr)
+    p = b"".join(pair(k, v) for k, v in params.items())
+    out = record(1, struct.pack(">HB5x", 1, 0)) + record(4, p) + record(4, b"")
+    for i in range(0, len(body), 65535):
+        out += record(5, body[i:i + 65535])
+    out += record(5, b"")
+    s.sendall(out)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    stdout, i = b"", 0
+    while i + 8 <= len(data):
+        _, rtype, _, clen, plen, _ = struct.unpack(">BBHHBB", data[i:i + 8])
+        if rtype == 6:
+            stdout += data[i + 8:i + 8 + clen]
+        i += 8 + clen + plen
+    return stdout
+
+
+def is_sanitized(build):
+    """True for an ASan build (its allocator fails differently from glibc's)."""
+    with open(os.path.join(build, "enrichd"), "rb") as f:
+        return b"__asan_init" in f.read()

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""test_pool_crashloop.py: workers that die right after start make the
+master back off exponentially instead of fork-looping; the state shows in
+STATUS= and the log, and the pool recovers when the cause goes away.
+Test-hooks build: a worker aborts at start while ENRICHD_TEST_CRASH_FILE
+exists."""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+
+def test_crash_loop(r):
+    with harness.Env(build=harness.hooks_build_dir(), name="pool-crashloop") as env:
+        crash = os.path.join(env.dir, "crash-now")
+        open(crash, "w").close()
+        t0 = time.monotonic()
+        env.start_enrichd("workers = 3\n", notify=True, wait_ready=False,
+                          env={"ENRICHD_TEST_CRASH_FILE": crash})
+        holds = env.wait_log("crash loop: holding forks", count=4, timeout=15)
+        elapsed = time.monotonic() - t0
+        backoffs = [int(e["backoff_ms"]) for e in holds]
+        r.check(backoffs[:4] == [250, 500, 1000, 2000],
+                "back-off doubles from 250 ms: %r" % backoffs)
+        starts = len(env.log_events("worker start"))
+        # Without the guard: a fork per exit, hundreds in these seconds.
+        r.check(starts <= 3 + len(holds) + 1, "no fork loop: %d starts in %.1f s"
+                % (starts, elapsed))
+        exits = env.log_events("worker exit")
+        r.check(exits and all(e["reason"] == "crash" and e.get("signal") == "ABRT"
+                              for e in exits), "each death is a crash (ABRT)")
+        env.notify.wait("STATUS", 1, timeout=5)
+        harness.wait_for(lambda: any("CRASH LOOP" in s for s in env.notify.values("STATUS")),
+                         5, what="STATUS= with CRASH LOOP")
+        r.check(True, "STATUS= shows the crash loop")
+        r.check(not env.notify.values("READY"), "no READY=1 while no worker ever started")
+
+        os.unlink(crash)
+        env.wait_log("crash loop over", timeout=15)
+        env.wait_workers(3, timeout=10)
+        env.notify.wait("READY", 1, timeout=5)
+        r.check(True, "recovered: crash loop over, 3 workers, READY=1")
+        harness.wait_for(lambda: any("CRASH LOOP" not in s and "workers 3/3" in s
+                                     for s in env.notify.values("STATUS")[-2:]),
+                         6, what="STATUS= back to normal")
+        r.check(True, "STATUS= back to normal")
+
+
+if __name__ == "__main__":
+    res = harness.Results()
+    res.run(test_crash_loop)
+    res.done()

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""test_pool_recycle.py: the pool keeps N workers through deaths and
+recycling, with real nginx and real signals.
+
+- kill -9 of a worker under load: the pool is back to N at once and at
+  most that worker's one request failed;
+- a crafted FastCGI PARAMS record (CVE-2025-23016, libfcgi 2.4.2) aborts
+  the one worker that parses it: counted as a crash, the pool recovers;
+- max_requests recycles workers under load with zero failed requests."""
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+BODY = harness.sample_body(50)
+
+
+def test_kill9_under_load(r):
+    with harness.Env(name="pool-kill") as env:
+        env.start_enrichd("workers = 4\n")
+        env.start_nginx()
+        pids = env.wait_workers(4)
+        load = harness.Load(env, clients=8, body=BODY)
+        harness.wait_for(lambda: load.count() > 50, 20, what="load")
+        victim = pids[1]
+        os.kill(victim, signal.SIGKILL)
+        ev = env.wait_log("worker exit", pred=lambda e: e["worker_pid"] == str(victim))[0]
+        r.check(ev["reason"] == "crash" and ev.get("signal") == "KILL",
+                "kill -9 is a crash with its signal: %r" % ev)
+        # Replacement at once: back to 4 workers, the victim not among them.
+        after = env.wait_workers(4, timeout=5)
+        r.check(victim not in after, "victim replaced")
+        n0 = load.count()
+        harness.wait_for(lambda: load.count() > n0 + 100, 20, what="load after the kill")
+        res = load.stop()
+        fails = [x for x in res if x[0] != 200]
+        r.check(len(res) > 150, "load ran (%d requests)" % len(res))
+        r.check(len(fails) <= 1, "at most the victim's request failed: %r" % fails[:3])
+        starts = env.log_events("worker start")
+        r.check(len(starts) == 5, "exactly one replacement forked (%d starts)" % len(starts))
+
+
+def fcgi_record(rtype, content, rid=1):
+    return struct.pack(">BBHHBB", 1, rtype, rid, len(content), 0, 0) + content
+
+
+def crafted_params(sock_path):
+    """BEGIN_REQUEST then a PARAMS record whose 4-byte name and value
+    lengths overflow libfcgi's int sum (CVE-2025-23016)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock_path)
+    begin = fcgi_record(1, struct.pack(">HB5x", 1, 0))
+    n = 0x7ffffffe
+    lens = struct.pack(">II", n | 0x80000000, n | 0x80000000)
+    s.sendall(begin + fcgi_record(4, lens))
+    s.settimeout(5)
+    try:
+        data = s.recv(100)
+    except OSError:
+        data = None
+    s.close()
+    return data
+
+
+def test_cve_params_abort(r):
+    with harness.Env(name="pool-cve") as env:
+        env.start_enrichd("workers = 3\n")
+        env.start_nginx()
+        before = env.wait_workers(3)
+        load = harness.Load(env, clients=4, body=BODY)
+        harness.wait_for(lambda: load.count() > 20, 20, what="load")
+        data = crafted_params(env.sock)
+        r.check(not data, "no answer to the crafted record")
+        ev = env.wait_log("worker exit", timeout=5)
+        time.sleep(0.5)
+        exits = env.log_events("worker exit")
+        r.check(len(exits) == 1, "exactly one worker died: %r" % exits)
+        if harness.is_sanitized(env.build):
+            # ASan's allocator exits 1 on the huge malloc instead of abort().
+            r.check(ev[0]["reason"] in ("crash", "error"), "the abort is counted: %r" % ev[0])
+        else:
+            r.check(ev[0]["reason"] == "crash" and ev[0].get("signal") == "ABRT",
+                    "the abort counts as a crash: %r" % ev[0])
+        after = env.wait_workers(3, timeout=5)
+        r.check(len(set(before) & set(after)) == 2, "the two others untouched")
+        n0 = load.count()
+        harness.wait_for(lambda: load.count() > n0 + 30, 20, what="load after the crash")
+        res = load.stop()
+        fails = [x for x in res if x[0] != 200]
+        r.check(not fails, "no client request failed: %r" % fails[:3])
+        st, _, body = env.request("/metrics", method="GET")
+        r.check(st == 200, "metrics answer after the crash")
+
+
+def test_max_requests(r):
+    with harness.Env(name="pool-maxreq") as env:
+        env.start_enrichd("workers = 2\nmax_requests = 25\nmax_requests_jitter = 0\n")
+        env.start_nginx()
+        env.wait_workers(2)
+        load = harness.Load(env, clients=4, body=BODY)
+        env.wait_log("worker exit", count=6, timeout=30)
+        res = load.stop()
+        fails = [x for x in res if x[0] != 200]
+        r.check(not fails, "recycling under load lost nothing: %d of %d failed %r"
+                % (len(fails), len(res), fails[:3]))
+        exits = env.log_events("worker exit")
+        r.check(all(e["reason"] == "max_requests" and e["served"] == "25" for e in exits),
+                "every exit is max_requests after 25: %r" % [(e["reason"], e["served"]) for e in exits])
+        env.wait_workers(2)
+
+
+if __name__ == "__main__":
+    res = harness.Results()
+    res.run(test_kill9_under_load)
+    res.run(test_cve_params_abort)
+    res.run(test_max_requests)
+    res.done()

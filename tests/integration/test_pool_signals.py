@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""test_pool_signals.py: HUP, TERM and QUIT on a loaded pool.
+
+- HUP under continuous load: every worker replaced, zero failed requests;
+- HUP with a broken file: refused, the old configuration stays and serves;
+- TERM with requests in flight and queued in the backlog: every one of
+  them answered 200, then exit 0 (test-hooks build: X-Test-Sleep-Ms keeps
+  requests in flight long enough to be sure they were queued);
+- TERM right after continuous load stops: zero failed requests, exit 0;
+- QUIT: every process gone at once."""
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+BODY = harness.sample_body(50)
+
+
+def test_hup_under_load(r):
+    with harness.Env(name="pool-hup") as env:
+        env.start_enrichd("workers = 4\n")
+        env.start_nginx()
+        before = set(env.wait_workers(4))
+        load = harness.Load(env, clients=8, body=BODY)
+        harness.wait_for(lambda: load.count() > 50, 20, what="load")
+        for i in range(3):
+            env.signal(signal.SIGHUP)
+            env.wait_log("reload done", count=i + 1, timeout=10)
+            time.sleep(0.2)
+        n0 = load.count()
+        harness.wait_for(lambda: load.count() > n0 + 50, 20, what="load after reloads")
+        res = load.stop()
+        fails = [x for x in res if x[0] != 200]
+        r.check(len(res) > 100, "load ran: %d" % len(res))
+        r.check(not fails, "zero failed requests across 3 reloads: %d %r" % (len(fails), fails[:3]))
+        after = set(env.wait_workers(4))
+        r.check(not (before & after), "every worker replaced")
+        exits = env.log_events("worker exit")
+        r.check(len(exits) == 12 and all(e["reason"] == "reload" for e in exits),
+                "12 exits, all reason=reload: %r" % [e["reason"] for e in exits])
+
+        # A broken file is refused; the old configuration keeps serving.
+        with open(env.conf, "a") as f:
+            f.write("workers = banana\n")
+        env.signal(signal.SIGHUP)
+        ev = env.wait_log("reload refused: configuration invalid, keeping the old one")
+        r.check(env.conf in ev[0].get("error", "") and "workers" in ev[0].get("error", ""),
+                "the refusal names file and key: %r" % ev[0].get("error"))
+        time.sleep(0.3)
+        r.check(set(env.wait_workers(4)) == after, "no worker replaced by a refused reload")
+        st, _, _ = env.request("/v1/enrich", BODY)
+        r.check(st == 200, "still serving after a refused reload")
+
+
+def test_term_drains_queue(r):
+    build = harness.hooks_build_dir()
+    with harness.Env(build=build, name="pool-drain") as env:
+        env.start_enrichd("workers = 3\n")
+        env.start_nginx()
+        env.wait_workers(3)
+        results = []
+        lock = threading.Lock()
+
+        def one():
+            try:
+                st, _, body = env.request("/v1/enrich", BODY, headers={"X-Test-Sleep-Ms": "400"})
+            except Exception as e:
+                st, body = 0, repr(e).encode()
+            with lock:
+                results.append((st, body[:80]))
+
+        threads = [threading.Thread(target=one) for _ in range(9)]
+        for t in threads:
+            t.start()
+        time.sleep(0.25)  # 3 requests in the workers, 6 in the backlog
+        t0 = time.monotonic()
+        env.signal(signal.SIGTERM)
+        for t in threads:
+            t.join(20)
+        code = env.wait_exit(15)
+        took = time.monotonic() - t0
+        r.check(code == 0, "exit 0 after draining: %r" % code)
+        r.check(len(results) == 9 and all(x[0] == 200 for x in results),
+                "all 9 in-flight and queued requests answered 200: %r" % results)
+        r.check(took >= 0.5, "the drain waited for the queued requests (%.2f s)" % took)
+        r.check(not os.path.exists(env.sock), "socket removed at exit")
+
+
+def test_term_after_load(r):
+    with harness.Env(name="pool-term") as env:
+        env.start_enrichd("workers = 4\n")
+        env.start_nginx()
+        env.wait_workers(4)
+        load = harness.Load(env, clients=8, body=BODY)
+        harness.wait_for(lambda: load.count() > 100, 20, what="load")
+        load.halt.set()
+        time.sleep(0.05)
+        env.signal(signal.SIGTERM)
+        res = load.stop()
+        code = env.wait_exit(15)
+        fails = [x for x in res if x[0] != 200]
+        r.check(code == 0, "exit 0: %r" % code)
+        r.check(not fails, "zero failed requests: %r" % fails[:3])
+        ev = env.log_events("worker exit")
+        r.check(len(ev) == 4 and all(e["reason"] == "stop" for e in ev), "4 stops logged")
+        r.check(env.log_events("stopped"), "'stopped' logged")
+
+
+def test_quit(r):
+    with harness.Env(name="pool-quit") as env:
+        env.start_enrichd("workers = 3\n")
+        kids = harness.wait_for(lambda: len(harness.children(env.master_pid())) == 4 and
+                                harness.children(env.master_pid()), 5, what="children")
+        t0 = time.monotonic()
+        env.signal(signal.SIGQUIT)
+        code = env.wait_exit(5)
+        took = time.monotonic() - t0
+        r.check(code == 0 and took < 1.0, "QUIT exits at once: code %r in %.2f s" % (code, took))
+        r.check(not any(harness.pid_alive(p) for p in kids), "no child survives QUIT")
+
+
+if __name__ == "__main__":
+    res = harness.Results()
+    res.run(test_hup_under_load)
+    res.run(test_term_drains_queue)
+    res.run(test_term_after_load)
+    res.run(test_quit)
+    res.done()

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""test_pool_systemd.py: enrichd under systemd-socket-activate, as systemd
+runs it: the sockets are passed in, the NOTIFY_SOCKET is read, and the
+notifications come in order (READY, STATUS, WATCHDOG; RELOADING then
+READY around HUP; STOPPING on TERM).  Also `-t` on good and bad
+configurations, and systemd-analyze on the unit files."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+ENRICHD = os.path.join(harness.build_dir(), "enrichd")
+
+
+def test_activation_and_notify(r):
+    with harness.Env(name="pool-sd") as env:
+        # WATCHDOG_USEC of 1 s: enrichd must ping about every 500 ms.
+        env.start_enrichd("workers = 3\n", activate=True, notify=True, watchdog_usec=1000000)
+        env.start_nginx()
+        st, hdr, body = env.request("/v1/enrich", harness.sample_body(5))
+        r.check(st == 200 and body.count(b"\n") == 5, "first request through activation: %d" % st)
+        r.check(hdr.get("x-request-id"), "X-Request-ID returned")
+        env.notify.wait("READY", 1, timeout=10)
+        r.check(env.log_events("socket activation") != [], "used the passed sockets")
+        r.check(not env.log_events("cannot open sockets"), "did not bind its own")
+        env.notify.wait("WATCHDOG", 3, timeout=10)
+        env.notify.wait("STATUS", 1, timeout=10)
+        status = env.notify.values("STATUS")[-1]
+        r.check("workers 3/3" in status and "req/s" in status and "restarts" in status,
+                "STATUS= says workers, req/s, restarts: %r" % status)
+        # Watchdog interval: half of WATCHDOG_USEC.
+        with env.notify.lock:
+            wd = [t for t, kv in env.notify.messages if "WATCHDOG" in kv]
+        gaps = [b - a for a, b in zip(wd, wd[1:])]
+        r.check(gaps and 0.3 <= min(gaps) and max(gaps) <= 1.0,
+                "watchdog pings about every 0.5 s: %r" % [round(g, 2) for g in gaps])
+
+        # Reload: RELOADING=1 with MONOTONIC_USEC, then READY=1.
+        n_ready = len(env.notify.values("READY"))
+        env.signal(signal.SIGHUP)
+        env.notify.wait("RELOADING", 1, timeout=5)
+        env.notify.wait("READY", n_ready + 1, timeout=10)
+        with env.notify.lock:
+            rel = [kv for _, kv in env.notify.messages if "RELOADING" in kv]
+        r.check("MONOTONIC_USEC" in rel[0], "RELOADING carries MONOTONIC_USEC")
+        env.wait_log("reload done", timeout=10)
+        env.wait_workers(3)
+        st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
+        r.check(st == 200, "serves after reload: %d" % st)
+
+        # Stop: STOPPING=1, exit 0.
+        env.signal(signal.SIGTERM)
+        code = env.wait_exit(15)
+        r.check(code == 0, "exit 0 after TERM (got %r)" % code)
+        env.notify.wait("STOPPING", 1, timeout=2)
+        seq = env.notify.keys()
+        first = {k: seq.index(k) for k in ("READY", "STATUS", "WATCHDOG", "RELOADING", "STOPPING")
+                 if k in seq}
+        r.check(len(first) == 5, "all five kinds seen: %r" % sorted(first))
+        r.check(first.get("READY", 99) < first.get("RELOADING", -1) < first.get("STOPPING", -1),
+                "READY < RELOADING < STOPPING in order: %r" % seq)
+        r.check(seq[-1] == "STOPPING", "STOPPING is last: %r" % seq[-3:])
+        r.check(seq.index("READY") < seq.index("WATCHDOG"), "no watchdog ping before READY")
+
+
+def test_config_check(r):
+    d = tempfile.mkdtemp(prefix="pool-conf-")
+    try:
+        def check(text):
+            p = os.path.join(d, "e.conf")
+            with open(p, "w") as f:
+                f.write(text)
+            cp = subprocess.run([ENRICHD, "-t", "-c", p], capture_output=True, text=True)
+            return cp.returncode, cp.stdout + cp.stderr, p
+
+        code, out, _ = check("")
+        r.check(code == 0, "-t on an empty file (all defaults): %d %s" % (code, out))
+        code, out, p = check("workers = 4\n# comment\n\nmax_body_bytes = 1m  # one MiB\n")
+        r.check(code == 0, "-t on a good file: %d %s" % (code, out))
+        code, out, _ = check(open(os.path.join(harness.ROOT, "conf", "enrichd.conf")).read())
+        r.check(code == 0, "-t on conf/enrichd.conf: %s" % out)
+        bad = [
+            ("workers = 4\nfrobnicate = 1\n", ":2: frobnicate: unknown key"),
+            ("workers = zero\n", ":1: workers: "),
+            ("workers = 0\n", ":1: workers: 0 is out of range"),
+            ("listen_mode = 0999\n", ":1: listen_mode:"),
+            ("listen = 0.0.0.0:9000\n", ":1: listen:"),
+            ("rss_soft_mb = 300\nrss_hard_mb = 200\n", ":1: rss_soft_mb: must be below"),
+            ("workers = 2\nworkers = 3\n", ":2: workers: duplicate key"),
+            ("upstream_url = ftp://x\n", ":1: upstream_url:"),
+            ("listen_group = no-such-group-xyz\n", ":1: listen_group: no such group"),
+            ("health_max_5xx_ratio = 1.5\n", ":1: health_max_5xx_ratio:"),
+            ("just words\n", ":1: just words: expected"),
+        ]
+        for text, want in bad:
+            code, out, p = check(text)
+            r.check(code == 1 and (p + want) in out, "-t rejects %r: want %r in %r (%d)"
+                    % (text, want, out.strip(), code))
+        cp = subprocess.run([ENRICHD, "-t", "-c", os.path.join(d, "missing.conf")],
+                            capture_output=True, text=True)
+        r.check(cp.returncode == 1 and "missing.conf" in cp.stderr, "-t on a missing file")
+        cp = subprocess.run([ENRICHD, "-t"], capture_output=True, text=True)
+        r.check(cp.returncode == 0 and "(built-in)" in cp.stdout, "-t on the built-in config")
+        cp = subprocess.run([ENRICHD, "-V"], capture_output=True, text=True)
+        r.check(cp.returncode == 0 and "Unicode 15" in cp.stdout and "libcurl" in cp.stdout
+                and "json-c" in cp.stdout and "OpenSSL" in cp.stdout and "libfcgi" in cp.stdout,
+                "-V lists versions: %r" % cp.stdout)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_units(r):
+    """systemd-analyze verify and security on conf/systemd/*."""
+    if shutil.which("systemd-analyze") is None:
+        print("SKIP: systemd-analyze not installed; unit files not checked")
+        return
+    d = tempfile.mkdtemp(prefix="pool-units-")
+    try:
+        for name in ("enrichd.socket", "enrichd.service"):
+            with open(os.path.join(harness.ROOT, "conf", "systemd", name)) as f:
+                text = f.read()
+            # verify checks that ExecStart's binary exists: point it at ours.
+            text = text.replace("/usr/local/bin/enrichd", ENRICHD)
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        cp = subprocess.run(["systemd-analyze", "verify", os.path.join(d, "enrichd.socket"),
+                             os.path.join(d, "enrichd.service")], capture_output=True, text=True)
+        if cp.returncode != 0 and ("Failed to" in cp.stderr and "bus" in cp.stderr.lower()):
+            print("SKIP: systemd-analyze verify unusable here: %s" % cp.stderr.strip())
+        else:
+            r.check(cp.returncode == 0 and cp.stderr.strip() == "",
+                    "systemd-analyze verify: rc=%d %s" % (cp.returncode, cp.stderr.strip()))
+        cp = subprocess.run(["systemd-analyze", "security", "--offline=true",
+                             os.path.join(d, "enrichd.service")], capture_output=True, text=True)
+        score = None
+        for line in cp.stdout.splitlines():
+            if "Overall exposure level" in line:
+                score = float(line.split(":")[1].split()[0])
+        r.check(score is not None and score <= 2.0,
+                "systemd-analyze security: exposure %r must be <= 2.0 (OK)" % score)
+        unit = open(os.path.join(harness.ROOT, "conf", "systemd", "enrichd.service")).read()
+        for key in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "ExecReload=",
+                    "LimitNOFILE=", "ProtectSystem=strict", "NoNewPrivileges=yes",
+                    "PrivateTmp=yes", "RestrictAddressFamilies=",
+                    "SystemCallFilter=@system-service", "MemoryMax=", "DynamicUser=yes"):
+            r.check(key in unit, "enrichd.service sets %s" % key)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    res = harness.Results()
+    res.run(test_config_check)
+    res.run(test_units)
+    res.run(test_activation_and_notify)
+    res.done()
