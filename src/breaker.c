@@ -1,0 +1,97 @@
+/*
+ * breaker.c: the circuit breaker state machine (see breaker.h).
+ *
+ * Invariants: state is one of enum enr_breaker_state; failures counts
+ * only while closed and is zeroed by any success; probe_out is set only
+ * in half-open.  No clock is read here: time comes from the caller.
+ */
+#include "breaker.h"
+
+void enr_breaker_init(enr_breaker *br, unsigned threshold, unsigned cooldown_ms)
+{
+    br->state = ENR_BREAKER_CLOSED;
+    br->failures = 0;
+    /* A threshold of 0 would open on nothing; treat it as "open on the
+     * first failure", the most cautious reading. */
+    br->threshold = threshold ? threshold : 1;
+    br->cooldown_ms = cooldown_ms;
+    br->opened_ms = 0;
+    br->probe_out = 0;
+    br->opens = 0;
+}
+
+static void breaker_open(enr_breaker *br, uint64_t now_ms)
+{
+    br->state = ENR_BREAKER_OPEN;
+    br->opened_ms = now_ms;
+    br->probe_out = 0;
+    br->failures = 0;
+    br->opens++;
+}
+
+int enr_breaker_allow(enr_breaker *br, uint64_t now_ms, int *prev)
+{
+    *prev = br->state;
+    switch (br->state) {
+    case ENR_BREAKER_CLOSED:
+        return 1;
+    case ENR_BREAKER_OPEN:
+        if (now_ms - br->opened_ms < br->cooldown_ms)
+            return 0;
+        br->state = ENR_BREAKER_HALF_OPEN;
+        br->probe_out = 1;
+        return 1;
+    default: /* half-open: the probe is already out */
+        if (br->probe_out)
+            return 0;
+        br->probe_out = 1;
+        return 1;
+    }
+}
+
+int enr_breaker_success(enr_breaker *br, uint64_t now_ms)
+{
+    int prev = br->state;
+
+    (void)now_ms;
+    /* A success reported while open is a call that was let out before the
+     * breaker opened; it says nothing about the upstream now, so only the
+     * probe (half-open) or a closed breaker act on it. */
+    if (br->state == ENR_BREAKER_OPEN)
+        return prev;
+    br->state = ENR_BREAKER_CLOSED;
+    br->failures = 0;
+    br->probe_out = 0;
+    return prev;
+}
+
+int enr_breaker_failure(enr_breaker *br, uint64_t now_ms)
+{
+    int prev = br->state;
+
+    switch (br->state) {
+    case ENR_BREAKER_CLOSED:
+        if (++br->failures >= br->threshold)
+            breaker_open(br, now_ms);
+        break;
+    case ENR_BREAKER_HALF_OPEN:
+        breaker_open(br, now_ms);
+        break;
+    default: /* already open: a straggler of an earlier batch */
+        break;
+    }
+    return prev;
+}
+
+const char *enr_breaker_state_name(int state)
+{
+    switch (state) {
+    case ENR_BREAKER_CLOSED:
+        return "closed";
+    case ENR_BREAKER_OPEN:
+        return "open";
+    case ENR_BREAKER_HALF_OPEN:
+        return "half-open";
+    }
+    return "unknown";
+}

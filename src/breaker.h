@@ -1,0 +1,43 @@
+/*
+ * breaker.h: the upstream client's circuit breaker (UPSTREAM.md).
+ *
+ * closed --(failures consecutive failed calls)--> open
+ * open --(cooldown elapsed, next allow())--> half-open: exactly one probe
+ * half-open --probe succeeded--> closed;  --probe failed--> open again
+ *
+ * Pure state machine: the caller passes the clock (CLOCK_MONOTONIC ms),
+ * so tests drive time by hand.  Every transition is reported to the
+ * caller through the return value, so the caller logs and counts it.
+ */
+#ifndef ENR_BREAKER_H
+#define ENR_BREAKER_H
+
+#include <stdint.h>
+
+#include "scoreboard.h" /* enum enr_breaker_state */
+
+typedef struct enr_breaker {
+    int state;              /* enum enr_breaker_state */
+    unsigned failures;      /* consecutive failed calls while closed */
+    unsigned threshold;     /* failures that open it (>= 1) */
+    unsigned cooldown_ms;   /* open -> half-open delay */
+    uint64_t opened_ms;     /* when it last opened */
+    int probe_out;          /* half-open: the one probe has been let through */
+    uint64_t opens;         /* transitions into open, cumulative */
+} enr_breaker;
+
+void enr_breaker_init(enr_breaker *br, unsigned threshold, unsigned cooldown_ms);
+
+/* May a call go out now?  1 yes, 0 skip it.  In half-open only the first
+ * caller gets 1 (the probe) until its result is reported.  *prev is set
+ * to the state before the call so a transition (open -> half-open) shows. */
+int enr_breaker_allow(enr_breaker *br, uint64_t now_ms, int *prev);
+
+/* Report a call's result; returns the state before it (compare with
+ * br->state to see a transition). */
+int enr_breaker_success(enr_breaker *br, uint64_t now_ms);
+int enr_breaker_failure(enr_breaker *br, uint64_t now_ms);
+
+const char *enr_breaker_state_name(int state);
+
+#endif

@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""fake_upstream.py: the upstream metadata API of UPSTREAM.md, for tests.
+
+A real HTTP/1.1 server on loopback (keep-alive, one thread per
+connection) answering deterministic data:
+  poster   = https://img.example/{provider}/{id percent-encoded}.jpg
+  duration = 1 + crc32(id) % 7200  (always > 0)
+Ids starting with "unk" are unknown (absent).  Ids starting with "badp<k>"
+get an invalid poster (variant k), "badd<k>" an invalid duration,
+"long" a poster of exactly 2048 bytes, "frac" a duration of 12.5.
+
+Fault modes and knobs switch at run time, on the data port or on the
+separate control port (which keeps answering while the data port
+refuses connections):
+  POST /_control {"mode":"ok|hang|5xx|malformed|badshape|truncated|partial|refuse",
+                  "close_after":100, "close_style":"silent|header",
+                  "latency_ms":2, "drop_every":0}
+  GET  /_stats   counters (requests, connections, ids, bad requests, ...)
+  POST /_reset   zero the counters
+close_after N: a connection is closed after its N-th response (the
+incident: the upstream cycles connections every 100 requests); "silent"
+closes without a Connection: close header, so the client finds out only
+when it reuses the connection.  drop_every K: every K-th data request is
+answered by closing the connection before any byte (a dead connection).
+
+Usage: fake_upstream.py [--port P] [--control-port P] [--path /v1/meta]
+                        [--ready-file F] [--close-after N] [--mode M]
+                        [--processes K] ...
+Prints {"port":..,"control_port":..,"pid":..} on stdout when ready (and
+writes it to --ready-file atomically).  SIGTERM/SIGINT stop it.
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote, unquote_to_bytes
+
+UNRESERVED = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+HEX = set(b"0123456789ABCDEFabcdef")
+MODES = ("ok", "hang", "5xx", "malformed", "badshape", "truncated", "partial", "refuse")
+HANG_MAX_S = 60.0
+
+lock = threading.Lock()
+settings = {"mode": "ok", "close_after": 100, "close_style": "silent", "latency_ms": 0,
+            "drop_every": 0}
+mode_changed = threading.Condition(lock)
+
+
+def zero_stats():
+    return {"requests": 0, "data_requests": 0, "connections": 0, "open_connections": 0,
+            "max_open_connections": 0, "server_closes": 0, "ids": 0, "bad_requests": 0,
+            "bad_encoding": 0, "dropped": 0, "answered_200": 0, "answered_5xx": 0,
+            "calls_by_provider": {}, "max_ids_per_call": 0, "last_targets": [],
+            "hosts": [], "events": []}
+
+
+stats = zero_stats()
+open_socks = set()
+
+
+def crc(b):
+    return zlib.crc32(b) & 0xFFFFFFFF
+
+
+def poster_for(provider, idb):
+    return "https://img.example/%s/%s.jpg" % (provider, quote(idb, safe="-._~"))
+
+
+def item_for(provider, idb, ids):
+    """The item for one id, or None (unknown)."""
+    text = idb.decode("utf-8", "surrogatepass")
+    if idb.startswith(b"unk"):
+        return None
+    item = {"id": text, "poster": poster_for(provider, idb), "duration": 1 + crc(idb) % 7200,
+            "extra": {"ignored": True}}
+    k = idb[-1] - 48 if idb and 48 <= idb[-1] <= 57 else 0
+    if idb.startswith(b"badp"):
+        item["poster"] = ["http://img.example/x.jpg", "https://img.example/a b.jpg",
+                          "https://img.example/" + "a" * 2030 + ".jpg",
+                          "https://img.example/\u0001.jpg", "/relative.jpg", 12,
+                          "https://", "https://img.example/\u00a0.jpg", None][k % 9]
+    elif idb.startswith(b"badd"):
+        item["duration"] = [-1, 1e7, "213", None, True, 12345678.0, -0.5, {"s": 1}][k % 8]
+    elif idb.startswith(b"long"):
+        head = "https://img.example/"
+        item["poster"] = head + "p" * (2048 - len(head))
+    elif idb.startswith(b"frac"):
+        item["duration"] = 12.5
+    return item
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-upstream/1"
+
+    def log_message(self, fmt, *args):  # quiet: tests read /_stats instead
+        pass
+
+    def setup(self):
+        super().setup()
+        # One write per response and no Nagle: otherwise a split header/body
+        # meets the client's delayed ACK and every call takes 40 ms.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.served = 0
+        with lock:
+            stats["connections"] += 1
+            self.conn_no = stats["connections"]
+            stats["open_connections"] += 1
+            stats["max_open_connections"] = max(stats["max_open_connections"],
+                                                stats["open_connections"])
+            open_socks.add(self.connection)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            with lock:
+                stats["open_connections"] -= 1
+                open_socks.discard(self.connection)
+
+    def reply(self, status, body, ctype="application/json", extra_len=0, close=False):
+        with lock:
+            self.served += 1
+            if self.server.is_data and settings["close_after"] > 0 and \
+                    self.served >= settings["close_after"]:
+                close = True
+                stats["server_closes"] += 1
+            silent = settings["close_style"] == "silent"
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body) + extra_len))
+        if close and (not silent or not self.server.is_data):
+            self.send_header("Connection", "close")
+        self._headers_buffer.append(b"\r\n" + body)
+        self.flush_headers()
+        if close:
+            self.close_connection = True
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        with lock:
+            stats["requests"] += 1
+        if self.path == "/_control":
+            try:
+                req = json.loads(body or b"{}")
+                if "mode" in req and req["mode"] not in MODES:
+                    raise ValueError("mode")
+            except ValueError as e:
+                return self.reply(400, json.dumps({"error": str(e)}).encode())
+            with mode_changed:
+                old = settings["mode"]
+                for k in ("mode", "close_after", "close_style", "latency_ms", "drop_every"):
+                    if k in req:
+                        settings[k] = req[k]
+                mode_changed.notify_all()
+                new = settings["mode"]
+            if old != new:
+                self.server.owner.mode_switch(old, new)
+            return self.reply(200, json.dumps(settings).encode())
+        if self.path == "/_reset":
+            with lock:
+                fresh = zero_stats()
+                fresh["open_connections"] = stats["open_connections"]
+                stats.clear()
+                stats.update(fresh)
+            return self.reply(200, b"{}")
+        return self.reply(404, b'{"error":"not found"}')
+
+    def do_GET(self):
+        with lock:
+            stats["requests"] += 1
+        if self.path == "/_stats":
+            with lock:
+                body = json.dumps(dict(stats, settings=dict(settings))).encode()
+            return self.reply(200, body)
+        return self.data_request()
+
+    def data_request(self):
+        owner = self.server.owner
+        with lock:
+            stats["data_requests"] += 1
+            seq = stats["data_requests"]
+            stats["last_targets"] = (stats["last_targets"] + [self.path])[-64:]
+            drop_now = settings["drop_every"] and seq % settings["drop_every"] == 0
+            stats["events"] = (stats["events"] + [[seq, self.conn_no, self.served,
+                                                   bool(drop_now)]])[-64:]
+            host = self.headers.get("Host", "")
+            if host not in stats["hosts"]:
+                stats["hosts"].append(host)
+            mode, latency = settings["mode"], settings["latency_ms"]
+            drop = settings["drop_every"] and seq % settings["drop_every"] == 0
+        if drop:
+            with lock:
+                stats["dropped"] += 1
+            self.close_connection = True
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            except OSError:
+                pass
+            return
+        path, _, query = self.path.partition("?")
+        params = {}
+        for part in query.split("&") if query else []:
+            k, _, v = part.partition("=")
+            params.setdefault(k, []).append(v)
+        ok = (path == owner.path and set(params) == {"provider", "ids"}
+              and len(params["provider"]) == 1 and len(params["ids"]) == 1
+              and params["provider"][0] in ("yt", "vm", "dm") and params["ids"][0] != "")
+        if not ok:
+            with lock:
+                stats["bad_requests"] += 1
+            return self.reply(400, b'{"error":"bad request"}')
+        provider = params["provider"][0]
+        raw_ids = params["ids"][0].encode("latin-1").split(b",")
+        for raw in raw_ids:
+            i = 0
+            while i < len(raw):
+                if raw[i] == 0x25 and i + 2 < len(raw) and raw[i + 1] in HEX and \
+                        raw[i + 2] in HEX:
+                    i += 3
+                elif raw[i] in UNRESERVED:
+                    i += 1
+                else:
+                    with lock:
+                        stats["bad_encoding"] += 1
+                    break
+        ids = [unquote_to_bytes(r) for r in raw_ids]
+        with lock:
+            stats["ids"] += len(ids)
+            cbp = stats["calls_by_provider"]
+            cbp[provider] = cbp.get(provider, 0) + 1
+            stats["max_ids_per_call"] = max(stats["max_ids_per_call"], len(ids))
+        if latency:
+            time.sleep(latency / 1000.0)
+        if mode == "hang":
+            end = time.monotonic() + HANG_MAX_S
+            with mode_changed:
+                while settings["mode"] == "hang" and time.monotonic() < end:
+                    mode_changed.wait(0.5)
+            self.close_connection = True
+            return
+        if mode == "5xx":
+            with lock:
+                stats["answered_5xx"] += 1
+            return self.reply(503, b'{"error":"unavailable"}')
+        if mode == "malformed":
+            return self.reply(200, b'{"items":[{"id":"' + raw_ids[0][:8] + b'","poster":')
+        if mode == "badshape":
+            return self.reply(200, b'{"data":[]}')
+        items = []
+        for idb in ids:
+            if mode == "partial" and crc(idb) % 2 == 1:
+                continue
+            it = item_for(provider, idb, ids)
+            if it is not None:
+                items.append(it)
+        body = json.dumps({"items": items}).encode()
+        if mode == "truncated":
+            self.reply(200, body[: len(body) // 2], extra_len=len(body) - len(body) // 2,
+                       close=True)
+            return
+        with lock:
+            stats["answered_200"] += 1
+        return self.reply(200, body)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+class Fake:
+    def __init__(self, host, port, cport, path):
+        self.host, self.path = host, path
+        self.data = self.make(port, True)
+        self.port = self.data.server_address[1]
+        self.control = self.make(cport, False)
+        self.cport = self.control.server_address[1]
+        self.switch_lock = threading.Lock()
+
+    def start(self):
+        self.data_thread = self.serve(self.data)
+        self.serve(self.control)
+
+    def make(self, port, is_data):
+        s = Server((self.host, port), Handler)
+        s.owner, s.is_data = self, is_data
+        return s
+
+    @staticmethod
+    def serve(s):
+        t = threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.05},
+                             daemon=True)
+        t.start()
+        return t
+
+    def mode_switch(self, old, new):
+        # Runs in a handler thread; shutdown() from the data server's own
+        # handler would wait for itself, so refuse is driven from a thread.
+        threading.Thread(target=self._switch, args=(old, new), daemon=True).start()
+
+    def _switch(self, old, new):
+        with self.switch_lock:
+            if new == "refuse" and self.data is not None:
+                d, self.data = self.data, None
+                d.shutdown()
+                d.server_close()
+                with lock:
+                    socks = [s for s in open_socks]
+                for s in socks:
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+            elif old == "refuse" and new != "refuse" and self.data is None:
+                self.data = self.make(self.port, True)
+                self.data_thread = self.serve(self.data)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--control-port", type=int, default=0)
+    ap.add_argument("--path", default="/v1/meta")
+    ap.add_argument("--ready-file")
+    ap.add_argument("--mode", default="ok", choices=MODES)
+    ap.add_argument("--close-after", type=int, default=100)
+    ap.add_argument("--close-style", default="silent", choices=("silent", "header"))
+    ap.add_argument("--latency-ms", type=float, default=0)
+    ap.add_argument("--processes", type=int, default=1,
+                    help="extra processes accepting on the data port (benchmarks: one "
+                         "Python process is the bottleneck); their settings are fixed at "
+                         "start and /_stats counts only the first process")
+    a = ap.parse_args()
+    settings.update(mode="ok", close_after=a.close_after, close_style=a.close_style,
+                    latency_ms=a.latency_ms)
+    fake = Fake(a.host, a.port, a.control_port, a.path)
+    parent = os.getppid()
+    for _ in range(a.processes - 1):
+        if os.fork() == 0:  # before any thread exists
+            me = os.getppid()
+            t = threading.Thread(target=fake.data.serve_forever, daemon=True)
+            t.start()
+            while os.getppid() == me:
+                time.sleep(0.2)
+            os._exit(0)
+    fake.start()
+    if a.mode != "ok":
+        settings["mode"] = a.mode
+        fake._switch("ok", a.mode)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    ready = json.dumps({"port": fake.port, "control_port": fake.cport, "pid": os.getpid()})
+    if a.ready_file:
+        tmp = a.ready_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(ready + "\n")
+        os.rename(tmp, a.ready_file)
+    sys.stdout.write(ready + "\n")
+    sys.stdout.flush()
+    while not stop.wait(0.2):
+        if os.getppid() != parent:  # the test that started us died: do not linger
+            break
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,872 @@
+/*
+ * test_upstream.c: the upstream client against the real fake upstream
+ * (tests/fake_upstream.py, started here as a child process on loopback).
+ *
+ * Batches are built by hand (key/provider/duration), as enr_parse would
+ * leave them.  Covers: the effect on poster/duration, validation of the
+ * upstream's values, percent-encoding, cache hits and negative entries,
+ * chunking, the call cap and the URL length limit, the connection bound,
+ * every fault mode (5xx, malformed, bad shape,
+ * truncated, hang, refused, dead connections), the breaker's full cycle,
+ * the deadline, and the incident replayed (ENR_INCIDENT_BATCHES batches,
+ * default 20000, against an upstream that closes every connection after
+ * 100 requests) with the process's descriptor count measured from /proc.
+ */
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "log.h"
+#include "t.h"
+#include "upstream.h"
+
+static pid_t fake_pid;
+static int fake_port, fake_cport;
+static char ready_path[128];
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static uint32_t crc32_of(const char *s, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= (unsigned char)s[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+static double fake_duration(const char *id)
+{
+    return 1 + crc32_of(id, strlen(id)) % 7200;
+}
+
+/* ---- the fake upstream process ---- */
+
+static const char *fake_script(void)
+{
+    static char path[4200];
+    const char *env = getenv("ENR_FAKE_UPSTREAM");
+    char exe[4096];
+    ssize_t n;
+
+    if (env)
+        return env;
+    if (access("tests/fake_upstream.py", R_OK) == 0)
+        return "tests/fake_upstream.py";
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1); /* build/tests/test_upstream */
+    if (n <= 0)
+        return "tests/fake_upstream.py";
+    exe[n] = '\0';
+    snprintf(path, sizeof(path), "%s/../../tests/fake_upstream.py", dirname(exe));
+    return path;
+}
+
+static void fake_stop(void)
+{
+    int st;
+    if (fake_pid > 0) {
+        kill(fake_pid, SIGTERM);
+        waitpid(fake_pid, &st, 0);
+        fake_pid = 0;
+    }
+    if (ready_path[0])
+        unlink(ready_path);
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (fake_pid > 0)
+        kill(fake_pid, SIGKILL);
+    _exit(2);
+}
+
+static int fake_start(void)
+{
+    const char *script = fake_script();
+    char buf[256] = "";
+    FILE *f;
+
+    snprintf(ready_path, sizeof(ready_path), "/tmp/enr-fake-upstream-%d.json", (int)getpid());
+    unlink(ready_path);
+    fake_pid = fork();
+    if (fake_pid < 0)
+        return -1;
+    if (fake_pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        /* If this test dies, the fake upstream must not outlive it. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (devnull >= 0)
+            dup2(devnull, 1);
+        execlp("python3", "python3", script, "--ready-file", ready_path, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200; i++) {
+        f = fopen(ready_path, "re");
+        if (f) {
+            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            break;
+        }
+        sleep_ms(25);
+    }
+    if (sscanf(buf, "{\"port\": %d, \"control_port\": %d", &fake_port, &fake_cport) != 2)
+        return -1;
+    return 0;
+}
+
+static size_t collect(char *p, size_t s, size_t n, void *ud)
+{
+    enr_buf_append(ud, p, s * n);
+    return s * n;
+}
+
+/* A control-port request; returns the HTTP status, body in out. */
+static long control(const char *method, const char *path, const char *body, enr_buf *out)
+{
+    CURL *e = curl_easy_init();
+    char url[256];
+    long status = 0;
+    struct curl_slist *h = NULL;
+
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", fake_cport, path);
+    enr_buf_reset(out);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_PROXY, "");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
+    if (strcmp(method, "POST") == 0) {
+        h = curl_slist_append(NULL, "Content-Type: application/json");
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body ? body : "{}");
+    }
+    if (curl_easy_perform(e) == CURLE_OK)
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(e);
+    curl_slist_free_all(h);
+    enr_buf_putc(out, '\0');
+    return status;
+}
+
+static void set_fake(const char *json)
+{
+    enr_buf out = {0};
+    long st = control("POST", "/_control", json, &out);
+    if (st != 200)
+        printf("control %s -> %ld %s\n", json, st, out.data ? out.data : "");
+    enr_buf_free(&out);
+    sleep_ms(30); /* a refuse switch closes the listener from a thread */
+}
+
+/* One counter of /_stats (-1 on error); "last_targets" etc. via stats_json. */
+static json_object *stats_json(void)
+{
+    enr_buf out = {0};
+    json_object *o = NULL;
+    if (control("GET", "/_stats", NULL, &out) == 200)
+        o = json_tokener_parse(out.data);
+    enr_buf_free(&out);
+    return o;
+}
+
+static long stat_of(const char *key)
+{
+    json_object *o = stats_json(), *v;
+    long r = -1;
+    if (o && json_object_object_get_ex(o, key, &v))
+        r = (long)json_object_get_int64(v);
+    json_object_put(o);
+    return r;
+}
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* ---- batches built by hand ---- */
+
+static void add_rec(enr_batch *b, int prov, const char *key, double duration)
+{
+    enr_record *r;
+    if (b->n == b->cap) {
+        b->cap = b->cap ? b->cap * 2 : 16;
+        b->recs = realloc(b->recs, b->cap * sizeof(*b->recs));
+    }
+    r = &b->recs[b->n];
+    memset(r, 0, sizeof(*r));
+    r->key_off = b->text.len;
+    r->key_len = strlen(key);
+    enr_buf_append(&b->text, key, r->key_len);
+    r->id_off = r->key_off;
+    r->id_len = r->key_len;
+    r->provider = (uint8_t)prov;
+    r->duration = duration;
+    r->element = (uint32_t)b->n;
+    b->n++;
+    b->elements = b->n;
+}
+
+static void clear(enr_batch *b)
+{
+    b->n = 0;
+    b->elements = 0;
+    enr_buf_reset(&b->text);
+}
+
+static int poster_is(const enr_batch *b, size_t i, const char *want)
+{
+    const enr_record *r = &b->recs[i];
+    return r->poster_len == strlen(want) && memcmp(b->text.data + r->poster_off, want, r->poster_len) == 0;
+}
+
+static void base_config(enr_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->upstream_url, sizeof(c->upstream_url), "http://127.0.0.1:%d/v1/meta", fake_port);
+    c->upstream_timeout_ms = 500;
+    c->ids_per_call = 50;
+    c->max_calls_per_batch = 4;
+    c->upstream_max_connections = 4;
+    c->cache_entries = 50000;
+    c->cache_bytes = 16u << 20;
+    c->cache_ttl_s = 3600;
+    c->cache_negative_ttl_s = 300;
+    c->breaker_failures = 5;
+    c->breaker_cooldown_ms = 5000;
+}
+
+static enr_upstream *make(const enr_config *c, enr_sb_slot *slot)
+{
+    char err[256] = "x";
+    enr_upstream *u;
+    memset(slot, 0, sizeof(*slot));
+    u = enr_upstream_new(c, slot, err, sizeof(err));
+    T_CHECK(u != NULL && err[0] == '\0', "enr_upstream_new: %s", err);
+    return u;
+}
+
+#define G(f) ((unsigned long)ENR_SB_GET(slot.f))
+
+/* ---- tests ---- */
+
+static void test_config(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    char err[256];
+    static const char *const bad[] = {"ftp://127.0.0.1/x", "127.0.0.1:80/x", "http://h/p#frag",
+                                      "http://h/a b", "file:///etc/passwd"};
+
+    base_config(&c);
+    c.upstream_url[0] = '\0';
+    strcpy(err, "x");
+    T_CHECK(enr_upstream_new(&c, &slot, err, sizeof(err)) == NULL && err[0] == '\0',
+            "empty upstream_url: enrichment off, no error");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        base_config(&c);
+        snprintf(c.upstream_url, sizeof(c.upstream_url), "%s", bad[i]);
+        err[0] = '\0';
+        T_CHECK(enr_upstream_new(&c, &slot, err, sizeof(err)) == NULL && err[0] != '\0',
+                "bad upstream_url rejected: %s", bad[i]);
+    }
+    T_CHECK(enr_upstream_enrich(NULL, NULL, 0) == 0, "NULL client: nothing to do");
+}
+
+static void test_effect(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char want[512];
+    size_t deg;
+    long calls0 = stat_of("data_requests");
+    const char *evil = "a,b/../?#&provider=vm&x=1 \xc3\xa9%2F@evil.example:1";
+
+    base_config(&c);
+    u = make(&c, &slot);
+    add_rec(&b, ENR_PROV_YT, "dQw4w9WgXcQ", 0);
+    add_rec(&b, ENR_PROV_VM, "AbC", 42);
+    add_rec(&b, ENR_PROV_DM, "unk1", 0);
+    add_rec(&b, ENR_PROV_YT, evil, 0);
+    add_rec(&b, ENR_PROV_YT, "dQw4w9WgXcQ", 7); /* same key twice in a batch */
+    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    T_CHECK(deg == 0, "nothing degraded: %zu", deg);
+    T_CHECK(poster_is(&b, 0, "https://img.example/yt/dQw4w9WgXcQ.jpg"), "poster from upstream");
+    T_CHECK(b.recs[0].duration == fake_duration("dQw4w9WgXcQ"), "duration 0 replaced: %g", b.recs[0].duration);
+    T_CHECK(poster_is(&b, 1, "https://img.example/vm/AbC.jpg"), "vm poster");
+    T_CHECK(b.recs[1].duration == 42, "local duration kept when non-zero");
+    T_CHECK(b.recs[2].poster_len == 0 && b.recs[2].duration == 0, "unknown id keeps local values");
+    snprintf(want, sizeof(want), "https://img.example/yt/%s.jpg",
+             "a%2Cb%2F..%2F%3F%23%26provider%3Dvm%26x%3D1%20%C3%A9%252F%40evil.example%3A1");
+    T_CHECK(poster_is(&b, 3, want), "percent-encoded id round-trips (poster %.*s)",
+            (int)b.recs[3].poster_len, b.text.data + b.recs[3].poster_off);
+    T_CHECK(poster_is(&b, 4, "https://img.example/yt/dQw4w9WgXcQ.jpg") && b.recs[4].duration == 7,
+            "duplicate key: same poster, own local duration kept");
+    T_CHECK(G(up_calls) == 3, "one call per provider: %lu", G(up_calls));
+    T_CHECK(stat_of("data_requests") - calls0 == 3, "the upstream saw 3 calls");
+    T_CHECK(G(up_cache_misses) == 5 && G(up_cache_hits) == 0, "misses %lu hits %lu",
+            G(up_cache_misses), G(up_cache_hits));
+    {
+        json_object *o = stats_json(), *v;
+        int found = 0;
+        json_object_object_get_ex(o, "last_targets", &v);
+        for (size_t i = 0; v && i < json_object_array_length(v); i++) {
+            const char *t = json_object_get_string(json_object_array_get_idx(v, i));
+            if (strstr(t, "a%2Cb%2F..%2F%3F%23%26provider%3Dvm"))
+                found = 1;
+            T_CHECK(strncmp(t, "/v1/meta?provider=", 18) == 0, "path fixed by config: %s", t);
+        }
+        T_CHECK(found, "evil id sent percent-encoded inside ids=");
+        json_object_object_get_ex(o, "hosts", &v);
+        T_CHECK(v && json_object_array_length(v) == 1, "one Host only");
+        json_object_object_get_ex(o, "bad_requests", &v);
+        T_CHECK(json_object_get_int(v) == 0, "no bad request");
+        json_object_object_get_ex(o, "bad_encoding", &v);
+        T_CHECK(json_object_get_int(v) == 0, "only unreserved characters and %%XX on the wire");
+        json_object_put(o);
+    }
+
+    /* the same batch again: all from the cache, the negative entry too */
+    calls0 = stat_of("data_requests");
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "dQw4w9WgXcQ", 0);
+    add_rec(&b, ENR_PROV_DM, "unk1", 0);
+    add_rec(&b, ENR_PROV_YT, "dqw4w9wgxcq", 0); /* other case: another id */
+    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    T_CHECK(deg == 0, "cached: nothing degraded");
+    T_CHECK(poster_is(&b, 0, "https://img.example/yt/dQw4w9WgXcQ.jpg") &&
+                b.recs[0].duration == fake_duration("dQw4w9WgXcQ"),
+            "cache hit applies poster and duration");
+    T_CHECK(b.recs[1].poster_len == 0, "negative hit: local values");
+    T_CHECK(poster_is(&b, 2, "https://img.example/yt/dqw4w9wgxcq.jpg"), "case-sensitive key");
+    T_CHECK(stat_of("data_requests") - calls0 == 1, "only the new id called upstream");
+    T_CHECK(G(up_cache_hits) == 2, "2 hits: %lu", G(up_cache_hits));
+    T_CHECK(enr_upstream_fds(u) >= 1 && enr_upstream_fds(u) <= 4, "fds %u within the bound",
+            enr_upstream_fds(u));
+    T_CHECK(G(up_fds) == enr_upstream_fds(u), "up_fds published");
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+static void test_validation(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char id[64];
+    size_t deg;
+
+    base_config(&c);
+    u = make(&c, &slot);
+    for (int k = 0; k < 9; k++) {
+        snprintf(id, sizeof(id), "badp%d", k);
+        add_rec(&b, ENR_PROV_YT, id, 0);
+    }
+    for (int k = 0; k < 8; k++) {
+        snprintf(id, sizeof(id), "badd%d", k);
+        add_rec(&b, ENR_PROV_VM, id, 0);
+    }
+    add_rec(&b, ENR_PROV_DM, "long1", 0);
+    add_rec(&b, ENR_PROV_DM, "frac1", 0);
+    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    T_CHECK(deg == 0, "invalid fields are ignored, not failures: %zu", deg);
+    for (int k = 0; k < 9; k++) {
+        snprintf(id, sizeof(id), "badp%d", k);
+        T_CHECK(b.recs[k].poster_len == 0, "invalid poster %s ignored", id);
+        T_CHECK(b.recs[k].duration == fake_duration(id), "its valid duration still used (%s)", id);
+    }
+    for (int k = 0; k < 8; k++) {
+        snprintf(id, sizeof(id), "badd%d", k);
+        T_CHECK(b.recs[9 + k].duration == 0, "invalid duration %s ignored: %g", id, b.recs[9 + k].duration);
+        snprintf(id, sizeof(id), "https://img.example/vm/badd%d.jpg", k);
+        T_CHECK(poster_is(&b, 9 + (size_t)k, id), "its valid poster still used");
+    }
+    T_CHECK(b.recs[17].poster_len == 2048, "a 2048-byte poster is valid: %zu", b.recs[17].poster_len);
+    T_CHECK(b.recs[18].duration == 12.5, "fractional duration: %g", b.recs[18].duration);
+    T_CHECK(G(up_fail_body) == 0, "no bad body counted");
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+static void test_chunks(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char id[32];
+    size_t deg;
+
+    base_config(&c);
+    c.ids_per_call = 3;
+    c.max_calls_per_batch = 2;
+    u = make(&c, &slot);
+    {
+        enr_buf out = {0};
+        control("POST", "/_reset", "{}", &out);
+        enr_buf_free(&out);
+    }
+    for (int k = 0; k < 10; k++) {
+        snprintf(id, sizeof(id), "chunk%d", k);
+        add_rec(&b, ENR_PROV_YT, id, 0);
+    }
+    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    T_CHECK(deg == 4, "10 ids, 2 calls of 3: 4 records beyond the cap degraded: %zu", deg);
+    T_CHECK(stat_of("data_requests") == 2 && stat_of("max_ids_per_call") == 3,
+            "2 calls of at most 3 ids");
+    T_CHECK(poster_is(&b, 5, "https://img.example/yt/chunk5.jpg") && b.recs[6].poster_len == 0,
+            "first 6 enriched, the rest local");
+    enr_upstream_free(u);
+
+    /* an id too long for any request line keeps its local values; the
+     * rest of its provider's ids still go, in calls under the URL limit */
+    base_config(&c);
+    u = make(&c, &slot);
+    clear(&b);
+    {
+        static char huge[9001];
+        char mid[3000];
+        memset(huge, 'h', sizeof(huge) - 1);
+        memset(mid, 'm', sizeof(mid) - 1);
+        mid[sizeof(mid) - 1] = '\0';
+        add_rec(&b, ENR_PROV_VM, "short1", 0);
+        add_rec(&b, ENR_PROV_VM, huge, 0);
+        for (int k = 0; k < 4; k++) {
+            mid[0] = (char)('a' + k);
+            add_rec(&b, ENR_PROV_VM, mid, 0); /* 4 x 3000 bytes: two calls */
+        }
+        deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+        T_CHECK(deg == 1 && b.recs[1].poster_len == 0, "the oversized id alone degraded: %zu", deg);
+        /* (a 3000-byte id makes a poster over 2048 bytes: only its duration comes back) */
+        T_CHECK(poster_is(&b, 0, "https://img.example/vm/short1.jpg") && b.recs[5].duration > 0,
+                "the others enriched");
+        T_CHECK(G(up_calls) == 2 && stat_of("bad_requests") == 0, "split under the URL limit: %lu calls",
+                G(up_calls));
+    }
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+/* More concurrent calls than connections: curl queues them, the bound
+ * holds on the upstream's side, and every call still completes. */
+static void test_conn_bound(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char id[32];
+    size_t deg = 0;
+
+    base_config(&c);
+    c.ids_per_call = 1;
+    c.max_calls_per_batch = 8;
+    c.upstream_max_connections = 2;
+    u = make(&c, &slot);
+    {
+        enr_buf out = {0};
+        control("POST", "/_reset", "{}", &out);
+        enr_buf_free(&out);
+    }
+    set_fake("{\"latency_ms\":20}");
+    for (int round = 0; round < 3; round++) {
+        clear(&b);
+        for (int k = 0; k < 8; k++) {
+            snprintf(id, sizeof(id), "bound%d-%d", round, k);
+            add_rec(&b, 1 + k % 3, id, 0);
+        }
+        deg += enr_upstream_enrich(u, &b, now_ms() + 2000);
+        T_CHECK(enr_upstream_fds(u) <= 2, "client holds at most 2 sockets: %u", enr_upstream_fds(u));
+    }
+    set_fake("{\"latency_ms\":0}");
+    T_CHECK(deg == 0, "8 calls over 2 connections all complete: %zu degraded", deg);
+    T_CHECK(stat_of("max_open_connections") <= 2 + 1, /* + the control connection */
+            "upstream saw at most 2 connections at once: %ld", stat_of("max_open_connections"));
+    T_CHECK(G(up_calls) == 24, "24 calls: %lu", G(up_calls));
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+/* A fault mode: fresh ids, every record degraded, local values kept,
+ * the failure counted under the right kind. */
+static void test_fault(const char *mode_json, const char *name, int counter_index)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char id[32];
+    size_t deg;
+    unsigned long counters[4];
+    uint64_t t0;
+
+    base_config(&c);
+    c.breaker_failures = 100;
+    u = make(&c, &slot);
+    set_fake(mode_json);
+    for (int k = 0; k < 6; k++) {
+        snprintf(id, sizeof(id), "%s%d", name, k);
+        add_rec(&b, 1 + k % 3, id, k == 0 ? 0 : 30);
+    }
+    t0 = now_ms();
+    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    T_CHECK(now_ms() - t0 < 700, "%s: answers within the deadline: %llu ms", name,
+            (unsigned long long)(now_ms() - t0));
+    T_CHECK(deg == 6, "%s: all 6 degraded: %zu", name, deg);
+    T_CHECK(b.n == 6, "%s: nothing dropped", name);
+    for (size_t i = 0; i < b.n; i++)
+        T_CHECK(b.recs[i].poster_len == 0 && b.recs[i].duration == (i == 0 ? 0 : 30),
+                "%s: record %zu keeps local values", name, i);
+    counters[0] = G(up_fail_timeout);
+    counters[1] = G(up_fail_connect);
+    counters[2] = G(up_fail_status);
+    counters[3] = G(up_fail_body);
+    T_CHECK(counters[counter_index] == 3, "%s: 3 failures of kind %d (t%lu c%lu s%lu b%lu)", name,
+            counter_index, counters[0], counters[1], counters[2], counters[3]);
+    set_fake("{\"mode\":\"ok\"}");
+    /* failures are not cached: the next batch gets the data */
+    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    T_CHECK(deg == 0 && b.recs[1].poster_len > 0, "%s: recovered on the next batch (%zu)", name, deg);
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+static void test_partial(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char id[32];
+    size_t deg, known = 0;
+
+    base_config(&c);
+    u = make(&c, &slot);
+    set_fake("{\"mode\":\"partial\"}");
+    for (int k = 0; k < 20; k++) {
+        snprintf(id, sizeof(id), "part%d", k);
+        add_rec(&b, ENR_PROV_VM, id, 0);
+    }
+    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    for (size_t i = 0; i < b.n; i++) {
+        const char *k = b.text.data + b.recs[i].key_off;
+        int answered = crc32_of(k, b.recs[i].key_len) % 2 == 0;
+        known += b.recs[i].poster_len > 0;
+        T_CHECK((b.recs[i].poster_len > 0) == answered, "partial: record %zu enriched iff answered", i);
+    }
+    T_CHECK(deg == 0 && known > 0 && known < 20, "partial: answered ids enriched (%zu), the rest "
+                                                  "unknown, none degraded (%zu)", known, deg);
+    set_fake("{\"mode\":\"ok\"}");
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+static void test_hang_and_breaker(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char id[32];
+    size_t deg;
+    uint64_t t0, worst = 0;
+    long before;
+    int fds0;
+
+    base_config(&c);
+    c.upstream_timeout_ms = 150;
+    c.breaker_failures = 3;
+    c.breaker_cooldown_ms = 400;
+    u = make(&c, &slot);
+    fds0 = count_fds();
+    set_fake("{\"mode\":\"hang\"}");
+    for (int i = 0; i < 6; i++) {
+        clear(&b);
+        snprintf(id, sizeof(id), "hang%d", i);
+        add_rec(&b, ENR_PROV_YT, id, 0);
+        t0 = now_ms();
+        deg = enr_upstream_enrich(u, &b, now_ms() + 10000);
+        if (now_ms() - t0 > worst)
+            worst = now_ms() - t0;
+        T_CHECK(deg == 1, "hang: batch %d degraded", i);
+    }
+    /* the margin covers scheduling on a loaded test machine, not waiting */
+    T_CHECK(worst <= 150 + 75, "hang: worst batch %llu ms <= deadline 150 + 75", (unsigned long long)worst);
+    T_CHECK(G(up_fail_timeout) == 3, "hang: 3 timeouts, then the breaker skips: %lu", G(up_fail_timeout));
+    T_CHECK(G(up_breaker_state) == ENR_BREAKER_OPEN && G(up_breaker_opens) == 1, "breaker open");
+    T_CHECK(G(up_calls) == 3, "no call while open: %lu", G(up_calls));
+    T_CHECK(enr_upstream_fds(u) == 0, "abandoned connections closed: %u", enr_upstream_fds(u));
+    T_CHECK(count_fds() == fds0, "process fds back to %d: %d", fds0, count_fds());
+
+    /* upstream recovers; while open nothing goes out */
+    set_fake("{\"mode\":\"ok\"}");
+    before = stat_of("data_requests");
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "rec0", 0);
+    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 10000) == 1, "open: degraded at once");
+    T_CHECK(stat_of("data_requests") == before, "open: no request reached the upstream");
+    sleep_ms(450);
+    /* half-open: a batch needing 3 calls sends exactly one (the probe) */
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "rec1", 0);
+    add_rec(&b, ENR_PROV_VM, "rec2", 0);
+    add_rec(&b, ENR_PROV_DM, "rec3", 0);
+    deg = enr_upstream_enrich(u, &b, now_ms() + 10000);
+    T_CHECK(stat_of("data_requests") == before + 1, "half-open: exactly one probe call");
+    T_CHECK(deg == 2 && poster_is(&b, 0, "https://img.example/yt/rec1.jpg"),
+            "probe's records enriched, the others degraded: %zu", deg);
+    T_CHECK(G(up_breaker_state) == ENR_BREAKER_CLOSED, "probe success closes the breaker");
+    clear(&b);
+    add_rec(&b, ENR_PROV_VM, "rec2", 0);
+    add_rec(&b, ENR_PROV_DM, "rec3", 0);
+    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 10000) == 0, "closed: everything enriched");
+
+    /* failed probe reopens */
+    set_fake("{\"mode\":\"5xx\"}");
+    for (int i = 0; i < 3; i++) {
+        clear(&b);
+        snprintf(id, sizeof(id), "x5%d", i);
+        add_rec(&b, ENR_PROV_YT, id, 0);
+        enr_upstream_enrich(u, &b, now_ms() + 10000);
+    }
+    T_CHECK(G(up_breaker_state) == ENR_BREAKER_OPEN && G(up_breaker_opens) == 2, "reopened by 5xx");
+    sleep_ms(450);
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "x6", 0);
+    enr_upstream_enrich(u, &b, now_ms() + 10000);
+    T_CHECK(G(up_breaker_state) == ENR_BREAKER_OPEN && G(up_breaker_opens) == 3,
+            "failed probe reopens (opens %lu)", G(up_breaker_opens));
+    set_fake("{\"mode\":\"ok\"}");
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+static void test_deadline(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    uint64_t t0, took;
+    size_t deg;
+
+    base_config(&c);
+    c.upstream_timeout_ms = 1000;
+    u = make(&c, &slot);
+    set_fake("{\"latency_ms\":300}");
+    add_rec(&b, ENR_PROV_YT, "slow1", 0);
+    t0 = now_ms();
+    deg = enr_upstream_enrich(u, &b, t0 + 60); /* the caller's deadline is shorter */
+    took = now_ms() - t0;
+    T_CHECK(deg == 1 && took >= 55 && took <= 60 + 75, "caller's deadline wins: %llu ms",
+            (unsigned long long)took);
+    T_CHECK(enr_upstream_enrich(u, &b, now_ms()) == 1, "deadline already passed: degraded at once");
+    T_CHECK(G(up_fail_timeout) == 1, "deadline counted as timeout once: %lu", G(up_fail_timeout));
+    set_fake("{\"latency_ms\":0}");
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+static void test_retry(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char id[32];
+    size_t deg = 0;
+
+    base_config(&c);
+    u = make(&c, &slot);
+    /* every connection fresh (the upstream says Connection: close after
+     * each reply), every 3rd request dies before any byte of the reply */
+    set_fake("{\"close_after\":1,\"close_style\":\"header\",\"drop_every\":3}");
+    for (int i = 0; i < 30; i++) {
+        clear(&b);
+        snprintf(id, sizeof(id), "retry%d", i);
+        add_rec(&b, ENR_PROV_DM, id, 0);
+        deg += enr_upstream_enrich(u, &b, now_ms() + 2000);
+    }
+    T_CHECK(deg == 0, "dead connections retried: nothing degraded (%zu)", deg);
+    if (getenv("ENR_TEST_DEBUG")) {
+        json_object *o = stats_json(), *v;
+        json_object_object_get_ex(o, "events", &v);
+        printf("%s\n", json_object_to_json_string(v));
+        json_object_put(o);
+    }
+    T_CHECK(G(up_retries) == (unsigned long)stat_of("dropped") && G(up_retries) >= 9,
+            "one retry per dead connection: %lu retries, %ld dropped", G(up_retries), stat_of("dropped"));
+    T_CHECK(G(up_calls) == 30, "a retry is not a new call: %lu", G(up_calls));
+    /* every request dies: one retry only, then a counted failure */
+    set_fake("{\"drop_every\":1}");
+    clear(&b);
+    add_rec(&b, ENR_PROV_DM, "retryfail", 0);
+    {
+        unsigned long r0 = G(up_retries), f0 = G(up_fail_connect);
+        deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+        T_CHECK(deg == 1 && G(up_retries) == r0 + 1 && G(up_fail_connect) == f0 + 1,
+                "at most one retry, and the failure is reported (%zu, +%lu retries)", deg,
+                G(up_retries) - r0);
+    }
+    set_fake("{\"close_after\":100,\"close_style\":\"silent\",\"drop_every\":0}");
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+/* The incident: an upstream cycling connections every 100 requests. */
+static void test_incident(const char *style, long divisor)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char id[64], js[128];
+    long n = (getenv("ENR_INCIDENT_BATCHES") ? atol(getenv("ENR_INCIDENT_BATCHES")) : 20000) / divisor;
+    size_t degraded_batches = 0, maxfds = 0;
+    int fds[3] = {0, 0, 0};
+    long closes0;
+    uint64_t t0 = now_ms();
+
+    base_config(&c);
+    c.cache_entries = 1000; /* unique ids: every batch misses, eviction runs */
+    c.upstream_timeout_ms = 1000;
+    u = make(&c, &slot);
+    snprintf(js, sizeof(js), "{\"close_after\":100,\"close_style\":\"%s\",\"mode\":\"ok\"}", style);
+    set_fake(js);
+    closes0 = stat_of("server_closes");
+    for (long i = 0; i < n; i++) {
+        clear(&b);
+        for (int k = 0; k < 3; k++) {
+            snprintf(id, sizeof(id), "inc-%s-%ld-%d", style, i, k);
+            add_rec(&b, ENR_PROV_YT, id, 0);
+        }
+        if (enr_upstream_enrich(u, &b, now_ms() + 1000) != 0 || b.recs[2].poster_len == 0)
+            degraded_batches++;
+        if (enr_upstream_fds(u) > maxfds)
+            maxfds = enr_upstream_fds(u);
+        /* The process's descriptors minus the client's sockets must not
+         * move, and /proc must agree with the client's own count. */
+        if (i == 0 || i == n / 2 || i == n - 1) {
+            int at = i == 0 ? 0 : i == n - 1 ? 2 : 1;
+            int all = count_fds();
+            fds[at] = all - (int)enr_upstream_fds(u);
+            T_CHECK(all >= (int)enr_upstream_fds(u), "incident (%s): /proc %d >= client %u", style, all,
+                    enr_upstream_fds(u));
+        }
+    }
+    T_CHECK(degraded_batches == 0, "incident (%s): %ld batches, %zu degraded", style, n, degraded_batches);
+    T_CHECK(fds[0] == fds[1] && fds[1] == fds[2], "incident (%s): /proc fds less the client's sockets flat: %d %d %d", style,
+            fds[0], fds[1], fds[2]);
+    T_CHECK(maxfds <= 4, "incident (%s): client held at most %zu sockets", style, maxfds);
+    T_CHECK(stat_of("server_closes") - closes0 >= n / 100 - 1, "incident (%s): upstream closed %ld connections",
+            style, stat_of("server_closes") - closes0);
+    T_CHECK(G(up_calls) == (unsigned long)n && G(up_fail_connect) == 0 && G(up_fail_timeout) == 0,
+            "incident (%s): %lu calls, no failure", style, G(up_calls));
+    printf("incident %s: %ld batches in %llu ms, retries %lu, fds %d/%d/%d, client max %zu\n", style, n,
+           (unsigned long long)(now_ms() - t0), G(up_retries), fds[0], fds[1], fds[2], maxfds);
+    enr_upstream_free(u);
+    T_CHECK(count_fds() <= fds[0], "free closes the client's sockets: %d <= %d", count_fds(), fds[0]);
+    enr_batch_free(&b);
+}
+
+/* ENR_TEST_ONLY=name runs one group (debugging); every group by default. */
+static int want_test(const char *name)
+{
+    const char *only = getenv("ENR_TEST_ONLY");
+    if (only && strcmp(only, name) != 0)
+        return 0;
+    printf("# %s\n", name);
+    return 1;
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (getenv("ENR_TEST_DEBUG"))
+        enr_log_set_level(ENR_LOG_DEBUG);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (fake_start() != 0) {
+        T_CHECK(0, "fake upstream did not start (%s)", fake_script());
+        fake_stop();
+        T_DONE();
+    }
+    if (want_test("test_config"))
+        test_config();
+    if (want_test("test_effect"))
+        test_effect();
+    if (want_test("test_validation"))
+        test_validation();
+    if (want_test("test_chunks"))
+        test_chunks();
+    if (want_test("test_conn_bound"))
+        test_conn_bound();
+    if (want_test("test_fault"))
+        test_fault("{\"mode\":\"5xx\"}", "f5xx", 2);
+    if (want_test("test_fault"))
+        test_fault("{\"mode\":\"malformed\"}", "fmal", 3);
+    if (want_test("test_fault"))
+        test_fault("{\"mode\":\"badshape\"}", "fshape", 3);
+    if (want_test("test_fault"))
+        test_fault("{\"mode\":\"truncated\"}", "ftrunc", 3);
+    if (want_test("test_fault"))
+        test_fault("{\"mode\":\"refuse\"}", "frefuse", 1);
+    if (want_test("test_fault"))
+        test_fault("{\"mode\":\"hang\"}", "fhang", 0);
+    if (want_test("test_partial"))
+        test_partial();
+    if (want_test("test_hang_and_breaker"))
+        test_hang_and_breaker();
+    if (want_test("test_deadline"))
+        test_deadline();
+    if (want_test("test_retry"))
+        test_retry();
+    if (want_test("test_incident"))
+        test_incident("silent", 1);
+    if (want_test("test_incident"))
+        test_incident("header", 4);
+    fake_stop();
+    T_DONE();
+}
