@@ -35,7 +35,7 @@ TSTSRC  := $(wildcard tests/unit/test_*.c)
 TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
-.PHONY: all test valgrind unit check-vectors run bench bench-engine fuzz difftest format lint clean deps san-test
+.PHONY: all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format lint clean deps san-test
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -76,8 +76,13 @@ deps:
 
 # Every test: unit, conformance vectors (CLI and nginx), integration.
 # Ends with "N passed, M failed"; non-zero exit on any failure.
-test: all
+test: all hooks
 	@python3 tests/run.py --build $(B)
+
+# enrichd with test-only fault injection (leaks, crashes, slow requests),
+# for the recycling and crash-loop tests; never installed.
+hooks:
+	@$(MAKE) --no-print-directory B=build-hooks EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DENR_TEST_HOOKS" build-hooks/enrichd
 
 # A worker's request loop under valgrind: no leak per request.
 valgrind: all

@@ -5,7 +5,8 @@
 set -eu
 
 PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
-nginx-light pkg-config python3 systemd clang libclang-rt-14-dev valgrind cppcheck clang-format"
+nginx-light pkg-config python3 systemd clang libclang-rt-14-dev valgrind cppcheck clang-format
+prometheus"
 
 missing=""
 for p in $PKGS; do
