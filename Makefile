@@ -17,14 +17,18 @@ SANFL   :=
 OPT     ?= -O2
 endif
 
-PKGS    := icu-uc json-c libcurl libsystemd libcrypto
-PKGCF   := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKGLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# libcurl: headers only; it is loaded at run time (src/curlapi.h says why).
+# ICU, libcrypto and libstdc++ (ICU's) are linked statically: their
+# relocations at every exec cost more than all of enrichd's start-up work
+# (~4 and ~2.5 ms here), and Debian ships the .a files in the -dev packages.
+PKGS    := icu-uc json-c libsystemd libcrypto
+PKGCF   := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
+STATIC_ENGINE_LIBS := -Wl,-Bstatic -licuuc -licudata -lcrypto -lstdc++ -Wl,-Bdynamic -lm -lpthread -ldl
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 CFLAGS  ?= $(OPT) -g
 ALLCF   := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFL) $(PKGCF) $(EXTRA_CFLAGS) -Isrc -MMD -MP
-LDLIBS  := -lfcgi $(PKGLIBS) -lm
+LDLIBS  := -lfcgi $(shell pkg-config --libs json-c libsystemd 2>/dev/null) $(STATIC_ENGINE_LIBS)
 ALLLD   := $(SANFL) $(LDFLAGS)
 
 LIBSRC  := $(wildcard src/*.c)
@@ -58,11 +62,8 @@ $(LIB): $(LIBOBJ)
 $(B)/%: $(B)/cmd/%.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS)
 
-# The CLI is started once per batch by pipelines, so its cold start is
-# its speed: ICU, OpenSSL's libcrypto and libstdc++ (ICU's) are linked
-# statically, which takes the start from ~16 ms to ~7 ms here (an empty
-# program: ~4 ms).  Debian ships these .a files in the -dev packages.
-STATIC_ENGINE_LIBS := -Wl,-Bstatic -licuuc -licudata -lcrypto -lstdc++ -Wl,-Bdynamic -lm -lpthread -ldl
+# The CLI is started once per batch by pipelines, so its cold start is its
+# speed: it links nothing it does not use (~7 ms here, an empty program ~4).
 $(B)/enrich: $(B)/cmd/enrich.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(STATIC_ENGINE_LIBS)
 

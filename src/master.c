@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "curlapi.h"
 #include "engine.h"
 #include "health.h"
 #include "listen.h"
@@ -590,6 +591,13 @@ static void reload(master *m)
         enr_notify_ready();
         return;
     }
+    if (next.upstream_url[0] != '\0' && enr_curl_load(err, sizeof err) != 0) {
+        enr_log(ENR_LOG_ERROR, "reload refused: upstream_url is set but libcurl cannot be loaded",
+                "error=%s", enr_log_quote(q, sizeof q, err));
+        enr_notify_status("reload refused: libcurl cannot be loaded (see log)");
+        enr_notify_ready();
+        return;
+    }
     if (listen_changed(&m->cfg, &next)) {
         enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
         memcpy(next.listen, m->cfg.listen, sizeof next.listen);
@@ -782,6 +790,13 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
     m.warm_engine = enr_engine_new();
     if (m.warm_engine == NULL)
         enr_log(ENR_LOG_ERROR, "engine warm-up failed; workers will try on their own", NULL);
+    /* libcurl is mapped here, once, only when enrichment is on (curlapi.h). */
+    if (m.cfg.upstream_url[0] != '\0' && enr_curl_load(err, sizeof err) != 0) {
+        enr_log(ENR_LOG_ERROR, "upstream_url is set but libcurl cannot be loaded", "error=%s",
+                enr_log_quote(q, sizeof q, err));
+        cleanup(&m);
+        return 1;
+    }
     enr_log(ENR_LOG_INFO, "starting", "config=%s workers=%u listen=%s status_listen=%s",
             enr_log_quote(q, sizeof q, m.cfg.source), m.cfg.workers, m.cfg.listen,
             m.cfg.status_listen);

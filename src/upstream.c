@@ -26,14 +26,11 @@
  */
 #include "upstream.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <json-c/json.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -41,12 +38,12 @@
 
 #include "breaker.h"
 #include "cache.h"
+#include "curlapi.h"
 #include "log.h"
+#include "upstream_reply.h"
 
 #define UP_MAX_BODY (4u << 20)     /* a larger reply is a bad body */
 #define UP_MAX_URL 8000            /* common server limit on a request line */
-#define UP_POSTER_MAX 2048         /* UPSTREAM.md */
-#define UP_DURATION_LIMIT 1e7      /* UPSTREAM.md: 0 <= d < 10^7 */
 #define UP_MAXAGE_CONN_S 30L       /* idle connections older than this are not reused */
 #define UP_MAXLIFETIME_CONN_S 120L /* no connection is reused past this age */
 #define UP_RETRY_MIN_MS 2          /* no retry with less time than this left */
@@ -95,6 +92,8 @@ struct enr_upstream {
     uint32_t *table; /* open addressing: want index + 1 */
     size_t table_cap;
     size_t *order; /* wants in call order */
+    enr_reply_id *rids; /* one call's ids, for enr_upstream_reply_parse */
+    enr_buf posters;    /* accepted posters of one reply, before b->text */
 };
 
 /* Counters go to the scoreboard slot, which a CLI run does not have. */
@@ -250,6 +249,8 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_sb_slot *slot, char *err
         err[0] = '\0';
     if (c->upstream_url[0] == '\0')
         return NULL;
+    if (enr_curl_load(err, errlen) != 0)
+        return NULL;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(err, errlen, "upstream: curl_global_init failed");
         return NULL;
@@ -332,6 +333,8 @@ void enr_upstream_free(enr_upstream *u)
     free(u->rec_want);
     free(u->table);
     free(u->order);
+    free(u->rids);
+    enr_buf_free(&u->posters);
     free(u);
 }
 
@@ -352,6 +355,7 @@ static int scratch_reserve(enr_upstream *u, size_t n)
         uint32_t *rw = realloc(u->rec_want, n * sizeof(*rw));
         want *w;
         size_t *o;
+        enr_reply_id *ri;
         if (rw == NULL)
             return -1;
         u->rec_want = rw;
@@ -363,6 +367,10 @@ static int scratch_reserve(enr_upstream *u, size_t n)
         if (o == NULL)
             return -1;
         u->order = o;
+        ri = realloc(u->rids, n * sizeof(*ri));
+        if (ri == NULL)
+            return -1;
+        u->rids = ri;
         u->rec_cap = u->wants_cap = n;
     }
     while (tcap < 2 * n)
@@ -526,58 +534,6 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
 
 /* ---- results ---- */
 
-static int poster_ok(const char *s, size_t n)
-{
-    size_t i = 8, host = 0;
-
-    if (n > UP_POSTER_MAX || n < 9 || strncasecmp(s, "https://", 8) != 0)
-        return 0;
-    for (; i < n && s[i] != '/' && s[i] != '?' && s[i] != '#'; i++)
-        host++;
-    if (host == 0)
-        return 0;
-    for (i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch <= 0x20 || ch == 0x7f)
-            return 0;
-        if (ch >= 0x80) {
-            /* Strict UTF-8 (no surrogates, no overlongs), and no C1
-             * control or Unicode white space either. */
-            uint32_t cp;
-            size_t k, need = ch >= 0xf0 ? 3 : ch >= 0xe0 ? 2 : ch >= 0xc2 ? 1 : 0;
-            if (need == 0 || ch > 0xf4 || i + need >= n)
-                return 0;
-            cp = ch & (0x3f >> need);
-            for (k = 1; k <= need; k++) {
-                unsigned char cc = (unsigned char)s[i + k];
-                if ((cc & 0xc0) != 0x80)
-                    return 0;
-                cp = (cp << 6) | (cc & 0x3f);
-            }
-            if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-                (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0xa0) || cp == 0x1680 ||
-                (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
-                cp == 0x202f || cp == 0x205f || cp == 0x3000 || cp == 0xfeff)
-                return 0;
-            i += need;
-        }
-    }
-    return 1;
-}
-
-static int duration_ok(json_object *d, double *out)
-{
-    double v;
-
-    if (!json_object_is_type(d, json_type_int) && !json_object_is_type(d, json_type_double))
-        return 0;
-    v = json_object_get_double(d);
-    if (!isfinite(v) || v < 0 || v >= UP_DURATION_LIMIT)
-        return 0;
-    *out = v == 0 ? 0 : v; /* -0 becomes 0 */
-    return 1;
-}
-
 static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
 {
     static const char *const why[] = {"timeout", "connect", "status", "body"};
@@ -601,72 +557,40 @@ static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
     breaker_note(u, prev, why[kind]);
 }
 
-/* Parse a 200 body; 0 and the call's wants resolved, or -1 (bad body). */
+/* Parse a 200 body; 0 and the call's wants resolved, or -1 (bad body).
+ * The reply rules live in upstream_reply.c; posters go into b->text. */
 static int call_parse(enr_upstream *u, up_call *c, enr_batch *b)
 {
-    json_object *root, *items;
-    size_t end, nitems;
+    enr_reply_id *ids = u->rids;
 
-    if (c->body.len == 0)
-        return -1;
-    json_tokener_reset(u->tok);
-    root = json_tokener_parse_ex(u->tok, c->body.data, (int)c->body.len);
-    if (root == NULL || json_tokener_get_error(u->tok) != json_tokener_success) {
-        json_object_put(root);
-        return -1;
+    for (size_t i = 0; i < c->n; i++) {
+        const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
+        ids[i].id = b->text.data + r->key_off;
+        ids[i].id_len = r->key_len;
     }
-    for (end = json_tokener_get_parse_end(u->tok); end < c->body.len; end++)
-        if (memchr(" \t\r\n", c->body.data[end], 4) == NULL) {
-            json_object_put(root);
-            return -1;
-        }
-    if (!json_object_is_type(root, json_type_object) ||
-        !json_object_object_get_ex(root, "items", &items) ||
-        !json_object_is_type(items, json_type_array)) {
-        json_object_put(root);
+    /* The ids point into b->text, which may move when it grows, so the
+     * posters go to a separate arena first and into b->text after. */
+    enr_buf_reset(&u->posters);
+    if (enr_upstream_reply_parse(u->tok, c->body.data, c->body.len, ids, c->n, u->seed,
+                                 &u->posters) != 0)
         return -1;
-    }
-    nitems = json_object_array_length(items);
-    for (size_t i = 0; i < nitems; i++) {
-        json_object *it = json_object_array_get_idx(items, i), *jid, *jp, *jd;
-        uint32_t *slot;
-        want *w;
-        double d;
-        if (!json_object_is_type(it, json_type_object) ||
-            !json_object_object_get_ex(it, "id", &jid) ||
-            !json_object_is_type(jid, json_type_string))
-            continue; /* not an item we can use: ignored, like extra fields */
-        slot = want_slot(u, b, c->provider, json_object_get_string(jid),
-                         (size_t)json_object_get_string_len(jid));
-        if (*slot == 0)
-            continue; /* an id we did not ask for */
-        w = &u->wants[*slot - 1];
-        if (w->state != W_PENDING || w->call != (int)(c - u->calls))
-            continue; /* a duplicate, or asked in another call */
-        if (json_object_object_get_ex(it, "poster", &jp) &&
-            json_object_is_type(jp, json_type_string) &&
-            poster_ok(json_object_get_string(jp), (size_t)json_object_get_string_len(jp))) {
-            size_t len = (size_t)json_object_get_string_len(jp);
+    for (size_t i = 0; i < c->n; i++) {
+        want *w = &u->wants[u->order[c->first + i]];
+        const enr_reply_id *r = &ids[i];
+        if (r->has_poster) {
             size_t off = b->text.len;
-            enr_buf_append(&b->text, json_object_get_string(jp), len);
+            enr_buf_append(&b->text, u->posters.data + r->poster_off, r->poster_len);
             if (!b->text.oom) {
                 w->poster_off = off;
-                w->poster_len = len;
+                w->poster_len = r->poster_len;
                 w->has_poster = 1;
             }
         }
-        if (json_object_object_get_ex(it, "duration", &jd) && duration_ok(jd, &d)) {
-            w->duration = d;
+        if (r->has_duration) {
+            w->duration = r->duration;
             w->has_duration = 1;
         }
-        /* An item with nothing usable tells us no more than absence. */
         w->state = (w->has_poster || w->has_duration) ? W_FOUND : W_UNKNOWN;
-    }
-    json_object_put(root);
-    for (size_t i = 0; i < c->n; i++) {
-        want *w = &u->wants[u->order[c->first + i]];
-        if (w->state == W_PENDING)
-            w->state = W_UNKNOWN;
     }
     return 0;
 }

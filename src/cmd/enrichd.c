@@ -7,7 +7,6 @@
  * Nothing heavy happens before the master forks its workers: the cold
  * start (exec to first answer) is the configuration parse and a fork.
  */
-#include <curl/curl.h>
 #include <json-c/json_c_version.h>
 #include <openssl/crypto.h>
 #include <fcgi_config.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "curlapi.h"
 #include "log.h"
 #include "master.h"
 #include "status.h"
@@ -38,9 +38,14 @@ static void usage(FILE *f)
 
 static void print_versions(void)
 {
+    char err[256];
+
     printf("enrichd %s\n", ENR_VERSION);
     printf("unicode: %s\n", enr_uni_version());
-    printf("libcurl: %s\n", curl_version());
+    if (enr_curl_load(err, sizeof err) == 0)
+        printf("libcurl: %s (loaded only when upstream_url is set)\n", curl_version());
+    else
+        printf("libcurl: unavailable: %s (needed only when upstream_url is set)\n", err);
     printf("json-c: %s\n", json_c_version());
     printf("openssl: %s\n", OpenSSL_version(OPENSSL_VERSION));
     printf("libfcgi: %s (Debian; CVE-2025-23016 only partly fixed: the socket is the trust "

@@ -12,7 +12,6 @@
  * default 20000, against an upstream that closes every connection after
  * 100 requests) with the process's descriptor count measured from /proc.
  */
-#include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "curlapi.h"
 #include "engine.h"
 #include "log.h"
 #include "t.h"
@@ -821,7 +821,13 @@ static int want_test(const char *name)
 
 int main(void)
 {
+    char lerr[256];
+
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (enr_curl_load(lerr, sizeof lerr) != 0) {
+        printf("FAIL %s\n0 passed, 1 failed\n", lerr);
+        return 1;
+    }
     if (getenv("ENR_TEST_DEBUG"))
         enr_log_set_level(ENR_LOG_DEBUG);
     signal(SIGPIPE, SIG_IGN);
