@@ -1,30 +1,116 @@
 #!/bin/sh
 # make fuzz: builds each libFuzzer target in tests/fuzz with ASan+UBSan and
 # runs it for $1 seconds (default 60) on a corpus seeded from the
-# conformance vectors.  Any crash, leak or sanitizer report fails.
+# conformance vectors, the shipped config and hand-written upstream
+# replies.  Any crash, leak or sanitizer report fails.
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default: all targets)
+#
+# Targets, one per parser the project owns:
+#   engine          JSON batch reader + record rules (src/engine.c & co.)
+#   numtext         number text <-> double (src/numfmt.c)
+#   config          configuration text (enr_config_parse, src/config.c)
+#   upstream_reply  upstream reply JSON (enr_upstream_reply_parse)
+# The replay trace reader (src/replay_trace.c) has no buffer entry point
+# yet (it maps a path), so it has no target.
+#
+# Time: $1 is per target, so the run takes about 4 x $1 seconds plus the
+# builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
+# 2.5 minutes; every target gets the full 30 s rather than a share, since
+# the smaller parsers reach their coverage plateau quickly anyway and the
+# total stays well under CI's budget.
 set -eu
 SECONDS_EACH=${1:-60}
+[ $# -gt 0 ] && shift
+TARGETS=${*:-engine numtext config upstream_reply}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
-CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$ROOT/src $(pkg-config --cflags icu-uc libcrypto)"
-LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
-ENGINE="$ROOT/src/engine.c $ROOT/src/reader.c $ROOT/src/buf.c $ROOT/src/numfmt.c $ROOT/src/unicode.c"
-status=0
-for target in engine numtext; do
-    clang $CFLAGS -o "$OUT/fuzz_$target" "$ROOT/tests/fuzz/fuzz_$target.c" $ENGINE $LIBS
-    corpus=$OUT/corpus-$target
-    mkdir -p "$corpus"
-    if [ "$target" = engine ]; then
+CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$ROOT/src $(pkg-config --cflags icu-uc libcrypto json-c)"
+S=$ROOT/src
+ENGINE="$S/engine.c $S/reader.c $S/buf.c $S/numfmt.c $S/unicode.c"
+ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
+
+# Each target: the sources it needs, its libraries, its longest input.
+target_srcs() {
+    case $1 in
+    engine | numtext) echo "$ENGINE" ;;
+    config) echo "$S/config.c" ;;
+    upstream_reply) echo "$S/upstream_reply.c $S/buf.c" ;;
+    *) echo "unknown fuzz target $1" >&2; exit 2 ;;
+    esac
+}
+target_libs() {
+    case $1 in
+    engine | numtext) echo "$ENGINE_LIBS" ;;
+    config) echo "-lm" ;;
+    upstream_reply) echo "$(pkg-config --libs json-c) -lm" ;;
+    esac
+}
+target_max_len() {
+    case $1 in
+    config) echo 16384 ;;
+    upstream_reply) echo 65536 ;;
+    *) echo 500000 ;;
+    esac
+}
+
+seed() { # seed CORPUS NAME TEXT: one seed file, written once
+    [ -e "$1/seed-$2" ] || printf '%b' "$3" > "$1/seed-$2"
+}
+
+seed_corpus() {
+    corpus=$1
+    case $2 in
+    engine)
         cp -n "$ROOT"/tests/vectors/*.in.json "$corpus"/ 2>/dev/null || true
-    else
+        ;;
+    numtext)
         for s in 0x1F 1e400 " 12 " 0.000001 5e-324 -0 .5 5. 0b101 Infinity; do
             printf '%s' "$s" > "$corpus/seed-$(printf '%s' "$s" | od -An -tx1 | tr -d ' \n')"
         done
-    fi
+        ;;
+    config)
+        cp "$ROOT/conf/enrichd.conf" "$corpus/seed-shipped"
+        seed "$corpus" empty ''
+        seed "$corpus" tcp 'listen = 127.0.0.1:9000\nstatus_listen = 127.0.0.1:9001\nworkers = 2\nmin_ready_workers = 2\n'
+        seed "$corpus" sizes 'max_body_bytes = 4m\ncache_bytes = 1G\nmax_requests = 0\nmax_requests_jitter = 0\n'
+        seed "$corpus" url '# comment\nupstream_url = https://meta.example/v1?x=1#frag  # trailing\nupstream_timeout_ms = 1999\n'
+        seed "$corpus" crlf 'workers = 8\r\nlisten_mode = 0600\r\nhealth_max_5xx_ratio = 1e-1\r\n'
+        seed "$corpus" softhard 'rss_soft_mb = 128\nrss_hard_mb = 128\n'
+        seed "$corpus" dup 'workers = 2\nworkers = 3\n'
+        seed "$corpus" unknown 'no_such_key = 1\n'
+        seed "$corpus" range 'listen_backlog = 70000\nhealth_window_s = 0\n'
+        seed "$corpus" noeq '  listen /tmp/x.sock\n'
+        seed "$corpus" ratio 'health_max_degraded_ratio = nan\n'
+        seed "$corpus" group 'listen_group = root\nlisten_group = nosuchgroupxyz\n'
+        ;;
+    upstream_reply)
+        seed "$corpus" ok 'dQw4w9WgXcQ,abc\n{"items":[{"id":"dQw4w9WgXcQ","poster":"https://i.example/vi/maxres.jpg","duration":213}]}'
+        seed "$corpus" both 'a,b,c\n{"items":[{"id":"a","duration":1.5e3},{"id":"b","poster":"https://x.example/p.jpg"},{"id":"zzz","duration":5}]}\n'
+        seed "$corpus" dupitem 'a\n{"items":[{"id":"a","poster":"http://x/p"},{"id":"a","duration":7}]}'
+        seed "$corpus" bad 'a,b\n{"items":[{"id":"a","poster":"https://h/\\u0000x","duration":-0.0},{"id":"b","duration":1e7,"poster":"https://\\u3000/"}]}'
+        seed "$corpus" utf8 'a\n{"items":[{"id":"a","poster":"https://h.example/caf\0303\0251.jpg","duration":0}]}'
+        seed "$corpus" notarray 'a\n{"items":{"id":"a"}}'
+        seed "$corpus" trailing 'a\n{"items":[]} x'
+        seed "$corpus" truncated 'a\n{"items":[{"id":"a","poster":"https://h/'
+        seed "$corpus" deep 'a\n{"items":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}'
+        seed "$corpus" types 'a,1\n{"items":[null,1,"a",{"id":1},{"id":"a","duration":"12","poster":5},{"id":"1","duration":1e308}]}'
+        ;;
+    esac
+}
+
+status=0
+for target in $TARGETS; do
+    srcs=$(target_srcs "$target")
+    # shellcheck disable=SC2086,SC2046 # word lists on purpose
+    clang $CFLAGS -o "$OUT/fuzz_$target" "$ROOT/tests/fuzz/fuzz_$target.c" $srcs $(target_libs "$target")
+    corpus=$OUT/corpus-$target
+    mkdir -p "$corpus"
+    seed_corpus "$corpus" "$target"
     echo "fuzz_$target: ${SECONDS_EACH}s"
-    if ! "$OUT/fuzz_$target" -max_total_time="$SECONDS_EACH" -max_len=500000 \
-        -print_final_stats=0 "$corpus" > "$OUT/fuzz_$target.log" 2>&1; then
+    if ! "$OUT/fuzz_$target" -max_total_time="$SECONDS_EACH" -max_len="$(target_max_len "$target")" \
+        -print_final_stats=0 -artifact_prefix="$OUT/" "$corpus" > "$OUT/fuzz_$target.log" 2>&1; then
         tail -40 "$OUT/fuzz_$target.log"
         echo "fuzz_$target: FAILED"
         status=1

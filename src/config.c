@@ -139,7 +139,9 @@ static int parse_ull(const char *v, int base, unsigned long long *out)
 {
     char *end;
 
-    if (v[0] == '\0' || v[0] == '-' || v[0] == '+' || v[0] == ' ')
+    /* Digits only: strtoull would also take a sign and leading white
+     * space of any kind (a tab after "127.0.0.1:" passed). */
+    if (v[0] < '0' || v[0] > '9')
         return -1;
     errno = 0;
     *out = strtoull(v, &end, base);
@@ -410,47 +412,41 @@ static int read_file(const char *path, char **out, char *why, size_t whylen)
     return 0;
 }
 
-int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen)
+/* Defaults, then text (NUL-terminated; NULL: the defaults alone),
+ * then the cross-key rules; c is written only when all of it passed. */
+static int load_text(enr_config *c, char *text, const char *source, char *err, size_t errlen)
 {
     enr_config next;
     parse_state ps;
-    char *text = NULL;
-    char why[256];
+    char *deftext;
 
     memset(&next, 0, sizeof next);
     memset(&ps, 0, sizeof ps);
     ps.err = err;
     ps.errlen = errlen;
     ps.file = "(built-in)";
-    text = strdup(enr_config_default_text);
-    if (text == NULL) {
+    deftext = strdup(enr_config_default_text);
+    if (deftext == NULL) {
         snprintf(err, errlen, "(built-in):0: (config): out of memory");
         return -1;
     }
-    if (parse_text(&ps, &next, text) != 0) {
-        free(text);
+    if (parse_text(&ps, &next, deftext) != 0) {
+        free(deftext);
         return -1;
     }
-    free(text);
+    free(deftext);
     /* A file may override each default once; line 0 means "not in the file". */
     memset(ps.seen, 0, sizeof ps.seen);
     memset(ps.seen_line, 0, sizeof ps.seen_line);
-    if (path != NULL) {
-        ps.file = path;
-        if (read_file(path, &text, why, sizeof why) != 0) {
-            snprintf(err, errlen, "%s:0: (file): %s", path, why);
+    if (text != NULL) {
+        ps.file = source;
+        if (parse_text(&ps, &next, text) != 0)
             return -1;
-        }
-        if (parse_text(&ps, &next, text) != 0) {
-            free(text);
-            return -1;
-        }
-        free(text);
         /* The jitter defaults to a tenth of max_requests unless set. */
         for (size_t i = 0; i < NKEYS; i++)
             if (strcmp(keys[i].name, "max_requests_jitter") == 0 && !ps.seen[i])
                 next.max_requests_jitter = next.max_requests / 10;
-        snprintf(next.source, sizeof next.source, "%s", path);
+        snprintf(next.source, sizeof next.source, "%s", source);
     } else {
         snprintf(next.source, sizeof next.source, "(built-in)");
     }
@@ -458,4 +454,51 @@ int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen)
         return -1;
     *c = next;
     return 0;
+}
+
+int enr_config_parse(enr_config *c, const char *text, size_t len, const char *source, char *err,
+                     size_t errlen)
+{
+    char *copy;
+    int rc;
+
+    if (source == NULL)
+        source = "(text)";
+    /* The same limits as a file, so a config accepted here loads from disk. */
+    if (len > CONFIG_FILE_MAX) {
+        snprintf(err, errlen, "%s:0: (file): larger than %d bytes", source, CONFIG_FILE_MAX);
+        return -1;
+    }
+    if (len > 0 && memchr(text, '\0', len) != NULL) {
+        snprintf(err, errlen, "%s:0: (file): contains a NUL byte", source);
+        return -1;
+    }
+    copy = malloc(len + 1);
+    if (copy == NULL) {
+        snprintf(err, errlen, "%s:0: (file): out of memory", source);
+        return -1;
+    }
+    if (len > 0)
+        memcpy(copy, text, len);
+    copy[len] = '\0';
+    rc = load_text(c, copy, source, err, errlen);
+    free(copy);
+    return rc;
+}
+
+int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen)
+{
+    char *text = NULL;
+    char why[256];
+    int rc;
+
+    if (path == NULL)
+        return load_text(c, NULL, NULL, err, errlen);
+    if (read_file(path, &text, why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s:0: (file): %s", path, why);
+        return -1;
+    }
+    rc = load_text(c, text, path, err, errlen);
+    free(text);
+    return rc;
 }

@@ -61,6 +61,12 @@ typedef struct enr_config {
  * "FILE:LINE: key: problem" into err. */
 int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen);
 
+/* The same from text of len bytes (it need not end in a NUL); source
+ * names it in messages and in c->source (NULL: "(text)").  Errors as
+ * for enr_config_load, with line 0 for whole-text problems. */
+int enr_config_parse(enr_config *c, const char *text, size_t len, const char *source, char *err,
+                     size_t errlen);
+
 /* The embedded default configuration text (also what `make run` serves). */
 extern const char enr_config_default_text[];
 

@@ -1,0 +1,163 @@
+/*
+ * fuzz_config.c: libFuzzer target on the configuration parser
+ * (enr_config_parse, the text half of enr_config_load).
+ *
+ * Beyond "no crash, no sanitizer report" it checks the parser's promises
+ * on every input: an accepted config has every value inside the bounds
+ * conf/enrichd.conf and config.c document and satisfies the cross-key
+ * rules; a rejected one leaves the caller's config byte for byte as it
+ * was (a bad file on HUP never replaces a good one) and says
+ * "SOURCE:LINE: key: problem" with a line that exists.  The bounds are
+ * written out again here on purpose: a typo in the key table must show.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+#define SRC "fuzz.conf"
+
+static void check_uint(unsigned v, unsigned lo, unsigned hi)
+{
+    if (v < lo || v > hi)
+        abort();
+}
+
+static void check_str(const char *s, size_t cap)
+{
+    if (memchr(s, '\0', cap) == NULL)
+        abort();
+}
+
+static void check_listen(const char *v)
+{
+    check_str(v, ENR_PATH_MAX);
+    if (v[0] == '/') {
+        if (strlen(v) >= 108) /* sun_path */
+            abort();
+        return;
+    }
+    if (strncmp(v, "127.0.0.1:", 10) != 0)
+        abort();
+    {
+        const char *p = v + 10;
+        unsigned long port = 0;
+        if (*p < '0' || *p > '9')
+            abort();
+        for (; *p; p++) {
+            if (*p < '0' || *p > '9')
+                abort();
+            port = port * 10 + (unsigned long)(*p - '0');
+            if (port > 65535)
+                abort();
+        }
+        if (port == 0)
+            abort();
+    }
+}
+
+static void check_ratio(double d)
+{
+    if (!(d >= 0.0 && d <= 1.0))
+        abort();
+}
+
+static void check_ok(const enr_config *c)
+{
+    check_listen(c->listen);
+    check_listen(c->status_listen);
+    if (strcmp(c->listen, c->status_listen) == 0)
+        abort();
+    if (c->listen_mode > 0777)
+        abort();
+    check_str(c->listen_group, sizeof c->listen_group);
+    if (c->listen_backlog < 1 || c->listen_backlog > 65535)
+        abort();
+    check_uint(c->workers, 1, 256);
+    check_uint(c->max_requests, 0, 100000000);
+    check_uint(c->max_requests_jitter, 0, c->max_requests);
+    check_uint(c->rss_soft_mb, 0, 65536);
+    check_uint(c->rss_hard_mb, 0, 65536);
+    if (c->rss_hard_mb && c->rss_soft_mb >= c->rss_hard_mb)
+        abort();
+    check_uint(c->fd_soft, 0, 1048576);
+    check_uint(c->fd_hard, 0, 1048576);
+    if (c->fd_hard && c->fd_soft >= c->fd_hard)
+        abort();
+    check_uint(c->request_timeout_ms, 100, 600000);
+    check_uint(c->drain_timeout_ms, 1, 3600000);
+    if (c->max_body_bytes < 1024 || c->max_body_bytes > (1ull << 30))
+        abort();
+    check_uint(c->max_records, 0, 10000000);
+    check_uint(c->kill_grace_ms, 1, 600000);
+    check_str(c->upstream_url, sizeof c->upstream_url);
+    if (c->upstream_url[0] != '\0' && strncmp(c->upstream_url, "http://", 7) != 0 &&
+        strncmp(c->upstream_url, "https://", 8) != 0)
+        abort();
+    check_uint(c->upstream_timeout_ms, 1, c->request_timeout_ms - 1);
+    check_uint(c->ids_per_call, 1, 10000);
+    check_uint(c->max_calls_per_batch, 1, 1000);
+    check_uint(c->upstream_max_connections, 1, 1000);
+    check_uint(c->cache_entries, 0, 100000000);
+    if (c->cache_bytes > (1ull << 34))
+        abort();
+    check_uint(c->cache_ttl_s, 0, 31536000);
+    check_uint(c->cache_negative_ttl_s, 0, 31536000);
+    check_uint(c->breaker_failures, 1, 1000000);
+    check_uint(c->breaker_cooldown_ms, 1, 3600000);
+    check_uint(c->slow_request_ms, 0, 3600000);
+    check_uint(c->health_window_s, 1, 60);
+    check_ratio(c->health_max_5xx_ratio);
+    check_ratio(c->health_max_degraded_ratio);
+    check_uint(c->health_max_p99_ms, 1, 3600000);
+    check_uint(c->min_ready_workers, 0, c->workers);
+    if (strcmp(c->source, SRC) != 0)
+        abort();
+}
+
+/* "SOURCE:LINE: " with LINE a line of the input (0: the text as a whole),
+ * or a line of the built-in defaults, which must never fail. */
+static void check_err(const char *err, const uint8_t *data, size_t size)
+{
+    size_t lines = 1, n = strlen(SRC);
+    unsigned long line = 0;
+    const char *p;
+
+    if (err[0] == '\0' || strncmp(err, SRC ":", n + 1) != 0)
+        abort();
+    p = err + n + 1;
+    if (*p < '0' || *p > '9')
+        abort();
+    for (; *p >= '0' && *p <= '9'; p++)
+        line = line * 10 + (unsigned long)(*p - '0');
+    if (p[0] != ':' || p[1] != ' ' || p[2] == '\0')
+        abort();
+    for (size_t i = 0; i < size; i++)
+        lines += data[i] == '\n';
+    if (line > lines)
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static enr_config c, before;
+    char err[512];
+
+    memset(&c, 0xa5, sizeof c);
+    memcpy(&before, &c, sizeof c);
+    err[0] = '\0';
+    if (enr_config_parse(&c, (const char *)data, size, SRC, err, sizeof err) == 0) {
+        check_ok(&c);
+        return 0;
+    }
+    check_err(err, data, size);
+    if (memcmp(&c, &before, sizeof c) != 0)
+        abort();
+    return 0;
+}

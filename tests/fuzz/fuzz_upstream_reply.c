@@ -1,0 +1,208 @@
+/*
+ * fuzz_upstream_reply.c: libFuzzer target on the upstream reply parser
+ * (enr_upstream_reply_parse), without libcurl.
+ *
+ * Input: the ids the call asked for, comma-separated, up to the first LF;
+ * the rest is the reply body.  Beyond "no crash, no leak, no sanitizer
+ * report" on truncated or hostile JSON it checks UPSTREAM.md on every
+ * input: an accepted poster is https://, at most 2048 bytes, with no
+ * control or space byte; an accepted duration is finite, in [0, 1e7) and
+ * not -0; and, against a naive re-parse with a fresh tokener, each id gets
+ * exactly the fields of the FIRST item naming it, nothing when none does,
+ * and nothing at all when the body is rejected.  The reused tokener must
+ * give the same answer twice.
+ */
+#include <json-c/json.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "buf.h"
+#include "upstream_reply.h"
+
+#define MAX_IDS 64
+#define DOC_POSTER_MAX 2048 /* UPSTREAM.md, written again on purpose */
+#define DOC_DURATION_LIMIT 1e7
+
+static json_tokener *tok;
+static enr_buf arena, arena2;
+
+static void check_poster(const char *s, size_t n)
+{
+    if (n > DOC_POSTER_MAX || n < 9 || strncasecmp(s, "https://", 8) != 0)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch <= 0x20 || ch == 0x7f)
+            abort();
+    }
+}
+
+/* A poster any reading of UPSTREAM.md accepts: https://, a host, then
+ * only plain ASCII URL characters. */
+static int plainly_good_poster(json_object *jp)
+{
+    const char *s;
+    size_t n, host = 0, i = 8;
+
+    if (!json_object_is_type(jp, json_type_string))
+        return 0;
+    s = json_object_get_string(jp);
+    n = (size_t)json_object_get_string_len(jp);
+    if (n > DOC_POSTER_MAX || n < 9 || strncmp(s, "https://", 8) != 0)
+        return 0;
+    for (; i < n && s[i] != '/'; i++)
+        host++;
+    if (host == 0)
+        return 0;
+    for (i = 8; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || strchr("./-_", s[i]) != NULL) ||
+            s[i] == '\0')
+            return 0;
+    return 1;
+}
+
+static int plainly_good_duration(json_object *jd)
+{
+    double d;
+
+    if (!json_object_is_type(jd, json_type_int) && !json_object_is_type(jd, json_type_double))
+        return 0;
+    d = json_object_get_double(jd);
+    return isfinite(d) && d >= 0 && d < DOC_DURATION_LIMIT;
+}
+
+/* The first object item whose "id" is the string id, or NULL. */
+static json_object *first_item(json_object *items, const char *id, size_t len)
+{
+    size_t n = json_object_array_length(items);
+
+    for (size_t i = 0; i < n; i++) {
+        json_object *it = json_object_array_get_idx(items, i), *jid;
+        if (json_object_is_type(it, json_type_object) &&
+            json_object_object_get_ex(it, "id", &jid) &&
+            json_object_is_type(jid, json_type_string) &&
+            (size_t)json_object_get_string_len(jid) == len &&
+            memcmp(json_object_get_string(jid), id, len) == 0)
+            return it;
+    }
+    return NULL;
+}
+
+/* What a naive reading says about the body: its items array, or NULL when
+ * it is not {"items":[...]} followed by nothing but white space. */
+static json_object *naive_items(const char *body, size_t len, json_object **root)
+{
+    json_tokener *t = json_tokener_new();
+    json_object *items = NULL;
+
+    if (t == NULL)
+        abort();
+    *root = len ? json_tokener_parse_ex(t, body, (int)len) : NULL;
+    if (*root != NULL && json_tokener_get_error(t) == json_tokener_success) {
+        size_t end = json_tokener_get_parse_end(t);
+        json_object *x;
+        while (end < len &&
+               (body[end] == ' ' || body[end] == '\t' || body[end] == '\r' || body[end] == '\n'))
+            end++;
+        if (end == len && json_object_is_type(*root, json_type_object) &&
+            json_object_object_get_ex(*root, "items", &x) &&
+            json_object_is_type(x, json_type_array))
+            items = x;
+    }
+    json_tokener_free(t);
+    return items;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    enr_reply_id ids[MAX_IDS], again[MAX_IDS];
+    const char *p = (const char *)data, *nl = memchr(data, '\n', size);
+    const char *body, *end = nl ? nl : p + size;
+    size_t n = 0, blen;
+    json_object *root = NULL, *items;
+    int rc, rc2;
+
+    if (tok == NULL && (tok = json_tokener_new()) == NULL)
+        abort();
+    /* distinct, non-empty ids: what upstream.c passes for one call */
+    while (p < end && n < MAX_IDS) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *e = comma ? comma : end;
+        size_t len = (size_t)(e - p), j;
+        for (j = 0; j < n; j++)
+            if (ids[j].id_len == len && memcmp(ids[j].id, p, len) == 0)
+                break;
+        if (len > 0 && j == n) {
+            ids[n].id = p;
+            ids[n].id_len = len;
+            n++;
+        }
+        p = e + 1;
+    }
+    body = nl ? nl + 1 : (const char *)data + size;
+    blen = (size_t)((const char *)data + size - body);
+
+    enr_buf_reset(&arena);
+    rc = enr_upstream_reply_parse(tok, body, blen, ids, n, 0x5eed, &arena);
+    if (rc != 0 && rc != -1)
+        abort();
+    items = naive_items(body, blen, &root);
+    if ((rc == 0) != (items != NULL))
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        const enr_reply_id *r = &ids[i];
+        json_object *it = rc == 0 ? first_item(items, r->id, r->id_len) : NULL, *jp, *jd;
+        if (r->state > ENR_REPLY_FOUND)
+            abort();
+        if ((r->state == ENR_REPLY_FOUND) != (r->has_poster || r->has_duration))
+            abort();
+        if ((it == NULL) != (r->state == ENR_REPLY_ABSENT))
+            abort();
+        if (r->has_poster) {
+            if (r->poster_off + r->poster_len > arena.len)
+                abort();
+            check_poster(arena.data + r->poster_off, r->poster_len);
+            if (!json_object_object_get_ex(it, "poster", &jp) ||
+                !json_object_is_type(jp, json_type_string) ||
+                (size_t)json_object_get_string_len(jp) != r->poster_len ||
+                memcmp(json_object_get_string(jp), arena.data + r->poster_off, r->poster_len))
+                abort();
+        }
+        /* and what is plainly good is never refused */
+        if (it && !r->has_poster && json_object_object_get_ex(it, "poster", &jp) &&
+            plainly_good_poster(jp))
+            abort();
+        if (it && !r->has_duration && json_object_object_get_ex(it, "duration", &jd) &&
+            plainly_good_duration(jd))
+            abort();
+        if (r->has_duration) {
+            if (!isfinite(r->duration) || r->duration < 0 || r->duration >= DOC_DURATION_LIMIT ||
+                signbit(r->duration))
+                abort();
+            if (!json_object_object_get_ex(it, "duration", &jd) ||
+                json_object_get_double(jd) != r->duration)
+                abort();
+        }
+    }
+    json_object_put(root);
+
+    /* The tokener is reused across calls in a worker: same bytes, same answer. */
+    memcpy(again, ids, sizeof(ids[0]) * n);
+    enr_buf_reset(&arena2);
+    rc2 = enr_upstream_reply_parse(tok, body, blen, again, n, 0x5eed, &arena2);
+    if (rc2 != rc)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        if (again[i].state != ids[i].state || again[i].has_poster != ids[i].has_poster ||
+            again[i].has_duration != ids[i].has_duration ||
+            (ids[i].has_duration && again[i].duration != ids[i].duration))
+            abort();
+    return 0;
+}
