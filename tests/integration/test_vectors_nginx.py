@@ -36,6 +36,12 @@ def http_rules(r, env):
     big = b"[" + b",".join([b'{"x":"' + b"a" * 1000 + b'"}'] * 2000) + b"]"
     st, h, body = env.request("/v1/enrich", body=big)
     r.check(st == 413 and b'"error":' in body, "a body over max_body_bytes gives a JSON 413: %d %r" % (st, body[:200]))
+    st, h, body = env.request("/v1/enrich", body=b"[" + b"x" * (5 << 20) + b"]")
+    r.check(st == 413 and h.get("content-type") == "application/json" and b'"error":' in body,
+            "a body over nginx's client_max_body_size gives a JSON 413: %d %r" % (st, body[:200]))
+    st, h, body = env.request("/nope", body=b"[]")
+    r.check(st == 404 and b'"error":' in body and h.get("x-request-id", "") in body.decode(),
+            "an unknown route gives a JSON 404 with the request id: %d %r" % (st, body[:200]))
     st, h, body = env.request("/v1/enrich", body=b"[" + b"{}," * 300 + b"{}]")
     r.check(st == 413 and b'"element":200' in body, "a batch over max_records gives 413 at the element: %d %r" % (st, body[:200]))
 
@@ -48,7 +54,18 @@ def main():
         for path in ("/normalize", "/", "/v1/enrich"):
             r.run(vectors_via, env, path)
         r.run(http_rules, env)
+        r.run(no_worker, env)
     r.done()
+
+
+def no_worker(r, env):
+    """With enrichd gone, nginx itself answers: JSON 502, not an HTML page."""
+    import signal
+    env.signal(signal.SIGQUIT)
+    env.wait_exit(10)
+    st, h, body = env.request("/v1/enrich", body=b"[]")
+    r.check(st == 502 and h.get("content-type") == "application/json" and b'"error":' in body,
+            "no worker: JSON 502: %d %r" % (st, body[:200]))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""test_replay.py: scripts/gen-trace and build/enrich-replay against a real
+recording HTTP server process (Python's http.server, HTTP/1.1 keep-alive)
+on a free loopback port: trace fidelity (verbatim and raw-string
+payloads), open-loop timing, queueing counted from the due time, closed
+loop concurrency, interleaving, compare mode, errors by kind, chunked and
+Connection: close responses, TSV/JSON/histogram outputs.
+"""
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("ENR_BUILD", "build")
+BUILD = BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD)
+REPLAY = os.path.join(BUILD, "enrich-replay")
+GEN = os.path.join(ROOT, "scripts", "gen-trace")
+
+SERVER = r'''
+import http.server, json, sys, threading, time, hashlib
+log = open(sys.argv[2], "a", buffering=1)
+lock = threading.Lock()
+state = {"inflight": 0, "max_inflight": 0, "n": 0}
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        t = time.monotonic()
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        with lock:
+            state["inflight"] += 1
+            state["max_inflight"] = max(state["max_inflight"], state["inflight"])
+            state["n"] += 1
+            n = state["n"]
+        try:
+            if self.path == "/slow":
+                time.sleep(0.2)
+            out = body
+            if self.path == "/stamp":
+                out = b'{"x":1,"fetched_at":%d}\n' % int(time.time() * 1e6)
+            if self.path == "/differ":
+                out = b'{"x":2,"fetched_at":5}\n'
+            log.write(json.dumps({"t": t, "path": self.path, "len": len(body),
+                                  "sha1": hashlib.sha1(body).hexdigest(),
+                                  "inflight": state["inflight"]}) + "\n")
+            self.send_response(200)
+            if self.path == "/chunked" or self.path == "/stamp":
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i in range(0, len(out), 7):
+                    part = out[i:i + 7]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            self.send_header("Content-Length", str(len(out)))
+            if self.path == "/close":
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(out)
+        finally:
+            with lock:
+                state["inflight"] -= 1
+class S(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    def handle_error(self, request, client_address):
+        pass  # clients that time out and close are part of the tests
+    request_queue_size = 256
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+'''
+
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print("FAIL: " + what)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Server:
+    def __init__(self, tmp):
+        self.port = free_port()
+        self.log = os.path.join(tmp, "server-%d.log" % self.port)
+        script = os.path.join(tmp, "server.py")
+        with open(script, "w") as f:
+            f.write(SERVER)
+        self.p = subprocess.Popen([sys.executable, script, str(self.port), self.log],
+                                  start_new_session=True)
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def url(self, path="/"):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def records(self):
+        with open(self.log) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def reset(self):
+        open(self.log, "w").close()
+
+    def close(self):
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.p.wait()
+
+
+def replay(args, tmp, expect_rc=0):
+    js = os.path.join(tmp, "sum.json")
+    r = subprocess.run([REPLAY, "--no-progress", "--json", js] + args, capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == expect_rc, "enrich-replay %s: rc %d (want %d): %s" % (args, r.returncode, expect_rc,
+                                                                            r.stderr[-500:]))
+    try:
+        with open(js) as f:
+            summ = json.load(f)
+    except (OSError, ValueError):
+        summ = []
+    return r, summ
+
+
+def write_trace(path, lines):
+    with open(path, "w") as f:
+        for l in lines:
+            f.write(l + "\n")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="test-replay-")
+    srv = None
+    try:
+        srv = Server(tmp)
+        # -- gen-trace: deterministic, shaped ----------------------------------
+        a, b, c = (os.path.join(tmp, n) for n in ("a.jsonl", "b.jsonl", "c.jsonl"))
+        args = ["-n", "300", "--duration", "600", "--bad-rate", "0.02"]
+        for path, seed in ((a, "5"), (b, "5"), (c, "6")):
+            subprocess.run([GEN, "--seed", seed, "-o", path] + args, check=True, capture_output=True)
+        da, db, dc = (open(p, "rb").read() for p in (a, b, c))
+        check(da == db, "gen-trace: same seed, same bytes")
+        check(da != dc, "gen-trace: another seed, another trace")
+        ts, sizes, strings, arrays = [], [], 0, 0
+        for line in da.decode().split("\n"):
+            if not line:
+                continue
+            o = json.loads(line)
+            ts.append(o["ts"])
+            if isinstance(o["payload"], str):
+                strings += 1
+            else:
+                arrays += 1
+                sizes.append(len(json.dumps(o["payload"], ensure_ascii=False).encode()))
+        check(len(ts) == 300 and ts == sorted(ts), "gen-trace: 300 lines in arrival order")
+        check(strings > 0 and arrays > 250, "gen-trace: raw-string (rejected) and JSON payloads")
+        check(max(sizes) <= 420 * 1024 and min(sizes) >= 500, "gen-trace: body sizes in range")
+        text = da.decode()
+        for needle in ("ทดสอบ", "안녕하세요", "東京", "Tiếng Việt", "\uff26\uff35\uff2c\uff2c", "🎉",
+                       '"blocked"', '"provider":"vm"', '"provider":"dm"', '"duration":"0x1F"'):
+            check(needle in text, "gen-trace: trace contains %r" % needle)
+
+        # -- fidelity: verbatim JSON payloads and raw-string payloads -----------
+        t = os.path.join(tmp, "fid.jsonl")
+        raw1 = '[ {"id" : "a\\u00e9\\ud83d\\ude00", "x":[1, 2]} ]'
+        lines = ['{"ts": 0, "payload": %s}' % raw1,
+                 '{"payload": "[\\"\\udcff\\u00e9\\ud83d\\ude00\\n\\"", "ts": 0.01, "other": {"a": [1]}}',
+                 '{"ts":0.02,"payload":{"k":"v \\" }"}}']
+        write_trace(t, lines)
+        srv.reset()
+        r, s = replay(["--speed", "1", t, srv.url("/echo")], tmp)
+        got = sorted(x["sha1"] for x in srv.records())
+        want = sorted(hashlib.sha1(x).hexdigest() for x in (
+            raw1.encode(), b'["\xff\xc3\xa9\xf0\x9f\x98\x80\n"', b'{"k":"v \\" }"}'))
+        check(got == want, "payload bytes: verbatim JSON and decoded raw strings (%s)" % got)
+        check(s and s[0]["ok"] == 3 and s[0]["errors"] == 0, "echo: 3 answered")
+
+        # -- open-loop timing ----------------------------------------------------
+        write_trace(t, ['{"ts": %.3f, "payload": [%d]}' % (1000 + i * 0.02, i) for i in range(50)])
+        srv.reset()
+        replay(["--speed", "1", t, srv.url("/echo")], tmp)
+        arr = [x["t"] for x in srv.records()]
+        gaps = sorted(abs((arr[i + 1] - arr[i]) - 0.02) for i in range(len(arr) - 1))
+        check(len(arr) == 50 and gaps[len(gaps) // 2] < 0.003,
+              "open loop keeps inter-arrival times (median error %.4f s)" % (gaps[len(gaps) // 2] if gaps else -1))
+        srv.reset()
+        t0 = time.monotonic()
+        replay(["--speed", "4", t, srv.url("/echo")], tmp)
+        arr = [x["t"] for x in srv.records()]
+        check(len(arr) == 50 and 0.2 < arr[-1] - arr[0] < 0.3, "--speed 4 plays 0.98 s in ~0.245 s")
+
+        # -- a slow server does not slow arrivals; queue time counts -------------
+        write_trace(t, ['{"ts": %.3f, "payload": [%d]}' % (i * 0.01, i) for i in range(10)])
+        srv.reset()
+        r, s = replay(["--speed", "1", "-c", "64", t, srv.url("/slow")], tmp)
+        arr = sorted(x["t"] for x in srv.records())
+        check(len(arr) == 10 and arr[-1] - arr[0] < 0.15, "open loop: arrivals not slowed by a 200 ms server")
+        check(s and s[0]["p50"] >= 195, "latency includes the server's 200 ms")
+        r, s = replay(["--speed", "1", "-c", "2", t, srv.url("/slow")], tmp)
+        check(s and s[0]["max"] >= 800, "capped concurrency: latency counted from the due time (max %.0f ms)"
+              % (s[0]["max"] if s else -1))
+
+        # -- closed loop ----------------------------------------------------------
+        srv.reset()
+        r, s = replay(["--closed", "-d", "1", "-c", "3", t, srv.url("/slow")], tmp)
+        recs = srv.records()
+        check(s and 9 <= s[0]["count"] <= 20, "closed loop c=3 on a 200 ms server: ~15 requests in 1 s (%s)"
+              % (s[0]["count"] if s else None))
+        check(recs and max(x["inflight"] for x in recs) == 3, "closed loop keeps exactly 3 in flight")
+
+        # -- interleaving, chunked, Connection: close, compare -------------------
+        write_trace(t, ['{"ts": %.3f, "payload": [%d, "%s"]}' % (i * 0.002, i, "z" * i) for i in range(60)])
+        srv.reset()
+        r, s = replay(["--speed", "1", "--name", "A", "--name", "B", "--name", "C", t, srv.url("/echo"),
+                       srv.url("/chunked"), srv.url("/close")], tmp)
+        check(len(s) == 3 and all(x["ok"] == 60 and x["errors"] == 0 for x in s),
+              "three targets interleaved, chunked and Connection: close, no errors")
+        check(len(s) == 3 and abs(s[0]["mb_in"] - s[1]["mb_in"]) < 1e-6, "chunked bodies counted exactly")
+        paths = [x["path"] for x in srv.records()]
+        check(paths.count("/echo") == 60 and paths.count("/close") == 60, "every entry sent to every target")
+        check("side by side" in r.stdout and "ratio" in r.stdout, "side-by-side table printed")
+        r, s = replay(["--compare", "--speed", "0", t, srv.url("/echo"), srv.url("/chunked")], tmp)
+        check("60 identical" in r.stdout and "0 MISMATCHES" in r.stdout, "compare: identical bodies")
+        r, s = replay(["--compare", "--speed", "0", "-c", "1", t, srv.url("/stamp"), srv.url("/stamp")], tmp)
+        check("0 MISMATCHES" in r.stdout, "compare ignores fetched_at values")
+        r, s = replay(["--compare", "--speed", "0", "-c", "1", t, srv.url("/stamp"), srv.url("/differ")], tmp,
+                      expect_rc=3)
+        m = [l for l in r.stdout.splitlines() if "MISMATCHES" in l]
+        n = int(m[0].split(",")[-1].split()[0]) if m else -1
+        check(n == 60, "compare counts every differing body (%d of 60)" % n)
+
+        # -- errors by kind -----------------------------------------------------------
+        dead = "http://127.0.0.1:%d/" % free_port()
+        r, s = replay(["--speed", "0", "-n", "7", t, dead], tmp)
+        check(s and s[0]["errors"] == 7 and "connect=7" in r.stdout, "refused connections counted as connect errors")
+        r, s = replay(["--speed", "0", "--timeout", "100", "-n", "3", t, srv.url("/slow")], tmp)
+        check(s and s[0]["errors"] == 3 and "timeout=3" in r.stdout, "timeouts counted by kind")
+
+        # -- outputs -------------------------------------------------------------------
+        tsv = os.path.join(tmp, "r.tsv")
+        hp = os.path.join(tmp, "h")
+        r, s = replay(["--speed", "0", "--tsv", tsv, "--histogram=" + hp, t, srv.url("/echo"), srv.url("/chunked")],
+                      tmp)
+        rows = open(tsv).read().splitlines()
+        check(len(rows) == 121 and rows[0].startswith("t_due_s\tjob\ttarget\tstatus\tlatency_us"),
+              "TSV: header and one row per request")
+        check(all(os.path.exists(hp + x) for x in (".0.hgrm", ".1.hgrm", ".cdf.dat", ".gp")),
+              "histogram files written")
+        check("latency histogram" in r.stdout, "text histogram printed")
+        r = subprocess.run([REPLAY, t], capture_output=True, text=True)
+        check(r.returncode == 2, "usage error without a target")
+        bad = os.path.join(tmp, "bad.jsonl")
+        write_trace(bad, ['{"ts": 1, "payload": [1]}', '{"payload": [2]}'])
+        r = subprocess.run([REPLAY, bad, srv.url()], capture_output=True, text=True)
+        check(r.returncode == 1 and ":2:" in r.stderr, "a broken trace line is reported with its number")
+    finally:
+        if srv:
+            srv.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
