@@ -74,7 +74,8 @@ def sample(env, fake):
 def test_incident(r, fake):
     total = int(os.environ.get("ENR_INCIDENT_BATCHES", "20000"))
     with harness.Env(name="up-incident") as env:
-        env.start_enrichd("workers = %d\nmax_requests = 0\n" % WORKERS +
+        # No recycling of any kind (sanitizer builds are big): a leak must show.
+        env.start_enrichd("workers = %d\nmax_requests = 0\nrss_soft_mb = 4000\nrss_hard_mb = 8000\n" % WORKERS +
                           upstream_conf(fake, upstream_max_connections=MAX_CONN,
                                         upstream_timeout_ms=500, cache_entries=5000))
         env.start_nginx()
