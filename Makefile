@@ -39,7 +39,7 @@ TSTSRC  := $(wildcard tests/unit/test_*.c)
 TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
-.PHONY: all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format lint clean deps san-test
+.PHONY: all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format format-check lint clean deps san-test
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -122,8 +122,12 @@ fuzz:
 difftest: all
 	@scripts/difftest.sh
 
+FORMATTED := src/*.c src/*.h src/cmd/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c
 format:
-	clang-format -i src/*.c src/*.h src/cmd/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c
+	clang-format -i $(FORMATTED)
+
+format-check:
+	clang-format --dry-run --Werror $(FORMATTED)
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \

@@ -17,13 +17,13 @@
 #include "scoreboard.h" /* enum enr_breaker_state */
 
 typedef struct enr_breaker {
-    int state;              /* enum enr_breaker_state */
-    unsigned failures;      /* consecutive failed calls while closed */
-    unsigned threshold;     /* failures that open it (>= 1) */
-    unsigned cooldown_ms;   /* open -> half-open delay */
-    uint64_t opened_ms;     /* when it last opened */
-    int probe_out;          /* half-open: the one probe has been let through */
-    uint64_t opens;         /* transitions into open, cumulative */
+    int state;            /* enum enr_breaker_state */
+    unsigned failures;    /* consecutive failed calls while closed */
+    unsigned threshold;   /* failures that open it (>= 1) */
+    unsigned cooldown_ms; /* open -> half-open delay */
+    uint64_t opened_ms;   /* when it last opened */
+    int probe_out;        /* half-open: the one probe has been let through */
+    uint64_t opens;       /* transitions into open, cumulative */
 } enr_breaker;
 
 void enr_breaker_init(enr_breaker *br, unsigned threshold, unsigned cooldown_ms);

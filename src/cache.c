@@ -19,14 +19,14 @@
 #define CACHE_MAX_BUCKETS (1u << 20) /* past this, chains just get longer */
 
 typedef struct centry {
-    struct centry *hnext;        /* bucket chain */
-    struct centry *prev, *next;  /* LRU list */
+    struct centry *hnext;       /* bucket chain */
+    struct centry *prev, *next; /* LRU list */
     uint64_t hash;
     uint64_t expires_ms;
     double duration;
     uint32_t key_len, poster_len;
     uint8_t provider, has_duration, has_poster, negative;
-    char data[];                 /* key, then poster */
+    char data[]; /* key, then poster */
 } centry;
 
 struct enr_cache {

@@ -16,33 +16,33 @@
 
 typedef struct enr_config {
     /* issue 3: pool */
-    char listen[ENR_PATH_MAX];       /* unix path or 127.0.0.1:PORT */
-    unsigned listen_mode;            /* octal, default 0660 */
-    char listen_group[64];           /* default: nginx's group (www-data) */
-    int listen_backlog;              /* default 511 */
-    unsigned workers;                /* default 6 */
-    unsigned max_requests;           /* default 10000, 0 = never */
-    unsigned max_requests_jitter;    /* default 10% of max_requests */
+    char listen[ENR_PATH_MAX];    /* unix path or 127.0.0.1:PORT */
+    unsigned listen_mode;         /* octal, default 0660 */
+    char listen_group[64];        /* default: nginx's group (www-data) */
+    int listen_backlog;           /* default 511 */
+    unsigned workers;             /* default 6 */
+    unsigned max_requests;        /* default 10000, 0 = never */
+    unsigned max_requests_jitter; /* default 10% of max_requests */
     unsigned rss_soft_mb, rss_hard_mb;
     unsigned fd_soft, fd_hard;
-    unsigned request_timeout_ms;     /* worker deadline, below nginx's read timeout */
+    unsigned request_timeout_ms; /* worker deadline, below nginx's read timeout */
     unsigned drain_timeout_ms;
-    size_t max_body_bytes;           /* default 4 MiB */
-    unsigned max_records;            /* default 10000 */
-    unsigned kill_grace_ms;          /* TERM -> KILL escalation delay */
+    size_t max_body_bytes;  /* default 4 MiB */
+    unsigned max_records;   /* default 10000 */
+    unsigned kill_grace_ms; /* TERM -> KILL escalation delay */
 
     /* issue 4: upstream */
-    char upstream_url[1024];         /* empty: enrichment off */
-    unsigned upstream_timeout_ms;    /* batch deadline, default 150 */
-    unsigned ids_per_call;           /* default 50 */
-    unsigned max_calls_per_batch;    /* default 4 */
+    char upstream_url[1024];           /* empty: enrichment off */
+    unsigned upstream_timeout_ms;      /* batch deadline, default 150 */
+    unsigned ids_per_call;             /* default 50 */
+    unsigned max_calls_per_batch;      /* default 4 */
     unsigned upstream_max_connections; /* default 4 */
-    unsigned cache_entries;          /* default 50000 */
-    size_t cache_bytes;              /* default 16 MiB */
-    unsigned cache_ttl_s;            /* default 3600 */
-    unsigned cache_negative_ttl_s;   /* default 300 */
-    unsigned breaker_failures;       /* default 5 consecutive */
-    unsigned breaker_cooldown_ms;    /* default 5000 */
+    unsigned cache_entries;            /* default 50000 */
+    size_t cache_bytes;                /* default 16 MiB */
+    unsigned cache_ttl_s;              /* default 3600 */
+    unsigned cache_negative_ttl_s;     /* default 300 */
+    unsigned breaker_failures;         /* default 5 consecutive */
+    unsigned breaker_cooldown_ms;      /* default 5000 */
 
     /* issue 5: operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */

@@ -18,7 +18,10 @@ static const struct {
     const char *name;
     size_t offset;
 } symbols[] = {
-#define SYM(field, name) {name, offsetof(struct enr_curl_api, field)}
+#define SYM(field, name)                                                                           \
+    {                                                                                              \
+        name, offsetof(struct enr_curl_api, field)                                                 \
+    }
     SYM(global_init, "curl_global_init"),
     SYM(global_cleanup, "curl_global_cleanup"),
     SYM(version, "curl_version"),

@@ -39,12 +39,16 @@ struct enr_engine {
 };
 
 static const char *const provider_names[] = {"", "yt", "vm", "dm"};
-static const char *const provider_bases[] = {"", "https://i.ytimg.com/vi",
-                                             "https://i.vimeocdn.com/video",
-                                             "https://s2.dmcdn.net/v"};
-static const char availability_keys[ENR_REGIONS][24] = {",\"availability\":{\"US\":", ",\"GB\":", ",\"JP\":",
-                                                       ",\"KR\":", ",\"TW\":", ",\"SG\":",
-                                                       ",\"VN\":", ",\"TH\":"};
+static const char *const provider_bases[] = {
+    "", "https://i.ytimg.com/vi", "https://i.vimeocdn.com/video", "https://s2.dmcdn.net/v"};
+static const char availability_keys[ENR_REGIONS][24] = {",\"availability\":{\"US\":",
+                                                        ",\"GB\":",
+                                                        ",\"JP\":",
+                                                        ",\"KR\":",
+                                                        ",\"TW\":",
+                                                        ",\"SG\":",
+                                                        ",\"VN\":",
+                                                        ",\"TH\":"};
 
 const char *enr_provider_name(int provider)
 {
@@ -284,8 +288,9 @@ static void put_escaped(enr_buf *out, const char *str, size_t n)
         if (c == 0xed) {
             if (end - s >= 3 && s[1] >= 0xa0) { /* lone surrogate (text.h) */
                 unsigned cp = 0xd000u | ((s[1] & 0x3fu) << 6) | (s[2] & 0x3fu);
-                char u[6] = {'\\', 'u', hex[cp >> 12], hex[(cp >> 8) & 15], hex[(cp >> 4) & 15],
-                             hex[cp & 15]};
+                char u[6] = {
+                    '\\',        'u', hex[cp >> 12], hex[(cp >> 8) & 15], hex[(cp >> 4) & 15],
+                    hex[cp & 15]};
 
                 enr_buf_append(out, u, 6);
                 s += 3;

@@ -23,7 +23,7 @@
 
 enum enr_provider { ENR_PROV_NONE = 0, ENR_PROV_YT, ENR_PROV_VM, ENR_PROV_DM };
 
-#define ENR_REGIONS 8     /* US GB JP KR TW SG VN TH, in output order */
+#define ENR_REGIONS 8      /* US GB JP KR TW SG VN TH, in output order */
 #define ENR_MAX_DEPTH 1000 /* CONTRACT 15: deeper documents are a 4xx */
 
 /* Offsets index enr_batch.text; every string is WTF-8 (text.h). */

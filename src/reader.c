@@ -105,8 +105,8 @@ static int scan_string(enr_reader *r, span *sp)
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
             __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
             __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
-            __m128i c = _mm_cmpeq_epi8(_mm_and_si128(v, _mm_set1_epi8((char)0xe0)),
-                                       _mm_setzero_si128());
+            __m128i c =
+                _mm_cmpeq_epi8(_mm_and_si128(v, _mm_set1_epi8((char)0xe0)), _mm_setzero_si128());
             unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
 
             high |= (unsigned)_mm_movemask_epi8(v);

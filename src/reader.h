@@ -50,11 +50,11 @@ typedef struct enr_fields {
 
 typedef struct enr_reader {
     const unsigned char *p, *start, *end;
-    size_t element;    /* index of the current element */
+    size_t element;        /* index of the current element */
     size_t record_element; /* index of the record last returned */
-    size_t elements;   /* elements consumed so far */
-    size_t max_elements; /* 0: no limit */
-    enr_buf scratch;   /* decoded keys with escapes */
+    size_t elements;       /* elements consumed so far */
+    size_t max_elements;   /* 0: no limit */
+    enr_buf scratch;       /* decoded keys with escapes */
     long err_offset;
     int err_status;
     const char *err_msg;

@@ -380,8 +380,8 @@ static int feed(enr_replay_conn *c, const char *p, size_t n)
     return feed_body(c, p, n);
 }
 
-int enr_replay_conn_event(enr_replay_conn *c, int epfd, const enr_replay_target *t,
-                          uint32_t events, int *err)
+int enr_replay_conn_event(enr_replay_conn *c, int epfd, const enr_replay_target *t, uint32_t events,
+                          int *err)
 {
     static char buf[RC_READ_CHUNK];
     if (c->state == ENR_RC_CONNECTING) {

@@ -20,7 +20,7 @@
 
 typedef struct enr_replay_target {
     char name[64];
-    char host[256];           /* for the Host header */
+    char host[256]; /* for the Host header */
     char path[1024];
     struct sockaddr_storage addr;
     socklen_t addrlen;
@@ -29,33 +29,39 @@ typedef struct enr_replay_target {
 /* Parse "http://host[:port][/path]"; resolves host once. -1 with err. */
 int enr_replay_target_parse(enr_replay_target *t, const char *url, char *err, size_t errlen);
 
-enum enr_replay_conn_state { ENR_RC_CLOSED, ENR_RC_CONNECTING, ENR_RC_WRITING, ENR_RC_READING, ENR_RC_IDLE };
+enum enr_replay_conn_state {
+    ENR_RC_CLOSED,
+    ENR_RC_CONNECTING,
+    ENR_RC_WRITING,
+    ENR_RC_READING,
+    ENR_RC_IDLE
+};
 
 typedef struct enr_replay_conn {
     int fd;
     int state;
     unsigned target;
-    unsigned served;          /* requests completed on this connection */
+    unsigned served; /* requests completed on this connection */
     int retried;
     /* the request */
     uint32_t job;
-    int64_t t_due, t_sent;    /* CLOCK_MONOTONIC ns */
+    int64_t t_due, t_sent; /* CLOCK_MONOTONIC ns */
     int capped;
     char hdr[1400];
     size_t hdr_len;
     const char *body;
-    size_t body_len, woff;    /* woff counts header then body bytes */
+    size_t body_len, woff; /* woff counts header then body bytes */
     /* the response */
-    char *hb;                 /* header bytes until CRLFCRLF */
+    char *hb; /* header bytes until CRLFCRLF */
     size_t hb_len, hb_cap;
     int hdone, status, close_after, chunked;
-    long long clen;           /* -1: until EOF */
-    size_t got;               /* body bytes received */
-    int cstate;               /* chunked parser state */
-    unsigned long long crem;  /* bytes left in the current chunk */
+    long long clen;          /* -1: until EOF */
+    size_t got;              /* body bytes received */
+    int cstate;              /* chunked parser state */
+    unsigned long long crem; /* bytes left in the current chunk */
     char cline[24];
     size_t cline_len;
-    int keep;                 /* keep the body (compare mode) */
+    int keep; /* keep the body (compare mode) */
     char *kb;
     size_t kb_len, kb_cap;
 } enr_replay_conn;
@@ -71,8 +77,8 @@ int enr_replay_conn_start(enr_replay_conn *c, int epfd, const enr_replay_target 
 /* Handle epoll events on c.  DONE: the response is complete (c->status,
  * c->got; the connection is IDLE or CLOSED).  FAILED: *err has the kind
  * and the connection is closed. */
-int enr_replay_conn_event(enr_replay_conn *c, int epfd, const enr_replay_target *t,
-                          uint32_t events, int *err);
+int enr_replay_conn_event(enr_replay_conn *c, int epfd, const enr_replay_target *t, uint32_t events,
+                          int *err);
 
 /* An idle keep-alive connection became readable: the server closed it (or
  * sent garbage); close it. */

@@ -57,8 +57,8 @@ static double pct(const uint32_t *v, size_t m, double p)
     return v[rank - 1];
 }
 
-void enr_replay_summarize(const enr_replay_rec *r, size_t n, unsigned target,
-                          double elapsed_s, enr_replay_summary *s)
+void enr_replay_summarize(const enr_replay_rec *r, size_t n, unsigned target, double elapsed_s,
+                          enr_replay_summary *s)
 {
     const char *name = s->name;
     double cpu = s->cpu_ms_per_req;
@@ -135,13 +135,20 @@ static size_t nerrs(const enr_replay_summary *s)
 static double row_value(const enr_replay_summary *s, size_t row)
 {
     switch (row) {
-    case 0: return s->rps;
-    case 1: return s->p50;
-    case 2: return s->p95;
-    case 3: return s->p99;
-    case 4: return s->p999;
-    case 5: return s->max;
-    default: return s->mean;
+    case 0:
+        return s->rps;
+    case 1:
+        return s->p50;
+    case 2:
+        return s->p95;
+    case 3:
+        return s->p99;
+    case 4:
+        return s->p999;
+    case 5:
+        return s->max;
+    default:
+        return s->mean;
     }
 }
 
@@ -157,7 +164,9 @@ void enr_replay_print(FILE *f, const enr_replay_summary *s, size_t ns)
         for (int k = 1; k < ENR_RERR_COUNT; k++)
             if (x->errs[k])
                 fprintf(f, " %s=%zu", enr_replay_err_names[k], x->errs[k]);
-        fprintf(f, "\n  latency ms: p50 %.3f  p90 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  mean %.3f\n",
+        fprintf(f,
+                "\n  latency ms: p50 %.3f  p90 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  "
+                "mean %.3f\n",
                 x->p50, x->p90, x->p95, x->p99, x->p999, x->max, x->mean);
         fprintf(f, "  client lag (due -> sent, not waiting for a slot) p50 %.0f us, p99 %.0f us\n",
                 x->lag_p50_us, x->lag_p99_us);
@@ -173,7 +182,8 @@ void enr_replay_print(FILE *f, const enr_replay_summary *s, size_t ns)
     for (size_t i = 1; i < ns; i++)
         fprintf(f, " %10s", "ratio");
     fputc('\n', f);
-    static const char *const rows[] = {"req/s", "p50 ms", "p95 ms", "p99 ms", "p99.9 ms", "max ms", "mean ms"};
+    static const char *const rows[] = {"req/s",    "p50 ms", "p95 ms", "p99 ms",
+                                       "p99.9 ms", "max ms", "mean ms"};
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         fprintf(f, "%-10s", rows[r]);
         double base = row_value(&s[0], r);
@@ -239,7 +249,8 @@ void enr_replay_print_histogram(FILE *f, const enr_replay_rec *r, size_t n,
             else
                 snprintf(lbl, sizeof lbl, "<=%g ms", bucket_bound(b) / 1e3);
             int bar = (int)(50.0 * (double)cnt[b] / (double)peak + 0.5);
-            fprintf(f, "  %12s %8zu %7.3f%% |", lbl, cnt[b], total ? 100.0 * (double)cum / (double)total : 0);
+            fprintf(f, "  %12s %8zu %7.3f%% |", lbl, cnt[b],
+                    total ? 100.0 * (double)cum / (double)total : 0);
             for (int k = 0; k < bar; k++)
                 fputc('#', f);
             fputc('\n', f);
@@ -270,8 +281,8 @@ int enr_replay_write_plots(const char *prefix, const enr_replay_rec *r, size_t n
         }
         /* The HdrHistogram "percentile distribution" text: value, percentile,
          * count, 1/(1-percentile); readable by HdrHistogram's plotters. */
-        fprintf(h, "# %s\n%12s %14s %10s %14s\n\n", s[t].name, "Value", "Percentile",
-                "TotalCount", "1/(1-Percentile)");
+        fprintf(h, "# %s\n%12s %14s %10s %14s\n\n", s[t].name, "Value", "Percentile", "TotalCount",
+                "1/(1-Percentile)");
         fprintf(dat, "# %s\n", s[t].name);
         if (v) {
             for (int k = 0; k <= 60; k++) {
@@ -346,11 +357,12 @@ int enr_replay_write_json(const char *path, const enr_replay_summary *s, size_t 
     fprintf(f, "[");
     for (size_t i = 0; i < ns; i++) {
         const enr_replay_summary *x = &s[i];
-        fprintf(f, "%s\n{\"target\":\"%s\",\"mode\":\"%s\",\"count\":%zu,\"ok\":%zu,\"s4xx\":%zu,"
-                   "\"s5xx\":%zu,\"errors\":%zu,\"elapsed_s\":%.4f,\"rps\":%.3f,\"p50\":%.4f,"
-                   "\"p90\":%.4f,\"p95\":%.4f,\"p99\":%.4f,\"p999\":%.4f,\"max\":%.4f,\"mean\":%.4f,"
-                   "\"lag_p50_us\":%.1f,\"lag_p99_us\":%.1f,\"mb_out\":%.3f,\"mb_in\":%.3f,"
-                   "\"client_cpu_us\":%.2f}",
+        fprintf(f,
+                "%s\n{\"target\":\"%s\",\"mode\":\"%s\",\"count\":%zu,\"ok\":%zu,\"s4xx\":%zu,"
+                "\"s5xx\":%zu,\"errors\":%zu,\"elapsed_s\":%.4f,\"rps\":%.3f,\"p50\":%.4f,"
+                "\"p90\":%.4f,\"p95\":%.4f,\"p99\":%.4f,\"p999\":%.4f,\"max\":%.4f,\"mean\":%.4f,"
+                "\"lag_p50_us\":%.1f,\"lag_p99_us\":%.1f,\"mb_out\":%.3f,\"mb_in\":%.3f,"
+                "\"client_cpu_us\":%.2f}",
                 i ? "," : "", x->name, mode, x->count, x->ok2xx, x->st4xx, x->st5xx, nerrs(x),
                 x->elapsed_s, x->rps, x->p50, x->p90, x->p95, x->p99, x->p999, x->max, x->mean,
                 x->lag_p50_us, x->lag_p99_us, x->mb_out, x->mb_in, client_cpu_us);

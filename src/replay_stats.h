@@ -14,26 +14,26 @@
 
 enum enr_replay_err {
     ENR_RERR_NONE = 0,
-    ENR_RERR_CONNECT,   /* connect() failed or refused */
-    ENR_RERR_RESET,     /* ECONNRESET / EPIPE while talking */
-    ENR_RERR_EOF,       /* peer closed before the response was complete */
-    ENR_RERR_TIMEOUT,   /* no complete response within --timeout */
-    ENR_RERR_PROTOCOL,  /* unparseable response */
+    ENR_RERR_CONNECT,  /* connect() failed or refused */
+    ENR_RERR_RESET,    /* ECONNRESET / EPIPE while talking */
+    ENR_RERR_EOF,      /* peer closed before the response was complete */
+    ENR_RERR_TIMEOUT,  /* no complete response within --timeout */
+    ENR_RERR_PROTOCOL, /* unparseable response */
     ENR_RERR_COUNT
 };
 
 extern const char *const enr_replay_err_names[ENR_RERR_COUNT];
 
 typedef struct enr_replay_rec {
-    double t_sched;     /* seconds since the run started: when it was due */
-    uint32_t job;       /* trace entry */
+    double t_sched; /* seconds since the run started: when it was due */
+    uint32_t job;   /* trace entry */
     uint16_t target;
-    uint16_t status;    /* 0 when a transport error happened */
-    uint32_t lat_us;    /* due -> response complete */
-    uint32_t wait_us;   /* due -> first byte written (queueing + client lag) */
+    uint16_t status;  /* 0 when a transport error happened */
+    uint32_t lat_us;  /* due -> response complete */
+    uint32_t wait_us; /* due -> first byte written (queueing + client lag) */
     uint32_t bytes_out, bytes_in;
     uint8_t err;
-    uint8_t capped;     /* waited for a free slot (--concurrency) */
+    uint8_t capped; /* waited for a free slot (--concurrency) */
 } enr_replay_rec;
 
 typedef struct enr_replay_summary {
@@ -48,8 +48,8 @@ typedef struct enr_replay_summary {
 } enr_replay_summary;
 
 /* Summarize the records of one target. */
-void enr_replay_summarize(const enr_replay_rec *r, size_t n, unsigned target,
-                          double elapsed_s, enr_replay_summary *s);
+void enr_replay_summarize(const enr_replay_rec *r, size_t n, unsigned target, double elapsed_s,
+                          enr_replay_summary *s);
 
 /* Per-target block and, with two targets or more, the side-by-side table
  * (ratios against the first target). */

@@ -142,11 +142,21 @@ static char *decode_string(const char *p, const char *q, size_t *len)
         if (++p >= end)
             break;
         switch (*p) {
-        case 'b': out[n++] = '\b'; break;
-        case 'f': out[n++] = '\f'; break;
-        case 'n': out[n++] = '\n'; break;
-        case 'r': out[n++] = '\r'; break;
-        case 't': out[n++] = '\t'; break;
+        case 'b':
+            out[n++] = '\b';
+            break;
+        case 'f':
+            out[n++] = '\f';
+            break;
+        case 'n':
+            out[n++] = '\n';
+            break;
+        case 'r':
+            out[n++] = '\r';
+            break;
+        case 't':
+            out[n++] = '\t';
+            break;
         case 'u': {
             unsigned cp, lo;
             if (read_u16(p + 1, end, &cp) < 0) {
@@ -165,7 +175,9 @@ static char *decode_string(const char *p, const char *q, size_t *len)
             n += put_utf8(out + n, cp);
             break;
         }
-        default: out[n++] = *p; break;
+        default:
+            out[n++] = *p;
+            break;
         }
     }
     *len = n;
@@ -291,7 +303,8 @@ int enr_replay_trace_load(enr_replay_trace *t, const char *path, char *err, size
             }
             enr_replay_entry *e = &t->e[t->n];
             if (parse_line(e, p, le) < 0) {
-                snprintf(err, errlen, "%s:%zu: not a {\"ts\": N, \"payload\": ...} line", path, lineno);
+                snprintf(err, errlen, "%s:%zu: not a {\"ts\": N, \"payload\": ...} line", path,
+                         lineno);
                 t->n++; /* so free() releases a decoded body */
                 enr_replay_trace_free(t);
                 return -1;

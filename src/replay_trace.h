@@ -18,8 +18,8 @@
 #include <stddef.h>
 
 typedef struct enr_replay_entry {
-    double ts;          /* seconds, relative to the first entry */
-    const char *body;   /* into the mapping, or owned (decoded string) */
+    double ts;        /* seconds, relative to the first entry */
+    const char *body; /* into the mapping, or owned (decoded string) */
     size_t len;
     int owned;
 } enr_replay_entry;
@@ -27,7 +27,7 @@ typedef struct enr_replay_entry {
 typedef struct enr_replay_trace {
     enr_replay_entry *e;
     size_t n;
-    size_t bytes;       /* sum of body lengths */
+    size_t bytes; /* sum of body lengths */
     size_t reordered;
     void *map;
     size_t map_len;

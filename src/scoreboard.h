@@ -57,11 +57,11 @@ enum enr_breaker_state { ENR_BREAKER_CLOSED = 0, ENR_BREAKER_OPEN, ENR_BREAKER_H
 typedef struct enr_sb_slot {
     /* live: written by the worker in the slot */
     enr_sb_i64 pid;
-    enr_sb_u64 state;         /* enum enr_worker_state */
-    enr_sb_u64 started_ms;    /* worker start, CLOCK_REALTIME ms */
-    enr_sb_u64 req_start_ms;  /* current request start, 0 when idle */
+    enr_sb_u64 state;              /* enum enr_worker_state */
+    enr_sb_u64 started_ms;         /* worker start, CLOCK_REALTIME ms */
+    enr_sb_u64 req_start_ms;       /* current request start, 0 when idle */
     char req_id[ENR_SB_REQID_MAX]; /* current request id (best effort) */
-    enr_sb_u64 served;        /* requests served by the current process */
+    enr_sb_u64 served;             /* requests served by the current process */
 
     /* cumulative over the slot's lifetime: written by its workers */
     enr_sb_u64 accepted, completed;
@@ -76,7 +76,7 @@ typedef struct enr_sb_slot {
     enr_sb_u64 up_fail_timeout, up_fail_connect, up_fail_status, up_fail_body;
     enr_sb_u64 up_breaker_state; /* enum enr_breaker_state */
     enr_sb_u64 up_breaker_opens;
-    enr_sb_u64 up_fds;           /* descriptors held by the client */
+    enr_sb_u64 up_fds; /* descriptors held by the client */
 
     /* master: sampled from /proc and kept across processes */
     enr_sb_u64 rss_kb, fds;
@@ -88,16 +88,16 @@ typedef struct enr_sb_slot {
 } enr_sb_slot;
 
 typedef struct enr_sb_pool {
-    enr_sb_u64 start_ms;    /* master start, CLOCK_REALTIME ms */
-    enr_sb_u64 generation;  /* bumped on each reload */
-    enr_sb_u64 workers;     /* configured pool size */
-    enr_sb_u64 state;       /* 0 starting, 1 running, 2 reloading, 3 draining */
-    enr_sb_u64 crashloop;   /* 1 while the crash-loop back-off holds forks */
-    enr_sb_u64 backoff_ms;  /* current back-off delay */
+    enr_sb_u64 start_ms;   /* master start, CLOCK_REALTIME ms */
+    enr_sb_u64 generation; /* bumped on each reload */
+    enr_sb_u64 workers;    /* configured pool size */
+    enr_sb_u64 state;      /* 0 starting, 1 running, 2 reloading, 3 draining */
+    enr_sb_u64 crashloop;  /* 1 while the crash-loop back-off holds forks */
+    enr_sb_u64 backoff_ms; /* current back-off delay */
     enr_sb_u64 exits[ENR_EXIT_REASONS];
     enr_sb_u64 listen_queue, listen_queue_max; /* sampled by the master */
-    enr_sb_u64 max_active;  /* most workers busy at once */
-    enr_sb_u64 healthy;     /* the master's last judgement (1/0) */
+    enr_sb_u64 max_active;                     /* most workers busy at once */
+    enr_sb_u64 healthy;                        /* the master's last judgement (1/0) */
     char unhealthy_reason[96];
 } enr_sb_pool;
 

@@ -32,8 +32,7 @@ static inline size_t enr_ws_len(const unsigned char *p, const unsigned char *end
         return (p[1] == 0x9a && p[2] == 0x80) ? 3 : 0;
     if (c == 0xe2) {
         if (p[1] == 0x80) /* U+2000..U+200A, U+2028, U+2029, U+202F */
-            return ((p[2] >= 0x80 && p[2] <= 0x8a) || p[2] == 0xa8 || p[2] == 0xa9 ||
-                    p[2] == 0xaf)
+            return ((p[2] >= 0x80 && p[2] <= 0x8a) || p[2] == 0xa8 || p[2] == 0xa9 || p[2] == 0xaf)
                        ? 3
                        : 0;
         return (p[1] == 0x81 && p[2] == 0x9f) ? 3 : 0; /* U+205F */

@@ -79,8 +79,8 @@ struct enr_upstream {
     enr_cache *cache;
     enr_breaker br;
     enr_sb_slot *slot;
-    unsigned fds;       /* sockets opened through up_opensocket, not yet closed */
-    int global_init;    /* curl_global_init() to balance in free */
+    unsigned fds;    /* sockets opened through up_opensocket, not yet closed */
+    int global_init; /* curl_global_init() to balance in free */
     unsigned timeout_ms, ids_per_call, cache_ttl_s, cache_neg_ttl_s;
     uint64_t seed;
 
@@ -91,14 +91,22 @@ struct enr_upstream {
     size_t rec_cap;
     uint32_t *table; /* open addressing: want index + 1 */
     size_t table_cap;
-    size_t *order; /* wants in call order */
+    size_t *order;      /* wants in call order */
     enr_reply_id *rids; /* one call's ids, for enr_upstream_reply_parse */
     enr_buf posters;    /* accepted posters of one reply, before b->text */
 };
 
 /* Counters go to the scoreboard slot, which a CLI run does not have. */
-#define UP_ADD(u, f, v) do { if ((u)->slot) ENR_SB_ADD((u)->slot->f, (v)); } while (0)
-#define UP_SET(u, f, v) do { if ((u)->slot) ENR_SB_SET((u)->slot->f, (v)); } while (0)
+#define UP_ADD(u, f, v)                                                                            \
+    do {                                                                                           \
+        if ((u)->slot)                                                                             \
+            ENR_SB_ADD((u)->slot->f, (v));                                                         \
+    } while (0)
+#define UP_SET(u, f, v)                                                                            \
+    do {                                                                                           \
+        if ((u)->slot)                                                                             \
+            ENR_SB_SET((u)->slot->f, (v));                                                         \
+    } while (0)
 
 static uint64_t mono_ms(void)
 {

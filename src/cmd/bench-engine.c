@@ -42,8 +42,8 @@ static const char *const titles[] = {
     "Ελληνικά: ΟΔΥΣΣΕΥΣ και η Ιθάκη",
     "Live @ Wembley 1986 (Remastered) [HD]",
 };
-static const char *const durations[] = {"253", "\"253\"", "\" 17 \"", "null", "\"0x1F\"",
-                                        "12.5", "[\"61\"]", "true", "\"PT4M13S\"", "0"};
+static const char *const durations[] = {"253",  "\"253\"",  "\" 17 \"", "null",        "\"0x1F\"",
+                                        "12.5", "[\"61\"]", "true",     "\"PT4M13S\"", "0"};
 static const char *const providers[] = {"yt", "yt", "yt", "vm", "dm", "yt", "vm", "xx"};
 
 static void gen(enr_buf *b, int records, size_t target)
@@ -100,8 +100,7 @@ static void bench(enr_engine *e, const char *name, const enr_buf *body)
     uint64_t t0, n = 0, engine_ns, memchr_ns;
 
     if (enr_parse(e, body->data, body->len, 0, &batch, &err) < 0) {
-        fprintf(stderr, "bench-engine: generated batch rejected: %s at %ld\n", err.msg,
-                err.offset);
+        fprintf(stderr, "bench-engine: generated batch rejected: %s at %ld\n", err.msg, err.offset);
         exit(1);
     }
     t0 = now_ns();

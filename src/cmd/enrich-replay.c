@@ -41,7 +41,7 @@
 #define DEFAULT_CLOSED_S 10.0
 #define PROGRESS_NS 500000000LL
 #define HOUSEKEEPING_NS 50000000LL
-#define START_DELAY_NS 20000000LL  /* lets the first due times be met */
+#define START_DELAY_NS 20000000LL /* lets the first due times be met */
 #define MAX_EVENTS 256
 /* Timer wake-ups in this VM come up to ~100 us late: sleep until this
  * long before the next due time, then poll without sleeping. */
@@ -59,13 +59,13 @@ static void on_signal(int sig)
 typedef struct tstate {
     enr_replay_target tgt;
     enr_replay_conn *conns;
-    enr_replay_conn **idle;   /* stack of free conns (open ones on top) */
+    enr_replay_conn **idle; /* stack of free conns (open ones on top) */
     size_t nidle;
-    uint32_t *queue;          /* open loop: jobs waiting for a slot */
+    uint32_t *queue; /* open loop: jobs waiting for a slot */
     int64_t *qdue;
     size_t qhead, qtail, qcap;
     size_t inflight, issued, done;
-    int64_t t_end;            /* last completion */
+    int64_t t_end; /* last completion */
 } tstate;
 
 typedef struct cmp_slot {
@@ -97,21 +97,22 @@ static struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: enrich-replay [options] TRACE URL [URL...]\n"
-            "  -c, --concurrency N   requests in flight per target (default 64)\n"
-            "  -s, --speed X         open loop: play the trace X times faster (0: no gaps)\n"
-            "  -n, --requests N      use only the first N trace entries (closed loop: N per target)\n"
-            "      --closed          closed loop: keep N in flight per target\n"
-            "  -d, --duration S      closed loop: run S seconds (default 10)\n"
-            "      --name NAME       name the next target (repeat, in URL order)\n"
-            "      --timeout MS      per-request timeout (default 30000)\n"
-            "      --compare         two targets: compare bodies, ignoring fetched_at\n"
-            "      --tsv FILE        raw per-request records\n"
-            "      --json FILE       summary as JSON\n"
-            "      --histogram[=P]   print log histograms; write P.*.hgrm, P.cdf.dat, P.gp\n"
-            "                        (and P.svg when gnuplot is installed); P defaults to replay\n"
-            "      --progress / --no-progress   (default: on when stderr is a terminal)\n");
+    fprintf(
+        f,
+        "usage: enrich-replay [options] TRACE URL [URL...]\n"
+        "  -c, --concurrency N   requests in flight per target (default 64)\n"
+        "  -s, --speed X         open loop: play the trace X times faster (0: no gaps)\n"
+        "  -n, --requests N      use only the first N trace entries (closed loop: N per target)\n"
+        "      --closed          closed loop: keep N in flight per target\n"
+        "  -d, --duration S      closed loop: run S seconds (default 10)\n"
+        "      --name NAME       name the next target (repeat, in URL order)\n"
+        "      --timeout MS      per-request timeout (default 30000)\n"
+        "      --compare         two targets: compare bodies, ignoring fetched_at\n"
+        "      --tsv FILE        raw per-request records\n"
+        "      --json FILE       summary as JSON\n"
+        "      --histogram[=P]   print log histograms; write P.*.hgrm, P.cdf.dat, P.gp\n"
+        "                        (and P.svg when gnuplot is installed); P defaults to replay\n"
+        "      --progress / --no-progress   (default: on when stderr is a terminal)\n");
 }
 
 static int push_rec(const enr_replay_rec *r)
@@ -160,9 +161,11 @@ static void show_diff(uint32_t job, cmp_slot *s, const char *a, size_t al, const
         }
         i++;
     }
-    fprintf(stderr, "mismatch: trace entry %u: %s %d (%zu B) vs %s %d (%zu B), first difference at line %zu byte %zu\n",
-            job, R.ts[0].tgt.name, s->status[0], s->len[0], R.ts[1].tgt.name, s->status[1], s->len[1],
-            line, i - ls);
+    fprintf(stderr,
+            "mismatch: trace entry %u: %s %d (%zu B) vs %s %d (%zu B), first difference at line "
+            "%zu byte %zu\n",
+            job, R.ts[0].tgt.name, s->status[0], s->len[0], R.ts[1].tgt.name, s->status[1],
+            s->len[1], line, i - ls);
     for (int k = 0; k < 2; k++) {
         const char *p = k ? b : a;
         size_t l = k ? bl : al;
@@ -282,7 +285,8 @@ static void check_timeouts(int64_t now)
         tstate *t = &R.ts[ti];
         for (unsigned i = 0; i < R.conc; i++) {
             enr_replay_conn *c = &t->conns[i];
-            if (c->state != ENR_RC_CLOSED && c->state != ENR_RC_IDLE && now - c->t_due > R.timeout_ns) {
+            if (c->state != ENR_RC_CLOSED && c->state != ENR_RC_IDLE &&
+                now - c->t_due > R.timeout_ns) {
                 enr_replay_conn_close(c, R.epfd);
                 finish(t, c, 0, ENR_RERR_TIMEOUT);
             }
@@ -305,8 +309,8 @@ static void progress(int64_t now, int final)
         fprintf(stderr, "\r\033[K");
         return;
     }
-    fprintf(stderr, "\r\033[K%7.1f s  done %zu  in flight %zu  queued %zu  errors %zu  %.0f req/s", el,
-            done, inflight, queued, errs, el > 0 ? (double)done / el : 0);
+    fprintf(stderr, "\r\033[K%7.1f s  done %zu  in flight %zu  queued %zu  errors %zu  %.0f req/s",
+            el, done, inflight, queued, errs, el > 0 ? (double)done / el : 0);
 }
 
 static int64_t due_of(size_t job)
@@ -419,13 +423,20 @@ static void run(void)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"concurrency", required_argument, 0, 'c'}, {"speed", required_argument, 0, 's'},
-        {"requests", required_argument, 0, 'n'},    {"duration", required_argument, 0, 'd'},
-        {"closed", no_argument, 0, 'C'},            {"name", required_argument, 0, 'N'},
-        {"timeout", required_argument, 0, 'T'},     {"compare", no_argument, 0, 'K'},
-        {"tsv", required_argument, 0, 'V'},         {"json", required_argument, 0, 'J'},
-        {"histogram", optional_argument, 0, 'H'},   {"progress", no_argument, 0, 'P'},
-        {"no-progress", no_argument, 0, 'Q'},       {"help", no_argument, 0, 'h'},
+        {"concurrency", required_argument, 0, 'c'},
+        {"speed", required_argument, 0, 's'},
+        {"requests", required_argument, 0, 'n'},
+        {"duration", required_argument, 0, 'd'},
+        {"closed", no_argument, 0, 'C'},
+        {"name", required_argument, 0, 'N'},
+        {"timeout", required_argument, 0, 'T'},
+        {"compare", no_argument, 0, 'K'},
+        {"tsv", required_argument, 0, 'V'},
+        {"json", required_argument, 0, 'J'},
+        {"histogram", optional_argument, 0, 'H'},
+        {"progress", no_argument, 0, 'P'},
+        {"no-progress", no_argument, 0, 'Q'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *names[MAX_TARGETS] = {0};
@@ -441,24 +452,53 @@ int main(int argc, char **argv)
     while ((o = getopt_long(argc, argv, "c:s:n:d:h", opts, NULL)) != -1) {
         char *ep = NULL;
         switch (o) {
-        case 'c': R.conc = (unsigned)strtoul(optarg, &ep, 10); break;
-        case 's': R.speed = strtod(optarg, &ep); break;
-        case 'n': R.limit = strtoull(optarg, &ep, 10); break;
-        case 'd': R.duration = strtod(optarg, &ep); break;
-        case 'T': R.timeout_ns = (int64_t)(strtod(optarg, &ep) * 1e6); break;
-        case 'C': R.closed = 1; break;
-        case 'K': R.compare = 1; break;
+        case 'c':
+            R.conc = (unsigned)strtoul(optarg, &ep, 10);
+            break;
+        case 's':
+            R.speed = strtod(optarg, &ep);
+            break;
+        case 'n':
+            R.limit = strtoull(optarg, &ep, 10);
+            break;
+        case 'd':
+            R.duration = strtod(optarg, &ep);
+            break;
+        case 'T':
+            R.timeout_ns = (int64_t)(strtod(optarg, &ep) * 1e6);
+            break;
+        case 'C':
+            R.closed = 1;
+            break;
+        case 'K':
+            R.compare = 1;
+            break;
         case 'N':
             if (nnames < MAX_TARGETS)
                 names[nnames++] = optarg;
             break;
-        case 'V': tsv = optarg; break;
-        case 'J': json = optarg; break;
-        case 'H': want_hist = 1; hist = optarg; break;
-        case 'P': R.progress = 1; break;
-        case 'Q': R.progress = 0; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'V':
+            tsv = optarg;
+            break;
+        case 'J':
+            json = optarg;
+            break;
+        case 'H':
+            want_hist = 1;
+            hist = optarg;
+            break;
+        case 'P':
+            R.progress = 1;
+            break;
+        case 'Q':
+            R.progress = 0;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
         if (ep && (*ep || ep == optarg)) {
             fprintf(stderr, "enrich-replay: bad number '%s'\n", optarg);
@@ -537,9 +577,9 @@ int main(int argc, char **argv)
     double used_mb = 0;
     for (size_t i = 0; i < used; i++)
         used_mb += (double)R.tr.e[i].len / 1e6;
-    fprintf(stderr, "enrich-replay: %zu requests (%.1f MB) from %s, %s, %zu target(s), concurrency %u\n",
-            used, used_mb, argv[optind],
-            R.closed ? "closed loop" : "open loop", R.nt, R.conc);
+    fprintf(stderr,
+            "enrich-replay: %zu requests (%.1f MB) from %s, %s, %zu target(s), concurrency %u\n",
+            used, used_mb, argv[optind], R.closed ? "closed loop" : "open loop", R.nt, R.conc);
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
     run();
@@ -549,8 +589,11 @@ int main(int argc, char **argv)
         if (R.ts[i].t_end > t_last)
             t_last = R.ts[i].t_end;
     double elapsed = (double)(t_last - R.t0) / 1e9;
-    double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
-                 (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6;
+    double cpu = (double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec + ru1.ru_stime.tv_sec -
+                          ru0.ru_stime.tv_sec) +
+                 (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec + ru1.ru_stime.tv_usec -
+                          ru0.ru_stime.tv_usec) /
+                     1e6;
 
     enr_replay_summary sum[MAX_TARGETS];
     for (size_t i = 0; i < R.nt; i++) {
@@ -560,8 +603,9 @@ int main(int argc, char **argv)
     }
     /* In the open loop the CPU includes the spin before due times. */
     printf("mode %s, concurrency %u%s, %zu records in %.2f s; replayer CPU %.1f us/request\n",
-           R.closed ? "closed loop" : "open loop", R.conc, R.closed ? "" : (R.speed > 0 ? "" : ", no gaps"),
-           R.nrec, elapsed, R.nrec ? cpu * 1e6 / (double)R.nrec : 0);
+           R.closed ? "closed loop" : "open loop", R.conc,
+           R.closed ? "" : (R.speed > 0 ? "" : ", no gaps"), R.nrec, elapsed,
+           R.nrec ? cpu * 1e6 / (double)R.nrec : 0);
     if (!R.closed && R.speed > 0)
         printf("speed %gx: trace span %.1f s played in %.1f s\n", R.speed, R.tr.e[used - 1].ts,
                R.tr.e[used - 1].ts / R.speed);
@@ -572,12 +616,14 @@ int main(int argc, char **argv)
         if (enr_replay_write_plots(prefix, R.rec, R.nrec, sum, R.nt) < 0)
             fprintf(stderr, "enrich-replay: writing %s.*: %s\n", prefix, strerror(errno));
         else
-            printf("histograms: %s.N.hgrm, CDF data %s.cdf.dat, gnuplot script %s.gp%s\n", prefix, prefix,
-                   prefix, access("/usr/bin/gnuplot", X_OK) == 0 ? " -> .svg" : " (gnuplot not installed)");
+            printf("histograms: %s.N.hgrm, CDF data %s.cdf.dat, gnuplot script %s.gp%s\n", prefix,
+                   prefix, prefix,
+                   access("/usr/bin/gnuplot", X_OK) == 0 ? " -> .svg" : " (gnuplot not installed)");
     }
     int rc = 0;
     if (R.compare) {
-        printf("compare %s vs %s: %zu identical (ignoring fetched_at), %zu both rejected, %zu MISMATCHES\n",
+        printf("compare %s vs %s: %zu identical (ignoring fetched_at), %zu both rejected, %zu "
+               "MISMATCHES\n",
                R.ts[0].tgt.name, R.ts[1].tgt.name, R.cmp_same, R.cmp_both_rejected, R.cmp_diff);
         rc = R.cmp_diff ? 3 : 0;
     }

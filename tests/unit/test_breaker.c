@@ -39,7 +39,8 @@ int main(void)
     T_CHECK(enr_breaker_allow(&br, 1500, &prev) == 0, "cooldown restarts at the reopen");
     T_CHECK(enr_breaker_allow(&br, 2100, &prev) == 1, "second probe after cooldown");
     prev = enr_breaker_success(&br, 2101);
-    T_CHECK(prev == ENR_BREAKER_HALF_OPEN && br.state == ENR_BREAKER_CLOSED, "probe success closes");
+    T_CHECK(prev == ENR_BREAKER_HALF_OPEN && br.state == ENR_BREAKER_CLOSED,
+            "probe success closes");
     T_CHECK(enr_breaker_allow(&br, 2102, &prev) == 1 && enr_breaker_allow(&br, 2102, &prev) == 1,
             "closed allows every call");
 

@@ -76,9 +76,10 @@ int main(void)
             put(c, 3, id, poster, i, 0, 100);
             T_CHECK(enr_cache_bytes(c) <= maxb, "bytes %zu within %zu", enr_cache_bytes(c), maxb);
         }
-        T_CHECK(enr_cache_entries(c) >= 3 && enr_cache_entries(c) <= 4, "byte bound limits entries: %zu",
-                enr_cache_entries(c));
-        T_CHECK(get(c, 3, "id49", 1, &v) == 1 && get(c, 3, "id0", 1, &v) == 0, "newest kept, oldest gone");
+        T_CHECK(enr_cache_entries(c) >= 3 && enr_cache_entries(c) <= 4,
+                "byte bound limits entries: %zu", enr_cache_entries(c));
+        T_CHECK(get(c, 3, "id49", 1, &v) == 1 && get(c, 3, "id0", 1, &v) == 0,
+                "newest kept, oldest gone");
         memset(poster, 'q', 1000);
         {
             char big[6000];
@@ -86,7 +87,8 @@ int main(void)
             memset(big, 'x', sizeof(big));
             bv.poster = big;
             bv.poster_len = sizeof(big);
-            T_CHECK(enr_cache_put(c, 3, "big", 3, &bv, 100) == -1, "larger than the bound: not stored");
+            T_CHECK(enr_cache_put(c, 3, "big", 3, &bv, 100) == -1,
+                    "larger than the bound: not stored");
             T_CHECK(get(c, 3, "id49", 1, &v) == 1, "an oversized put evicts nothing");
         }
         enr_cache_free(c);
@@ -94,7 +96,8 @@ int main(void)
 
     /* disabled */
     c = enr_cache_new(0, 1 << 20);
-    T_CHECK(put(c, 1, "x", NULL, 1, 0, 100) == -1 && get(c, 1, "x", 0, &v) == 0, "0 entries: disabled");
+    T_CHECK(put(c, 1, "x", NULL, 1, 0, 100) == -1 && get(c, 1, "x", 0, &v) == 0,
+            "0 entries: disabled");
     enr_cache_free(c);
 
     /* many entries: chains and LRU stay consistent under churn */
@@ -107,7 +110,8 @@ int main(void)
             if (enr_cache_entries(c) > 1000)
                 ok = 0;
         }
-        T_CHECK(ok && enr_cache_entries(c) == 1000, "bounded under churn: %zu", enr_cache_entries(c));
+        T_CHECK(ok && enr_cache_entries(c) == 1000, "bounded under churn: %zu",
+                enr_cache_entries(c));
         for (int i = 19000; i < 20000; i++) {
             snprintf(id, sizeof(id), "k%d", i);
             if (get(c, 1 + i % 3, id, 1, &v) != 1 || v.duration != i)

@@ -88,9 +88,9 @@ static void test_syntax_errors(void)
     ERR("[{'a':1}]", 400, 2, 0);
     ERR("[]]", 400, 2, -1);
     ERR("[] x", 400, 3, -1);
-    ERR("[\xc2\xa0]", 400, 1, 0);             /* NBSP is not JSON white space */
+    ERR("[\xc2\xa0]", 400, 1, 0);                  /* NBSP is not JSON white space */
     ERR("\xef\xbb\xbf\xef\xbb\xbf[]", 400, 3, -1); /* a second BOM */
-    ERR(" \xef\xbb\xbf[]", 400, 1, -1);       /* white space before the BOM */
+    ERR(" \xef\xbb\xbf[]", 400, 1, -1);            /* white space before the BOM */
     ERR("[1]/*c*/", 400, 3, -1);
     ERR("[tru]", 400, 1, 0);
     ERR("[{\"a\" 1}]", 400, 6, 0);
@@ -157,8 +157,10 @@ static void test_records(void)
        "\\u0085\\u2028\\ud800\"}]");
     T_CHECK(strstr(out.data, "\"title\":\"\\u0000\\b \\u001f\x7f\xc2\x85 \\ud800\"") != NULL,
             "escaping: %s", out.data);
-    OK("[{\"provider\":\"yt\",\"id\":\"a\xc0\x80" "b\"}]");
-    T_CHECK(strstr(out.data, "\"id\":\"a\xef\xbf\xbd\xef\xbf\xbd" "b\"") != NULL,
+    OK("[{\"provider\":\"yt\",\"id\":\"a\xc0\x80"
+       "b\"}]");
+    T_CHECK(strstr(out.data, "\"id\":\"a\xef\xbf\xbd\xef\xbf\xbd"
+                             "b\"") != NULL,
             "overlong NUL replaced twice: %s", out.data);
     OK("[{\"provider\":\"yt\",\"id\":\"x\",\"blocked\":[\"US\",[\"GB\"],1,\"TH\"],"
        "\"blocked\":[\"JP\"]}]");

@@ -254,7 +254,8 @@ static void clear(enr_batch *b)
 static int poster_is(const enr_batch *b, size_t i, const char *want)
 {
     const enr_record *r = &b->recs[i];
-    return r->poster_len == strlen(want) && memcmp(b->text.data + r->poster_off, want, r->poster_len) == 0;
+    return r->poster_len == strlen(want) &&
+           memcmp(b->text.data + r->poster_off, want, r->poster_len) == 0;
 }
 
 static void base_config(enr_config *c)
@@ -331,7 +332,8 @@ static void test_effect(void)
     deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
     T_CHECK(deg == 0, "nothing degraded: %zu", deg);
     T_CHECK(poster_is(&b, 0, "https://img.example/yt/dQw4w9WgXcQ.jpg"), "poster from upstream");
-    T_CHECK(b.recs[0].duration == fake_duration("dQw4w9WgXcQ"), "duration 0 replaced: %g", b.recs[0].duration);
+    T_CHECK(b.recs[0].duration == fake_duration("dQw4w9WgXcQ"), "duration 0 replaced: %g",
+            b.recs[0].duration);
     T_CHECK(poster_is(&b, 1, "https://img.example/vm/AbC.jpg"), "vm poster");
     T_CHECK(b.recs[1].duration == 42, "local duration kept when non-zero");
     T_CHECK(b.recs[2].poster_len == 0 && b.recs[2].duration == 0, "unknown id keeps local values");
@@ -417,11 +419,13 @@ static void test_validation(void)
     }
     for (int k = 0; k < 8; k++) {
         snprintf(id, sizeof(id), "badd%d", k);
-        T_CHECK(b.recs[9 + k].duration == 0, "invalid duration %s ignored: %g", id, b.recs[9 + k].duration);
+        T_CHECK(b.recs[9 + k].duration == 0, "invalid duration %s ignored: %g", id,
+                b.recs[9 + k].duration);
         snprintf(id, sizeof(id), "https://img.example/vm/badd%d.jpg", k);
         T_CHECK(poster_is(&b, 9 + (size_t)k, id), "its valid poster still used");
     }
-    T_CHECK(b.recs[17].poster_len == 2048, "a 2048-byte poster is valid: %zu", b.recs[17].poster_len);
+    T_CHECK(b.recs[17].poster_len == 2048, "a 2048-byte poster is valid: %zu",
+            b.recs[17].poster_len);
     T_CHECK(b.recs[18].duration == 12.5, "fractional duration: %g", b.recs[18].duration);
     T_CHECK(G(up_fail_body) == 0, "no bad body counted");
     enr_upstream_free(u);
@@ -480,8 +484,8 @@ static void test_chunks(void)
         /* (a 3000-byte id makes a poster over 2048 bytes: only its duration comes back) */
         T_CHECK(poster_is(&b, 0, "https://img.example/vm/short1.jpg") && b.recs[5].duration > 0,
                 "the others enriched");
-        T_CHECK(G(up_calls) == 2 && stat_of("bad_requests") == 0, "split under the URL limit: %lu calls",
-                G(up_calls));
+        T_CHECK(G(up_calls) == 2 && stat_of("bad_requests") == 0,
+                "split under the URL limit: %lu calls", G(up_calls));
     }
     enr_upstream_free(u);
     enr_batch_free(&b);
@@ -516,7 +520,8 @@ static void test_conn_bound(void)
             add_rec(&b, 1 + k % 3, id, 0);
         }
         deg += enr_upstream_enrich(u, &b, now_ms() + 2000);
-        T_CHECK(enr_upstream_fds(u) <= 2, "client holds at most 2 sockets: %u", enr_upstream_fds(u));
+        T_CHECK(enr_upstream_fds(u) <= 2, "client holds at most 2 sockets: %u",
+                enr_upstream_fds(u));
     }
     set_fake("{\"latency_ms\":0}");
     T_CHECK(deg == 0, "8 calls over 2 connections all complete: %zu degraded", deg);
@@ -566,7 +571,8 @@ static void test_fault(const char *mode_json, const char *name, int counter_inde
     set_fake("{\"mode\":\"ok\"}");
     /* failures are not cached: the next batch gets the data */
     deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
-    T_CHECK(deg == 0 && b.recs[1].poster_len > 0, "%s: recovered on the next batch (%zu)", name, deg);
+    T_CHECK(deg == 0 && b.recs[1].poster_len > 0, "%s: recovered on the next batch (%zu)", name,
+            deg);
     enr_upstream_free(u);
     enr_batch_free(&b);
 }
@@ -592,10 +598,13 @@ static void test_partial(void)
         const char *k = b.text.data + b.recs[i].key_off;
         int answered = crc32_of(k, b.recs[i].key_len) % 2 == 0;
         known += b.recs[i].poster_len > 0;
-        T_CHECK((b.recs[i].poster_len > 0) == answered, "partial: record %zu enriched iff answered", i);
+        T_CHECK((b.recs[i].poster_len > 0) == answered, "partial: record %zu enriched iff answered",
+                i);
     }
-    T_CHECK(deg == 0 && known > 0 && known < 20, "partial: answered ids enriched (%zu), the rest "
-                                                  "unknown, none degraded (%zu)", known, deg);
+    T_CHECK(deg == 0 && known > 0 && known < 20,
+            "partial: answered ids enriched (%zu), the rest "
+            "unknown, none degraded (%zu)",
+            known, deg);
     set_fake("{\"mode\":\"ok\"}");
     enr_upstream_free(u);
     enr_batch_free(&b);
@@ -631,8 +640,10 @@ static void test_hang_and_breaker(void)
         T_CHECK(deg == 1, "hang: batch %d degraded", i);
     }
     /* the margin covers scheduling on a loaded test machine, not waiting */
-    T_CHECK(worst <= 150 + 75, "hang: worst batch %llu ms <= deadline 150 + 75", (unsigned long long)worst);
-    T_CHECK(G(up_fail_timeout) == 3, "hang: 3 timeouts, then the breaker skips: %lu", G(up_fail_timeout));
+    T_CHECK(worst <= 150 + 75, "hang: worst batch %llu ms <= deadline 150 + 75",
+            (unsigned long long)worst);
+    T_CHECK(G(up_fail_timeout) == 3, "hang: 3 timeouts, then the breaker skips: %lu",
+            G(up_fail_timeout));
     T_CHECK(G(up_breaker_state) == ENR_BREAKER_OPEN && G(up_breaker_opens) == 1, "breaker open");
     T_CHECK(G(up_calls) == 3, "no call while open: %lu", G(up_calls));
     T_CHECK(enr_upstream_fds(u) == 0, "abandoned connections closed: %u", enr_upstream_fds(u));
@@ -735,7 +746,8 @@ static void test_retry(void)
         json_object_put(o);
     }
     T_CHECK(G(up_retries) == (unsigned long)stat_of("dropped") && G(up_retries) >= 9,
-            "one retry per dead connection: %lu retries, %ld dropped", G(up_retries), stat_of("dropped"));
+            "one retry per dead connection: %lu retries, %ld dropped", G(up_retries),
+            stat_of("dropped"));
     T_CHECK(G(up_calls) == 30, "a retry is not a new call: %lu", G(up_calls));
     /* every request dies: one retry only, then a counted failure */
     set_fake("{\"drop_every\":1}");
@@ -761,7 +773,8 @@ static void test_incident(const char *style, long divisor)
     enr_batch b = {0};
     enr_upstream *u;
     char id[64], js[128];
-    long n = (getenv("ENR_INCIDENT_BATCHES") ? atol(getenv("ENR_INCIDENT_BATCHES")) : 20000) / divisor;
+    long n =
+        (getenv("ENR_INCIDENT_BATCHES") ? atol(getenv("ENR_INCIDENT_BATCHES")) : 20000) / divisor;
     size_t degraded_batches = 0, maxfds = 0;
     int fds[3] = {0, 0, 0};
     long closes0;
@@ -790,22 +803,27 @@ static void test_incident(const char *style, long divisor)
             int at = i == 0 ? 0 : i == n - 1 ? 2 : 1;
             int all = count_fds();
             fds[at] = all - (int)enr_upstream_fds(u);
-            T_CHECK(all >= (int)enr_upstream_fds(u), "incident (%s): /proc %d >= client %u", style, all,
-                    enr_upstream_fds(u));
+            T_CHECK(all >= (int)enr_upstream_fds(u), "incident (%s): /proc %d >= client %u", style,
+                    all, enr_upstream_fds(u));
         }
     }
-    T_CHECK(degraded_batches == 0, "incident (%s): %ld batches, %zu degraded", style, n, degraded_batches);
-    T_CHECK(fds[0] == fds[1] && fds[1] == fds[2], "incident (%s): /proc fds less the client's sockets flat: %d %d %d", style,
-            fds[0], fds[1], fds[2]);
+    T_CHECK(degraded_batches == 0, "incident (%s): %ld batches, %zu degraded", style, n,
+            degraded_batches);
+    T_CHECK(fds[0] == fds[1] && fds[1] == fds[2],
+            "incident (%s): /proc fds less the client's sockets flat: %d %d %d", style, fds[0],
+            fds[1], fds[2]);
     T_CHECK(maxfds <= 4, "incident (%s): client held at most %zu sockets", style, maxfds);
-    T_CHECK(stat_of("server_closes") - closes0 >= n / 100 - 1, "incident (%s): upstream closed %ld connections",
-            style, stat_of("server_closes") - closes0);
+    T_CHECK(stat_of("server_closes") - closes0 >= n / 100 - 1,
+            "incident (%s): upstream closed %ld connections", style,
+            stat_of("server_closes") - closes0);
     T_CHECK(G(up_calls) == (unsigned long)n && G(up_fail_connect) == 0 && G(up_fail_timeout) == 0,
             "incident (%s): %lu calls, no failure", style, G(up_calls));
-    printf("incident %s: %ld batches in %llu ms, retries %lu, fds %d/%d/%d, client max %zu\n", style, n,
-           (unsigned long long)(now_ms() - t0), G(up_retries), fds[0], fds[1], fds[2], maxfds);
+    printf("incident %s: %ld batches in %llu ms, retries %lu, fds %d/%d/%d, client max %zu\n",
+           style, n, (unsigned long long)(now_ms() - t0), G(up_retries), fds[0], fds[1], fds[2],
+           maxfds);
     enr_upstream_free(u);
-    T_CHECK(count_fds() <= fds[0], "free closes the client's sockets: %d <= %d", count_fds(), fds[0]);
+    T_CHECK(count_fds() <= fds[0], "free closes the client's sockets: %d <= %d", count_fds(),
+            fds[0]);
     enr_batch_free(&b);
 }
 
