@@ -26,6 +26,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,9 +375,17 @@ static int soft_limit_reached(worker *w)
     if (w->max_served && w->served >= w->max_served)
         return ENR_EXIT_MAX_REQUESTS;
     if (c->rss_soft_mb) {
-        long kb = enr_proc_rss_kb(0);
-        if (kb > 0 && (unsigned long)kb > (unsigned long)c->rss_soft_mb * 1024)
-            return ENR_EXIT_RSS;
+        /* The peak RSS bounds the current one: while the peak is under the
+         * limit, one getrusage() replaces reading /proc (~10 us here). */
+        struct rusage ru;
+        unsigned long soft_kb = (unsigned long)c->rss_soft_mb * 1024;
+        long kb;
+
+        if (getrusage(RUSAGE_SELF, &ru) != 0 || (unsigned long)ru.ru_maxrss > soft_kb) {
+            kb = enr_proc_rss_kb(0);
+            if (kb > 0 && (unsigned long)kb > soft_kb)
+                return ENR_EXIT_RSS;
+        }
     }
     if (c->fd_soft) {
         long n = enr_proc_fd_count(0);
