@@ -4,6 +4,9 @@
  */
 #include "buf.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 #define ENR_BUF_MIN_CAP 256
 
 int enr_buf_grow(enr_buf *b, size_t extra)
@@ -39,4 +42,22 @@ void enr_buf_free(enr_buf *b)
     b->data = NULL;
     b->len = b->cap = 0;
     b->oom = 0;
+}
+
+void enr_buf_printf(enr_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || enr_buf_reserve(b, (size_t)n + 1) != 0) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
 }

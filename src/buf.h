@@ -21,6 +21,8 @@ typedef struct enr_buf {
 } enr_buf;
 
 int enr_buf_grow(enr_buf *b, size_t extra); /* 0, or -1 and oom set */
+/* printf-style append (status documents, metrics; not the hot path). */
+void enr_buf_printf(enr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void enr_buf_free(enr_buf *b);
 
 static inline void enr_buf_reset(enr_buf *b)

@@ -13,49 +13,28 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "statusdoc.h"
 
-static void put(enr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(enr_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || enr_buf_reserve(b, (size_t)n + 1) != 0) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
 static void family(enr_buf *b, const char *name, const char *type, const char *help)
 {
-    put(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    enr_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 static void sample_u(enr_buf *b, const char *name, const char *labels, uint64_t v)
 {
-    put(b, "%s%s %" PRIu64 "\n", name, labels ? labels : "", v);
+    enr_buf_printf(b, "%s%s %" PRIu64 "\n", name, labels ? labels : "", v);
 }
 
 static void sample_d(enr_buf *b, const char *name, const char *labels, double v)
 {
     if (isnan(v))
-        put(b, "%s%s NaN\n", name, labels ? labels : "");
+        enr_buf_printf(b, "%s%s NaN\n", name, labels ? labels : "");
     else
-        put(b, "%s%s %.15g\n", name, labels ? labels : "", v);
+        enr_buf_printf(b, "%s%s %.15g\n", name, labels ? labels : "", v);
 }
 
 static void one_u(enr_buf *b, const char *name, const char *type, const char *help, uint64_t v)

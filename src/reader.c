@@ -363,6 +363,25 @@ static int scan_literal(enr_reader *r)
     FAIL(r, p, "unexpected character");
 }
 
+/* After a member or element: consumes ',' (1: another follows) or the
+ * closing byte (0: the container ended); anything else is an error. */
+static int next_or_close(enr_reader *r, unsigned char close)
+{
+    skip_ws(r);
+    if (r->p < r->end && *r->p == ',') {
+        r->p++;
+        skip_ws(r);
+        return 1;
+    }
+    if (r->p < r->end && *r->p == close) {
+        r->p++;
+        return 0;
+    }
+    if (close == '}')
+        FAIL(r, r->p, "',' or '}' expected");
+    FAIL(r, r->p, "',' or ']' expected");
+}
+
 /*
  * Walks the members of the object at r->p (on '{').  For each member the
  * callback, if any, is given the key and must consume the value itself;
@@ -373,6 +392,7 @@ typedef int (*member_fn)(enr_reader *r, const span *key, int depth, void *arg);
 static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
 {
     span key;
+    int more;
 
     if (depth > ENR_MAX_DEPTH)
         FAIL(r, r->p, "nesting deeper than 1000");
@@ -394,17 +414,9 @@ static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
         skip_ws(r);
         if ((fn ? fn(r, &key, depth, arg) : skip_value(r, depth)) < 0)
             return -1;
-        skip_ws(r);
-        if (r->p < r->end && *r->p == ',') {
-            r->p++;
-            skip_ws(r);
-            continue;
-        }
-        if (r->p < r->end && *r->p == '}') {
-            r->p++;
-            return 0;
-        }
-        FAIL(r, r->p, "',' or '}' expected");
+        more = next_or_close(r, '}');
+        if (more <= 0)
+            return more;
     }
 }
 
@@ -415,6 +427,7 @@ typedef int (*element_fn)(enr_reader *r, int depth, size_t index, void *arg);
 static int walk_array(enr_reader *r, int depth, element_fn fn, void *arg)
 {
     size_t i = 0;
+    int more;
 
     if (depth > ENR_MAX_DEPTH)
         FAIL(r, r->p, "nesting deeper than 1000");
@@ -427,17 +440,9 @@ static int walk_array(enr_reader *r, int depth, element_fn fn, void *arg)
     for (;; i++) {
         if ((fn ? fn(r, depth, i, arg) : skip_value(r, depth)) < 0)
             return -1;
-        skip_ws(r);
-        if (r->p < r->end && *r->p == ',') {
-            r->p++;
-            skip_ws(r);
-            continue;
-        }
-        if (r->p < r->end && *r->p == ']') {
-            r->p++;
-            return 0;
-        }
-        FAIL(r, r->p, "',' or ']' expected");
+        more = next_or_close(r, ']');
+        if (more <= 0)
+            return more;
     }
 }
 
@@ -728,23 +733,19 @@ static int finish(enr_reader *r)
     return 0;
 }
 
-/* After an element: consumes ',' (1: more elements) or ']' (0: done). */
+/* After a top-level element: ',' (1: more elements) or ']' (0: done). */
 static int after_element(enr_reader *r)
 {
-    skip_ws(r);
+    int more = next_or_close(r, ']');
+
+    if (more < 0)
+        return -1;
     r->elements++;
-    if (r->p < r->end && *r->p == ',') {
-        r->p++;
-        skip_ws(r);
+    if (more)
         r->element++;
-        return 1;
-    }
-    if (r->p < r->end && *r->p == ']') {
-        r->p++;
+    else
         r->element = (size_t)-1;
-        return 0;
-    }
-    FAIL(r, r->p, "',' or ']' expected");
+    return more;
 }
 
 static void fields_reset(enr_fields *f)

@@ -12,7 +12,6 @@
 #include "statusdoc.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -367,26 +366,6 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     return o;
 }
 
-static void put(enr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(enr_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || enr_buf_reserve(b, (size_t)n + 1) != 0) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
 /* key: value lines, nested objects flattened with dots. */
 static void text_flat(enr_buf *b, const char *prefix, json_object *o)
 {
@@ -400,13 +379,13 @@ static void text_flat(enr_buf *b, const char *prefix, json_object *o)
             text_flat(b, key, val);
         } else if (json_object_is_type(val, json_type_array)) {
             size_t n = json_object_array_length(val);
-            put(b, "%-34s ", strcat(key, ":"));
+            enr_buf_printf(b, "%-34s ", strcat(key, ":"));
             for (size_t i = 0; i < n; i++)
-                put(b, "%s%s", i ? ", " : "",
-                    json_object_get_string(json_object_array_get_idx(val, i)));
-            put(b, "\n");
+                enr_buf_printf(b, "%s%s", i ? ", " : "",
+                               json_object_get_string(json_object_array_get_idx(val, i)));
+            enr_buf_printf(b, "\n");
         } else {
-            put(b, "%-34s %s\n", strcat(key, ":"), json_object_get_string(val));
+            enr_buf_printf(b, "%-34s %s\n", strcat(key, ":"), json_object_get_string(val));
         }
     }
 }
@@ -427,8 +406,8 @@ void enr_status_text(enr_buf *b, json_object *doc)
     if (!json_object_object_get_ex(doc, "processes", &procs) ||
         !json_object_is_type(procs, json_type_array))
         return;
-    put(b, "\n%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", "SLOT", "PID", "STATE", "REQS",
-        "REQ_AGE", "RSS_KB", "FDS", "REQUEST_ID", "LAST_EXIT");
+    enr_buf_printf(b, "\n%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", "SLOT", "PID", "STATE",
+                   "REQS", "REQ_AGE", "RSS_KB", "FDS", "REQUEST_ID", "LAST_EXIT");
     for (size_t i = 0; i < json_object_array_length(procs); i++) {
         json_object *p = json_object_array_get_idx(procs, i), *last = NULL;
         char age[24] = "-", lastexit[96] = "-";
@@ -440,15 +419,16 @@ void enr_status_text(enr_buf *b, json_object *doc)
                      jstr(last, "pid", "?"), *jstr(last, "request_id", "") ? " req " : "",
                      jstr(last, "request_id", ""), *jstr(last, "request_id", "") ? " age " : "",
                      *jstr(last, "request_id", "") ? jstr(last, "request_age_ms", "0") : "");
-        put(b, "%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", jstr(p, "slot", "?"),
-            jstr(p, "pid", "-"), jstr(p, "state", "?"), jstr(p, "requests", "0"), age,
-            jstr(p, "rss_kb", "-"), jstr(p, "fds", "-"), jstr(p, "request_id", "-"), lastexit);
+        enr_buf_printf(b, "%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", jstr(p, "slot", "?"),
+                       jstr(p, "pid", "-"), jstr(p, "state", "?"), jstr(p, "requests", "0"), age,
+                       jstr(p, "rss_kb", "-"), jstr(p, "fds", "-"), jstr(p, "request_id", "-"),
+                       lastexit);
     }
     /* The leak attribution, one sentence per live worker. */
-    put(b, "\n");
+    enr_buf_printf(b, "\n");
     for (size_t i = 0; i < json_object_array_length(procs); i++) {
         json_object *p = json_object_array_get_idx(procs, i), *k;
         if (json_object_object_get_ex(p, "fds_by_kind", &k))
-            put(b, "worker %s: %s\n", jstr(p, "slot", "?"), jstr(k, "summary", ""));
+            enr_buf_printf(b, "worker %s: %s\n", jstr(p, "slot", "?"), jstr(k, "summary", ""));
     }
 }
