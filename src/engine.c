@@ -158,14 +158,13 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
         return 0;
     switch (f->id.kind) {
     case ENR_K_STRING:
-        truthy = f->id.text.len > 0;
-        s = (const unsigned char *)f->id.text.data;
-        t = s + f->id.text.len;
-        break;
     case ENR_K_NUMBER:
     case ENR_K_ARRAY:
-        truthy = f->id.kind == ENR_K_ARRAY || f->id.num != 0;
-        s = (const unsigned char *)f->id.text.data;
+        /* "" and 0 are falsy; an array is truthy even when it prints "" */
+        truthy = f->id.kind == ENR_K_ARRAY ||
+                 (f->id.kind == ENR_K_STRING ? f->id.text.len > 0 : f->id.num != 0);
+        /* an empty buffer may have no allocation yet: never offset NULL */
+        s = (const unsigned char *)(f->id.text.len ? f->id.text.data : "");
         t = s + f->id.text.len;
         break;
     case ENR_K_TRUE:

@@ -240,9 +240,14 @@ static double radix_convert(const unsigned char *p, const unsigned char *end, in
 
 double enr_num_from_text(const char *s, size_t len)
 {
-    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    const unsigned char *p, *end;
     size_t w;
     int neg = 0;
+
+    if (len == 0) /* also spares s == NULL (an empty buffer) any arithmetic */
+        return 0;
+    p = (const unsigned char *)s;
+    end = p + len;
 
     while (p < end && (w = enr_ws_len(p, end)) > 0)
         p += w;
