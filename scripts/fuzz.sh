@@ -2,7 +2,7 @@
 # make fuzz: builds each libFuzzer target in tests/fuzz with ASan+UBSan and
 # runs it for $1 seconds (default 60) on a corpus seeded from the
 # conformance vectors, the shipped config and hand-written upstream
-# replies.  Any crash, leak or sanitizer report fails.
+# replies and trace lines.  Any crash, leak or sanitizer report fails.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default: all targets)
 #
@@ -11,18 +11,17 @@
 #   numtext         number text <-> double (src/numfmt.c)
 #   config          configuration text (enr_config_parse, src/config.c)
 #   upstream_reply  upstream reply JSON (enr_upstream_reply_parse)
-# The replay trace reader (src/replay_trace.c) has no buffer entry point
-# yet (it maps a path), so it has no target.
+#   trace           enrich-replay's trace lines (enr_replay_trace_parse)
 #
-# Time: $1 is per target, so the run takes about 4 x $1 seconds plus the
+# Time: $1 is per target, so the run takes about 5 x $1 seconds plus the
 # builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
-# 2.5 minutes; every target gets the full 30 s rather than a share, since
+# 3 minutes; every target gets the full 30 s rather than a share, since
 # the smaller parsers reach their coverage plateau quickly anyway and the
 # total stays well under CI's budget.
 set -eu
 SECONDS_EACH=${1:-60}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-engine numtext config upstream_reply}
+TARGETS=${*:-engine numtext config upstream_reply trace}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
@@ -37,6 +36,7 @@ target_srcs() {
     engine | numtext) echo "$ENGINE" ;;
     config) echo "$S/config.c" ;;
     upstream_reply) echo "$S/upstream_reply.c $S/buf.c" ;;
+    trace) echo "$S/replay_trace.c" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
     esac
 }
@@ -45,12 +45,14 @@ target_libs() {
     engine | numtext) echo "$ENGINE_LIBS" ;;
     config) echo "-lm" ;;
     upstream_reply) echo "$(pkg-config --libs json-c) -lm" ;;
+    trace) echo "-lm" ;;
     esac
 }
 target_max_len() {
     case $1 in
     config) echo 16384 ;;
     upstream_reply) echo 65536 ;;
+    trace) echo 65536 ;;
     *) echo 500000 ;;
     esac
 }
@@ -96,6 +98,11 @@ seed_corpus() {
         seed "$corpus" truncated 'a\n{"items":[{"id":"a","poster":"https://h/'
         seed "$corpus" deep 'a\n{"items":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}'
         seed "$corpus" types 'a,1\n{"items":[null,1,"a",{"id":1},{"id":"a","duration":"12","poster":5},{"id":"1","duration":1e308}]}'
+        ;;
+    trace)
+        seed "$corpus" ok '{"ts": 1700000000.5, "payload": [{"provider":"yt","id":"a"}]}\n{"ts": 1700000001, "payload": []}\n'
+        seed "$corpus" raw '{"payload": "[1,\\ud800\\u00ff\\udc80", "ts": 3}\n\n{"ts":2,"payload":{"a":"}"}}'
+        seed "$corpus" bad '{"ts": nan, "payload": 1}\n{"ts": 1}\n'
         ;;
     esac
 }

@@ -9,6 +9,7 @@
 #include "replay_trace.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -219,7 +220,7 @@ static int parse_line(enr_replay_entry *e, const char *p, const char *end)
             tmp[l] = 0;
             char *ep;
             e->ts = strtod(tmp, &ep);
-            if (*ep)
+            if (*ep || !isfinite(e->ts)) /* "nan", "inf" would break the schedule */
                 return -1;
             have_ts = 1;
         } else if (klen == 7 && memcmp(k, "payload", 7) == 0) {
@@ -251,13 +252,16 @@ static int parse_line(enr_replay_entry *e, const char *p, const char *end)
 
 int enr_replay_trace_load(enr_replay_trace *t, const char *path, char *err, size_t errlen)
 {
+    struct stat st;
+    void *map;
+    int fd;
+
     memset(t, 0, sizeof *t);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    struct stat st;
     if (fstat(fd, &st) < 0) {
         snprintf(err, errlen, "%s: fstat: %s", path, strerror(errno));
         close(fd);
@@ -268,23 +272,34 @@ int enr_replay_trace_load(enr_replay_trace *t, const char *path, char *err, size
         close(fd);
         return -1;
     }
-    t->map_len = (size_t)st.st_size;
-    t->map = mmap(NULL, t->map_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     close(fd);
-    if (t->map == MAP_FAILED) {
-        t->map = NULL;
+    if (map == MAP_FAILED) {
         snprintf(err, errlen, "%s: mmap: %s", path, strerror(errno));
         return -1;
     }
-    const char *p = t->map, *end = p + t->map_len;
+    if (enr_replay_trace_parse(t, map, (size_t)st.st_size, path, err, errlen) < 0) {
+        munmap(map, (size_t)st.st_size);
+        return -1;
+    }
+    t->map = map; /* freed with the trace */
+    t->map_len = (size_t)st.st_size;
+    return 0;
+}
+
+int enr_replay_trace_parse(enr_replay_trace *t, const char *buf, size_t len, const char *name,
+                           char *err, size_t errlen)
+{
+    const char *p = buf, *end = buf + len;
     size_t cap = 1024, lineno = 0;
+    double first = 0, prev = 0;
+
+    memset(t, 0, sizeof *t);
     t->e = calloc(cap, sizeof *t->e);
     if (!t->e) {
         snprintf(err, errlen, "out of memory");
-        enr_replay_trace_free(t);
         return -1;
     }
-    double first = 0, prev = 0;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;
@@ -303,7 +318,7 @@ int enr_replay_trace_load(enr_replay_trace *t, const char *path, char *err, size
             }
             enr_replay_entry *e = &t->e[t->n];
             if (parse_line(e, p, le) < 0) {
-                snprintf(err, errlen, "%s:%zu: not a {\"ts\": N, \"payload\": ...} line", path,
+                snprintf(err, errlen, "%s:%zu: not a {\"ts\": N, \"payload\": ...} line", name,
                          lineno);
                 t->n++; /* so free() releases a decoded body */
                 enr_replay_trace_free(t);
@@ -320,10 +335,10 @@ int enr_replay_trace_load(enr_replay_trace *t, const char *path, char *err, size
             t->bytes += e->len;
             t->n++;
         }
-        p = le + 1;
+        p = nl ? nl + 1 : end;
     }
     if (t->n == 0) {
-        snprintf(err, errlen, "%s: no requests", path);
+        snprintf(err, errlen, "%s: no requests", name);
         enr_replay_trace_free(t);
         return -1;
     }

@@ -36,6 +36,10 @@ typedef struct enr_replay_trace {
 /* Load path ("-" is not supported: the trace is mapped).  On error returns
  * -1 with "path:line: problem" in err. */
 int enr_replay_trace_load(enr_replay_trace *t, const char *path, char *err, size_t errlen);
+/* Index a trace already in memory (buf must outlive t; name is for
+ * messages).  The same rules and errors as enr_replay_trace_load(). */
+int enr_replay_trace_parse(enr_replay_trace *t, const char *buf, size_t len, const char *name,
+                           char *err, size_t errlen);
 void enr_replay_trace_free(enr_replay_trace *t);
 
 #endif
