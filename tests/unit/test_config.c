@@ -1,0 +1,73 @@
+/*
+ * test_config.c: the configuration parser's rules through
+ * enr_config_parse(): the embedded default, every kind of value, and
+ * that each error names the source, the line and the key.
+ */
+#include <string.h>
+
+#include "config.h"
+#include "t.h"
+
+static enr_config c;
+static char err[512];
+
+static int parse(const char *text)
+{
+    err[0] = '\0';
+    return enr_config_parse(&c, text, strlen(text), "t.conf", err, sizeof err);
+}
+
+/* The text fails, and the message starts with "t.conf:LINE: KEY". */
+static void bad(const char *text, const char *where)
+{
+    int rc = parse(text);
+
+    T_CHECK(rc != 0, "accepted: %s", text);
+    T_CHECK(strncmp(err, where, strlen(where)) == 0, "error \"%s\" should start with \"%s\"", err,
+            where);
+}
+
+int main(void)
+{
+    T_CHECK(parse(enr_config_default_text) == 0, "built-in text: %s", err);
+    T_CHECK(c.workers == 6, "default workers %u", c.workers);
+    T_CHECK(c.listen_mode == 0660, "default mode %o", c.listen_mode);
+    T_CHECK(c.upstream_url[0] == '\0', "enrichment off by default");
+    T_CHECK(c.request_timeout_ms > c.upstream_timeout_ms, "deadlines nest");
+
+    T_CHECK(parse("# comment\n\n  workers = 3   # trailing\r\nmax_body_bytes = 2m\n"
+                  "listen_mode = 0600\nhealth_max_5xx_ratio = 0.25\n") == 0,
+            "valid file: %s", err);
+    T_CHECK(c.workers == 3, "workers %u", c.workers);
+    T_CHECK(c.max_body_bytes == 2u << 20, "size suffix: %zu", c.max_body_bytes);
+    T_CHECK(c.listen_mode == 0600, "octal mode %o", c.listen_mode);
+    T_CHECK(c.health_max_5xx_ratio == 0.25, "ratio %g", c.health_max_5xx_ratio);
+    T_CHECK(c.max_records == 10000, "keys not given keep their defaults (%u)", c.max_records);
+
+    T_CHECK(parse("listen = 127.0.0.1:9000\nstatus_listen = 127.0.0.1:9001\n") == 0,
+            "TCP listen: %s", err);
+    T_CHECK(strcmp(c.listen, "127.0.0.1:9000") == 0, "listen %s", c.listen);
+
+    bad("workers = 2\nno_such_key = 1\n", "t.conf:2: no_such_key");
+    bad("\n\nworkers = 0\n", "t.conf:3: workers");
+    bad("workers = 257\n", "t.conf:1: workers");
+    bad("workers = 3x\n", "t.conf:1: workers");
+    bad("workers = -1\n", "t.conf:1: workers");
+    bad("listen = 127.0.0.1:\t910\n", "t.conf:1: listen"); /* a number starts with a digit */
+    bad("workers = 2\nworkers = 3\n", "t.conf:2: workers");
+    bad("listen /tmp/x.sock\n", "t.conf:1");
+    bad("health_max_5xx_ratio = 1.5\n", "t.conf:1: health_max_5xx_ratio");
+    bad("health_max_degraded_ratio = nan\n", "t.conf:1: health_max_degraded_ratio");
+    bad("rss_soft_mb = 200\nrss_hard_mb = 100\n", "t.conf:1: rss_soft_mb");
+    bad("upstream_timeout_ms = 5000\nrequest_timeout_ms = 2000\n", "t.conf:1: upstream_timeout_ms");
+    bad("listen = /tmp/a.sock\nstatus_listen = /tmp/a.sock\n", "t.conf:2: status_listen");
+    bad("upstream_url = ftp://example.org/x\n", "t.conf:1: upstream_url");
+    bad("listen_group = nosuchgroupxyz\n", "t.conf:1: listen_group");
+    bad("listen_mode = 0999\n", "t.conf:1: listen_mode");
+    {
+        static const char nul[] = "workers = 2\n\0workers = 3\n";
+        T_CHECK(enr_config_parse(&c, nul, sizeof nul - 1, "t.conf", err, sizeof err) != 0,
+                "a NUL byte is refused");
+    }
+    T_DONE();
+}
