@@ -71,13 +71,16 @@ $(B)/tests/%: $(B)/tests/%.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS)
 
 # Installs the Debian packages the build, the tests and `make run` need
-# (only those missing; a no-op on a ready machine).
+# (only those missing; a no-op on a ready machine).  `make test` and
+# `make run` call it first, so each works alone on a fresh Debian 12.
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh test
 
 # Every test: unit, conformance vectors (CLI and nginx), integration.
 # Ends with "N passed, M failed"; non-zero exit on any failure.
-test: all hooks
+test:
+	@scripts/deps.sh test
+	@$(MAKE) --no-print-directory all hooks
 	@python3 tests/run.py --build $(B)
 
 # enrichd with test-only fault injection (leaks, crashes, slow requests),
@@ -106,7 +109,9 @@ san-test:
 	@if grep -lE 'ERROR: |runtime error' $(SANLOGS)/* 2>/dev/null; then \
 		cat $(SANLOGS)/*; echo "san-test: sanitizer reports above"; exit 1; fi
 
-run: deps all
+run:
+	@scripts/deps.sh run
+	@$(MAKE) --no-print-directory all
 	@scripts/run.sh
 
 bench: all

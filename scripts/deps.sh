@@ -4,9 +4,17 @@
 # something must be installed, so on a ready machine this is a no-op.
 set -eu
 
-PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
-nginx-light pkg-config python3 systemd clang libclang-rt-14-dev valgrind cppcheck clang-format
-prometheus"
+# What building and serving need (`make run`), then what the tests add
+# (`make test`, CI): sanitizer runtimes and libFuzzer, valgrind, linters,
+# systemd's tools for the unit checks, and promtool for /metrics.
+RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
+nginx-light pkg-config python3"
+TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus"
+case "${1:-test}" in
+run) PKGS=$RUN_PKGS ;;
+test) PKGS="$RUN_PKGS $TEST_PKGS" ;;
+*) echo "usage: deps.sh [run|test]" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $PKGS; do
