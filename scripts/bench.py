@@ -244,6 +244,20 @@ def cold_start_peer(peer, body):
     return statistics.median(times), statistics.median(warm) if warm else None
 
 
+def spawn_floor_ms():
+    """The same spawn path as enrichd's cold start (posix_spawn of sh, which
+    sets LISTEN_PID and execs) running /bin/true to its exit: what this
+    machine charges any program before it runs a line of its own."""
+    argv = ["sh", "-c", 'LISTEN_PID=$$ exec "$0"', "/bin/true"]
+    times = []
+    for _ in range(COLD_RUNS):
+        t0 = time.perf_counter()
+        pid = os.posix_spawn("/bin/sh", argv, dict(os.environ))
+        os.waitpid(pid, 0)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
 def cold_start_enrichd(harness, body):
     """exec of enrichd to the first 200 through nginx, sockets already bound:
     this process binds them once (as systemd would) and hands them to each
@@ -492,9 +506,11 @@ def run(a, tmp, cleanup, t_start):
 
     # -- 4. cold start ------------------------------------------------------------
     cold = {}
+    cold_floor = None
     if env is not None:
         log("enrichd cold start x%d" % COLD_RUNS)
         cold["enrichd"] = cold_start_enrichd(harness, small_body)
+        cold_floor = spawn_floor_ms()
     for p in peers:
         log("%s cold start x%d" % (p.name, COLD_RUNS))
         p.stop()
@@ -552,6 +568,9 @@ def run(a, tmp, cleanup, t_start):
         print("(enrichd vs bun: how many times better enrichd is; goals: throughput >= 4x, CPU/request,")
         print(" open-loop p50/p99/p99.9 <= 1/4 of Bun's, i.e. >= 4x here)")
     print("(goals for enrichd alone: cold start <= 5 ms; PSS of master + workers <= 20 MB)")
+    if cold_floor is not None:
+        print("(cold start floor on this machine, same spawn path running /bin/true: %.1f ms median)"
+              % cold_floor)
     print("replayer self-check against nginx `return 200` on core 0 (the replayer on core 1):")
     ceiling = ""
     if "enrichd" in res and res["enrichd"]["closed"]["rps"] > 0:
