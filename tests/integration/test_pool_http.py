@@ -50,8 +50,14 @@ def test_routes(r):
         rid = hdr.get("x-request-id", "")
         r.check(len(rid) == 32, "nginx's $request_id when the client sends none: %r" % rid)
         env.wait_log("slow request", pred=lambda e: e.get("req_id") == rid)
-        lines = [json.loads(l) for l in open(env.access_log)]
-        last = lines[-1]
+        # nginx writes the access log line after the response went out.
+        def logged():
+            for line in open(env.access_log):
+                d = json.loads(line)
+                if d["request_id"] == rid:
+                    return d
+            return None
+        last = harness.wait_for(logged, 5, what="access log line of %s" % rid)
         r.check(last["request_id"] == rid and "upstream_response_time" in last
                 and last["status"] == 200, "JSON access log with upstream timings: %r" % last)
         if harness.IS_ROOT:
