@@ -88,8 +88,10 @@ def test_worker_deadline(r):
         r.check(st == 503 and hdr.get("content-type") == "application/json",
                 "the worker answers 503 JSON at its deadline: %d %r" % (st, body))
         r.check("error" in json.loads(body), "error body is JSON: %r" % body)
-        # 460 ms of work plus the client's own overhead through nginx.
-        r.check(took < 0.7, "answered at its deadline, not after a kill: %.3f s" % took)
+        # 460 ms of work plus the client's overhead through nginx (slack for
+        # loaded CI machines); a kill would come after the master's 1 s tick
+        # and kill_grace_ms on top of the 500 ms timeout.
+        r.check(took < 1.2, "answered at its deadline, not after a kill: %.3f s" % took)
         time.sleep(1.2)
         r.check(not env.log_events("worker exit"), "the worker was not killed")
 
