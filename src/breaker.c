@@ -2,8 +2,10 @@
  * breaker.c: the circuit breaker state machine (see breaker.h).
  *
  * Invariants: state is one of enum enr_breaker_state; failures counts
- * only while closed and is zeroed by any success; probe_out is set only
- * in half-open.  No clock is read here: time comes from the caller.
+ * only while closed and is zeroed by any success; the outcome window
+ * records only calls made while closed and is emptied whenever the state
+ * changes; probe_out is set only in half-open.  No clock is read here:
+ * time comes from the caller.
  */
 #include "breaker.h"
 
@@ -18,6 +20,48 @@ void enr_breaker_init(enr_breaker *br, unsigned threshold, unsigned cooldown_ms)
     br->opened_ms = 0;
     br->probe_out = 0;
     br->opens = 0;
+    br->window = 0;
+    br->ratio = 1;
+    br->ring[0] = br->ring[1] = 0;
+    br->ring_n = br->ring_pos = br->ring_failed = 0;
+}
+
+static void window_clear(enr_breaker *br)
+{
+    br->ring[0] = br->ring[1] = 0;
+    br->ring_n = br->ring_pos = br->ring_failed = 0;
+}
+
+void enr_breaker_set_window(enr_breaker *br, unsigned window, double ratio)
+{
+    br->window = window > ENR_BREAKER_WINDOW_MAX ? ENR_BREAKER_WINDOW_MAX : window;
+    br->ratio = ratio;
+    window_clear(br);
+}
+
+/* Records one outcome of a closed breaker's call; returns 1 when the
+ * window is full and its failure ratio reaches the limit. */
+static int window_record(enr_breaker *br, int failed)
+{
+    uint64_t *word = &br->ring[br->ring_pos / 64];
+    uint64_t bit = (uint64_t)1 << (br->ring_pos % 64);
+
+    if (br->window == 0)
+        return 0;
+    if (br->ring_n == br->window) { /* full: the oldest outcome leaves */
+        if (*word & bit)
+            br->ring_failed--;
+    } else {
+        br->ring_n++;
+    }
+    if (failed) {
+        *word |= bit;
+        br->ring_failed++;
+    } else {
+        *word &= ~bit;
+    }
+    br->ring_pos = (br->ring_pos + 1) % br->window;
+    return br->ring_n == br->window && (double)br->ring_failed >= br->ratio * br->window;
 }
 
 static void breaker_open(enr_breaker *br, uint64_t now_ms)
@@ -27,6 +71,7 @@ static void breaker_open(enr_breaker *br, uint64_t now_ms)
     br->probe_out = 0;
     br->failures = 0;
     br->opens++;
+    window_clear(br);
 }
 
 int enr_breaker_allow(enr_breaker *br, uint64_t now_ms, int *prev)
@@ -59,6 +104,10 @@ int enr_breaker_success(enr_breaker *br, uint64_t now_ms)
      * probe (half-open) or a closed breaker act on it. */
     if (br->state == ENR_BREAKER_OPEN)
         return prev;
+    if (prev == ENR_BREAKER_CLOSED)
+        window_record(br, 0);
+    else
+        window_clear(br); /* the probe closed it: judge afresh */
     br->state = ENR_BREAKER_CLOSED;
     br->failures = 0;
     br->probe_out = 0;
@@ -71,7 +120,8 @@ int enr_breaker_failure(enr_breaker *br, uint64_t now_ms)
 
     switch (br->state) {
     case ENR_BREAKER_CLOSED:
-        if (++br->failures >= br->threshold)
+        /* both rules see every failure: record before judging */
+        if (window_record(br, 1) || ++br->failures >= br->threshold)
             breaker_open(br, now_ms);
         break;
     case ENR_BREAKER_HALF_OPEN:

@@ -2,6 +2,7 @@
  * breaker.h: the upstream client's circuit breaker (UPSTREAM.md).
  *
  * closed --(failures consecutive failed calls)--> open
+ * closed --(failure ratio >= ratio over the last `window` calls)--> open
  * open --(cooldown elapsed, next allow())--> half-open: exactly one probe
  * half-open --probe succeeded--> closed;  --probe failed--> open again
  *
@@ -24,9 +25,24 @@ typedef struct enr_breaker {
     uint64_t opened_ms;   /* when it last opened */
     int probe_out;        /* half-open: the one probe has been let through */
     uint64_t opens;       /* transitions into open, cumulative */
+    /* The ratio rule catches an upstream that fails often but never
+     * `threshold` times in a row (a flapping one): the outcomes of the last
+     * `window` calls while closed, one bit each (1 = failed). */
+    unsigned window;      /* 0: rule off; at most ENR_BREAKER_WINDOW_MAX */
+    double ratio;         /* failures / window that open it */
+    uint64_t ring[2];     /* outcome bits, oldest overwritten */
+    unsigned ring_n;      /* outcomes recorded, up to window */
+    unsigned ring_pos;    /* next bit to write */
+    unsigned ring_failed; /* set bits among the recorded outcomes */
 } enr_breaker;
 
+#define ENR_BREAKER_WINDOW_MAX 128
+
 void enr_breaker_init(enr_breaker *br, unsigned threshold, unsigned cooldown_ms);
+
+/* Turns on the ratio rule (window 0 turns it off; larger than
+ * ENR_BREAKER_WINDOW_MAX is clamped to it).  Only a full window judges. */
+void enr_breaker_set_window(enr_breaker *br, unsigned window, double ratio);
 
 /* May a call go out now?  1 yes, 0 skip it.  In half-open only the first
  * caller gets 1 (the probe) until its result is reported.  *prev is set

@@ -52,6 +52,8 @@ const char enr_config_default_text[] =
     "cache_negative_ttl_s = 300\n"
     "breaker_failures = 5\n"
     "breaker_cooldown_ms = 5000\n"
+    "breaker_window = 20\n"
+    "breaker_failure_ratio = 0.5\n"
     "status_listen = /run/enrichd/status.sock\n"
     "slow_request_ms = 500\n"
     "health_window_s = 30\n"
@@ -100,6 +102,8 @@ static const key_def keys[] = {
     {"cache_negative_ttl_s", K_UINT, F(cache_negative_ttl_s), 0, 31536000},
     {"breaker_failures", K_UINT, F(breaker_failures), 1, 1000000},
     {"breaker_cooldown_ms", K_UINT, F(breaker_cooldown_ms), 1, 3600000},
+    {"breaker_window", K_UINT, F(breaker_window), 0, 128},
+    {"breaker_failure_ratio", K_RATIO, F(breaker_failure_ratio), 0, 0},
     {"status_listen", K_LISTEN, F(status_listen), 0, 0},
     {"slow_request_ms", K_UINT, F(slow_request_ms), 0, 3600000},
     {"health_window_s", K_UINT, F(health_window_s), 1, 60},
@@ -370,6 +374,9 @@ static int check_whole(parse_state *ps, const enr_config *c)
         return FAIL_AT(ps, "min_ready_workers", "must not exceed workers (%u)", c->workers);
     if (strcmp(c->listen, c->status_listen) == 0)
         return FAIL_AT(ps, "status_listen", "must differ from listen");
+    if (c->breaker_window > 0 && c->breaker_failure_ratio <= 0)
+        return FAIL_AT(ps, "breaker_failure_ratio",
+                       "must be above 0 while breaker_window is on (it would open on successes)");
     return 0;
 }
 

@@ -43,6 +43,8 @@ typedef struct enr_config {
     unsigned cache_negative_ttl_s;     /* default 300 */
     unsigned breaker_failures;         /* default 5 consecutive */
     unsigned breaker_cooldown_ms;      /* default 5000 */
+    unsigned breaker_window;           /* calls judged by the ratio rule; default 20, 0 off */
+    double breaker_failure_ratio;      /* default 0.5 */
 
     /* issue 5: operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */

@@ -277,6 +277,7 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_sb_slot *slot, char *err
     u->cache_ttl_s = c->cache_ttl_s;
     u->cache_neg_ttl_s = c->cache_negative_ttl_s;
     enr_breaker_init(&u->br, c->breaker_failures, c->breaker_cooldown_ms);
+    enr_breaker_set_window(&u->br, c->breaker_window, c->breaker_failure_ratio);
     if (getrandom(&u->seed, sizeof(u->seed), GRND_NONBLOCK) != (ssize_t)sizeof(u->seed))
         u->seed = mono_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
 

@@ -109,6 +109,10 @@ static void check_ok(const enr_config *c)
     check_uint(c->cache_negative_ttl_s, 0, 31536000);
     check_uint(c->breaker_failures, 1, 1000000);
     check_uint(c->breaker_cooldown_ms, 1, 3600000);
+    check_uint(c->breaker_window, 0, 128);
+    check_ratio(c->breaker_failure_ratio);
+    if (c->breaker_window > 0 && !(c->breaker_failure_ratio > 0))
+        abort(); /* the ratio rule would open on successes */
     check_uint(c->slow_request_ms, 0, 3600000);
     check_uint(c->health_window_s, 1, 60);
     check_ratio(c->health_max_5xx_ratio);

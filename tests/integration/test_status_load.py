@@ -56,7 +56,7 @@ def timed(env, path):
 def test_blocked_pool(r):
     with FakeUpstream() as up, harness.Env(name="enr-blocked") as env:
         env.start_enrichd("workers = %d\nupstream_url = %s\nupstream_timeout_ms = %d\n"
-                          "request_timeout_ms = %d\nbreaker_failures = 50\n"
+                          "request_timeout_ms = %d\nbreaker_failures = 50\nbreaker_window = 0\n"
                           "health_window_s = 2\nslow_request_ms = 10000\n"
                           % (WORKERS, up.url, HANG_MS, HANG_MS + 3000))
         env.start_nginx()

@@ -326,7 +326,7 @@ FAULTS = [("5xx", "status"), ("malformed", "body"), ("badshape", "body"),
 
 def test_faults(r, fake):
     with upstream_env("up-fault", fake, workers=2, upstream_timeout_ms=150,
-                      breaker_failures=1000) as env:
+                      breaker_failures=1000, breaker_window=0) as env:
         for mode, kind in FAULTS:
             before = metrics(env).get('enrichd_upstream_failures_total{kind="%s"}' % kind, 0)
             fake.control(mode=mode)

@@ -4,8 +4,64 @@
 #include "breaker.h"
 #include "t.h"
 
+/* An upstream that fails every other call never trips the consecutive
+ * rule; the window rule opens on it, and only once the window is full. */
+static void test_window(void)
+{
+    enr_breaker br;
+    int prev, i;
+
+    enr_breaker_init(&br, 5, 1000);
+    enr_breaker_set_window(&br, 10, 0.5);
+    for (i = 0; i < 9; i++) {
+        T_CHECK(enr_breaker_allow(&br, 0, &prev) == 1, "call %d allowed", i);
+        if (i % 2)
+            enr_breaker_success(&br, 0);
+        else
+            enr_breaker_failure(&br, 0);
+    }
+    T_CHECK(br.state == ENR_BREAKER_CLOSED, "5 of 9 failed, window not full: still closed");
+    enr_breaker_success(&br, 0); /* 10th: 5 of 10 failed = 0.5 */
+    T_CHECK(br.state == ENR_BREAKER_CLOSED, "judged on a failure, not on a success");
+    enr_breaker_failure(&br, 0); /* the oldest (a failure) leaves: still 5 of 10 */
+    T_CHECK(br.state == ENR_BREAKER_OPEN && br.opens == 1, "ratio 0.5 over 10 calls opens it");
+
+    /* the probe closes it and the window starts empty */
+    T_CHECK(enr_breaker_allow(&br, 1000, &prev) == 1 && br.state == ENR_BREAKER_HALF_OPEN, "probe");
+    enr_breaker_success(&br, 1000);
+    T_CHECK(br.state == ENR_BREAKER_CLOSED && br.ring_n == 0, "closed, window emptied");
+    for (i = 0; i < 4; i++)
+        enr_breaker_failure(&br, 1000);
+    T_CHECK(br.state == ENR_BREAKER_CLOSED, "4 failures after closing: below both rules");
+
+    /* mostly healthy traffic never opens it */
+    enr_breaker_init(&br, 5, 1000);
+    enr_breaker_set_window(&br, 20, 0.5);
+    for (i = 0; i < 1000; i++) {
+        if (i % 3 == 0)
+            enr_breaker_failure(&br, 0);
+        else
+            enr_breaker_success(&br, 0);
+    }
+    T_CHECK(br.state == ENR_BREAKER_CLOSED && br.opens == 0, "1 in 3 failing stays closed");
+
+    /* window 0: only the consecutive rule */
+    enr_breaker_init(&br, 3, 1000);
+    enr_breaker_set_window(&br, 0, 0.5);
+    for (i = 0; i < 100; i++) {
+        if (i % 2)
+            enr_breaker_success(&br, 0);
+        else
+            enr_breaker_failure(&br, 0);
+    }
+    T_CHECK(br.state == ENR_BREAKER_CLOSED, "window off: alternating failures never open it");
+    enr_breaker_set_window(&br, 1000, 0.5);
+    T_CHECK(br.window == ENR_BREAKER_WINDOW_MAX, "window clamped to %d", ENR_BREAKER_WINDOW_MAX);
+}
+
 int main(void)
 {
+    test_window();
     enr_breaker br;
     int prev;
 

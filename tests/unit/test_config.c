@@ -64,6 +64,10 @@ int main(void)
     bad("upstream_url = ftp://example.org/x\n", "t.conf:1: upstream_url");
     bad("listen_group = nosuchgroupxyz\n", "t.conf:1: listen_group");
     bad("listen_mode = 0999\n", "t.conf:1: listen_mode");
+    bad("breaker_failure_ratio = 0\n", "t.conf:1: breaker_failure_ratio");
+    bad("breaker_window = 129\n", "t.conf:1: breaker_window");
+    T_CHECK(parse("breaker_window = 0\nbreaker_failure_ratio = 0\n") == 0,
+            "ratio 0 is fine with the window rule off: %s", err);
     {
         static const char nul[] = "workers = 2\n\0workers = 3\n";
         T_CHECK(enr_config_parse(&c, nul, sizeof nul - 1, "t.conf", err, sizeof err) != 0,
