@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "numfmt.h"
 #include "reader.h"
 #include "text.h"
@@ -383,7 +384,6 @@ static void put_u64(enr_buf *out, uint64_t v)
 void enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out)
 {
     char num[ENR_NUM_MAX];
-    struct timespec ts;
 
     if (b->n == 0) {
         enr_buf_putc(out, '\n');
@@ -426,8 +426,7 @@ void enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out)
                 enr_buf_lit(out, "false");
         }
         enr_buf_lit(out, "},\"fetched_at\":");
-        clock_gettime(CLOCK_REALTIME, &ts);
-        put_u64(out, (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+        put_u64(out, enr_wall_ms());
         enr_buf_lit(out, "}\n");
     }
 }

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "sockdiag.h"
+#include "clock.h"
 
 #define ENR_HEALTH_STEP_MS 900    /* minimum distance between ring samples */
 #define ENR_HEALTH_MIN_REQUESTS 5 /* fewer completions: ratios and p99 mean nothing */
@@ -37,13 +38,6 @@ const char *enr_health_reason_name(unsigned bit)
         if (bit == 1u << i)
             return names[i];
     return "unknown";
-}
-
-static uint64_t realtime_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static uint64_t delta(uint64_t now, uint64_t then)
@@ -186,7 +180,7 @@ int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard 
     w->ratio_5xx = w->requests ? (double)w->s5xx / (double)w->requests : 0;
     w->ratio_degraded = w->records ? (double)w->degraded / (double)w->records : 0;
     w->p99_ms = quantile_ms(lat, ENR_HEALTH_P99_RANK);
-    workers(sb, w, realtime_ms());
+    workers(sb, w, enr_wall_ms());
 
     h->reasons = 0;
     text[0] = '\0';

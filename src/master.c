@@ -44,6 +44,7 @@
 #include "scoreboard.h"
 #include "status.h"
 #include "worker.h"
+#include "clock.h"
 
 static const char *const exit_reason_names[ENR_EXIT_REASONS] = {
     "none", "max_requests", "rss", "fd", "timeout", "crash", "reload", "stop", "error",
@@ -115,20 +116,6 @@ static void on_signal(int sig)
 static const int master_signals[] = {SIGHUP, SIGTERM, SIGINT, SIGQUIT, SIGCHLD};
 #define N_MASTER_SIGNALS (sizeof master_signals / sizeof master_signals[0])
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* ---- the fork site ------------------------------------------------------ */
 
 static int live_workers(const master *m, int ready_only)
@@ -193,7 +180,7 @@ static int spawn(master *m, int kind, unsigned slot)
     memset(ch, 0, sizeof *ch);
     ch->pid = pid;
     ch->generation = m->generation;
-    ch->started = mono_ms();
+    ch->started = enr_mono_ms();
     if (s != NULL) {
         int64_t zero = 0;
         /* Shows the process before it runs; the worker writes the same. */
@@ -214,7 +201,7 @@ static void ask(child *ch, int reason, int sig)
         return;
     if (ch->asked == ENR_EXIT_NONE || reason == ENR_EXIT_STOP) {
         ch->asked = reason;
-        ch->asked_at = mono_ms();
+        ch->asked_at = enr_mono_ms();
     }
     if (kill(ch->pid, sig) != 0 && errno != ESRCH)
         enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld signal=%d errno=%d", (long)ch->pid,
@@ -297,7 +284,7 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     memcpy(rid, s->req_id, sizeof rid);
     rid[sizeof rid - 1] = '\0';
     if (req_start != 0 && ENR_SB_GET(s->state) == ENR_WS_BUSY) {
-        uint64_t wn = wall_ms();
+        uint64_t wn = enr_wall_ms();
         age = wn > req_start ? wn - req_start : 0;
     } else {
         rid[0] = '\0';
@@ -360,7 +347,7 @@ static void reap(master *m)
                 continue;
             return;
         }
-        now = mono_ms();
+        now = enr_mono_ms();
         if (pid == m->status.pid) {
             status_exited(m, status, now);
             continue;
@@ -462,7 +449,7 @@ static void check_ready(master *m, uint64_t now)
 static void sample_workers(master *m, uint64_t now)
 {
     const enr_config *c = &m->cfg;
-    uint64_t wn = wall_ms(), busy = 0;
+    uint64_t wn = enr_wall_ms(), busy = 0;
 
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
         child *ch = &m->w[i];
@@ -660,12 +647,12 @@ static void wait_all(master *m)
             break;
         }
         if (pid == m->status.pid) {
-            status_exited(m, status, mono_ms());
+            status_exited(m, status, enr_mono_ms());
             continue;
         }
         for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
             if (m->w[i].pid == pid)
-                worker_exited(m, i, status, mono_ms());
+                worker_exited(m, i, status, enr_mono_ms());
     }
 }
 
@@ -754,7 +741,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
     memset(&m, 0, sizeof m);
     m.cfg = *cfg;
     m.cfg_path = cfg_path;
-    m.start_ms = mono_ms();
+    m.start_ms = enr_mono_ms();
     m.listen_fd = m.status_fd = m.ready_r = m.ready_w = -1;
     enr_log_role("master");
     if (setup_signals(&wait_mask) != 0) {
@@ -767,7 +754,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "errno=%d", errno);
         return 1;
     }
-    ENR_SB_SET(m.sb->pool.start_ms, wall_ms());
+    ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
     ENR_SB_SET(m.sb->pool.workers, m.cfg.workers);
     m.sb->nslots = m.cfg.workers;
     if (enr_listen_open(&m.cfg, &m.listen_fd, &m.status_fd, m.listen_path, m.status_path, err,
@@ -829,7 +816,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             sig_chld = 0;
             reap(&m);
         }
-        now = mono_ms();
+        now = enr_mono_ms();
         if (sig_term && !m.draining) {
             sig_term = 0;
             begin_drain(&m, now);
@@ -875,7 +862,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             enr_notify_watchdog();
             m.next_watchdog = now + m.watchdog_ms;
         }
-        wait = next_wakeup(&m, mono_ms());
+        wait = next_wakeup(&m, enr_mono_ms());
         /* Before READY, look often: readiness is a byte on the pipe, but
          * min_ready_workers after ENR_READY_WAIT_MS is a timer. */
         if (!m.ready_sent && wait > 50)

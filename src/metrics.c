@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "statusdoc.h"
+#include "clock.h"
 
 static void family(enr_buf *b, const char *name, const char *type, const char *help)
 {
@@ -106,13 +107,6 @@ static const counter_row pool_counters[] = {
 static const char *const state_names[] = {"empty", "starting", "idle", "busy", "exiting"};
 static const char *const pool_state_names[] = {"starting", "running", "reloading", "draining"};
 static const char *const breaker_names[] = {"closed", "open", "half_open"};
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
 {
@@ -292,7 +286,7 @@ static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metri
         {"other_socket", offsetof(enr_fd_kinds, other_socks)},
         {"other", offsetof(enr_fd_kinds, other)},
     };
-    uint64_t now = wall_ms();
+    uint64_t now = enr_wall_ms();
     char l[96];
     uint32_t n = nslots(sb);
 

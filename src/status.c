@@ -39,6 +39,7 @@
 #include "metrics.h"
 #include "sockdiag.h"
 #include "statusdoc.h"
+#include "clock.h"
 
 #define STATUS_TICK_MS 1000    /* health sampling period */
 #define STATUS_CLI_TIMEOUT_S 5 /* `enrichd status`: connect, send, receive */
@@ -71,13 +72,6 @@ static int alarm_arm(unsigned ms)
     return setitimer(ITIMER_REAL, &it, NULL);
 }
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 typedef struct status_ctx {
     const enr_config *c;
     enr_scoreboard *sb;
@@ -101,7 +95,8 @@ static void measure(status_ctx *x)
             x->queue_max = q;
     }
     enr_health_observe(&x->health, x->c, x->sb,
-                       x->have_queue ? x->queue : ENR_SB_GET(x->sb->pool.listen_queue), mono_ms());
+                       x->have_queue ? x->queue : ENR_SB_GET(x->sb->pool.listen_queue),
+                       enr_mono_ms());
     if (x->health.win.busy_workers > x->busy_max)
         x->busy_max = x->health.win.busy_workers;
 }
@@ -403,10 +398,10 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
     }
     enr_log(ENR_LOG_INFO, "status process ready", "socket=%s", c->status_listen);
     measure(&x);
-    x.last_tick = mono_ms();
+    x.last_tick = enr_mono_ms();
     while (!status_stop) {
         struct pollfd pfd = {.fd = status_fd, .events = POLLIN};
-        uint64_t now = mono_ms();
+        uint64_t now = enr_mono_ms();
         int timeout =
             now - x.last_tick >= STATUS_TICK_MS ? 0 : (int)(STATUS_TICK_MS - (now - x.last_tick));
         int n = poll(&pfd, 1, timeout);
@@ -415,9 +410,9 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
             enr_log(ENR_LOG_ERROR, "status: poll", "error=\"%s\"", strerror(errno));
             return 1;
         }
-        if (mono_ms() - x.last_tick >= STATUS_TICK_MS) {
+        if (enr_mono_ms() - x.last_tick >= STATUS_TICK_MS) {
             measure(&x);
-            x.last_tick = mono_ms();
+            x.last_tick = enr_mono_ms();
         }
         if (n <= 0 || status_stop)
             continue;

@@ -10,6 +10,7 @@
  * snapshot); numbers that cannot be measured are absent, never 0.
  */
 #include "statusdoc.h"
+#include "clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -31,13 +32,6 @@ const char *enr_worker_state_name(uint64_t state)
 const char *enr_exit_reason_name(uint64_t reason)
 {
     return reason < ENR_EXIT_REASONS ? exit_names[reason] : "unknown";
-}
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static void add_u(json_object *o, const char *k, uint64_t v)
@@ -216,7 +210,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
 {
     const enr_sb_pool *p = &v->sb->pool;
     json_object *o = json_object_new_object(), *x;
-    uint64_t now = wall_ms(), start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
+    uint64_t now = enr_wall_ms(), start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
     uint64_t pstate = ENR_SB_GET(p->state), restarts = 0, maxq = v->listen_queue_max;
     uint64_t max_active = ENR_SB_GET(p->max_active);
     totals t;

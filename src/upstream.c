@@ -41,6 +41,7 @@
 #include "curlapi.h"
 #include "log.h"
 #include "upstream_reply.h"
+#include "clock.h"
 
 #define UP_MAX_BODY (4u << 20)     /* a larger reply is a bad body */
 #define UP_MAX_URL 8000            /* common server limit on a request line */
@@ -107,14 +108,6 @@ struct enr_upstream {
         if ((u)->slot)                                                                             \
             ENR_SB_SET((u)->slot->f, (v));                                                         \
     } while (0)
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* ---- descriptors: every socket curl uses is opened and closed here ---- */
 
@@ -279,7 +272,7 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_sb_slot *slot, char *err
     enr_breaker_init(&u->br, c->breaker_failures, c->breaker_cooldown_ms);
     enr_breaker_set_window(&u->br, c->breaker_window, c->breaker_failure_ratio);
     if (getrandom(&u->seed, sizeof(u->seed), GRND_NONBLOCK) != (ssize_t)sizeof(u->seed))
-        u->seed = mono_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+        u->seed = enr_mono_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
 
     if (base_url(u, c->upstream_url, err, errlen) != 0)
         goto fail;
@@ -680,7 +673,7 @@ static void call_done(enr_upstream *u, up_call *c, enr_batch *b, CURLcode rc, ui
 static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t dl)
 {
     unsigned active = 0;
-    uint64_t now = mono_ms();
+    uint64_t now = enr_mono_ms();
 
     for (unsigned i = 0; i < ncalls; i++) {
         up_call *c = &u->calls[i];
@@ -713,7 +706,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
             curl_multi_remove_handle(u->multi, c->easy);
             c->active = 0;
             active--;
-            now = mono_ms();
+            now = enr_mono_ms();
             if (died_before_reply(c, rc) && !c->retried && now + UP_RETRY_MIN_MS < dl) {
                 c->retried = 1;
                 UP_ADD(u, up_retries, 1);
@@ -726,7 +719,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
         }
         if (active == 0)
             break;
-        now = mono_ms();
+        now = enr_mono_ms();
         if (now >= dl)
             break;
         mc = curl_multi_poll(u->multi, NULL, 0, (int)(dl - now), NULL);
@@ -737,7 +730,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
     }
     /* Past the deadline (or a multi error): removing an unfinished
      * transfer makes curl close its connection, so nothing lingers. */
-    now = mono_ms();
+    now = enr_mono_ms();
     for (unsigned i = 0; i < ncalls; i++) {
         up_call *c = &u->calls[i];
         if (!c->active)
@@ -770,7 +763,7 @@ static void apply_cached(enr_batch *b, enr_record *r, const enr_cache_val *v, si
 
 size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
 {
-    uint64_t now = mono_ms(), dl;
+    uint64_t now = enr_mono_ms(), dl;
     size_t degraded = 0, hits = 0, misses = 0;
     unsigned ncalls;
 
@@ -822,7 +815,7 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
     if (ncalls)
         run_calls(u, b, ncalls, dl);
 
-    now = mono_ms();
+    now = enr_mono_ms();
     for (size_t wi = 0; wi < u->nwants; wi++) {
         want *w = &u->wants[wi];
         const enr_record *r = &b->recs[w->rec];

@@ -40,6 +40,7 @@
 #include "log.h"
 #include "procstat.h"
 #include "upstream.h"
+#include "clock.h"
 
 #define BODY_READ_CHUNK 65536
 
@@ -52,27 +53,6 @@ static void on_signal(int sig)
         worker_drain = 1;
     else
         worker_stop = 1;
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 typedef struct worker {
@@ -286,7 +266,7 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
         margin = ENR_WORKER_ANSWER_MARGIN_MS;
     deadline = start_mono + c->request_timeout_ms - margin;
     if (w->upstream != NULL && w->batch.n > 0) {
-        uint64_t up_deadline = mono_ms() + c->upstream_timeout_ms;
+        uint64_t up_deadline = enr_mono_ms() + c->upstream_timeout_ms;
         if (caller_gone(w->req.ipcFd)) {
             enr_log(ENR_LOG_INFO, "caller gone before upstream call", NULL);
             o->status = 499;
@@ -299,7 +279,7 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
 #ifdef ENR_TEST_HOOKS
     hooks_sleep(&w->req, "HTTP_X_TEST_SLEEP_MS"); /* slow work: the worker's own deadline */
 #endif
-    now = mono_ms();
+    now = enr_mono_ms();
     if (now >= deadline) {
         o->status = 503;
         o->rec_in = o->rec_out = 0;
@@ -342,14 +322,14 @@ static const char *request_id(FCGX_Request *req)
 
 static void serve_one(worker *w)
 {
-    uint64_t t0 = mono_us(), t0_ms = mono_ms(), lat;
+    uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), lat;
     const char *rid = request_id(&w->req);
     outcome o = {0, 0, 0, 0};
     int slow;
 
-    enr_sb_request_start(w->slot, rid, wall_ms());
+    enr_sb_request_start(w->slot, rid, enr_wall_ms());
     handle(w, &o, t0_ms);
-    lat = mono_us() - t0;
+    lat = enr_mono_us() - t0;
     slow = w->cfg->slow_request_ms && lat >= (uint64_t)w->cfg->slow_request_ms * 1000;
     if (slow) {
         char q[96];
@@ -511,7 +491,7 @@ static int setup(worker *w, const enr_worker_args *a)
     if (a->cfg->max_requests) {
         unsigned j = a->cfg->max_requests_jitter;
         /* Jitter spreads recycling so the pool never restarts in step. */
-        srandom((unsigned)getpid() ^ (unsigned)mono_us());
+        srandom((unsigned)getpid() ^ (unsigned)enr_mono_us());
         w->max_served = a->cfg->max_requests + (j ? (unsigned long)random() % (j + 1) : 0);
     }
 #ifdef ENR_TEST_HOOKS
@@ -541,7 +521,7 @@ int enr_worker_main(const enr_worker_args *a)
     enr_log_role("worker");
     ENR_SB_SET(slot->pid, (int64_t)getpid());
     ENR_SB_SET(slot->state, ENR_WS_STARTING);
-    ENR_SB_SET(slot->started_ms, wall_ms());
+    ENR_SB_SET(slot->started_ms, enr_wall_ms());
     ENR_SB_SET(slot->served, 0);
     ENR_SB_SET(slot->req_start_ms, 0);
     if (setup(&w, a) != 0) {
@@ -550,7 +530,7 @@ int enr_worker_main(const enr_worker_args *a)
     }
     ENR_SB_SET(slot->state, ENR_WS_IDLE);
     enr_log(ENR_LOG_DEBUG, "worker ready", "slot=%u init_ms=%" PRIu64, a->slot,
-            wall_ms() - ENR_SB_GET(slot->started_ms));
+            enr_wall_ms() - ENR_SB_GET(slot->started_ms));
     if (a->ready_fd >= 0) {
         char one = 1;
         /* The master only needs a wake-up; a full pipe already holds one. */

@@ -506,3 +506,79 @@ def is_sanitized(build):
     """True for an ASan build (its allocator fails differently from glibc's)."""
     with open(os.path.join(build, "enrichd"), "rb") as f:
         return b"__asan_init" in f.read()
+
+
+FAKE_UPSTREAM = os.path.join(ROOT, "tests", "fake_upstream.py")
+
+
+class FakeUpstream:
+    """tests/fake_upstream.py (UPSTREAM.md with switchable faults) in its own
+    session, killed on exit; control() switches its fault mode."""
+
+    def __init__(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="enr-fakeup-")
+        ready = os.path.join(self.dir, "ready.json")
+        self.proc = subprocess.Popen([sys.executable, FAKE_UPSTREAM, "--ready-file", ready] + list(args),
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        try:
+            wait_for(lambda: os.path.exists(ready), 10, what="fake upstream")
+            with open(ready) as f:
+                info = json.load(f)
+        except Exception:
+            self.close()
+            raise
+        self.port, self.cport = info["port"], info["control_port"]
+        self.url = "http://127.0.0.1:%d/v1/meta" % self.port
+
+    def _req(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.cport, timeout=5)
+        try:
+            c.request(method, path, body=body)
+            r = c.getresponse()
+            data = r.read()
+            if r.status != 200:
+                raise RuntimeError("fake upstream %s %s: %d" % (method, path, r.status))
+            return json.loads(data)
+        finally:
+            c.close()
+
+    def control(self, **kw):
+        out = self._req("POST", "/_control", json.dumps(kw))
+        # refuse closes (and leaving it reopens) the data listener from a
+        # thread of the fake: wait until the port says so.
+        if "mode" in kw:
+            wait_for(lambda: self._listening() == (kw["mode"] != "refuse"), 5,
+                             what="fake upstream data port state")
+        return out
+
+    def _listening(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+            return True
+        except OSError:
+            return False
+
+    def stats(self):
+        return self._req("GET", "/_stats")
+
+    def reset(self):
+        return self._req("POST", "/_reset", "{}")
+
+    def close(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            self.proc.wait(5)
+        except Exception:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

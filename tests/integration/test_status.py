@@ -6,23 +6,19 @@ promtool, `enrichd status`, the allow list, and leak attribution.
 The endpoints under load, the health verdicts and the listen queue are in
 test_status_load.py (they need a fake upstream that hangs or fails).
 """
-import http.client
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FAKE_UPSTREAM = os.path.join(os.path.dirname(HERE), "fake_upstream.py")
 PROMTOOL = "/usr/bin/promtool"
 
 PHP_FPM_KEYS = ("pool", "process manager", "start time", "start since", "accepted conn",
@@ -33,50 +29,7 @@ PHP_FPM_KEYS = ("pool", "process manager", "start time", "start since", "accepte
 
 # ---- helpers (test_status_load.py imports them too) ----------------------
 
-class FakeUpstream:
-    """tests/fake_upstream.py in its own session, killed on exit."""
-
-    def __init__(self, *args):
-        self.dir = tempfile.mkdtemp(prefix="enr-fake-")
-        ready = os.path.join(self.dir, "ready.json")
-        self.proc = subprocess.Popen([sys.executable, FAKE_UPSTREAM, "--ready-file", ready] + list(args),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
-        try:
-            harness.wait_for(lambda: os.path.exists(ready), 10, what="fake upstream")
-            with open(ready) as f:
-                info = json.load(f)
-        except Exception:
-            self.close()
-            raise
-        self.port, self.cport = info["port"], info["control_port"]
-        self.url = "http://127.0.0.1:%d/v1/meta" % self.port
-
-    def control(self, **kw):
-        c = http.client.HTTPConnection("127.0.0.1", self.cport, timeout=5)
-        try:
-            c.request("POST", "/_control", body=json.dumps(kw))
-            resp = c.getresponse()
-            resp.read()
-            if resp.status != 200:
-                raise RuntimeError("fake upstream control %r: %d" % (kw, resp.status))
-        finally:
-            c.close()
-
-    def close(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        self.proc.wait(5)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+FakeUpstream = harness.FakeUpstream  # test_status_load imports it from here
 
 
 def get_json(env, path, expect=200):
