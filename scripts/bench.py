@@ -34,6 +34,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from harness import free_port  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 CORES = os.cpu_count() or 1
@@ -178,14 +179,6 @@ def http_ok(port, body, timeout=2.0):
         return False
     finally:
         s.close()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Peer:

@@ -10,6 +10,7 @@
  * that ids chosen by a client cannot be aimed at one chain.
  */
 #include "cache.h"
+#include "hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,23 +39,6 @@ struct enr_cache {
     uint64_t seed;
     uint64_t evictions;
 };
-
-static uint64_t cache_hash(uint64_t seed, int provider, const char *key, size_t len)
-{
-    /* FNV-1a over a seeded state, then a 64-bit finalizer (splitmix) so
-     * the low bits used for the bucket depend on every input byte. */
-    uint64_t h = 0xcbf29ce484222325ull ^ seed;
-
-    h = (h ^ (uint8_t)provider) * 0x100000001b3ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)key[i]) * 0x100000001b3ull;
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebull;
-    h ^= h >> 31;
-    return h;
-}
 
 static size_t entry_size(size_t key_len, size_t poster_len)
 {
@@ -156,7 +140,7 @@ int enr_cache_get(enr_cache *c, int provider, const char *key, size_t key_len, u
 
     if (c->max_entries == 0)
         return 0;
-    h = cache_hash(c->seed, provider, key, key_len);
+    h = enr_hash_key(c->seed, provider, key, key_len);
     e = entry_find(c, h, provider, key, key_len);
     if (e == NULL)
         return 0;
@@ -184,7 +168,7 @@ int enr_cache_put(enr_cache *c, int provider, const char *key, size_t key_len,
 
     if (c->max_entries == 0 || need > c->max_bytes || key_len > UINT32_MAX || plen > UINT32_MAX)
         return -1;
-    h = cache_hash(c->seed, provider, key, key_len);
+    h = enr_hash_key(c->seed, provider, key, key_len);
     e = entry_find(c, h, provider, key, key_len);
     if (e)
         entry_remove(c, e);

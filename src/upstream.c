@@ -42,6 +42,7 @@
 #include "log.h"
 #include "upstream_reply.h"
 #include "clock.h"
+#include "hash.h"
 
 #define UP_MAX_BODY (4u << 20)     /* a larger reply is a bad body */
 #define UP_MAX_URL 8000            /* common server limit on a request line */
@@ -387,25 +388,12 @@ static int scratch_reserve(enr_upstream *u, size_t n)
     return 0;
 }
 
-static uint64_t key_hash(uint64_t seed, int provider, const char *key, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ seed;
-
-    h = (h ^ (uint8_t)provider) * 0x100000001b3ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)key[i]) * 0x100000001b3ull;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 32;
-    return h;
-}
-
 /* The want slot of provider+key: *slot is where its index+1 is or goes. */
 static uint32_t *want_slot(enr_upstream *u, const enr_batch *b, int provider, const char *key,
                            size_t len)
 {
     size_t mask = u->table_cap - 1;
-    size_t i = key_hash(u->seed, provider, key, len) & mask;
+    size_t i = enr_hash_key(u->seed, provider, key, len) & mask;
 
     for (;; i = (i + 1) & mask) {
         uint32_t *s = &u->table[i];

@@ -11,6 +11,7 @@
  * linear in the reply whatever ids a hostile upstream sends.
  */
 #include "upstream_reply.h"
+#include "hash.h"
 
 #include <json-c/json.h>
 #include <limits.h>
@@ -71,23 +72,11 @@ static int duration_ok(json_object *d, double *out)
     return 1;
 }
 
-static uint64_t id_hash(uint64_t seed, const char *s, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ seed;
-
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 32;
-    return h;
-}
-
 /* Slot of id in the open-addressing table (index + 1, 0 empty). */
 static uint32_t *id_slot(uint32_t *table, size_t mask, uint64_t seed, const enr_reply_id *ids,
                          const char *s, size_t len)
 {
-    for (size_t i = id_hash(seed, s, len) & mask;; i = (i + 1) & mask) {
+    for (size_t i = enr_hash_key(seed, 0, s, len) & mask;; i = (i + 1) & mask) {
         uint32_t *slot = &table[i];
         if (*slot == 0)
             return slot;

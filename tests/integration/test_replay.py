@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+from harness import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("ENR_BUILD", "build")
 BUILD = BUILD if os.path.isabs(BUILD) else os.path.join(ROOT, BUILD)
@@ -87,14 +89,6 @@ def check(cond, what):
     else:
         failed += 1
         print("FAIL: " + what)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Server:
