@@ -53,7 +53,8 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--only", help="substring of the suite names to run")
     ap.add_argument("--kind", default="unit,vectors,integration",
-                    help="comma-separated suite kinds: unit, vectors, integration")
+                    help="comma-separated suite kinds: unit, vectors, integration "
+                         "(integration includes hostile), hostile")
     args = ap.parse_args()
     env = dict(os.environ, ENR_BUILD=args.build, PYTHONUNBUFFERED="1")
     suites = []
@@ -62,9 +63,15 @@ def main():
             suites.append(("unit/" + os.path.basename(t), [t]))
     suites.append(("vectors/cli", [sys.executable, "tests/vectors.py", "--cmd",
                                    os.path.join(args.build, "enrich")]))
-    for t in sorted(glob.glob(os.path.join(HERE, "integration", "test_*.py"))):
-        suites.append(("integration/" + os.path.basename(t), [sys.executable, t]))
+    # hostile/: the same real stack, driven as an attacker or a careless
+    # operator would (slow readers, inflating input, bad upstreams, bad
+    # reloads, raw FastCGI); counted as integration suites.
+    for kind in ("integration", "hostile"):
+        for t in sorted(glob.glob(os.path.join(HERE, kind, "test_*.py"))):
+            suites.append((kind + "/" + os.path.basename(t), [sys.executable, t]))
     kinds = args.kind.split(",")
+    if "integration" in kinds:
+        kinds.append("hostile")
     suites = [s for s in suites if s[0].split("/")[0] in kinds]
     if args.only:
         suites = [s for s in suites if args.only in s[0]]
