@@ -41,6 +41,7 @@ const char enr_config_default_text[] =
     "max_body_bytes = 4194304\n"
     "max_records = 10000\n"
     "kill_grace_ms = 2000\n"
+    "write_timeout_ms = 10000\n"
     "upstream_url =\n"
     "upstream_timeout_ms = 150\n"
     "ids_per_call = 50\n"
@@ -91,6 +92,7 @@ static const key_def keys[] = {
     {"max_body_bytes", K_SIZE, F(max_body_bytes), 1024, 1ULL << 30},
     {"max_records", K_UINT, F(max_records), 0, 10000000},
     {"kill_grace_ms", K_UINT, F(kill_grace_ms), 1, 600000},
+    {"write_timeout_ms", K_UINT, F(write_timeout_ms), 100, 600000},
     {"upstream_url", K_URL, F(upstream_url), 0, 0},
     {"upstream_timeout_ms", K_UINT, F(upstream_timeout_ms), 1, 600000},
     {"ids_per_call", K_UINT, F(ids_per_call), 1, 10000},

@@ -311,6 +311,7 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     ENR_SB_SET(s->pid, 0);
     ENR_SB_SET(s->state, ENR_WS_EMPTY);
     ENR_SB_SET(s->req_start_ms, 0);
+    ENR_SB_SET(s->write_start_mono_ms, 0);
     crashloop_note(m, reason, lifetime, now);
     memset(ch, 0, sizeof *ch);
 }
@@ -446,6 +447,21 @@ static void check_ready(master *m, uint64_t now)
 
 /* ---- tick: sampling, hard limits, health, systemd ------------------------ */
 
+/* A busy worker is stuck past request_timeout_ms of work, or past twice
+ * write_timeout_ms of writing its answer.  A write waits on nginx (a slow
+ * client with nginx's buffers full), not on the worker, so it is not held
+ * to the request's deadline; the worker itself resets a write that makes
+ * no progress for write_timeout_ms, and this catches one that trickles. */
+static int request_stuck(const enr_config *c, enr_sb_slot *s, uint64_t wall_now)
+{
+    uint64_t rs = ENR_SB_GET(s->req_start_ms), ws = ENR_SB_GET(s->write_start_mono_ms);
+    uint64_t mono_now = enr_mono_ms();
+
+    if (ws != 0)
+        return mono_now > ws && mono_now - ws > 2 * (uint64_t)c->write_timeout_ms;
+    return rs != 0 && wall_now > rs && wall_now - rs > c->request_timeout_ms;
+}
+
 static void sample_workers(master *m, uint64_t now)
 {
     const enr_config *c = &m->cfg;
@@ -455,7 +471,7 @@ static void sample_workers(master *m, uint64_t now)
         child *ch = &m->w[i];
         enr_sb_slot *s = &m->sb->slot[i];
         long rss, fds;
-        uint64_t st, rs;
+        uint64_t st;
 
         if (ch->pid <= 0)
             continue;
@@ -466,7 +482,6 @@ static void sample_workers(master *m, uint64_t now)
         if (fds >= 0)
             ENR_SB_SET(s->fds, (uint64_t)fds);
         st = ENR_SB_GET(s->state);
-        rs = ENR_SB_GET(s->req_start_ms);
         if (st == ENR_WS_BUSY)
             busy++;
         if (ch->asked != ENR_EXIT_NONE)
@@ -475,7 +490,7 @@ static void sample_workers(master *m, uint64_t now)
             ask(ch, ENR_EXIT_RSS, SIGTERM);
         else if (c->fd_hard && fds > (long)c->fd_hard)
             ask(ch, ENR_EXIT_FD, SIGTERM);
-        else if (st == ENR_WS_BUSY && rs != 0 && wn > rs && wn - rs > c->request_timeout_ms)
+        else if (st == ENR_WS_BUSY && request_stuck(c, s, wn))
             ask(ch, ENR_EXIT_TIMEOUT, SIGTERM);
         else
             continue;

@@ -51,6 +51,7 @@ void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t now_ms)
     }
     s->req_id[n] = '\0';
     atomic_thread_fence(memory_order_release);
+    ENR_SB_SET(s->write_start_mono_ms, 0);
     ENR_SB_SET(s->req_start_ms, now_ms);
     ENR_SB_SET(s->state, ENR_WS_BUSY);
     ENR_SB_ADD(s->accepted, 1);
@@ -79,5 +80,6 @@ void enr_sb_request_done(enr_sb_slot *s, int status, uint64_t rec_in, uint64_t r
     ENR_SB_ADD(s->served, 1);
     /* completed last: accepted - completed is the number in flight. */
     ENR_SB_SET(s->req_start_ms, 0);
+    ENR_SB_SET(s->write_start_mono_ms, 0);
     ENR_SB_ADD(s->completed, 1);
 }

@@ -57,11 +57,12 @@ enum enr_breaker_state { ENR_BREAKER_CLOSED = 0, ENR_BREAKER_OPEN, ENR_BREAKER_H
 typedef struct enr_sb_slot {
     /* live: written by the worker in the slot */
     enr_sb_i64 pid;
-    enr_sb_u64 state;              /* enum enr_worker_state */
-    enr_sb_u64 started_ms;         /* worker start, CLOCK_REALTIME ms */
-    enr_sb_u64 req_start_ms;       /* current request start, 0 when idle */
-    char req_id[ENR_SB_REQID_MAX]; /* current request id (best effort) */
-    enr_sb_u64 served;             /* requests served by the current process */
+    enr_sb_u64 state;               /* enum enr_worker_state */
+    enr_sb_u64 started_ms;          /* worker start, CLOCK_REALTIME ms */
+    enr_sb_u64 req_start_ms;        /* current request start, 0 when idle */
+    char req_id[ENR_SB_REQID_MAX];  /* current request id (best effort) */
+    enr_sb_u64 served;              /* requests served by the current process */
+    enr_sb_u64 write_start_mono_ms; /* writing the answer since (CLOCK_MONOTONIC), 0 if not */
 
     /* cumulative over the slot's lifetime: written by its workers */
     enr_sb_u64 accepted, completed;

@@ -126,22 +126,47 @@ static void hooks_sleep(FCGX_Request *req, const char *param)
 
 /* ---- answering ---------------------------------------------------------- */
 
-/* Writes head + body; returns 0, or -1 when the caller is gone. */
+/* A write that failed (nginx gone, or no progress for write_timeout_ms):
+ * the rest of the answer can never arrive, so the connection is reset
+ * rather than closed in order.  nginx then fails the response instead of
+ * passing a cut body on as whole, and libfcgi's own writes and close that
+ * follow return at once. */
+static void abort_connection(worker *w)
+{
+    struct linger lg = {1, 0};
+    int fd = w->req.ipcFd;
+
+    if (fd < 0)
+        return;
+    if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0)
+        enr_log(ENR_LOG_DEBUG, "SO_LINGER failed", "errno=%d", errno);
+    if (shutdown(fd, SHUT_RDWR) != 0)
+        enr_log(ENR_LOG_DEBUG, "shutdown failed", "errno=%d", errno);
+}
+
+/* Writes head + body; returns 0, or -1 when the caller is gone (the
+ * connection is then aborted).  From here on the request is in its write
+ * phase, which the master times by write_timeout_ms instead of
+ * request_timeout_ms. */
 static int send_response(worker *w, int status, const char *ctype, const char *extra,
                          const char *body, size_t len)
 {
     char head[256];
     int n;
 
+    ENR_SB_SET(w->slot->write_start_mono_ms, enr_mono_ms());
     n = snprintf(head, sizeof head,
                  "Status: %d\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", status, ctype,
                  len, extra ? extra : "");
     if (n < 0 || (size_t)n >= sizeof head)
         return -1;
-    if (FCGX_PutStr(head, n, w->req.out) != n)
+    if (FCGX_PutStr(head, n, w->req.out) != n ||
+        (len && FCGX_PutStr(body, (int)len, w->req.out) != (int)len)) {
+        enr_log(ENR_LOG_WARN, "answer write failed: connection reset",
+                "status=%d bytes=%zu errno=%d", status, len, FCGX_GetError(w->req.out));
+        abort_connection(w);
         return -1;
-    if (len && FCGX_PutStr(body, (int)len, w->req.out) != (int)len)
-        return -1;
+    }
     return 0;
 }
 
@@ -375,6 +400,17 @@ static int soft_limit_reached(worker *w)
     return ENR_EXIT_NONE;
 }
 
+/* A write to nginx that makes no progress for write_timeout_ms fails
+ * (EAGAIN) instead of holding the worker: see abort_connection(). */
+static void set_write_timeout(worker *w, int fd)
+{
+    struct timeval tv = {(time_t)(w->cfg->write_timeout_ms / 1000),
+                         (suseconds_t)(w->cfg->write_timeout_ms % 1000) * 1000};
+
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+        enr_log(ENR_LOG_WARN, "SO_SNDTIMEO failed", "errno=%d", errno);
+}
+
 /* Waits for a connection and accepts it; -1 when told to stop. */
 static int next_connection(worker *w)
 {
@@ -546,6 +582,7 @@ int enr_worker_main(const enr_worker_args *a)
          * of calling accept(); it is re-read from the BEGIN_REQUEST. */
         w.req.ipcFd = fd;
         w.req.keepConnection = 1;
+        set_write_timeout(&w, fd);
         if (FCGX_Accept_r(&w.req) < 0) {
             /* A malformed BEGIN/PARAMS: libfcgi closed the connection. */
             enr_log(ENR_LOG_WARN, "FastCGI request rejected by libfcgi", "errno=%d", errno);

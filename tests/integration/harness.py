@@ -251,10 +251,14 @@ class Env:
             self.wait_log("ready", timeout=10)
         return self.enrichd
 
-    def start_nginx(self):
+    def start_nginx(self, site_edit=None):
+        """nginx with nginx/enrichd.conf; site_edit(text) -> text may change
+        the site first (a test of a careless operator's configuration)."""
         self.port = free_port()
         with open(NGINX_CONF) as f:
             text = f.read()
+        if site_edit is not None:
+            text = site_edit(text)
         subst = {
             "listen": "127.0.0.1:%d" % self.port,
             "fastcgi": self.sock,

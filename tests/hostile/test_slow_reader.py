@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""test_slow_reader.py: a 200 is always whole, and slow readers never hold
+workers.
+
+A client that sends a batch with a large answer and then does not read
+(a stalled importer, a hostile peer) must get every byte its
+Content-Length promises when it reads at last, and while it stalls the
+worker that produced the answer is free again: nginx takes the whole
+answer (memory buffers, then its temp file), so six such clients at once
+leave a six-worker pool serving everyone else at normal latency.
+
+Before the fix, nginx held at most ~1 MB of an answer; the worker sat in
+its write until the master killed it as stuck, and the client got a 200
+with a cut body.
+"""
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "integration"))
+import harness  # noqa: E402
+
+# About 12 MB of NDJSON from a 1 MB body: every title is U+FDFA, which
+# NFKC turns into 18 characters (33 bytes of UTF-8); more than nginx's
+# memory buffers and every socket buffer on the way can hold.
+BIG_RECORDS = 24
+TITLE_CHARS = 15000
+STALL_S = 4.0        # longer than request_timeout_ms + kill grace below
+SLOW_READERS = 6     # as many as the pool has workers
+NORMAL_P_MAX_MS = 500  # a normal batch while the pool is "busy" with slow readers
+
+
+def big_body():
+    recs = [{"provider": "yt", "id": "big%03d" % i, "title": "\ufdfa" * TITLE_CHARS}
+            for i in range(BIG_RECORDS)]
+    return json.dumps(recs, ensure_ascii=False).encode()
+
+
+def slow_request(port, body, stall_s, out):
+    """POSTs body, reads nothing for stall_s (with a small receive buffer
+    so the kernel holds little), then reads everything.  Stores
+    (status, content_length, body_bytes, error)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        s.settimeout(30)
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"POST /v1/enrich HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        time.sleep(stall_s)
+        data = bytearray()
+        while True:
+            try:
+                chunk = s.recv(1 << 20)
+            except ConnectionResetError:
+                out.append((None, None, len(data), "reset"))
+                return
+            if not chunk:
+                break
+            data += chunk
+        head, _, rest = bytes(data).partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split()[1])
+        clen = None
+        for ln in lines[1:]:
+            k, _, v = ln.partition(b":")
+            if k.strip().lower() == b"content-length":
+                clen = int(v.strip())
+        out.append((status, clen, len(rest), None))
+    except Exception as e:  # noqa: BLE001 - any transport failure is recorded
+        out.append((None, None, 0, repr(e)))
+    finally:
+        s.close()
+
+
+CONF = ("workers = 6\nrequest_timeout_ms = 1000\nkill_grace_ms = 500\n"
+        "max_requests = 0\nrss_soft_mb = 0\nrss_hard_mb = 0\n")
+
+
+def test_one_slow_reader_gets_a_whole_answer(r):
+    body = big_body()
+    with harness.Env(name="slow-one") as env:
+        env.start_enrichd(CONF)
+        env.start_nginx()
+        env.wait_workers(6)
+        # The reference answer, read at once.
+        st, _, ref = env.request("/v1/enrich", body, timeout=30)
+        r.check(st == 200 and len(ref) > 10 << 20,
+                "a fast reader gets the large answer (%s, %d bytes)" % (st, len(ref)))
+        out = []
+        t0 = time.monotonic()
+        slow_request(env.port, body, STALL_S, out)
+        st, clen, got, err = out[0]
+        print("slow reader: status %s, %s of %s bytes in %.1f s" % (st, got, clen, time.monotonic() - t0))
+        r.check(err is None and st == 200, "slow reader: 200, no transport error (%r)" % (out,))
+        r.check(clen is not None and got == clen,
+                "slow reader: %s body bytes of Content-Length %s" % (got, clen))
+        r.check(got == len(ref), "slow reader: same size as the fast answer (%d vs %d)"
+                % (got, len(ref)))
+        r.check(time.monotonic() - t0 < STALL_S + 10, "slow reader finished")
+        timeouts = [e for e in env.log_events("worker exit") if e.get("reason") == "timeout"]
+        r.check(not timeouts, "no worker killed as stuck while a client stalls: %r" % timeouts)
+
+
+def test_six_slow_readers_leave_the_pool_serving(r):
+    body = big_body()
+    normal = harness.sample_body(50)
+    with harness.Env(name="slow-six") as env:
+        env.start_enrichd(CONF)
+        env.start_nginx()
+        env.wait_workers(6)
+        out = []
+        threads = [threading.Thread(target=slow_request, args=(env.port, body, STALL_S, out))
+                   for _ in range(SLOW_READERS)]
+        for t in threads:
+            t.start()
+        # Let every slow request reach a worker and its answer be produced.
+        time.sleep(1.0)
+        lat, bad = [], []
+        deadline = time.monotonic() + STALL_S - 1.5
+        while time.monotonic() < deadline and len(lat) < 200:
+            t = time.monotonic()
+            try:
+                st, _, _ = env.request("/v1/enrich", normal, timeout=5)
+            except Exception as e:  # noqa: BLE001
+                st = repr(e)
+            lat.append((time.monotonic() - t) * 1000)
+            if st != 200:
+                bad.append(st)
+        for t in threads:
+            t.join(40)
+        lat.sort()
+        print("six slow readers: %d normal batches, p50 %.1f ms, worst %.1f ms"
+              % (len(lat), lat[len(lat) // 2] if lat else -1, lat[-1] if lat else -1))
+        worst = lat[-1] if lat else None
+        r.check(len(lat) >= 5, "normal requests ran while six clients stalled (%d)" % len(lat))
+        r.check(not bad, "every normal request answered 200: %r" % bad[:5])
+        r.check(worst is not None and worst < NORMAL_P_MAX_MS,
+                "normal latency while six clients stall: worst %.1f ms (bound %d)"
+                % (worst or -1, NORMAL_P_MAX_MS))
+        whole = [o for o in out if o[0] == 200 and o[1] == o[2]]
+        r.check(len(whole) == SLOW_READERS,
+                "all six slow readers got whole answers: %r" % [(o[0], o[1], o[2], o[3]) for o in out])
+        timeouts = [e for e in env.log_events("worker exit") if e.get("reason") == "timeout"]
+        r.check(not timeouts, "no worker killed as stuck: %d" % len(timeouts))
+
+
+def test_nginx_that_cannot_buffer_resets_instead_of_cutting(r):
+    """A careless operator sets fastcgi_max_temp_file_size 0: nginx can no
+    longer take the answer whole.  The worker's write then waits at most
+    write_timeout_ms and resets the connection: the client never gets a
+    cut body as a complete 200, and the worker is free again (not killed
+    as stuck)."""
+    body = big_body()
+
+    def no_temp_file(text):
+        assert "fastcgi_max_temp_file_size 64m;" in text
+        return text.replace("fastcgi_max_temp_file_size 64m;", "fastcgi_max_temp_file_size 0;")
+
+    with harness.Env(name="slow-nobuf") as env:
+        env.start_enrichd(CONF + "write_timeout_ms = 600\n")
+        env.start_nginx(site_edit=no_temp_file)
+        env.wait_workers(6)
+        out = []
+        slow_request(env.port, body, 2.5, out)
+        st, clen, got, err = out[0]
+        whole = st == 200 and clen is not None and got == clen
+        print("misconfigured nginx, slow reader: status %s, %s of %s bytes, %s" % (st, got, clen, err))
+        r.check(not whole, "an answer nginx could not hold is not delivered whole: %r" % (out,))
+        r.check(err is not None or (clen is not None and got < clen),
+                "the client can tell: reset or fewer bytes than Content-Length (%r)" % (out,))
+        ev = env.wait_log("answer write failed: connection reset", timeout=5)
+        r.check(len(ev) >= 1, "the worker logged the aborted write")
+        timeouts = [e for e in env.log_events("worker exit") if e.get("reason") == "timeout"]
+        r.check(not timeouts, "the worker was not killed as stuck: %r" % timeouts)
+        st, _, _ = env.request("/v1/enrich", harness.sample_body(10), timeout=5)
+        r.check(st == 200, "the pool serves the next batch (%s)" % st)
+        r.check(len(env.worker_pids()) == 6, "all six workers alive")
+
+
+def main():
+    r = harness.Results()
+    r.run(test_one_slow_reader_gets_a_whole_answer)
+    r.run(test_six_slow_readers_leave_the_pool_serving)
+    r.run(test_nginx_that_cannot_buffer_resets_instead_of_cutting)
+    r.done()
+
+
+if __name__ == "__main__":
+    main()
