@@ -12,6 +12,7 @@
 #   config          configuration text (enr_config_parse, src/config.c)
 #   upstream_reply  upstream reply JSON (enr_upstream_reply_parse)
 #   trace           enrich-replay's trace lines (enr_replay_trace_parse)
+#   statustext      `enrichd status`'s document reader (enr_status_text_parse)
 #
 # Time: $1 is per target, so the run takes about 5 x $1 seconds plus the
 # builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
@@ -21,7 +22,7 @@
 set -eu
 SECONDS_EACH=${1:-60}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-engine numtext config upstream_reply trace}
+TARGETS=${*:-engine numtext config upstream_reply trace statustext}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
@@ -37,6 +38,7 @@ target_srcs() {
     config) echo "$S/config.c" ;;
     upstream_reply) echo "$S/upstream_reply.c $S/buf.c" ;;
     trace) echo "$S/replay_trace.c" ;;
+    statustext) echo "$S/statustext.c $S/buf.c" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
     esac
 }
@@ -46,6 +48,7 @@ target_libs() {
     config) echo "-lm" ;;
     upstream_reply) echo "$(pkg-config --libs json-c) -lm" ;;
     trace) echo "-lm" ;;
+    statustext) echo "$(pkg-config --libs json-c)" ;;
     esac
 }
 target_max_len() {
@@ -53,6 +56,7 @@ target_max_len() {
     config) echo 16384 ;;
     upstream_reply) echo 65536 ;;
     trace) echo 65536 ;;
+    statustext) echo 65536 ;;
     *) echo 500000 ;;
     esac
 }
@@ -103,6 +107,10 @@ seed_corpus() {
         seed "$corpus" ok '{"ts": 1700000000.5, "payload": [{"provider":"yt","id":"a"}]}\n{"ts": 1700000001, "payload": []}\n'
         seed "$corpus" raw '{"payload": "[1,\\ud800\\u00ff\\udc80", "ts": 3}\n\n{"ts":2,"payload":{"a":"}"}}'
         seed "$corpus" bad '{"ts": nan, "payload": 1}\n{"ts": 1}\n'
+        ;;
+    statustext)
+        seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'
+        seed "$corpus" ctl '{"\\u001b[2J":"\\u009b1m","processes":[{"slot":"\\u0007"}]}'
         ;;
     esac
 }

@@ -17,7 +17,8 @@
  * listen-queue depth.  Returns the process exit code. */
 int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int main_fd);
 
-/* `enrichd status [SOCKET]`: prints the status table for a terminal. */
+/* `enrichd status [SOCKET]`: prints the status table for a terminal
+ * (statuscli.c). */
 int enr_status_cli(int argc, char **argv);
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * statusdoc.c: builds the /status and /healthz documents and renders a
- * status document as text.
+ * statusdoc.c: builds the /status and /healthz documents (their text
+ * rendering is statustext.c's).
  *
  * The top-level keys of /status begin with php-fpm's status fields, with
  * their exact names ("accepted conn", "listen queue", ...), so tools that
@@ -358,71 +358,4 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     add_s(m, "reason", reason);
     json_object_object_add(o, "master", m);
     return o;
-}
-
-/* key: value lines, nested objects flattened with dots. */
-static void text_flat(enr_buf *b, const char *prefix, json_object *o)
-{
-    json_object_object_foreach(o, k, val)
-    {
-        char key[128];
-        if (strcmp(k, "processes") == 0)
-            continue;
-        snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "", k);
-        if (json_object_is_type(val, json_type_object)) {
-            text_flat(b, key, val);
-        } else if (json_object_is_type(val, json_type_array)) {
-            size_t n = json_object_array_length(val);
-            enr_buf_printf(b, "%-34s ", strcat(key, ":"));
-            for (size_t i = 0; i < n; i++)
-                enr_buf_printf(b, "%s%s", i ? ", " : "",
-                               json_object_get_string(json_object_array_get_idx(val, i)));
-            enr_buf_printf(b, "\n");
-        } else {
-            enr_buf_printf(b, "%-34s %s\n", strcat(key, ":"), json_object_get_string(val));
-        }
-    }
-}
-
-static const char *jstr(json_object *o, const char *k, const char *dflt)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
-        return dflt;
-    return json_object_get_string(v);
-}
-
-void enr_status_text(enr_buf *b, json_object *doc)
-{
-    json_object *procs;
-
-    text_flat(b, "", doc);
-    if (!json_object_object_get_ex(doc, "processes", &procs) ||
-        !json_object_is_type(procs, json_type_array))
-        return;
-    enr_buf_printf(b, "\n%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", "SLOT", "PID", "STATE",
-                   "REQS", "REQ_AGE", "RSS_KB", "FDS", "REQUEST_ID", "LAST_EXIT");
-    for (size_t i = 0; i < json_object_array_length(procs); i++) {
-        json_object *p = json_object_array_get_idx(procs, i), *last = NULL;
-        char age[24] = "-", lastexit[96] = "-";
-        if (json_object_object_get_ex(p, "request_age_ms", NULL))
-            snprintf(age, sizeof age, "%sms", jstr(p, "request_age_ms", "0"));
-        if (json_object_object_get_ex(p, "last_exit", &last) &&
-            strcmp(jstr(last, "reason", "none"), "none"))
-            snprintf(lastexit, sizeof lastexit, "%s pid %s%s%s%s%s", jstr(last, "reason", "?"),
-                     jstr(last, "pid", "?"), *jstr(last, "request_id", "") ? " req " : "",
-                     jstr(last, "request_id", ""), *jstr(last, "request_id", "") ? " age " : "",
-                     *jstr(last, "request_id", "") ? jstr(last, "request_age_ms", "0") : "");
-        enr_buf_printf(b, "%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", jstr(p, "slot", "?"),
-                       jstr(p, "pid", "-"), jstr(p, "state", "?"), jstr(p, "requests", "0"), age,
-                       jstr(p, "rss_kb", "-"), jstr(p, "fds", "-"), jstr(p, "request_id", "-"),
-                       lastexit);
-    }
-    /* The leak attribution, one sentence per live worker. */
-    enr_buf_printf(b, "\n");
-    for (size_t i = 0; i < json_object_array_length(procs); i++) {
-        json_object *p = json_object_array_get_idx(procs, i), *k;
-        if (json_object_object_get_ex(p, "fds_by_kind", &k))
-            enr_buf_printf(b, "worker %s: %s\n", jstr(p, "slot", "?"), jstr(k, "summary", ""));
-    }
 }

@@ -1,8 +1,8 @@
 /*
  * statusdoc.h: the status document of the pool as a json-c DOM (the
- * body of GET /status) and its plain-text rendering for humans (GET
- * /status?text and `enrichd status`).  Both read only the scoreboard and
- * what the caller measured; nothing here talks to a worker.
+ * body of GET /status; statustext.h renders it for humans).  It reads
+ * only the scoreboard and what the caller measured; nothing here talks to
+ * a worker.
  */
 #ifndef ENR_STATUSDOC_H
 #define ENR_STATUSDOC_H
@@ -15,6 +15,7 @@
 #include "health.h"
 #include "scoreboard.h"
 #include "sockdiag.h"
+#include "statustext.h"
 
 typedef struct enr_status_view {
     const enr_config *c;
@@ -32,9 +33,6 @@ json_object *enr_status_doc(const enr_status_view *v, int full);
 
 /* The /healthz body: verdict, reasons and the window's numbers. */
 json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_scoreboard *sb);
-
-/* Plain text of a status document (as built above or parsed back). */
-void enr_status_text(enr_buf *out, json_object *doc);
 
 /* Worker states and exit reasons by name, shared with the metrics. */
 const char *enr_worker_state_name(uint64_t state);
