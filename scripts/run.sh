@@ -36,6 +36,7 @@ sed -e '/^[[:space:]]*#/b' \
     -e "s|/run/enrichd/status.sock|$STATUS|" \
     -e "s|/var/log/nginx/enrichd.access.log|$RUN/access.log|" \
     "$ROOT/nginx/enrichd.conf" >"$RUN/enrichd-site.conf"
+cp -r "$ROOT/nginx/snippets" "$RUN/snippets"
 cat >"$RUN/nginx.conf" <<NGINX
 $USER_LINE
 worker_processes 2;

@@ -25,6 +25,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NGINX_CONF = os.path.join(ROOT, "nginx", "enrichd.conf")
+NGINX_SNIPPETS = os.path.join(ROOT, "nginx", "snippets")
 NGINX_TOKENS = {
     "listen": "127.0.0.1:8080",
     "fastcgi": "/run/enrichd/enrichd.sock",
@@ -44,6 +45,19 @@ def render_nginx_site(text, subst):
             raise AssertionError("nginx/enrichd.conf: %r must occur exactly once" % token)
         lines[hits[0]] = lines[hits[0]].replace(token, subst[key])
     return "\n".join(lines)
+
+
+def copy_snippets(dest, edit=None):
+    """nginx/snippets/ into dest (the snippets/ folder next to a generated
+    nginx.conf), each file through edit(name, text) when given."""
+    os.makedirs(dest, exist_ok=True)
+    for name in os.listdir(NGINX_SNIPPETS):
+        with open(os.path.join(NGINX_SNIPPETS, name)) as f:
+            text = f.read()
+        if edit is not None:
+            text = edit(name, text)
+        with open(os.path.join(dest, name), "w") as f:
+            f.write(text)
 
 
 def build_dir():
@@ -251,10 +265,12 @@ class Env:
             self.wait_log("ready", timeout=10)
         return self.enrichd
 
-    def start_nginx(self, site_edit=None):
-        """nginx with nginx/enrichd.conf; site_edit(text) -> text may change
-        the site first (a test of a careless operator's configuration)."""
+    def start_nginx(self, site_edit=None, snippet_edit=None):
+        """nginx with nginx/enrichd.conf and nginx/snippets/; site_edit(text)
+        and snippet_edit(name, text) -> text may change them first (a test
+        of a careless operator's configuration)."""
         self.port = free_port()
+        copy_snippets(os.path.join(self.dir, "snippets"), snippet_edit)
         with open(NGINX_CONF) as f:
             text = f.read()
         if site_edit is not None:
