@@ -35,7 +35,7 @@ ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
 target_srcs() {
     case $1 in
     engine | numtext) echo "$ENGINE" ;;
-    config) echo "$S/config.c" ;;
+    config) echo "$S/config.c $S/sockaddr.c" ;;
     upstream_reply) echo "$S/upstream_reply.c $S/buf.c" ;;
     trace) echo "$S/replay_trace.c" ;;
     statustext) echo "$S/statustext.c $S/buf.c" ;;

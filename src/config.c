@@ -9,6 +9,7 @@
  * default in enr_config_default_text.
  */
 #include "config.h"
+#include "sockaddr.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -192,28 +193,21 @@ static int parse_size(const char *v, unsigned long long *out)
     return 0;
 }
 
-static int check_listen(const char *v, char *why, size_t whylen)
+/* The workers' socket may be any address: listen_allow decides who may
+ * talk to it.  The status socket has no such list, so it stays on unix or
+ * loopback (nginx on the same host routes to it). */
+static int check_listen(const key_def *k, const char *v, char *why, size_t whylen)
 {
-    if (v[0] == '/') {
-        if (strlen(v) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-            snprintf(why, whylen, "unix socket path longer than %zu bytes",
-                     sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
-            return -1;
-        }
-        return 0;
+    enr_sockaddr a;
+
+    if (enr_sockaddr_parse(v, &a, why, whylen) != 0)
+        return -1;
+    if (strcmp(k->name, "status_listen") == 0 && a.ss.ss_family != AF_UNIX &&
+        !enr_sockaddr_is_loopback(&a)) {
+        snprintf(why, whylen, "\"%s\": the status socket is a unix path or a loopback address", v);
+        return -1;
     }
-    if (strncmp(v, "127.0.0.1:", 10) == 0) {
-        unsigned long long port;
-        if (parse_ull(v + 10, 10, &port) != 0 || port == 0 || port > 65535) {
-            snprintf(why, whylen, "bad port in \"%s\"", v);
-            return -1;
-        }
-        return 0;
-    }
-    /* TCP beyond loopback would let anyone reach a FastCGI socket that
-     * trusts its peer (CVE-2025-23016): the socket is the trust boundary. */
-    snprintf(why, whylen, "\"%s\" is neither an absolute unix socket path nor 127.0.0.1:PORT", v);
-    return -1;
+    return 0;
 }
 
 static int set_value(parse_state *ps, enr_config *c, const key_def *k, const char *v)
@@ -229,7 +223,7 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
     case K_GROUP:
         if (strlen(v) >= k->size)
             return fail(ps, k->name, "value longer than %zu bytes", k->size - 1);
-        if (k->type == K_LISTEN && check_listen(v, why, sizeof why) != 0)
+        if (k->type == K_LISTEN && check_listen(k, v, why, sizeof why) != 0)
             return fail(ps, k->name, "%s", why);
         if (k->type == K_URL && v[0] != '\0' && strncmp(v, "http://", 7) != 0 &&
             strncmp(v, "https://", 8) != 0)

@@ -4,8 +4,9 @@
  * Invariants: a unix socket is born owner-only (umask 0177), then given
  * its group, then opened to listen_mode, so it is never reachable by the
  * wrong users even for a moment (CVE-2025-23016: the socket is the trust
- * boundary).  A live socket of another instance is never unlinked.  TCP
- * is only ever bound on 127.0.0.1 (config.c refuses anything else).
+ * boundary).  A live socket of another instance is never unlinked.  A TCP
+ * listener takes any address sockaddr.c parses; the workers check each
+ * peer against listen_allow before reading a byte (worker.c).
  * Every descriptor is close-on-exec and non-blocking: workers race for
  * each connection (worker.c).
  */
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "sockaddr.h"
 
 static int set_flags(int fd)
 {
@@ -125,11 +127,15 @@ static int bind_socket(const enr_config *c, const char *addr, char *created, cha
             return -1;
         }
     } else {
-        struct sockaddr_in sa;
+        enr_sockaddr sa;
+        char why[160];
         int one = 1;
-        unsigned long port = strtoul(strchr(addr, ':') + 1, NULL, 10);
 
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (enr_sockaddr_parse(addr, &sa, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s", why);
+            return -1;
+        }
+        fd = socket(sa.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) {
             snprintf(err, errlen, "socket: %s", strerror(errno));
             return -1;
@@ -139,11 +145,7 @@ static int bind_socket(const enr_config *c, const char *addr, char *created, cha
             close(fd);
             return -1;
         }
-        memset(&sa, 0, sizeof sa);
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons((uint16_t)port);
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        if (bind(fd, (struct sockaddr *)&sa.ss, sa.len) != 0) {
             snprintf(err, errlen, "bind %s: %s", addr, strerror(errno));
             close(fd);
             return -1;

@@ -47,6 +47,20 @@ int main(void)
     T_CHECK(parse("listen = 127.0.0.1:9000\nstatus_listen = 127.0.0.1:9001\n") == 0,
             "TCP listen: %s", err);
     T_CHECK(strcmp(c.listen, "127.0.0.1:9000") == 0, "listen %s", c.listen);
+    /* The workers' socket on any address (listen_allow guards it); the
+     * status socket only on unix or loopback. */
+    T_CHECK(parse("listen = 198.51.100.7:9000\n") == 0, "TCP listen on any IPv4: %s", err);
+    T_CHECK(parse("listen = [::1]:9000\nstatus_listen = [::1]:9001\n") == 0, "IPv6: %s", err);
+    T_CHECK(parse("listen = [2001:db8::7]:9000\n") == 0, "any IPv6: %s", err);
+    bad("status_listen = 198.51.100.7:9001\n", "t.conf:1: status_listen");
+    bad("listen = example.org:9000\n", "t.conf:1: listen"); /* no name resolution */
+    bad("listen = 127.0.0.1:0\n", "t.conf:1: listen");
+    bad("listen = 127.0.0.1:65536\n", "t.conf:1: listen");
+    bad("listen = 127.0.0.1:+80\n", "t.conf:1: listen");
+    bad("listen = [::1:9000\n", "t.conf:1: listen");
+    bad("listen = ::1:9000\n", "t.conf:1: listen");
+    bad("listen = 127.0.0.1\n", "t.conf:1: listen");
+    bad("listen = relative.sock\n", "t.conf:1: listen");
 
     bad("workers = 2\nno_such_key = 1\n", "t.conf:2: no_such_key");
     bad("\n\nworkers = 0\n", "t.conf:3: workers");
