@@ -39,7 +39,7 @@ TSTSRC  := $(wildcard tests/unit/test_*.c)
 TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
-.PHONY: all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format format-check lint clean deps san-test
+.PHONY: fleet-test all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format format-check lint clean deps san-test
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -108,6 +108,13 @@ san-test:
 		python3 tests/run.py --build build-san --kind integration
 	@if grep -lE 'ERROR: |runtime error' $(SANLOGS)/* 2>/dev/null; then \
 		cat $(SANLOGS)/*; echo "san-test: sanitizer reports above"; exit 1; fi
+
+# Three hosts and a front nginx on a network of the test's own (network
+# namespaces; root): failover, a rolling restart, Prometheus alerts and
+# capacity by host count (tests/fleet/test_fleet.py, about 90 s).
+fleet-test: all
+	@scripts/deps.sh test
+	@python3 tests/fleet/test_fleet.py
 
 run:
 	@scripts/deps.sh run

@@ -1,0 +1,424 @@
+#!/usr/bin/env python3
+"""test_fleet.py (`make fleet-test`): three enrichd hosts behind one front
+nginx, on a network of the test's own (network namespaces, tests/fleet/
+netns.py), while a trace is replayed through the front.
+
+Each host runs enrichd on TCP with `listen_allow` naming the front (and
+itself), plus its own nginx (nginx/enrichd.conf) serving /metrics; the
+front runs nginx/enrichd-cluster.conf; Prometheus (Debian's package)
+scrapes the three hosts with conf/prometheus/enrichd-alerts.yml.  During
+one replay the test:
+
+  - kills one host's master with SIGKILL (its workers die with it), waits
+    for EnrichdHostDown to fire, restarts it, waits for the alert to clear;
+  - cuts another host's link (a blackhole: connects time out), then
+    restores it;
+  - rolls a restart across the three hosts with scripts/rolling-restart.
+
+Pass: zero failed requests through the front (a retry is fine, a 5xx is
+not), the p99 during the faults bounded and printed, the alert fired
+within its `for:` window and cleared, and a host's listener refuses a
+peer that `listen_allow` does not name.  Then, with each host limited to a
+fixed CPU share (cgroup cpu quota), the fleet's throughput with 1, 2 and 3
+hosts, which must grow with the hosts.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
+import harness  # noqa: E402
+import hostctl  # noqa: E402
+import netns  # noqa: E402
+
+ROOT = harness.ROOT
+BUILD = harness.build_dir()
+ENRICHD = os.path.join(BUILD, "enrichd")
+REPLAY = os.path.join(BUILD, "enrich-replay")
+HOSTS = ("h1", "h2", "h3")
+FRONT = "front"
+FCGI_PORT, SITE_PORT, PROM_PORT = 9000, 8080, 9090
+ALERT_FOR_S = 3          # the shipped 30 s window, shortened for the test
+REPLAY_RATE = 60         # requests per second through the front
+REPLAY_S = 60            # trace length; the faults fit inside it
+FAULT_P99_MAX_MS = 1500  # a connect to a cut host costs 250 ms, a lost answer a retry
+CPU_QUOTA = 0.2          # share of one core per host, for the capacity run
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+class Fleet:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="enrfleet-")
+        os.chmod(self.dir, 0o755)
+        self.net = netns.Net()
+        self.front_addr = self.net.add(FRONT, 1)
+        self.addr = {h: self.net.add(h, 11 + i) for i, h in enumerate(HOSTS)}
+        self.procs = []
+        with open(os.path.join(self.dir, "prefix"), "w") as f:
+            f.write(self.net.prefix)
+        with open(os.path.join(self.dir, "enrichd"), "w") as f:
+            f.write(ENRICHD)
+        for h in HOSTS:
+            with open(os.path.join(self.host_dir(h), "addr"), "w") as f:
+                f.write(self.addr[h])
+
+    # -- hosts ------------------------------------------------------------
+    def host_dir(self, h):
+        d = os.path.join(self.dir, h)
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, 0o755)
+        return d
+
+    def write_host_conf(self, h, workers=2, extra=""):
+        d = self.host_dir(h)
+        conf = os.path.join(d, "enrichd.conf")
+        with open(conf, "w") as f:
+            f.write("listen = %s:%d\n" % (self.addr[h], FCGI_PORT))
+            f.write("listen_allow = %s, %s\n" % (self.front_addr, self.addr[h]))
+            f.write("status_listen = %s/status.sock\nlisten_group = www-data\n" % d)
+            f.write("workers = %d\ndrain_timeout_ms = 5000\n%s" % (workers, extra))
+        return conf
+
+    def master_pid(self, h):
+        return int(hostctl.read(os.path.join(self.host_dir(h), "master.pid")))
+
+    def start_enrichd(self, h):
+        """Starts the host's enrichd (as hostctl.py does for the rolling
+        restart) and waits until the front can see it ready."""
+        pid = hostctl.start(self.dir, h)
+        harness.wait_for(lambda: hostctl.ready(self.dir, h) == 0 or not hostctl.alive(pid), 10,
+                         what="%s ready" % h)
+        if not hostctl.alive(pid):
+            raise RuntimeError("%s: enrichd exited at start: %s" % (
+                h, open(os.path.join(self.host_dir(h), "enrichd.log")).read()[-2000:]))
+        return pid
+
+    def kill_master(self, h, sig):
+        pid = self.master_pid(h)
+        os.kill(pid, sig)
+        harness.wait_for(lambda: not hostctl.alive(pid), 10, what="%s master gone" % h)
+
+    def start_host_nginx(self, h):
+        d = self.host_dir(h)
+        with open(harness.NGINX_CONF) as f:
+            text = f.read()
+        text = harness.render_nginx_site(text, {
+            "listen": "%s:%d" % (self.addr[h], SITE_PORT),
+            "fastcgi": "FCGI",
+            "status": os.path.join(d, "status.sock"),
+            "access_log": os.path.join(d, "access.log"),
+        }).replace("unix:FCGI", "%s:%d" % (self.addr[h], FCGI_PORT))
+        with open(os.path.join(d, "enrichd-allow-fleet.conf"), "w") as f:
+            f.write("allow %s.0/24;\n" % netns.SUBNET)
+        self.start_nginx(h, text)
+
+    def start_nginx(self, node, site):
+        d = self.host_dir(node)
+        harness.copy_snippets(os.path.join(d, "snippets"))
+        with open(os.path.join(d, "site.conf"), "w") as f:
+            f.write(site)
+        with open(os.path.join(d, "nginx.conf"), "w") as f:
+            f.write("user www-data www-data;\nworker_processes 1;\ndaemon off;\n"
+                    "pid %s/nginx.pid;\nerror_log %s/nginx-error.log warn;\n"
+                    "events { worker_connections 1024; }\n"
+                    "http {\n  client_body_temp_path %s/body;\n  fastcgi_temp_path %s/fastcgi;\n"
+                    "  proxy_temp_path %s/proxy;\n  uwsgi_temp_path %s/uwsgi;\n"
+                    "  scgi_temp_path %s/scgi;\n  include %s/site.conf;\n}\n" % ((d,) * 8))
+        p = subprocess.Popen(self.net.argv(node, "nginx", "-p", d, "-c",
+                                           os.path.join(d, "nginx.conf")),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    # -- front ------------------------------------------------------------
+    def front_site(self, hosts):
+        with open(os.path.join(ROOT, "nginx", "enrichd-cluster.conf")) as f:
+            text = f.read()
+        servers = re.findall(r"^\s*server 198\.51\.100\.\d+:9000[^;]*;\n", text, re.M)
+        assert len(servers) == 3, "enrichd-cluster.conf: three example servers"
+        new = "".join("    server %s:%d max_fails=1 fail_timeout=5s;\n" % (self.addr[h], FCGI_PORT)
+                      for h in hosts)
+        text = text.replace("".join(servers), new)
+        assert "listen 127.0.0.1:8080;" in text
+        return text.replace("/var/log/nginx/enrichd.access.log",
+                            os.path.join(self.host_dir(FRONT), "access.log"))
+
+    def start_front(self, hosts=HOSTS):
+        self.front = self.start_nginx(FRONT, self.front_site(hosts))
+        harness.wait_for(lambda: self.front_get("/nope")[0] == 404, 10, what="front nginx")
+
+    def set_front_hosts(self, hosts):
+        with open(os.path.join(self.host_dir(FRONT), "site.conf"), "w") as f:
+            f.write(self.front_site(hosts))
+        self.front.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+
+    def front_get(self, path):
+        p = self.net.exec(FRONT, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                          "http://127.0.0.1:8080" + path, check=False)
+        return (int(p.stdout or 0),)
+
+    # -- prometheus -------------------------------------------------------
+    def start_prometheus(self):
+        d = self.host_dir("prom")
+        with open(os.path.join(ROOT, "conf", "prometheus", "enrichd-alerts.yml")) as f:
+            rules = f.read()
+        assert "for: 30s" in rules
+        rules = rules.replace("for: 30s", "for: %ds" % ALERT_FOR_S, 1)
+        with open(os.path.join(d, "enrichd-alerts.yml"), "w") as f:
+            f.write(rules)
+        with open(os.path.join(ROOT, "conf", "prometheus", "prometheus.yml")) as f:
+            cfg = f.read()
+        for i, h in enumerate(HOSTS):
+            cfg = cfg.replace("198.51.100.%d:8080" % (11 + i), "%s:%d" % (self.addr[h], SITE_PORT))
+        cfg = cfg.replace("scrape_interval: 15s", "scrape_interval: 1s").replace(
+            "evaluation_interval: 15s", "evaluation_interval: 1s")
+        with open(os.path.join(d, "prometheus.yml"), "w") as f:
+            f.write(cfg)
+        p = subprocess.Popen(self.net.argv(FRONT, "prometheus", "--config.file",
+                                           os.path.join(d, "prometheus.yml"),
+                                           "--storage.tsdb.path", os.path.join(d, "data"),
+                                           "--web.listen-address", "127.0.0.1:%d" % PROM_PORT),
+                             stdout=open(os.path.join(d, "prometheus.log"), "ab"),
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(p)
+        harness.wait_for(lambda: self.alerts() is not None, 20, what="prometheus")
+
+    def prom_api(self, path):
+        p = self.net.exec(FRONT, "curl", "-fsS", "http://127.0.0.1:%d%s" % (PROM_PORT, path),
+                          check=False)
+        if p.returncode != 0:
+            return None
+        return json.loads(p.stdout)
+
+    def alerts(self):
+        doc = self.prom_api("/api/v1/alerts")
+        return None if doc is None else doc["data"]["alerts"]
+
+    def firing(self, name, instance):
+        return [a for a in self.alerts() or [] if a["labels"].get("alertname") == name
+                and a["labels"].get("instance") == instance and a["state"] == "firing"]
+
+    def close(self):
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        self.net.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Replay:
+    """enrich-replay inside the front namespace, against the front."""
+
+    def __init__(self, fleet, trace, extra):
+        self.out = os.path.join(fleet.dir, "replay.json")
+        self.tsv = os.path.join(fleet.dir, "replay.tsv")
+        self.p = subprocess.Popen(fleet.net.argv(FRONT, REPLAY, "--no-progress", "--timeout", "15000",
+                                                 "--json", self.out, "--tsv", self.tsv, *extra, trace,
+                                                 "http://127.0.0.1:8080/v1/enrich"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def wait(self, timeout):
+        out, _ = self.p.communicate(timeout=timeout)
+        with open(self.out) as f:
+            return json.load(f), out
+
+
+def make_trace(path, n, duration, big=False):
+    argv = [sys.executable, os.path.join(ROOT, "scripts", "gen-trace"), "-n", str(n),
+            "--duration", str(duration), "--bad-rate", "0", "--seed", "7", "-o", path]
+    if big:
+        argv += ["--shape", "big"]
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+
+
+def tsv_rows(path):
+    rows = []
+    with open(path) as f:
+        head = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            rows.append(dict(zip(head, line.rstrip("\n").split("\t"))))
+    return rows
+
+
+def test_faults(r, fleet):
+    trace = os.path.join(fleet.dir, "trace.ndjson")
+    make_trace(trace, REPLAY_RATE * REPLAY_S, REPLAY_S)
+    replay = Replay(fleet, trace, ["--speed", "1", "--concurrency", "32"])
+    marks = {}
+    t0 = time.monotonic()
+
+    def mark(what):
+        marks[what] = time.monotonic() - t0
+        log("  %5.1f s  %s" % (marks[what], what))
+
+    time.sleep(3)
+    # 1. SIGKILL of h1's master: its workers die with it (parent-death
+    # signal), the front retries their batches elsewhere.
+    mark("SIGKILL h1 master")
+    fleet.kill_master("h1", signal.SIGKILL)
+    inst = "%s:%d" % (fleet.addr["h1"], SITE_PORT)
+    try:
+        harness.wait_for(lambda: fleet.firing("EnrichdHostDown", inst), ALERT_FOR_S + 15,
+                         interval=0.25, what="EnrichdHostDown for h1")
+        mark("EnrichdHostDown firing for h1")
+        r.check(marks["EnrichdHostDown firing for h1"] - marks["SIGKILL h1 master"]
+                <= ALERT_FOR_S + 6, "host-down alert fired within its window plus two scrapes")
+    except TimeoutError as e:
+        r.check(False, str(e))
+    fleet.start_enrichd("h1")
+    mark("h1 restarted")
+    try:
+        harness.wait_for(lambda: not fleet.firing("EnrichdHostDown", inst), 15, interval=0.25,
+                         what="EnrichdHostDown for h1 to clear")
+        mark("EnrichdHostDown cleared")
+        r.check(True, "host-down alert cleared")
+    except TimeoutError as e:
+        r.check(False, str(e))
+    # 2. h2 cut off: connects to it time out.
+    time.sleep(2)
+    mark("cut h2")
+    fleet.net.cut("h2")
+    time.sleep(6)
+    fleet.net.restore("h2")
+    mark("restored h2")
+    time.sleep(6)  # fail_timeout passes, h2 takes its share again
+    # 3. A rolling restart of the fleet.
+    mark("rolling restart")
+    rr = subprocess.run([os.path.join(ROOT, "scripts", "rolling-restart"), "-p", "2", "-t", "20",
+                         "-r", sys.executable + " " + os.path.join(HERE, "hostctl.py") + " restart "
+                         + fleet.dir + " {}",
+                         "-w", sys.executable + " " + os.path.join(HERE, "hostctl.py") + " ready "
+                         + fleet.dir + " {}"] + list(HOSTS),
+                        capture_output=True, text=True, timeout=120)
+    mark("rolling restart done (exit %d)" % rr.returncode)
+    r.check(rr.returncode == 0, "rolling-restart succeeded: %s" % rr.stderr[-500:])
+    summary, out = replay.wait(REPLAY_S + 60)
+    rows = tsv_rows(replay.tsv)
+    statuses = {}
+    for row in rows:
+        statuses[row.get("status")] = statuses.get(row.get("status"), 0) + 1
+    bad = {k: v for k, v in statuses.items() if k != "200"}
+    log("  replay: %d requests, statuses %r" % (len(rows), statuses))
+    r.check(len(rows) >= REPLAY_RATE * REPLAY_S * 0.95, "the replay ran (%d requests)" % len(rows))
+    r.check(not bad, "zero failed requests through the front during the faults: %r" % bad)
+    lat = sorted(float(row["latency_us"]) / 1000 for row in rows if row.get("latency_us"))
+    if lat:
+        p50, p99, mx = lat[len(lat) // 2], lat[int(len(lat) * 0.99)], lat[-1]
+        log("  latency through the faults: p50 %.1f ms, p99 %.1f ms, max %.1f ms" % (p50, p99, mx))
+        r.check(p99 <= FAULT_P99_MAX_MS, "p99 during the faults %.1f ms <= %d ms" % (p99, FAULT_P99_MAX_MS))
+
+
+def test_listen_allow(r, fleet):
+    """h3's listener refuses a peer listen_allow does not name: h1."""
+    code = ("import socket,struct\n"
+            "s=socket.create_connection(('%s',%d),2)\n"
+            "s.sendall(struct.pack('>BBHHBB',1,1,1,8,0,0)+struct.pack('>HB5x',1,0))\n"
+            "s.settimeout(2)\n"
+            "try:\n  d=s.recv(100)\nexcept Exception as e:\n  d=repr(e).encode()\n"
+            "print(repr(d))\n" % (fleet.addr["h3"], FCGI_PORT))
+    p = fleet.net.exec("h1", sys.executable, "-c", code, check=False)
+    log("  h1 -> h3:%d: %s" % (FCGI_PORT, p.stdout.strip()))
+    r.check(p.stdout.strip() in ("b''", "ConnectionResetError(104, 'Connection reset by peer')")
+            or "reset" in p.stdout.lower(),
+            "a peer outside listen_allow is closed before anything is read: %r" % p.stdout)
+
+
+def capacity(fleet, hosts, trace):
+    fleet.set_front_hosts(hosts)
+    out = os.path.join(fleet.dir, "cap-%d.json" % len(hosts))
+    p = subprocess.run(fleet.net.argv(FRONT, REPLAY, "--no-progress", "--closed", "-d", "5",
+                                      "-c", "16", "--json", out, trace,
+                                      "http://127.0.0.1:8080/v1/enrich"),
+                       capture_output=True, text=True, timeout=60)
+    with open(out) as f:
+        doc = json.load(f)
+    return doc[0]
+
+
+def cgroup_limit(fleet, h):
+    base = "/sys/fs/cgroup/cpu"
+    d = os.path.join(base, "enrfleet-" + h)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "cpu.cfs_period_us"), "w") as f:
+        f.write("100000")
+    with open(os.path.join(d, "cpu.cfs_quota_us"), "w") as f:
+        f.write(str(int(100000 * CPU_QUOTA)))
+    master = fleet.master_pid(h)
+    for pid in [master] + harness.children(master):
+        with open(os.path.join(d, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+    return d
+
+
+def test_capacity(r, fleet):
+    trace = os.path.join(fleet.dir, "big.ndjson")
+    make_trace(trace, 400, 10, big=True)
+    groups = [cgroup_limit(fleet, h) for h in HOSTS]
+    try:
+        rates = []
+        for n in (1, 2, 3):
+            t = capacity(fleet, HOSTS[:n], trace)
+            rate = t["rps"]
+            fails = t["count"] - t["ok"]
+            rates.append(rate)
+            log("  %d host(s) at %.0f%% of a core each: %.0f req/s, %s failed"
+                % (n, CPU_QUOTA * 100, rate, fails))
+            r.check(fails == 0, "%d host(s): no failed request (%d)" % (n, fails))
+        r.check(rates[1] > rates[0] * 1.5 and rates[2] > rates[1] * 1.2,
+                "capacity grows with hosts: %r" % ["%.0f" % x for x in rates])
+    finally:
+        for d in groups:
+            try:
+                with open(os.path.join(d, "cgroup.procs")) as f:
+                    pids = f.read().split()
+                for pid in pids:
+                    with open("/sys/fs/cgroup/cpu/cgroup.procs", "w") as f:
+                        f.write(pid)
+                os.rmdir(d)
+            except OSError:
+                pass
+
+
+def main():
+    r = harness.Results()
+    if os.geteuid() != 0:
+        r.check(False, "the fleet test needs root (network namespaces, cgroups)")
+        r.done()
+    for tool in ("ip", "nginx", "prometheus", "curl"):
+        r.check(shutil.which(tool) is not None, "%s installed" % tool)
+    fleet = Fleet()
+    try:
+        for h in HOSTS:
+            fleet.write_host_conf(h)
+            fleet.start_host_nginx(h)
+            fleet.start_enrichd(h)
+        fleet.start_front()
+        fleet.start_prometheus()
+        log("fleet up: front %s, hosts %s" % (fleet.front_addr, fleet.addr))
+        r.run(test_listen_allow, fleet)
+        r.run(test_faults, fleet)
+        r.run(test_capacity, fleet)
+    finally:
+        fleet.close()
+    r.done()
+
+
+if __name__ == "__main__":
+    main()
