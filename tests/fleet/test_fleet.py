@@ -396,6 +396,14 @@ def test_capacity(r, fleet):
                 pass
 
 
+def test_promtool(r):
+    d = os.path.join(ROOT, "conf", "prometheus")
+    for argv in (["promtool", "check", "config", "prometheus.yml"],
+                 ["promtool", "check", "rules", "enrichd-alerts.yml"]):
+        p = subprocess.run(argv, cwd=d, capture_output=True, text=True)
+        r.check(p.returncode == 0, "%s: %s" % (" ".join(argv), (p.stdout + p.stderr)[-400:]))
+
+
 def main():
     r = harness.Results()
     if os.geteuid() != 0:
@@ -403,6 +411,7 @@ def main():
         r.done()
     for tool in ("ip", "nginx", "prometheus", "curl"):
         r.check(shutil.which(tool) is not None, "%s installed" % tool)
+    r.run(test_promtool)
     fleet = Fleet()
     try:
         for h in HOSTS:
