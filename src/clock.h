@@ -24,6 +24,14 @@ static inline uint64_t enr_mono_ms(void)
     return enr_mono_us() / 1000u;
 }
 
+static inline uint64_t enr_wall_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static inline uint64_t enr_wall_ms(void)
 {
     struct timespec ts;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #define CONFIG_LINE_MAX 2048
 #define CONFIG_FILE_MAX (1 << 20) /* a config larger than this is a mistake */
@@ -62,9 +63,13 @@ const char enr_config_default_text[] =
     "health_max_5xx_ratio = 0.05\n"
     "health_max_degraded_ratio = 0.5\n"
     "health_max_p99_ms = 1000\n"
-    "min_ready_workers = 1\n";
+    "min_ready_workers = 1\n"
+    "capture_dir =\n"
+    "capture_sample = 0\n"
+    "capture_max_bytes = 1g\n"
+    "capture_queue_bytes = 8m\n";
 
-enum key_type { K_STR, K_UINT, K_MODE, K_SIZE, K_RATIO, K_LISTEN, K_URL, K_GROUP };
+enum key_type { K_STR, K_UINT, K_MODE, K_SIZE, K_RATIO, K_LISTEN, K_URL, K_GROUP, K_PATH };
 
 typedef struct key_def {
     const char *name;
@@ -114,6 +119,10 @@ static const key_def keys[] = {
     {"health_max_degraded_ratio", K_RATIO, F(health_max_degraded_ratio), 0, 0},
     {"health_max_p99_ms", K_UINT, F(health_max_p99_ms), 1, 3600000},
     {"min_ready_workers", K_UINT, F(min_ready_workers), 0, 256},
+    {"capture_dir", K_PATH, F(capture_dir), 0, 0},
+    {"capture_sample", K_RATIO, F(capture_sample), 0, 0},
+    {"capture_max_bytes", K_SIZE, F(capture_max_bytes), 1ULL << 20, 1ULL << 40},
+    {"capture_queue_bytes", K_SIZE, F(capture_queue_bytes), 0, 1ULL << 30},
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -221,8 +230,11 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
     case K_LISTEN:
     case K_URL:
     case K_GROUP:
+    case K_PATH:
         if (strlen(v) >= k->size)
             return fail(ps, k->name, "value longer than %zu bytes", k->size - 1);
+        if (k->type == K_PATH && v[0] != '\0' && v[0] != '/')
+            return fail(ps, k->name, "\"%s\" is not an absolute path (empty: off)", v);
         if (k->type == K_LISTEN && check_listen(k, v, why, sizeof why) != 0)
             return fail(ps, k->name, "%s", why);
         if (k->type == K_URL && v[0] != '\0' && strncmp(v, "http://", 7) != 0 &&
@@ -370,6 +382,11 @@ static int check_whole(parse_state *ps, const enr_config *c)
         return FAIL_AT(ps, "min_ready_workers", "must not exceed workers (%u)", c->workers);
     if (strcmp(c->listen, c->status_listen) == 0)
         return FAIL_AT(ps, "status_listen", "must differ from listen");
+    if (c->capture_sample > 0 && c->capture_dir[0] == '\0')
+        return FAIL_AT(ps, "capture_sample", "needs capture_dir");
+    if (c->capture_dir[0] != '\0' && access(c->capture_dir, W_OK | X_OK) != 0)
+        return FAIL_AT(ps, "capture_dir", "\"%s\" is not a writable directory: %s", c->capture_dir,
+                       strerror(errno));
     if (c->breaker_window > 0 && c->breaker_failure_ratio <= 0)
         return FAIL_AT(ps, "breaker_failure_ratio",
                        "must be above 0 while breaker_window is on (it would open on successes)");

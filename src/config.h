@@ -56,6 +56,12 @@ typedef struct enr_config {
     unsigned health_max_p99_ms;       /* default 1000 */
     unsigned min_ready_workers;       /* /readyz 503 below this; default 1 */
 
+    /* a sample of real batches, in the replay trace format (capture.h) */
+    char capture_dir[ENR_PATH_MAX]; /* empty: off */
+    double capture_sample;          /* share of requests kept, 0..1 */
+    size_t capture_max_bytes;       /* the whole directory, every worker */
+    size_t capture_queue_bytes;     /* per worker, waiting for the disk */
+
     /* where it came from, for messages */
     char source[ENR_PATH_MAX]; /* file path or "(built-in)" */
 } enr_config;

@@ -79,6 +79,9 @@ typedef struct enr_sb_slot {
     enr_sb_u64 up_breaker_opens;
     enr_sb_u64 up_fds; /* descriptors held by the client */
 
+    /* capture (capture.h): cumulative */
+    enr_sb_u64 cap_written, cap_dropped_queue, cap_dropped_error;
+
     /* master: sampled from /proc and kept across processes */
     enr_sb_u64 rss_kb, fds;
     enr_sb_u64 restarts;

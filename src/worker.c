@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "capture.h"
 #include "engine.h"
 #include "log.h"
 #include "procstat.h"
@@ -62,6 +63,7 @@ typedef struct worker {
     int is_tcp;
     enr_engine *engine;
     enr_upstream *upstream;
+    enr_capture *capture; /* NULL: off */
     enr_batch batch;
     enr_buf body, out;
     FCGX_Request req;
@@ -228,6 +230,7 @@ static int read_body(worker *w)
 
 typedef struct outcome {
     int status;
+    int have_body; /* the body was read (for capture) */
     uint64_t rec_in, rec_out, degraded;
 } outcome;
 
@@ -268,6 +271,7 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
         }
         return;
     }
+    o->have_body = 1;
 #ifdef ENR_TEST_HOOKS
     hooks_sleep(&w->req, "HTTP_X_TEST_HANG_MS"); /* a stuck request: the master's job */
 #endif
@@ -349,7 +353,8 @@ static void serve_one(worker *w)
 {
     uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), lat;
     const char *rid = request_id(&w->req);
-    outcome o = {0, 0, 0, 0};
+    outcome o = {0};
+    uint64_t arrival_us = w->capture ? enr_wall_us() : 0;
     int slow;
 
     enr_sb_request_start(w->slot, rid, enr_wall_ms());
@@ -363,6 +368,8 @@ static void serve_one(worker *w)
     }
     /* The answer is complete before the connection closes (FCGX_Finish_r). */
     FCGX_Finish_r(&w->req);
+    if (o.have_body)
+        enr_capture_offer(w->capture, w->body.data, w->body.len, arrival_us, o.status == 200);
     w->served++;
     enr_sb_request_done(w->slot, o.status, o.rec_in, o.rec_out, o.degraded, lat, slow);
     ENR_SB_SET(w->slot->state, ENR_WS_IDLE);
@@ -520,6 +527,7 @@ static int setup(worker *w, const enr_worker_args *a)
                 enr_log_quote(q, sizeof q, err));
         return -1;
     }
+    w->capture = enr_capture_new(a->cfg, a->slot, w->slot);
     if (FCGX_InitRequest(&w->req, a->listen_fd, 0) != 0) {
         enr_log(ENR_LOG_ERROR, "FCGX_InitRequest failed", NULL);
         return -1;
@@ -538,6 +546,7 @@ static int setup(worker *w, const enr_worker_args *a)
 
 static void teardown(worker *w)
 {
+    enr_capture_free(w->capture);
     enr_upstream_free(w->upstream);
     enr_engine_free(w->engine);
     enr_batch_free(&w->batch);
