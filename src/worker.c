@@ -112,6 +112,18 @@ static void hooks_leak(worker *w)
     }
 }
 
+/* A build that differs on purpose, for the canary test: with
+ * ENRICHD_TEST_PLANT=odd, an answer of odd length gets the first digit of
+ * its first hash changed, so the expected differences can be counted from
+ * the answers of a correct build. */
+static void hooks_plant(worker *w)
+{
+    const char *plant = getenv("ENRICHD_TEST_PLANT");
+
+    if (plant != NULL && strcmp(plant, "odd") == 0 && w->out.len > 10 && (w->out.len & 1))
+        w->out.data[9] = w->out.data[9] == 'x' ? 'y' : 'x';
+}
+
 static void hooks_sleep(FCGX_Request *req, const char *param)
 {
     const char *v = FCGX_GetParam(param, req->envp);
@@ -329,6 +341,9 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
         send_json_error(w, 503, "out of memory");
         return;
     }
+#ifdef ENR_TEST_HOOKS
+    hooks_plant(w);
+#endif
     o->status = 200;
     o->degraded = degraded;
     {

@@ -36,12 +36,14 @@ def alive(pid):
         return False
 
 
-def start(d, host):
+def start(d, host, binary=None, env=None):
     hd = os.path.join(d, host)
     logf = open(os.path.join(hd, "enrichd.log"), "ab")
     p = subprocess.Popen(["ip", "netns", "exec", "%s-%s" % (read(os.path.join(d, "prefix")), host),
-                          read(os.path.join(d, "enrichd")), "-c", os.path.join(hd, "enrichd.conf")],
-                         stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True)
+                          binary or read(os.path.join(d, "enrichd")), "-c",
+                          os.path.join(hd, "enrichd.conf")],
+                         stdout=logf, stderr=logf, stdin=subprocess.DEVNULL, start_new_session=True,
+                         env=dict(os.environ, **(env or {})))
     with open(os.path.join(hd, "master.pid"), "w") as f:
         f.write(str(p.pid))
     return p.pid

@@ -46,6 +46,7 @@ BUILD = harness.build_dir()
 ENRICHD = os.path.join(BUILD, "enrichd")
 REPLAY = os.path.join(BUILD, "enrich-replay")
 HOSTS = ("h1", "h2", "h3")
+CANARY = "c1"            # the candidate build, fed by nginx's mirror
 FRONT = "front"
 FCGI_PORT, SITE_PORT, PROM_PORT = 9000, 8080, 9090
 ALERT_FOR_S = 3          # the shipped 30 s window, shortened for the test
@@ -66,12 +67,13 @@ class Fleet:
         self.net = netns.Net()
         self.front_addr = self.net.add(FRONT, 1)
         self.addr = {h: self.net.add(h, 11 + i) for i, h in enumerate(HOSTS)}
+        self.addr[CANARY] = self.net.add(CANARY, 21)
         self.procs = []
         with open(os.path.join(self.dir, "prefix"), "w") as f:
             f.write(self.net.prefix)
         with open(os.path.join(self.dir, "enrichd"), "w") as f:
             f.write(ENRICHD)
-        for h in HOSTS:
+        for h in HOSTS + (CANARY,):
             with open(os.path.join(self.host_dir(h), "addr"), "w") as f:
                 f.write(self.addr[h])
 
@@ -87,7 +89,8 @@ class Fleet:
         conf = os.path.join(d, "enrichd.conf")
         with open(conf, "w") as f:
             f.write("listen = %s:%d\n" % (self.addr[h], FCGI_PORT))
-            f.write("listen_allow = %s, %s\n" % (self.front_addr, self.addr[h]))
+            if not os.environ.get("TMP_NO_ALLOW"):
+                f.write("listen_allow = %s, %s\n" % (self.front_addr, self.addr[h]))
             f.write("status_listen = %s/status.sock\nlisten_group = www-data\n" % d)
             f.write("workers = %d\ndrain_timeout_ms = 5000\n%s" % (workers, extra))
         return conf
@@ -95,10 +98,10 @@ class Fleet:
     def master_pid(self, h):
         return int(hostctl.read(os.path.join(self.host_dir(h), "master.pid")))
 
-    def start_enrichd(self, h):
+    def start_enrichd(self, h, binary=None, env=None):
         """Starts the host's enrichd (as hostctl.py does for the rolling
         restart) and waits until the front can see it ready."""
-        pid = hostctl.start(self.dir, h)
+        pid = hostctl.start(self.dir, h, binary, env)
         harness.wait_for(lambda: hostctl.ready(self.dir, h) == 0 or not hostctl.alive(pid), 10,
                          what="%s ready" % h)
         if not hostctl.alive(pid):
@@ -145,14 +148,20 @@ class Fleet:
         return p
 
     # -- front ------------------------------------------------------------
-    def front_site(self, hosts):
+    def front_site(self, hosts, canary=None):
         with open(os.path.join(ROOT, "nginx", "enrichd-cluster.conf")) as f:
             text = f.read()
-        servers = re.findall(r"^\s*server 198\.51\.100\.\d+:9000[^;]*;\n", text, re.M)
+        servers = re.findall(r"^\s*server 198\.51\.100\.1\d:9000 [^;]*;\n", text, re.M)
         assert len(servers) == 3, "enrichd-cluster.conf: three example servers"
         new = "".join("    server %s:%d max_fails=1 fail_timeout=5s;\n" % (self.addr[h], FCGI_PORT)
                       for h in hosts)
         text = text.replace("".join(servers), new)
+        if canary:
+            assert text.count("#mirror /_enrichd_canary;") == 3
+            text = text.replace("#mirror /_enrichd_canary;", "mirror /_enrichd_canary;")
+            assert "server 198.51.100.21:9000 " in text
+            text = text.replace("server 198.51.100.21:9000 ", "server %s:%d " % (self.addr[canary],
+                                                                               FCGI_PORT))
         assert "listen 127.0.0.1:8080;" in text
         return text.replace("/var/log/nginx/enrichd.access.log",
                             os.path.join(self.host_dir(FRONT), "access.log"))
@@ -161,9 +170,9 @@ class Fleet:
         self.front = self.start_nginx(FRONT, self.front_site(hosts))
         harness.wait_for(lambda: self.front_get("/nope")[0] == 404, 10, what="front nginx")
 
-    def set_front_hosts(self, hosts):
+    def set_front_hosts(self, hosts, canary=None):
         with open(os.path.join(self.host_dir(FRONT), "site.conf"), "w") as f:
-            f.write(self.front_site(hosts))
+            f.write(self.front_site(hosts, canary))
         self.front.send_signal(signal.SIGHUP)
         time.sleep(1.0)
 
@@ -325,6 +334,89 @@ def test_faults(r, fleet):
         r.check(p99 <= FAULT_P99_MAX_MS, "p99 during the faults %.1f ms <= %d ms" % (p99, FAULT_P99_MAX_MS))
 
 
+def replay_latency(fleet, trace, name):
+    rep = Replay(fleet, trace, ["--speed", "1", "--concurrency", "16"])
+    summary, _ = rep.wait(120)
+    t = summary[0]
+    log("  %-34s %4d requests, %d ok, p50 %.2f ms, p99 %.2f ms, max %.2f ms"
+        % (name, t["count"], t["ok"], t["p50"], t["p99"], t["max"]))
+    return t
+
+
+EXPECT_PLANTED = r"""
+import json, sys, urllib.request
+n = 0
+for line in open(sys.argv[1], "rb"):
+    doc = json.loads(line)
+    p = doc["payload"]
+    body = p.encode("utf-8", "surrogateescape") if isinstance(p, str) else \
+        line[line.index(b'"payload":') + 10:line.rindex(b"}")]
+    req = urllib.request.Request("http://127.0.0.1:8080/v1/enrich", data=body, method="POST")
+    out = urllib.request.urlopen(req, timeout=10).read()
+    n += len(out) > 10 and len(out) % 2 == 1
+print(n)
+"""
+
+
+def test_canary(r, fleet):
+    """nginx mirrors every batch to a candidate that differs on purpose
+    (odd-length answers changed); its capture replayed with --compare
+    against the front finds exactly those batches.  The mirror's cost to
+    the primary path is measured with the candidate up and stopped."""
+    trace = os.path.join(fleet.dir, "canary-trace.ndjson")
+    make_trace(trace, 300, 10)
+    base = replay_latency(fleet, trace, "mirror off")
+    fleet.set_front_hosts(HOSTS, canary=CANARY)
+    on = replay_latency(fleet, trace, "mirror on")
+    cap = os.path.join(fleet.host_dir(CANARY), "capture")
+
+    def captured():
+        return sum(open(os.path.join(cap, n), "rb").read().count(b"\n") for n in os.listdir(cap))
+    try:
+        harness.wait_for(lambda: captured() >= 300, 10, what="the candidate's capture")
+    except TimeoutError:
+        pass
+    r.check(captured() == 300, "the candidate got a copy of every batch (%d of 300)" % captured())
+    merged = os.path.join(fleet.dir, "canary-capture.ndjson")
+    with open(merged, "wb") as f:
+        subprocess.run(["sort", "-m"] + [os.path.join(cap, n) for n in sorted(os.listdir(cap))],
+                       stdout=f, check=True, env=dict(os.environ, LC_ALL="C"))
+    pid = fleet.master_pid(CANARY)
+    stopped = [pid] + harness.children(pid)
+    for p in stopped:
+        os.kill(p, signal.SIGSTOP)
+    try:
+        dead = replay_latency(fleet, trace, "mirror on, candidate stopped")
+    finally:
+        for p in stopped:
+            os.kill(p, signal.SIGCONT)
+    fleet.set_front_hosts(HOSTS)
+    for name, t in (("mirror off", base), ("mirror on", on), ("candidate stopped", dead)):
+        r.check(t["ok"] == t["count"], "%s: every batch answered by the primary (%d of %d)"
+                % (name, t["ok"], t["count"]))
+    r.check(on["p99"] <= base["p99"] * 2 + 5, "the mirror costs the primary little: p99 %.1f vs %.1f ms"
+            % (on["p99"], base["p99"]))
+    # A stalled candidate costs the batches mirrored while nginx waits for
+    # it (200 ms at most, once per fail_timeout), nobody else.
+    r.check(dead["p50"] <= base["p50"] * 2 + 2 and dead["max"] <= base["max"] + 300,
+            "a stalled candidate: p50 %.1f ms (mirror off %.1f), max %.1f ms (mirror off %.1f)"
+            % (dead["p50"], base["p50"], dead["max"], base["max"]))
+    # Compare: the candidate's capture against the front and the candidate.
+    p = fleet.net.exec(FRONT, REPLAY, "--no-progress", "--compare", "-s", "0", "-c", "8",
+                       "--name", "primary", "--name", "candidate", merged,
+                       "http://127.0.0.1:8080/v1/enrich",
+                       "http://%s:%d/v1/enrich" % (fleet.addr[CANARY], SITE_PORT), check=False)
+    m = re.search(r"(\d+) identical .*?, (\d+) both rejected, (\d+) MISMATCHES", p.stdout)
+    expected = int(fleet.net.exec(FRONT, sys.executable, "-c", EXPECT_PLANTED, merged).stdout)
+    log("  compare: %s; planted: %d" % (m.group(0) if m else p.stdout[-300:], expected))
+    r.check(m is not None and int(m.group(3)) == expected and expected > 0,
+            "the canary reports exactly the planted differences (%s vs %d)"
+            % (m.group(3) if m else "?", expected))
+    r.check(p.returncode == 3, "compare exits 3 on differences (%d)" % p.returncode)
+    r.check("mismatch" in p.stderr or "mismatch" in p.stdout or "candidate:" in p.stderr,
+            "the first differences are shown")
+
+
 def test_listen_allow(r, fleet):
     """h3's listener refuses a peer listen_allow does not name: h1."""
     code = ("import socket,struct\n"
@@ -418,11 +510,19 @@ def main():
             fleet.write_host_conf(h)
             fleet.start_host_nginx(h)
             fleet.start_enrichd(h)
+        cdir = os.path.join(fleet.host_dir(CANARY), "capture")
+        os.makedirs(cdir)
+        os.chmod(cdir, 0o777)
+        fleet.write_host_conf(CANARY, extra="capture_dir = %s\ncapture_sample = 1\n" % cdir)
+        fleet.start_host_nginx(CANARY)
+        fleet.start_enrichd(CANARY, binary=os.path.join(harness.hooks_build_dir(), "enrichd"),
+                            env={"ENRICHD_TEST_PLANT": "odd"})
         fleet.start_front()
         fleet.start_prometheus()
         log("fleet up: front %s, hosts %s" % (fleet.front_addr, fleet.addr))
         r.run(test_listen_allow, fleet)
         r.run(test_faults, fleet)
+        r.run(test_canary, fleet)
         r.run(test_capacity, fleet)
     finally:
         fleet.close()
