@@ -279,16 +279,12 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     char detail[64], rid[ENR_SB_REQID_MAX], qrid[96];
     int reason = classify(ch, status, detail, sizeof detail);
     uint64_t lifetime = now > ch->started ? now - ch->started : 0;
-    uint64_t req_start = ENR_SB_GET(s->req_start_ms), age = 0;
+    uint64_t age = enr_sb_request_age_ms(s, now);
 
     memcpy(rid, s->req_id, sizeof rid);
     rid[sizeof rid - 1] = '\0';
-    if (req_start != 0 && ENR_SB_GET(s->state) == ENR_WS_BUSY) {
-        uint64_t wn = enr_wall_ms();
-        age = wn > req_start ? wn - req_start : 0;
-    } else {
+    if (ENR_SB_GET(s->req_start_mono_ms) == 0 || ENR_SB_GET(s->state) != ENR_WS_BUSY)
         rid[0] = '\0';
-    }
     ENR_SB_ADD(p->exits[reason], 1);
     ENR_SB_ADD(s->restarts, 1);
     ENR_SB_SET(s->last_exit_reason, (uint64_t)reason);
@@ -311,6 +307,7 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     ENR_SB_SET(s->pid, 0);
     ENR_SB_SET(s->state, ENR_WS_EMPTY);
     ENR_SB_SET(s->req_start_ms, 0);
+    ENR_SB_SET(s->req_start_mono_ms, 0);
     crashloop_note(m, reason, lifetime, now);
     memset(ch, 0, sizeof *ch);
 }
@@ -449,13 +446,13 @@ static void check_ready(master *m, uint64_t now)
 static void sample_workers(master *m, uint64_t now)
 {
     const enr_config *c = &m->cfg;
-    uint64_t wn = enr_wall_ms(), busy = 0;
+    uint64_t busy = 0;
 
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
         child *ch = &m->w[i];
         enr_sb_slot *s = &m->sb->slot[i];
         long rss, fds;
-        uint64_t st, rs;
+        uint64_t st, age;
 
         if (ch->pid <= 0)
             continue;
@@ -466,7 +463,8 @@ static void sample_workers(master *m, uint64_t now)
         if (fds >= 0)
             ENR_SB_SET(s->fds, (uint64_t)fds);
         st = ENR_SB_GET(s->state);
-        rs = ENR_SB_GET(s->req_start_ms);
+        /* Monotonic: an NTP step must not age (or hide) a request. */
+        age = enr_sb_request_age_ms(s, now);
         if (st == ENR_WS_BUSY)
             busy++;
         if (ch->asked != ENR_EXIT_NONE)
@@ -475,7 +473,7 @@ static void sample_workers(master *m, uint64_t now)
             ask(ch, ENR_EXIT_RSS, SIGTERM);
         else if (c->fd_hard && fds > (long)c->fd_hard)
             ask(ch, ENR_EXIT_FD, SIGTERM);
-        else if (st == ENR_WS_BUSY && rs != 0 && wn > rs && wn - rs > c->request_timeout_ms)
+        else if (st == ENR_WS_BUSY && age > c->request_timeout_ms)
             ask(ch, ENR_EXIT_TIMEOUT, SIGTERM);
         else
             continue;
@@ -755,6 +753,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         return 1;
     }
     ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
+    ENR_SB_SET(m.sb->pool.start_mono_ms, m.start_ms);
     ENR_SB_SET(m.sb->pool.workers, m.cfg.workers);
     m.sb->nslots = m.cfg.workers;
     if (enr_listen_open(&m.cfg, &m.listen_fd, &m.status_fd, m.listen_path, m.status_path, err,

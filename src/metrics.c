@@ -286,7 +286,7 @@ static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metri
         {"other_socket", offsetof(enr_fd_kinds, other_socks)},
         {"other", offsetof(enr_fd_kinds, other)},
     };
-    uint64_t now = enr_wall_ms();
+    uint64_t now = enr_mono_ms();
     char l[96];
     uint32_t n = nslots(sb);
 
@@ -316,10 +316,10 @@ static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metri
     family(b, "enrichd_worker_current_request_age_seconds", "gauge",
            "Age of the request the slot's worker is serving, 0 when idle.");
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t st = ENR_SB_GET(sb->slot[i].req_start_ms);
+        uint64_t age = enr_sb_request_age_ms(&sb->slot[i], now);
         snprintf(l, sizeof l, "{slot=\"%u\"}", (unsigned)i);
         sample_d(b, "enrichd_worker_current_request_age_seconds", l,
-                 slot_live(&sb->slot[i]) && st && now > st ? (double)(now - st) / 1000.0 : 0.0);
+                 slot_live(&sb->slot[i]) ? (double)age / 1000.0 : 0.0);
     }
 #undef PER_SLOT
     if (x == NULL || x->fds == NULL)
