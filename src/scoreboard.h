@@ -108,6 +108,11 @@ typedef struct enr_sb_pool {
     enr_sb_u64 healthy;                        /* the master's last judgement (1/0) */
     char unhealthy_reason[96];
     enr_sb_u64 start_mono_ms; /* master start, CLOCK_MONOTONIC ms, for its age */
+    /* A reload whose new workers cannot start: the old generation serves. */
+    enr_sb_u64 reload_pending;  /* 1 while a new configuration waits for its probe */
+    enr_sb_u64 reload_failures; /* probes of a new configuration that did not start */
+    enr_sb_u64 reload_retry_ms; /* current back-off before the next probe, 0: none */
+    char reload_error[96];      /* why the last probe failed, "" when it did not */
 } enr_sb_pool;
 
 typedef struct enr_scoreboard {

@@ -209,6 +209,22 @@ static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t m
     return o;
 }
 
+/* A reload whose new workers could not start.  Shown, never a health
+ * verdict: the old configuration serves, and a watchdog restart would
+ * start the daemon on the very file that does not work. */
+static json_object *reload_doc(const enr_sb_pool *p)
+{
+    json_object *x = json_object_new_object();
+    char err[sizeof p->reload_error];
+
+    copy_text(err, p->reload_error, sizeof err);
+    add_b(x, "pending", ENR_SB_GET(p->reload_pending) != 0);
+    add_u(x, "failures", ENR_SB_GET(p->reload_failures));
+    add_u(x, "retry_ms", ENR_SB_GET(p->reload_retry_ms));
+    add_s(x, "last_error", err);
+    return x;
+}
+
 json_object *enr_status_doc(const enr_status_view *v, int full)
 {
     const enr_sb_pool *p = &v->sb->pool;
@@ -285,6 +301,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_b(x, "active", ENR_SB_GET(p->crashloop) != 0);
     add_u(x, "backoff_ms", ENR_SB_GET(p->backoff_ms));
     json_object_object_add(o, "crash_loop", x);
+    json_object_object_add(o, "reload", reload_doc(p));
 
     x = json_object_new_object();
     add_b(x, "enabled", v->c->upstream_url[0] != '\0');
@@ -361,6 +378,7 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     add_b(m, "healthy", ENR_SB_GET(sb->pool.healthy) != 0);
     add_s(m, "reason", reason);
     json_object_object_add(o, "master", m);
+    json_object_object_add(o, "reload", reload_doc(&sb->pool));
     return o;
 }
 
