@@ -189,6 +189,12 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
           ENR_SB_GET(p->crashloop) != 0);
     one_d(b, "enrichd_crash_loop_backoff_seconds", "gauge", "Current crash-loop back-off delay.",
           (double)ENR_SB_GET(p->backoff_ms) / 1000.0);
+    one_u(b, "enrichd_reload_pending", "gauge",
+          "1 while a new configuration waits for a worker of it to start (the old one serves).",
+          ENR_SB_GET(p->reload_pending) != 0);
+    one_u(b, "enrichd_reload_failures_total", "counter",
+          "Reloads whose new workers did not start (the old configuration kept serving).",
+          ENR_SB_GET(p->reload_failures));
 }
 
 static void render_latency(enr_buf *b, const enr_scoreboard *sb)

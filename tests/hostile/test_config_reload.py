@@ -189,6 +189,12 @@ def test_new_workers_cannot_start(r):
         r.check(st == 200 and hz.get("reload", {}).get("pending") is True,
                 "/healthz stays 200 (the old pool is fine) and shows the pending reload: %d %r"
                 % (st, hz.get("reload")))
+        st, _, text = env.request("/metrics", method="GET")
+        m = dict(l.rsplit(" ", 1) for l in text.decode().splitlines() if l and l[0] != "#")
+        r.check(m.get("enrichd_reload_pending") == "1" and
+                int(m.get("enrichd_reload_failures_total", "0")) >= 2,
+                "/metrics: reload pending, failures counted: %r %r"
+                % (m.get("enrichd_reload_pending"), m.get("enrichd_reload_failures_total")))
         harness.wait_for(lambda: any("RELOAD FAILED" in s for s in env.notify.values("STATUS")),
                          5, what="STATUS= RELOAD FAILED")
         r.check(True, "STATUS= says RELOAD FAILED")
