@@ -35,7 +35,7 @@ ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
 target_srcs() {
     case $1 in
     engine | numtext) echo "$ENGINE" ;;
-    config) echo "$S/config.c $S/sockaddr.c" ;;
+    config) echo "$S/config.c $S/sockaddr.c $S/upstream_url.c $S/curlapi.c" ;;
     upstream_reply) echo "$S/upstream_reply.c $S/buf.c" ;;
     trace) echo "$S/replay_trace.c" ;;
     statustext) echo "$S/statustext.c $S/buf.c" ;;
@@ -45,7 +45,7 @@ target_srcs() {
 target_libs() {
     case $1 in
     engine | numtext) echo "$ENGINE_LIBS" ;;
-    config) echo "-lm" ;;
+    config) echo "-lm -ldl" ;;
     upstream_reply) echo "$(pkg-config --libs json-c) -lm" ;;
     trace) echo "-lm" ;;
     statustext) echo "$(pkg-config --libs json-c)" ;;

@@ -22,8 +22,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "upstream_url.h"
+
 #define CONFIG_LINE_MAX 2048
 #define CONFIG_FILE_MAX (1 << 20) /* a config larger than this is a mistake */
+/* A worker starts at about 4 MB of RSS and 6 descriptors (libraries, ICU
+ * data, the sockets): recycling limits must leave room above that. */
+#define ENR_CONFIG_RSS_FLOOR_MB 16
+#define ENR_CONFIG_FD_FLOOR 16
 
 const char enr_config_default_text[] =
     "# enrichd built-in configuration (conf/enrichd.conf documents each key)\n"
@@ -237,9 +243,10 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
             return fail(ps, k->name, "\"%s\" is not an absolute path (empty: off)", v);
         if (k->type == K_LISTEN && check_listen(k, v, why, sizeof why) != 0)
             return fail(ps, k->name, "%s", why);
-        if (k->type == K_URL && v[0] != '\0' && strncmp(v, "http://", 7) != 0 &&
-            strncmp(v, "https://", 8) != 0)
-            return fail(ps, k->name, "\"%s\" is not an http:// or https:// URL (empty: off)", v);
+        /* The worker's upstream client runs this same check at start. */
+        if (k->type == K_URL && v[0] != '\0' &&
+            enr_upstream_url_check(v, NULL, why, sizeof why) != 0)
+            return fail(ps, k->name, "%s", why);
         if (k->type == K_GROUP && v[0] != '\0') {
             errno = 0;
             if (getgrnam(v) == NULL)
@@ -368,6 +375,27 @@ static unsigned line_of(const parse_state *ps, const char *key)
 
 static int check_whole(parse_state *ps, const enr_config *c)
 {
+    /* Limits a worker is over the moment it starts would recycle or kill
+     * every worker at once, for ever: 0 turns a limit off instead. */
+    static const struct {
+        const char *key;
+        size_t off;
+        unsigned floor;
+    } floors[] = {
+        {"rss_soft_mb", offsetof(enr_config, rss_soft_mb), ENR_CONFIG_RSS_FLOOR_MB},
+        {"rss_hard_mb", offsetof(enr_config, rss_hard_mb), ENR_CONFIG_RSS_FLOOR_MB},
+        {"fd_soft", offsetof(enr_config, fd_soft), ENR_CONFIG_FD_FLOOR},
+        {"fd_hard", offsetof(enr_config, fd_hard), ENR_CONFIG_FD_FLOOR},
+    };
+
+    for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) {
+        unsigned v;
+        memcpy(&v, (const char *)c + floors[i].off, sizeof v);
+        if (v != 0 && v < floors[i].floor)
+            return FAIL_AT(ps, floors[i].key,
+                           "%u is below what a worker uses at start (%u); 0 turns it off", v,
+                           floors[i].floor);
+    }
     if (c->rss_hard_mb && c->rss_soft_mb >= c->rss_hard_mb)
         return FAIL_AT(ps, "rss_soft_mb", "must be below rss_hard_mb (%u)", c->rss_hard_mb);
     if (c->fd_hard && c->fd_soft >= c->fd_hard)

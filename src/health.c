@@ -126,7 +126,7 @@ static void push(enr_health *h, const enr_health_point *s)
         h->count++;
 }
 
-static void workers(const enr_scoreboard *sb, enr_health_window *w, uint64_t wall_ms)
+static void workers(const enr_scoreboard *sb, enr_health_window *w, uint64_t mono_ms)
 {
     uint32_t n = sb->nslots <= ENR_SB_MAX_WORKERS ? sb->nslots : ENR_SB_MAX_WORKERS;
 
@@ -139,10 +139,10 @@ static void workers(const enr_scoreboard *sb, enr_health_window *w, uint64_t wal
         if (ENR_SB_GET(sl->up_breaker_state) == ENR_BREAKER_OPEN)
             w->breaker_open++;
         if (st == ENR_WS_BUSY) {
-            uint64_t start = ENR_SB_GET(sl->req_start_ms);
+            uint64_t age = enr_sb_request_age_ms(sl, mono_ms);
             w->busy_workers++;
-            if (start != 0 && wall_ms > start && wall_ms - start > w->oldest_request_ms)
-                w->oldest_request_ms = wall_ms - start;
+            if (age > w->oldest_request_ms)
+                w->oldest_request_ms = age;
         }
     }
 }
@@ -180,7 +180,7 @@ int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard 
     w->ratio_5xx = w->requests ? (double)w->s5xx / (double)w->requests : 0;
     w->ratio_degraded = w->records ? (double)w->degraded / (double)w->records : 0;
     w->p99_ms = quantile_ms(lat, ENR_HEALTH_P99_RANK);
-    workers(sb, w, enr_wall_ms());
+    workers(sb, w, enr_mono_ms()); /* the workers' stamps are CLOCK_MONOTONIC */
 
     h->reasons = 0;
     text[0] = '\0';

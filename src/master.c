@@ -19,6 +19,10 @@
  *    are cumulative over everything that ever ran in that position.
  *  - The pool is refilled in the same loop turn that reaps a worker,
  *    except while the crash-loop back-off holds forks.
+ *  - A reload never stops a worker of the running generation before one
+ *    worker of the new configuration (the probe, in a spare slot) has
+ *    reported ready: a configuration whose workers cannot start is never
+ *    committed, and the old generation keeps serving (docs/pool.md).
  */
 #include "master.h"
 
@@ -60,7 +64,10 @@ typedef struct child {
     int asked;           /* enum enr_exit_reason the master asked for, NONE if not */
     uint64_t asked_at;   /* monotonic ms of the request, for KILL escalation */
     int killed;          /* SIGKILL sent */
+    int probe;           /* PROBE_*: the first worker of a new configuration */
 } child;
+
+enum { PROBE_NONE = 0, PROBE_TRYING, PROBE_EXTRA /* committed: serves until the pool is full */ };
 
 typedef struct master {
     enr_config cfg;
@@ -88,6 +95,13 @@ typedef struct master {
     enr_health health;
     enr_engine *warm_engine; /* never used to serve: only keeps shared data loaded */
     int was_healthy;         /* last verdict, to log transitions only */
+    /* reload: a new configuration is tried on one probe worker first */
+    enr_config next_cfg; /* validated, not yet committed */
+    int pending;         /* next_cfg waits for its probe */
+    unsigned probe_slot;
+    uint64_t probe_deadline, retry_at, retry_ms;
+    unsigned probe_failures; /* of the pending configuration */
+    char probe_error[96];
 } master;
 
 static volatile sig_atomic_t sig_hup, sig_term, sig_quit, sig_chld;
@@ -127,8 +141,9 @@ static int live_workers(const master *m, int ready_only)
     return n;
 }
 
-/* The only fork() of the daemon.  slot < 0: the status process. */
-static int spawn(master *m, int kind, unsigned slot)
+/* The only fork() of the daemon, for the status process (slot unused)
+ * or a worker of configuration cfg, generation gen, in slot. */
+static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg, unsigned gen)
 {
     child *ch = kind == CHILD_WORKER ? &m->w[slot] : &m->status;
     enr_sb_slot *s = kind == CHILD_WORKER ? &m->sb->slot[slot] : NULL;
@@ -159,7 +174,7 @@ static int spawn(master *m, int kind, unsigned slot)
         for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
             sigaction(master_signals[i], &sa, NULL);
         if (kind == CHILD_WORKER) {
-            enr_worker_args a = {&m->cfg, m->sb, slot, m->listen_fd, m->ready_w, m->generation};
+            enr_worker_args a = {cfg, m->sb, slot, m->listen_fd, m->ready_w, gen};
             close(m->status_fd);
             /* The worker sets its own mask before it unblocks anything. */
             code = enr_worker_main(&a);
@@ -179,18 +194,23 @@ static int spawn(master *m, int kind, unsigned slot)
     }
     memset(ch, 0, sizeof *ch);
     ch->pid = pid;
-    ch->generation = m->generation;
+    ch->generation = gen;
     ch->started = enr_mono_ms();
     if (s != NULL) {
         int64_t zero = 0;
         /* Shows the process before it runs; the worker writes the same. */
         atomic_compare_exchange_strong(&s->pid, &zero, (int64_t)pid);
         enr_log(ENR_LOG_INFO, "worker start", "worker_pid=%ld slot=%u generation=%u", (long)pid,
-                slot, m->generation);
+                slot, gen);
     } else {
         enr_log(ENR_LOG_INFO, "status process start", "child_pid=%ld", (long)pid);
     }
     return 0;
+}
+
+static int spawn(master *m, int kind, unsigned slot)
+{
+    return spawn_with(m, kind, slot, &m->cfg, m->generation);
 }
 
 /* Asks a child to end for a reason: TERM (or USR2 to drain the queue
@@ -271,6 +291,40 @@ static void crashloop_note(master *m, int reason, uint64_t lifetime, uint64_t no
             m->early_deaths, m->backoff_ms);
 }
 
+/* The probe of a pending configuration ended without reporting ready
+ * (why: an exit reason and its detail, or a time-out).  The running
+ * generation was never touched; the same configuration is tried again
+ * after a back-off, or replaced by the next HUP. */
+static void probe_failed(master *m, const char *why, const char *detail, uint64_t now)
+{
+    enr_sb_pool *p = &m->sb->pool;
+    char status[256];
+
+    m->probe_failures++;
+    m->retry_ms = m->retry_ms ? m->retry_ms * 2 : ENR_RELOAD_RETRY_MIN_MS;
+    if (m->retry_ms > ENR_BACKOFF_MAX_MS)
+        m->retry_ms = ENR_BACKOFF_MAX_MS;
+    m->retry_at = now + m->retry_ms;
+    snprintf(m->probe_error, sizeof m->probe_error, "%s%s%s", why, detail[0] ? " " : "", detail);
+    ENR_SB_ADD(p->reload_failures, 1);
+    ENR_SB_SET(p->reload_retry_ms, m->retry_ms);
+    memcpy(p->reload_error, m->probe_error, sizeof p->reload_error);
+    ENR_SB_SET(p->state, 1); /* the old generation is running as before */
+    enr_log(ENR_LOG_ERROR,
+            "reload failed: a worker of the new configuration did not start; the old "
+            "configuration keeps serving",
+            "generation=%u reason=%s%s%s failures=%u retry_in_ms=%" PRIu64, m->generation + 1, why,
+            detail[0] ? " " : "", detail, m->probe_failures, m->retry_ms);
+    snprintf(status, sizeof status,
+             "RELOAD FAILED: new workers do not start (%s), old configuration serving, retry in "
+             "%" PRIu64 " ms",
+             m->probe_error, m->retry_ms);
+    enr_notify_status(status);
+    /* systemd's reload ends here: the configuration in force is the old one. */
+    if (m->probe_failures == 1)
+        enr_notify_ready();
+}
+
 static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
 {
     child *ch = &m->w[slot];
@@ -279,16 +333,12 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     char detail[64], rid[ENR_SB_REQID_MAX], qrid[96];
     int reason = classify(ch, status, detail, sizeof detail);
     uint64_t lifetime = now > ch->started ? now - ch->started : 0;
-    uint64_t req_start = ENR_SB_GET(s->req_start_ms), age = 0;
+    uint64_t age = enr_sb_request_age_ms(s, now);
 
     memcpy(rid, s->req_id, sizeof rid);
     rid[sizeof rid - 1] = '\0';
-    if (req_start != 0 && ENR_SB_GET(s->state) == ENR_WS_BUSY) {
-        uint64_t wn = enr_wall_ms();
-        age = wn > req_start ? wn - req_start : 0;
-    } else {
+    if (ENR_SB_GET(s->req_start_mono_ms) == 0 || ENR_SB_GET(s->state) != ENR_WS_BUSY)
         rid[0] = '\0';
-    }
     ENR_SB_ADD(p->exits[reason], 1);
     ENR_SB_ADD(s->restarts, 1);
     ENR_SB_SET(s->last_exit_reason, (uint64_t)reason);
@@ -312,6 +362,13 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     ENR_SB_SET(s->state, ENR_WS_EMPTY);
     ENR_SB_SET(s->req_start_ms, 0);
     ENR_SB_SET(s->write_start_mono_ms, 0);
+    ENR_SB_SET(s->req_start_mono_ms, 0);
+    if (ch->probe == PROBE_TRYING && m->pending && slot == m->probe_slot) {
+        /* Not the running pool's crash loop: the old generation is fine. */
+        probe_failed(m, exit_reason_names[reason], detail, now);
+        memset(ch, 0, sizeof *ch);
+        return;
+    }
     crashloop_note(m, reason, lifetime, now);
     memset(ch, 0, sizeof *ch);
 }
@@ -451,21 +508,21 @@ static void check_ready(master *m, uint64_t now)
  * write_timeout_ms of writing its answer.  A write waits on nginx (a slow
  * client with nginx's buffers full), not on the worker, so it is not held
  * to the request's deadline; the worker itself resets a write that makes
- * no progress for write_timeout_ms, and this catches one that trickles. */
-static int request_stuck(const enr_config *c, enr_sb_slot *s, uint64_t wall_now)
+ * no progress for write_timeout_ms, and this catches one that trickles.
+ * Both clocks are monotonic: an NTP step must not age (or hide) a request. */
+static int request_stuck(const enr_config *c, const enr_sb_slot *s, uint64_t mono_now)
 {
-    uint64_t rs = ENR_SB_GET(s->req_start_ms), ws = ENR_SB_GET(s->write_start_mono_ms);
-    uint64_t mono_now = enr_mono_ms();
+    uint64_t ws = ENR_SB_GET(s->write_start_mono_ms);
 
     if (ws != 0)
         return mono_now > ws && mono_now - ws > 2 * (uint64_t)c->write_timeout_ms;
-    return rs != 0 && wall_now > rs && wall_now - rs > c->request_timeout_ms;
+    return enr_sb_request_age_ms(s, mono_now) > c->request_timeout_ms;
 }
 
 static void sample_workers(master *m, uint64_t now)
 {
     const enr_config *c = &m->cfg;
-    uint64_t wn = enr_wall_ms(), busy = 0;
+    uint64_t busy = 0;
 
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
         child *ch = &m->w[i];
@@ -490,7 +547,7 @@ static void sample_workers(master *m, uint64_t now)
             ask(ch, ENR_EXIT_RSS, SIGTERM);
         else if (c->fd_hard && fds > (long)c->fd_hard)
             ask(ch, ENR_EXIT_FD, SIGTERM);
-        else if (st == ENR_WS_BUSY && request_stuck(c, s, wn))
+        else if (st == ENR_WS_BUSY && request_stuck(c, s, now))
             ask(ch, ENR_EXIT_TIMEOUT, SIGTERM);
         else
             continue;
@@ -533,7 +590,14 @@ static void send_status(master *m, uint64_t now)
             (double)(done - m->last_completed) * 1000.0 / (double)(now - m->last_completed_at);
     m->last_completed = done;
     m->last_completed_at = now;
-    if (ENR_SB_GET(m->sb->pool.crashloop))
+    if (m->pending && m->probe_failures)
+        /* Loud until it is resolved: the file on disk is not what serves. */
+        snprintf(text, sizeof text,
+                 "workers %d/%u, %.1f req/s, RELOAD FAILED: new workers do not start (%s), old "
+                 "configuration serving, attempt %u",
+                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->probe_error,
+                 m->probe_failures + 1);
+    else if (ENR_SB_GET(m->sb->pool.crashloop))
         snprintf(text, sizeof text,
                  "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64
                  " ms",
@@ -580,7 +644,101 @@ static int listen_changed(const enr_config *a, const enr_config *b)
            strcmp(a->status_listen, b->status_listen) != 0;
 }
 
-static void reload(master *m)
+/* The probe reported ready: the new configuration becomes the running
+ * one, and only now is the old generation asked to finish. */
+static void commit_reload(master *m)
+{
+    enr_sb_pool *p = &m->sb->pool;
+
+    m->cfg = m->next_cfg;
+    m->generation++;
+    m->pending = 0;
+    if (m->probe_slot < ENR_SB_MAX_WORKERS && m->w[m->probe_slot].pid > 0)
+        m->w[m->probe_slot].probe = PROBE_EXTRA;
+    ENR_SB_ADD(p->generation, 1);
+    ENR_SB_SET(p->workers, m->cfg.workers);
+    if (m->cfg.workers > m->sb->nslots)
+        m->sb->nslots = m->cfg.workers;
+    ENR_SB_SET(p->state, 2);
+    ENR_SB_SET(p->reload_pending, 0);
+    ENR_SB_SET(p->reload_retry_ms, 0);
+    p->reload_error[0] = '\0';
+    m->reloading = 1;
+    /* A worker asked to reload finishes the request in hand; the
+     * connections waiting in the backlog go to the probe and to the new
+     * workers that take the old ones' slots. */
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && m->w[i].generation != m->generation)
+            ask(&m->w[i], ENR_EXIT_RELOAD, SIGTERM);
+    ask(&m->status, ENR_EXIT_RELOAD, SIGTERM);
+    enr_log(ENR_LOG_INFO, "reload", "generation=%u source=%s workers=%u probe_failures=%u",
+            m->generation, m->cfg.source, m->cfg.workers, m->probe_failures);
+}
+
+/* One worker of the pending configuration, in a slot no generation uses:
+ * the running pool is untouched until it reports ready. */
+static void start_probe(master *m, uint64_t now)
+{
+    unsigned lo = m->cfg.workers > m->next_cfg.workers ? m->cfg.workers : m->next_cfg.workers;
+    unsigned slot = ENR_SB_MAX_WORKERS;
+
+    for (unsigned i = lo; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid == 0) {
+            slot = i;
+            break;
+        }
+    if (slot == ENR_SB_MAX_WORKERS) {
+        enr_log(ENR_LOG_WARN, "reload: no spare slot for a probe worker, switching at once",
+                "workers=%u", m->next_cfg.workers);
+        m->probe_slot = ENR_SB_MAX_WORKERS; /* none */
+        commit_reload(m);
+        return;
+    }
+    if (slot >= m->sb->nslots)
+        m->sb->nslots = slot + 1;
+    m->probe_slot = slot;
+    if (spawn_with(m, CHILD_WORKER, slot, &m->next_cfg, m->generation + 1) != 0) {
+        probe_failed(m, "fork", "", now);
+        return;
+    }
+    m->w[slot].probe = PROBE_TRYING;
+    m->probe_deadline = now + ENR_RELOAD_PROBE_MS;
+    enr_log(ENR_LOG_INFO, "reload: starting one worker of the new configuration first",
+            "generation=%u slot=%u attempt=%u", m->generation + 1, slot, m->probe_failures + 1);
+}
+
+/* Each loop turn while a reload is pending or its probe still serves. */
+static void check_reload(master *m, uint64_t now)
+{
+    if (m->pending) {
+        child *ch = &m->w[m->probe_slot];
+        if (ch->pid == 0 || ch->probe != PROBE_TRYING) {
+            if (now >= m->retry_at)
+                start_probe(m, now);
+        } else if (ch->ready) {
+            commit_reload(m);
+        } else if (now >= m->probe_deadline && ch->asked == ENR_EXIT_NONE) {
+            enr_log(ENR_LOG_ERROR, "reload: the new worker did not report ready in time",
+                    "worker_pid=%ld timeout_ms=%d", (long)ch->pid, ENR_RELOAD_PROBE_MS);
+            ask(ch, ENR_EXIT_TIMEOUT, SIGKILL);
+            ch->killed = 1;
+        }
+        return;
+    }
+    /* A committed probe serves until its generation fills the pool. */
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+        child *ch = &m->w[i];
+        int full = 1;
+        if (ch->pid <= 0 || ch->probe != PROBE_EXTRA || ch->asked != ENR_EXIT_NONE)
+            continue;
+        for (unsigned j = 0; j < m->cfg.workers && full; j++)
+            full = m->w[j].pid > 0 && m->w[j].ready && m->w[j].generation == m->generation;
+        if (full)
+            ask(ch, ENR_EXIT_RELOAD, SIGTERM);
+    }
+}
+
+static void reload(master *m, uint64_t now)
 {
     enr_config next;
     char err[512], q[600];
@@ -608,27 +766,30 @@ static void reload(master *m)
         next.listen_backlog = m->cfg.listen_backlog;
         memcpy(next.status_listen, m->cfg.status_listen, sizeof next.status_listen);
     }
-    m->cfg = next;
-    m->generation++;
-    ENR_SB_ADD(m->sb->pool.generation, 1);
-    ENR_SB_SET(m->sb->pool.workers, m->cfg.workers);
-    if (m->cfg.workers > m->sb->nslots)
-        m->sb->nslots = m->cfg.workers;
+    if (m->pending) {
+        /* A newer file replaces the one still being tried. */
+        child *ch = &m->w[m->probe_slot];
+        if (ch->pid > 0 && ch->probe == PROBE_TRYING) {
+            ch->probe = PROBE_NONE;
+            ask(ch, ENR_EXIT_RELOAD, SIGTERM);
+        }
+    }
+    m->next_cfg = next;
+    m->pending = 1;
+    m->probe_failures = 0;
+    m->retry_ms = 0;
+    m->retry_at = now;
+    m->probe_error[0] = '\0';
+    ENR_SB_SET(m->sb->pool.reload_pending, 1);
     ENR_SB_SET(m->sb->pool.state, 2);
-    m->reloading = 1;
-    /* A worker asked to reload finishes the request in hand; the
-     * connections waiting in the backlog go to the new generation. */
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid > 0)
-            ask(&m->w[i], ENR_EXIT_RELOAD, SIGTERM);
-    ask(&m->status, ENR_EXIT_RELOAD, SIGTERM);
-    enr_log(ENR_LOG_INFO, "reload", "generation=%u source=%s workers=%u", m->generation,
-            m->cfg.source, m->cfg.workers);
+    start_probe(m, now);
 }
 
 static void begin_drain(master *m, uint64_t now)
 {
     m->draining = 1;
+    m->pending = 0; /* a configuration still on trial is dropped with the rest */
+    ENR_SB_SET(m->sb->pool.reload_pending, 0);
     m->drain_deadline = now + m->cfg.drain_timeout_ms;
     ENR_SB_SET(m->sb->pool.state, 3);
     enr_notify_stopping();
@@ -700,6 +861,11 @@ static uint64_t next_wakeup(const master *m, uint64_t now)
         t = m->status_hold_until;
     if (m->draining && m->drain_deadline < t)
         t = m->drain_deadline;
+    if (m->pending && m->w[m->probe_slot].pid == 0 && m->retry_at > now && m->retry_at < t)
+        t = m->retry_at;
+    if (m->pending && m->w[m->probe_slot].pid > 0 && m->probe_deadline > now &&
+        m->probe_deadline < t)
+        t = m->probe_deadline;
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
         const child *ch = &m->w[i];
         if (ch->pid > 0 && ch->asked != ENR_EXIT_NONE && ch->asked != ENR_EXIT_STOP &&
@@ -770,6 +936,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         return 1;
     }
     ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
+    ENR_SB_SET(m.sb->pool.start_mono_ms, m.start_ms);
     ENR_SB_SET(m.sb->pool.workers, m.cfg.workers);
     m.sb->nslots = m.cfg.workers;
     if (enr_listen_open(&m.cfg, &m.listen_fd, &m.status_fd, m.listen_path, m.status_path, err,
@@ -839,7 +1006,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         if (sig_hup) {
             sig_hup = 0;
             if (!m.draining)
-                reload(&m);
+                reload(&m, now);
         }
         if (pfd.fd >= 0)
             read_readiness(&m);
@@ -863,6 +1030,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             }
         } else {
             fill_pool(&m, now);
+            check_reload(&m, now);
             check_ready(&m, now);
         }
         escalate(&m, now);

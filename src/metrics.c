@@ -197,6 +197,12 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
           ENR_SB_GET(p->crashloop) != 0);
     one_d(b, "enrichd_crash_loop_backoff_seconds", "gauge", "Current crash-loop back-off delay.",
           (double)ENR_SB_GET(p->backoff_ms) / 1000.0);
+    one_u(b, "enrichd_reload_pending", "gauge",
+          "1 while a new configuration waits for a worker of it to start (the old one serves).",
+          ENR_SB_GET(p->reload_pending) != 0);
+    one_u(b, "enrichd_reload_failures_total", "counter",
+          "Reloads whose new workers did not start (the old configuration kept serving).",
+          ENR_SB_GET(p->reload_failures));
 }
 
 static void render_latency(enr_buf *b, const enr_scoreboard *sb)
@@ -294,7 +300,7 @@ static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metri
         {"other_socket", offsetof(enr_fd_kinds, other_socks)},
         {"other", offsetof(enr_fd_kinds, other)},
     };
-    uint64_t now = enr_wall_ms();
+    uint64_t now = enr_mono_ms();
     char l[96];
     uint32_t n = nslots(sb);
 
@@ -324,10 +330,10 @@ static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metri
     family(b, "enrichd_worker_current_request_age_seconds", "gauge",
            "Age of the request the slot's worker is serving, 0 when idle.");
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t st = ENR_SB_GET(sb->slot[i].req_start_ms);
+        uint64_t age = enr_sb_request_age_ms(&sb->slot[i], now);
         snprintf(l, sizeof l, "{slot=\"%u\"}", (unsigned)i);
         sample_d(b, "enrichd_worker_current_request_age_seconds", l,
-                 slot_live(&sb->slot[i]) && st && now > st ? (double)(now - st) / 1000.0 : 0.0);
+                 slot_live(&sb->slot[i]) ? (double)age / 1000.0 : 0.0);
     }
 #undef PER_SLOT
     if (x == NULL || x->fds == NULL)

@@ -6,7 +6,8 @@
  * first fork and never unmapped while children live; a worker only
  * writes its own slot's live and cumulative fields; every update is a
  * relaxed atomic, so a reader (master, status process) never blocks a
- * worker and a crashed worker cannot leave a lock held.
+ * worker and a crashed worker cannot leave a lock held.  Ages are
+ * CLOCK_MONOTONIC differences; wall-clock stamps are for display only.
  */
 #include "scoreboard.h"
 
@@ -37,7 +38,7 @@ unsigned enr_sb_lat_bucket(uint64_t latency_us)
     return ENR_SB_LAT_BUCKETS - 1;
 }
 
-void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t now_ms)
+void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t mono_ms, uint64_t wall_ms)
 {
     size_t n = 0;
 
@@ -52,7 +53,8 @@ void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t now_ms)
     s->req_id[n] = '\0';
     atomic_thread_fence(memory_order_release);
     ENR_SB_SET(s->write_start_mono_ms, 0);
-    ENR_SB_SET(s->req_start_ms, now_ms);
+    ENR_SB_SET(s->req_start_ms, wall_ms);
+    ENR_SB_SET(s->req_start_mono_ms, mono_ms);
     ENR_SB_SET(s->state, ENR_WS_BUSY);
     ENR_SB_ADD(s->accepted, 1);
 }
@@ -79,7 +81,18 @@ void enr_sb_request_done(enr_sb_slot *s, int status, uint64_t rec_in, uint64_t r
         ENR_SB_ADD(s->slow_requests, 1);
     ENR_SB_ADD(s->served, 1);
     /* completed last: accepted - completed is the number in flight. */
+    ENR_SB_SET(s->req_start_mono_ms, 0);
     ENR_SB_SET(s->req_start_ms, 0);
     ENR_SB_SET(s->write_start_mono_ms, 0);
     ENR_SB_ADD(s->completed, 1);
+}
+
+uint64_t enr_sb_request_age_ms(const enr_sb_slot *s, uint64_t mono_now_ms)
+{
+    uint64_t start = ENR_SB_GET(s->req_start_mono_ms);
+
+    /* A stamp taken after the reader's `now` is a request just begun. */
+    if (start == 0 || ENR_SB_GET(s->state) != ENR_WS_BUSY || mono_now_ms <= start)
+        return 0;
+    return mono_now_ms - start;
 }

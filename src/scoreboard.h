@@ -57,11 +57,11 @@ enum enr_breaker_state { ENR_BREAKER_CLOSED = 0, ENR_BREAKER_OPEN, ENR_BREAKER_H
 typedef struct enr_sb_slot {
     /* live: written by the worker in the slot */
     enr_sb_i64 pid;
-    enr_sb_u64 state;               /* enum enr_worker_state */
-    enr_sb_u64 started_ms;          /* worker start, CLOCK_REALTIME ms */
-    enr_sb_u64 req_start_ms;        /* current request start, 0 when idle */
-    char req_id[ENR_SB_REQID_MAX];  /* current request id (best effort) */
-    enr_sb_u64 served;              /* requests served by the current process */
+    enr_sb_u64 state;              /* enum enr_worker_state */
+    enr_sb_u64 started_ms;         /* worker start, CLOCK_REALTIME ms: display only */
+    enr_sb_u64 req_start_ms;       /* request start, CLOCK_REALTIME ms, 0 when idle: display only */
+    char req_id[ENR_SB_REQID_MAX]; /* current request id (best effort) */
+    enr_sb_u64 served;             /* requests served by the current process */
     enr_sb_u64 write_start_mono_ms; /* writing the answer since (CLOCK_MONOTONIC), 0 if not */
 
     /* cumulative over the slot's lifetime: written by its workers */
@@ -89,6 +89,14 @@ typedef struct enr_sb_slot {
     enr_sb_i64 last_exit_pid;
     enr_sb_u64 last_exit_req_age_ms; /* age of the request it was serving, 0 if idle */
     char last_exit_req_id[ENR_SB_REQID_MAX];
+
+    /* live: the CLOCK_MONOTONIC twins of started_ms and req_start_ms.
+     * Every age and deadline is computed from these (the clock is
+     * system-wide, so the master and the status process can compare a
+     * worker's stamp with their own): a step of the wall clock must
+     * neither kill a busy worker nor hide a stuck one. */
+    enr_sb_u64 started_mono_ms;
+    enr_sb_u64 req_start_mono_ms; /* 0 when idle */
 } enr_sb_slot;
 
 typedef struct enr_sb_pool {
@@ -103,6 +111,12 @@ typedef struct enr_sb_pool {
     enr_sb_u64 max_active;                     /* most workers busy at once */
     enr_sb_u64 healthy;                        /* the master's last judgement (1/0) */
     char unhealthy_reason[96];
+    enr_sb_u64 start_mono_ms; /* master start, CLOCK_MONOTONIC ms, for its age */
+    /* A reload whose new workers cannot start: the old generation serves. */
+    enr_sb_u64 reload_pending;  /* 1 while a new configuration waits for its probe */
+    enr_sb_u64 reload_failures; /* probes of a new configuration that did not start */
+    enr_sb_u64 reload_retry_ms; /* current back-off before the next probe, 0: none */
+    char reload_error[96];      /* why the last probe failed, "" when it did not */
 } enr_sb_pool;
 
 typedef struct enr_scoreboard {
@@ -122,8 +136,14 @@ enr_scoreboard *enr_sb_create(void);
 /* Index into latency[] for a request that took latency_us. */
 unsigned enr_sb_lat_bucket(uint64_t latency_us);
 
-/* The worker in slot s starts a request (req_id may be NULL). */
-void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t now_ms);
+/* The worker in slot s starts a request (req_id may be NULL) at
+ * mono_ms (CLOCK_MONOTONIC) and wall_ms (CLOCK_REALTIME, display only). */
+void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t mono_ms, uint64_t wall_ms);
+
+/* Age of the request the worker in slot s is serving at mono_now_ms
+ * (CLOCK_MONOTONIC), 0 when it serves none: the one way every reader
+ * (master, health, /status, /metrics) ages a request. */
+uint64_t enr_sb_request_age_ms(const enr_sb_slot *s, uint64_t mono_now_ms);
 
 /* The worker in slot s finished a request with HTTP status and, for a
  * 200, the record counts (zero otherwise). */

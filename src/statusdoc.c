@@ -165,12 +165,14 @@ static json_object *fds_doc(const enr_fd_kinds *k)
     return o;
 }
 
-static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t now)
+/* mono: CLOCK_MONOTONIC now, for every age; the wall-clock stamps are
+ * only shown as they are. */
+static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t mono)
 {
     const enr_sb_slot *s = &v->sb->slot[i];
     json_object *o = json_object_new_object(), *last = json_object_new_object();
     uint64_t st = ENR_SB_GET(s->state), started = ENR_SB_GET(s->started_ms);
-    uint64_t req = ENR_SB_GET(s->req_start_ms);
+    uint64_t started_mono = ENR_SB_GET(s->started_mono_ms);
     int live = slot_live(s);
     char id[ENR_SB_REQID_MAX];
 
@@ -179,14 +181,15 @@ static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t n
     add_s(o, "state", live ? enr_worker_state_name(st) : "empty");
     if (live && started) {
         add_u(o, "start time", started / 1000u);
-        add_u(o, "start since", now > started ? (now - started) / 1000u : 0);
+        add_u(o, "start since",
+              started_mono && mono > started_mono ? (mono - started_mono) / 1000u : 0);
     }
     add_u(o, "requests", live ? ENR_SB_GET(s->served) : 0);
     add_u(o, "requests_total", ENR_SB_GET(s->completed));
-    if (live && st == ENR_WS_BUSY && req) {
+    if (live && st == ENR_WS_BUSY && ENR_SB_GET(s->req_start_mono_ms)) {
         copy_text(id, s->req_id, sizeof id);
         add_s(o, "request_id", id);
-        add_u(o, "request_age_ms", now > req ? now - req : 0);
+        add_u(o, "request_age_ms", enr_sb_request_age_ms(s, mono));
     }
     if (live) {
         add_u(o, "rss_kb", ENR_SB_GET(s->rss_kb));
@@ -206,11 +209,28 @@ static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t n
     return o;
 }
 
+/* A reload whose new workers could not start.  Shown, never a health
+ * verdict: the old configuration serves, and a watchdog restart would
+ * start the daemon on the very file that does not work. */
+static json_object *reload_doc(const enr_sb_pool *p)
+{
+    json_object *x = json_object_new_object();
+    char err[sizeof p->reload_error];
+
+    copy_text(err, p->reload_error, sizeof err);
+    add_b(x, "pending", ENR_SB_GET(p->reload_pending) != 0);
+    add_u(x, "failures", ENR_SB_GET(p->reload_failures));
+    add_u(x, "retry_ms", ENR_SB_GET(p->reload_retry_ms));
+    add_s(x, "last_error", err);
+    return x;
+}
+
 json_object *enr_status_doc(const enr_status_view *v, int full)
 {
     const enr_sb_pool *p = &v->sb->pool;
     json_object *o = json_object_new_object(), *x;
-    uint64_t now = enr_wall_ms(), start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
+    uint64_t now = enr_mono_ms(), start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
+    uint64_t start_mono = ENR_SB_GET(p->start_mono_ms);
     uint64_t pstate = ENR_SB_GET(p->state), restarts = 0, maxq = v->listen_queue_max;
     uint64_t max_active = ENR_SB_GET(p->max_active);
     totals t;
@@ -227,7 +247,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_s(o, "pool", "enrichd");
     add_s(o, "process manager", "static");
     add_u(o, "start time", start / 1000u);
-    add_u(o, "start since", now > start ? (now - start) / 1000u : 0);
+    add_u(o, "start since", start_mono && now > start_mono ? (now - start_mono) / 1000u : 0);
     add_u(o, "accepted conn", t.accepted);
     add_u(o, "listen queue", v->have_queue ? v->listen_queue : ENR_SB_GET(p->listen_queue));
     add_u(o, "max listen queue", maxq);
@@ -281,6 +301,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_b(x, "active", ENR_SB_GET(p->crashloop) != 0);
     add_u(x, "backoff_ms", ENR_SB_GET(p->backoff_ms));
     json_object_object_add(o, "crash_loop", x);
+    json_object_object_add(o, "reload", reload_doc(p));
 
     x = json_object_new_object();
     add_b(x, "enabled", v->c->upstream_url[0] != '\0');
@@ -357,5 +378,6 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     add_b(m, "healthy", ENR_SB_GET(sb->pool.healthy) != 0);
     add_s(m, "reason", reason);
     json_object_object_add(o, "master", m);
+    json_object_object_add(o, "reload", reload_doc(&sb->pool));
     return o;
 }

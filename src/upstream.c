@@ -41,6 +41,7 @@
 #include "curlapi.h"
 #include "log.h"
 #include "upstream_reply.h"
+#include "upstream_url.h"
 #include "clock.h"
 #include "hash.h"
 
@@ -193,53 +194,28 @@ static int easy_setup(enr_upstream *u, up_call *c, long maxconn)
 }
 
 /* The configured URL decides scheme, host and path once; ids only ever
- * go into the query after it, percent-encoded. */
+ * go into the query after it, percent-encoded.  The URL was checked by
+ * the configuration with the same function (upstream_url.h); checking
+ * again here keeps a client built from any other config honest. */
 static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
 {
-    CURLU *h = curl_url();
-    char *scheme = NULL, *host = NULL, *frag = NULL, *query = NULL;
-    int rc = -1;
+    char why[256];
+    int has_query;
 
-    if (h == NULL) {
-        snprintf(err, errlen, "upstream_url: out of memory");
+    if (enr_upstream_url_check(url, &has_query, why, sizeof why) != 0) {
+        snprintf(err, errlen, "upstream_url: %s", why);
         return -1;
     }
-    for (const char *p = url; *p; p++)
-        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
-            snprintf(err, errlen, "upstream_url: white space or control character");
-            goto out;
-        }
-    if (curl_url_set(h, CURLUPART_URL, url, 0) != CURLUE_OK ||
-        curl_url_get(h, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
-        curl_url_get(h, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
-        snprintf(err, errlen, "upstream_url: not an absolute URL: %s", url);
-        goto out;
-    }
-    if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0) {
-        snprintf(err, errlen, "upstream_url: scheme must be http or https");
-        goto out;
-    }
-    if (curl_url_get(h, CURLUPART_FRAGMENT, &frag, 0) == CURLUE_OK) {
-        snprintf(err, errlen, "upstream_url: must not have a fragment");
-        goto out;
-    }
     enr_buf_append(&u->base, url, strlen(url));
-    if (curl_url_get(h, CURLUPART_QUERY, &query, 0) == CURLUE_OK && query[0] != '\0')
+    if (has_query)
         enr_buf_putc(&u->base, '&');
     else if (u->base.len && u->base.data[u->base.len - 1] != '?')
         enr_buf_putc(&u->base, '?');
     if (u->base.oom) {
         snprintf(err, errlen, "upstream_url: out of memory");
-        goto out;
+        return -1;
     }
-    rc = 0;
-out:
-    curl_free(scheme);
-    curl_free(host);
-    curl_free(frag);
-    curl_free(query);
-    curl_url_cleanup(h);
-    return rc;
+    return 0;
 }
 
 enr_upstream *enr_upstream_new(const enr_config *c, enr_sb_slot *slot, char *err, size_t errlen)

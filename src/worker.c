@@ -372,7 +372,7 @@ static void serve_one(worker *w)
     uint64_t arrival_us = w->capture ? enr_wall_us() : 0;
     int slow;
 
-    enr_sb_request_start(w->slot, rid, enr_wall_ms());
+    enr_sb_request_start(w->slot, rid, t0_ms, enr_wall_ms());
     handle(w, &o, t0_ms);
     lat = enr_mono_us() - t0;
     slow = w->cfg->slow_request_ms && lat >= (uint64_t)w->cfg->slow_request_ms * 1000;
@@ -582,15 +582,17 @@ int enr_worker_main(const enr_worker_args *a)
     ENR_SB_SET(slot->pid, (int64_t)getpid());
     ENR_SB_SET(slot->state, ENR_WS_STARTING);
     ENR_SB_SET(slot->started_ms, enr_wall_ms());
+    ENR_SB_SET(slot->started_mono_ms, enr_mono_ms());
     ENR_SB_SET(slot->served, 0);
     ENR_SB_SET(slot->req_start_ms, 0);
+    ENR_SB_SET(slot->req_start_mono_ms, 0);
     if (setup(&w, a) != 0) {
         ENR_SB_SET(slot->state, ENR_WS_EXITING);
         return ENR_WORKER_EXIT_FAILED;
     }
     ENR_SB_SET(slot->state, ENR_WS_IDLE);
     enr_log(ENR_LOG_DEBUG, "worker ready", "slot=%u init_ms=%" PRIu64, a->slot,
-            enr_wall_ms() - ENR_SB_GET(slot->started_ms));
+            enr_mono_ms() - ENR_SB_GET(slot->started_mono_ms));
     if (a->ready_fd >= 0) {
         char one = 1;
         /* The master only needs a wake-up; a full pipe already holds one. */

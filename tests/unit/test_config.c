@@ -76,6 +76,15 @@ int main(void)
     bad("upstream_timeout_ms = 5000\nrequest_timeout_ms = 2000\n", "t.conf:1: upstream_timeout_ms");
     bad("listen = /tmp/a.sock\nstatus_listen = /tmp/a.sock\n", "t.conf:2: status_listen");
     bad("upstream_url = ftp://example.org/x\n", "t.conf:1: upstream_url");
+    /* What the worker's upstream client would refuse at start. */
+    bad("upstream_url = https://example.com/x#frag\n", "t.conf:1: upstream_url: must not have");
+    bad("upstream_url = http://exa mple.com/\n", "t.conf:1: upstream_url: white space");
+    bad("upstream_url = http://\n", "t.conf:1: upstream_url: no host");
+    bad("upstream_url = https://[::1\n", "t.conf:1: upstream_url: bad IPv6");
+    bad("rss_hard_mb = 2\nrss_soft_mb = 1\n", "t.conf:2: rss_soft_mb: 1 is below");
+    bad("fd_hard = 8\n", "t.conf:1: fd_hard: 8 is below");
+    T_CHECK(parse("upstream_url = http://[::1]:8080/v1/meta?key=a\n") == 0,
+            "a bracketed IPv6 URL with a port and a query: %s", err);
     bad("listen_group = nosuchgroupxyz\n", "t.conf:1: listen_group");
     bad("listen_mode = 0999\n", "t.conf:1: listen_mode");
     bad("breaker_failure_ratio = 0\n", "t.conf:1: breaker_failure_ratio");

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "health.h"
 #include "sockdiag.h"
 #include "t.h"
@@ -18,13 +19,6 @@ static enr_scoreboard sb;
 static enr_config cfg;
 static enr_health h;
 static uint64_t clock_ms = 1000000;
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static void reset(unsigned live)
 {
@@ -139,7 +133,7 @@ static void test_stall_and_breaker(void)
 {
     reset(2);
     ENR_SB_SET(sb.slot[0].state, ENR_WS_BUSY);
-    ENR_SB_SET(sb.slot[0].req_start_ms, wall_ms() - 60000);
+    ENR_SB_SET(sb.slot[0].req_start_mono_ms, enr_mono_ms() - 60000);
     ENR_SB_ADD(sb.slot[0].accepted, 1);
     for (int i = 0; i < 5; i++)
         tick();

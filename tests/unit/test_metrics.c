@@ -56,6 +56,7 @@ static void fill(void)
     }
     ENR_SB_SET(sb.slot[1].up_breaker_state, ENR_BREAKER_OPEN);
     ENR_SB_SET(sb.slot[0].req_start_ms, 1);
+    ENR_SB_SET(sb.slot[0].req_start_mono_ms, 1);
     strcpy(sb.slot[0].req_id, "req-abc\xff\n");
     ENR_SB_SET(sb.slot[2].last_exit_reason, ENR_EXIT_FD);
     ENR_SB_SET(sb.slot[2].last_exit_pid, 77);
