@@ -90,7 +90,7 @@ def test_config_check(r):
             ("workers = zero\n", ":1: workers: "),
             ("workers = 0\n", ":1: workers: 0 is out of range"),
             ("listen_mode = 0999\n", ":1: listen_mode:"),
-            ("listen = 0.0.0.0:9000\n", ":1: listen:"),
+            ("listen = example.org:9000\n", ":1: listen:"),
             ("rss_soft_mb = 300\nrss_hard_mb = 200\n", ":1: rss_soft_mb: must be below"),
             ("workers = 2\nworkers = 3\n", ":2: workers: duplicate key"),
             ("upstream_url = ftp://x\n", ":1: upstream_url:"),
