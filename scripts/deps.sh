@@ -6,10 +6,11 @@ set -eu
 
 # What building and serving need (`make run`), then what the tests add
 # (`make test`, CI): sanitizer runtimes and libFuzzer, valgrind, linters,
-# systemd's tools for the unit checks, and promtool for /metrics.
+# systemd's tools for the unit checks, promtool for /metrics, and
+# cgi-fcgi (libfcgi-bin) as a second FastCGI client.
 RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
 nginx-light pkg-config python3"
-TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus"
+TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus libfcgi-bin"
 case "${1:-test}" in
 run) PKGS=$RUN_PKGS ;;
 test) PKGS="$RUN_PKGS $TEST_PKGS" ;;

@@ -85,6 +85,12 @@ typedef struct enr_sb_slot {
     enr_sb_i64 last_exit_pid;
     enr_sb_u64 last_exit_req_age_ms; /* age of the request it was serving, 0 if idle */
     char last_exit_req_id[ENR_SB_REQID_MAX];
+
+    /* cumulative, written by the slot's workers: connections closed
+     * before any request was served (per slot, like the other worker
+     * counters, so the pool fields stay the master's alone) */
+    enr_sb_u64 listen_refused; /* TCP peer not in listen_allow */
+    enr_sb_u64 fcgi_rejected;  /* malformed, stalled, or a role we do not serve */
 } enr_sb_slot;
 
 typedef struct enr_sb_pool {
