@@ -111,6 +111,19 @@ static void hooks_init(worker *w)
         abort();
 }
 
+/* A worker slow to start, so a test can kill the master before the
+ * worker's prctl(PR_SET_PDEATHSIG) (the getppid() check's case). */
+static void hooks_start_delay(void)
+{
+    const char *v = getenv("ENRICHD_TEST_START_DELAY_MS");
+    if (v != NULL) {
+        unsigned long ms = strtoul(v, NULL, 10);
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+}
+
 static void hooks_leak(worker *w)
 {
     for (unsigned i = 0; i < w->leak_fds; i++)
@@ -702,6 +715,9 @@ int enr_worker_main(const enr_worker_args *a)
     int reason = ENR_EXIT_NONE;
     enr_sb_slot *slot = &a->sb->slot[a->slot];
 
+#ifdef ENR_TEST_HOOKS
+    hooks_start_delay();
+#endif
     /* The pool dies with its master; a worker without one would serve a
      * socket nobody supervises. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
