@@ -5,7 +5,9 @@
  * its group, then opened to listen_mode, so it is never reachable by the
  * wrong users even for a moment (CVE-2025-23016: the socket is the trust
  * boundary).  A live socket of another instance is never unlinked.  TCP
- * is only ever bound on 127.0.0.1 (config.c refuses anything else).
+ * is only ever bound on 127.0.0.1 (config.c refuses anything else), and
+ * each accepted TCP peer is checked against listen_allow by the worker
+ * that accepted it (worker.c, allow.h).
  * Every descriptor is close-on-exec and non-blocking: workers race for
  * each connection (worker.c).
  */
