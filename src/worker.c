@@ -83,8 +83,8 @@ typedef struct worker {
     FCGX_Request req;
     sigset_t wait_mask; /* the mask while waiting for a connection */
     unsigned long served;
-    unsigned long max_served;   /* max_requests + this worker's jitter; 0 = never */
-    uint64_t refused_logged_ms; /* last "peer refused" log line: at most one a second */
+    unsigned long max_served; /* max_requests + this worker's jitter; 0 = never */
+    uint64_t refused_logged_ms, rejected_logged_ms; /* log_gate() */
 #ifdef ENR_TEST_HOOKS
     unsigned leak_fds, leak_kb;
 #endif
@@ -405,24 +405,32 @@ static int soft_limit_reached(worker *w)
     return ENR_EXIT_NONE;
 }
 
+/* At most one line a second for what a hostile peer can repeat at will:
+ * the counters have the full story. */
+static int log_gate(uint64_t *last_ms)
+{
+    uint64_t now = enr_mono_ms();
+
+    if (*last_ms != 0 && now - *last_ms < 1000)
+        return 0;
+    *last_ms = now;
+    return 1;
+}
+
 /* listen_allow: a TCP peer not in the list is closed before anything is
  * read from it, and counted.  Returns 1 to go on with fd. */
 static int peer_allowed(worker *w, int fd, const struct sockaddr_storage *peer, socklen_t len)
 {
-    uint64_t now;
     char addr[INET6_ADDRSTRLEN] = "?";
 
     if (enr_allow_match(&w->cfg->listen_allow_nets, (const struct sockaddr *)peer, len))
         return 1;
     close(fd);
     ENR_SB_ADD(w->slot->listen_refused, 1);
-    /* A scan must not flood the log: the counter has the full story. */
-    now = enr_mono_ms();
-    if (now - w->refused_logged_ms >= 1000) {
+    if (log_gate(&w->refused_logged_ms)) {
         const void *a = peer->ss_family == AF_INET6
                             ? (const void *)&((const struct sockaddr_in6 *)peer)->sin6_addr
                             : (const void *)&((const struct sockaddr_in *)peer)->sin_addr;
-        w->refused_logged_ms = now;
         inet_ntop(peer->ss_family, a, addr, sizeof addr);
         enr_log(ENR_LOG_WARN, "connection refused: peer not in listen_allow", "peer=%s", addr);
     }
@@ -492,6 +500,8 @@ static int next_connection(worker *w)
 
 #define LINGER_DISCARD_MAX 65536 /* bytes read and dropped while lingering */
 
+/* Arms (ms > 0, clearing header_alarm) or disarms (0, keeping it for
+ * the caller to read) the header timer. */
 static int header_timer(unsigned ms)
 {
     struct itimerval it;
@@ -499,7 +509,8 @@ static int header_timer(unsigned ms)
     memset(&it, 0, sizeof it);
     it.it_value.tv_sec = ms / 1000;
     it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-    header_alarm = 0;
+    if (ms > 0)
+        header_alarm = 0;
     return setitimer(ITIMER_REAL, &it, NULL);
 }
 
@@ -561,10 +572,11 @@ static void refuse_role(int fd, int request_id)
     }
 }
 
-static void reject_connection(worker *w, const char *why)
+static void reject_connection(worker *w, const char *why, int err)
 {
     ENR_SB_ADD(w->slot->fcgi_rejected, 1);
-    enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s errno=%d", why, errno);
+    if (log_gate(&w->rejected_logged_ms))
+        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s errno=%d", why, err);
 }
 
 /* Reads the request on fd and serves it; fd is closed on return. */
@@ -595,14 +607,15 @@ static void serve_connection(worker *w, int fd)
     if (rc < 0) {
         /* Bad or missing BEGIN/PARAMS: libfcgi closed the connection, and
          * without a listening socket of its own it could not take another. */
-        reject_connection(w, header_alarm ? "header_timeout" : "malformed");
+        reject_connection(w, header_alarm ? "header_timeout" : "malformed", -rc);
         FCGX_Free(&w->req, 1);
         return;
     }
     if (FCGX_GetError(w->req.in) != 0) {
         /* libfcgi ends the parameters at a stream error as if they were
          * complete: a cut or garbled request is not served. */
-        reject_connection(w, header_alarm ? "header_timeout" : "malformed_params");
+        reject_connection(w, header_alarm ? "header_timeout" : "malformed_params",
+                          FCGX_GetError(w->req.in));
         FCGX_Free(&w->req, 0);
         close(fd);
         w->req.ipcFd = -1;
@@ -610,7 +623,7 @@ static void serve_connection(worker *w, int fd)
     }
     if (w->req.role != FCGI_RESPONDER) {
         refuse_role(fd, w->req.requestId);
-        reject_connection(w, "unknown_role");
+        reject_connection(w, "unknown_role", 0);
         FCGX_Free(&w->req, 0);
         linger_close(fd);
         w->req.ipcFd = -1;

@@ -252,6 +252,9 @@ def test_raw_suite(r):
                 % (pids, env.worker_pids()))
         r.check(not harness.worker_exit_reasons(env), "no worker exit at all: %r"
                 % harness.worker_exit_reasons(env))
+        reasons = set(e.get("reason") for e in env.log_events("FastCGI connection rejected"))
+        r.check({"header_timeout", "unknown_role"} <= reasons,
+                "rejections logged with their reason (rate-limited): %r" % sorted(reasons))
         st, _, data = env.request("/metrics", method="GET")
         m = re.search(rb"^enrichd_fastcgi_rejected_total (\d+)$", data, re.M)
         r.check(m is not None and int(m.group(1)) > 0,
