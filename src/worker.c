@@ -57,17 +57,24 @@
 
 #define BODY_READ_CHUNK 65536
 
-static volatile sig_atomic_t worker_stop;  /* TERM: end after the request in hand */
-static volatile sig_atomic_t worker_drain; /* USR2: also serve what waits in the backlog */
-static volatile sig_atomic_t header_alarm; /* the header timer fired */
+static volatile sig_atomic_t worker_stop;    /* TERM: end after the request in hand */
+static volatile sig_atomic_t worker_drain;   /* USR2: also serve what waits in the backlog */
+static volatile sig_atomic_t header_alarm;   /* the header timer fired */
+static volatile sig_atomic_t header_fd = -1; /* the connection it guards */
 
 static void on_signal(int sig)
 {
     if (sig == SIGUSR2)
         worker_drain = 1;
-    else if (sig == SIGALRM)
-        header_alarm = 1; /* its work is interrupting a read (no SA_RESTART) */
-    else
+    else if (sig == SIGALRM) {
+        /* A signal only interrupts a call that blocks, and a peer that
+         * floods libfcgi with records it answers itself (management
+         * records) never lets it block: shutting the connection down
+         * ends the reading either way (shutdown is async-signal-safe). */
+        header_alarm = 1;
+        if (header_fd >= 0)
+            shutdown(header_fd, SHUT_RDWR);
+    } else
         worker_stop = 1;
 }
 
@@ -500,18 +507,24 @@ static int next_connection(worker *w)
 
 #define LINGER_DISCARD_MAX 65536 /* bytes read and dropped while lingering */
 
-/* Arms (ms > 0, clearing header_alarm) or disarms (0, keeping it for
- * the caller to read) the header timer. */
-static int header_timer(unsigned ms)
+/* Arms the header timer for fd (ms > 0, clearing header_alarm), or
+ * disarms it (fd < 0; header_alarm is kept for the caller to read). */
+static int header_timer(int fd, unsigned ms)
 {
     struct itimerval it;
+    int rc;
 
     memset(&it, 0, sizeof it);
-    it.it_value.tv_sec = ms / 1000;
-    it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-    if (ms > 0)
+    if (fd >= 0) {
+        it.it_value.tv_sec = ms / 1000;
+        it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
         header_alarm = 0;
-    return setitimer(ITIMER_REAL, &it, NULL);
+        header_fd = fd;
+    }
+    rc = setitimer(ITIMER_REAL, &it, NULL);
+    if (fd < 0)
+        header_fd = -1; /* after the timer is off: it never sees a stale fd */
+    return rc;
 }
 
 /* Our half closed first, then whatever the peer still sends is read and
@@ -600,10 +613,10 @@ static void serve_connection(worker *w, int fd)
     w->req.ipcFd = fd;
     w->req.keepConnection = 1;
     w->req.detached = 1;
-    if (header_timer(ENR_WORKER_HEADER_TIMEOUT_MS) != 0)
+    if (header_timer(fd, ENR_WORKER_HEADER_TIMEOUT_MS) != 0)
         enr_log(ENR_LOG_WARN, "header timer failed", "errno=%d", errno);
     rc = FCGX_Accept_r(&w->req);
-    header_timer(0);
+    header_timer(-1, 0);
     if (rc < 0) {
         /* Bad or missing BEGIN/PARAMS: libfcgi closed the connection, and
          * without a listening socket of its own it could not take another. */

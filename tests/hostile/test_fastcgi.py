@@ -14,6 +14,8 @@ enrichd's unix socket (no nginx in between) and by cgi-fcgi (libfcgi-bin).
   ENR_WORKER_HEADER_TIMEOUT_MS / ENR_WORKER_READ_TIMEOUT_MS (worker.h);
 - nginx with `fastcgi_keep_conn on` serves a load with zero failed
   requests and flat descriptors;
+- a flood of management records is cut at the header bound too, with
+  the worker's peak RSS under rss_soft_mb;
 - after all of it the pool serves a batch through nginx with the same
   workers alive, and no exit of any kind in the log."""
 import os
@@ -261,6 +263,62 @@ def test_raw_suite(r):
                 "/metrics counts rejected FastCGI connections (%r)" % (m and m.group(0)))
 
 
+def vm_kb(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_management_flood(r):
+    """A peer that never sends BEGIN_REQUEST but floods management records
+    (libfcgi answers each itself, and Debian's 2.4.2 leaks 48 bytes on
+    each): cut at the header bound, the worker's peak RSS stays under
+    rss_soft_mb, the worker lives on."""
+    import threading
+    with harness.Env(name="fcgi-flood") as env:
+        env.start_enrichd("workers = 1\n")
+        pid = env.wait_workers(1)[0]
+        c = harness.FcgiConn(env.sock, 10)
+        replies = [0]
+
+        def drain():
+            try:
+                while True:
+                    d = c.sock.recv(1 << 20)
+                    if not d:
+                        return
+                    replies[0] += len(d) // 16
+            except OSError:
+                return
+
+        th = threading.Thread(target=drain, daemon=True)
+        th.start()
+        burst = harness.fcgi_record(11, b"", 0) * 4096
+        t0 = time.monotonic()
+        cut = None
+        while time.monotonic() - t0 < HEADER_S + SLACK_S + 3:
+            try:
+                c.sock.sendall(burst)
+            except OSError:
+                cut = time.monotonic() - t0
+                break
+        c.close()
+        th.join(5)
+        r.check(cut is not None and cut < HEADER_S + SLACK_S,
+                "management flood: cut within %.1f s (%r, %d records answered)"
+                % (HEADER_S + SLACK_S, cut, replies[0]))
+        hwm = vm_kb(pid, "VmHWM") if harness.pid_alive(pid) else None
+        r.check(hwm is not None and hwm < 64 * 1024,
+                "management flood: worker peak RSS %r kB under rss_soft_mb (64 MB)" % hwm)
+        out, _ = raw(env, harness.fcgi_request_bytes(PARAMS, BODY))
+        r.check(harness.fcgi_status(out["stdout"]) == 200 and env.worker_pids() == [pid],
+                "management flood: the same worker serves the next request")
+        print("management flood: cut after %.2f s, %d records answered, worker peak RSS %s kB"
+              % (cut or -1, replies[0], hwm))
+
+
 def test_nginx_keep_conn(r):
     """nginx with fastcgi_keep_conn on in front of the pool: zero failed
     requests, descriptors flat.  (No `keepalive` cache in the upstream
@@ -294,5 +352,6 @@ def test_nginx_keep_conn(r):
 if __name__ == "__main__":
     res = harness.Results()
     res.run(test_raw_suite)
+    res.run(test_management_flood)
     res.run(test_nginx_keep_conn)
     res.done()
