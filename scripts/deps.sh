@@ -6,12 +6,13 @@ set -eu
 
 # What building and serving need (`make run`), then what the tests add
 # (`make test`, CI): sanitizer runtimes and libFuzzer, valgrind, linters,
-# systemd's tools for the unit checks, promtool for /metrics, and for
-# the fleet test Prometheus itself, curl and ip (network namespaces).
+# systemd's tools for the unit checks, promtool for /metrics, cgi-fcgi
+# (libfcgi-bin) as a second FastCGI client, and for the fleet test
+# Prometheus itself, curl and ip (network namespaces).
 RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
 nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
-curl iproute2"
+libfcgi-bin curl iproute2"
 case "${1:-test}" in
 run) PKGS=$RUN_PKGS ;;
 test) PKGS="$RUN_PKGS $TEST_PKGS" ;;

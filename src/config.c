@@ -37,6 +37,7 @@ const char enr_config_default_text[] =
     "listen_mode = 0660\n"
     "listen_group = www-data\n"
     "listen_backlog = 511\n"
+    "listen_allow = 127.0.0.0/8 ::1\n"
     "workers = 6\n"
     "max_requests = 10000\n"
     "max_requests_jitter = 1000\n"
@@ -75,7 +76,7 @@ const char enr_config_default_text[] =
     "capture_max_bytes = 1g\n"
     "capture_queue_bytes = 8m\n";
 
-enum key_type { K_STR, K_UINT, K_MODE, K_SIZE, K_RATIO, K_LISTEN, K_URL, K_GROUP, K_PATH };
+enum key_type { K_STR, K_UINT, K_MODE, K_SIZE, K_RATIO, K_LISTEN, K_URL, K_GROUP, K_PATH, K_ALLOW };
 
 typedef struct key_def {
     const char *name;
@@ -92,6 +93,7 @@ static const key_def keys[] = {
     {"listen_mode", K_MODE, F(listen_mode), 0, 0777},
     {"listen_group", K_GROUP, F(listen_group), 0, 0},
     {"listen_backlog", K_UINT, F(listen_backlog), 1, 65535},
+    {"listen_allow", K_ALLOW, F(listen_allow), 0, 0},
     {"workers", K_UINT, F(workers), 1, 256},
     {"max_requests", K_UINT, F(max_requests), 0, 100000000},
     {"max_requests_jitter", K_UINT, F(max_requests_jitter), 0, 100000000},
@@ -237,6 +239,7 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
     case K_URL:
     case K_GROUP:
     case K_PATH:
+    case K_ALLOW:
         if (strlen(v) >= k->size)
             return fail(ps, k->name, "value longer than %zu bytes", k->size - 1);
         if (k->type == K_PATH && v[0] != '\0' && v[0] != '/')
@@ -252,6 +255,9 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
             if (getgrnam(v) == NULL)
                 return fail(ps, k->name, "no such group \"%s\"", v);
         }
+        /* Parsed here, once: the workers match peers against this. */
+        if (k->type == K_ALLOW && enr_allow_parse(v, &c->listen_allow_nets, why, sizeof why) != 0)
+            return fail(ps, k->name, "%s", why);
         memcpy(field, v, strlen(v) + 1);
         return 0;
     case K_MODE:

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "allow.h"
+
 #define ENR_PATH_MAX 256
 
 typedef struct enr_config {
@@ -20,6 +22,8 @@ typedef struct enr_config {
     unsigned listen_mode;         /* octal, default 0660 */
     char listen_group[64];        /* default: nginx's group (www-data) */
     int listen_backlog;           /* default 511 */
+    char listen_allow[512];       /* TCP peers accepted; default loopback only */
+    enr_allow listen_allow_nets;  /* listen_allow, parsed by config.c */
     unsigned workers;             /* default 6 */
     unsigned max_requests;        /* default 10000, 0 = never */
     unsigned max_requests_jitter; /* default 10% of max_requests */

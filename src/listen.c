@@ -5,8 +5,9 @@
  * its group, then opened to listen_mode, so it is never reachable by the
  * wrong users even for a moment (CVE-2025-23016: the socket is the trust
  * boundary).  A live socket of another instance is never unlinked.  A TCP
- * listener takes any address sockaddr.c parses; the workers check each
- * peer against listen_allow before reading a byte (worker.c).
+ * listener takes any address sockaddr.c parses; each accepted TCP peer is
+ * checked against listen_allow by the worker that accepted it (worker.c,
+ * allow.h) before a byte is read.
  * Every descriptor is close-on-exec and non-blocking: workers race for
  * each connection (worker.c).
  */

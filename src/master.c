@@ -147,7 +147,7 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
 {
     child *ch = kind == CHILD_WORKER ? &m->w[slot] : &m->status;
     enr_sb_slot *s = kind == CHILD_WORKER ? &m->sb->slot[slot] : NULL;
-    pid_t pid;
+    pid_t pid, parent = getpid(); /* the child checks it still has this parent */
 
     if (s != NULL) {
         /* Before fork: the child overwrites these as soon as it runs, and
@@ -174,7 +174,7 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
         for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
             sigaction(master_signals[i], &sa, NULL);
         if (kind == CHILD_WORKER) {
-            enr_worker_args a = {cfg, m->sb, slot, m->listen_fd, m->ready_w, gen};
+            enr_worker_args a = {cfg, m->sb, slot, m->listen_fd, m->ready_w, gen, parent};
             close(m->status_fd);
             /* The worker sets its own mask before it unblocks anything. */
             code = enr_worker_main(&a);

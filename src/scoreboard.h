@@ -97,6 +97,11 @@ typedef struct enr_sb_slot {
      * neither kill a busy worker nor hide a stuck one. */
     enr_sb_u64 started_mono_ms;
     enr_sb_u64 req_start_mono_ms; /* 0 when idle */
+    /* cumulative, written by the slot's workers: connections closed
+     * before any request was served (per slot, like the other worker
+     * counters, so the pool fields stay the master's alone) */
+    enr_sb_u64 listen_refused; /* TCP peer not in listen_allow */
+    enr_sb_u64 fcgi_rejected;  /* malformed, stalled, or a role we do not serve */
 } enr_sb_slot;
 
 typedef struct enr_sb_pool {

@@ -83,6 +83,7 @@ static void copy_text(char *dst, const char *src, size_t n)
 
 typedef struct totals {
     uint64_t accepted, completed, s2xx, s4xx, s5xx, rin, rout, rrej, rdeg, slow;
+    uint64_t refused, rejected;
     uint64_t calls, retries, hits, misses, ftimeout, fconnect, fstatus, fbody, opens, upfds;
     uint64_t idle, busy, starting, exiting, breaker[3];
 } totals;
@@ -102,6 +103,8 @@ static void sum_slots(const enr_scoreboard *sb, totals *t)
         t->rrej += ENR_SB_GET(s->records_rejected);
         t->rdeg += ENR_SB_GET(s->records_degraded);
         t->slow += ENR_SB_GET(s->slow_requests);
+        t->refused += ENR_SB_GET(s->listen_refused);
+        t->rejected += ENR_SB_GET(s->fcgi_rejected);
         t->calls += ENR_SB_GET(s->up_calls);
         t->retries += ENR_SB_GET(s->up_retries);
         t->hits += ENR_SB_GET(s->up_cache_hits);
@@ -274,6 +277,8 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
      * died never completes, and must not look in flight forever. */
     add_u(o, "in_flight", t.busy);
     add_u(o, "lost", t.accepted > t.completed + t.busy ? t.accepted - t.completed - t.busy : 0);
+    add_u(o, "listen_refused", t.refused);
+    add_u(o, "fastcgi_rejected", t.rejected);
     x = json_object_new_object();
     add_u(x, "2xx", t.s2xx);
     add_u(x, "4xx", t.s4xx);

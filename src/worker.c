@@ -15,13 +15,24 @@
  *    created once and reused: a steady-state request does not allocate
  *    in this file.
  *  - Only this worker writes the live and cumulative fields of its slot.
+ *  - A connection carries one request and is closed after it, whatever
+ *    FCGI_KEEP_CONN says (docs/pool.md: a kept connection would pin a
+ *    prefork worker); the worker closes it itself, after a bounded
+ *    linger, so no descriptor outlives its request.
+ *  - libfcgi never accepts on its own (its request has no listening
+ *    socket): every connection passes next_connection(), where a TCP
+ *    peer is checked against listen_allow before a byte is read.
+ *  - No peer holds a worker without bound: the header phase has a total
+ *    timer, each body read a timeout, the close a linger limit.
  */
 #include "worker.h"
 
 #include <errno.h>
+#include <fastcgi.h>
 #include <fcgiapp.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -32,9 +43,11 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "allow.h"
 #include "buf.h"
 #include "capture.h"
 #include "engine.h"
@@ -45,14 +58,24 @@
 
 #define BODY_READ_CHUNK 65536
 
-static volatile sig_atomic_t worker_stop;  /* TERM: end after the request in hand */
-static volatile sig_atomic_t worker_drain; /* USR2: also serve what waits in the backlog */
+static volatile sig_atomic_t worker_stop;    /* TERM: end after the request in hand */
+static volatile sig_atomic_t worker_drain;   /* USR2: also serve what waits in the backlog */
+static volatile sig_atomic_t header_alarm;   /* the header timer fired */
+static volatile sig_atomic_t header_fd = -1; /* the connection it guards */
 
 static void on_signal(int sig)
 {
     if (sig == SIGUSR2)
         worker_drain = 1;
-    else
+    else if (sig == SIGALRM) {
+        /* A signal only interrupts a call that blocks, and a peer that
+         * floods libfcgi with records it answers itself (management
+         * records) never lets it block: shutting the connection down
+         * ends the reading either way (shutdown is async-signal-safe). */
+        header_alarm = 1;
+        if (header_fd >= 0)
+            shutdown(header_fd, SHUT_RDWR);
+    } else
         worker_stop = 1;
 }
 
@@ -70,6 +93,7 @@ typedef struct worker {
     sigset_t wait_mask; /* the mask while waiting for a connection */
     unsigned long served;
     unsigned long max_served; /* max_requests + this worker's jitter; 0 = never */
+    uint64_t refused_logged_ms, rejected_logged_ms; /* log_gate() */
 #ifdef ENR_TEST_HOOKS
     unsigned leak_fds, leak_kb;
 #endif
@@ -94,6 +118,19 @@ static void hooks_init(worker *w)
      * crash-loop guard's test case. */
     if (crash != NULL && access(crash, F_OK) == 0)
         abort();
+}
+
+/* A worker slow to start, so a test can kill the master before the
+ * worker's prctl(PR_SET_PDEATHSIG) (the getppid() check's case). */
+static void hooks_start_delay(void)
+{
+    const char *v = getenv("ENRICHD_TEST_START_DELAY_MS");
+    if (v != NULL) {
+        unsigned long ms = strtoul(v, NULL, 10);
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
 }
 
 static void hooks_leak(worker *w)
@@ -433,12 +470,46 @@ static void set_write_timeout(worker *w, int fd)
         enr_log(ENR_LOG_WARN, "SO_SNDTIMEO failed", "errno=%d", errno);
 }
 
+/* At most one line a second for what a hostile peer can repeat at will:
+ * the counters have the full story. */
+static int log_gate(uint64_t *last_ms)
+{
+    uint64_t now = enr_mono_ms();
+
+    if (*last_ms != 0 && now - *last_ms < 1000)
+        return 0;
+    *last_ms = now;
+    return 1;
+}
+
+/* listen_allow: a TCP peer not in the list is closed before anything is
+ * read from it, and counted.  Returns 1 to go on with fd. */
+static int peer_allowed(worker *w, int fd, const struct sockaddr_storage *peer, socklen_t len)
+{
+    char addr[INET6_ADDRSTRLEN] = "?";
+
+    if (enr_allow_match(&w->cfg->listen_allow_nets, (const struct sockaddr *)peer, len))
+        return 1;
+    close(fd);
+    ENR_SB_ADD(w->slot->listen_refused, 1);
+    if (log_gate(&w->refused_logged_ms)) {
+        const void *a = peer->ss_family == AF_INET6
+                            ? (const void *)&((const struct sockaddr_in6 *)peer)->sin6_addr
+                            : (const void *)&((const struct sockaddr_in *)peer)->sin_addr;
+        inet_ntop(peer->ss_family, a, addr, sizeof addr);
+        enr_log(ENR_LOG_WARN, "connection refused: peer not in listen_allow", "peer=%s", addr);
+    }
+    return 0;
+}
+
 /* Waits for a connection and accepts it; -1 when told to stop. */
 static int next_connection(worker *w)
 {
     struct pollfd p = {.fd = w->listen_fd, .events = POLLIN};
 
     for (;;) {
+        struct sockaddr_storage peer;
+        socklen_t peer_len;
         int fd, r = 1;
         if (worker_stop)
             return -1;
@@ -451,8 +522,11 @@ static int next_connection(worker *w)
             enr_log(ENR_LOG_ERROR, "poll on listening socket failed", "errno=%d", errno);
             return -1;
         }
-        fd = accept4(w->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        peer_len = sizeof peer;
+        fd = accept4(w->listen_fd, (struct sockaddr *)&peer, &peer_len, SOCK_CLOEXEC);
         if (fd >= 0) {
+            if (w->is_tcp && !peer_allowed(w, fd, &peer, peer_len))
+                continue;
             if (w->is_tcp) {
                 int one = 1;
                 /* One response per connection: Nagle would only delay it. */
@@ -487,6 +561,156 @@ static int next_connection(worker *w)
     }
 }
 
+/* ---- one connection ------------------------------------------------------ */
+
+#define LINGER_DISCARD_MAX 65536 /* bytes read and dropped while lingering */
+
+/* Arms the header timer for fd (ms > 0, clearing header_alarm), or
+ * disarms it (fd < 0; header_alarm is kept for the caller to read). */
+static int header_timer(int fd, unsigned ms)
+{
+    struct itimerval it;
+    int rc;
+
+    memset(&it, 0, sizeof it);
+    if (fd >= 0) {
+        it.it_value.tv_sec = ms / 1000;
+        it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+        header_alarm = 0;
+        header_fd = fd;
+    }
+    rc = setitimer(ITIMER_REAL, &it, NULL);
+    if (fd < 0)
+        header_fd = -1; /* after the timer is off: it never sees a stale fd */
+    return rc;
+}
+
+/* Our half closed first, then whatever the peer still sends is read and
+ * dropped until it closes its half: closing with unread input would
+ * reset the connection, and the peer could lose the end of the answer.
+ * Bounded in time and bytes, unlike libfcgi's own close. */
+static void linger_close(int fd)
+{
+    uint64_t deadline = enr_mono_ms() + ENR_WORKER_LINGER_MS;
+    size_t dropped = 0;
+    char scratch[4096];
+
+    if (shutdown(fd, SHUT_WR) == 0) {
+        while (dropped < LINGER_DISCARD_MAX) {
+            uint64_t now = enr_mono_ms();
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            ssize_t n;
+            int r;
+
+            if (now >= deadline)
+                break;
+            r = poll(&p, 1, (int)(deadline - now));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            n = read(fd, scratch, sizeof scratch);
+            if (n <= 0)
+                break;
+            dropped += (size_t)n;
+        }
+    }
+    close(fd);
+}
+
+/* END_REQUEST{FCGI_UNKNOWN_ROLE} for the request libfcgi just read: it
+ * knows the AUTHORIZER and FILTER roles by name but would let us answer
+ * them as a RESPONDER. */
+static void refuse_role(int fd, int request_id)
+{
+    FCGI_EndRequestRecord rec;
+    size_t off = 0;
+
+    memset(&rec, 0, sizeof rec);
+    rec.header.version = FCGI_VERSION_1;
+    rec.header.type = FCGI_END_REQUEST;
+    rec.header.requestIdB1 = (unsigned char)((request_id >> 8) & 0xff);
+    rec.header.requestIdB0 = (unsigned char)(request_id & 0xff);
+    rec.header.contentLengthB0 = sizeof rec.body;
+    rec.body.protocolStatus = FCGI_UNKNOWN_ROLE;
+    while (off < sizeof rec) {
+        ssize_t n = write(fd, (const char *)&rec + off, sizeof rec - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return; /* the peer is gone: closing is all that is left */
+        off += (size_t)n;
+    }
+}
+
+static void reject_connection(worker *w, const char *why, int err)
+{
+    ENR_SB_ADD(w->slot->fcgi_rejected, 1);
+    if (log_gate(&w->rejected_logged_ms))
+        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s errno=%d", why, err);
+}
+
+/* Reads the request on fd and serves it; fd is closed on return. */
+static void serve_connection(worker *w, int fd)
+{
+    unsigned read_ms = ENR_WORKER_READ_TIMEOUT_MS;
+    struct timeval tv;
+    int rc;
+
+    if (read_ms > w->cfg->request_timeout_ms / 2)
+        read_ms = w->cfg->request_timeout_ms / 2;
+    tv.tv_sec = read_ms / 1000;
+    tv.tv_usec = (suseconds_t)(read_ms % 1000) * 1000;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
+        enr_log(ENR_LOG_WARN, "SO_RCVTIMEO failed", "errno=%d", errno);
+    set_write_timeout(w, fd);
+
+    /* keepConnection makes FCGX_Accept_r take our connection instead of
+     * calling accept() (it re-reads the flag from BEGIN_REQUEST);
+     * detached makes any close libfcgi does a plain close(), without
+     * its unbounded wait for the peer. */
+    w->req.ipcFd = fd;
+    w->req.keepConnection = 1;
+    w->req.detached = 1;
+    if (header_timer(fd, ENR_WORKER_HEADER_TIMEOUT_MS) != 0)
+        enr_log(ENR_LOG_WARN, "header timer failed", "errno=%d", errno);
+    rc = FCGX_Accept_r(&w->req);
+    header_timer(-1, 0);
+    if (rc < 0) {
+        /* Bad or missing BEGIN/PARAMS: libfcgi closed the connection, and
+         * without a listening socket of its own it could not take another. */
+        reject_connection(w, header_alarm ? "header_timeout" : "malformed", -rc);
+        FCGX_Free(&w->req, 1);
+        return;
+    }
+    if (FCGX_GetError(w->req.in) != 0) {
+        /* libfcgi ends the parameters at a stream error as if they were
+         * complete: a cut or garbled request is not served. */
+        reject_connection(w, header_alarm ? "header_timeout" : "malformed_params",
+                          FCGX_GetError(w->req.in));
+        FCGX_Free(&w->req, 0);
+        close(fd);
+        w->req.ipcFd = -1;
+        return;
+    }
+    if (w->req.role != FCGI_RESPONDER) {
+        refuse_role(fd, w->req.requestId);
+        reject_connection(w, "unknown_role", 0);
+        FCGX_Free(&w->req, 0);
+        linger_close(fd);
+        w->req.ipcFd = -1;
+        return;
+    }
+    /* One request per connection (file comment): FCGX_Finish_r must not
+     * close it, we do, boundedly; it still closes on a stream error. */
+    w->req.keepConnection = 1;
+    serve_one(w);
+    if (w->req.ipcFd >= 0) {
+        linger_close(w->req.ipcFd);
+        w->req.ipcFd = -1;
+    }
+}
+
 static int setup(worker *w, const enr_worker_args *a)
 {
     struct sigaction sa;
@@ -513,6 +737,7 @@ static int setup(worker *w, const enr_worker_args *a)
     sa.sa_handler = on_signal; /* no SA_RESTART: ppoll must return */
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR2, &sa, NULL);
+    sigaction(SIGALRM, &sa, NULL); /* the header timer (serve_connection) */
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL); /* a vanished nginx is an error return, not a death */
     sigaction(SIGHUP, &sa, NULL);  /* HUP and INT are for the master (terminal, reload) */
@@ -543,7 +768,9 @@ static int setup(worker *w, const enr_worker_args *a)
         return -1;
     }
     w->capture = enr_capture_new(a->cfg, a->slot, w->slot);
-    if (FCGX_InitRequest(&w->req, a->listen_fd, 0) != 0) {
+    /* No listening socket for libfcgi: after a bad connection it would
+     * accept the next one itself, past listen_allow (file comment). */
+    if (FCGX_InitRequest(&w->req, -1, 0) != 0) {
         enr_log(ENR_LOG_ERROR, "FCGX_InitRequest failed", NULL);
         return -1;
     }
@@ -575,10 +802,20 @@ int enr_worker_main(const enr_worker_args *a)
     int reason = ENR_EXIT_NONE;
     enr_sb_slot *slot = &a->sb->slot[a->slot];
 
+#ifdef ENR_TEST_HOOKS
+    hooks_start_delay();
+#endif
     /* The pool dies with its master; a worker without one would serve a
      * socket nobody supervises. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     enr_log_role("worker");
+    /* A master that died before prctl() left us with another parent,
+     * and no signal will ever come. */
+    if (getppid() != a->master_pid) {
+        enr_log(ENR_LOG_ERROR, "master gone before the worker started", "master_pid=%ld",
+                (long)a->master_pid);
+        return ENR_WORKER_EXIT_FAILED;
+    }
     ENR_SB_SET(slot->pid, (int64_t)getpid());
     ENR_SB_SET(slot->state, ENR_WS_STARTING);
     ENR_SB_SET(slot->started_ms, enr_wall_ms());
@@ -604,18 +841,7 @@ int enr_worker_main(const enr_worker_args *a)
         int fd = next_connection(&w);
         if (fd < 0)
             break;
-        /* keepConnection makes FCGX_Accept_r take our connection instead
-         * of calling accept(); it is re-read from the BEGIN_REQUEST. */
-        w.req.ipcFd = fd;
-        w.req.keepConnection = 1;
-        set_write_timeout(&w, fd);
-        if (FCGX_Accept_r(&w.req) < 0) {
-            /* A malformed BEGIN/PARAMS: libfcgi closed the connection. */
-            enr_log(ENR_LOG_WARN, "FastCGI request rejected by libfcgi", "errno=%d", errno);
-            FCGX_Free(&w.req, 1);
-            continue;
-        }
-        serve_one(&w);
+        serve_connection(&w, fd);
         reason = soft_limit_reached(&w);
     }
     ENR_SB_SET(slot->state, ENR_WS_EXITING);

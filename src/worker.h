@@ -10,6 +10,8 @@
 #ifndef ENR_WORKER_H
 #define ENR_WORKER_H
 
+#include <sys/types.h>
+
 #include "config.h"
 #include "scoreboard.h"
 
@@ -25,6 +27,22 @@
  * request_timeout_ms sampler would kill it. */
 #define ENR_WORKER_ANSWER_MARGIN_MS 100
 
+/* Bounds on what a FastCGI peer may make a worker wait for.  nginx sends
+ * a whole request at once (fastcgi_request_buffering on), so only a
+ * broken or hostile peer ever comes near them.
+ *  - HEADER: from accept to the end of FCGI_PARAMS, in total (a timer
+ *    that shuts the connection down: the slot looks idle then, so the
+ *    master's request clock would never stop a client that sends
+ *    nothing, one byte a second, or only management records);
+ *  - READ: any one read of the request body (SO_RCVTIMEO; never more
+ *    than half of request_timeout_ms, so the worker gives up before the
+ *    master's stuck-request kill);
+ *  - LINGER: after the answer, waiting for the peer to close its side
+ *    before ours closes (libfcgi's own wait has no total bound). */
+#define ENR_WORKER_HEADER_TIMEOUT_MS 1000
+#define ENR_WORKER_READ_TIMEOUT_MS 1000
+#define ENR_WORKER_LINGER_MS 500
+
 typedef struct enr_worker_args {
     const enr_config *cfg;
     enr_scoreboard *sb;
@@ -32,6 +50,7 @@ typedef struct enr_worker_args {
     int listen_fd; /* shared, non-blocking listening socket */
     int ready_fd;  /* write end of the master's readiness pipe, or -1 */
     unsigned generation;
+    pid_t master_pid; /* getpid() of the master before fork */
 } enr_worker_args;
 
 /* Runs the worker until it must end; returns the process exit code.

@@ -89,8 +89,7 @@ class Fleet:
         conf = os.path.join(d, "enrichd.conf")
         with open(conf, "w") as f:
             f.write("listen = %s:%d\n" % (self.addr[h], FCGI_PORT))
-            if not os.environ.get("TMP_NO_ALLOW"):
-                f.write("listen_allow = %s, %s\n" % (self.front_addr, self.addr[h]))
+            f.write("listen_allow = %s, %s\n" % (self.front_addr, self.addr[h]))
             f.write("status_listen = %s/status.sock\nlisten_group = www-data\n" % d)
             f.write("workers = %d\ndrain_timeout_ms = 5000\n%s" % (workers, extra))
         return conf

@@ -267,14 +267,13 @@ class Env:
 
     def start_nginx(self, site_edit=None, snippet_edit=None):
         """nginx with nginx/enrichd.conf and nginx/snippets/; site_edit(text)
-        and snippet_edit(name, text) -> text may change them first (a test
-        of a careless operator's configuration)."""
+        (the site with its deployment strings substituted) and
+        snippet_edit(name, text) -> text may change them first (another
+        upstream, a careless operator's settings)."""
         self.port = free_port()
         copy_snippets(os.path.join(self.dir, "snippets"), snippet_edit)
         with open(NGINX_CONF) as f:
             text = f.read()
-        if site_edit is not None:
-            text = site_edit(text)
         subst = {
             "listen": "127.0.0.1:%d" % self.port,
             "fastcgi": self.sock,
@@ -282,6 +281,8 @@ class Env:
             "access_log": self.access_log,
         }
         text = render_nginx_site(text, subst)
+        if site_edit is not None:
+            text = site_edit(text)
         site = os.path.join(self.dir, "enrichd-site.conf")
         with open(site, "w") as f:
             f.write(text)
@@ -602,3 +603,156 @@ class FakeUpstream:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+# -- raw FastCGI client (records built by hand, for malformed input) -------
+FCGI_BEGIN_REQUEST, FCGI_ABORT_REQUEST, FCGI_END_REQUEST = 1, 2, 3
+FCGI_PARAMS, FCGI_STDIN, FCGI_STDOUT, FCGI_STDERR = 4, 5, 6, 7
+FCGI_RESPONDER, FCGI_AUTHORIZER, FCGI_FILTER = 1, 2, 3
+FCGI_KEEP_CONN = 1
+FCGI_REQUEST_COMPLETE, FCGI_CANT_MPX_CONN, FCGI_OVERLOADED, FCGI_UNKNOWN_ROLE = 0, 1, 2, 3
+
+
+def fcgi_record(rtype, content=b"", rid=1, version=1, padding=0):
+    """One FastCGI record: 8-byte header, content, `padding` zero bytes."""
+    import struct
+    return (struct.pack(">BBHHBB", version, rtype, rid, len(content), padding, 0) + content
+            + b"\0" * padding)
+
+
+def fcgi_pairs(params):
+    """Name-value pairs encoded as in FCGI_PARAMS."""
+    import struct
+    out = b""
+    for k, v in params.items():
+        k = k.encode() if isinstance(k, str) else k
+        v = v.encode() if isinstance(v, str) else v
+        for n in (len(k), len(v)):
+            out += bytes([n]) if n < 128 else struct.pack(">I", n | 0x80000000)
+        out += k + v
+    return out
+
+
+def fcgi_begin(rid=1, role=FCGI_RESPONDER, flags=0):
+    import struct
+    return fcgi_record(FCGI_BEGIN_REQUEST, struct.pack(">HB5x", role, flags), rid)
+
+
+def fcgi_enrich_params(body, uri="/v1/enrich", method="POST"):
+    """The params nginx/enrichd.conf passes for a POST of body to uri."""
+    return {"REQUEST_METHOD": method, "DOCUMENT_URI": uri, "SCRIPT_NAME": uri,
+            "REQUEST_URI": uri, "CONTENT_LENGTH": str(len(body)),
+            "CONTENT_TYPE": "application/json", "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1"}
+
+
+def fcgi_request_bytes(params, body=b"", rid=1, role=FCGI_RESPONDER, flags=0):
+    """A whole well-formed request: BEGIN, PARAMS, empty PARAMS, STDIN, empty STDIN."""
+    out = fcgi_begin(rid, role, flags)
+    p = fcgi_pairs(params)
+    for i in range(0, len(p), 65535):
+        out += fcgi_record(FCGI_PARAMS, p[i:i + 65535], rid)
+    out += fcgi_record(FCGI_PARAMS, b"", rid)
+    for i in range(0, len(body), 65535):
+        out += fcgi_record(FCGI_STDIN, body[i:i + 65535], rid)
+    return out + fcgi_record(FCGI_STDIN, b"", rid)
+
+
+class FcgiConn:
+    """A raw FastCGI connection: send bytes, read records with a bound.
+    recv_until_end() returns {'stdout', 'stderr', 'ends': {rid: (app, proto)},
+    'eof': bool, 'timeout': bool, 'records': [(type, rid, content)]}."""
+
+    def __init__(self, addr, timeout=5.0, source=None):
+        import struct
+        self._struct = struct
+        fam = socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET
+        self.sock = socket.socket(fam, socket.SOCK_STREAM)
+        if source is not None:
+            self.sock.bind((source, 0))
+        self.sock.settimeout(timeout)
+        self.sock.connect(addr)
+        self.buf = b""
+        self.eof = False
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _fill(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout()
+        self.sock.settimeout(left)
+        try:
+            chunk = self.sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            self.eof = True
+        self.buf += chunk
+
+    def recv_until_end(self, rid=1, timeout=5.0):
+        """Reads records until END_REQUEST for rid, EOF, or timeout."""
+        out = {"stdout": b"", "stderr": b"", "ends": {}, "eof": False, "timeout": False,
+               "records": []}
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                while len(self.buf) >= 8:
+                    _, t, r, clen, plen, _ = self._struct.unpack(">BBHHBB", self.buf[:8])
+                    if len(self.buf) < 8 + clen + plen:
+                        break
+                    content = self.buf[8:8 + clen]
+                    self.buf = self.buf[8 + clen + plen:]
+                    out["records"].append((t, r, content))
+                    if t == FCGI_STDOUT:
+                        out["stdout"] += content
+                    elif t == FCGI_STDERR:
+                        out["stderr"] += content
+                    elif t == FCGI_END_REQUEST and len(content) >= 5:
+                        app, proto = self._struct.unpack(">IB", content[:5])
+                        out["ends"][r] = (app, proto)
+                        if r == rid:
+                            return out
+                if self.eof:
+                    out["eof"] = True
+                    return out
+                self._fill(deadline)
+        except (socket.timeout, TimeoutError):
+            out["timeout"] = True
+            return out
+
+    def wait_eof(self, timeout=3.0):
+        """True when the peer closes within timeout (data before EOF is dropped)."""
+        deadline = time.monotonic() + timeout
+        try:
+            while not self.eof:
+                self._fill(deadline)
+            return True
+        except (socket.timeout, TimeoutError):
+            return False
+        except OSError:
+            return True
+
+    def close(self):
+        self.sock.close()
+
+
+def fcgi_status(stdout):
+    """The Status: of CGI response headers (200 when absent), or None."""
+    head = stdout.split(b"\r\n\r\n", 1)[0]
+    if not stdout:
+        return None
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"status:"):
+            return int(line.split()[1])
+    return 200
+
+
+def proc_fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def worker_exit_reasons(env):
+    """reason= of every 'worker exit' line of the log."""
+    return [e.get("reason") for e in env.log_events("worker exit")]

@@ -45,19 +45,15 @@ def test_kill9_under_load(r):
         r.check(len(starts) == 5, "exactly one replacement forked (%d starts)" % len(starts))
 
 
-def fcgi_record(rtype, content, rid=1):
-    return struct.pack(">BBHHBB", 1, rtype, rid, len(content), 0, 0) + content
-
-
 def crafted_params(sock_path):
     """BEGIN_REQUEST then a PARAMS record whose 4-byte name and value
     lengths overflow libfcgi's int sum (CVE-2025-23016)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(sock_path)
-    begin = fcgi_record(1, struct.pack(">HB5x", 1, 0))
+    begin = harness.fcgi_begin()
     n = 0x7ffffffe
     lens = struct.pack(">II", n | 0x80000000, n | 0x80000000)
-    s.sendall(begin + fcgi_record(4, lens))
+    s.sendall(begin + harness.fcgi_record(harness.FCGI_PARAMS, lens))
     s.settimeout(5)
     try:
         data = s.recv(100)

@@ -1,0 +1,105 @@
+/*
+ * test_allow.c: listen_allow parsing (what `enrichd -t` refuses) and
+ * matching (what a worker lets through), and the key in a config file.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "allow.h"
+#include "config.h"
+#include "t.h"
+
+static int match4(const enr_allow *a, const char *ip)
+{
+    struct sockaddr_in sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    return enr_allow_match(a, (struct sockaddr *)&sa, sizeof sa);
+}
+
+static int match6(const enr_allow *a, const char *ip)
+{
+    struct sockaddr_in6 sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sin6_family = AF_INET6;
+    inet_pton(AF_INET6, ip, &sa.sin6_addr);
+    return enr_allow_match(a, (struct sockaddr *)&sa, sizeof sa);
+}
+
+static void bad(const char *text, const char *want)
+{
+    enr_allow a;
+    char why[200] = "";
+
+    T_CHECK(enr_allow_parse(text, &a, why, sizeof why) == -1 && strstr(why, want) != NULL,
+            "\"%s\" refused with \"%s\": got \"%s\"", text, want, why);
+}
+
+int main(void)
+{
+    enr_allow a;
+    enr_config c;
+    char why[200] = "", err[300] = "";
+
+    T_CHECK(enr_allow_parse("127.0.0.0/8 ::1", &a, why, sizeof why) == 0, "default: %s", why);
+    T_CHECK(a.n == 2, "two entries, got %u", a.n);
+    T_CHECK(match4(&a, "127.0.0.1") && match4(&a, "127.255.1.2"), "loopback /8 matches");
+    T_CHECK(!match4(&a, "128.0.0.1") && !match4(&a, "10.0.0.1"), "others do not");
+    T_CHECK(match6(&a, "::1") && !match6(&a, "::2") && !match6(&a, "fe80::1"), "::1 only");
+    T_CHECK(match6(&a, "::ffff:127.0.0.9"), "IPv4-mapped peer compared as IPv4");
+    T_CHECK(!match6(&a, "::ffff:10.0.0.9"), "IPv4-mapped outside the list");
+
+    T_CHECK(enr_allow_parse(" 10.1.2.3,192.168.0.0/16 ,, 2001:db8::/32\t172.16.0.0/12", &a, why,
+                            sizeof why) == 0,
+            "commas and spaces: %s", why);
+    T_CHECK(a.n == 4, "four entries, got %u", a.n);
+    T_CHECK(match4(&a, "10.1.2.3") && !match4(&a, "10.1.2.4"), "a single address is a /32");
+    T_CHECK(match4(&a, "172.31.255.255") && !match4(&a, "172.32.0.0"), "/12 boundary");
+    T_CHECK(match6(&a, "2001:db8:ffff::1") && !match6(&a, "2001:db9::1"), "/32 IPv6");
+    T_CHECK(!match4(&a, "127.0.0.1"), "loopback is not implied");
+    T_CHECK(enr_allow_parse("0.0.0.0/0", &a, why, sizeof why) == 0 && match4(&a, "8.8.8.8") &&
+                !match6(&a, "::1"),
+            "/0 is every IPv4 peer, no IPv6 one");
+    {
+        struct sockaddr sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_family = AF_UNIX;
+        T_CHECK(!enr_allow_match(&a, &sa, sizeof sa), "no other family matches");
+    }
+
+    bad("", "empty");
+    bad(" , ", "empty");
+    bad("localhost", "not an IPv4 or IPv6 address");
+    bad("127.0.0.1/33", "prefix must be 0..32");
+    bad("::1/129", "prefix must be 0..128");
+    bad("10.0.0.0/-1", "prefix is not a number");
+    bad("10.0.0.0/", "prefix is not a number");
+    bad("10.0.0.0/8x", "prefix must be");
+    bad("10.0.0.1/8", "bits set past /8");
+    bad("2001:db8::1/32", "bits set past /32");
+    bad("127.0.0.1;10.0.0.1", "not an IPv4 or IPv6 address");
+    bad("1.1.1.1 1.1.1.2 1.1.1.3 1.1.1.4 1.1.1.5 1.1.1.6 1.1.1.7 1.1.1.8 1.1.1.9 1.1.1.10 "
+        "1.1.1.11 1.1.1.12 1.1.1.13 1.1.1.14 1.1.1.15 1.1.1.16 1.1.1.17 1.1.1.18 1.1.1.19 "
+        "1.1.1.20 1.1.1.21 1.1.1.22 1.1.1.23 1.1.1.24 1.1.1.25 1.1.1.26 1.1.1.27 1.1.1.28 "
+        "1.1.1.29 1.1.1.30 1.1.1.31 1.1.1.32 1.1.1.33",
+        "more than 32 entries");
+
+    /* The key: default loopback only; a bad value names file, line, key. */
+    T_CHECK(enr_config_load(&c, NULL, err, sizeof err) == 0, "built-in: %s", err);
+    T_CHECK(c.listen_allow_nets.n == 2 && match4(&c.listen_allow_nets, "127.0.0.1") &&
+                !match4(&c.listen_allow_nets, "192.168.1.1"),
+            "default is loopback only");
+    T_CHECK(enr_config_parse(&c, "listen_allow = 10.0.0.0/8, 127.0.0.1\n", 37, "t.conf", err,
+                             sizeof err) == 0 &&
+                match4(&c.listen_allow_nets, "10.9.9.9"),
+            "set in a file: %s", err);
+    T_CHECK(enr_config_parse(&c, "\nlisten_allow = 10.0.0.1/8\n", 27, "t.conf", err, sizeof err) ==
+                    -1 &&
+                strncmp(err, "t.conf:2: listen_allow: ", 24) == 0,
+            "bad value: FILE:LINE: key: problem, got \"%s\"", err);
+    T_CHECK(match4(&c.listen_allow_nets, "10.9.9.9"), "a refused file leaves the config as it was");
+    T_DONE();
+}
