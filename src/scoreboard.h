@@ -85,6 +85,10 @@ typedef struct enr_sb_slot {
     enr_sb_i64 last_exit_pid;
     enr_sb_u64 last_exit_req_age_ms; /* age of the request it was serving, 0 if idle */
     char last_exit_req_id[ENR_SB_REQID_MAX];
+
+    /* upstream client, added later (kept last so the layout above holds):
+     * replies refused for their size, calls not made for lack of time */
+    enr_sb_u64 up_fail_too_large, up_skip_deadline;
 } enr_sb_slot;
 
 typedef struct enr_sb_pool {
