@@ -357,6 +357,13 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
+    def handle_error(self, request, client_address):
+        # A client that aborts a reply (as enrichd does with one too large)
+        # resets the connection: expected here, not worth a traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class Fake:
     def __init__(self, host, port, cport, path):
