@@ -170,6 +170,15 @@ def test_dns_stall(r):
     tmp = tempfile.mkdtemp(prefix="enr-dns-")
     so = build_shim(tmp)
     stall_flag, stall_log = os.path.join(tmp, "stall"), os.path.join(tmp, "stalls.log")
+    # The name must never reach a real resolver (traffic stays on loopback):
+    # check the shim answers it before enrichd is told to use it.
+    probe = subprocess.run([sys.executable, "-c", "import socket; print(socket.getaddrinfo("
+                            "'stall.enrichd.test', 80)[0][4][0])"], capture_output=True, text=True,
+                           env=dict(os.environ, LD_PRELOAD=so, ENR_SLOW_DNS_HOST="stall.enrichd.test",
+                                    ENR_SLOW_DNS_FILE=stall_flag), timeout=10)
+    if not r.check(probe.stdout.strip() == "127.0.0.1", "the shim resolves the stalled name: %r"
+                   % (probe.stdout + probe.stderr)):
+        return
     with harness.FakeUpstream() as fake, harness.Env(name="up-dns") as env:
         url = "http://stall.enrichd.test:%d/v1/meta" % fake.port
 
@@ -185,10 +194,11 @@ def test_dns_stall(r):
         open(stall_flag, "w").close()
         wpid = env.wait_workers(1)[0]
         base_tasks, base_fds = tasks(wpid), fds(wpid)
-        lat, degs, peak_tasks = [], [], 0
+        lat, degs, statuses, peak_tasks = [], [], [], 0
         for i in range(STALLED_BATCHES):
             st, h, body, ms = timed_post(env, recs("dns%d_" % i))
             lat.append(ms)
+            statuses.append(st)
             degs.append(int(h.get("x-enrich-degraded", "0")) if st == 200 else -1)
             peak_tasks = max(peak_tasks, tasks(wpid))
         try:
@@ -196,9 +206,9 @@ def test_dns_stall(r):
                 stalls = len(f.read().splitlines())
         except OSError:
             stalls = 0
-        print("dns stall: latencies_ms=%s degraded=%s stalled_lookups=%d tasks %d -> peak %d, "
-              "fds %d -> %d" % ([int(x) for x in lat], degs, stalls, base_tasks, peak_tasks,
-                               base_fds, fds(wpid)))
+        print("dns stall: latencies_ms=%s statuses=%s degraded=%s stalled_lookups=%d tasks %d -> "
+              "peak %d, fds %d -> %d" % ([int(x) for x in lat], statuses, degs, stalls, base_tasks,
+                                        peak_tasks, base_fds, fds(wpid)))
         r.check(stalls >= 1, "the shim really stalled lookups (%d)" % stalls)
         r.check(max(lat) <= TIMEOUT_MS + MARGIN_MS,
                 "every stalled batch within %d + %d ms (max %.0f)" % (TIMEOUT_MS, MARGIN_MS, max(lat)))
