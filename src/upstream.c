@@ -17,7 +17,17 @@
  * closes its connection.  A call whose connection died before any byte of
  * the response is retried once, within the same deadline.  Every failure
  * is counted by kind and every record that kept its local values is
- * counted in the return value; nothing is swallowed.
+ * counted in the return value; nothing is swallowed.  A call that the
+ * deadline left no time for is counted (kind deadline) but is not the
+ * upstream's failure, so the breaker never hears of it.
+ *
+ * A reply is hostile input: it is held only up to what its call can
+ * legitimately need (enr_upstream_reply_cap(), checked on Content-Length
+ * and while receiving) and read by the bounded reader of
+ * upstream_reply.c; a larger one fails the call as too_large, unread.
+ * Name lookups run in libcurl's resolver thread, which a removed transfer
+ * no longer waits for (CURLOPT_QUICK_EXIT), so a stalled resolver costs a
+ * batch its deadline, not the lookup's time.
  *
  * Invariants: between batches no easy handle is attached to the multi
  * handle; record posters are stored as offsets into b->text (appends may
