@@ -2,7 +2,13 @@
 # make fuzz: builds each libFuzzer target in tests/fuzz with ASan+UBSan and
 # runs it for $1 seconds (default 60) on a corpus seeded from the
 # conformance vectors, the shipped config and hand-written upstream
-# replies and trace lines.  Any crash, leak or sanitizer report fails.
+# replies and trace lines.  Any crash, leak or sanitizer report fails,
+# and so does an input that takes more memory than a parser of ours may:
+# every target runs under -rss_limit_mb=$FUZZ_RSS_MB (256) and
+# -malloc_limit_mb=$FUZZ_MALLOC_MB (64), with ASan's quarantine kept small
+# so the limit measures the parser, not the sanitizer.  A parser whose
+# memory follows its input (the json-c tree the upstream reply parser once
+# was: ~250 bytes per "{}" item) trips them.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default: all targets)
 #
@@ -21,6 +27,10 @@
 # total stays well under CI's budget.
 set -eu
 SECONDS_EACH=${1:-60}
+RSS_MB=${FUZZ_RSS_MB:-256}
+MALLOC_MB=${FUZZ_MALLOC_MB:-64}
+ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=8}
+export ASAN_OPTIONS
 [ $# -gt 0 ] && shift
 TARGETS=${*:-engine numtext config upstream_reply trace statustext}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,7 +45,7 @@ ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
 target_srcs() {
     case $1 in
     engine | numtext) echo "$ENGINE" ;;
-    config) echo "$S/config.c $S/sockaddr.c $S/upstream_url.c $S/curlapi.c" ;;
+    config) echo "$S/config.c $S/sockaddr.c $S/allow.c $S/upstream_url.c $S/curlapi.c" ;;
     upstream_reply) echo "$S/upstream_reply.c $S/buf.c" ;;
     trace) echo "$S/replay_trace.c" ;;
     statustext) echo "$S/statustext.c $S/buf.c" ;;
@@ -102,6 +112,10 @@ seed_corpus() {
         seed "$corpus" truncated 'a\n{"items":[{"id":"a","poster":"https://h/'
         seed "$corpus" deep 'a\n{"items":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}'
         seed "$corpus" types 'a,1\n{"items":[null,1,"a",{"id":1},{"id":"a","duration":"12","poster":5},{"id":"1","duration":1e308}]}'
+        seed "$corpus" lastwins 'a,b\n{"items":[{"id":"x"}],"items":[{"poster":"https://h/p","id":"a","id":"b","duration":3,"duration":null}]}'
+        seed "$corpus" escapes 'a\342\202\254,\360\237\230\200\n{"items":[{"id":"a\\u20ac","poster":"https:\\/\\/h\\/\\u00e9"},{"id":"\\ud83d\\ude00","duration":0.5e1},{"id\\u0000x":"\\ud800"}]}'
+        seed "$corpus" numbers 'a,b,c\n{"items":[{"id":"a","duration":-0},{"id":"b","duration":1E-400},{"id":"c","duration":9999999.999}]}'
+        [ -e "$corpus/seed-flood" ] || { printf 'a\n{"items":['; i=0; while [ $i -lt 4000 ]; do printf '{},'; i=$((i + 1)); done; printf '{}]}'; } > "$corpus/seed-flood"
         ;;
     trace)
         seed "$corpus" ok '{"ts": 1700000000.5, "payload": [{"provider":"yt","id":"a"}]}\n{"ts": 1700000001, "payload": []}\n'
@@ -125,7 +139,7 @@ for target in $TARGETS; do
     seed_corpus "$corpus" "$target"
     echo "fuzz_$target: ${SECONDS_EACH}s"
     if ! "$OUT/fuzz_$target" -max_total_time="$SECONDS_EACH" -max_len="$(target_max_len "$target")" \
-        -print_final_stats=0 -artifact_prefix="$OUT/" "$corpus" > "$OUT/fuzz_$target.log" 2>&1; then
+        -rss_limit_mb="$RSS_MB" -malloc_limit_mb="$MALLOC_MB" -print_final_stats=0 -artifact_prefix="$OUT/" "$corpus" > "$OUT/fuzz_$target.log" 2>&1; then
         tail -40 "$OUT/fuzz_$target.log"
         echo "fuzz_$target: FAILED"
         status=1

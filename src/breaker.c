@@ -133,6 +133,12 @@ int enr_breaker_failure(enr_breaker *br, uint64_t now_ms)
     return prev;
 }
 
+void enr_breaker_release(enr_breaker *br)
+{
+    if (br->state == ENR_BREAKER_HALF_OPEN)
+        br->probe_out = 0;
+}
+
 const char *enr_breaker_state_name(int state)
 {
     switch (state) {

@@ -54,6 +54,10 @@ int enr_breaker_allow(enr_breaker *br, uint64_t now_ms, int *prev);
 int enr_breaker_success(enr_breaker *br, uint64_t now_ms);
 int enr_breaker_failure(enr_breaker *br, uint64_t now_ms);
 
+/* A call that was let through but never made (no time was left): in
+ * half-open the probe it held is given back, so the next call probes. */
+void enr_breaker_release(enr_breaker *br);
+
 const char *enr_breaker_state_name(int state);
 
 #endif

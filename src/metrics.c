@@ -236,10 +236,9 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
         const char *kind;
         size_t off;
     } fails[] = {
-        {"timeout", SLOT_OFF(up_fail_timeout)},
-        {"connect", SLOT_OFF(up_fail_connect)},
-        {"status", SLOT_OFF(up_fail_status)},
-        {"body", SLOT_OFF(up_fail_body)},
+        {"timeout", SLOT_OFF(up_fail_timeout)},     {"connect", SLOT_OFF(up_fail_connect)},
+        {"status", SLOT_OFF(up_fail_status)},       {"body", SLOT_OFF(up_fail_body)},
+        {"too_large", SLOT_OFF(up_fail_too_large)}, {"deadline", SLOT_OFF(up_skip_deadline)},
     };
     uint64_t per_state[3] = {0}, hits, misses;
     char l[64];

@@ -102,6 +102,9 @@ typedef struct enr_sb_slot {
      * counters, so the pool fields stay the master's alone) */
     enr_sb_u64 listen_refused; /* TCP peer not in listen_allow */
     enr_sb_u64 fcgi_rejected;  /* malformed, stalled, or a role we do not serve */
+    /* upstream client, added later:
+     * replies refused for their size, calls not made for lack of time */
+    enr_sb_u64 up_fail_too_large, up_skip_deadline;
 } enr_sb_slot;
 
 typedef struct enr_sb_pool {

@@ -85,6 +85,7 @@ typedef struct totals {
     uint64_t accepted, completed, s2xx, s4xx, s5xx, rin, rout, rrej, rdeg, slow;
     uint64_t refused, rejected;
     uint64_t calls, retries, hits, misses, ftimeout, fconnect, fstatus, fbody, opens, upfds;
+    uint64_t ftoolarge, fdeadline;
     uint64_t idle, busy, starting, exiting, breaker[3];
 } totals;
 
@@ -113,6 +114,8 @@ static void sum_slots(const enr_scoreboard *sb, totals *t)
         t->fconnect += ENR_SB_GET(s->up_fail_connect);
         t->fstatus += ENR_SB_GET(s->up_fail_status);
         t->fbody += ENR_SB_GET(s->up_fail_body);
+        t->ftoolarge += ENR_SB_GET(s->up_fail_too_large);
+        t->fdeadline += ENR_SB_GET(s->up_skip_deadline);
         t->opens += ENR_SB_GET(s->up_breaker_opens);
         t->upfds += ENR_SB_GET(s->up_fds);
         if (!slot_live(s))
@@ -322,6 +325,8 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         add_u(f, "connect", t.fconnect);
         add_u(f, "status", t.fstatus);
         add_u(f, "body", t.fbody);
+        add_u(f, "too_large", t.ftoolarge);
+        add_u(f, "deadline", t.fdeadline);
         json_object_object_add(x, "failures", f);
     }
     add_u(x, "cache_hits", t.hits);

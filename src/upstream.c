@@ -17,7 +17,17 @@
  * closes its connection.  A call whose connection died before any byte of
  * the response is retried once, within the same deadline.  Every failure
  * is counted by kind and every record that kept its local values is
- * counted in the return value; nothing is swallowed.
+ * counted in the return value; nothing is swallowed.  A call that the
+ * deadline left no time for is counted (kind deadline) but is not the
+ * upstream's failure, so the breaker never hears of it.
+ *
+ * A reply is hostile input: it is held only up to what its call can
+ * legitimately need (enr_upstream_reply_cap(), checked on Content-Length
+ * and while receiving) and read by the bounded reader of
+ * upstream_reply.c; a larger one fails the call as too_large, unread.
+ * Name lookups run in libcurl's resolver thread, which a removed transfer
+ * no longer waits for (CURLOPT_QUICK_EXIT), so a stalled resolver costs a
+ * batch its deadline, not the lookup's time.
  *
  * Invariants: between batches no easy handle is attached to the multi
  * handle; record posters are stored as offsets into b->text (appends may
@@ -27,10 +37,11 @@
 #include "upstream.h"
 
 #include <errno.h>
-#include <json-c/json.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -45,14 +56,16 @@
 #include "clock.h"
 #include "hash.h"
 
-#define UP_MAX_BODY (4u << 20)     /* a larger reply is a bad body */
+#define UP_MAX_BODY (4u << 20)     /* no reply is larger, whatever the call asked */
 #define UP_MAX_URL 8000            /* common server limit on a request line */
 #define UP_MAXAGE_CONN_S 30L       /* idle connections older than this are not reused */
 #define UP_MAXLIFETIME_CONN_S 120L /* no connection is reused past this age */
 #define UP_RETRY_MIN_MS 2          /* no retry with less time than this left */
 
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
-enum fail_kind { F_TIMEOUT = 0, F_CONNECT, F_STATUS, F_BODY };
+/* F_DEADLINE is not a failure of the upstream: a call the batch had no
+ * time left to make.  It is counted, and never fed to the breaker. */
+enum fail_kind { F_TIMEOUT = 0, F_CONNECT, F_STATUS, F_BODY, F_TOO_LARGE, F_DEADLINE };
 
 typedef struct want {
     size_t rec; /* first record with this provider+key */
@@ -66,6 +79,8 @@ typedef struct up_call {
     CURL *easy;
     enr_buf url, body;
     size_t resp_bytes; /* header + body bytes seen: 0 means "died before the reply" */
+    size_t cap;        /* the largest reply this call can legitimately need */
+    int too_large;     /* the reply was refused for its size, unread */
     size_t first, n;   /* its wants: u->order[first .. first+n) */
     int provider;
     int active, retried;
@@ -78,7 +93,6 @@ struct enr_upstream {
     unsigned ncalls_max;
     enr_buf base; /* upstream_url + '?' or '&' */
     struct curl_slist *headers;
-    json_tokener *tok;
     enr_cache *cache;
     enr_breaker br;
     enr_sb_slot *slot;
@@ -137,25 +151,43 @@ static int up_closesocket(void *clientp, curl_socket_t fd)
     return close(fd);
 }
 
+/* A reply is held whole until it is parsed, so its size is bounded by
+ * what the call asked for (c->cap), never by what the upstream sends:
+ * beyond it the transfer is aborted and the reply never read. */
 static size_t up_write(char *p, size_t size, size_t n, void *ud)
 {
     up_call *c = ud;
     size_t len = size * n;
 
     c->resp_bytes += len;
-    if (c->body.len + len > UP_MAX_BODY)
-        return 0; /* aborts the transfer: CURLE_WRITE_ERROR, a bad body */
+    if (len > c->cap - c->body.len) {
+        c->too_large = 1;
+        return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
+    }
     enr_buf_append(&c->body, p, len);
     return c->body.oom ? 0 : len;
 }
 
+/* A Content-Length over the cap refuses the reply before its body. */
 static size_t up_header(char *p, size_t size, size_t n, void *ud)
 {
+    static const char cl[] = "content-length:";
     up_call *c = ud;
+    size_t len = size * n, i = sizeof(cl) - 1;
 
-    (void)p;
-    c->resp_bytes += size * n;
-    return size * n;
+    c->resp_bytes += len;
+    if (len > i && strncasecmp(p, cl, i) == 0) {
+        unsigned long long v = 0;
+        while (i < len && (p[i] == ' ' || p[i] == '\t'))
+            i++;
+        for (; i < len && p[i] >= '0' && p[i] <= '9'; i++)
+            v = v > (ULLONG_MAX - 9) / 10 ? ULLONG_MAX : v * 10 + (unsigned)(p[i] - '0');
+        if (v > c->cap) {
+            c->too_large = 1;
+            return 0; /* aborts the transfer */
+        }
+    }
+    return len;
 }
 
 /* ---- set-up ---- */
@@ -190,6 +222,14 @@ static int easy_setup(enr_upstream *u, up_call *c, long maxconn)
         curl_easy_setopt(e, CURLOPT_MAXLIFETIME_CONN, UP_MAXLIFETIME_CONN_S) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) != CURLE_OK)
         return -1;
+    /* libcurl resolves names in a thread; removing a transfer whose lookup
+     * is still running would wait for that lookup (seconds, with a stalled
+     * resolver), past the batch deadline.  QUICK_EXIT lets the thread go
+     * (it ends, and frees itself, when the lookup returns).  Without it
+     * (libcurl older than 7.87) a name can stall a batch: docs/upstream.md. */
+    if (curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK)
+        enr_log(ENR_LOG_WARN, "upstream: libcurl without CURLOPT_QUICK_EXIT",
+                "effect=\"a stalled DNS lookup can hold a batch past its deadline\"");
     return 0;
 }
 
@@ -254,12 +294,10 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_sb_slot *slot, char *err
     if (base_url(u, c->upstream_url, err, errlen) != 0)
         goto fail;
     u->headers = curl_slist_append(NULL, "Accept: application/json");
-    u->tok = json_tokener_new();
     u->cache = enr_cache_new(c->cache_entries, c->cache_bytes);
     u->multi = curl_multi_init();
     u->calls = calloc(u->ncalls_max, sizeof(*u->calls));
-    if (u->headers == NULL || u->tok == NULL || u->cache == NULL || u->multi == NULL ||
-        u->calls == NULL) {
+    if (u->headers == NULL || u->cache == NULL || u->multi == NULL || u->calls == NULL) {
         snprintf(err, errlen, "upstream: out of memory");
         goto fail;
     }
@@ -301,8 +339,6 @@ void enr_upstream_free(enr_upstream *u)
     if (u->multi)
         curl_multi_cleanup(u->multi);
     curl_slist_free_all(u->headers);
-    if (u->tok)
-        json_tokener_free(u->tok);
     enr_cache_free(u->cache);
     enr_buf_free(&u->base);
     if (u->global_init)
@@ -502,13 +538,15 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
 
 static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
 {
-    static const char *const why[] = {"timeout", "connect", "status", "body"};
+    static const char *const why[] = {"timeout", "connect",   "status",
+                                      "body",    "too_large", "deadline"};
     char qerr[CURL_ERROR_SIZE + 8];
     int prev;
 
     if (u->slot) {
-        enr_sb_u64 *const counter[] = {&u->slot->up_fail_timeout, &u->slot->up_fail_connect,
-                                       &u->slot->up_fail_status, &u->slot->up_fail_body};
+        enr_sb_u64 *const counter[] = {&u->slot->up_fail_timeout,   &u->slot->up_fail_connect,
+                                       &u->slot->up_fail_status,    &u->slot->up_fail_body,
+                                       &u->slot->up_fail_too_large, &u->slot->up_skip_deadline};
         ENR_SB_ADD(*counter[kind], 1);
     }
 
@@ -519,6 +557,11 @@ static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
 
     for (size_t i = 0; i < c->n; i++)
         u->wants[u->order[c->first + i]].state = W_FAILED;
+    if (kind == F_DEADLINE) {
+        /* Says nothing about the upstream; a probe it held is given back. */
+        enr_breaker_release(&u->br);
+        return;
+    }
     prev = enr_breaker_failure(&u->br, now);
     breaker_note(u, prev, why[kind]);
 }
@@ -537,8 +580,7 @@ static int call_parse(enr_upstream *u, up_call *c, enr_batch *b)
     /* The ids point into b->text, which may move when it grows, so the
      * posters go to a separate arena first and into b->text after. */
     enr_buf_reset(&u->posters);
-    if (enr_upstream_reply_parse(u->tok, c->body.data, c->body.len, ids, c->n, u->seed,
-                                 &u->posters) != 0)
+    if (enr_upstream_reply_parse(c->body.data, c->body.len, ids, c->n, u->seed, &u->posters) != 0)
         return -1;
     for (size_t i = 0; i < c->n; i++) {
         want *w = &u->wants[u->order[c->first + i]];
@@ -585,6 +627,18 @@ static int died_before_reply(const up_call *c, CURLcode rc)
            (rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR);
 }
 
+/* The cap of c's reply, from its ids (upstream_reply.h), at most UP_MAX_BODY. */
+static size_t call_cap(const enr_upstream *u, const up_call *c, const enr_batch *b)
+{
+    size_t cap = ENR_REPLY_SLACK;
+
+    for (size_t i = 0; i < c->n && cap < UP_MAX_BODY; i++) {
+        const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
+        cap += ENR_REPLY_ITEM_BYTES + 6 * (size_t)r->key_len;
+    }
+    return cap < UP_MAX_BODY ? cap : UP_MAX_BODY;
+}
+
 static int call_start(enr_upstream *u, up_call *c, uint64_t now, uint64_t dl)
 {
     long left = (long)(dl - now);
@@ -595,6 +649,7 @@ static int call_start(enr_upstream *u, up_call *c, uint64_t now, uint64_t dl)
 
     enr_buf_reset(&c->body);
     c->resp_bytes = 0;
+    c->too_large = 0;
     c->errbuf[0] = '\0';
     if (c->url.oom)
         return -1;
@@ -617,6 +672,10 @@ static void call_done(enr_upstream *u, up_call *c, enr_batch *b, CURLcode rc, ui
     long status = 0;
     int prev;
 
+    if (c->too_large) {
+        call_failed(u, c, F_TOO_LARGE, now);
+        return;
+    }
     if (rc != CURLE_OK) {
         call_failed(u, c, fail_kind_of(rc), now);
         return;
@@ -642,6 +701,13 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
     for (unsigned i = 0; i < ncalls; i++) {
         up_call *c = &u->calls[i];
         c->retried = 0;
+        c->cap = call_cap(u, c, b);
+        if (now >= dl) {
+            /* No time left (planning took it, or the caller's deadline
+             * had passed): not the upstream's failure. */
+            call_failed(u, c, F_DEADLINE, now);
+            continue;
+        }
         UP_ADD(u, up_calls, 1);
         if (call_start(u, c, now, dl) != 0) {
             call_failed(u, c, F_CONNECT, now);
@@ -772,7 +838,9 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
     dl = now + u->timeout_ms;
     if (deadline_ms < dl)
         dl = deadline_ms;
-    ncalls = dl > now ? plan_calls(u, b, now) : 0;
+    /* Planned even when the deadline has passed, so the calls that could
+     * not be made are counted (kind deadline) instead of vanishing. */
+    ncalls = plan_calls(u, b, now);
     for (size_t wi = 0; wi < u->nwants; wi++)
         if (u->wants[wi].call < 0 && u->wants[wi].state == W_PENDING)
             u->wants[wi].state = W_SKIPPED;

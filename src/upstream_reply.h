@@ -14,8 +14,16 @@
 
 #define ENR_REPLY_POSTER_MAX 2048    /* UPSTREAM.md: bytes of a poster URL */
 #define ENR_REPLY_DURATION_LIMIT 1e7 /* UPSTREAM.md: 0 <= duration < 10^7 */
+#define ENR_REPLY_MAX_DEPTH 32       /* nested objects/arrays, the root counting as 1 */
 
-struct json_tokener;
+/* What one item of a reply can legitimately take, besides its id: the
+ * poster with every byte escaped as JSON encoders do (\/ or \uXXXX for
+ * a multi-byte character: 3 bytes per byte at most), the duration, the
+ * keys and punctuation, and room for the extra fields UPSTREAM.md allows
+ * (on average over the reply).  The envelope and white space get
+ * ENR_REPLY_SLACK once per reply. */
+#define ENR_REPLY_ITEM_BYTES (3 * ENR_REPLY_POSTER_MAX + 1024)
+#define ENR_REPLY_SLACK 16384
 
 enum enr_reply_state {
     ENR_REPLY_ABSENT = 0, /* no item with this id: the upstream does not know it */
@@ -34,16 +42,21 @@ typedef struct enr_reply_id {
     double duration;               /* when has_duration; never -0 */
 } enr_reply_id;
 
-/* Parse body (len bytes, need not end in a NUL) with tok (reset here,
- * reusable).  ids[0..n) must be distinct; the first item naming an id
+/* The largest reply a call for ids[0..n) can legitimately need (each id
+ * counted at 6 bytes a byte: \uXXXX); a larger one is refused unread. */
+size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n);
+
+/* Parse body (len bytes, need not end in a NUL) in one pass, in memory
+ * O(n + posters accepted).  ids[0..n) must be distinct; the first item naming an id
  * decides it, later ones are ignored, as are items naming ids not asked
  * for and extra fields.  Accepted posters are appended to arena (an
  * append that cannot grow leaves that poster unset).  seed keys the id
  * table so a hostile reply cannot choose collisions.
  * Returns 0 with every ids[i] resolved, or -1: a bad body (not one JSON
- * object with an "items" array, trailing bytes, out of memory); on -1 the
- * outputs of ids[] are all ENR_REPLY_ABSENT and meaningless. */
-int enr_upstream_reply_parse(struct json_tokener *tok, const char *body, size_t len,
-                             enr_reply_id *ids, size_t n, uint64_t seed, enr_buf *arena);
+ * object with an "items" array, trailing bytes, nested deeper than
+ * ENR_REPLY_MAX_DEPTH, out of memory); on -1 the outputs of ids[] are all
+ * ENR_REPLY_ABSENT and meaningless and the arena is as it was. */
+int enr_upstream_reply_parse(const char *body, size_t len, enr_reply_id *ids, size_t n,
+                             uint64_t seed, enr_buf *arena);
 
 #endif

@@ -9,12 +9,21 @@ Ids starting with "unk" are unknown (absent).  Ids starting with "badp<k>"
 get an invalid poster (variant k), "badd<k>" an invalid duration,
 "long" a poster of exactly 2048 bytes, "frac" a duration of 12.5.
 
+Hostile modes (the reply as an attacker would shape it):
+  flood          {"items":[{},{},...]} of flood_bytes bytes, with Content-Length
+  flood_chunked  the same, chunked (no Content-Length: only a cap while
+                 receiving can stop it)
+  oversize       the right items plus a pad field, flood_bytes in all
+  drip           the right reply, one byte every drip_ms (chunked)
+  biglength      Content-Length: flood_bytes, then the right reply (short) and
+                 a hang: the declared size alone says it is too big
+
 Fault modes and knobs switch at run time, on the data port or on the
 separate control port (which keeps answering while the data port
 refuses connections):
   POST /_control {"mode":"ok|hang|5xx|malformed|badshape|truncated|partial|refuse",
                   "close_after":100, "close_style":"silent|header",
-                  "latency_ms":2, "drop_every":0}
+                  "latency_ms":2, "drop_every":0, "flood_bytes":4194304, "drip_ms":20}
   GET  /_stats   counters (requests, connections, ids, bad requests, ...)
   POST /_reset   zero the counters
 close_after N: a connection is closed after its N-th response (the
@@ -43,12 +52,13 @@ from urllib.parse import quote, unquote_to_bytes
 
 UNRESERVED = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 HEX = set(b"0123456789ABCDEFabcdef")
-MODES = ("ok", "hang", "5xx", "malformed", "badshape", "truncated", "partial", "refuse")
+MODES = ("ok", "hang", "5xx", "malformed", "badshape", "truncated", "partial", "refuse",
+         "flood", "flood_chunked", "oversize", "drip", "biglength")
 HANG_MAX_S = 60.0
 
 lock = threading.Lock()
 settings = {"mode": "ok", "close_after": 100, "close_style": "silent", "latency_ms": 0,
-            "drop_every": 0}
+            "drop_every": 0, "flood_bytes": 4 << 20, "drip_ms": 20}
 mode_changed = threading.Condition(lock)
 
 
@@ -62,6 +72,7 @@ def zero_stats():
 
 stats = zero_stats()
 open_socks = set()
+flood_cache = {}
 
 
 def crc(b):
@@ -93,6 +104,15 @@ def item_for(provider, idb, ids):
     elif idb.startswith(b"frac"):
         item["duration"] = 12.5
     return item
+
+
+def flood_body(size):
+    """{"items":[{},{},...]} of about size bytes, built once per size."""
+    body = flood_cache.get(size)
+    if body is None:
+        n = max(0, (size - len(b'{"items":[]}') + 1) // 3)
+        body = flood_cache[size] = b'{"items":[' + b",".join([b"{}"] * n) + b"]}"
+    return body
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -156,13 +176,16 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(400, json.dumps({"error": str(e)}).encode())
             with mode_changed:
                 old = settings["mode"]
-                for k in ("mode", "close_after", "close_style", "latency_ms", "drop_every"):
+                for k in ("mode", "close_after", "close_style", "latency_ms", "drop_every",
+                          "flood_bytes", "drip_ms"):
                     if k in req:
                         settings[k] = req[k]
                 mode_changed.notify_all()
                 new = settings["mode"]
             if old != new:
                 self.server.owner.mode_switch(old, new)
+            if new in ("flood", "flood_chunked"):
+                flood_body(settings["flood_bytes"])  # built now, so replies come at wire speed
             return self.reply(200, json.dumps(settings).encode())
         if self.path == "/_reset":
             with lock:
@@ -255,6 +278,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, b'{"items":[{"id":"' + raw_ids[0][:8] + b'","poster":')
         if mode == "badshape":
             return self.reply(200, b'{"data":[]}')
+        if mode in ("flood", "flood_chunked"):
+            return self.flood(mode == "flood_chunked")
         items = []
         for idb in ids:
             if mode == "partial" and crc(idb) % 2 == 1:
@@ -263,6 +288,8 @@ class Handler(BaseHTTPRequestHandler):
             if it is not None:
                 items.append(it)
         body = json.dumps({"items": items}).encode()
+        if mode in ("oversize", "drip", "biglength"):
+            return self.hostile_reply(mode, body)
         if mode == "truncated":
             self.reply(200, body[: len(body) // 2], extra_len=len(body) - len(body) // 2,
                        close=True)
@@ -272,10 +299,70 @@ class Handler(BaseHTTPRequestHandler):
         return self.reply(200, body)
 
 
+    def flood(self, chunked):
+        """{"items":[{},{},...]} of about flood_bytes bytes."""
+        with lock:
+            size = settings["flood_bytes"]
+        body = flood_body(size)
+        if not chunked:
+            return self.reply(200, body)
+        self.start_chunked()
+        try:
+            for i in range(0, len(body), 65536):
+                part = body[i:i + 65536]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client refused the rest: what it should do
+        self.close_connection = True
+
+    def start_chunked(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def hostile_reply(self, mode, body):
+        with lock:
+            size, drip = settings["flood_bytes"], settings["drip_ms"]
+        self.close_connection = True
+        try:
+            if mode == "oversize":  # well-formed, but padded far past any need
+                pad = max(0, size - len(body) - len(b',"pad":""'))
+                body = body[:-1] + b',"pad":"' + b"x" * pad + b'"}'
+                self.reply(200, body, close=True)
+            elif mode == "biglength":  # declares flood_bytes, sends the reply, hangs
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                self.wfile.write(body)
+                self.wfile.flush()
+                end = time.monotonic() + 10
+                while time.monotonic() < end and settings["mode"] == "biglength":
+                    time.sleep(0.05)
+            else:  # drip: one byte at a time
+                self.start_chunked()
+                for i in range(len(body)):
+                    self.wfile.write(b"1\r\n%s\r\n" % body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(drip / 1000.0)
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client gave up: what it should do
+
+
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 128
+
+    def handle_error(self, request, client_address):
+        # A client that aborts a reply (as enrichd does with one too large)
+        # resets the connection: expected here, not worth a traceback.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class Fake:

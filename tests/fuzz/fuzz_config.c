@@ -10,6 +10,7 @@
  * "SOURCE:LINE: key: problem" with a line that exists.  The bounds are
  * written out again here on purpose: a typo in the key table must show.
  */
+#include <arpa/inet.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,31 +34,54 @@ static void check_str(const char *s, size_t cap)
         abort();
 }
 
-static void check_listen(const char *v)
+/* An accepted socket address: an absolute unix path that fits sun_path,
+ * or ADDRESS:PORT with a literal IPv4 or [IPv6] address and a port of
+ * 1..65535 in digits; loopback_only for the status socket. */
+static void check_listen(const char *v, int loopback_only)
 {
+    char host[64];
+    const char *colon, *h = v;
+    size_t hl;
+    unsigned long port = 0;
+    unsigned char a[16];
+
     check_str(v, ENR_PATH_MAX);
     if (v[0] == '/') {
         if (strlen(v) >= 108) /* sun_path */
             abort();
         return;
     }
-    if (strncmp(v, "127.0.0.1:", 10) != 0)
+    if (v[0] == '[') {
+        colon = strchr(v, ']');
+        if (colon == NULL || colon[1] != ':')
+            abort();
+        h = v + 1;
+        hl = (size_t)(colon - h);
+        colon++;
+    } else {
+        colon = strrchr(v, ':');
+        if (colon == NULL)
+            abort();
+        hl = (size_t)(colon - v);
+    }
+    if (hl == 0 || hl >= sizeof host)
         abort();
-    {
-        const char *p = v + 10;
-        unsigned long port = 0;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    if (inet_pton(v[0] == '[' ? AF_INET6 : AF_INET, host, a) != 1)
+        abort();
+    if (loopback_only &&
+        (v[0] == '[' ? memcmp(a, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\1", 16) != 0 : a[0] != 127))
+        abort();
+    for (const char *p = colon + 1; *p; p++) {
         if (*p < '0' || *p > '9')
             abort();
-        for (; *p; p++) {
-            if (*p < '0' || *p > '9')
-                abort();
-            port = port * 10 + (unsigned long)(*p - '0');
-            if (port > 65535)
-                abort();
-        }
-        if (port == 0)
+        port = port * 10 + (unsigned long)(*p - '0');
+        if (port > 65535)
             abort();
     }
+    if (port == 0 || colon[1] == '\0')
+        abort();
 }
 
 static void check_ratio(double d)
@@ -68,8 +92,8 @@ static void check_ratio(double d)
 
 static void check_ok(const enr_config *c)
 {
-    check_listen(c->listen);
-    check_listen(c->status_listen);
+    check_listen(c->listen, 0);
+    check_listen(c->status_listen, 1);
     if (strcmp(c->listen, c->status_listen) == 0)
         abort();
     if (c->listen_mode > 0777)

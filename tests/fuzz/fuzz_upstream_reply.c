@@ -7,10 +7,17 @@
  * report" on truncated or hostile JSON it checks UPSTREAM.md on every
  * input: an accepted poster is https://, at most 2048 bytes, with no
  * control or space byte; an accepted duration is finite, in [0, 1e7) and
- * not -0; and, against a naive re-parse with a fresh tokener, each id gets
- * exactly the fields of the FIRST item naming it, nothing when none does,
- * and nothing at all when the body is rejected.  The reused tokener must
- * give the same answer twice.
+ * not -0; and, differentially against json-c's strict parser (the DOM
+ * parser the streaming reader replaced): each id gets exactly the fields
+ * of the FIRST item naming it, nothing when none does, and nothing at all
+ * when the body is rejected; a body the reader accepts json-c accepts, and
+ * one json-c accepts the reader accepts unless it holds one of json-c's
+ * own liberties with numbers (RFC 8259 is the reader's syntax: "1.",
+ * "-01", NaN, Infinity).  The same bytes give the same answer twice.
+ *
+ * scripts/fuzz.sh runs it with low -rss_limit_mb and -malloc_limit_mb:
+ * a parser whose memory follows the reply (the json-c tree did, ~250
+ * bytes per "{}") trips them on a flood of empty items.
  */
 #include <json-c/json.h>
 #include <math.h>
@@ -27,7 +34,8 @@
 #define DOC_POSTER_MAX 2048 /* UPSTREAM.md, written again on purpose */
 #define DOC_DURATION_LIMIT 1e7
 
-static json_tokener *tok;
+#define ORACLE_MAX (1u << 20) /* json-c's tree is the oracle: only for inputs it can afford */
+
 static enr_buf arena, arena2;
 
 static void check_poster(const char *s, size_t n)
@@ -102,6 +110,7 @@ static json_object *naive_items(const char *body, size_t len, json_object **root
 
     if (t == NULL)
         abort();
+    json_tokener_set_flags(t, JSON_TOKENER_STRICT);
     *root = len ? json_tokener_parse_ex(t, body, (int)len) : NULL;
     if (*root != NULL && json_tokener_get_error(t) == json_tokener_success) {
         size_t end = json_tokener_get_parse_end(t);
@@ -118,6 +127,45 @@ static json_object *naive_items(const char *body, size_t len, json_object **root
     return items;
 }
 
+/* Does body hold, outside strings, a number or literal json-c's strict
+ * mode takes and RFC 8259 does not ("1.", "1.e5", "-01", "00", "-.5",
+ * NaN, Infinity)?  Then json-c accepting what the reader refuses is expected. */
+static int json_c_liberty(const char *s, size_t n)
+{
+    int in_str = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = 0;
+            continue;
+        }
+        if (ch == '"') {
+            in_str = 1;
+        } else if (ch == 'N' || ch == 'I' || (ch == '-' && i + 1 < n && s[i + 1] == '.')) {
+            return 1; /* NaN, Infinity, -.5 */
+        } else if (ch >= '0' && ch <= '9') {
+            size_t j = i;
+            int lead_zero = ch == '0';
+            while (j < n && s[j] >= '0' && s[j] <= '9')
+                j++;
+            if (lead_zero && j > i + 1)
+                return 1; /* 00, 01 */
+            if (j < n && s[j] == '.' && (j + 1 >= n || s[j + 1] < '0' || s[j + 1] > '9'))
+                return 1; /* 1. and 1.e5 */
+            i = j - 1;
+            while (i + 1 < n &&
+                   ((s[i + 1] >= '0' && s[i + 1] <= '9') || s[i + 1] == '.' || s[i + 1] == 'e' ||
+                    s[i + 1] == 'E' || s[i + 1] == '+' || s[i + 1] == '-'))
+                i++;
+        }
+    }
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -129,8 +177,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_object *root = NULL, *items;
     int rc, rc2;
 
-    if (tok == NULL && (tok = json_tokener_new()) == NULL)
-        abort();
     /* distinct, non-empty ids: what upstream.c passes for one call */
     while (p < end && n < MAX_IDS) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
@@ -150,12 +196,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     blen = (size_t)((const char *)data + size - body);
 
     enr_buf_reset(&arena);
-    rc = enr_upstream_reply_parse(tok, body, blen, ids, n, 0x5eed, &arena);
+    rc = enr_upstream_reply_parse(body, blen, ids, n, 0x5eed, &arena);
     if (rc != 0 && rc != -1)
         abort();
+    if (rc != 0 && arena.len != 0)
+        abort(); /* a rejected reply leaves the arena as it was */
+    if (blen > ORACLE_MAX)
+        return 0; /* the reader alone: its memory is the test */
     items = naive_items(body, blen, &root);
-    if ((rc == 0) != (items != NULL))
-        abort();
+    if (rc == 0 && items == NULL)
+        abort(); /* accepted what json-c refuses */
+    if (rc != 0 && items != NULL && !json_c_liberty(body, blen))
+        abort(); /* refused a body RFC 8259 and json-c accept */
+    if (rc != 0)
+        items = NULL; /* compare with what the reader decided: nothing */
     for (size_t i = 0; i < n; i++) {
         const enr_reply_id *r = &ids[i];
         json_object *it = rc == 0 ? first_item(items, r->id, r->id_len) : NULL, *jp, *jd;
@@ -193,10 +247,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     json_object_put(root);
 
-    /* The tokener is reused across calls in a worker: same bytes, same answer. */
+    /* Same bytes, same answer (and a different seed changes nothing). */
     memcpy(again, ids, sizeof(ids[0]) * n);
     enr_buf_reset(&arena2);
-    rc2 = enr_upstream_reply_parse(tok, body, blen, again, n, 0x5eed, &arena2);
+    rc2 = enr_upstream_reply_parse(body, blen, again, n, 0x1234, &arena2);
     if (rc2 != rc)
         abort();
     for (size_t i = 0; i < n; i++)

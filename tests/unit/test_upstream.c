@@ -837,6 +837,105 @@ static int want_test(const char *name)
     return 1;
 }
 
+/* A batch whose deadline has passed makes no call, and that is not the
+ * upstream's failure: counted as kind deadline, never fed to the
+ * breaker, and a half-open probe it was granted is given back. */
+static void test_deadline_passed(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    char id[32];
+    long before;
+
+    base_config(&c);
+    c.breaker_failures = 1;
+    c.breaker_cooldown_ms = 50;
+    u = make(&c, &slot);
+    set_fake("{\"mode\":\"ok\"}");
+    before = stat_of("data_requests");
+    for (int i = 0; i < 20; i++) {
+        clear(&b);
+        snprintf(id, sizeof(id), "late%d", i);
+        add_rec(&b, ENR_PROV_YT, id, 0);
+        add_rec(&b, ENR_PROV_VM, id, 0);
+        T_CHECK(enr_upstream_enrich(u, &b, now_ms() - (uint64_t)(i % 2)) == 2,
+                "passed deadline %d: both records degraded", i);
+    }
+    T_CHECK(G(up_skip_deadline) == 40, "40 calls counted as deadline: %lu", G(up_skip_deadline));
+    T_CHECK(G(up_fail_connect) == 0 && G(up_fail_timeout) == 0 && G(up_calls) == 0,
+            "not connect (%lu) nor timeout (%lu) failures, no call made (%lu)", G(up_fail_connect),
+            G(up_fail_timeout), G(up_calls));
+    T_CHECK(G(up_breaker_state) == ENR_BREAKER_CLOSED && G(up_breaker_opens) == 0,
+            "breaker still closed");
+    T_CHECK(stat_of("data_requests") == before, "nothing reached the upstream");
+
+    /* open it for real (a 5xx), then let a late batch meet the half-open gate */
+    set_fake("{\"mode\":\"5xx\"}");
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "opener", 0);
+    enr_upstream_enrich(u, &b, now_ms() + 2000);
+    T_CHECK(G(up_breaker_state) == ENR_BREAKER_OPEN, "a 5xx opens it");
+    set_fake("{\"mode\":\"ok\"}");
+    sleep_ms(80);
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "late-probe", 0);
+    enr_upstream_enrich(u, &b, now_ms() - 1);
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "probe", 0);
+    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 0,
+            "the probe the late batch held was given back: the next batch probes and succeeds");
+    T_CHECK(G(up_breaker_state) == ENR_BREAKER_CLOSED, "closed again by the probe");
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
+/* A reply larger than the call can need is refused unread, by kind. */
+static void test_too_large(void)
+{
+    enr_config c;
+    enr_sb_slot slot;
+    enr_batch b = {0};
+    enr_upstream *u;
+    static const char *const modes[] = {
+        "{\"mode\":\"flood\",\"flood_bytes\":1048576}",
+        "{\"mode\":\"flood_chunked\",\"flood_bytes\":1048576}",
+        "{\"mode\":\"oversize\",\"flood_bytes\":262144}",
+        "{\"mode\":\"biglength\",\"flood_bytes\":4194304}",
+    };
+    char id[32];
+
+    base_config(&c);
+    c.breaker_failures = 100;
+    u = make(&c, &slot);
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        uint64_t t0;
+        set_fake(modes[m]);
+        clear(&b);
+        snprintf(id, sizeof(id), "big%zu", m);
+        add_rec(&b, ENR_PROV_YT, id, 0);
+        t0 = now_ms();
+        T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 1, "%s: degraded", modes[m]);
+        T_CHECK(G(up_fail_too_large) == m + 1, "%s: too_large %lu", modes[m], G(up_fail_too_large));
+        T_CHECK(now_ms() - t0 < 400, "%s: refused without waiting (%llu ms)", modes[m],
+                (unsigned long long)(now_ms() - t0));
+    }
+    T_CHECK(G(up_fail_body) == 0 && G(up_fail_timeout) == 0, "no other kind counted");
+    /* a flood under the cap of one id is read, and finds nothing */
+    set_fake("{\"mode\":\"flood\",\"flood_bytes\":8192}");
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "smallflood", 0);
+    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 0, "small flood: read, id unknown");
+    set_fake("{\"mode\":\"ok\"}");
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "fine", 0);
+    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 0 && b.recs[0].poster_len > 0,
+            "the same client enriches the next batch");
+    enr_upstream_free(u);
+    enr_batch_free(&b);
+}
+
 int main(void)
 {
     char lerr[256];
@@ -887,6 +986,10 @@ int main(void)
         test_deadline();
     if (want_test("test_retry"))
         test_retry();
+    if (want_test("test_deadline_passed"))
+        test_deadline_passed();
+    if (want_test("test_too_large"))
+        test_too_large();
     if (want_test("test_incident"))
         test_incident("silent", 1);
     if (want_test("test_incident"))
