@@ -27,9 +27,10 @@ typedef struct enr_config {
     unsigned fd_soft, fd_hard;
     unsigned request_timeout_ms; /* worker deadline, below nginx's read timeout */
     unsigned drain_timeout_ms;
-    size_t max_body_bytes;  /* default 4 MiB */
-    unsigned max_records;   /* default 10000 */
-    unsigned kill_grace_ms; /* TERM -> KILL escalation delay */
+    size_t max_body_bytes;   /* default 4 MiB */
+    unsigned max_records;    /* default 10000 */
+    size_t max_output_bytes; /* default 8 MiB; bounds every string the engine derives */
+    unsigned kill_grace_ms;  /* TERM -> KILL escalation delay */
 
     /* issue 4: upstream */
     char upstream_url[1024];           /* empty: enrichment off */

@@ -22,8 +22,15 @@ void enr_uni_free(enr_uni *u);
 int enr_uni_id(enr_uni *u, const char *s, size_t len, enr_buf *out);
 
 /* Rule 7.2: NFKC, then every maximal run of white space becomes one
- * U+0020, then trim.  Appends to out; 0 or -1. */
-int enr_uni_title(enr_uni *u, const char *s, size_t len, enr_buf *out);
+ * U+0020, then trim.  Appends to out; 0, -1, or ENR_UNI_TOO_LONG (nothing
+ * appended) when the result would pass max bytes, or max UTF-16 units
+ * before folding: it is refused before ICU's buffer is grown for it. */
+#define ENR_UNI_TOO_LONG (-2)
+#define ENR_UNI_NO_MAX ((size_t)-1 / 2) /* max for "no limit" */
+int enr_uni_title(enr_uni *u, const char *s, size_t len, size_t max, enr_buf *out);
+
+/* Frees scratch buffers grown past keep bytes (after a huge request). */
+void enr_uni_shrink(enr_uni *u, size_t keep);
 
 /* "ICU 72.1, Unicode 15.0": reported by -V and at start-up (rule 17). */
 const char *enr_uni_version(void);

@@ -70,7 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         return 0;
     }
-    enr_emit(eng, &batch, &out);
+    if (enr_emit(eng, &batch, &out, &err) != 0)
+        abort(); /* no limit set */
     if (out.oom || out.len == 0 || out.data[out.len - 1] != '\n')
         abort();
     for (size_t i = 0; i < out.len; i++) {
