@@ -43,6 +43,8 @@
 #include "clock.h"
 
 #define BODY_READ_CHUNK 65536
+/* FCGX_PutStr takes an int: a body is written in pieces of this size. */
+#define PUT_CHUNK (1 << 20)
 
 static volatile sig_atomic_t worker_stop;  /* TERM: end after the request in hand */
 static volatile sig_atomic_t worker_drain; /* USR2: also serve what waits in the backlog */
@@ -140,8 +142,13 @@ static int send_response(worker *w, int status, const char *ctype, const char *e
         return -1;
     if (FCGX_PutStr(head, n, w->req.out) != n)
         return -1;
-    if (len && FCGX_PutStr(body, (int)len, w->req.out) != (int)len)
-        return -1;
+    while (len > 0) {
+        int k = len > PUT_CHUNK ? PUT_CHUNK : (int)len;
+        if (FCGX_PutStr(body, k, w->req.out) != k)
+            return -1;
+        body += k;
+        len -= (size_t)k;
+    }
     return 0;
 }
 
@@ -206,7 +213,7 @@ typedef struct outcome {
     uint64_t rec_in, rec_out, degraded;
 } outcome;
 
-static void handle(worker *w, outcome *o, uint64_t start_mono)
+static void handle_request(worker *w, outcome *o, uint64_t start_mono)
 {
     const enr_config *c = w->cfg;
     const char *method = FCGX_GetParam("REQUEST_METHOD", w->req.envp);
@@ -247,7 +254,12 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
     hooks_sleep(&w->req, "HTTP_X_TEST_HANG_MS"); /* a stuck request: the master's job */
 #endif
     enr_batch_reset(&w->batch);
-    if (enr_parse(w->engine, w->body.data, w->body.len, c->max_records, &w->batch, &err) != 0) {
+    enr_engine_set_max_output(w->engine, c->max_output_bytes);
+    r = enr_parse(w->engine, w->body.data, w->body.len, c->max_records, &w->batch, &err);
+    /* The records hold copies of what they need: a big body goes now,
+     * before the output is built next to it. */
+    enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
+    if (r != 0) {
         enr_buf_reset(&w->out);
         enr_error_json(&err, &w->out);
         o->status = err.status;
@@ -293,7 +305,18 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
         return;
     }
     enr_buf_reset(&w->out);
-    enr_emit(w->engine, &w->batch, &w->out);
+    if (enr_emit(w->engine, &w->batch, &w->out, &err) != 0) {
+        /* past max_output_bytes: the cut output is dropped, never sent */
+        o->status = err.status;
+        o->rec_in = o->rec_out = 0;
+        enr_buf_reset(&w->out);
+        enr_error_json(&err, &w->out);
+        if (w->out.oom)
+            send_json_error(w, err.status, "output larger than max_output_bytes");
+        else
+            send_response(w, err.status, "application/json", NULL, w->out.data, w->out.len);
+        return;
+    }
     if (w->out.oom) {
         o->status = 503;
         o->rec_in = o->rec_out = 0;
@@ -308,6 +331,16 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
             snprintf(extra, sizeof extra, "X-Enrich-Degraded: %zu\r\n", degraded);
         send_response(w, 200, "application/x-ndjson", extra, w->out.data, w->out.len);
     }
+}
+
+static void handle(worker *w, outcome *o, uint64_t start_mono)
+{
+    handle_request(w, o, start_mono);
+    /* One huge request must not leave its buffers for the worker's life
+     * (nor get it recycled for rss): what grew past ENR_KEEP_BYTES goes. */
+    enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
+    enr_buf_shrink(&w->out, ENR_KEEP_BYTES);
+    enr_engine_shrink(w->engine, &w->batch, ENR_KEEP_BYTES);
 }
 
 /* The request id nginx passes (REQUEST_ID, nginx/enrichd.conf), else the
