@@ -213,7 +213,7 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
 {
     const unsigned char *s, *t;
     enr_record *rec;
-    size_t mark = b->text.len;
+    size_t mark = b->text.len, room;
     int truthy, rc;
 
     /* Rule 4.5/4.6: the id is converted before the provider is checked. */
@@ -221,8 +221,8 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
         return fail(err, 400, -1, element, "id: object with a toString key cannot be converted");
     if (f->provider == ENR_PROV_NONE)
         return 0;
-    /* A text past its cap is not empty: the record is accepted, and its
-     * line cannot fit (the id is printed whole, twice with a local poster). */
+    /* A text past its cap is not white space only: the record is
+     * accepted, and its id cannot fit in the output. */
     if (f->id.text.over)
         return output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN + e->max_output + 1);
     switch (f->id.kind) {
@@ -271,25 +271,37 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
     rec->element = (uint32_t)element;
     rec->provider = (uint8_t)f->provider;
 
-    rec->key_off = b->text.len;
-    rec->key_len = (size_t)(t - s);
-    enr_buf_append(&b->text, s, rec->key_len);
+    /* The id first, so that one that cannot fit is refused before its
+     * original-case copy (the key) is made. */
+    room = ENR_UNI_NO_MAX;
+    if (e->max_output) {
+        if (e->lower + ENR_LINE_MIN > e->max_output)
+            return output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN);
+        room = e->max_output - e->lower - ENR_LINE_MIN;
+    }
     rec->id_off = b->text.len;
-    if (enr_uni_id(e->uni, (const char *)s, (size_t)(t - s), &b->text) < 0)
+    rc = enr_uni_id(e->uni, (const char *)s, (size_t)(t - s), room, &b->text);
+    if (rc == ENR_UNI_TOO_LONG)
+        return output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN + room + 1);
+    if (rc < 0)
         return fail(err, 500, -1, element, "unicode: lower-casing failed");
     rec->id_len = b->text.len - rec->id_off;
     if (rec->id_len == 0) {
         b->text.len = mark;
         return 0;
     }
+    rec->key_off = b->text.len;
+    rec->key_len = (size_t)(t - s);
+    enr_buf_append(&b->text, s, rec->key_len);
 
     /* Rule 7: only truthy strings are normalized; other truthy values throw. */
     rec->title_off = b->text.len;
     switch (f->title.kind) {
     case ENR_K_STRING: {
         /* what is left of max_output for this title, or no limit */
-        size_t used = e->lower + ENR_LINE_MIN + rec->id_len, room = ENR_UNI_NO_MAX;
+        size_t used = e->lower + ENR_LINE_MIN + rec->id_len;
 
+        room = ENR_UNI_NO_MAX;
         if (e->max_output) {
             if (f->title.text.over || used > e->max_output)
                 return output_fail(e, err, element, b->n, e->max_output + 1);
@@ -339,8 +351,16 @@ int enr_parse(enr_engine *e, const char *body, size_t len, size_t max_records, e
 
     enr_batch_reset(b);
     e->lower = 0;
-    e->f.id.text.max = e->f.title.text.max = e->max_output;
-    e->f.duration.text.max = e->max_output ? (e->max_output > len ? e->max_output : len) + 64 : 0;
+    /* What a text can hold beyond what reaches the output comes from the
+     * body itself (white space trimmed or folded, letters that lower-case
+     * shorter): past max_output + len it cannot be printed in max_output. */
+    if (e->max_output) {
+        size_t cap = e->max_output + len + 64;
+        e->f.id.text.max = e->f.title.text.max = cap < len ? (size_t)-1 : cap;
+        e->f.duration.text.max = (e->max_output > len ? e->max_output : len) + 64;
+    } else {
+        e->f.id.text.max = e->f.title.text.max = e->f.duration.text.max = 0;
+    }
     enr_reader_init(r, body, len, max_records);
     if (enr_reader_begin(r) < 0)
         return fail(err, r->err_status, r->err_offset, -1, r->err_msg);

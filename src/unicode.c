@@ -379,10 +379,10 @@ static int cut_ok(const enr_uni *u, const unsigned char *s, const unsigned char 
     return plain_before(u, s, p) && plain_at(u, p, end);
 }
 
-int enr_uni_id(enr_uni *u, const char *str, size_t len, enr_buf *out)
+int enr_uni_id(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)
 {
     const unsigned char *s = (const unsigned char *)str, *end = s + len;
-    size_t w;
+    size_t w, start = out->len;
 
     while (s < end && (w = enr_ws_len(s, end)) > 0)
         s += w;
@@ -393,6 +393,8 @@ int enr_uni_id(enr_uni *u, const char *str, size_t len, enr_buf *out)
     if (len == 0)
         return 0;
     if (is_ascii(s, len)) {
+        if (len > max)
+            return ENR_UNI_TOO_LONG;
         if (enr_buf_reserve(out, len) != 0)
             return -1;
         lower_ascii(s, len, out->data + out->len);
@@ -414,7 +416,12 @@ int enr_uni_id(enr_uni *u, const char *str, size_t len, enr_buf *out)
             lower_ascii(s, n, out->data + out->len);
             out->len += n;
         } else if (lower_icu(u, s, n, out) < 0) {
+            out->len = start;
             return -1;
+        }
+        if (out->len - start > max) {
+            out->len = start;
+            return ENR_UNI_TOO_LONG;
         }
         s += n;
     }
@@ -422,7 +429,7 @@ int enr_uni_id(enr_uni *u, const char *str, size_t len, enr_buf *out)
 }
 
 /* Normalizes src[0, n) into u->dst (grown as needed unless the result
- * would pass max units); the unit count, -1, or ENR_UNI_TOO_LONG. */
+ * cannot fit in max bytes); the unit count, -1, or ENR_UNI_TOO_LONG. */
 static int32_t nfkc_piece(enr_uni *u, const UChar *src, int32_t n, size_t max)
 {
     UErrorCode err = U_ZERO_ERROR;
@@ -431,8 +438,11 @@ static int32_t nfkc_piece(enr_uni *u, const UChar *src, int32_t n, size_t max)
     if (err == U_BUFFER_OVERFLOW_ERROR) {
         /* Only a piece without a boundary (a run of combining marks,
          * which barely expand) gets here: dst already holds
-         * ENR_UNI_NFKC_MAX times a normal piece. */
-        if ((size_t)m > max)
+         * ENR_UNI_NFKC_MAX times a normal piece.  Every unit out is a
+         * byte at least, except white space that folds, and no code
+         * point makes two white-space units in a row: past max + n units
+         * the result cannot fit. */
+        if ((size_t)m > max + (size_t)n)
             return ENR_UNI_TOO_LONG;
         if (grow16(&u->dst, &u->dst_cap, (size_t)m + 1) != 0)
             return -1;
@@ -485,7 +495,7 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
                 end = next;
             }
         }
-        m = nfkc_piece(u, u->src + at, end - at, max);
+        m = nfkc_piece(u, u->src + at, end - at, max - (out->len - t.start));
         if (m < 0) {
             out->len = t.start;
             return m;

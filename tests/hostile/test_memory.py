@@ -8,7 +8,8 @@ Bodies just under max_body_bytes whose output inflates:
 - an id `[{},{},...]` (each `{}` is joined as "[object Object]", twice
   in the output: id and poster);
 - an id of invalid UTF-8 bytes (each becomes U+FFFD, 3 bytes);
-- an id `[1e20,1e20,...]` (each number prints as 21 digits);
+- an id `[1e20,1e20,...]` (each number prints as 21 digits; 1.5 MB, so
+  that the printer, not the parser, stops it);
 - a 1 MB `[{},...]` id (refused while printing, not while parsing);
 - an id just under its cap next to a title of invalid bytes (the most
   the engine holds at once).
@@ -57,7 +58,8 @@ def invalid_utf8_id():
 
 
 def number_ids():
-    return fit(b'[{"provider":"vm","id":[', b"1e20,", b'1]}]')
+    # 1.5 MB: fits the parse-time bounds (6.9 MB of id), not the output
+    return fit(b'[{"provider":"vm","id":[', b"1e20,", b'1]}]', limit=1536 * 1024)
 
 
 def object_ids_1mb():
@@ -78,6 +80,15 @@ HOSTILE = [("U+FDFA titles", fdfa_titles), ("[{},...] id", object_ids),
            ("invalid UTF-8 id", invalid_utf8_id), ("[1e20,...] id", number_ids),
            ("[{},...] id 1 MB", object_ids_1mb), ("id + title", id_and_title)]
 RSS_AFTER_KB = 16 * 1024  # what a worker keeps once a huge request is done
+# An ASan build's memory (shadow, quarantine) and speed say nothing of the
+# real one: there the answers and exits are checked, not RSS or time.
+SAN = harness.is_sanitized(harness.build_dir())
+SAN_CONF = "rss_soft_mb = 0\nrss_hard_mb = 0\nrequest_timeout_ms = 60000\n" if SAN else ""
+TIME_LIMIT_S = 60 if SAN else 3.0
+
+
+def rss_ok(kb, limit_kb):
+    return SAN or 0 < kb <= limit_kb
 
 
 def status_kb(pid, key):
@@ -139,7 +150,7 @@ def check_limit_answer(r, name, st, hdr, body, size):
 
 def test_one_at_a_time(r):
     with harness.Env(name="hostile-mem") as env:
-        env.start_enrichd("workers = 2\n")
+        env.start_enrichd("workers = 2\n" + SAN_CONF)
         env.start_nginx()
         env.wait_workers(2)
         for name, make in HOSTILE:
@@ -147,7 +158,7 @@ def test_one_at_a_time(r):
             r.check(len(body) <= MAX_BODY, "%s: body under max_body_bytes" % name)
             s = Sampler(env)
             t0 = time.monotonic()
-            st, hdr, out = env.request("/v1/enrich", body, timeout=30)
+            st, hdr, out = env.request("/v1/enrich", body, timeout=90)
             took = time.monotonic() - t0
             peak = s.stop()
             top = max(peak.values()) if peak else 0
@@ -155,11 +166,11 @@ def test_one_at_a_time(r):
             print("%-18s body %d B: status %d, %d B out, %.2f s, peak worker VmHWM %d kB, "
                   "largest VmRSS after %d kB" % (name, len(body), st, len(out), took, top, after))
             check_limit_answer(r, name, st, hdr, out, len(body))
-            r.check(0 < top <= RSS_SOFT_MB * 1024,
+            r.check(rss_ok(top, RSS_SOFT_MB * 1024),
                     "%s: peak worker RSS %d kB <= rss_soft_mb" % (name, top))
-            r.check(0 < after <= RSS_AFTER_KB,
+            r.check(rss_ok(after, RSS_AFTER_KB),
                     "%s: the worker gives the memory back: VmRSS %d kB after" % (name, after))
-            r.check(took < 2.0, "%s: answered in %.2f s" % (name, took))
+            r.check(took < TIME_LIMIT_S, "%s: answered in %.2f s" % (name, took))
         st, _, out = env.request("/v1/enrich", NORMAL)
         r.check(st == 200 and out.count(b"\n") == 50, "the pool serves a normal batch after")
         time.sleep(0.3)  # a worker over rss_soft_mb would have exited by now
@@ -168,7 +179,7 @@ def test_one_at_a_time(r):
 
 def test_four_at_once(r):
     with harness.Env(name="hostile-mem4") as env:
-        env.start_enrichd("workers = 4\n")
+        env.start_enrichd("workers = 4\n" + SAN_CONF)
         env.start_nginx()
         pids = env.wait_workers(4)
         bodies = [make() for _, make in HOSTILE[:4]]
@@ -176,22 +187,22 @@ def test_four_at_once(r):
         s = Sampler(env)
 
         def one(i):
-            res[i] = env.request("/v1/enrich", bodies[i], timeout=30)
+            res[i] = env.request("/v1/enrich", bodies[i], timeout=90)
 
         ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
         for t in ts:
             t.start()
         for t in ts:
-            t.join(40)
+            t.join(100)
         peak = s.stop()
         total = sum(peak.values())
         print("4 at once: statuses %r, per-worker peak kB %r, total %d kB"
               % ([x[0] if x else None for x in res], sorted(peak.values()), total))
         r.check(all(x is not None and x[0] == 413 for x in res),
                 "4 at once: every one a 413: %r" % [x[0] if x else None for x in res])
-        r.check(all(v <= RSS_SOFT_MB * 1024 for v in peak.values()),
+        r.check(all(rss_ok(v, RSS_SOFT_MB * 1024) for v in peak.values()),
                 "4 at once: each worker under rss_soft_mb: %r" % sorted(peak.values()))
-        r.check(total <= 4 * RSS_SOFT_MB * 1024,
+        r.check(SAN or total <= 4 * RSS_SOFT_MB * 1024,
                 "4 at once: total worker peak %d kB <= 4 x rss_soft_mb" % total)
         r.check(sorted(env.worker_pids()) == sorted(pids), "4 at once: the same 4 workers live")
         st, _, out = env.request("/v1/enrich", NORMAL)
@@ -203,7 +214,7 @@ def test_large_legit_output(r):
     """Under the limit, a large output is whole: 7 MB of NDJSON from a
     650 KB body (the same U+FDFA titles, fewer of them)."""
     with harness.Env(name="hostile-mem-big") as env:
-        env.start_enrichd("workers = 1\n")
+        env.start_enrichd("workers = 1\n" + SAN_CONF)
         env.start_nginx()
         env.wait_workers(1)
         body = fdfa_titles()[:650000]
@@ -219,7 +230,8 @@ def test_large_legit_output(r):
         r.check(int(hdr.get("content-length", -1)) == len(out) and out.count(b"\n") == nrec,
                 "whole: %s B announced, %d received, %d lines"
                 % (hdr.get("content-length"), len(out), out.count(b"\n")))
-        r.check(top <= RSS_SOFT_MB * 1024, "legit: peak worker RSS %d kB <= rss_soft_mb" % top)
+        r.check(rss_ok(top, RSS_SOFT_MB * 1024),
+                "legit: peak worker RSS %d kB <= rss_soft_mb" % top)
         r.check(not bad_exits(env), "legit: no exit for rss or a crash: %r" % bad_exits(env))
 
 

@@ -40,6 +40,11 @@ static int title_nomax(enr_uni *u, const char *s, size_t len, enr_buf *out)
     return enr_uni_title(u, s, len, ENR_UNI_NO_MAX, out);
 }
 
+static int id_nomax(enr_uni *u, const char *s, size_t len, enr_buf *out)
+{
+    return enr_uni_id(u, s, len, ENR_UNI_NO_MAX, out);
+}
+
 static void check_n(uni_fn fn, const char *name, const char *in, size_t in_len, const char *want,
                     size_t want_len)
 {
@@ -54,7 +59,7 @@ static void check_n(uni_fn fn, const char *name, const char *in, size_t in_len, 
 
 static void id_is(const char *in, const char *want)
 {
-    check_n(enr_uni_id, "id", in, strlen(in), want, strlen(want));
+    check_n(id_nomax, "id", in, strlen(in), want, strlen(want));
 }
 
 static void title_is(const char *in, const char *want)
@@ -74,7 +79,7 @@ static void test_id_ascii(void)
     id_is("A/B\x7f", "a/b\x7f");
     id_is("Infinity", "infinity");
     id_is("-Infinity", "-infinity");
-    check_n(enr_uni_id, "id", "A\0B", 3, "a\0b", 3);
+    check_n(id_nomax, "id", "A\0B", 3, "a\0b", 3);
 }
 
 static void test_id_unicode(void)
@@ -153,7 +158,7 @@ static void test_id_unicode(void)
             memcpy(in + 2 * i, "\xc4\xb0", 2);
             memcpy(want + 3 * i, "i\xcc\x87", 3);
         }
-        check_n(enr_uni_id, "id", in, 2 * n, want, 3 * n);
+        check_n(id_nomax, "id", in, 2 * n, want, 3 * n);
         free(in);
         free(want);
     }
@@ -203,7 +208,7 @@ static void test_title(void)
         enr_buf_lit(&out, "X ");
         int rc1 = enr_uni_title(uni, "  a\xc2\xa0 ", 6, ENR_UNI_NO_MAX, &out);
         int rc2 = enr_uni_title(uni, " \xef\xac\x81 ", 5, ENR_UNI_NO_MAX, &out);
-        int rc3 = enr_uni_id(uni, " B ", 3, &out);
+        int rc3 = enr_uni_id(uni, " B ", 3, ENR_UNI_NO_MAX, &out);
         T_CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0 && out.len == 6 &&
                     memcmp(out.data, "X afib", 6) == 0,
                 "append: got \"%s\"", show(out.data, out.len));
@@ -291,7 +296,7 @@ static void test_id_pieces(void)
             enr_buf_lit(&in, "Q");
             for (size_t i = 0; i < reps; i++)
                 enr_buf_append(&in, units[u], strlen(units[u]));
-            int rc = enr_uni_id(uni, in.data, in.len, &got);
+            int rc = enr_uni_id(uni, in.data, in.len, ENR_UNI_NO_MAX, &got);
             icu_lower_whole(in.data, in.len, &want);
             T_CHECK(rc == 0 && got.len == want.len && memcmp(got.data, want.data, got.len) == 0,
                     "id in pieces = whole (unit %zu x %zu): len %zu vs %zu", u, reps, got.len,
@@ -306,7 +311,21 @@ static void test_id_pieces(void)
         enr_buf in = {0}, got = {0}, want = {0};
         for (size_t i = 0; i < 5000; i++)
             enr_buf_lit(&in, "\xce\xa3\xcc\x81");
-        T_CHECK(enr_uni_id(uni, in.data, in.len, &got) == 0, "no cut: rc");
+        T_CHECK(enr_uni_id(uni, in.data, in.len, ENR_UNI_NO_MAX, &got) == 0, "no cut: rc");
+        /* max: the lower-cased length exactly passes, one byte less is refused */
+        {
+            enr_buf tmp = {0};
+            T_CHECK(enr_uni_id(uni, in.data, in.len, got.len, &tmp) == 0 && tmp.len == got.len,
+                    "id of exactly max");
+            enr_buf_reset(&tmp);
+            T_CHECK(enr_uni_id(uni, in.data, in.len, got.len - 1, &tmp) == ENR_UNI_TOO_LONG &&
+                        tmp.len == 0,
+                    "id of max + 1: refused, nothing appended");
+            T_CHECK(enr_uni_id(uni, " AbC ", 5, 3, &tmp) == 0 && tmp.len == 3 &&
+                        enr_uni_id(uni, " AbC ", 5, 2, &tmp) == ENR_UNI_TOO_LONG && tmp.len == 3,
+                    "ASCII id: max is on the trimmed, lower-cased id");
+            enr_buf_free(&tmp);
+        }
         icu_lower_whole(in.data, in.len, &want);
         T_CHECK(got.len == want.len && memcmp(got.data, want.data, got.len) == 0, "no cut: same");
         enr_buf_free(&in);
