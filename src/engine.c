@@ -472,8 +472,9 @@ static void put_hash(enr_buf *out, const char *prov, const char *id, size_t n)
     SHA_CTX ctx;
     int ok;
     char h[40];
+    const char head[3] = {prov[0], prov[1], ':'};
 
-    ok = SHA1_Init(&ctx) == 1 && SHA1_Update(&ctx, prov, 2) == 1 && SHA1_Update(&ctx, ":", 1) == 1;
+    ok = SHA1_Init(&ctx) == 1 && SHA1_Update(&ctx, head, 3) == 1;
     while (ok && p + 2 < end) {
         if (p[0] == 0xed && p[1] >= 0xa0) { /* a lone surrogate (text.h) */
             ok = SHA1_Update(&ctx, run, (size_t)(p - run)) == 1 &&

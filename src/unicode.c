@@ -273,27 +273,21 @@ static int utf16_to_wtf8(const UChar *s, int32_t n, enr_buf *out, int fold, text
     return (size_t)(o - first) > max ? ENR_UNI_TOO_LONG : 0;
 }
 
-/* Rule 7.2 steps 2 and 3 on WTF-8 bytes already in NFKC.  A white-space
- * lead byte never occurs as a continuation byte, so a byte walk is safe.
- * More than max bytes: nothing is appended, ENR_UNI_TOO_LONG. */
-static int fold_wtf8(const unsigned char *s, size_t len, enr_buf *out, size_t max)
+/* The byte walk of fold_wtf8; with checked, it stops (NULL) once more
+ * than lim - first bytes are written.  Inlined twice, so the common call
+ * (the input alone fits) pays no check per byte. */
+static inline __attribute__((always_inline)) char *fold_walk(const unsigned char *s,
+                                                             const unsigned char *end, char *o,
+                                                             const char *first, const char *lim,
+                                                             int checked)
 {
-    const unsigned char *end = s + len;
     int pending = 0;
-    size_t start, room = len < max + 2 ? len : max + 2; /* +2: a space and a byte */
-    char *o;
 
-    if (len == 0) /* out->data may still be NULL */
-        return 0;
-    if (enr_buf_reserve(out, room) != 0)
-        return -1;
-    start = out->len;
-    o = out->data + out->len;
     while (s < end) {
         size_t w;
 
-        if ((size_t)(o - (out->data + start)) > max)
-            return ENR_UNI_TOO_LONG; /* out->len untouched */
+        if (checked && o > lim)
+            return NULL;
         w = enr_ws_len(s, end);
         if (w > 0) {
             pending = 1;
@@ -301,14 +295,33 @@ static int fold_wtf8(const unsigned char *s, size_t len, enr_buf *out, size_t ma
             continue;
         }
         if (pending) {
-            if (o != out->data + start)
+            if (o != first)
                 *o++ = ' ';
             pending = 0;
         }
         *o++ = (char)*s++;
     }
-    if ((size_t)(o - (out->data + start)) > max)
-        return ENR_UNI_TOO_LONG;
+    return checked && o > lim ? NULL : o;
+}
+
+/* Rule 7.2 steps 2 and 3 on WTF-8 bytes already in NFKC.  A white-space
+ * lead byte never occurs as a continuation byte, so a byte walk is safe.
+ * More than max bytes: nothing is appended, ENR_UNI_TOO_LONG. */
+static int fold_wtf8(const unsigned char *s, size_t len, enr_buf *out, size_t max)
+{
+    size_t room = len < max + 2 ? len : max + 2; /* +2: a space and a byte */
+    char *first, *o;
+
+    if (len == 0) /* out->data may still be NULL */
+        return 0;
+    if (enr_buf_reserve(out, room) != 0)
+        return -1;
+    first = out->data + out->len;
+    /* folding never lengthens: an input that fits needs no checks */
+    o = len <= max ? fold_walk(s, s + len, first, first, NULL, 0)
+                   : fold_walk(s, s + len, first, first, first + max, 1);
+    if (o == NULL)
+        return ENR_UNI_TOO_LONG; /* out->len untouched */
     out->len = (size_t)(o - out->data);
     return 0;
 }
