@@ -13,7 +13,8 @@
  *    a process blocked in accept() that cannot be told to stop.
  *  - Engine, Unicode, upstream objects and the body/output buffers are
  *    created once and reused: a steady-state request does not allocate
- *    in this file.
+ *    in this file.  Buffers one request grew past ENR_KEEP_BYTES are
+ *    freed after it (engine.h), so a huge request costs its memory once.
  *  - Only this worker writes the live and cumulative fields of its slot.
  */
 #include "worker.h"
