@@ -1,6 +1,6 @@
 /*
  * buf.c: growth policy of enr_buf (doubling, with a floor so small
- * buffers do not realloc on every append).
+ * buffers do not realloc on every append, and a ceiling at max).
  */
 #include "buf.h"
 
@@ -19,6 +19,10 @@ int enr_buf_grow(enr_buf *b, size_t extra)
         b->oom = 1;
         return -1;
     }
+    if (b->max && need > b->max) {
+        b->oom = b->over = 1;
+        return -1;
+    }
     while (cap < need) {
         if (cap > ((size_t)-1) / 2) {
             cap = need;
@@ -26,6 +30,8 @@ int enr_buf_grow(enr_buf *b, size_t extra)
         }
         cap *= 2;
     }
+    if (b->max && cap > b->max)
+        cap = b->max; /* need <= max: the doubling would only reserve the unusable */
     p = realloc(b->data, cap);
     if (p == NULL) {
         b->oom = 1;
@@ -41,7 +47,13 @@ void enr_buf_free(enr_buf *b)
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
-    b->oom = 0;
+    b->oom = b->over = 0;
+}
+
+void enr_buf_shrink(enr_buf *b, size_t keep)
+{
+    if (b->cap > keep)
+        enr_buf_free(b);
 }
 
 void enr_buf_printf(enr_buf *b, const char *fmt, ...)

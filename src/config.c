@@ -49,6 +49,7 @@ const char enr_config_default_text[] =
     "drain_timeout_ms = 10000\n"
     "max_body_bytes = 4194304\n"
     "max_records = 10000\n"
+    "max_output_bytes = 8388608\n"
     "kill_grace_ms = 2000\n"
     "write_timeout_ms = 10000\n"
     "upstream_url =\n"
@@ -105,6 +106,7 @@ static const key_def keys[] = {
     {"drain_timeout_ms", K_UINT, F(drain_timeout_ms), 1, 3600000},
     {"max_body_bytes", K_SIZE, F(max_body_bytes), 1024, 1ULL << 30},
     {"max_records", K_UINT, F(max_records), 0, 10000000},
+    {"max_output_bytes", K_SIZE, F(max_output_bytes), 4096, 1ULL << 30},
     {"kill_grace_ms", K_UINT, F(kill_grace_ms), 1, 600000},
     {"write_timeout_ms", K_UINT, F(write_timeout_ms), 100, 600000},
     {"upstream_url", K_URL, F(upstream_url), 0, 0},

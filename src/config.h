@@ -33,6 +33,7 @@ typedef struct enr_config {
     unsigned drain_timeout_ms;
     size_t max_body_bytes;     /* default 4 MiB */
     unsigned max_records;      /* default 10000 */
+    size_t max_output_bytes;   /* default 8 MiB; bounds every string the engine derives */
     unsigned kill_grace_ms;    /* TERM -> KILL escalation delay */
     unsigned write_timeout_ms; /* the answer's write to nginx, apart from the request */
 

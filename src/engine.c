@@ -9,7 +9,12 @@
  *
  * Invariants: record strings live in batch->text and are referenced by
  * offset (the arena may move while it grows); an enr_engine is used by one
- * thread.
+ * thread.  With max_output set, nothing here grows with what the input
+ * inflates to: the reader's field texts are capped (an id, a title or a
+ * duration text longer than max_output cannot be printed in an output
+ * that fits), a running lower bound of the output (ENR_LINE_MIN + id +
+ * title per record) refuses a batch as soon as it cannot fit, and the
+ * printer stops at the limit.  The hash is computed without a copy.
  */
 /* SHA-1 through OpenSSL's direct interface: the EVP path initialises the
  * provider machinery on first use, 2-7 ms measured here, which alone
@@ -21,6 +26,9 @@
 #include "engine.h"
 
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,8 +44,21 @@ struct enr_engine {
     enr_uni *uni;
     enr_reader rd;
     enr_fields f;
-    enr_buf scratch; /* hash input */
+    size_t max_output; /* 0: no limit */
+    size_t lower;      /* this batch's output is at least this long */
 };
+
+/* The shortest possible output line: everything but the id, the title
+ * and the poster, the shortest duration and fetched_at.  A record's line
+ * is at least this + its id + its title. */
+#define ENR_LINE_MIN                                                                               \
+    (sizeof("{\"hash\":\"0123456789012345678901234567890123456789\",\"provider\":\"yt\","          \
+            "\"id\":\"\",\"title\":\"\",\"poster\":\"\",\"duration\":0,\"availability\":{"         \
+            "\"US\":true,\"GB\":true,\"JP\":true,\"KR\":true,\"TW\":true,\"SG\":true,"             \
+            "\"VN\":true,\"TH\":true},\"fetched_at\":0}\n") -                                      \
+     1)
+
+static const char output_limit_msg[] = "output larger than max_output_bytes";
 
 static const char *const provider_names[] = {"", "yt", "vm", "dm"};
 static const char *const provider_bases[] = {
@@ -67,6 +88,14 @@ enr_engine *enr_engine_new(void)
 
     if (e == NULL)
         return NULL;
+#ifdef __GLIBC__
+    /* A fixed threshold keeps every large buffer in its own mapping, so
+     * freeing one after a huge request gives the memory back.  Left
+     * dynamic, glibc raises the threshold to the size of the first such
+     * buffer freed and serves the next ones from the heap, which keeps
+     * them resident (enr_engine_shrink would then free nothing). */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
     e->uni = enr_uni_new();
     if (e->uni == NULL) {
         enr_engine_free(e);
@@ -82,8 +111,26 @@ void enr_engine_free(enr_engine *e)
     enr_uni_free(e->uni);
     enr_reader_free(&e->rd);
     enr_fields_free(&e->f);
-    enr_buf_free(&e->scratch);
     free(e);
+}
+
+void enr_engine_set_max_output(enr_engine *e, size_t max)
+{
+    e->max_output = max;
+}
+
+void enr_engine_shrink(enr_engine *e, enr_batch *b, size_t keep)
+{
+    enr_buf_shrink(&e->f.id.text, keep);
+    enr_buf_shrink(&e->f.title.text, keep);
+    enr_buf_shrink(&e->f.duration.text, keep);
+    enr_uni_shrink(e->uni, keep);
+    enr_buf_shrink(&b->text, keep);
+    if (b->cap * sizeof(*b->recs) > keep) {
+        free(b->recs);
+        b->recs = NULL;
+        b->n = b->cap = 0;
+    }
 }
 
 void enr_batch_reset(enr_batch *b)
@@ -106,7 +153,21 @@ static int fail(enr_error *err, int status, long offset, long element, const cha
     err->status = status;
     err->offset = offset;
     err->element = element;
+    err->limit = err->reached = 0;
+    err->record = -1;
     snprintf(err->msg, sizeof(err->msg), "%s", msg);
+    return -1;
+}
+
+/* The output could not fit in max_output: it would reach at least
+ * `reached` bytes, at output line `record`. */
+static int output_fail(const enr_engine *e, enr_error *err, long element, size_t record,
+                       size_t reached)
+{
+    fail(err, 413, -1, element, output_limit_msg);
+    err->limit = e->max_output;
+    err->reached = reached;
+    err->record = (long)record;
     return -1;
 }
 
@@ -134,7 +195,10 @@ static double duration_of(const enr_field *d)
         break;
     case ENR_K_STRING:
     case ENR_K_ARRAY:
-        v = enr_num_from_text(d->text.data, d->text.len);
+        /* Past its cap (max(max_output, body) + 64) a text cannot be a
+         * number: that needs one string or number, no comma, no
+         * "[object Object]", and a string is no longer than the body. */
+        v = d->text.over ? NAN : enr_num_from_text(d->text.data, d->text.len);
         break;
     default: /* missing (NaN), null, false, object (NaN) */
         v = 0;
@@ -149,14 +213,18 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
 {
     const unsigned char *s, *t;
     enr_record *rec;
-    size_t mark = b->text.len;
-    int truthy;
+    size_t mark = b->text.len, room;
+    int truthy, rc;
 
     /* Rule 4.5/4.6: the id is converted before the provider is checked. */
     if (f->id.tostring)
         return fail(err, 400, -1, element, "id: object with a toString key cannot be converted");
     if (f->provider == ENR_PROV_NONE)
         return 0;
+    /* A text past its cap is not white space only: the record is
+     * accepted, and its id cannot fit in the output. */
+    if (f->id.text.over)
+        return output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN + e->max_output + 1);
     switch (f->id.kind) {
     case ENR_K_STRING:
     case ENR_K_NUMBER:
@@ -203,26 +271,51 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
     rec->element = (uint32_t)element;
     rec->provider = (uint8_t)f->provider;
 
-    rec->key_off = b->text.len;
-    rec->key_len = (size_t)(t - s);
-    enr_buf_append(&b->text, s, rec->key_len);
+    /* The id first, so that one that cannot fit is refused before its
+     * original-case copy (the key) is made. */
+    room = ENR_UNI_NO_MAX;
+    if (e->max_output) {
+        if (e->lower + ENR_LINE_MIN > e->max_output)
+            return output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN);
+        room = e->max_output - e->lower - ENR_LINE_MIN;
+    }
     rec->id_off = b->text.len;
-    if (enr_uni_id(e->uni, (const char *)s, (size_t)(t - s), &b->text) < 0)
+    rc = enr_uni_id(e->uni, (const char *)s, (size_t)(t - s), room, &b->text);
+    if (rc == ENR_UNI_TOO_LONG)
+        return output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN + room + 1);
+    if (rc < 0)
         return fail(err, 500, -1, element, "unicode: lower-casing failed");
     rec->id_len = b->text.len - rec->id_off;
     if (rec->id_len == 0) {
         b->text.len = mark;
         return 0;
     }
+    rec->key_off = b->text.len;
+    rec->key_len = (size_t)(t - s);
+    enr_buf_append(&b->text, s, rec->key_len);
 
     /* Rule 7: only truthy strings are normalized; other truthy values throw. */
     rec->title_off = b->text.len;
     switch (f->title.kind) {
-    case ENR_K_STRING:
-        if (f->title.text.len > 0 &&
-            enr_uni_title(e->uni, f->title.text.data, f->title.text.len, &b->text) < 0)
-            return fail(err, 500, -1, element, "unicode: normalization failed");
+    case ENR_K_STRING: {
+        /* what is left of max_output for this title, or no limit */
+        size_t used = e->lower + ENR_LINE_MIN + rec->id_len;
+
+        room = ENR_UNI_NO_MAX;
+        if (e->max_output) {
+            if (f->title.text.over || used > e->max_output)
+                return output_fail(e, err, element, b->n, e->max_output + 1);
+            room = e->max_output - used;
+        }
+        if (f->title.text.len > 0) {
+            rc = enr_uni_title(e->uni, f->title.text.data, f->title.text.len, room, &b->text);
+            if (rc == ENR_UNI_TOO_LONG)
+                return output_fail(e, err, element, b->n, used + room + 1);
+            if (rc < 0)
+                return fail(err, 500, -1, element, "unicode: normalization failed");
+        }
         break;
+    }
     case ENR_K_NUMBER:
         if (f->title.num != 0)
             return fail(err, 400, -1, element, "title: a number is not a string");
@@ -243,6 +336,9 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
     rec->avail = f->blocked_arr ? (uint8_t)~f->blocked : 0xff;
     if (b->text.oom)
         return fail(err, 500, -1, element, "out of memory");
+    e->lower += ENR_LINE_MIN + rec->id_len + rec->title_len;
+    if (e->max_output && e->lower > e->max_output)
+        return output_fail(e, err, element, b->n, e->lower);
     b->n++;
     return 0;
 }
@@ -251,15 +347,35 @@ int enr_parse(enr_engine *e, const char *body, size_t len, size_t max_records, e
               enr_error *err)
 {
     enr_reader *r = &e->rd;
-    int rc;
+    int rc, refused = 0;
 
     enr_batch_reset(b);
+    e->lower = 0;
+    /* What a text can hold beyond what reaches the output comes from the
+     * body itself (white space trimmed or folded, letters that lower-case
+     * shorter): past max_output + len it cannot be printed in max_output. */
+    if (e->max_output) {
+        size_t cap = e->max_output + len + 64;
+        e->f.id.text.max = e->f.title.text.max = cap < len ? (size_t)-1 : cap;
+        e->f.duration.text.max = (e->max_output > len ? e->max_output : len) + 64;
+    } else {
+        e->f.id.text.max = e->f.title.text.max = e->f.duration.text.max = 0;
+    }
     enr_reader_init(r, body, len, max_records);
     if (enr_reader_begin(r) < 0)
         return fail(err, r->err_status, r->err_offset, -1, r->err_msg);
     while ((rc = enr_reader_next(r, &e->f)) == 1)
-        if (add_record(e, b, &e->f, (long)r->record_element, err) < 0)
-            return -1;
+        if (add_record(e, b, &e->f, (long)r->record_element, err) < 0) {
+            refused = 1;
+            break;
+        }
+    /* The fields are copied into b: what one record grew goes now, not
+     * after the output has been built next to it. */
+    enr_buf_shrink(&e->f.id.text, ENR_KEEP_BYTES);
+    enr_buf_shrink(&e->f.title.text, ENR_KEEP_BYTES);
+    enr_buf_shrink(&e->f.duration.text, ENR_KEEP_BYTES);
+    if (refused)
+        return -1; /* add_record filled err */
     if (rc < 0)
         return fail(err, r->err_status, r->err_offset,
                     r->element == (size_t)-1 ? -1 : (long)r->element, r->err_msg);
@@ -267,20 +383,33 @@ int enr_parse(enr_engine *e, const char *body, size_t len, size_t max_records, e
     return 0;
 }
 
-/* JSON string body (no quotes) of WTF-8 text, escaped per rule 11. */
-static void put_escaped(enr_buf *out, const char *str, size_t n)
+/* JSON string body (no quotes) of WTF-8 text, escaped per rule 11.
+ * Stops once out->len passes stop: the caller then has its answer (the
+ * output limit is crossed) and nothing more is built. */
+static void put_escaped(enr_buf *out, const char *str, size_t n, size_t stop)
 {
     static const char hex[] = "0123456789abcdef";
     const unsigned char *s = (const unsigned char *)str, *end = s + n;
+    size_t want = n + 16;
 
-    if (enr_buf_reserve(out, n + 16) != 0)
+    if (out->len > stop)
+        return;
+    if (stop - out->len < n)
+        want = stop - out->len + 16;
+    if (enr_buf_reserve(out, want) != 0)
         return;
     while (s < end) {
         const unsigned char *run = s;
         unsigned c;
 
+        if (out->len > stop)
+            return;
         while (s < end && *s >= 0x20 && *s != '"' && *s != '\\' && *s != 0xed)
             s++;
+        if ((size_t)(s - run) > stop - out->len) { /* one byte past the limit is enough */
+            enr_buf_append(out, run, stop - out->len + 1);
+            return;
+        }
         enr_buf_append(out, run, (size_t)(s - run));
         if (s >= end)
             break;
@@ -333,36 +462,34 @@ static void put_escaped(enr_buf *out, const char *str, size_t n)
     }
 }
 
-/* Rule 6: SHA-1 of provider ":" id, lone surrogates hashed as U+FFFD. */
-static void put_hash(enr_engine *e, enr_buf *out, const char *prov, const char *id, size_t n)
+/* Rule 6: SHA-1 of provider ":" id, lone surrogates hashed as U+FFFD;
+ * fed in runs between them, so an id of any length needs no copy. */
+static void put_hash(enr_buf *out, const char *prov, const char *id, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)id, *run = p, *end = p + n;
     unsigned char md[SHA_DIGEST_LENGTH];
     SHA_CTX ctx;
-    unsigned i;
+    int ok;
     char h[40];
-    enr_buf *in = &e->scratch;
+    const char head[3] = {prov[0], prov[1], ':'};
 
-    enr_buf_reset(in);
-    enr_buf_append(in, prov, 2);
-    enr_buf_putc(in, ':');
-    enr_buf_append(in, id, n);
-    for (i = 3; i + 2 < in->len + 0u; i++) {
-        unsigned char *p = (unsigned char *)in->data + i;
-
-        if (p[0] == 0xed && p[1] >= 0xa0) {
-            p[0] = 0xef;
-            p[1] = 0xbf;
-            p[2] = 0xbd;
-            i += 2;
+    ok = SHA1_Init(&ctx) == 1 && SHA1_Update(&ctx, head, 3) == 1;
+    while (ok && p + 2 < end) {
+        if (p[0] == 0xed && p[1] >= 0xa0) { /* a lone surrogate (text.h) */
+            ok = SHA1_Update(&ctx, run, (size_t)(p - run)) == 1 &&
+                 SHA1_Update(&ctx, "\xef\xbf\xbd", 3) == 1;
+            p += 3;
+            run = p;
+        } else {
+            p++;
         }
     }
-    if (SHA1_Init(&ctx) != 1 || SHA1_Update(&ctx, in->data, in->len) != 1 ||
-        SHA1_Final(md, &ctx) != 1) {
+    if (!ok || SHA1_Update(&ctx, run, (size_t)(end - run)) != 1 || SHA1_Final(md, &ctx) != 1) {
         out->oom = 1; /* cannot fail for SHA-1; never print a wrong hash */
         return;
     }
-    for (i = 0; i < 20; i++) {
+    for (unsigned i = 0; i < 20; i++) {
         h[2 * i] = hex[md[i] >> 4];
         h[2 * i + 1] = hex[md[i] & 15];
     }
@@ -381,13 +508,17 @@ static void put_u64(enr_buf *out, uint64_t v)
     enr_buf_append(out, d + i, (size_t)(24 - i));
 }
 
-void enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out)
+int enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out, enr_error *err)
 {
     char num[ENR_NUM_MAX];
+    size_t start = out->len;
+    /* out->len past stop: the output passed max_output (0: never) */
+    size_t stop = e->max_output && e->max_output < (size_t)-1 - start ? start + e->max_output
+                                                                      : (size_t)-1 - 1;
 
     if (b->n == 0) {
         enr_buf_putc(out, '\n');
-        return;
+        return out->len > stop ? output_fail(e, err, -1, 0, out->len - start) : 0;
     }
     for (size_t i = 0; i < b->n; i++) {
         const enr_record *r = &b->recs[i];
@@ -395,24 +526,26 @@ void enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out)
         const char *prov = provider_names[r->provider];
 
         enr_buf_lit(out, "{\"hash\":\"");
-        put_hash(e, out, prov, text + r->id_off, r->id_len);
+        put_hash(out, prov, text + r->id_off, r->id_len);
         enr_buf_lit(out, "\",\"provider\":\"");
         enr_buf_append(out, prov, 2);
         enr_buf_lit(out, "\",\"id\":\"");
-        put_escaped(out, text + r->id_off, r->id_len);
+        put_escaped(out, text + r->id_off, r->id_len, stop);
         enr_buf_lit(out, "\",\"title\":\"");
-        put_escaped(out, text + r->title_off, r->title_len);
+        put_escaped(out, text + r->title_off, r->title_len, stop);
         enr_buf_lit(out, "\",\"poster\":\"");
         if (r->poster_len > 0) {
-            put_escaped(out, text + r->poster_off, r->poster_len);
+            put_escaped(out, text + r->poster_off, r->poster_len, stop);
         } else {
             const char *base = provider_bases[r->provider];
 
             enr_buf_append(out, base, strlen(base));
             enr_buf_putc(out, '/');
-            put_escaped(out, text + r->id_off, r->id_len);
+            put_escaped(out, text + r->id_off, r->id_len, stop);
             enr_buf_lit(out, "/hqdefault.jpg");
         }
+        if (out->len > stop) /* a long string: no need to finish the line */
+            return output_fail(e, err, (long)r->element, i, out->len - start);
         enr_buf_lit(out, "\",\"duration\":");
         if (isinf(r->duration))
             enr_buf_lit(out, "null");
@@ -428,7 +561,10 @@ void enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out)
         enr_buf_lit(out, "},\"fetched_at\":");
         put_u64(out, enr_wall_ms());
         enr_buf_lit(out, "}\n");
+        if (out->len > stop)
+            return output_fail(e, err, (long)r->element, i, out->len - start);
     }
+    return 0;
 }
 
 /* JSON string of plain ASCII text (error messages are ours, no escapes
@@ -436,8 +572,16 @@ void enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out)
 void enr_error_json(const enr_error *err, enr_buf *out)
 {
     enr_buf_lit(out, "{\"error\":\"");
-    put_escaped(out, err->msg, strlen(err->msg));
+    put_escaped(out, err->msg, strlen(err->msg), (size_t)-1 - 1);
     enr_buf_putc(out, '"');
+    if (err->limit > 0) {
+        enr_buf_lit(out, ",\"limit\":");
+        put_u64(out, err->limit);
+        enr_buf_lit(out, ",\"reached\":");
+        put_u64(out, err->reached);
+        enr_buf_lit(out, ",\"at_record\":");
+        put_u64(out, (uint64_t)err->record);
+    }
     if (err->offset >= 0) {
         enr_buf_lit(out, ",\"offset\":");
         put_u64(out, (uint64_t)err->offset);

@@ -48,15 +48,35 @@ typedef struct enr_batch {
 /* A rejected request: status 400 (or 413 for limits), what and where. */
 typedef struct enr_error {
     int status;
-    long offset;  /* byte offset in the body, or -1 */
-    long element; /* index of the batch element, or -1 */
+    long offset;    /* byte offset in the body, or -1 */
+    long element;   /* index of the batch element, or -1 */
+    size_t limit;   /* max_output_bytes when that is what was passed, else 0 */
+    size_t reached; /* ... bytes the output had reached when it stopped */
+    long record;    /* ... index of the output line (accepted record) */
     char msg[96];
 } enr_error;
+
+/* Engine buffers (and the worker's body and output buffers) that grew
+ * past this for one request are freed after it: a normal batch (400 KB
+ * body, ~100 KB out) never reallocates, one huge request does not pin
+ * its memory for the worker's life. */
+#define ENR_KEEP_BYTES (1u << 20)
 
 typedef struct enr_engine enr_engine;
 
 enr_engine *enr_engine_new(void); /* NULL on failure (ICU, OpenSSL, memory) */
 void enr_engine_free(enr_engine *e);
+
+/* max_output_bytes (0: none).  The output is checked while it is printed
+ * (exactly max passes, max + 1 is a 413), and enr_parse() refuses early,
+ * with the same error, a batch whose output could not fit: each id,
+ * title or duration text, and the sum of the ids and titles, is bounded
+ * by it, so nothing the engine holds grows with what the input inflates
+ * to (docs/pool.md, "Memory bounds"). */
+void enr_engine_set_max_output(enr_engine *e, size_t max);
+
+/* Frees the engine's and b's buffers grown past keep bytes. */
+void enr_engine_shrink(enr_engine *e, enr_batch *b, size_t keep);
 
 /* Parse and normalize a whole body.  Returns 0 with b holding the
  * accepted records, or -1 with err filled and b's contents unspecified.
@@ -65,10 +85,14 @@ int enr_parse(enr_engine *e, const char *body, size_t len, size_t max_records, e
               enr_error *err);
 
 /* Append the NDJSON body for b (a single LF when b has no record).
- * fetched_at is read from the clock per record. */
-void enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out);
+ * fetched_at is read from the clock per record.  Returns 0, or -1 with
+ * err filled (413) as soon as the output passes max_output_bytes; out
+ * then holds a cut body that must not be sent.  A failed allocation
+ * sets out->oom. */
+int enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out, enr_error *err);
 
-/* Append the JSON error body {"error":"...","offset":N,...}. */
+/* Append the JSON error body {"error":"...","offset":N,...}; an output
+ * limit adds "limit", "reached" and "record". */
 void enr_error_json(const enr_error *err, enr_buf *out);
 
 void enr_batch_reset(enr_batch *b);

@@ -40,6 +40,12 @@ typedef struct span {
     int nonascii; /* holds a byte >= 0x80 */
 } span;
 
+/* The reader's scratch only ever compares a decoded key or string with a
+ * name of at most 8 bytes ("toString", "provider"), whose escaped form is
+ * at most 48 bytes: anything longer is no match, and is never decoded
+ * whole (a key of invalid bytes would triple). */
+#define SCRATCH_MAX 64
+
 static const char *const region_names[ENR_REGIONS] = {"US", "GB", "JP", "KR",
                                                       "TW", "SG", "VN", "TH"};
 
@@ -53,6 +59,7 @@ void enr_reader_init(enr_reader *r, const char *body, size_t len, size_t max_ele
     memset(r, 0, sizeof(*r));
     r->scratch = keep;
     enr_buf_reset(&r->scratch);
+    r->scratch.max = SCRATCH_MAX;
     r->start = r->p = (const unsigned char *)body;
     r->end = r->start + len;
     r->max_elements = max_elements;
@@ -301,7 +308,7 @@ static int key_is(enr_reader *r, const span *k, const char *name, size_t n)
         return (size_t)(k->e - k->s) == n && memcmp(k->s, name, n) == 0;
     enr_buf_reset(&r->scratch);
     decode_span(k, &r->scratch);
-    return r->scratch.len == n && memcmp(r->scratch.data, name, n) == 0;
+    return !r->scratch.oom && r->scratch.len == n && memcmp(r->scratch.data, name, n) == 0;
 }
 
 static int scan_number(enr_reader *r, const unsigned char **s, const unsigned char **e)
@@ -534,8 +541,10 @@ static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring)
     default:
         if (scan_number(r, &s, &e) < 0)
             return -1;
-        enr_buf_append(out, num,
-                       enr_num_format(enr_num_parse_json((const char *)s, (size_t)(e - s)), num));
+        if (!out->over) /* past its cap the text is only validated */
+            enr_buf_append(
+                out, num,
+                enr_num_format(enr_num_parse_json((const char *)s, (size_t)(e - s)), num));
         return ENR_K_NUMBER;
     }
 }
@@ -601,7 +610,7 @@ static int provider_value(enr_reader *r, int *provider)
             enr_buf_reset(&r->scratch);
             decode_span(&sp, &r->scratch);
             v = r->scratch.data;
-            n = r->scratch.len;
+            n = r->scratch.oom ? 0 : r->scratch.len; /* too long: no provider */
         } else {
             v = (const char *)sp.s;
             n = (size_t)(sp.e - sp.s);
@@ -634,7 +643,7 @@ static int blocked_element(enr_reader *r, int depth, size_t index, void *arg)
         enr_buf_reset(&r->scratch);
         decode_span(&sp, &r->scratch);
         v = r->scratch.data;
-        n = r->scratch.len;
+        n = r->scratch.oom ? 0 : r->scratch.len; /* too long: no region */
     } else {
         v = (const char *)sp.s;
         n = (size_t)(sp.e - sp.s);
@@ -657,7 +666,7 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
         /* Rare: decode once, then match the decoded name. */
         enr_buf_reset(&r->scratch);
         decode_span(key, &r->scratch);
-        if (r->scratch.len > 8)
+        if (r->scratch.oom || r->scratch.len > 8)
             return skip_value(r, depth);
         char name[8];
         memcpy(name, r->scratch.data, r->scratch.len);
@@ -777,7 +786,11 @@ int enr_reader_next(enr_reader *r, enr_fields *f)
             fields_reset(f);
             if (walk_object(r, 2, record_member, f) < 0)
                 return -1;
-            if (f->id.text.oom || f->title.text.oom || f->duration.text.oom) {
+            /* over is not an error here: a field past its cap is refused
+             * by the engine only if the record uses it */
+            if ((f->id.text.oom && !f->id.text.over) ||
+                (f->title.text.oom && !f->title.text.over) ||
+                (f->duration.text.oom && !f->duration.text.over)) {
                 r->err_offset = (long)(r->p - r->start);
                 r->err_msg = "out of memory";
                 r->err_status = 500;

@@ -14,9 +14,13 @@
  * tolower); non-ASCII titles already in NFKC skip the normalizer and are
  * folded on their original bytes.
  *
- * Invariants: an enr_uni owns two UTF-16 scratch buffers that only grow,
- * so a worker's steady state does not allocate; outputs are appended to
- * the caller's enr_buf and never overlap the input.
+ * Invariants: an enr_uni owns two UTF-16 scratch buffers that grow as
+ * needed and shrink only through enr_uni_shrink() between requests, so a
+ * worker's steady state does not allocate; outputs are appended to the
+ * caller's enr_buf and never overlap the input.  An id goes through ICU
+ * in pieces (ENR_UNI_ID_PIECE), a title whole but refused once its
+ * result passes the caller's max: neither scratch buffer grows with what
+ * the input could inflate to.
  */
 #include "unicode.h"
 
@@ -33,11 +37,23 @@
 
 #define ENR_UNI_MIN_CAP 256 /* UTF-16 units: most titles fit at once */
 
+/* An id is lower-cased in pieces of about this many bytes, cut where no
+ * final-sigma context can cross (cut_ok), so ICU's scratch stays this
+ * small whatever the id's length (a joined "[object Object]" id, or one
+ * of invalid bytes, can be MBs). */
+#define ENR_UNI_ID_PIECE 4096
+/* A title is normalized in pieces of about this many UTF-16 units, and
+ * NFKC makes at most 18 code points of one (U+FDFA, UAX #15): ICU's
+ * output for a piece always fits ENR_UNI_NFKC_MAX times it. */
+#define ENR_UNI_NFKC_PIECE 4096
+#define ENR_UNI_NFKC_MAX 18
+
 struct enr_uni {
     const UNormalizer2 *nfkc; /* owned by ICU, never freed */
     UChar *src;               /* the input as UTF-16 */
     UChar *dst;               /* ICU's output */
     int32_t src_cap, dst_cap;
+    uint8_t ascii_ignorable[128]; /* Case_Ignorable, from ICU's data */
 };
 
 /* Ensures *buf holds at least need units; 0 or -1. */
@@ -75,6 +91,8 @@ enr_uni *enr_uni_new(void)
     u_strToLower(probe, 4, (const UChar[]){0x41, 0}, 1, "", &err);
     if (U_FAILURE(err))
         goto fail;
+    for (UChar32 c = 0; c < 128; c++)
+        u->ascii_ignorable[c] = u_hasBinaryProperty(c, UCHAR_CASE_IGNORABLE) != 0;
     if (grow16(&u->src, &u->src_cap, ENR_UNI_MIN_CAP) != 0 ||
         grow16(&u->dst, &u->dst_cap, ENR_UNI_MIN_CAP) != 0)
         goto fail;
@@ -91,6 +109,25 @@ void enr_uni_free(enr_uni *u)
     free(u->src);
     free(u->dst);
     free(u);
+}
+
+void enr_uni_shrink(enr_uni *u, size_t keep)
+{
+    /* back to the start-up size: the next request grows them again */
+    if ((size_t)u->src_cap * sizeof(UChar) > keep) {
+        free(u->src);
+        u->src = NULL;
+        u->src_cap = 0;
+        if (grow16(&u->src, &u->src_cap, ENR_UNI_MIN_CAP) != 0)
+            u->src_cap = 0;
+    }
+    if ((size_t)u->dst_cap * sizeof(UChar) > keep) {
+        free(u->dst);
+        u->dst = NULL;
+        u->dst_cap = 0;
+        if (grow16(&u->dst, &u->dst_cap, ENR_UNI_MIN_CAP) != 0)
+            u->dst_cap = 0;
+    }
 }
 
 static int is_ascii(const unsigned char *s, size_t len)
@@ -165,34 +202,53 @@ static int is_ws16(UChar c)
            c == 0x202f || c == 0x205f || c == 0x3000 || c == 0xfeff;
 }
 
+/* Where one output text starts in its buffer, and whether white space
+ * waits to be written as one space: a title is converted in pieces. */
+typedef struct text_out {
+    size_t start;
+    int pending;
+} text_out;
+
 /*
  * UTF-16 back to WTF-8 (a pair gives 4 bytes, a lone surrogate its ED
  * form), appended to out.  With fold, every run of white space becomes
- * one space and the ends are trimmed (rule 7.2 steps 2 and 3).
+ * one space and the ends are trimmed (rule 7.2 steps 2 and 3); a run at
+ * the end stays pending for the next piece, and is dropped if none
+ * comes.  Once the text passes max bytes since t->start: ENR_UNI_TOO_LONG,
+ * and the caller drops what was appended.
  */
-static int utf16_to_wtf8(const UChar *s, int32_t n, enr_buf *out, int fold)
+static int utf16_to_wtf8(const UChar *s, int32_t n, enr_buf *out, int fold, text_out *t, size_t max)
 {
-    int pending = 0;
-    size_t start;
-    unsigned char *o;
+    size_t room = (size_t)n * 3; /* never more than 3 bytes a unit */
+    unsigned char *o, *first;
 
     if (n == 0) /* out->data may still be NULL */
         return 0;
-    if (enr_buf_reserve(out, (size_t)n * 3) != 0)
+    if (out->len - t->start > max)
+        return ENR_UNI_TOO_LONG;
+    /* Checked before each code point, which writes at most 5 bytes (a
+     * pending space and a pair): max + 8 is always enough room. */
+    if (room > max - (out->len - t->start) + 8)
+        room = max - (out->len - t->start) + 8;
+    if (enr_buf_reserve(out, room) != 0)
         return -1;
-    start = out->len;
+    first = (unsigned char *)out->data + t->start;
     o = (unsigned char *)out->data + out->len;
     for (int32_t i = 0; i < n; i++) {
         uint32_t c = s[i];
 
+        if ((size_t)(o - first) > max) {
+            out->len = (size_t)(o - (unsigned char *)out->data);
+            return ENR_UNI_TOO_LONG;
+        }
         if (fold && is_ws16((UChar)c)) {
-            pending = 1;
+            t->pending = 1;
             continue;
         }
-        if (pending) {
-            if (o != (unsigned char *)out->data + start)
+        if (t->pending) {
+            if (o != first)
                 *o++ = ' ';
-            pending = 0;
+            t->pending = 0;
         }
         if (c < 0x80) {
             *o++ = (unsigned char)c;
@@ -214,38 +270,58 @@ static int utf16_to_wtf8(const UChar *s, int32_t n, enr_buf *out, int fold)
         }
     }
     out->len = (size_t)(o - (unsigned char *)out->data);
-    return 0;
+    return (size_t)(o - first) > max ? ENR_UNI_TOO_LONG : 0;
 }
 
-/* Rule 7.2 steps 2 and 3 on WTF-8 bytes already in NFKC.  A white-space
- * lead byte never occurs as a continuation byte, so a byte walk is safe. */
-static int fold_wtf8(const unsigned char *s, size_t len, enr_buf *out)
+/* The byte walk of fold_wtf8; with checked, it stops (NULL) once more
+ * than lim - first bytes are written.  Inlined twice, so the common call
+ * (the input alone fits) pays no check per byte. */
+static inline __attribute__((always_inline)) char *fold_walk(const unsigned char *s,
+                                                             const unsigned char *end, char *o,
+                                                             const char *first, const char *lim,
+                                                             int checked)
 {
-    const unsigned char *end = s + len;
     int pending = 0;
-    size_t start;
-    char *o;
 
-    if (len == 0) /* out->data may still be NULL */
-        return 0;
-    if (enr_buf_reserve(out, len) != 0)
-        return -1;
-    start = out->len;
-    o = out->data + out->len;
     while (s < end) {
-        size_t w = enr_ws_len(s, end);
+        size_t w;
+
+        if (checked && o > lim)
+            return NULL;
+        w = enr_ws_len(s, end);
         if (w > 0) {
             pending = 1;
             s += w;
             continue;
         }
         if (pending) {
-            if (o != out->data + start)
+            if (o != first)
                 *o++ = ' ';
             pending = 0;
         }
         *o++ = (char)*s++;
     }
+    return checked && o > lim ? NULL : o;
+}
+
+/* Rule 7.2 steps 2 and 3 on WTF-8 bytes already in NFKC.  A white-space
+ * lead byte never occurs as a continuation byte, so a byte walk is safe.
+ * More than max bytes: nothing is appended, ENR_UNI_TOO_LONG. */
+static int fold_wtf8(const unsigned char *s, size_t len, enr_buf *out, size_t max)
+{
+    size_t room = len < max + 2 ? len : max + 2; /* +2: a space and a byte */
+    char *first, *o;
+
+    if (len == 0) /* out->data may still be NULL */
+        return 0;
+    if (enr_buf_reserve(out, room) != 0)
+        return -1;
+    first = out->data + out->len;
+    /* folding never lengthens: an input that fits needs no checks */
+    o = len <= max ? fold_walk(s, s + len, first, first, NULL, 0)
+                   : fold_walk(s, s + len, first, first, first + max, 1);
+    if (o == NULL)
+        return ENR_UNI_TOO_LONG; /* out->len untouched */
     out->len = (size_t)(o - out->data);
     return 0;
 }
@@ -258,30 +334,17 @@ static int32_t load_src(enr_uni *u, const unsigned char *s, size_t len)
     return wtf8_to_utf16(s, len, u->src);
 }
 
-int enr_uni_id(enr_uni *u, const char *str, size_t len, enr_buf *out)
+static void lower_ascii(const unsigned char *s, size_t len, char *o)
 {
-    const unsigned char *s = (const unsigned char *)str, *end = s + len;
-    size_t w;
+    for (size_t i = 0; i < len; i++)
+        o[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+}
+
+/* Full lower-casing of one piece through ICU; appends to out. */
+static int lower_icu(enr_uni *u, const unsigned char *s, size_t len, enr_buf *out)
+{
     int32_t n, m;
     UErrorCode err = U_ZERO_ERROR;
-
-    while (s < end && (w = enr_ws_len(s, end)) > 0)
-        s += w;
-    while (end > s && (w = enr_ws_len_back(s, end)) > 0)
-        end -= w;
-    len = (size_t)(end - s);
-
-    if (len == 0)
-        return 0;
-    if (is_ascii(s, len)) {
-        if (enr_buf_reserve(out, len) != 0)
-            return -1;
-        char *o = out->data + out->len;
-        for (size_t i = 0; i < len; i++)
-            o[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
-        out->len += len;
-        return 0;
-    }
 
     if ((n = load_src(u, s, len)) < 0)
         return -1;
@@ -294,17 +357,123 @@ int enr_uni_id(enr_uni *u, const char *str, size_t len, enr_buf *out)
     }
     if (U_FAILURE(err))
         return -1;
-    return utf16_to_wtf8(u->dst, m, out, 0);
+    {
+        text_out t = {out->len, 0};
+        return utf16_to_wtf8(u->dst, m, out, 0, &t, ENR_UNI_NO_MAX);
+    }
 }
 
-int enr_uni_title(enr_uni *u, const char *str, size_t len, enr_buf *out)
+/* Is the code point ending at (before) / starting at p "plain": ASCII
+ * and not Case_Ignorable, or U+FFFD (neither Cased nor Case_Ignorable;
+ * the reader makes one of each invalid byte, so it can be most of a
+ * long id)? */
+static int plain_before(const enr_uni *u, const unsigned char *s, const unsigned char *p)
+{
+    if (p[-1] < 0x80)
+        return !u->ascii_ignorable[p[-1]];
+    return p - s >= 3 && p[-3] == 0xef && p[-2] == 0xbf && p[-1] == 0xbd;
+}
+
+static int plain_at(const enr_uni *u, const unsigned char *p, const unsigned char *end)
+{
+    if (p[0] < 0x80)
+        return !u->ascii_ignorable[p[0]];
+    return end - p >= 3 && p[0] == 0xef && p[1] == 0xbf && p[2] == 0xbd;
+}
+
+/* A cut between two plain code points cannot change the lower-casing:
+ * the only contextual mapping of the root locale is final sigma (rule
+ * 10), whose scans skip Case_Ignorable code points only, so every scan
+ * stops at one of the two, and neither is a sigma.  (Two complete code
+ * points meet at p: a plain one ends before it.) */
+static int cut_ok(const enr_uni *u, const unsigned char *s, const unsigned char *p,
+                  const unsigned char *end)
+{
+    return plain_before(u, s, p) && plain_at(u, p, end);
+}
+
+int enr_uni_id(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)
+{
+    const unsigned char *s = (const unsigned char *)str, *end = s + len;
+    size_t w, start = out->len;
+
+    while (s < end && (w = enr_ws_len(s, end)) > 0)
+        s += w;
+    while (end > s && (w = enr_ws_len_back(s, end)) > 0)
+        end -= w;
+    len = (size_t)(end - s);
+
+    if (len == 0)
+        return 0;
+    if (is_ascii(s, len)) {
+        if (len > max)
+            return ENR_UNI_TOO_LONG;
+        if (enr_buf_reserve(out, len) != 0)
+            return -1;
+        lower_ascii(s, len, out->data + out->len);
+        out->len += len;
+        return 0;
+    }
+    while (s < end) {
+        size_t n = (size_t)(end - s) <= ENR_UNI_ID_PIECE ? (size_t)(end - s) : ENR_UNI_ID_PIECE;
+
+        /* a piece ends at the first safe cut past ENR_UNI_ID_PIECE bytes;
+         * text without one (no two adjacent ASCII letters, digits,
+         * punctuation or U+FFFD) stays whole: it comes from the body as
+         * it is, it is not what a join or a replacement inflated */
+        while (s + n < end && !cut_ok(u, s, s + n, end))
+            n++;
+        if (is_ascii(s, n)) {
+            if (enr_buf_reserve(out, n) != 0)
+                return -1;
+            lower_ascii(s, n, out->data + out->len);
+            out->len += n;
+        } else if (lower_icu(u, s, n, out) < 0) {
+            out->len = start;
+            return -1;
+        }
+        if (out->len - start > max) {
+            out->len = start;
+            return ENR_UNI_TOO_LONG;
+        }
+        s += n;
+    }
+    return 0;
+}
+
+/* Normalizes src[0, n) into u->dst (grown as needed unless the result
+ * cannot fit in max bytes); the unit count, -1, or ENR_UNI_TOO_LONG. */
+static int32_t nfkc_piece(enr_uni *u, const UChar *src, int32_t n, size_t max)
+{
+    UErrorCode err = U_ZERO_ERROR;
+    int32_t m = unorm2_normalize(u->nfkc, src, n, u->dst, u->dst_cap, &err);
+
+    if (err == U_BUFFER_OVERFLOW_ERROR) {
+        /* Only a piece without a boundary (a run of combining marks,
+         * which barely expand) gets here: dst already holds
+         * ENR_UNI_NFKC_MAX times a normal piece.  Every unit out is a
+         * byte at least, except white space that folds, and no code
+         * point makes two white-space units in a row: past max + n units
+         * the result cannot fit. */
+        if ((size_t)m > max + (size_t)n)
+            return ENR_UNI_TOO_LONG;
+        if (grow16(&u->dst, &u->dst_cap, (size_t)m + 1) != 0)
+            return -1;
+        err = U_ZERO_ERROR;
+        m = unorm2_normalize(u->nfkc, src, n, u->dst, u->dst_cap, &err);
+    }
+    return U_FAILURE(err) ? -1 : m;
+}
+
+int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)
 {
     const unsigned char *s = (const unsigned char *)str;
-    int32_t n, m, span;
+    int32_t n, span, at = 0;
     UErrorCode err = U_ZERO_ERROR;
+    text_out t = {out->len, 0};
 
     if (is_ascii(s, len))
-        return fold_wtf8(s, len, out);
+        return fold_wtf8(s, len, out, max);
 
     if ((n = load_src(u, s, len)) < 0)
         return -1;
@@ -312,18 +481,46 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, enr_buf *out)
     if (U_FAILURE(err))
         return -1;
     if (span == n) /* already NFKC: the original bytes are the text */
-        return fold_wtf8(s, len, out);
+        return fold_wtf8(s, len, out, max);
 
-    m = unorm2_normalize(u->nfkc, u->src, n, u->dst, u->dst_cap, &err);
-    if (err == U_BUFFER_OVERFLOW_ERROR) {
-        if (grow16(&u->dst, &u->dst_cap, (size_t)m + 1) != 0)
-            return -1;
-        err = U_ZERO_ERROR;
-        m = unorm2_normalize(u->nfkc, u->src, n, u->dst, u->dst_cap, &err);
-    }
-    if (U_FAILURE(err))
+    /* In pieces cut where ICU says normalization cannot interact across
+     * (a boundary before the next code point), so ICU never builds more
+     * than ENR_UNI_NFKC_MAX times a piece: normalizing the whole of a
+     * 4 MB title of U+FDFA would have it hold 100 MB, even just to say
+     * how long the result is. */
+    if (grow16(&u->dst, &u->dst_cap, (size_t)ENR_UNI_NFKC_PIECE * ENR_UNI_NFKC_MAX + 1) != 0)
         return -1;
-    return utf16_to_wtf8(u->dst, m, out, 1);
+    while (at < n) {
+        int32_t end = at, m, rc;
+
+        if (n - at <= ENR_UNI_NFKC_PIECE) {
+            end = n;
+        } else {
+            UChar32 c;
+            end = at + ENR_UNI_NFKC_PIECE;
+            if (U16_IS_TRAIL(u->src[end]) && U16_IS_LEAD(u->src[end - 1]))
+                end++; /* never between the units of a pair */
+            while (end < n) {
+                int32_t next = end;
+                U16_NEXT(u->src, next, n, c);
+                if (unorm2_hasBoundaryBefore(u->nfkc, c))
+                    break;
+                end = next;
+            }
+        }
+        m = nfkc_piece(u, u->src + at, end - at, max - (out->len - t.start));
+        if (m < 0) {
+            out->len = t.start;
+            return m;
+        }
+        rc = utf16_to_wtf8(u->dst, m, out, 1, &t, max);
+        if (rc != 0) {
+            out->len = t.start; /* nothing of this title is kept */
+            return rc;
+        }
+        at = end;
+    }
+    return 0;
 }
 
 const char *enr_uni_version(void)

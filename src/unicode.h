@@ -13,17 +13,26 @@
 
 typedef struct enr_uni enr_uni;
 
+#define ENR_UNI_TOO_LONG (-2)
+#define ENR_UNI_NO_MAX ((size_t)-1 / 2) /* max for "no limit" */
+
 enr_uni *enr_uni_new(void); /* NULL if ICU's data cannot be loaded */
 void enr_uni_free(enr_uni *u);
 
 /* Rule 4.2: trim white space at both ends, then full lower-case mapping
- * (root locale: final sigma, U+0130).  Appends to out; 0 or -1 (ICU or
- * memory failure). */
-int enr_uni_id(enr_uni *u, const char *s, size_t len, enr_buf *out);
+ * (root locale: final sigma, U+0130).  Appends to out; 0, -1 (ICU or
+ * memory failure), or ENR_UNI_TOO_LONG (nothing appended) when the result
+ * would pass max bytes. */
+int enr_uni_id(enr_uni *u, const char *s, size_t len, size_t max, enr_buf *out);
 
 /* Rule 7.2: NFKC, then every maximal run of white space becomes one
- * U+0020, then trim.  Appends to out; 0 or -1. */
-int enr_uni_title(enr_uni *u, const char *s, size_t len, enr_buf *out);
+ * U+0020, then trim.  Appends to out; 0, -1, or ENR_UNI_TOO_LONG (nothing
+ * appended) when the result would pass max bytes: it is found out piece
+ * by piece, before ICU's buffers grow for more than one piece. */
+int enr_uni_title(enr_uni *u, const char *s, size_t len, size_t max, enr_buf *out);
+
+/* Frees scratch buffers grown past keep bytes (after a huge request). */
+void enr_uni_shrink(enr_uni *u, size_t keep);
 
 /* "ICU 72.1, Unicode 15.0": reported by -V and at start-up (rule 17). */
 const char *enr_uni_version(void);

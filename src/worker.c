@@ -13,7 +13,8 @@
  *    a process blocked in accept() that cannot be told to stop.
  *  - Engine, Unicode, upstream objects and the body/output buffers are
  *    created once and reused: a steady-state request does not allocate
- *    in this file.
+ *    in this file.  Buffers one request grew past ENR_KEEP_BYTES are
+ *    freed after it (engine.h), so a huge request costs its memory once.
  *  - Only this worker writes the live and cumulative fields of its slot.
  *  - A connection carries one request and is closed after it, whatever
  *    FCGI_KEEP_CONN says (docs/pool.md: a kept connection would pin a
@@ -57,6 +58,8 @@
 #include "clock.h"
 
 #define BODY_READ_CHUNK 65536
+/* FCGX_PutStr takes an int: a body is written in pieces of this size. */
+#define PUT_CHUNK (1 << 20)
 
 static volatile sig_atomic_t worker_stop;    /* TERM: end after the request in hand */
 static volatile sig_atomic_t worker_drain;   /* USR2: also serve what waits in the backlog */
@@ -87,6 +90,7 @@ typedef struct worker {
     enr_engine *engine;
     enr_upstream *upstream;
     enr_capture *capture; /* NULL: off */
+    uint64_t arrival_us;  /* the request in hand, CLOCK_REALTIME (capture) */
     enr_batch batch;
     enr_buf body, out;
     FCGX_Request req;
@@ -211,14 +215,21 @@ static int send_response(worker *w, int status, const char *ctype, const char *e
                  len, extra ? extra : "");
     if (n < 0 || (size_t)n >= sizeof head)
         return -1;
-    if (FCGX_PutStr(head, n, w->req.out) != n ||
-        (len && FCGX_PutStr(body, (int)len, w->req.out) != (int)len)) {
-        enr_log(ENR_LOG_WARN, "answer write failed: connection reset",
-                "status=%d bytes=%zu errno=%d", status, len, FCGX_GetError(w->req.out));
-        abort_connection(w);
-        return -1;
+    if (FCGX_PutStr(head, n, w->req.out) != n)
+        goto failed;
+    while (len > 0) {
+        int k = len > PUT_CHUNK ? PUT_CHUNK : (int)len;
+        if (FCGX_PutStr(body, k, w->req.out) != k)
+            goto failed;
+        body += k;
+        len -= (size_t)k;
     }
     return 0;
+failed:
+    enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu errno=%d",
+            status, len, FCGX_GetError(w->req.out));
+    abort_connection(w);
+    return -1;
 }
 
 static int send_json_error(worker *w, int status, const char *msg)
@@ -279,11 +290,10 @@ static int read_body(worker *w)
 
 typedef struct outcome {
     int status;
-    int have_body; /* the body was read (for capture) */
     uint64_t rec_in, rec_out, degraded;
 } outcome;
 
-static void handle(worker *w, outcome *o, uint64_t start_mono)
+static void handle_request(worker *w, outcome *o, uint64_t start_mono)
 {
     const enr_config *c = w->cfg;
     const char *method = FCGX_GetParam("REQUEST_METHOD", w->req.envp);
@@ -320,12 +330,18 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
         }
         return;
     }
-    o->have_body = 1;
 #ifdef ENR_TEST_HOOKS
     hooks_sleep(&w->req, "HTTP_X_TEST_HANG_MS"); /* a stuck request: the master's job */
 #endif
     enr_batch_reset(&w->batch);
-    if (enr_parse(w->engine, w->body.data, w->body.len, c->max_records, &w->batch, &err) != 0) {
+    enr_engine_set_max_output(w->engine, c->max_output_bytes);
+    r = enr_parse(w->engine, w->body.data, w->body.len, c->max_records, &w->batch, &err);
+    /* Before the body goes: capture copies a sampled one (capture.h). */
+    enr_capture_offer(w->capture, w->body.data, w->body.len, w->arrival_us, r == 0);
+    /* The records hold copies of what they need: a big body goes now,
+     * before the output is built next to it. */
+    enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
+    if (r != 0) {
         enr_buf_reset(&w->out);
         enr_error_json(&err, &w->out);
         o->status = err.status;
@@ -371,7 +387,18 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
         return;
     }
     enr_buf_reset(&w->out);
-    enr_emit(w->engine, &w->batch, &w->out);
+    if (enr_emit(w->engine, &w->batch, &w->out, &err) != 0) {
+        /* past max_output_bytes: the cut output is dropped, never sent */
+        o->status = err.status;
+        o->rec_in = o->rec_out = 0;
+        enr_buf_reset(&w->out);
+        enr_error_json(&err, &w->out);
+        if (w->out.oom)
+            send_json_error(w, err.status, "output larger than max_output_bytes");
+        else
+            send_response(w, err.status, "application/json", NULL, w->out.data, w->out.len);
+        return;
+    }
     if (w->out.oom) {
         o->status = 503;
         o->rec_in = o->rec_out = 0;
@@ -391,6 +418,16 @@ static void handle(worker *w, outcome *o, uint64_t start_mono)
     }
 }
 
+static void handle(worker *w, outcome *o, uint64_t start_mono)
+{
+    handle_request(w, o, start_mono);
+    /* One huge request must not leave its buffers for the worker's life
+     * (nor get it recycled for rss): what grew past ENR_KEEP_BYTES goes. */
+    enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
+    enr_buf_shrink(&w->out, ENR_KEEP_BYTES);
+    enr_engine_shrink(w->engine, &w->batch, ENR_KEEP_BYTES);
+}
+
 /* The request id nginx passes (REQUEST_ID, nginx/enrichd.conf), else the
  * client's X-Request-ID header, for the scoreboard and logs. */
 static const char *request_id(FCGX_Request *req)
@@ -406,10 +443,10 @@ static void serve_one(worker *w)
     uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), lat;
     const char *rid = request_id(&w->req);
     outcome o = {0};
-    uint64_t arrival_us = w->capture ? enr_wall_us() : 0;
     int slow;
 
-    enr_sb_request_start(w->slot, rid, t0_ms, enr_wall_ms());
+    w->arrival_us = enr_wall_us();
+    enr_sb_request_start(w->slot, rid, t0_ms, w->arrival_us / 1000);
     handle(w, &o, t0_ms);
     lat = enr_mono_us() - t0;
     slow = w->cfg->slow_request_ms && lat >= (uint64_t)w->cfg->slow_request_ms * 1000;
@@ -420,8 +457,6 @@ static void serve_one(worker *w)
     }
     /* The answer is complete before the connection closes (FCGX_Finish_r). */
     FCGX_Finish_r(&w->req);
-    if (o.have_body)
-        enr_capture_offer(w->capture, w->body.data, w->body.len, arrival_us, o.status == 200);
     w->served++;
     enr_sb_request_done(w->slot, o.status, o.rec_in, o.rec_out, o.degraded, lat, slow);
     ENR_SB_SET(w->slot->state, ENR_WS_IDLE);

@@ -107,7 +107,7 @@ static void bench(enr_engine *e, const char *name, const enr_buf *body)
     do {
         enr_buf_reset(&out);
         enr_parse(e, body->data, body->len, 0, &batch, &err);
-        enr_emit(e, &batch, &out);
+        enr_emit(e, &batch, &out, &err);
         n++;
     } while (now_ns() - t0 < BENCH_MIN_NS);
     engine_ns = (now_ns() - t0) / n;
@@ -158,11 +158,11 @@ int main(int argc, char **argv)
          * callgrind's difference between a case and "none" is exactly one
          * warm batch. */
         enr_parse(e, big.data, big.len, 0, &batch, &err);
-        enr_emit(e, &batch, &out);
+        enr_emit(e, &batch, &out, &err);
         if (strcmp(argv[2], "none") != 0) {
             enr_buf_reset(&out);
             enr_parse(e, b->data, b->len, 0, &batch, &err);
-            enr_emit(e, &batch, &out);
+            enr_emit(e, &batch, &out, &err);
         }
         enr_batch_free(&batch);
         enr_buf_free(&out);

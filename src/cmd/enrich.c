@@ -72,8 +72,12 @@ int main(int argc, char **argv)
         enr_error_json(&err, &out);
         write_all(2, out.data, out.len);
         rc = err.status >= 500 ? 1 : 2;
+    } else if (enr_emit(e, &batch, &out, &err) < 0) { /* no limit set: never */
+        enr_buf_reset(&out);
+        enr_error_json(&err, &out);
+        write_all(2, out.data, out.len);
+        rc = 2;
     } else {
-        enr_emit(e, &batch, &out);
         if (out.oom) {
             fprintf(stderr, "enrich: out of memory\n");
             rc = 1;

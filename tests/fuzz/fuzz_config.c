@@ -117,6 +117,8 @@ static void check_ok(const enr_config *c)
     if (c->max_body_bytes < 1024 || c->max_body_bytes > (1ull << 30))
         abort();
     check_uint(c->max_records, 0, 10000000);
+    if (c->max_output_bytes < 4096 || c->max_output_bytes > (1ull << 30))
+        abort();
     check_uint(c->kill_grace_ms, 1, 600000);
     check_str(c->upstream_url, sizeof c->upstream_url);
     if (c->upstream_url[0] != '\0' && strncmp(c->upstream_url, "http://", 7) != 0 &&

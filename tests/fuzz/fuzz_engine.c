@@ -70,7 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         return 0;
     }
-    enr_emit(eng, &batch, &out);
+    if (enr_emit(eng, &batch, &out, &err) != 0)
+        abort(); /* no limit set */
     if (out.oom || out.len == 0 || out.data[out.len - 1] != '\n')
         abort();
     for (size_t i = 0; i < out.len; i++) {
@@ -89,5 +90,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     first_len = batch.n;
     if (enr_parse(eng, (const char *)data, size, 0, &batch, &err) < 0 || batch.n != first_len)
         abort();
+    /* max_output_bytes is exactly the output's size, whatever refused it
+     * (the parse-time bounds or the printer): the same length passes, one
+     * byte less is a 413 (fetched_at has 13 digits either way). */
+    {
+        size_t whole = out.len;
+
+        enr_engine_set_max_output(eng, whole);
+        enr_buf_reset(&out);
+        if (enr_parse(eng, (const char *)data, size, 0, &batch, &err) < 0 ||
+            enr_emit(eng, &batch, &out, &err) < 0 || out.len != whole)
+            abort();
+        enr_engine_set_max_output(eng, whole - 1);
+        enr_buf_reset(&out);
+        if (whole > 1 && enr_parse(eng, (const char *)data, size, 0, &batch, &err) == 0 &&
+            enr_emit(eng, &batch, &out, &err) == 0)
+            abort();
+        if (whole > 1 && (err.status != 413 || err.limit != whole - 1 || err.reached < whole))
+            abort();
+        enr_engine_set_max_output(eng, 0);
+    }
     return 0;
 }

@@ -23,10 +23,13 @@ static int run(const char *body, size_t len, size_t max_records)
 
     enr_buf_reset(&out);
     rc = enr_parse(eng, body, len, max_records, &batch, &err);
+    if (rc == 0 && enr_emit(eng, &batch, &out, &err) < 0) {
+        enr_buf_reset(&out);
+        rc = -1;
+    }
     if (rc < 0) {
         enr_error_json(&err, &out);
     } else {
-        enr_emit(eng, &batch, &out);
         /* blank the timestamps: ,"fetched_at":123} -> ,"fetched_at":0} */
         enr_buf tmp = {0};
         const char *p = out.data, *end = out.data + out.len;
@@ -194,6 +197,112 @@ static void test_limits(void)
     T_CHECK(run("[{},{}]", 7, 2) == 0, "max_records: 2 of 2 fine");
 }
 
+/* body = prefix + unit * n + suffix (the caller frees it) */
+static char *repeat(const char *prefix, const char *unit, size_t n, const char *suffix, size_t *len)
+{
+    size_t p = strlen(prefix), u = strlen(unit), q = strlen(suffix);
+    char *b = malloc(p + u * n + q + 1);
+
+    memcpy(b, prefix, p);
+    for (size_t i = 0; i < n; i++)
+        memcpy(b + p + u * i, unit, u);
+    memcpy(b + p + u * n, suffix, q + 1);
+    *len = p + u * n + q;
+    return b;
+}
+
+static int is_output_limit(size_t limit)
+{
+    return err.status == 413 && err.limit == limit && err.reached > limit &&
+           strstr(out.data, "\"error\":\"output larger than max_output_bytes\"") != NULL;
+}
+
+static void test_output_limit(void)
+{
+    static const char body[] = "[{\"provider\":\"yt\",\"id\":\"A\",\"title\":\"\u00e9t\u00e9\"},"
+                               "{\"provider\":\"vm\",\"id\":[1,2],\"duration\":7},"
+                               "{\"provider\":\"dm\",\"id\":\"\\ud800x\",\"title\":\"\\u0001\"}]";
+    size_t whole, len;
+    char *b;
+
+    /* the exact boundary: max bytes pass, max - 1 do not (fetched_at has
+     * the same number of digits in both runs) */
+    enr_engine_set_max_output(eng, 0);
+    T_CHECK(OK(body) == 0, "limit off: accepted");
+    whole = strlen(out.data);
+    enr_engine_set_max_output(eng,
+                              whole + 12 * 3); /* out has fetched_at blanked: 12 digits a line */
+    T_CHECK(OK(body) == 0 && strlen(out.data) == whole, "output of exactly max_output passes");
+    enr_engine_set_max_output(eng, whole + 12 * 3 - 1);
+    T_CHECK(OK(body) == -1 && is_output_limit(whole + 12 * 3 - 1) && err.record == 2 &&
+                err.element == 2 && strstr(out.data, "\"limit\":") &&
+                strstr(out.data, "\"at_record\":2") && strstr(out.data, "\"element\":2"),
+            "one byte over max_output: 413 at the last record: %s", out.data);
+
+    /* refused while parsing, as soon as the lower bound passes the limit */
+    enr_engine_set_max_output(eng, 4096);
+    b = repeat("[", "{\"provider\":\"yt\",\"id\":\"x\"},", 100, "{}]", &len);
+    T_CHECK(run(b, len, 0) == -1 && is_output_limit(4096) && err.record > 5 && err.record < 20,
+            "many records: refused at the line that cannot fit (%ld): %s", err.record, out.data);
+    free(b);
+
+    enr_engine_set_max_output(eng, 1 << 20);
+    /* U+FDFA: 3 bytes become 33; refused before ICU's buffer grows for it */
+    b = repeat("[{\"provider\":\"yt\",\"id\":\"x\",\"title\":\"", "\xef\xb7\xba", 40000, "\"}]",
+               &len);
+    T_CHECK(run(b, len, 0) == -1 && is_output_limit(1 << 20) && err.record == 0 && err.element == 0,
+            "U+FDFA title: 413: %s", out.data);
+    free(b);
+    /* "[object Object]" 16 bytes for 3: the reader stops collecting */
+    b = repeat("[{\"provider\":\"yt\",\"id\":[", "{},", 100000, "{}]}]", &len);
+    T_CHECK(run(b, len, 0) == -1 && is_output_limit(1 << 20), "[{},...] id: 413: %s", out.data);
+    free(b);
+    /* ... but keeps validating: a toString key is still a 400 */
+    b = repeat("[{\"provider\":\"yt\",\"id\":[", "{},", 100000, "{\"toString\":1}]}]", &len);
+    T_CHECK(run(b, len, 0) == -1 && err.status == 400, "[{},...,{toString}] id: 400: %s", out.data);
+    free(b);
+    /* a skipped record's id is never printed: no limit */
+    b = repeat("[{\"provider\":\"xx\",\"id\":[", "{},", 100000, "{}]}]", &len);
+    T_CHECK(run(b, len, 0) == 0 && strcmp(out.data, "\n") == 0, "long id, bad provider: skipped");
+    free(b);
+    /* the last occurrence wins: an earlier long one does not count */
+    b = repeat("[{\"provider\":\"yt\",\"id\":[", "{},", 100000, "{}],\"id\":\"ok\"}]", &len);
+    T_CHECK(run(b, len, 0) == 0 && strstr(out.data, "\"id\":\"ok\""), "long id replaced: fine");
+    free(b);
+    /* invalid bytes triple (U+FFFD) */
+    b = repeat("[{\"provider\":\"yt\",\"id\":\"", "\xff", 400000, "\"}]", &len);
+    T_CHECK(run(b, len, 0) == -1 && is_output_limit(1 << 20), "U+FFFD id: 413: %s", out.data);
+    free(b);
+    /* a duration text past its cap cannot be a number: NaN, 0, as before */
+    b = repeat("[{\"provider\":\"yt\",\"id\":\"d\",\"duration\":[", "{},", 100000, "{}]}]", &len);
+    T_CHECK(run(b, len, 0) == 0 && strstr(out.data, "\"duration\":0,"), "long duration: 0");
+    free(b);
+    /* a long numeric duration string within the body is still read */
+    enr_engine_set_max_output(eng, 4096);
+    b = repeat("[{\"provider\":\"yt\",\"id\":\"d\",\"duration\":\"", "0", 10000, "5\"}]", &len);
+    T_CHECK(run(b, len, 0) == 0 && strstr(out.data, "\"duration\":5,"), "duration 000..05: 5");
+    free(b);
+    /* a long escaped key is no field (the reader's scratch is bounded) */
+    b = repeat("[{\"provider\":\"yt\",\"id\":\"k\",\"\\u0069d", "\xff", 1000, "\":\"no\"}]", &len);
+    T_CHECK(run(b, len, 0) == 0 && strstr(out.data, "\"id\":\"k\""), "long escaped key: ignored");
+    free(b);
+
+    /* buffers grown by a huge request are given back */
+    enr_engine_set_max_output(eng, 0);
+    b = repeat("[{\"provider\":\"yt\",\"id\":\"x\",\"title\":\"", "\xef\xb7\xba", 40000, "\"}]",
+               &len);
+    T_CHECK(run(b, len, 0) == 0 && strlen(out.data) > 40000 * 33,
+            "limit off: a 1.3 MB title passes");
+    free(b);
+    T_CHECK(batch.text.cap > ENR_KEEP_BYTES, "the arena grew (%zu)", batch.text.cap);
+    enr_engine_shrink(eng, &batch, ENR_KEEP_BYTES);
+    T_CHECK(batch.text.cap == 0, "shrink frees the arena");
+    T_CHECK(OK("[{\"provider\":\"yt\",\"id\":\"x\",\"title\":\"\u00e9\"}]") == 0 &&
+                strstr(out.data, "\"title\":\"\xc3\xa9\""),
+            "the engine works after a shrink");
+    enr_engine_set_max_output(eng, 0);
+}
+
 int main(void)
 {
     eng = enr_engine_new();
@@ -205,6 +314,7 @@ int main(void)
     test_shape_errors();
     test_records();
     test_limits();
+    test_output_limit();
     enr_batch_free(&batch);
     enr_buf_free(&out);
     enr_engine_free(eng);

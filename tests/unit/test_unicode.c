@@ -5,6 +5,8 @@
  */
 #include <stdlib.h>
 
+#include <unicode/ustring.h>
+
 #include "t.h"
 #include "unicode.h"
 
@@ -33,6 +35,16 @@ static const char *show(const char *s, size_t n)
 
 typedef int (*uni_fn)(enr_uni *, const char *, size_t, enr_buf *);
 
+static int title_nomax(enr_uni *u, const char *s, size_t len, enr_buf *out)
+{
+    return enr_uni_title(u, s, len, ENR_UNI_NO_MAX, out);
+}
+
+static int id_nomax(enr_uni *u, const char *s, size_t len, enr_buf *out)
+{
+    return enr_uni_id(u, s, len, ENR_UNI_NO_MAX, out);
+}
+
 static void check_n(uni_fn fn, const char *name, const char *in, size_t in_len, const char *want,
                     size_t want_len)
 {
@@ -47,12 +59,12 @@ static void check_n(uni_fn fn, const char *name, const char *in, size_t in_len, 
 
 static void id_is(const char *in, const char *want)
 {
-    check_n(enr_uni_id, "id", in, strlen(in), want, strlen(want));
+    check_n(id_nomax, "id", in, strlen(in), want, strlen(want));
 }
 
 static void title_is(const char *in, const char *want)
 {
-    check_n(enr_uni_title, "title", in, strlen(in), want, strlen(want));
+    check_n(title_nomax, "title", in, strlen(in), want, strlen(want));
 }
 
 static void test_id_ascii(void)
@@ -67,7 +79,7 @@ static void test_id_ascii(void)
     id_is("A/B\x7f", "a/b\x7f");
     id_is("Infinity", "infinity");
     id_is("-Infinity", "-infinity");
-    check_n(enr_uni_id, "id", "A\0B", 3, "a\0b", 3);
+    check_n(id_nomax, "id", "A\0B", 3, "a\0b", 3);
 }
 
 static void test_id_unicode(void)
@@ -146,7 +158,7 @@ static void test_id_unicode(void)
             memcpy(in + 2 * i, "\xc4\xb0", 2);
             memcpy(want + 3 * i, "i\xcc\x87", 3);
         }
-        check_n(enr_uni_id, "id", in, 2 * n, want, 3 * n);
+        check_n(id_nomax, "id", in, 2 * n, want, 3 * n);
         free(in);
         free(want);
     }
@@ -187,16 +199,16 @@ static void test_title(void)
     title_is(" " D800 "  " D800 " ", D800 " " D800);
 
     /* rule 11's example title: controls pass NFKC unchanged, only white space folds */
-    check_n(enr_uni_title, "title", "\0\b\t\n\f\r\v\x1f\x7f\xc2\x85\xe2\x80\xa8" D800, 17,
+    check_n(title_nomax, "title", "\0\b\t\n\f\r\v\x1f\x7f\xc2\x85\xe2\x80\xa8" D800, 17,
             "\0\b \x1f\x7f\xc2\x85 " D800, 11);
 
     /* appending: the fold's trimming is relative to where this title starts */
     {
         enr_buf out = {0};
         enr_buf_lit(&out, "X ");
-        int rc1 = enr_uni_title(uni, "  a\xc2\xa0 ", 6, &out);
-        int rc2 = enr_uni_title(uni, " \xef\xac\x81 ", 5, &out);
-        int rc3 = enr_uni_id(uni, " B ", 3, &out);
+        int rc1 = enr_uni_title(uni, "  a\xc2\xa0 ", 6, ENR_UNI_NO_MAX, &out);
+        int rc2 = enr_uni_title(uni, " \xef\xac\x81 ", 5, ENR_UNI_NO_MAX, &out);
+        int rc3 = enr_uni_id(uni, " B ", 3, ENR_UNI_NO_MAX, &out);
         T_CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0 && out.len == 6 &&
                     memcmp(out.data, "X afib", 6) == 0,
                 "append: got \"%s\"", show(out.data, out.len));
@@ -210,11 +222,115 @@ static void test_title(void)
         for (size_t i = 0; i < n; i++)
             memcpy(in + 3 * i, "\xef\xb7\xba", 3);
         enr_buf out = {0};
-        int rc = enr_uni_title(uni, in, 3 * n, &out);
+        int rc = enr_uni_title(uni, in, 3 * n, ENR_UNI_NO_MAX, &out);
         /* each expansion is 33 bytes and starts and ends with a letter, so copies abut */
         T_CHECK(rc == 0 && out.len == 33 * n, "title growth: rc %d, len %zu", rc, out.len);
+
+        /* max: exactly max bytes pass, max - 1 is refused with nothing appended */
+        enr_buf_reset(&out);
+        enr_buf_lit(&out, "X");
+        rc = enr_uni_title(uni, in, 3 * n, 33 * n, &out);
+        T_CHECK(rc == 0 && out.len == 1 + 33 * n, "title of exactly max: rc %d", rc);
+        enr_buf_reset(&out);
+        enr_buf_lit(&out, "X");
+        rc = enr_uni_title(uni, in, 3 * n, 33 * n - 1, &out);
+        T_CHECK(rc == ENR_UNI_TOO_LONG && out.len == 1, "title of max + 1: rc %d len %zu", rc,
+                out.len);
+        /* a result far over max is refused before ICU's buffer grows for it */
+        rc = enr_uni_title(uni, in, 3 * n, 1000, &out);
+        T_CHECK(rc == ENR_UNI_TOO_LONG && out.len == 1, "title far over max: rc %d", rc);
         free(in);
         enr_buf_free(&out);
+    }
+    /* the same on the paths without ICU (ASCII, already NFKC) and with folding */
+    {
+        enr_buf out = {0};
+        T_CHECK(enr_uni_title(uni, " ab  c ", 7, 4, &out) == 0 && out.len == 4, "ASCII at max");
+        T_CHECK(enr_uni_title(uni, " ab  cd ", 8, 4, &out) == ENR_UNI_TOO_LONG && out.len == 4,
+                "ASCII over max");
+        T_CHECK(enr_uni_title(uni, "\xc3\xa9 \xc3\xa9", 5, 5, &out) == 0 && out.len == 9,
+                "NFKC text at max");
+        T_CHECK(enr_uni_title(uni, "\xc3\xa9 \xc3\xa9", 5, 4, &out) == ENR_UNI_TOO_LONG &&
+                    out.len == 9,
+                "NFKC text over max");
+        enr_buf_free(&out);
+    }
+}
+
+/* ICU's lower-casing of the whole text, the reference for the pieces. */
+static void icu_lower_whole(const char *s, size_t len, enr_buf *out)
+{
+    UErrorCode e = U_ZERO_ERROR;
+    int32_t n = 0, m;
+    UChar *src = malloc((len + 1) * sizeof(UChar)), *dst;
+    u_strFromUTF8(src, (int32_t)len + 1, &n, s, (int32_t)len, &e);
+    dst = malloc(((size_t)n * 2 + 1) * sizeof(UChar));
+    m = u_strToLower(dst, n * 2 + 1, src, n, "", &e);
+    char *o = malloc((size_t)m * 3 + 1);
+    int32_t k = 0;
+    u_strToUTF8(o, m * 3 + 1, &k, dst, m, &e);
+    T_CHECK(U_SUCCESS(e), "reference lower-casing");
+    enr_buf_append(out, o, (size_t)k);
+    free(src);
+    free(dst);
+    free(o);
+}
+
+/* A long id is lower-cased in pieces: the result is the whole text's,
+ * final sigma included, wherever the cuts fall. */
+static void test_id_pieces(void)
+{
+    static const char *const units[] = {
+        "\xce\x91\xce\xa3.\xce\xa3 \xc3\x80\x42,", /* ΑΣ.Σ ÀB, */
+        "AB\xce\xa3",                              /* final sigma after ASCII letters */
+        "\xce\xa3'A.",                             /* sigma before ignorable ASCII */
+        "x\xc4\xb0Q:",                             /* U+0130 grows */
+        "[object Object],",
+        "\xce\xa3",
+        "\xef\xbf\xbd",                  /* U+FFFD: cuts between them */
+        "\xce\xa3\xef\xbf\xbd\xce\xa3'", /* sigma next to U+FFFD */
+    };
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
+        for (size_t reps = 1000; reps <= 1003; reps++) {
+            enr_buf in = {0}, got = {0}, want = {0};
+            enr_buf_lit(&in, "Q");
+            for (size_t i = 0; i < reps; i++)
+                enr_buf_append(&in, units[u], strlen(units[u]));
+            int rc = enr_uni_id(uni, in.data, in.len, ENR_UNI_NO_MAX, &got);
+            icu_lower_whole(in.data, in.len, &want);
+            T_CHECK(rc == 0 && got.len == want.len && memcmp(got.data, want.data, got.len) == 0,
+                    "id in pieces = whole (unit %zu x %zu): len %zu vs %zu", u, reps, got.len,
+                    want.len);
+            enr_buf_free(&in);
+            enr_buf_free(&got);
+            enr_buf_free(&want);
+        }
+    }
+    /* nothing ASCII to cut at: one piece, still right */
+    {
+        enr_buf in = {0}, got = {0}, want = {0};
+        for (size_t i = 0; i < 5000; i++)
+            enr_buf_lit(&in, "\xce\xa3\xcc\x81");
+        T_CHECK(enr_uni_id(uni, in.data, in.len, ENR_UNI_NO_MAX, &got) == 0, "no cut: rc");
+        /* max: the lower-cased length exactly passes, one byte less is refused */
+        {
+            enr_buf tmp = {0};
+            T_CHECK(enr_uni_id(uni, in.data, in.len, got.len, &tmp) == 0 && tmp.len == got.len,
+                    "id of exactly max");
+            enr_buf_reset(&tmp);
+            T_CHECK(enr_uni_id(uni, in.data, in.len, got.len - 1, &tmp) == ENR_UNI_TOO_LONG &&
+                        tmp.len == 0,
+                    "id of max + 1: refused, nothing appended");
+            T_CHECK(enr_uni_id(uni, " AbC ", 5, 3, &tmp) == 0 && tmp.len == 3 &&
+                        enr_uni_id(uni, " AbC ", 5, 2, &tmp) == ENR_UNI_TOO_LONG && tmp.len == 3,
+                    "ASCII id: max is on the trimmed, lower-cased id");
+            enr_buf_free(&tmp);
+        }
+        icu_lower_whole(in.data, in.len, &want);
+        T_CHECK(got.len == want.len && memcmp(got.data, want.data, got.len) == 0, "no cut: same");
+        enr_buf_free(&in);
+        enr_buf_free(&got);
+        enr_buf_free(&want);
     }
 }
 
@@ -236,6 +352,7 @@ int main(void)
     test_id_unicode();
     test_title();
     test_version();
+    test_id_pieces();
     enr_uni_free(uni);
     T_DONE();
 }
