@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""test_cpu_bombs.py: bodies under max_body_bytes built to cost CPU, not
+memory, through the real nginx and daemon.  Each must be answered well
+inside request_timeout_ms, without a worker being stopped as stuck.
+
+- a title of one base and 200,000 combining marks out of canonical
+  order: ICU's insertion into canonical order made it quadratic (31 s of
+  CPU for 400 KB) until enrichd put long runs of marks in order first;
+- an id of 838,000 numbers that print as 21 digits each: the output
+  bound stops it early (413) instead of printing 17 MB.
+"""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "integration"))
+import harness  # noqa: E402
+
+BOUND_S = 1.5  # request_timeout_ms is 2 s
+# ASan and UBSan make the engine several times slower: there the bound is
+# the master's (no worker stopped), not the time.
+if harness.is_sanitized(harness.build_dir()):
+    BOUND_S = 20.0
+
+
+def mark_run_title():
+    t = "a" + "\u0301\u0316" * 100000
+    return json.dumps([{"provider": "yt", "id": "x", "title": t}], ensure_ascii=False).encode()
+
+
+def number_id():
+    n = (4194304 - 60) // 5
+    return ('[{"provider":"yt","id":[' + ",".join(["1e20"] * n) + "]}]").encode()
+
+
+def test_bombs(r):
+    with harness.Env(name="cpu-bombs") as env:
+        env.start_enrichd("workers = 2\n" + ("request_timeout_ms = 30000\n"
+                                              if BOUND_S > 2 else ""))
+        env.start_nginx()
+        pids = env.wait_workers(2)
+        for name, body, want in (("mark run", mark_run_title(), 200),
+                                 ("number id", number_id(), 413)):
+            t = time.monotonic()
+            st, _, out = env.request("/v1/enrich", body, timeout=30)
+            took = time.monotonic() - t
+            print("%s: %d bytes in, status %d, %d bytes out, %.3f s" % (name, len(body), st,
+                                                                          len(out), took))
+            r.check(st == want, "%s: status %d (want %d)" % (name, st, want))
+            r.check(took < BOUND_S, "%s: answered in %.3f s (< %.1f s)" % (name, took, BOUND_S))
+        r.check(env.worker_pids() == pids, "the same workers serve: none stopped or killed")
+        r.check(not env.log_events("worker exit"), "no worker exit")
+
+
+def main():
+    r = harness.Results()
+    r.run(test_bombs)
+    r.done()
+
+
+if __name__ == "__main__":
+    main()
