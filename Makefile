@@ -210,7 +210,11 @@ uninstall:
 # The Debian package, built out of tree in build-deb/ (the packaging lives
 # in scripts/debian/, copied in as debian/: the top level stays the
 # project's).  Needs debhelper and lintian: `scripts/deps.sh deb`.
-deb:
+DEB := build-deb/enrichd_$(VERSION)_amd64.deb
+deb: $(DEB)
+$(DEB): $(LIBSRC) $(wildcard src/*.h) $(CMDSRC) conf/enrichd.conf $(wildcard conf/systemd/*) \
+		nginx/enrichd.conf $(filter-out man/enrichd.conf.5,$(MANPAGES)) \
+		$(wildcard scripts/debian/* scripts/debian/*/*) scripts/build-deb.sh scripts/gen-conf-man.py Makefile
 	@scripts/deps.sh deb
 	@scripts/build-deb.sh $(VERSION)
 
@@ -218,6 +222,6 @@ deb:
 # container (systemd-nspawn); see tests/system/README.md.
 system-test: deb
 	@scripts/deps.sh system
-	@tests/system/run.sh build-deb/enrichd_$(VERSION)_amd64.deb
+	@tests/system/run.sh $(DEB)
 
 -include $(LIBOBJ:.o=.d) $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.d) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.d)

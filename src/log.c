@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+/* CODE_FILE= and CODE_LINE= would always name this file: left out. */
+#define SD_JOURNAL_SUPPRESS_LOCATION
 #include <systemd/sd-journal.h>
 #include <time.h>
 #include <unistd.h>
