@@ -40,9 +40,11 @@ dpkg-buildpackage -b -us -uc -j2 >"$OUT/build.log" 2>&1 || {
 }
 DEB=$(ls "$OUT"/enrichd_"$VERSION"_*.deb)
 echo "make deb: $DEB"
-# Errors fail the build; warnings are printed (each one kept is explained
-# in docs/operations.md, "Debian package").
-lintian --fail-on error --suppress-tags-from-file "$ROOT/scripts/debian/lintian-overrides.txt" "$DEB" \
-    | tee "$OUT/lintian.txt"
+# An error fails `make deb`; warnings are printed (none today; one kept
+# would be explained in docs/operations.md).
+rc=0
+lintian --fail-on error "$DEB" >"$OUT/lintian.txt" 2>&1 || rc=$?
+grep -v 'running with root privileges' "$OUT/lintian.txt" || true
 echo "make deb: lintian: $(grep -c '^E:' "$OUT/lintian.txt" || true) errors," \
     "$(grep -c '^W:' "$OUT/lintian.txt" || true) warnings"
+exit $rc
