@@ -50,7 +50,19 @@ cleanup() {
         kill -KILL "$NSPID" 2>/dev/null
         wait "$NSPID" 2>/dev/null
     fi
-    [ -n "$CG" ] && rmdir "/sys/fs/cgroup/systemd/$CG" "/sys/fs/cgroup/unified/$CG" 2>/dev/null
+    # Whatever is still in our cgroup (a container whose nspawn was
+    # killed) was started by this test: end it, by pid.
+    if [ -n "$CG" ] && [ -d "/sys/fs/cgroup/systemd/$CG" ]; then
+        for p in $(find "/sys/fs/cgroup/systemd/$CG" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+            kill -KILL "$p" 2>/dev/null
+        done
+        sleep 0.2
+    fi
+    # nspawn leaves the container's cgroup tree (empty by now) under ours.
+    for h in systemd unified; do
+        [ -n "$CG" ] && [ -d "/sys/fs/cgroup/$h/$CG" ] &&
+            find "/sys/fs/cgroup/$h/$CG" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
