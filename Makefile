@@ -5,6 +5,10 @@
 # are unit tests (build/tests/); tests/fuzz/fuzz_*.c libFuzzer targets.
 # SAN=1 builds the same tree with ASan+UBSan into build-san/.
 
+# The release version: the only place it is written.  `enrichd -V`, the
+# Debian package and the man pages take it from here.
+VERSION := 0.1.0
+
 CC      ?= cc
 SAN     ?=
 ifeq ($(SAN),1)
@@ -27,7 +31,7 @@ STATIC_ENGINE_LIBS := -Wl,-Bstatic -licuuc -licudata -lcrypto -lstdc++ -Wl,-Bdyn
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 CFLAGS  ?= $(OPT) -g
-ALLCF   := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFL) $(PKGCF) $(EXTRA_CFLAGS) -Isrc -MMD -MP
+ALLCF   := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFL) $(PKGCF) $(EXTRA_CFLAGS) -DENR_VERSION='"$(VERSION)"' -Isrc -MMD -MP
 LDLIBS  := -lfcgi $(shell pkg-config --libs json-c libsystemd 2>/dev/null) $(STATIC_ENGINE_LIBS)
 ALLLD   := $(SANFL) $(LDFLAGS)
 
@@ -39,7 +43,8 @@ TSTSRC  := $(wildcard tests/unit/test_*.c)
 TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
-.PHONY: fleet-test all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format format-check lint clean deps san-test
+.PHONY: all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
+	programs man install uninstall deb system-test fleet-test
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -58,6 +63,9 @@ $(B)/tests/%.o: tests/unit/%.c
 $(LIB): $(LIBOBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# The version is compiled in: a new one rebuilds the daemon's main.
+$(B)/cmd/enrichd.o: Makefile
 
 $(B)/%: $(B)/cmd/%.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS)
@@ -143,9 +151,96 @@ format-check:
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
-		--std=c11 --inline-suppr -Isrc -D__GNUC__ --suppress=missingIncludeSystem src src/cmd
+		--std=c11 --inline-suppr -Isrc -D__GNUC__ -DENR_VERSION='"$(VERSION)"' --suppress=missingIncludeSystem src src/cmd
 
 clean:
-	rm -rf build build-san build-fuzz build-clang build-hooks
+	rm -rf build build-san build-fuzz build-clang build-hooks build-deb
+
+# --- installation (GNU conventions) ---------------------------------------
+# `make install` puts the programs, the configuration, the systemd units,
+# the nginx site (disabled: enable it with a symlink in sites-enabled, as
+# Debian does) and the man pages under PREFIX; DESTDIR stages it.  The
+# units name the installed paths: sed rewrites their packaged paths
+# (/usr/sbin, /etc) to SBINDIR and SYSCONFDIR at install time.
+PREFIX     ?= /usr/local
+EXEC_PREFIX ?= $(PREFIX)
+BINDIR     ?= $(EXEC_PREFIX)/bin
+SBINDIR    ?= $(EXEC_PREFIX)/sbin
+DATAROOTDIR ?= $(PREFIX)/share
+MANDIR     ?= $(DATAROOTDIR)/man
+DOCDIR     ?= $(DATAROOTDIR)/doc/enrichd
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+NGINXDIR   ?= $(SYSCONFDIR)/nginx
+INSTALL    ?= install
+PROGRAMS   := $(B)/enrichd $(B)/enrich $(B)/enrich-replay
+UNITS      := enrichd.socket enrichd-status.socket enrichd.service
+MANPAGES   := man/enrichd.8 man/enrichd.conf.5 man/enrich.1 man/enrich-replay.1
+NGINX_SNIPPETS := $(wildcard nginx/snippets/*.conf)
+FLEET_EXAMPLES := $(wildcard conf/prometheus/*.yml)
+
+programs: $(PROGRAMS)
+
+# enrichd.conf(5) is generated from conf/enrichd.conf (its keys and
+# comments); tests/man_check.py fails when a key of the built-in defaults
+# is missing from it.
+man/enrichd.conf.5: conf/enrichd.conf scripts/gen-conf-man.py Makefile
+	python3 scripts/gen-conf-man.py --version $(VERSION) conf/enrichd.conf >$@.tmp && mv $@.tmp $@
+
+man: $(MANPAGES)
+
+install: $(PROGRAMS) $(MANPAGES)
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/enrichd \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(NGINXDIR)/sites-available $(DESTDIR)$(NGINXDIR)/snippets \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(DOCDIR)/examples
+	$(INSTALL) -m 755 $(B)/enrichd $(DESTDIR)$(SBINDIR)/enrichd
+	$(INSTALL) -m 755 $(B)/enrich $(B)/enrich-replay $(DESTDIR)$(BINDIR)/
+	@# A configuration the operator changed is never overwritten.
+	if [ ! -e $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf ]; then \
+		$(INSTALL) -m 644 conf/enrichd.conf $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; fi
+	for u in $(UNITS); do \
+		sed -e 's|/usr/sbin/enrichd|$(SBINDIR)/enrichd|g' -e 's|/etc/enrichd/|$(SYSCONFDIR)/enrichd/|g' \
+			conf/systemd/$$u >$(DESTDIR)$(UNITDIR)/$$u && chmod 644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	$(INSTALL) -m 644 nginx/enrichd.conf $(DESTDIR)$(NGINXDIR)/sites-available/enrichd
+	$(INSTALL) -m 644 nginx/enrichd-cluster.conf $(DESTDIR)$(NGINXDIR)/sites-available/enrichd-cluster
+	$(INSTALL) -m 644 $(NGINX_SNIPPETS) $(DESTDIR)$(NGINXDIR)/snippets/
+	@# Several hosts: the Prometheus configuration and the rolling restart.
+	$(INSTALL) -m 644 $(FLEET_EXAMPLES) $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL) -m 755 scripts/rolling-restart $(DESTDIR)$(DOCDIR)/examples/
+	for m in $(MANPAGES); do s=$${m##*.}; \
+		gzip -9n <$$m >$(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m).gz && \
+		chmod 644 $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m).gz || exit 1; done
+
+# Leaves /etc/enrichd/enrichd.conf if it differs from the shipped one.
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/enrichd $(DESTDIR)$(BINDIR)/enrich $(DESTDIR)$(BINDIR)/enrich-replay
+	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
+	rm -f $(DESTDIR)$(NGINXDIR)/sites-available/enrichd $(DESTDIR)$(NGINXDIR)/sites-available/enrichd-cluster
+	for f in $(notdir $(NGINX_SNIPPETS)); do rm -f $(DESTDIR)$(NGINXDIR)/snippets/$$f; done
+	for f in $(notdir $(FLEET_EXAMPLES)) rolling-restart; do rm -f $(DESTDIR)$(DOCDIR)/examples/$$f; done
+	rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	for m in $(MANPAGES); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m).gz; done
+	if cmp -s conf/enrichd.conf $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; then \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; \
+		rmdir $(DESTDIR)$(SYSCONFDIR)/enrichd 2>/dev/null || true; fi
+
+# The Debian package, built out of tree in build-deb/ (the packaging lives
+# in scripts/debian/, copied in as debian/: the top level stays the
+# project's).  Needs debhelper and lintian: `scripts/deps.sh deb`.
+DEB := build-deb/enrichd_$(VERSION)_amd64.deb
+deb: $(DEB)
+$(DEB): $(LIBSRC) $(wildcard src/*.h) $(CMDSRC) conf/enrichd.conf $(wildcard conf/systemd/*) \
+		nginx/enrichd.conf nginx/enrichd-cluster.conf $(NGINX_SNIPPETS) $(FLEET_EXAMPLES) \
+		scripts/rolling-restart $(filter-out man/enrichd.conf.5,$(MANPAGES)) \
+		$(wildcard scripts/debian/* scripts/debian/*/*) scripts/build-deb.sh scripts/gen-conf-man.py Makefile
+	@scripts/deps.sh deb
+	@scripts/build-deb.sh $(VERSION)
+
+# The package installed and booted under systemd as PID 1 in a Debian 12
+# container (systemd-nspawn); see tests/system/README.md.
+system-test: deb
+	@scripts/deps.sh system
+	@tests/system/run.sh $(DEB)
 
 -include $(LIBOBJ:.o=.d) $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.d) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.d)

@@ -12,11 +12,17 @@ set -eu
 RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
 nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
-libfcgi-bin curl iproute2"
+libfcgi-bin curl iproute2 groff-base man-db"
+# `make deb`: debhelper and lintian; `make system-test`: a Debian root
+# file system booted under systemd-nspawn.
+DEB_PKGS="debhelper lintian fakeroot dpkg-dev"
+SYSTEM_PKGS="debootstrap systemd-container"
 case "${1:-test}" in
 run) PKGS=$RUN_PKGS ;;
 test) PKGS="$RUN_PKGS $TEST_PKGS" ;;
-*) echo "usage: deps.sh [run|test]" >&2; exit 2 ;;
+deb) PKGS="$RUN_PKGS $DEB_PKGS" ;;
+system) PKGS="$RUN_PKGS $DEB_PKGS $SYSTEM_PKGS" ;;
+*) echo "usage: deps.sh [run|test|deb|system]" >&2; exit 2 ;;
 esac
 
 missing=""

@@ -1,5 +1,6 @@
 /*
- * log.h: structured log lines (logfmt) on stderr, which journald keeps.
+ * log.h: structured log lines (logfmt) on stderr; under systemd, journal
+ * records with each key=value pair as a field (log.c says how).
  *
  * One line per event that an operator acts on: a worker start or exit
  * (with its reason), a reload, a slow request, a breaker transition.

@@ -23,7 +23,7 @@
 #include "unicode.h"
 
 #ifndef ENR_VERSION
-#define ENR_VERSION "0.1.0"
+#error "ENR_VERSION comes from the Makefile's VERSION, the one place it is written"
 #endif
 
 static void usage(FILE *f)

@@ -122,14 +122,16 @@ def test_units(r):
         return
     d = tempfile.mkdtemp(prefix="pool-units-")
     try:
-        for name in ("enrichd.socket", "enrichd.service"):
+        for name in ("enrichd.socket", "enrichd-status.socket", "enrichd.service"):
             with open(os.path.join(harness.ROOT, "conf", "systemd", name)) as f:
                 text = f.read()
             # verify checks that ExecStart's binary exists: point it at ours.
-            text = text.replace("/usr/local/bin/enrichd", ENRICHD)
+            text = text.replace("/usr/sbin/enrichd", ENRICHD)
             with open(os.path.join(d, name), "w") as f:
                 f.write(text)
-        cp = subprocess.run(["systemd-analyze", "verify", os.path.join(d, "enrichd.socket"),
+        # --man=no: the man pages are checked by tests/man_check.py.
+        cp = subprocess.run(["systemd-analyze", "verify", "--man=no", os.path.join(d, "enrichd.socket"),
+                             os.path.join(d, "enrichd-status.socket"),
                              os.path.join(d, "enrichd.service")], capture_output=True, text=True)
         if cp.returncode != 0 and ("Failed to" in cp.stderr and "bus" in cp.stderr.lower()):
             print("SKIP: systemd-analyze verify unusable here: %s" % cp.stderr.strip())

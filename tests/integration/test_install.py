@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""test_install.py: `make install` and `make uninstall` into a DESTDIR.
+
+With PREFIX=/usr: the programs in /usr/sbin and /usr/bin, the
+configuration in /etc/enrichd (the shipped file), the three units with
+ExecStart= rewritten to the installed daemon, the nginx site in
+sites-available only (disabled), the man pages gzip'd and readable by
+man; with the default PREFIX the units name /usr/local/sbin.  uninstall
+leaves nothing but directories, and keeps a configuration the operator
+changed."""
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+ROOT = harness.ROOT
+BUILD = harness.build_dir()
+
+
+def make(*args):
+    # -o: install the programs as built (a sanitizer build stays one),
+    # never remade here.
+    keep = []
+    for p in ("enrichd", "enrich", "enrich-replay"):
+        keep += ["-o", os.path.join(BUILD, p)]
+    return subprocess.run(["make", "--no-print-directory", "-C", ROOT, "B=" + BUILD] + keep +
+                          list(args), capture_output=True, text=True)
+
+
+def files(d):
+    out = set()
+    for dp, _, fs in os.walk(d):
+        for f in fs:
+            out.add(os.path.relpath(os.path.join(dp, f), d))
+    return out
+
+
+def test_install_usr(r):
+    d = tempfile.mkdtemp(prefix="install-")
+    try:
+        cp = make("install", "DESTDIR=" + d, "PREFIX=/usr", "UNITDIR=/lib/systemd/system")
+        r.check(cp.returncode == 0, "make install PREFIX=/usr: %s" % cp.stderr[-400:])
+        got = files(d)
+        want = {"usr/sbin/enrichd", "usr/bin/enrich", "usr/bin/enrich-replay",
+                "etc/enrichd/enrichd.conf", "etc/nginx/sites-available/enrichd",
+                "lib/systemd/system/enrichd.socket", "lib/systemd/system/enrichd-status.socket",
+                "lib/systemd/system/enrichd.service", "usr/share/man/man8/enrichd.8.gz",
+                "usr/share/man/man5/enrichd.conf.5.gz", "usr/share/man/man1/enrich.1.gz",
+                "usr/share/man/man1/enrich-replay.1.gz",
+                "etc/nginx/sites-available/enrichd-cluster",
+                "usr/share/doc/enrichd/examples/enrichd-alerts.yml",
+                "usr/share/doc/enrichd/examples/prometheus.yml",
+                "usr/share/doc/enrichd/examples/rolling-restart"}
+        want |= {"etc/nginx/snippets/" + n for n in os.listdir(os.path.join(ROOT, "nginx", "snippets"))}
+        r.check(got == want, "installed files: missing %s, extra %s" % (sorted(want - got),
+                                                                       sorted(got - want)))
+        r.check(not os.path.exists(os.path.join(d, "etc/nginx/sites-enabled")),
+                "the nginx site is not enabled")
+        unit = open(os.path.join(d, "lib/systemd/system/enrichd.service")).read()
+        r.check("ExecStart=/usr/sbin/enrichd -c /etc/enrichd/enrichd.conf" in unit,
+                "the unit runs the installed daemon")
+        r.check(open(os.path.join(d, "etc/enrichd/enrichd.conf")).read() ==
+                open(os.path.join(ROOT, "conf/enrichd.conf")).read(), "the shipped configuration")
+        for f in ("usr/sbin/enrichd", "usr/bin/enrich"):
+            r.check(os.stat(os.path.join(d, f)).st_mode & 0o777 == 0o755, "%s is 0755" % f)
+        page = gzip.open(os.path.join(d, "usr/share/man/man8/enrichd.8.gz")).read()
+        r.check(page.startswith(b".TH ENRICHD 8"), "enrichd.8.gz is the page, compressed")
+        cp = subprocess.run([os.path.join(d, "usr/sbin/enrichd"), "-t", "-c",
+                             os.path.join(d, "etc/enrichd/enrichd.conf")], capture_output=True,
+                            text=True)
+        r.check(cp.returncode == 0, "the installed daemon accepts the installed configuration: %s"
+                % cp.stderr.strip())
+        # An operator's change survives uninstall; everything else goes.
+        with open(os.path.join(d, "etc/enrichd/enrichd.conf"), "a") as f:
+            f.write("workers = 2\n")
+        cp = make("uninstall", "DESTDIR=" + d, "PREFIX=/usr", "UNITDIR=/lib/systemd/system")
+        r.check(cp.returncode == 0, "make uninstall: %s" % cp.stderr[-400:])
+        r.check(files(d) == {"etc/enrichd/enrichd.conf"},
+                "uninstall leaves only the changed configuration: %s" % sorted(files(d)))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_install_default_prefix(r):
+    d = tempfile.mkdtemp(prefix="install-")
+    try:
+        cp = make("install", "DESTDIR=" + d)
+        r.check(cp.returncode == 0, "make install: %s" % cp.stderr[-400:])
+        unit = os.path.join(d, "usr/local/lib/systemd/system/enrichd.service")
+        text = open(unit).read() if os.path.exists(unit) else ""
+        r.check("ExecStart=/usr/local/sbin/enrichd -c /etc/enrichd/enrichd.conf" in text
+                and "/usr/sbin/" not in text, "PREFIX=/usr/local: the unit names /usr/local/sbin")
+        r.check(os.path.exists(os.path.join(d, "usr/local/share/man/man8/enrichd.8.gz")),
+                "man pages under /usr/local/share/man")
+        cp = make("uninstall", "DESTDIR=" + d)
+        r.check(cp.returncode == 0 and files(d) == set(),
+                "uninstall removes all, the unchanged configuration too: %s" % sorted(files(d)))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    res = harness.Results()
+    res.run(test_install_usr)
+    res.run(test_install_default_prefix)
+    res.done()

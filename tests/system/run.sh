@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# tests/system/run.sh DEB (`make system-test`): the Debian package under
+# systemd as PID 1.
+#
+# A Debian 12 minbase root file system (debootstrap, cached in
+# $ENRICHD_SYSTEST_CACHE, rebuilt when the package list below changes) is
+# booted with `systemd-nspawn -b --volatile=overlay` (the cache stays
+# clean) and a private network (its nginx cannot take the host's ports);
+# the test enters it with nsenter.  Inside: dpkg -i the package, enable
+# the nginx site, then check socket activation, reload / restart / SIGKILL
+# of the master / SIGSTOP (watchdog) / stop under a replay, the journal
+# fields, systemd-analyze security and the man page.  Every check prints
+# its figure; a part that cannot run here says which and why.  Ends with
+# "N passed, M failed".
+set -uo pipefail
+
+DEB=$(readlink -f "$1")
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CACHE=${ENRICHD_SYSTEST_CACHE:-/var/cache/enrichd-systest}
+ROOTFS=$CACHE/root
+# What the root file system holds besides minbase: systemd as init, the
+# package's dependencies (so dpkg -i needs no network) and the test's tools.
+INCLUDE=systemd,systemd-sysv,dbus,curl,procps,nginx-light,man-db,libfcgi0ldbl,libjson-c5,libcurl4
+SUITE=bookworm
+BOOT_TIMEOUT_S=30
+WATCHDOG_BOUND_S=30 # WatchdogSec (10) + TimeoutAbortSec + RestartSec, with slack
+PORT=8080
+
+passed=0
+failed=0
+T0=$(date +%s.%N)
+WORK=$(mktemp -d /tmp/enrichd-systest.XXXXXX)
+NSPID=""
+LEADER=""
+CG=""
+
+ok() { passed=$((passed + 1)); echo "ok   $*"; }
+bad() { failed=$((failed + 1)); echo "FAIL $*"; }
+check() { # check COND-STATUS WHAT
+    if [ "$1" = 0 ]; then ok "$2"; else bad "$2"; fi
+}
+now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc; }
+
+cleanup() {
+    if [ -n "$NSPID" ] && kill -0 "$NSPID" 2>/dev/null; then
+        # SIGRTMIN+4 is systemd's poweroff request; nspawn then exits.
+        [ -n "$LEADER" ] && kill -s RTMIN+4 "$LEADER" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$NSPID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$NSPID" 2>/dev/null
+        wait "$NSPID" 2>/dev/null
+    fi
+    # Whatever is still in our cgroup (a container whose nspawn was
+    # killed) was started by this test: end it, by pid.
+    if [ -n "$CG" ] && [ -d "/sys/fs/cgroup/systemd/$CG" ]; then
+        for p in $(find "/sys/fs/cgroup/systemd/$CG" -name cgroup.procs -exec cat {} + 2>/dev/null); do
+            kill -KILL "$p" 2>/dev/null
+        done
+        sleep 0.2
+    fi
+    # nspawn leaves the container's cgroup tree (empty by now) under ours.
+    for h in systemd unified; do
+        [ -n "$CG" ] && [ -d "/sys/fs/cgroup/$h/$CG" ] &&
+            find "/sys/fs/cgroup/$h/$CG" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+summary() {
+    echo "system test: $(since "$T0") s"
+    echo "$passed passed, $failed failed"
+    [ "$failed" = 0 ]
+    exit
+}
+
+# --- the root file system ----------------------------------------------
+for tool in debootstrap systemd-nspawn nsenter bc python3; do
+    if ! command -v $tool >/dev/null; then
+        bad "tool $tool is installed (scripts/deps.sh system)"
+        summary
+    fi
+done
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP: the system test boots a container: it needs root"
+    summary
+fi
+# The mirror apt already uses here (no other is reachable).
+MIRROR=$(grep -hoE '(^URIs:|^deb) +[a-z]+://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null |
+    awk '{print $2}' | head -1)
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+STAMP="$SUITE minbase $INCLUDE"
+if [ "$(cat "$CACHE/root.stamp" 2>/dev/null)" != "$STAMP" ] || [ ! -x "$ROOTFS/lib/systemd/systemd" ]; then
+    echo "building the root file system in $ROOTFS from $MIRROR (once)"
+    mkdir -p "$CACHE"
+    rm -rf "$ROOTFS" "$ROOTFS.tmp"
+    t=$(now)
+    if ! debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$ROOTFS.tmp" "$MIRROR" \
+        >"$CACHE/debootstrap.log" 2>&1; then
+        tail -20 "$CACHE/debootstrap.log"
+        bad "debootstrap $SUITE from $MIRROR (log: $CACHE/debootstrap.log)"
+        summary
+    fi
+    mv "$ROOTFS.tmp" "$ROOTFS"
+    echo "$STAMP" >"$CACHE/root.stamp"
+    echo "debootstrap: $(since "$t") s, $(du -sh "$ROOTFS" | cut -f1)"
+fi
+
+# --- boot ---------------------------------------------------------------
+# Our own cgroup in both hierarchies, so systemctl kill works in the
+# container even when another one runs (the host has no systemd).
+CG=enrichd-systest-$$
+for h in systemd unified; do
+    [ -d /sys/fs/cgroup/$h ] && mkdir -p "/sys/fs/cgroup/$h/$CG"
+done
+python3 "$ROOT/tests/system/trace.py" 1500 300 >"$WORK/trace.jsonl" # 1500 requests at 300/s
+(
+    for h in systemd unified; do
+        [ -d /sys/fs/cgroup/$h/$CG ] && echo $BASHPID >"/sys/fs/cgroup/$h/$CG/cgroup.procs"
+    done
+    exec systemd-nspawn -q -D "$ROOTFS" -b --register=no --keep-unit --volatile=overlay \
+        --private-network -M enrichd-systest \
+        --bind-ro="$DEB":/root/enrichd.deb --bind-ro="$WORK/trace.jsonl":/root/trace.jsonl \
+        >"$WORK/console.log" 2>&1 </dev/null
+) &
+NSPID=$!
+t=$(now)
+# The leader is nspawn's child running systemd in a new PID namespace
+# (nspawn first forks a short-lived helper: not that one).
+for _ in $(seq 200); do
+    for c in $(cat /proc/$NSPID/task/*/children 2>/dev/null); do
+        if [ "$(cat /proc/$c/comm 2>/dev/null)" = systemd ] &&
+            [ "$(readlink /proc/$c/ns/pid)" != "$(readlink /proc/self/ns/pid)" ]; then
+            LEADER=$c
+        fi
+    done
+    [ -n "$LEADER" ] && break
+    sleep 0.05
+done
+ct() { nsenter -t "$LEADER" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+# is-system-running says "offline" until systemd in there answers.
+state=offline
+while [ -n "$LEADER" ] && [ "$(echo "$(since "$t") < $BOOT_TIMEOUT_S" | bc)" = 1 ]; do
+    state=$(nsenter -t "$LEADER" -a systemctl is-system-running --wait 2>&1)
+    case $state in running | degraded) break ;; esac
+    sleep 0.1
+done
+if [ -z "$LEADER" ] || { [ "$state" != running ] && [ "$state" != degraded ]; }; then
+    tail -20 "$WORK/console.log" | sed 's/\x1b\[[0-9;]*m//g'
+    bad "container boots (state: ${state:-no leader})"
+    summary
+fi
+ok "container boots under systemd-nspawn: $state in $(since "$t") s"
+[ "$state" = degraded ] && ct systemctl --failed --no-legend
+
+# --- install --------------------------------------------------------------
+t=$(now)
+out=$(ct dpkg -i /root/enrichd.deb 2>&1)
+check $? "dpkg -i enrichd.deb ($(since "$t") s)" || echo "$out"
+check "$(ct systemctl is-active enrichd.socket enrichd-status.socket | grep -vc '^active$')" \
+    "the package enabled and started enrichd.socket and enrichd-status.socket"
+st=$(ct systemctl is-active enrichd.service)
+check "$([ "$st" = inactive ] && echo 0)" "enrichd.service waits for its first connection: $st"
+ct ln -s ../sites-available/enrichd /etc/nginx/sites-enabled/enrichd
+out=$(ct sh -c 'nginx -t 2>&1 && systemctl reload-or-restart nginx 2>&1')
+check $? "nginx takes the site from sites-available" || echo "$out"
+VER=$(ct enrichd -V | head -1)
+check "$([ "$VER" = "enrichd $(dpkg-deb -f "$DEB" Version)" ] && echo 0)" \
+    "enrichd -V prints the package's version: $VER"
+
+# --- socket activation ------------------------------------------------------
+BODY='[{"provider":"yt","id":" AbC-123 ","title":"Hello World"},{"provider":"vm","id":"42"}]'
+t=$(now)
+r=$(ct curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time 10 --data-binary "$BODY" \
+    http://127.0.0.1:$PORT/v1/enrich)
+check "$([ "${r%% *}" = 200 ] && echo 0)" "first request starts enrichd through the socket: ${r%% *} in ${r##* } s"
+check "$([ "$(ct systemctl is-active enrichd.service)" = active ] && echo 0)" "enrichd.service active after it"
+for path in healthz status; do
+    code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:$PORT/$path)
+    check "$([ "$code" = 200 ] && echo 0)" "/$path through nginx (www-data) to the status socket: $code"
+done
+ct ls -la /run/enrichd | sed 's/^/     | /'
+
+mainpid() { ct systemctl show -p MainPID --value enrichd.service; }
+nrestarts() { ct systemctl show -p NRestarts --value enrichd.service; }
+
+# replay_during NAME ACTION...: the trace (5 s at 300/s) with ACTION run
+# 1.5 s in; prints the requests, the failures (non-200 answers and
+# transport errors) and the slowest latency in ms.
+replay_during() {
+    local name=$1
+    shift
+    ct sh -c "exec enrich-replay ${REPLAY_ARGS:--c 32} --timeout 20000 --no-progress --tsv /root/replay.tsv \
+        /root/trace.jsonl http://127.0.0.1:$PORT/v1/enrich >/root/replay.out 2>&1" &
+    local rp=$!
+    sleep 1.5
+    "$@"
+    wait $rp
+    ct cat /root/replay.tsv >"$WORK/$name.tsv"
+    awk -F'\t' 'NR > 1 { n++; if ($4 != 200) bad++; if ($5 > max) max = $5 }
+        END { printf "%d %d %.0f\n", n, bad, max / 1000 }' "$WORK/$name.tsv"
+}
+
+# --- reload and restart under load -------------------------------------------
+read -r n lost maxms < <(replay_during reload ct systemctl reload enrichd.service)
+check "$([ "$n" -ge 1500 ] && [ "$lost" = 0 ] && echo 0)" "systemctl reload during a replay: $lost of $n failed, slowest ${maxms} ms"
+pid0=$(mainpid)
+read -r n lost maxms < <(replay_during restart ct systemctl restart enrichd.service)
+pid1=$(mainpid)
+check "$([ "$n" -ge 1500 ] && [ "$lost" = 0 ] && [ "$pid0" != "$pid1" ] && echo 0)" \
+    "systemctl restart during a replay: $lost of $n failed (master $pid0 -> $pid1), slowest ${maxms} ms"
+
+# --- SIGKILL of the master ------------------------------------------------------
+r0=$(nrestarts)
+pid0=$(mainpid)
+kill_master() { ct kill -KILL "$pid0"; }
+read -r n lost maxms < <(replay_during sigkill kill_master)
+pid1=$(mainpid)
+check "$([ "$(nrestarts)" -gt "$r0" ] && [ "$pid1" != 0 ] && [ "$pid1" != "$pid0" ] && echo 0)" \
+    "SIGKILL of the master: systemd restarted it (master $pid0 -> $pid1, NRestarts $r0 -> $(nrestarts))"
+check "$([ "$n" -ge 1500 ] && echo 0)" "every request of the replay across SIGKILL ended: $n"
+# No orphan: every enrichd process is the new master or its child (a
+# worker of the dead master would have been reparented to PID 1).
+ps_out=$(ct ps -e -o pid=,ppid=,comm=)
+procs=$(echo "$ps_out" | awk '$3 == "enrichd"' | wc -l)
+orphans=$(echo "$ps_out" | awk -v m="$pid1" '$3 == "enrichd" && $1 != m && $2 != m { printf "%s(ppid %s) ", $1, $2 }')
+check "$([ -z "$orphans" ] && [ "$procs" -ge 2 ] && echo 0)" \
+    "after SIGKILL no worker of the dead master is left: ${orphans:-none}; $procs enrichd processes, all under master $pid1"
+echo "     | requests lost with the killed master (in flight in its workers): $lost of $n, slowest ${maxms} ms"
+awk -F'\t' 'NR > 1 && $4 != 200 { print "     | " $4, $9 }' "$WORK/sigkill.tsv" | sort | uniq -c | head
+# The worst case: every worker busy when the master dies (closed loop,
+# 24 in flight for 4 s): the requests in the workers' hands are lost
+# (their workers die with the master), those queued in the socket are not.
+pid0=$(mainpid)
+read -r n lost maxms < <(REPLAY_ARGS="--closed -c 24 -d 4" replay_during sigkill-busy kill_master)
+pid1=$(mainpid)
+check "$([ "$n" -ge 100 ] && [ "$lost" -le 6 ] && [ "$pid1" != "$pid0" ] && echo 0)" \
+    "SIGKILL of the master with every worker busy: $lost of $n lost (at most the 6 workers' requests), slowest ${maxms} ms"
+awk -F'\t' 'NR > 1 && $4 != 200 { print "     | " $4, $9 }' "$WORK/sigkill-busy.tsv" | sort | uniq -c | head
+
+# --- SIGSTOP: the watchdog ---------------------------------------------------------
+r0=$(nrestarts)
+pid0=$(mainpid)
+t=$(now)
+ct kill -STOP "$pid0"
+while [ "$(mainpid)" = "$pid0" ] && [ "$(echo "$(since "$t") < $WATCHDOG_BOUND_S" | bc)" = 1 ]; do sleep 0.2; done
+pid1=$(mainpid)
+wd=$(since "$t")
+for _ in $(seq 100); do
+    p=$(mainpid)
+    [ "$p" != 0 ] && [ "$p" != "$pid0" ] && [ "$(ct systemctl is-active enrichd.service)" = active ] && break
+    sleep 0.1
+done
+up=$(since "$t")
+code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary "$BODY" http://127.0.0.1:$PORT/v1/enrich)
+# journald may write systemd's line a moment after the restart.
+for _ in $(seq 20); do
+    [ "$(ct journalctl -u enrichd.service --no-pager -q | grep -c 'Watchdog timeout')" -ge 1 ] && break
+    sleep 0.1
+done
+check "$([ "$pid1" != "$pid0" ] && [ "$code" = 200 ] && [ "$(echo "$wd <= 11" | bc)" = 1 ] &&
+    [ "$(ct journalctl -u enrichd.service --no-pager -q | grep -c 'Watchdog timeout')" -ge 1 ] && echo 0)" \
+    "SIGSTOP of the master: watchdog kill after ${wd} s (WatchdogSec=10s), active again after ${up} s, then $code"
+ct journalctl -u enrichd.service --no-pager -q -o short-monotonic | grep -E 'Watchdog|Main process exited|Scheduled restart|SIGABRT|core' | sed 's/^/     | /'
+
+# --- stop drains ----------------------------------------------------------------------
+stop_it() { ct systemctl stop enrichd.service 2>/dev/null; }
+read -r n lost maxms < <(replay_during stop stop_it)
+res=$(ct journalctl -u enrichd.service --no-pager -q -o cat | grep -c 'msg=draining')
+check "$([ "$n" -ge 1500 ] && [ "$lost" = 0 ] && [ "$res" -ge 1 ] && echo 0)" \
+    "systemctl stop during a replay drains (then the socket starts it again): $lost of $n failed, slowest ${maxms} ms"
+
+# --- a package upgrade (the same version again) ------------------------------------------
+pid0=$(mainpid)
+reinstall() { ct dpkg -i /root/enrichd.deb >/dev/null 2>&1; }
+read -r n lost maxms < <(replay_during upgrade reinstall)
+pid1=$(mainpid)
+check "$([ "$n" -ge 1500 ] && [ "$lost" = 0 ] && [ "$pid0" != "$pid1" ] &&
+    [ "$(ct systemctl is-active enrichd.socket)" = active ] && echo 0)" \
+    "dpkg -i over the installed package during a replay restarts enrichd, sockets kept: $lost of $n failed (master $pid0 -> $pid1), slowest ${maxms} ms"
+
+# --- the journal ------------------------------------------------------------------------
+n=$(ct journalctl -u enrichd.service --no-pager -q -o cat REASON=reload | wc -l)
+check "$([ "$n" -ge 1 ] && echo 0)" "journalctl -u enrichd REASON=reload: $n records"
+f=$(ct journalctl -u enrichd.service --no-pager -q -o json -n 200 |
+    python3 -c 'import json,sys
+for l in sys.stdin:
+    j = json.loads(l)
+    if j.get("REASON") and j.get("WORKER_PID"):
+        print(j["PRIORITY"], j["REASON"], j["WORKER_PID"], j.get("ROLE"), j.get("MSG")); break')
+check "$([ -n "$f" ] && echo 0)" "journal records carry PRIORITY, REASON, WORKER_PID, ROLE, MSG: $f"
+n=$(ct journalctl -u enrichd.service --no-pager -q -o cat PRIORITY=3 | wc -l)
+echo "     | error records (PRIORITY=3): $n"
+ct journalctl -u enrichd.service --no-pager -q -o cat PRIORITY=3 | head -5 | sed 's/^/     | /'
+ct journalctl -u enrichd.service --no-pager -q -o verbose -n 1 REASON=reload |
+    grep -E '^ +[A-Z_]+=' | grep -vE '^ +_' | sed 's/^ */     | /' 
+
+# --- the unit --------------------------------------------------------------------------------
+score=$(ct systemd-analyze security enrichd.service 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: *\([0-9.]* [A-Z]*\).*/\1/p')
+check "$([ -n "$score" ] && echo 0)" "systemd-analyze security enrichd.service (installed): $score"
+out=$(ct systemd-analyze verify /lib/systemd/system/enrichd.service 2>&1)
+check "$([ -z "$out" ] && echo 0)" "systemd-analyze verify on the installed units: ${out:-clean}"
+
+# --- man -------------------------------------------------------------------------------------
+for page in enrichd enrichd.conf enrich enrich-replay; do
+    out=$(ct sh -c "MANWIDTH=80 man --warnings -P cat $page 2>&1 >/dev/null; MANWIDTH=80 man -P cat $page" | head -3)
+    check "$(echo "$out" | grep -q '^NAME' && echo 0)" "man $page renders: $(echo "$out" | head -1 | tr -s ' ')"
+done
+
+summary
