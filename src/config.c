@@ -52,6 +52,7 @@ const char enr_config_default_text[] =
     "max_output_bytes = 8388608\n"
     "kill_grace_ms = 2000\n"
     "write_timeout_ms = 10000\n"
+    "idle_exit_s = 0\n"
     "upstream_url =\n"
     "upstream_timeout_ms = 150\n"
     "ids_per_call = 50\n"
@@ -109,6 +110,7 @@ static const key_def keys[] = {
     {"max_output_bytes", K_SIZE, F(max_output_bytes), 4096, 1ULL << 30},
     {"kill_grace_ms", K_UINT, F(kill_grace_ms), 1, 600000},
     {"write_timeout_ms", K_UINT, F(write_timeout_ms), 100, 600000},
+    {"idle_exit_s", K_UINT, F(idle_exit_s), 0, 86400},
     {"upstream_url", K_URL, F(upstream_url), 0, 0},
     {"upstream_timeout_ms", K_UINT, F(upstream_timeout_ms), 1, 600000},
     {"ids_per_call", K_UINT, F(ids_per_call), 1, 10000},

@@ -36,6 +36,7 @@ typedef struct enr_config {
     size_t max_output_bytes;   /* default 8 MiB; bounds every string the engine derives */
     unsigned kill_grace_ms;    /* TERM -> KILL escalation delay */
     unsigned write_timeout_ms; /* the answer's write to nginx, apart from the request */
+    unsigned idle_exit_s;      /* socket-activated: exit after this long without a request */
 
     /* issue 4: upstream */
     char upstream_url[1024];           /* empty: enrichment off */

@@ -208,3 +208,8 @@ int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *l
     }
     return 0;
 }
+
+int enr_listen_activated(void)
+{
+    return sd_listen_fds(0) > 0;
+}

@@ -18,4 +18,8 @@
 int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *listen_path,
                     char *status_path, char *err, size_t errlen);
 
+/* 1 when systemd passed sockets (socket activation).  Call it before
+ * enr_listen_open(), which takes them over. */
+int enr_listen_activated(void);
+
 #endif

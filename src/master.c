@@ -90,6 +90,8 @@ typedef struct master {
     uint64_t drain_deadline;
     uint64_t next_tick, next_status, watchdog_ms, next_watchdog;
     uint64_t last_completed, last_completed_at;
+    int activated;                      /* the sockets came from systemd (idle exit) */
+    uint64_t last_accepted, idle_since; /* idle exit: requests seen, and since when none */
     double req_rate;
     uint64_t restarts;
     enr_health health;
@@ -580,6 +582,41 @@ static uint64_t pool_completed(const master *m)
     return sum;
 }
 
+static uint64_t pool_accepted(const master *m)
+{
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < m->sb->nslots; i++)
+        sum += ENR_SB_GET(m->sb->slot[i].accepted);
+    return sum;
+}
+
+static void begin_drain(master *m, uint64_t now);
+
+/* idle_exit_s: a socket-activated pool with nothing to do for that long
+ * drains and exits 0.  systemd keeps the sockets, queues what arrives
+ * meanwhile and starts enrichd again on the next connection, so a pool
+ * that serves a cron job a few times an hour holds no memory in between.
+ * Without socket activation nothing would start it again: never. */
+static void check_idle(master *m, uint64_t now)
+{
+    uint64_t accepted;
+
+    if (m->cfg.idle_exit_s == 0 || !m->activated || m->draining || !m->ready_sent || m->pending)
+        return;
+    accepted = pool_accepted(m);
+    if (accepted != m->last_accepted || accepted != pool_completed(m) ||
+        ENR_SB_GET(m->sb->pool.listen_queue) != 0) {
+        m->last_accepted = accepted;
+        m->idle_since = now;
+        return;
+    }
+    if (now - m->idle_since >= (uint64_t)m->cfg.idle_exit_s * 1000) {
+        enr_log(ENR_LOG_INFO, "idle exit", "idle_s=%u served=%" PRIu64, m->cfg.idle_exit_s,
+                accepted);
+        begin_drain(m, now);
+    }
+}
+
 static void send_status(master *m, uint64_t now)
 {
     char text[256];
@@ -617,6 +654,7 @@ static void tick(master *m, uint64_t now)
     int healthy;
 
     sample_workers(m, now);
+    check_idle(m, now);
     healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
     if (healthy != m->was_healthy) {
         char q[200];
@@ -939,6 +977,12 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
     ENR_SB_SET(m.sb->pool.start_mono_ms, m.start_ms);
     ENR_SB_SET(m.sb->pool.workers, m.cfg.workers);
     m.sb->nslots = m.cfg.workers;
+    m.activated = enr_listen_activated();
+    if (m.cfg.idle_exit_s && !m.activated)
+        enr_log(ENR_LOG_WARN,
+                "idle_exit_s ignored: not socket-activated, nothing would start "
+                "enrichd again",
+                NULL);
     if (enr_listen_open(&m.cfg, &m.listen_fd, &m.status_fd, m.listen_path, m.status_path, err,
                         sizeof err) != 0) {
         enr_log(ENR_LOG_ERROR, "cannot open sockets", "error=%s", enr_log_quote(q, sizeof q, err));

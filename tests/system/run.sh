@@ -295,6 +295,34 @@ ct journalctl -u enrichd.service --no-pager -q -o cat PRIORITY=3 | head -5 | sed
 ct journalctl -u enrichd.service --no-pager -q -o verbose -n 1 REASON=reload |
     grep -E '^ +[A-Z_]+=' | grep -vE '^ +_' | sed 's/^ */     | /' 
 
+# --- idle exit -------------------------------------------------------------------------------
+# idle_exit_s = 2: enrichd drains and exits 0 after 2 s without a request;
+# the sockets stay with systemd and the next connection starts it again.
+ct sed -i 's/^idle_exit_s = .*/idle_exit_s = 2/' /etc/enrichd/enrichd.conf
+ct systemctl restart enrichd.service
+code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary "$BODY" http://127.0.0.1:$PORT/v1/enrich)
+r0=$(nrestarts)
+t=$(now)
+state=active
+for _ in $(seq 1 100); do
+    state=$(ct systemctl is-active enrichd.service || true)
+    [ "$state" = inactive ] && break
+    sleep 0.1
+done
+idle=$(since "$t")
+result=$(ct systemctl show -p Result --value enrichd.service)
+check "$([ "$code" = 200 ] && [ "$state" = inactive ] && [ "$result" = success ] && [ "$(nrestarts)" = "$r0" ] &&
+    [ "$(ct systemctl is-active enrichd.socket)" = active ] && echo 0)" \
+    "idle_exit_s = 2: exited on its own after ${idle} s without a request ($state, result $result), sockets kept"
+n=$(ct journalctl -u enrichd.service --no-pager -q -o cat MSG="idle exit" | wc -l)
+check "$([ "$n" -ge 1 ] && echo 0)" "the journal says why: MSG=\"idle exit\" ($n)"
+r=$(ct curl -s -o /dev/null -w '%{http_code} %{time_total}' --max-time 10 --data-binary "$BODY" \
+    http://127.0.0.1:$PORT/v1/enrich)
+check "$([ "${r%% *}" = 200 ] && [ "$(ct systemctl is-active enrichd.service)" = active ] && echo 0)" \
+    "the next request starts it again through the socket: ${r%% *} in ${r##* } s (the cold start it pays)"
+ct sed -i 's/^idle_exit_s = .*/idle_exit_s = 0/' /etc/enrichd/enrichd.conf
+ct systemctl restart enrichd.service
+
 # --- the unit --------------------------------------------------------------------------------
 score=$(ct systemd-analyze security enrichd.service 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: *\([0-9.]* [A-Z]*\).*/\1/p')
 check "$([ -n "$score" ] && echo 0)" "systemd-analyze security enrichd.service (installed): $score"

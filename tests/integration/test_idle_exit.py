@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""test_idle_exit.py: idle_exit_s with the real daemon.
+
+- socket-activated (systemd-socket-activate passes the sockets): after
+  idle_exit_s without a request the pool drains and exits 0, with STOPPING
+  on its notify socket; a request in the meantime restarts the idle clock;
+- bound its own socket: the setting is ignored with a warning (nothing
+  would start enrichd again) and the pool keeps serving.
+(systemd starting it again on the next connection is in the system test,
+under the real systemd.)
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+IDLE_S = 2
+
+
+def test_activated_pool_exits_when_idle(r):
+    with harness.Env(name="idle-exit") as env:
+        env.start_enrichd("workers = 2\nidle_exit_s = %d\n" % IDLE_S, activate=True, notify=True)
+        env.start_nginx()
+        st, _, _ = env.request("/v1/enrich", harness.sample_body(5))
+        r.check(st == 200, "the first request starts and is served (%s)" % st)
+        env.notify.wait("READY", timeout=10)
+        # Requests more often than IDLE_S keep it up.
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < IDLE_S * 1.5:
+            env.request("/v1/enrich", b"[]")
+            time.sleep(IDLE_S / 4)
+        r.check(env.enrichd.poll() is None, "requests every %.1f s keep it running" % (IDLE_S / 4))
+        t1 = time.monotonic()
+        try:
+            rc = env.enrichd.wait(IDLE_S + 10)
+        except Exception:  # noqa: BLE001
+            rc = None
+        took = time.monotonic() - t1
+        r.check(rc == 0, "idle: exits 0 (%r)" % rc)
+        r.check(IDLE_S - 0.5 <= took <= IDLE_S + 3, "after about idle_exit_s: %.1f s" % took)
+        r.check(len(env.log_events("idle exit")) == 1, "logged as an idle exit")
+        r.check("STOPPING" in env.notify.keys(), "systemd is told it is stopping")
+        exits = [e.get("reason") for e in env.log_events("worker exit")]
+        r.check(exits and all(x == "stop" for x in exits), "workers ended as a stop: %r" % exits)
+
+
+def test_not_activated_ignores_it(r):
+    with harness.Env(name="idle-exit-bound") as env:
+        env.start_enrichd("workers = 1\nidle_exit_s = 1\n")
+        env.start_nginx()
+        time.sleep(2.5)
+        r.check(env.enrichd.poll() is None, "a pool that bound its own socket keeps running")
+        r.check(len(env.log_events("idle_exit_s ignored: not socket-activated, nothing would "
+                                   "start enrichd again")) == 1, "and says why")
+        st, _, _ = env.request("/v1/enrich", b"[]")
+        r.check(st == 200, "and serves (%s)" % st)
+
+
+def main():
+    r = harness.Results()
+    r.run(test_activated_pool_exits_when_idle)
+    r.run(test_not_activated_ignores_it)
+    r.done()
+
+
+if __name__ == "__main__":
+    main()
