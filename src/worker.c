@@ -598,7 +598,13 @@ static int next_connection(worker *w)
 
 /* ---- one connection ------------------------------------------------------ */
 
-#define LINGER_DISCARD_MAX 65536 /* bytes read and dropped while lingering */
+/* Bytes read and dropped while lingering.  A body refused on its
+ * Content-Length (413 past max_body_bytes) is still on its way, up to
+ * nginx's client_max_body_size: a close with it unread would reset the
+ * connection before nginx has read the 413 (it answered 502 on the
+ * sanitizer build's slower timing).  ENR_WORKER_LINGER_MS bounds the time
+ * whatever a peer sends. */
+#define LINGER_DISCARD_MAX (16u << 20)
 
 /* Arms the header timer for fd (ms > 0, clearing header_alarm), or
  * disarms it (fd < 0; header_alarm is kept for the caller to read). */
@@ -628,7 +634,7 @@ static void linger_close(int fd)
 {
     uint64_t deadline = enr_mono_ms() + ENR_WORKER_LINGER_MS;
     size_t dropped = 0;
-    char scratch[4096];
+    char scratch[65536];
 
     if (shutdown(fd, SHUT_WR) == 0) {
         while (dropped < LINGER_DISCARD_MAX) {
