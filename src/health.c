@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "breaker.h"
 #include "sockdiag.h"
 #include "clock.h"
 
@@ -49,21 +50,16 @@ static uint64_t delta(uint64_t now, uint64_t then)
 
 static void take(enr_health_point *s, const enr_scoreboard *sb, uint64_t queue, uint64_t now_ms)
 {
-    uint32_t n = sb->nslots <= ENR_SB_MAX_WORKERS ? sb->nslots : ENR_SB_MAX_WORKERS;
-
     memset(s, 0, sizeof *s);
     s->t_ms = now_ms;
     s->listen_queue = queue;
-    for (uint32_t i = 0; i < n; i++) {
-        const enr_sb_slot *sl = &sb->slot[i];
-        s->accepted += ENR_SB_GET(sl->accepted);
-        s->completed += ENR_SB_GET(sl->completed);
-        s->s5xx += ENR_SB_GET(sl->status_5xx);
-        s->rec_out += ENR_SB_GET(sl->records_out);
-        s->rec_degraded += ENR_SB_GET(sl->records_degraded);
-        for (unsigned b = 0; b < ENR_SB_LAT_BUCKETS; b++)
-            s->latency[b] += ENR_SB_GET(sl->latency[b]);
-    }
+    s->accepted = ENR_SB_TOTAL(sb, accepted);
+    s->completed = ENR_SB_TOTAL(sb, completed);
+    s->s5xx = ENR_SB_TOTAL(sb, status_5xx);
+    s->rec_out = ENR_SB_TOTAL(sb, records_out);
+    s->rec_degraded = ENR_SB_TOTAL(sb, records_degraded);
+    for (unsigned b = 0; b < ENR_SB_LAT_BUCKETS; b++)
+        s->latency[b] = ENR_SB_TOTAL(sb, latency[b]);
 }
 
 /* Quantile of a bucket histogram by linear interpolation inside the
@@ -128,17 +124,15 @@ static void push(enr_health *h, const enr_health_point *s)
 
 static void workers(const enr_scoreboard *sb, enr_health_window *w, uint64_t mono_ms)
 {
-    uint32_t n = sb->nslots <= ENR_SB_MAX_WORKERS ? sb->nslots : ENR_SB_MAX_WORKERS;
+    const enr_sb_slot *sl;
 
-    for (uint32_t i = 0; i < n; i++) {
-        const enr_sb_slot *sl = &sb->slot[i];
-        uint64_t st = ENR_SB_GET(sl->state);
-        if (ENR_SB_GET(sl->pid) <= 0 || (st != ENR_WS_IDLE && st != ENR_WS_BUSY))
+    for (ENR_SB_EACH_SLOT(sb, i, sl)) {
+        if (!enr_sb_slot_serving(sl))
             continue;
         w->live_workers++;
         if (ENR_SB_GET(sl->up_breaker_state) == ENR_BREAKER_OPEN)
             w->breaker_open++;
-        if (st == ENR_WS_BUSY) {
+        if (ENR_SB_GET(sl->state) == ENR_WS_BUSY) {
             uint64_t age = enr_sb_request_age_ms(sl, mono_ms);
             w->busy_workers++;
             if (age > w->oldest_request_ms)

@@ -50,10 +50,6 @@
 #include "worker.h"
 #include "clock.h"
 
-static const char *const exit_reason_names[ENR_EXIT_REASONS] = {
-    "none", "max_requests", "rss", "fd", "timeout", "crash", "reload", "stop", "error",
-};
-
 enum child_kind { CHILD_WORKER, CHILD_STATUS };
 
 typedef struct child {
@@ -353,7 +349,7 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
             "worker exit",
             "worker_pid=%ld slot=%u reason=%s %s served=%" PRIu64 " rss_kb=%" PRIu64 " fds=%" PRIu64
             " lifetime_ms=%" PRIu64 "%s%s",
-            (long)ch->pid, slot, exit_reason_names[reason], detail, ENR_SB_GET(s->served),
+            (long)ch->pid, slot, enr_exit_reason_name(reason), detail, ENR_SB_GET(s->served),
             ENR_SB_GET(s->rss_kb), ENR_SB_GET(s->fds), lifetime, rid[0] ? " req_id=" : "",
             rid[0] ? enr_log_quote(qrid, sizeof qrid, rid) : "");
     if (age)
@@ -367,7 +363,7 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     ENR_SB_SET(s->req_start_mono_ms, 0);
     if (ch->probe == PROBE_TRYING && m->pending && slot == m->probe_slot) {
         /* Not the running pool's crash loop: the old generation is fine. */
-        probe_failed(m, exit_reason_names[reason], detail, now);
+        probe_failed(m, enr_exit_reason_name(reason), detail, now);
         memset(ch, 0, sizeof *ch);
         return;
     }
@@ -384,7 +380,7 @@ static void status_exited(master *m, int status, uint64_t now)
 
     enr_log(reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR ? ENR_LOG_ERROR : ENR_LOG_INFO,
             "status process exit", "child_pid=%ld reason=%s %s lifetime_ms=%" PRIu64, (long)ch->pid,
-            exit_reason_names[reason], detail, lifetime);
+            enr_exit_reason_name(reason), detail, lifetime);
     if ((reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR) && lifetime < ENR_EARLY_DEATH_MS) {
         m->status_backoff = m->status_backoff ? m->status_backoff * 2 : ENR_BACKOFF_MIN_MS;
         if (m->status_backoff > ENR_BACKOFF_MAX_MS)
@@ -492,13 +488,13 @@ static void check_ready(master *m, uint64_t now)
 
     if (!m->ready_sent && enough) {
         m->ready_sent = 1;
-        ENR_SB_SET(m->sb->pool.state, 1);
+        ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "ready", "workers=%d startup_ms=%" PRIu64, ready, now - m->start_ms);
     }
     if (m->reloading && !old_generation_left(m) && ready >= 1) {
         m->reloading = 0;
-        ENR_SB_SET(m->sb->pool.state, 1);
+        ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d", m->generation, ready);
     }
@@ -555,7 +551,7 @@ static void sample_workers(master *m, uint64_t now)
             continue;
         enr_log(ENR_LOG_WARN, "worker over a hard limit",
                 "worker_pid=%ld slot=%u reason=%s rss_kb=%ld fds=%ld", (long)ch->pid, i,
-                exit_reason_names[ch->asked], rss, fds);
+                enr_exit_reason_name(ch->asked), rss, fds);
     }
     if (busy > ENR_SB_GET(m->sb->pool.max_active))
         ENR_SB_SET(m->sb->pool.max_active, busy);
@@ -574,22 +570,6 @@ static void sample_workers(master *m, uint64_t now)
     }
 }
 
-static uint64_t pool_completed(const master *m)
-{
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < m->sb->nslots; i++)
-        sum += ENR_SB_GET(m->sb->slot[i].completed);
-    return sum;
-}
-
-static uint64_t pool_accepted(const master *m)
-{
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < m->sb->nslots; i++)
-        sum += ENR_SB_GET(m->sb->slot[i].accepted);
-    return sum;
-}
-
 static void begin_drain(master *m, uint64_t now);
 
 /* idle_exit_s: a socket-activated pool with nothing to do for that long
@@ -603,8 +583,8 @@ static void check_idle(master *m, uint64_t now)
 
     if (m->cfg.idle_exit_s == 0 || !m->activated || m->draining || !m->ready_sent || m->pending)
         return;
-    accepted = pool_accepted(m);
-    if (accepted != m->last_accepted || accepted != pool_completed(m) ||
+    accepted = ENR_SB_TOTAL(m->sb, accepted);
+    if (accepted != m->last_accepted || accepted != ENR_SB_TOTAL(m->sb, completed) ||
         ENR_SB_GET(m->sb->pool.listen_queue) != 0) {
         m->last_accepted = accepted;
         m->idle_since = now;
@@ -620,7 +600,7 @@ static void check_idle(master *m, uint64_t now)
 static void send_status(master *m, uint64_t now)
 {
     char text[256];
-    uint64_t done = pool_completed(m);
+    uint64_t done = ENR_SB_TOTAL(m->sb, completed);
 
     if (now > m->last_completed_at)
         m->req_rate =
@@ -819,7 +799,7 @@ static void reload(master *m, uint64_t now)
     m->retry_at = now;
     m->probe_error[0] = '\0';
     ENR_SB_SET(m->sb->pool.reload_pending, 1);
-    ENR_SB_SET(m->sb->pool.state, 2);
+    ENR_SB_SET(m->sb->pool.state, ENR_POOL_RELOADING);
     start_probe(m, now);
 }
 
@@ -829,7 +809,7 @@ static void begin_drain(master *m, uint64_t now)
     m->pending = 0; /* a configuration still on trial is dropped with the rest */
     ENR_SB_SET(m->sb->pool.reload_pending, 0);
     m->drain_deadline = now + m->cfg.drain_timeout_ms;
-    ENR_SB_SET(m->sb->pool.state, 3);
+    ENR_SB_SET(m->sb->pool.state, ENR_POOL_DRAINING);
     enr_notify_stopping();
     enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u", live_workers(m, 0),
             m->cfg.drain_timeout_ms);
@@ -878,7 +858,7 @@ static void escalate(master *m, uint64_t now)
             !ch->killed && now >= ch->asked_at + m->cfg.kill_grace_ms) {
             enr_log(ENR_LOG_WARN, "worker did not stop in time: SIGKILL",
                     "worker_pid=%ld slot=%u reason=%s", (long)ch->pid, i,
-                    exit_reason_names[ch->asked]);
+                    enr_exit_reason_name(ch->asked));
             kill_child(ch);
         }
     }

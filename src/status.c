@@ -173,15 +173,13 @@ static void attribute_fds(const status_ctx *x, enr_fd_kinds *fds, int *ok)
 {
     char err[128];
     enr_sockdiag_snap *snap = enr_sockdiag_snap_take(err, sizeof err);
-    uint32_t n = x->sb->nslots <= ENR_SB_MAX_WORKERS ? x->sb->nslots : ENR_SB_MAX_WORKERS;
+    const enr_sb_slot *s;
 
     if (snap == NULL)
         enr_log(ENR_LOG_WARN, "socket table unavailable", "error=\"%s\"", err);
-    for (uint32_t i = 0; i < n; i++) {
-        int64_t pid = ENR_SB_GET(x->sb->slot[i].pid);
-        ok[i] = pid > 0 && ENR_SB_GET(x->sb->slot[i].state) != ENR_WS_EMPTY &&
-                enr_sockdiag_fds(snap, (pid_t)pid, &fds[i]) == 0;
-    }
+    for (ENR_SB_EACH_SLOT(x->sb, i, s))
+        ok[i] =
+            enr_sb_slot_live(s) && enr_sockdiag_fds(snap, (pid_t)ENR_SB_GET(s->pid), &fds[i]) == 0;
     enr_sockdiag_snap_free(snap);
 }
 
@@ -253,13 +251,13 @@ static void serve_metrics(status_ctx *x, FCGX_Request *r, int head)
 
 static void serve_readyz(status_ctx *x, FCGX_Request *r, int head)
 {
-    static const char *const why[] = {"starting", NULL, NULL, "draining"};
     uint64_t st = ENR_SB_GET(x->sb->pool.state);
     json_object *doc = json_object_new_object();
     char reason[96] = "";
 
-    if (st < 4 && why[st])
-        snprintf(reason, sizeof reason, "%s", why[st]);
+    /* Reloading keeps serving with the old generation: still ready. */
+    if (st == ENR_POOL_STARTING || st == ENR_POOL_DRAINING)
+        snprintf(reason, sizeof reason, "%s", enr_pool_state_name(st));
     else if (x->health.win.live_workers < x->c->min_ready_workers)
         snprintf(reason, sizeof reason, "%u live workers < min_ready_workers %u",
                  x->health.win.live_workers, x->c->min_ready_workers);

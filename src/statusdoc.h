@@ -34,8 +34,4 @@ json_object *enr_status_doc(const enr_status_view *v, int full);
 /* The /healthz body: verdict, reasons and the window's numbers. */
 json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_scoreboard *sb);
 
-/* Worker states and exit reasons by name, shared with the metrics. */
-const char *enr_worker_state_name(uint64_t state);
-const char *enr_exit_reason_name(uint64_t reason);
-
 #endif

@@ -319,12 +319,12 @@ def test_hang_breaker(r, fake):
                 {"provider": "dm", "id": "Probe3"}]
         st, h, lines = post(env, recs)
         d1 = fake.stats()["data_requests"]
-        r.check(d1 == d0 + 1, "half-open: exactly one probe call (%d)" % (d1 - d0))
+        r.check(d1 == d0 + 1, "half_open: exactly one probe call (%d)" % (d1 - d0))
         r.check(st == 200 and degraded(h) == 2 and lines[0]["poster"] == fake_poster("yt", "Probe1"),
                 "the probe's records enriched, the rest kept local values (%s)" % h.get("x-enrich-degraded"))
         trans = [(e.get("from"), e.get("to")) for e in env.log_events("upstream breaker transition")]
-        r.check(trans[-2:] == [("open", "half-open"), ("half-open", "closed")],
-                "open -> half-open -> closed logged: %r" % trans)
+        r.check(trans[-2:] == [("open", "half_open"), ("half_open", "closed")],
+                "open -> half_open -> closed logged: %r" % trans)
         st, h, lines = post(env, recs)
         r.check(st == 200 and degraded(h) == 0, "closed again: everything enriched")
         m = metrics(env)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "breaker.h"
 #include "health.h"
 #include "sockdiag.h"
 #include "t.h"
@@ -32,7 +33,7 @@ static void reset(unsigned live)
     cfg.min_ready_workers = 1;
     sb.nslots = 4;
     ENR_SB_SET(sb.pool.workers, 4);
-    ENR_SB_SET(sb.pool.state, 1);
+    ENR_SB_SET(sb.pool.state, ENR_POOL_RUNNING);
     for (unsigned i = 0; i < live; i++) {
         ENR_SB_SET(sb.slot[i].pid, 1000 + i);
         ENR_SB_SET(sb.slot[i].state, ENR_WS_IDLE);
@@ -161,7 +162,7 @@ static void test_stall_and_breaker(void)
     strcpy(cfg.upstream_url, "http://127.0.0.1:9/");
     T_CHECK(tick() == 0 && h.reasons == ENR_HR_BREAKER, "all open: %s", h.reason);
     ENR_SB_SET(sb.slot[1].up_breaker_state, ENR_BREAKER_HALF_OPEN);
-    T_CHECK(tick() == 1, "one half-open breaker is not all open: %s", h.reason);
+    T_CHECK(tick() == 1, "one half_open breaker is not all open: %s", h.reason);
 }
 
 static void test_ring_step(void)

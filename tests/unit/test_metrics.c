@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "breaker.h"
 #include "metrics.h"
 #include "sockdiag.h"
 #include "statusdoc.h"
@@ -30,7 +31,7 @@ static void fill(void)
     cfg.min_ready_workers = 1;
     sb.nslots = 3;
     ENR_SB_SET(sb.pool.workers, 3);
-    ENR_SB_SET(sb.pool.state, 1);
+    ENR_SB_SET(sb.pool.state, ENR_POOL_RUNNING);
     ENR_SB_SET(sb.pool.start_ms, 1700000000123ull);
     ENR_SB_SET(sb.pool.exits[ENR_EXIT_CRASH], 2);
     ENR_SB_SET(sb.pool.exits[ENR_EXIT_MAX_REQUESTS], 5);

@@ -29,6 +29,7 @@
 #include "curlapi.h"
 #include "engine.h"
 #include "log.h"
+#include "breaker.h"
 #include "t.h"
 #include "upstream.h"
 
@@ -657,13 +658,13 @@ static void test_hang_and_breaker(void)
     T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 10000) == 1, "open: degraded at once");
     T_CHECK(stat_of("data_requests") == before, "open: no request reached the upstream");
     sleep_ms(450);
-    /* half-open: a batch needing 3 calls sends exactly one (the probe) */
+    /* half_open: a batch needing 3 calls sends exactly one (the probe) */
     clear(&b);
     add_rec(&b, ENR_PROV_YT, "rec1", 0);
     add_rec(&b, ENR_PROV_VM, "rec2", 0);
     add_rec(&b, ENR_PROV_DM, "rec3", 0);
     deg = enr_upstream_enrich(u, &b, now_ms() + 10000);
-    T_CHECK(stat_of("data_requests") == before + 1, "half-open: exactly one probe call");
+    T_CHECK(stat_of("data_requests") == before + 1, "half_open: exactly one probe call");
     T_CHECK(deg == 2 && poster_is(&b, 0, "https://img.example/yt/rec1.jpg"),
             "probe's records enriched, the others degraded: %zu", deg);
     T_CHECK(G(up_breaker_state) == ENR_BREAKER_CLOSED, "probe success closes the breaker");
@@ -839,7 +840,7 @@ static int want_test(const char *name)
 
 /* A batch whose deadline has passed makes no call, and that is not the
  * upstream's failure: counted as kind deadline, never fed to the
- * breaker, and a half-open probe it was granted is given back. */
+ * breaker, and a half_open probe it was granted is given back. */
 static void test_deadline_passed(void)
 {
     enr_config c;
@@ -871,7 +872,7 @@ static void test_deadline_passed(void)
             "breaker still closed");
     T_CHECK(stat_of("data_requests") == before, "nothing reached the upstream");
 
-    /* open it for real (a 5xx), then let a late batch meet the half-open gate */
+    /* open it for real (a 5xx), then let a late batch meet the half_open gate */
     set_fake("{\"mode\":\"5xx\"}");
     clear(&b);
     add_rec(&b, ENR_PROV_YT, "opener", 0);
