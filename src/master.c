@@ -629,16 +629,17 @@ static void send_status(master *m, uint64_t now)
     enr_notify_status(text);
 }
 
-static void tick(master *m, uint64_t now)
+/* The pool's one health verdict, judged on every pass of the loop (each
+ * tick, and each child event: a worker ready or gone changes it at once)
+ * and published in the scoreboard for the status process, so /healthz,
+ * STATUS= and the watchdog say the same thing. */
+static void judge(master *m, uint64_t now)
 {
-    int healthy;
+    int healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
 
-    sample_workers(m, now);
-    check_idle(m, now);
-    healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
-    if (healthy != m->was_healthy) {
+    /* Transitions only, and not while starting: one line when it changes. */
+    if (m->ready_sent && healthy != m->was_healthy) {
         char q[200];
-        /* Transitions only: one line when the verdict changes. */
         if (healthy)
             enr_log(ENR_LOG_INFO, "pool healthy again", NULL);
         else
@@ -646,6 +647,12 @@ static void tick(master *m, uint64_t now)
                     enr_log_quote(q, sizeof q, m->health.reason));
         m->was_healthy = healthy;
     }
+}
+
+static void tick(master *m, uint64_t now)
+{
+    sample_workers(m, now);
+    check_idle(m, now);
     if (now >= m->next_status) {
         send_status(m, now);
         m->next_status = now + ENR_MASTER_STATUS_MS;
@@ -1058,12 +1065,13 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             check_ready(&m, now);
         }
         escalate(&m, now);
+        judge(&m, now);
         if (now >= m.next_tick) {
             tick(&m, now);
             m.next_tick = now + ENR_MASTER_TICK_MS;
         }
         /* The watchdog is fed only while the pool does its job (the last
-         * tick's verdict): a master that merely runs is not a service
+         * verdict): a master that merely runs is not a service
          * that works.  Never before READY=1. */
         if (m.watchdog_ms && m.ready_sent && m.health.healthy && now >= m.next_watchdog) {
             enr_notify_watchdog();

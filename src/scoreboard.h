@@ -116,6 +116,21 @@ typedef struct enr_sb_slot {
     enr_sb_u64 up_fail_too_large, up_skip_deadline;
 } enr_sb_slot;
 
+/* The master's health verdict and the window it judged (health.c writes
+ * it, the status process reads it): a sequence lock, seq odd while the
+ * master writes, so a reader never mixes two verdicts.  Ratios are the
+ * bits of a double. */
+typedef struct enr_sb_health {
+    enr_sb_u64 seq; /* 0: nothing published yet */
+    enr_sb_u64 at_mono_ms;
+    enr_sb_u64 healthy, reasons; /* reasons: enum enr_health_reason bits */
+    enr_sb_u64 span_ms, requests, s5xx, records, degraded;
+    enr_sb_u64 ratio_5xx, ratio_degraded, p99_ms; /* double bits */
+    enr_sb_u64 live_workers, busy_workers, breaker_open;
+    enr_sb_u64 listen_queue, oldest_request_ms;
+    char reason[96];
+} enr_sb_health;
+
 typedef struct enr_sb_pool {
     enr_sb_u64 start_ms;   /* master start, CLOCK_REALTIME ms */
     enr_sb_u64 generation; /* bumped on each reload */
@@ -134,6 +149,7 @@ typedef struct enr_sb_pool {
     enr_sb_u64 reload_failures; /* probes of a new configuration that did not start */
     enr_sb_u64 reload_retry_ms; /* current back-off before the next probe, 0: none */
     char reload_error[96];      /* why the last probe failed, "" when it did not */
+    enr_sb_health health;       /* the verdict healthy / unhealthy_reason summarize */
 } enr_sb_pool;
 
 typedef struct enr_scoreboard {

@@ -11,9 +11,9 @@
  * tick, so it samples health at least once a second even without
  * requests, and only calls FCGX_Accept_r() when a connection is pending
  * (the socket is non-blocking and a timer bounds each client); it never
- * writes the scoreboard (its health judgement lives in its own
- * enr_health, the master's is the one in shared memory); signal handlers
- * only set flags.
+ * writes the scoreboard, and never judges health: /healthz, /status and
+ * /metrics show the verdict the master published (the one systemd's
+ * watchdog sees); signal handlers only set flags.
  */
 #include "status.h"
 
@@ -42,7 +42,7 @@
 #include "statusdoc.h"
 #include "clock.h"
 
-#define STATUS_TICK_MS 1000 /* health sampling period */
+#define STATUS_TICK_MS 1000 /* listen queue and busy workers sampling period */
 /* A client gets this long to send its request and take the answer; past
  * it SIGALRM interrupts the read or write, so one silent or slow client
  * (a port scan, a stuck proxy) cannot stop the status page. */
@@ -75,7 +75,8 @@ typedef struct status_ctx {
     const enr_config *c;
     enr_scoreboard *sb;
     int main_fd;
-    enr_health health;
+    enr_health health; /* the master's verdict, read back (enr_health_read) */
+    unsigned serving;  /* workers idle or busy now */
     int have_queue;
     unsigned queue, queue_limit, queue_max, busy_max;
     uint64_t last_tick;
@@ -83,7 +84,8 @@ typedef struct status_ctx {
 
 static void measure(status_ctx *x)
 {
-    unsigned q, lim;
+    const enr_sb_slot *s;
+    unsigned q, lim, busy = 0;
 
     x->have_queue = 0;
     if (x->main_fd >= 0 && enr_sockdiag_listen_queue(x->main_fd, &q, &lim) == 0) {
@@ -93,11 +95,17 @@ static void measure(status_ctx *x)
         if (q > x->queue_max)
             x->queue_max = q;
     }
-    enr_health_observe(&x->health, x->c, x->sb,
-                       x->have_queue ? x->queue : ENR_SB_GET(x->sb->pool.listen_queue),
-                       enr_mono_ms());
-    if (x->health.win.busy_workers > x->busy_max)
-        x->busy_max = x->health.win.busy_workers;
+    enr_health_read(&x->health, x->sb);
+    x->serving = 0;
+    for (ENR_SB_EACH_SLOT(x->sb, i, s)) {
+        if (!enr_sb_slot_serving(s))
+            continue;
+        x->serving++;
+        if (ENR_SB_GET(s->state) == ENR_WS_BUSY)
+            busy++;
+    }
+    if (busy > x->busy_max)
+        x->busy_max = busy;
 }
 
 /* ---- responses ---- */
@@ -258,14 +266,14 @@ static void serve_readyz(status_ctx *x, FCGX_Request *r, int head)
     /* Reloading keeps serving with the old generation: still ready. */
     if (st == ENR_POOL_STARTING || st == ENR_POOL_DRAINING)
         snprintf(reason, sizeof reason, "%s", enr_pool_state_name(st));
-    else if (x->health.win.live_workers < x->c->min_ready_workers)
-        snprintf(reason, sizeof reason, "%u live workers < min_ready_workers %u",
-                 x->health.win.live_workers, x->c->min_ready_workers);
+    else if (x->serving < x->c->min_ready_workers)
+        snprintf(reason, sizeof reason, "%u live workers < min_ready_workers %u", x->serving,
+                 x->c->min_ready_workers);
     json_object_object_add(doc, "status",
                            json_object_new_string(reason[0] ? "not ready" : "ready"));
     if (reason[0])
         json_object_object_add(doc, "reason", json_object_new_string(reason));
-    json_object_object_add(doc, "live_workers", json_object_new_uint64(x->health.win.live_workers));
+    json_object_object_add(doc, "live_workers", json_object_new_uint64(x->serving));
     json_object_object_add(doc, "min_ready_workers",
                            json_object_new_uint64(x->c->min_ready_workers));
     respond_json(r, head, reason[0] ? 503 : 200, doc);

@@ -357,8 +357,8 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     add_u(w, "oldest_request_ms", x->oldest_request_ms);
     json_object_object_add(o, "window", w);
 
-    /* The master's verdict gates the systemd watchdog; it is the same
-     * judgement over its own ring, shown so a disagreement is visible. */
+    /* The verdict above is the master's (it gates the systemd watchdog);
+     * this block is its summary in the scoreboard, kept for old readers. */
     copy_text(reason, sb->pool.unhealthy_reason, sizeof reason);
     add_b(m, "healthy", ENR_SB_GET(sb->pool.healthy) != 0);
     add_s(m, "reason", reason);

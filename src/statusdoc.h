@@ -20,7 +20,7 @@
 typedef struct enr_status_view {
     const enr_config *c;
     const enr_scoreboard *sb;
-    const enr_health *health; /* the status process's own judgement */
+    const enr_health *health; /* the master's verdict (enr_health_read) */
     int have_queue;
     uint64_t listen_queue, listen_queue_limit, listen_queue_max;
     uint64_t max_active_seen; /* busy workers this process saw at once */

@@ -192,8 +192,25 @@ static void test_sample_writes_pool(void)
         T_CHECK(connect(cl[i], (struct sockaddr *)&sun, sizeof sun) == 0, "connect %d", i);
     }
     clock_ms += 1000;
+    {
+        enr_health r;
+        T_CHECK(enr_health_read(&r, &sb) == -1 && !r.healthy, "nothing published yet: %s",
+                r.reason);
+        T_STREQ(r.reason, "no verdict yet");
+    }
     T_CHECK(enr_health_sample(&h, &cfg, &sb, lfd, clock_ms) == 0, "no worker: unhealthy");
     T_CHECK(ENR_SB_GET(sb.pool.healthy) == 0, "pool.healthy written");
+    {
+        /* What the status process shows is what the master judged. */
+        enr_health r;
+        T_CHECK(enr_health_read(&r, &sb) == 0, "published verdict read back");
+        T_CHECK(!r.healthy && r.reasons == ENR_HR_NO_WORKER && r.reasons == h.reasons,
+                "same verdict and reasons: %u", r.reasons);
+        T_STREQ(r.reason, h.reason);
+        T_CHECK(r.win.listen_queue == 3 && r.win.span_ms == h.win.span_ms &&
+                    r.win.live_workers == 0,
+                "same window figures");
+    }
     T_STREQ(sb.pool.unhealthy_reason, "no live worker");
     T_CHECK(ENR_SB_GET(sb.pool.listen_queue) == 3, "queue %llu",
             (unsigned long long)ENR_SB_GET(sb.pool.listen_queue));
@@ -204,6 +221,13 @@ static void test_sample_writes_pool(void)
     sb.nslots = 1;
     clock_ms += 1000;
     T_CHECK(enr_health_sample(&h, &cfg, &sb, lfd, clock_ms) == 1, "healthy: %s", h.reason);
+    {
+        enr_health r;
+        T_CHECK(enr_health_read(&r, &sb) == 0 && r.healthy && r.reasons == 0 &&
+                    r.win.live_workers == 1 && r.win.ratio_5xx == h.win.ratio_5xx,
+                "healthy verdict read back: %s", r.reason);
+        T_STREQ(r.reason, "ok");
+    }
     T_CHECK(ENR_SB_GET(sb.pool.healthy) == 1 && sb.pool.unhealthy_reason[0] == '\0',
             "pool healthy, no reason");
     T_CHECK(ENR_SB_GET(sb.pool.listen_queue) == 2 && ENR_SB_GET(sb.pool.listen_queue_max) == 3,
