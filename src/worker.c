@@ -89,8 +89,9 @@ typedef struct worker {
     int is_tcp;
     enr_engine *engine;
     enr_upstream *upstream;
-    enr_capture *capture; /* NULL: off */
-    uint64_t arrival_us;  /* the request in hand, CLOCK_REALTIME (capture) */
+    enr_upstream_stats up_published; /* its counters as last added to the slot */
+    enr_capture *capture;            /* NULL: off */
+    uint64_t arrival_us;             /* the request in hand, CLOCK_REALTIME (capture) */
     enr_batch batch;
     enr_buf body, out;
     FCGX_Request req;
@@ -102,6 +103,34 @@ typedef struct worker {
     unsigned leak_fds, leak_kb;
 #endif
 } worker;
+
+/* The upstream client counts in its own struct; the worker owns the slot
+ * and publishes them there: what was added since the last publication for
+ * the counters (the slot's are cumulative over its processes), the value
+ * for the breaker state and the descriptors. */
+static void publish_upstream(worker *w)
+{
+    const enr_upstream_stats *now = enr_upstream_stats_of(w->upstream);
+    enr_upstream_stats *was = &w->up_published;
+    enr_sb_slot *s = w->slot;
+
+#define UP_PUBLISH(field, f) ENR_SB_ADD(s->field, now->f - was->f)
+    UP_PUBLISH(up_calls, calls);
+    UP_PUBLISH(up_retries, retries);
+    UP_PUBLISH(up_cache_hits, cache_hits);
+    UP_PUBLISH(up_cache_misses, cache_misses);
+    UP_PUBLISH(up_fail_timeout, fail_timeout);
+    UP_PUBLISH(up_fail_connect, fail_connect);
+    UP_PUBLISH(up_fail_status, fail_status);
+    UP_PUBLISH(up_fail_body, fail_body);
+    UP_PUBLISH(up_fail_too_large, fail_too_large);
+    UP_PUBLISH(up_skip_deadline, skip_deadline);
+    UP_PUBLISH(up_breaker_opens, breaker_opens);
+#undef UP_PUBLISH
+    ENR_SB_SET(s->up_breaker_state, (uint64_t)now->breaker_state);
+    ENR_SB_SET(s->up_fds, now->fds);
+    *was = *now;
+}
 
 /* ---- test hooks: compiled only with -DENR_TEST_HOOKS ---------------- */
 #ifdef ENR_TEST_HOOKS
@@ -368,7 +397,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
         }
         degraded = enr_upstream_enrich(w->upstream, &w->batch,
                                        up_deadline < deadline ? up_deadline : deadline);
-        ENR_SB_SET(w->slot->up_fds, enr_upstream_fds(w->upstream));
+        publish_upstream(w);
     }
 #ifdef ENR_TEST_HOOKS
     hooks_sleep(&w->req, "HTTP_X_TEST_SLEEP_MS"); /* slow work: the worker's own deadline */
@@ -387,7 +416,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
         return;
     }
     enr_buf_reset(&w->out);
-    if (enr_emit(w->engine, &w->batch, &w->out, &err) != 0) {
+    if (enr_emit(w->engine, &w->batch, enr_wall_ms, &w->out, &err) != 0) {
         /* past max_output_bytes: the cut output is dropped, never sent */
         o->status = err.status;
         o->rec_in = o->rec_out = 0;
@@ -795,13 +824,15 @@ static int setup(worker *w, const enr_worker_args *a)
         enr_log(ENR_LOG_ERROR, "engine start failed", NULL);
         return -1;
     }
-    w->upstream = enr_upstream_new(a->cfg, w->slot, err, sizeof err);
+    w->upstream = enr_upstream_new(a->cfg, err, sizeof err);
     if (w->upstream == NULL && err[0] != '\0') {
         char q[300];
         enr_log(ENR_LOG_ERROR, "upstream client start failed", "error=%s",
                 enr_log_quote(q, sizeof q, err));
         return -1;
     }
+    if (w->upstream != NULL)
+        publish_upstream(w);
     w->capture = enr_capture_new(a->cfg, a->slot, w->slot);
     /* No listening socket for libfcgi: after a bad connection it would
      * accept the next one itself, past listen_allow (file comment). */
