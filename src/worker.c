@@ -82,6 +82,31 @@ static void on_signal(int sig)
         worker_stop = 1;
 }
 
+/* A libfcgi error code as words: an errno (positive), one of its own
+ * FCGX_* codes, or anything else it returns (a bare -1). */
+static const char *fcgi_error_text(int e)
+{
+    static char other[32];
+
+    switch (e) {
+    case 0:
+        return "none";
+    case FCGX_UNSUPPORTED_VERSION:
+        return "unsupported FastCGI version";
+    case FCGX_PROTOCOL_ERROR:
+        return "FastCGI protocol error";
+    case FCGX_PARAMS_ERROR:
+        return "FastCGI parameters error";
+    case FCGX_CALL_SEQ_ERROR:
+        return "FastCGI call sequence error";
+    default:
+        if (e > 0)
+            return strerror(e);
+        snprintf(other, sizeof other, "libfcgi error %d", e);
+        return other;
+    }
+}
+
 typedef struct worker {
     const enr_config *cfg;
     enr_sb_slot *slot;
@@ -223,9 +248,9 @@ static void abort_connection(worker *w)
     if (fd < 0)
         return;
     if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0)
-        enr_log(ENR_LOG_DEBUG, "SO_LINGER failed", "errno=%d", errno);
+        enr_log(ENR_LOG_DEBUG, "SO_LINGER failed", "error=\"%s\"", strerror(errno));
     if (shutdown(fd, SHUT_RDWR) != 0)
-        enr_log(ENR_LOG_DEBUG, "shutdown failed", "errno=%d", errno);
+        enr_log(ENR_LOG_DEBUG, "shutdown failed", "error=\"%s\"", strerror(errno));
 }
 
 /* Writes head + body; returns 0, or -1 when the caller is gone (the
@@ -255,8 +280,9 @@ static int send_response(worker *w, int status, const char *ctype, const char *e
     }
     return 0;
 failed:
-    enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu errno=%d",
-            status, len, FCGX_GetError(w->req.out));
+    enr_log(ENR_LOG_WARN, "answer write failed: connection reset",
+            "status=%d bytes=%zu error=\"%s\"", status, len,
+            fcgi_error_text(FCGX_GetError(w->req.out)));
     abort_connection(w);
     return -1;
 }
@@ -351,10 +377,17 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
             o->status = 413;
             snprintf(msg, sizeof msg, "body larger than %zu bytes", c->max_body_bytes);
             send_json_error(w, 413, msg);
+        } else if (w->body.oom) {
+            /* Our failure, not the client's: answered like any other
+             * allocation failure, and counted as a 5xx. */
+            enr_log(ENR_LOG_ERROR, "request body read failed: out of memory", "bytes=%zu",
+                    w->body.len);
+            o->status = 503;
+            send_json_error(w, 503, "out of memory");
         } else {
             /* nginx gave up sending the body: nobody to answer */
-            enr_log(ENR_LOG_WARN, "request body read failed", "fcgi_error=%d errno=%d",
-                    FCGX_GetError(w->req.in), errno);
+            enr_log(ENR_LOG_WARN, "request body read failed", "error=\"%s\"",
+                    fcgi_error_text(FCGX_GetError(w->req.in)));
             o->status = 499;
         }
         return;
@@ -531,7 +564,7 @@ static void set_write_timeout(worker *w, int fd)
                          (suseconds_t)(w->cfg->write_timeout_ms % 1000) * 1000};
 
     if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-        enr_log(ENR_LOG_WARN, "SO_SNDTIMEO failed", "errno=%d", errno);
+        enr_log(ENR_LOG_WARN, "SO_SNDTIMEO failed", "error=\"%s\"", strerror(errno));
 }
 
 /* At most one line a second for what a hostile peer can repeat at will:
@@ -583,7 +616,8 @@ static int next_connection(worker *w)
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            enr_log(ENR_LOG_ERROR, "poll on listening socket failed", "errno=%d", errno);
+            enr_log(ENR_LOG_ERROR, "poll on listening socket failed", "error=\"%s\"",
+                    strerror(errno));
             return -1;
         }
         peer_len = sizeof peer;
@@ -595,7 +629,7 @@ static int next_connection(worker *w)
                 int one = 1;
                 /* One response per connection: Nagle would only delay it. */
                 if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-                    enr_log(ENR_LOG_DEBUG, "TCP_NODELAY failed", "errno=%d", errno);
+                    enr_log(ENR_LOG_DEBUG, "TCP_NODELAY failed", "error=\"%s\"", strerror(errno));
             }
             return fd;
         }
@@ -614,12 +648,12 @@ static int next_connection(worker *w)
             /* Out of descriptors: back off a little instead of spinning;
              * the fd limits will recycle this worker. */
             struct timespec ts = {0, 10 * 1000000L};
-            enr_log(ENR_LOG_ERROR, "accept failed", "errno=%d", errno);
+            enr_log(ENR_LOG_ERROR, "accept failed", "error=\"%s\"", strerror(errno));
             nanosleep(&ts, NULL);
             continue;
         }
         default:
-            enr_log(ENR_LOG_ERROR, "accept failed", "errno=%d", errno);
+            enr_log(ENR_LOG_ERROR, "accept failed", "error=\"%s\"", strerror(errno));
             return -1;
         }
     }
@@ -707,11 +741,12 @@ static void refuse_role(int fd, int request_id)
     }
 }
 
-static void reject_connection(worker *w, const char *why, int err)
+static void reject_connection(worker *w, const char *why, int fcgi_err)
 {
     ENR_SB_ADD(w->slot->fcgi_rejected, 1);
     if (log_gate(&w->rejected_logged_ms))
-        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s errno=%d", why, err);
+        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s error=\"%s\"", why,
+                fcgi_error_text(fcgi_err));
 }
 
 /* Reads the request on fd and serves it; fd is closed on return. */
@@ -726,7 +761,7 @@ static void serve_connection(worker *w, int fd)
     tv.tv_sec = read_ms / 1000;
     tv.tv_usec = (suseconds_t)(read_ms % 1000) * 1000;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
-        enr_log(ENR_LOG_WARN, "SO_RCVTIMEO failed", "errno=%d", errno);
+        enr_log(ENR_LOG_WARN, "SO_RCVTIMEO failed", "error=\"%s\"", strerror(errno));
     set_write_timeout(w, fd);
 
     /* keepConnection makes FCGX_Accept_r take our connection instead of
@@ -737,13 +772,13 @@ static void serve_connection(worker *w, int fd)
     w->req.keepConnection = 1;
     w->req.detached = 1;
     if (header_timer(fd, ENR_WORKER_HEADER_TIMEOUT_MS) != 0)
-        enr_log(ENR_LOG_WARN, "header timer failed", "errno=%d", errno);
+        enr_log(ENR_LOG_WARN, "header timer failed", "error=\"%s\"", strerror(errno));
     rc = FCGX_Accept_r(&w->req);
     header_timer(-1, 0);
     if (rc < 0) {
         /* Bad or missing BEGIN/PARAMS: libfcgi closed the connection, and
          * without a listening socket of its own it could not take another. */
-        reject_connection(w, header_alarm ? "header_timeout" : "malformed", -rc);
+        reject_connection(w, header_alarm ? "header_timeout" : "malformed", rc);
         FCGX_Free(&w->req, 1);
         return;
     }
@@ -900,7 +935,7 @@ int enr_worker_main(const enr_worker_args *a)
         char one = 1;
         /* The master only needs a wake-up; a full pipe already holds one. */
         if (write(a->ready_fd, &one, 1) < 0 && errno != EAGAIN)
-            enr_log(ENR_LOG_WARN, "readiness write failed", "errno=%d", errno);
+            enr_log(ENR_LOG_WARN, "readiness write failed", "error=\"%s\"", strerror(errno));
         close(a->ready_fd);
     }
     while (reason == ENR_EXIT_NONE) {
