@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from test_status import (FakeUpstream, get_json, metrics_values, promtool_check,  # noqa: E402
+from harness import (FakeUpstream, get_json, metrics_values, promtool_check,  # noqa: E402
                          records_body, ss_listen_queue)
 
 WORKERS = 2

@@ -11,8 +11,8 @@ X-Enrich-Degraded and the failure counters say so, nothing dropped;
 ids are percent-encoded and never change host, scheme or path; a hung
 upstream: every batch within the deadline plus a margin, the breaker
 opens, and closes again through exactly one probe.
-The incident replay (20,000 batches) is test_upstream_incident.py, which
-imports the helpers below.
+The incident replay (20,000 batches) is test_upstream_incident.py; the
+helpers both use are in harness.py.
 """
 
 import json
@@ -25,112 +25,9 @@ from urllib.parse import quote
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
-BASES = {"yt": "https://i.ytimg.com/vi", "vm": "https://i.vimeocdn.com/video",
-         "dm": "https://s2.dmcdn.net/v"}
-
-
-FakeUpstream = harness.FakeUpstream  # test_upstream_incident and bench-upstream import it from here
-
-
-def upstream_conf(fake, **over):
-    """enrichd.conf lines for an upstream at fake (None: enrichment off)."""
-    keys = OrderedDict([("upstream_url", fake.url if fake else ""),
-                        ("upstream_timeout_ms", 500), ("ids_per_call", 50),
-                        ("max_calls_per_batch", 4), ("upstream_max_connections", 4),
-                        ("cache_entries", 50000), ("cache_ttl_s", 3600),
-                        ("cache_negative_ttl_s", 300), ("breaker_failures", 5),
-                        ("breaker_cooldown_ms", 5000)])
-    keys.update(over)
-    return "".join("%s = %s\n" % (k, v) for k, v in keys.items())
-
-
-def post(env, recs, conn=None, path="/v1/enrich"):
-    """POST a batch; (status, headers, [ordered dict per line])."""
-    body = json.dumps(recs).encode()
-    if conn is None:
-        st, h, data = env.request(path, body=body)
-    else:
-        conn.request("POST", path, body=body)
-        r = conn.getresponse()
-        data = r.read()
-        st, h = r.status, {k.lower(): v for k, v in r.getheaders()}
-    lines = []
-    if st == 200:
-        lines = [json.loads(x, object_pairs_hook=OrderedDict)
-                 for x in data.decode("utf-8", "surrogatepass").split("\n") if x]
-    return st, h, lines
-
-
-def degraded(h):
-    return int(h.get("x-enrich-degraded", "0"))
-
-
-def fake_duration(key):
-    import zlib
-    return 1 + (zlib.crc32(key.encode("utf-8", "surrogatepass")) & 0xFFFFFFFF) % 7200
-
-
-def fake_poster(provider, key):
-    return "https://img.example/%s/%s.jpg" % (provider, quote(key.encode("utf-8"), safe="-._~"))
-
-
-def local_poster(provider, out_id):
-    return "%s/%s/hqdefault.jpg" % (BASES[provider], out_id)
-
-
-def metrics(env):
-    """The Prometheus text as {name{labels}: float}."""
-    st, _, data = env.request("/metrics", method="GET")
-    out = {}
-    if st != 200:
-        return out
-    for line in data.decode().splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, _, val = line.rpartition(" ")
-        try:
-            out[name] = float(val)
-        except ValueError:
-            pass
-    return out
-
-
-def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
-def socket_inodes_to(port):
-    """Inodes of TCP sockets connected to 127.0.0.1:port (any state)."""
-    inodes = set()
-    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(f) as fh:
-                next(fh)
-                for line in fh:
-                    parts = line.split()
-                    if int(parts[2].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(parts[9])
-        except OSError:
-            pass
-    return inodes
-
-
-def upstream_fds(pid, port):
-    """Descriptors of pid that are sockets to the upstream at port."""
-    inodes = socket_inodes_to(port)
-    n = 0
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            t = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if t.startswith("socket:[") and t[8:-1] in inodes:
-            n += 1
-    return n
-
-
-def strip_clock(line):
-    return OrderedDict((k, v) for k, v in line.items() if k != "fetched_at")
+from harness import (  # noqa: E402,F401
+    BASES, FakeUpstream, upstream_conf, post, degraded, fake_duration, fake_poster,
+    local_poster, metrics, fd_count, socket_inodes_to, upstream_fds, strip_clock)
 
 
 def upstream_env(name, fake, workers=2, **over):

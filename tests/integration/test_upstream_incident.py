@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from test_upstream import (FakeUpstream, degraded, fake_poster, fd_count, metrics,  # noqa: E402
+from harness import (FakeUpstream, degraded, fake_poster, fd_count, metrics,  # noqa: E402
                            post, upstream_conf, upstream_fds)
 
 WORKERS = 3
