@@ -915,3 +915,14 @@ def ss_listen_queue(path):
         if len(f) >= 5 and f[4] == path:
             return int(f[2])
     return None
+
+
+def poll(cond, timeout=10.0, interval=0.02):
+    """Like wait_for, but returns cond()'s last value (false on time-out)
+    instead of raising, so a check can be made of it: r.check(poll(...))."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
