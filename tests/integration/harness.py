@@ -447,6 +447,7 @@ class Results:
     def __init__(self):
         self.passed = 0
         self.failed = 0
+        self.tests = self.tests_failed = 0  # test functions run, and those that failed
 
     def check(self, cond, what):
         if cond:
@@ -458,6 +459,8 @@ class Results:
 
     def run(self, fn, *args):
         """Runs one test function; an exception counts as one failure."""
+        failed0 = self.failed
+        self.tests += 1
         try:
             fn(self, *args)
         except Exception as e:
@@ -465,8 +468,12 @@ class Results:
             self.failed += 1
             print("FAIL: %s raised %r" % (fn.__name__, e))
             traceback.print_exc(file=sys.stdout)
+        if self.failed > failed0:
+            self.tests_failed += 1
 
     def done(self):
+        # tests/run.py reads both lines: tests (functions) and assertions.
+        print("tests: %d run, %d failed" % (self.tests, self.tests_failed))
         print("%d passed, %d failed" % (self.passed, self.failed))
         sys.exit(1 if self.failed else 0)
 

@@ -79,6 +79,9 @@ static void test_syntax_errors(void)
     ERR("[1,]", 400, 3, 1);
     ERR("[1 2]", 400, 3, 0);
     ERR("[01]", 400, 2, 0);
+    ERR("[-01]", 400, 3, 0); /* a leading zero after the sign too */
+    ERR("[-]", 400, 2, 0);
+    ERR("[{\"provider\":\"yt\",\"id\":\"a\",\"duration\":-01}]", 400, 40, 0);
     ERR("[1.]", 400, 3, 0);
     ERR("[.5]", 400, 1, 0);
     ERR("[+1]", 400, 1, 0);
