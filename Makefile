@@ -29,6 +29,15 @@ PKGS    := icu-uc json-c libsystemd libcrypto
 PKGCF   := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
 STATIC_ENGINE_LIBS := -Wl,-Bstatic -licuuc -licudata -lcrypto -lstdc++ -Wl,-Bdynamic -lm -lpthread -ldl
 
+# The test hooks (-DENR_TEST_HOOKS) let any client stall or crash a worker
+# through a header: such a binary must never be taken for the product, so
+# it is built only into a directory named for it (make hooks: build-hooks/).
+ifneq ($(findstring ENR_TEST_HOOKS,$(EXTRA_CFLAGS)),)
+ifeq ($(findstring hooks,$(B)),)
+$(error -DENR_TEST_HOOKS builds only into a build-hooks directory (make hooks), not $(B)/)
+endif
+endif
+
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 CFLAGS  ?= $(OPT) -g
 ALLCF   := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFL) $(PKGCF) $(EXTRA_CFLAGS) -DENR_VERSION='"$(VERSION)"' -Isrc -MMD -MP

@@ -1100,6 +1100,9 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         cleanup(&m);
         return 1;
     }
+#ifdef ENR_TEST_HOOKS
+    enr_log(ENR_LOG_WARN, "TEST HOOKS compiled in: a test build, never for production", NULL);
+#endif
     enr_log(ENR_LOG_INFO, "starting", "config=%s workers=%u listen=%s status_listen=%s",
             enr_log_quote(q, sizeof q, m.cfg.source), m.cfg.workers, m.cfg.listen,
             m.cfg.status_listen);

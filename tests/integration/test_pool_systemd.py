@@ -111,6 +111,16 @@ def test_config_check(r):
         r.check(cp.returncode == 0 and "Unicode 15" in cp.stdout and "libcurl" in cp.stdout
                 and "json-c" in cp.stdout and "OpenSSL" in cp.stdout and "libfcgi" in cp.stdout,
                 "-V lists versions: %r" % cp.stdout)
+        # The test-hooks build says what it is, and never lands in build/.
+        r.check("TEST HOOKS" not in cp.stdout, "the product's -V does not say TEST HOOKS")
+        hooked = os.path.join(harness.hooks_build_dir(), "enrichd")
+        cp = subprocess.run([hooked, "-V"], capture_output=True, text=True)
+        r.check(cp.returncode == 0 and "TEST HOOKS" in cp.stdout.splitlines()[0],
+                "the hooked build's -V says TEST HOOKS: %r" % cp.stdout[:120])
+        cp = subprocess.run(["make", "-n", "-C", harness.ROOT, "EXTRA_CFLAGS=-DENR_TEST_HOOKS",
+                             "all"], capture_output=True, text=True)
+        r.check(cp.returncode != 0 and "build-hooks" in cp.stderr,
+                "make refuses a hooked build into build/: %r" % cp.stderr.strip()[-160:])
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
