@@ -148,8 +148,11 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	@scripts/fuzz.sh $(FUZZ_SECONDS)
 
+# INCUMBENT=DIR: a checkout of the old Node worker (the directory with its
+# server-raw.mjs); the check compares build/enrich with it on random batches.
 difftest: all
-	@scripts/difftest.sh
+	@test -n "$(INCUMBENT)" || { echo "usage: make difftest INCUMBENT=DIR (DIR: a checkout of the old Node worker, with its server-raw.mjs)"; exit 2; }
+	@scripts/difftest.sh --incumbent "$(INCUMBENT)"
 
 FORMATTED := src/*.c src/*.h src/cmd/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c
 format:

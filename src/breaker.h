@@ -1,5 +1,5 @@
 /*
- * breaker.h: the upstream client's circuit breaker (UPSTREAM.md).
+ * breaker.h: the upstream client's circuit breaker (docs/upstream.md).
  *
  * closed --(failures consecutive failed calls)--> open
  * closed --(failure ratio >= ratio over the last `window` calls)--> open

@@ -1,5 +1,5 @@
 /*
- * upstream.c: the outbound enrichment client of one worker (UPSTREAM.md).
+ * upstream.c: the outbound enrichment client of one worker (docs/upstream.md).
  *
  * One libcurl multi handle lives as long as the worker; its connection
  * cache is the only place connections live, bounded by

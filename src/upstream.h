@@ -1,5 +1,5 @@
 /*
- * upstream.h: the outbound enrichment client of one worker (UPSTREAM.md).
+ * upstream.h: the outbound enrichment client of one worker (docs/upstream.md).
  *
  * One long-lived libcurl multi handle per worker; calls of one batch run
  * concurrently under one deadline; a per-worker cache and circuit breaker

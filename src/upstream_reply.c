@@ -1,6 +1,6 @@
 /*
  * upstream_reply.c: one upstream reply to the poster/duration of each id
- * the call asked for (upstream_reply.h, UPSTREAM.md "Response").
+ * the call asked for (upstream_reply.h, docs/upstream.md, "Wire protocol").
  *
  * The reply is hostile input: it is read in one pass by a purpose-built
  * streaming reader that keeps only what the call can use, never a tree.

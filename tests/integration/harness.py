@@ -540,7 +540,7 @@ FAKE_UPSTREAM = os.path.join(ROOT, "tests", "fake_upstream.py")
 
 
 class FakeUpstream:
-    """tests/fake_upstream.py (UPSTREAM.md with switchable faults) in its own
+    """tests/fake_upstream.py (docs/upstream.md with switchable faults) in its own
     session, killed on exit; control() switches its fault mode."""
 
     def __init__(self, *args):

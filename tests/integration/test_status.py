@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_status.py: the operators' endpoints through the real nginx and the
-real enrichd (issue 5): /healthz /readyz /status /metrics, the counters,
+real enrichd: /healthz /readyz /status /metrics, the counters,
 promtool, `enrichd status`, the allow list, and leak attribution.
 
 The endpoints under load, the health verdicts and the listen queue are in

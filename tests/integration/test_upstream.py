@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""test_upstream.py: outbound enrichment through the real path (issue 4).
+"""test_upstream.py: outbound enrichment through the real path.
 
 HTTP client -> nginx (nginx/enrichd.conf) -> an enrichd worker -> the
 fake upstream (tests/fake_upstream.py, a real HTTP server on loopback).
-Checks: enrichment changes poster/duration exactly as UPSTREAM.md says
+Checks: enrichment changes poster/duration exactly as docs/upstream.md says
 and nothing else (compared line by line with an enrichment-off run);
 enrichment off is byte-identical to the contract (the vectors);
 5xx / malformed / bad shape / truncated / refused: local values kept,
@@ -55,7 +55,7 @@ EFFECT_RECS = [
 
 
 def expected_on(rec, off):
-    """What UPSTREAM.md says the enriched line is, given the off line."""
+    """What docs/upstream.md says the enriched line is, given the off line."""
     key = str(rec["id"]).strip(" ")
     p = rec["provider"]
     poster, dur = off["poster"], off["duration"]
@@ -93,7 +93,7 @@ def test_effect(r, fake):
             want = expected_on(rec, a)
             if (b["poster"], b["duration"]) != want:
                 bad.append(("enriched", rec, (b["poster"], b["duration"]), want))
-        r.check(not bad, "enriched lines differ from UPSTREAM.md only where allowed: %r" % bad[:3])
+        r.check(not bad, "enriched lines differ from docs/upstream.md only where allowed: %r" % bad[:3])
         changed = sum(1 for a, b in zip(off, on) if a["poster"] != b["poster"])
         r.check(changed >= 60, "posters actually changed: %d" % changed)
         st = fake.stats()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_upstream_incident.py: the incident of issue 4, replayed through
+"""test_upstream_incident.py: the connection-leak incident (docs/upstream.md), replayed through
 the real path (HTTP client -> nginx -> enrichd workers -> fake upstream).
 
 The upstream closes every connection after 100 requests without saying

@@ -765,8 +765,7 @@ static void test_incident(const char *style, long divisor)
     enr_batch b = {0};
     enr_upstream *u;
     char id[64], js[128];
-    long n =
-        (getenv("ENR_CYCLE_BATCHES") ? atol(getenv("ENR_CYCLE_BATCHES")) : 1000) / divisor;
+    long n = (getenv("ENR_CYCLE_BATCHES") ? atol(getenv("ENR_CYCLE_BATCHES")) : 1000) / divisor;
     size_t degraded_batches = 0, maxfds = 0;
     int fds[3] = {0, 0, 0};
     long closes0;
