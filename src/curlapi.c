@@ -127,24 +127,22 @@ void curl_easy_cleanup(CURL *h)
 }
 
 /* An option's argument is one long, object pointer, function pointer or
- * curl_off_t, told by the option's number (CURLOPTTYPE_*), as libcurl
- * itself reads it. */
+ * curl_off_t, told by the option's number (CURLOPTTYPE_*, the same ranges
+ * for CURLMOPT_*), as libcurl itself reads it; a blob is a pointer. */
+#define FORWARD_OPTION(fn, h, opt, ap)                                                             \
+    ((opt) < CURLOPTTYPE_OBJECTPOINT     ? REAL(fn)((h), (opt), va_arg((ap), long))                \
+     : (opt) < CURLOPTTYPE_FUNCTIONPOINT ? REAL(fn)((h), (opt), va_arg((ap), void *))              \
+     : (opt) < CURLOPTTYPE_OFF_T         ? REAL(fn)((h), (opt), va_arg((ap), void (*)(void)))      \
+     : (opt) < CURLOPTTYPE_BLOB          ? REAL(fn)((h), (opt), va_arg((ap), curl_off_t))          \
+                                         : REAL(fn)((h), (opt), va_arg((ap), void *)))
+
 CURLcode curl_easy_setopt(CURL *h, CURLoption opt, ...)
 {
     CURLcode rc;
     va_list ap;
 
     va_start(ap, opt);
-    if (opt < CURLOPTTYPE_OBJECTPOINT)
-        rc = REAL(curl_easy_setopt)(h, opt, va_arg(ap, long));
-    else if (opt < CURLOPTTYPE_FUNCTIONPOINT)
-        rc = REAL(curl_easy_setopt)(h, opt, va_arg(ap, void *));
-    else if (opt < CURLOPTTYPE_OFF_T)
-        rc = REAL(curl_easy_setopt)(h, opt, va_arg(ap, void (*)(void)));
-    else if (opt < CURLOPTTYPE_BLOB)
-        rc = REAL(curl_easy_setopt)(h, opt, va_arg(ap, curl_off_t));
-    else
-        rc = REAL(curl_easy_setopt)(h, opt, va_arg(ap, void *));
+    rc = FORWARD_OPTION(curl_easy_setopt, h, opt, ap);
     va_end(ap);
     return rc;
 }
@@ -181,21 +179,13 @@ CURLMcode curl_multi_cleanup(CURLM *m)
     return REAL(curl_multi_cleanup)(m);
 }
 
-/* CURLMOPT_* numbers follow the same CURLOPTTYPE_* ranges. */
 CURLMcode curl_multi_setopt(CURLM *m, CURLMoption opt, ...)
 {
     CURLMcode rc;
     va_list ap;
 
     va_start(ap, opt);
-    if (opt < CURLOPTTYPE_OBJECTPOINT)
-        rc = REAL(curl_multi_setopt)(m, opt, va_arg(ap, long));
-    else if (opt < CURLOPTTYPE_FUNCTIONPOINT)
-        rc = REAL(curl_multi_setopt)(m, opt, va_arg(ap, void *));
-    else if (opt < CURLOPTTYPE_OFF_T)
-        rc = REAL(curl_multi_setopt)(m, opt, va_arg(ap, void (*)(void)));
-    else
-        rc = REAL(curl_multi_setopt)(m, opt, va_arg(ap, curl_off_t));
+    rc = FORWARD_OPTION(curl_multi_setopt, m, opt, ap);
     va_end(ap);
     return rc;
 }
