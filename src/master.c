@@ -38,8 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "curlapi.h"
-#include "engine.h"
 #include "health.h"
 #include "listen.h"
 #include "log.h"
@@ -92,8 +90,7 @@ typedef struct master {
     double req_rate;
     uint64_t restarts;
     enr_health health;
-    enr_engine *warm_engine; /* never used to serve: only keeps shared data loaded */
-    int was_healthy;         /* last verdict, to log transitions only */
+    int was_healthy; /* last verdict, to log transitions only */
     /* reload: a new configuration is tried on one probe worker first */
     enr_config next_cfg; /* validated, not yet committed */
     int pending;         /* next_cfg waits for its probe */
@@ -873,7 +870,7 @@ static void reload(master *m, uint64_t now)
         enr_notify_ready();
         return;
     }
-    if (next.upstream_url[0] != '\0' && enr_curl_load(err, sizeof err) != 0) {
+    if (enr_worker_preload(&next, err, sizeof err) != 0) {
         enr_log(ENR_LOG_ERROR, "reload refused: upstream_url is set but libcurl cannot be loaded",
                 "error=%s", enr_log_quote(q, sizeof q, err));
         enr_notify_status("reload refused: libcurl cannot be loaded (see log)");
@@ -1086,15 +1083,8 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
     }
     m.ready_r = pipefd[0];
     m.ready_w = pipefd[1];
-    /* ICU's normalizer and case data and OpenSSL's SHA-1 are loaded once
-     * here, before fork: every worker then starts in well under a
-     * millisecond instead of each loading them again while competing
-     * for the CPU, and those pages are shared (PSS) until written. */
-    m.warm_engine = enr_engine_new();
-    if (m.warm_engine == NULL)
-        enr_log(ENR_LOG_ERROR, "engine warm-up failed; workers will try on their own", NULL);
-    /* libcurl is mapped here, once, only when enrichment is on (curlapi.h). */
-    if (m.cfg.upstream_url[0] != '\0' && enr_curl_load(err, sizeof err) != 0) {
+    /* Before the first fork: shared libraries loaded once (worker.h). */
+    if (enr_worker_preload(&m.cfg, err, sizeof err) != 0) {
         enr_log(ENR_LOG_ERROR, "upstream_url is set but libcurl cannot be loaded", "error=%s",
                 enr_log_quote(q, sizeof q, err));
         cleanup(&m);

@@ -51,6 +51,7 @@
 #include "allow.h"
 #include "buf.h"
 #include "capture.h"
+#include "curlapi.h"
 #include "engine.h"
 #include "log.h"
 #include "procstat.h"
@@ -951,4 +952,19 @@ int enr_worker_main(const enr_worker_args *a)
         return ENR_WORKER_EXIT_RECYCLE + reason;
     /* Leaving the loop unasked means the socket failed: not a clean stop. */
     return worker_stop || worker_drain ? ENR_WORKER_EXIT_STOPPED : ENR_WORKER_EXIT_FAILED;
+}
+
+int enr_worker_preload(const enr_config *c, char *err, size_t errlen)
+{
+    static enr_engine *warm;
+
+    if (warm == NULL) {
+        warm = enr_engine_new();
+        if (warm == NULL)
+            enr_log(ENR_LOG_ERROR, "engine warm-up failed; workers will try on their own", NULL);
+    }
+    /* libcurl is mapped once, only when enrichment is on. */
+    if (c->upstream_url[0] != '\0' && enr_curl_load(err, errlen) != 0)
+        return -1;
+    return 0;
 }
