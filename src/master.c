@@ -154,7 +154,7 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
     pid = fork();
 
     if (pid < 0) {
-        enr_log(ENR_LOG_ERROR, "fork failed", "error=\"%s\" kind=%s", strerror(errno),
+        enr_log(ENR_LOG_ERROR, "fork failed", "error=%s kind=%s", enr_log_errno(errno),
                 kind == CHILD_WORKER ? "worker" : "status");
         return -1;
     }
@@ -220,8 +220,8 @@ static void ask(child *ch, int reason, int sig)
         ch->asked_at = enr_mono_ms();
     }
     if (kill(ch->pid, sig) != 0 && errno != ESRCH)
-        enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld signal=%d error=\"%s\"", (long)ch->pid,
-                sig, strerror(errno));
+        enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld signal=%d error=%s", (long)ch->pid,
+                sig, enr_log_errno(errno));
 }
 
 static void kill_child(child *ch)
@@ -229,8 +229,8 @@ static void kill_child(child *ch)
     if (ch->pid > 0 && !ch->killed) {
         ch->killed = 1;
         if (kill(ch->pid, SIGKILL) != 0 && errno != ESRCH)
-            enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld error=\"%s\"", (long)ch->pid,
-                    strerror(errno));
+            enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld error=%s", (long)ch->pid,
+                    enr_log_errno(errno));
     }
 }
 
@@ -1051,13 +1051,13 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
     m.listen_fd = m.status_fd = m.ready_r = m.ready_w = -1;
     enr_log_role("master");
     if (setup_signals(&wait_mask) != 0) {
-        enr_log(ENR_LOG_ERROR, "signal setup failed", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
         return 1;
     }
     m.watchdog_ms = enr_notify_init();
     m.sb = enr_sb_create();
     if (m.sb == NULL) {
-        enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "error=%s", enr_log_errno(errno));
         return 1;
     }
     ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
@@ -1077,7 +1077,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         return 1;
     }
     if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
-        enr_log(ENR_LOG_ERROR, "pipe failed", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_ERROR, "pipe failed", "error=%s", enr_log_errno(errno));
         cleanup(&m);
         return 1;
     }
@@ -1165,7 +1165,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         ts.tv_sec = (time_t)(wait / 1000);
         ts.tv_nsec = (long)(wait % 1000) * 1000000L;
         if (ppoll(&pfd, 1, &ts, &wait_mask) < 0 && errno != EINTR) {
-            enr_log(ENR_LOG_ERROR, "ppoll failed", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_ERROR, "ppoll failed", "error=%s", enr_log_errno(errno));
             return stop(&m, 1);
         }
     }

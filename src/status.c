@@ -179,12 +179,13 @@ static int wants_text(const char *query, const char *accept)
 /* Descriptor attribution of every live worker, for ?full and /metrics. */
 static void attribute_fds(const status_ctx *x, enr_fd_kinds *fds, int *ok)
 {
-    char err[128];
+    char err[128], q[160];
     enr_sockdiag_snap *snap = enr_sockdiag_snap_take(err, sizeof err);
     const enr_sb_slot *s;
 
     if (snap == NULL)
-        enr_log(ENR_LOG_WARN, "socket table unavailable", "error=\"%s\"", err);
+        enr_log(ENR_LOG_WARN, "socket table unavailable", "error=%s",
+                enr_log_quote(q, sizeof q, err));
     for (ENR_SB_EACH_SLOT(x->sb, i, s))
         ok[i] =
             enr_sb_slot_live(s) && enr_sockdiag_fds(snap, (pid_t)ENR_SB_GET(s->pid), &fds[i]) == 0;
@@ -379,7 +380,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
     x.sb = sb;
     x.main_fd = main_fd;
     if (install_signals() != 0) {
-        enr_log(ENR_LOG_ERROR, "status: signals", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
         return 1;
     }
     /* Die with the master rather than serve a stale scoreboard. */
@@ -393,7 +394,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
     {
         int fl = fcntl(status_fd, F_GETFL);
         if (fl < 0 || fcntl(status_fd, F_SETFL, fl | O_NONBLOCK) != 0) {
-            enr_log(ENR_LOG_ERROR, "status: O_NONBLOCK", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_ERROR, "O_NONBLOCK failed", "error=%s", enr_log_errno(errno));
             return 1;
         }
     }
@@ -412,7 +413,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
         int n = poll(&pfd, 1, timeout);
 
         if (n < 0 && errno != EINTR) {
-            enr_log(ENR_LOG_ERROR, "status: poll", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_ERROR, "poll failed", "error=%s", enr_log_errno(errno));
             return 1;
         }
         if (enr_mono_ms() - x.last_tick >= STATUS_TICK_MS) {
@@ -422,7 +423,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
         if (n <= 0 || status_stop)
             continue;
         if (alarm_arm(STATUS_CLIENT_TIMEOUT_MS) != 0) {
-            enr_log(ENR_LOG_ERROR, "status: setitimer", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_ERROR, "setitimer failed", "error=%s", enr_log_errno(errno));
             return 1;
         }
         rc = FCGX_Accept_r(&req);

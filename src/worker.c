@@ -83,29 +83,36 @@ static void on_signal(int sig)
         worker_stop = 1;
 }
 
-/* A libfcgi error code as words: an errno (positive), one of its own
- * FCGX_* codes, or anything else it returns (a bare -1). */
-static const char *fcgi_error_text(int e)
+/* A libfcgi error code as a log value: an errno (positive), one of its
+ * own FCGX_* codes, or anything else it returns (a bare -1). */
+static const char *fcgi_error_value(int e)
 {
-    static char other[32];
+    static char num[32], out[64];
+    const char *text;
 
     switch (e) {
     case 0:
         return "none";
     case FCGX_UNSUPPORTED_VERSION:
-        return "unsupported FastCGI version";
+        text = "unsupported FastCGI version";
+        break;
     case FCGX_PROTOCOL_ERROR:
-        return "FastCGI protocol error";
+        text = "FastCGI protocol error";
+        break;
     case FCGX_PARAMS_ERROR:
-        return "FastCGI parameters error";
+        text = "FastCGI parameters error";
+        break;
     case FCGX_CALL_SEQ_ERROR:
-        return "FastCGI call sequence error";
+        text = "FastCGI call sequence error";
+        break;
     default:
         if (e > 0)
-            return strerror(e);
-        snprintf(other, sizeof other, "libfcgi error %d", e);
-        return other;
+            return enr_log_errno(e);
+        snprintf(num, sizeof num, "libfcgi error %d", e);
+        text = num;
+        break;
     }
+    return enr_log_quote(out, sizeof out, text);
 }
 
 typedef struct worker {
@@ -249,9 +256,9 @@ static void abort_connection(worker *w)
     if (fd < 0)
         return;
     if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0)
-        enr_log(ENR_LOG_DEBUG, "SO_LINGER failed", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_DEBUG, "SO_LINGER failed", "error=%s", enr_log_errno(errno));
     if (shutdown(fd, SHUT_RDWR) != 0)
-        enr_log(ENR_LOG_DEBUG, "shutdown failed", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_DEBUG, "shutdown failed", "error=%s", enr_log_errno(errno));
 }
 
 /* Writes head + body; returns 0, or -1 when the caller is gone (the
@@ -281,9 +288,8 @@ static int send_response(worker *w, int status, const char *ctype, const char *e
     }
     return 0;
 failed:
-    enr_log(ENR_LOG_WARN, "answer write failed: connection reset",
-            "status=%d bytes=%zu error=\"%s\"", status, len,
-            fcgi_error_text(FCGX_GetError(w->req.out)));
+    enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu error=%s",
+            status, len, fcgi_error_value(FCGX_GetError(w->req.out)));
     abort_connection(w);
     return -1;
 }
@@ -387,8 +393,8 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
             send_json_error(w, 503, "out of memory");
         } else {
             /* nginx gave up sending the body: nobody to answer */
-            enr_log(ENR_LOG_WARN, "request body read failed", "error=\"%s\"",
-                    fcgi_error_text(FCGX_GetError(w->req.in)));
+            enr_log(ENR_LOG_WARN, "request body read failed", "error=%s",
+                    fcgi_error_value(FCGX_GetError(w->req.in)));
             o->status = 499;
         }
         return;
@@ -565,7 +571,7 @@ static void set_write_timeout(worker *w, int fd)
                          (suseconds_t)(w->cfg->write_timeout_ms % 1000) * 1000};
 
     if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-        enr_log(ENR_LOG_WARN, "SO_SNDTIMEO failed", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_WARN, "SO_SNDTIMEO failed", "error=%s", enr_log_errno(errno));
 }
 
 /* At most one line a second for what a hostile peer can repeat at will:
@@ -617,8 +623,8 @@ static int next_connection(worker *w)
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            enr_log(ENR_LOG_ERROR, "poll on listening socket failed", "error=\"%s\"",
-                    strerror(errno));
+            enr_log(ENR_LOG_ERROR, "poll on listening socket failed", "error=%s",
+                    enr_log_errno(errno));
             return -1;
         }
         peer_len = sizeof peer;
@@ -630,7 +636,7 @@ static int next_connection(worker *w)
                 int one = 1;
                 /* One response per connection: Nagle would only delay it. */
                 if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-                    enr_log(ENR_LOG_DEBUG, "TCP_NODELAY failed", "error=\"%s\"", strerror(errno));
+                    enr_log(ENR_LOG_DEBUG, "TCP_NODELAY failed", "error=%s", enr_log_errno(errno));
             }
             return fd;
         }
@@ -649,12 +655,12 @@ static int next_connection(worker *w)
             /* Out of descriptors: back off a little instead of spinning;
              * the fd limits will recycle this worker. */
             struct timespec ts = {0, 10 * 1000000L};
-            enr_log(ENR_LOG_ERROR, "accept failed", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_ERROR, "accept failed", "error=%s", enr_log_errno(errno));
             nanosleep(&ts, NULL);
             continue;
         }
         default:
-            enr_log(ENR_LOG_ERROR, "accept failed", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_ERROR, "accept failed", "error=%s", enr_log_errno(errno));
             return -1;
         }
     }
@@ -746,8 +752,8 @@ static void reject_connection(worker *w, const char *why, int fcgi_err)
 {
     ENR_SB_ADD(w->slot->fcgi_rejected, 1);
     if (log_gate(&w->rejected_logged_ms))
-        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s error=\"%s\"", why,
-                fcgi_error_text(fcgi_err));
+        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s error=%s", why,
+                fcgi_error_value(fcgi_err));
 }
 
 /* Reads the request on fd and serves it; fd is closed on return. */
@@ -762,7 +768,7 @@ static void serve_connection(worker *w, int fd)
     tv.tv_sec = read_ms / 1000;
     tv.tv_usec = (suseconds_t)(read_ms % 1000) * 1000;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
-        enr_log(ENR_LOG_WARN, "SO_RCVTIMEO failed", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_WARN, "SO_RCVTIMEO failed", "error=%s", enr_log_errno(errno));
     set_write_timeout(w, fd);
 
     /* keepConnection makes FCGX_Accept_r take our connection instead of
@@ -773,7 +779,7 @@ static void serve_connection(worker *w, int fd)
     w->req.keepConnection = 1;
     w->req.detached = 1;
     if (header_timer(fd, ENR_WORKER_HEADER_TIMEOUT_MS) != 0)
-        enr_log(ENR_LOG_WARN, "header timer failed", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_WARN, "header timer failed", "error=%s", enr_log_errno(errno));
     rc = FCGX_Accept_r(&w->req);
     header_timer(-1, 0);
     if (rc < 0) {
@@ -936,7 +942,7 @@ int enr_worker_main(const enr_worker_args *a)
         char one = 1;
         /* The master only needs a wake-up; a full pipe already holds one. */
         if (write(a->ready_fd, &one, 1) < 0 && errno != EAGAIN)
-            enr_log(ENR_LOG_WARN, "readiness write failed", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_WARN, "readiness write failed", "error=%s", enr_log_errno(errno));
         close(a->ready_fd);
     }
     while (reason == ENR_EXIT_NONE) {
