@@ -23,7 +23,10 @@ static enr_config cfg;
 static void fill(void)
 {
     memset(&sb, 0, sizeof sb);
-    memset(&cfg, 0, sizeof cfg);
+    /* The shipped defaults, parsed; then what these tests choose. */
+    T_CHECK(enr_config_parse(&cfg, enr_config_default_text, strlen(enr_config_default_text),
+                             "defaults", NULL, 0) == 0,
+            "the built-in defaults parse");
     cfg.health_window_s = 30;
     cfg.health_max_5xx_ratio = 0.05;
     cfg.health_max_degraded_ratio = 0.5;
