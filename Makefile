@@ -29,6 +29,15 @@ PKGS    := icu-uc json-c libsystemd libcrypto
 PKGCF   := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
 STATIC_ENGINE_LIBS := -Wl,-Bstatic -licuuc -licudata -lcrypto -lstdc++ -Wl,-Bdynamic -lm -lpthread -ldl
 
+# The test hooks (-DENR_TEST_HOOKS) let any client stall or crash a worker
+# through a header: such a binary must never be taken for the product, so
+# it is built only into a directory named for it (make hooks: build-hooks/).
+ifneq ($(findstring ENR_TEST_HOOKS,$(EXTRA_CFLAGS)),)
+ifeq ($(findstring hooks,$(B)),)
+$(error -DENR_TEST_HOOKS builds only into a build-hooks directory (make hooks), not $(B)/)
+endif
+endif
+
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 CFLAGS  ?= $(OPT) -g
 ALLCF   := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFL) $(PKGCF) $(EXTRA_CFLAGS) -DENR_VERSION='"$(VERSION)"' -Isrc -MMD -MP
@@ -139,8 +148,11 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	@scripts/fuzz.sh $(FUZZ_SECONDS)
 
+# INCUMBENT=DIR: a checkout of the old Node worker (the directory with its
+# server-raw.mjs); the check compares build/enrich with it on random batches.
 difftest: all
-	@scripts/difftest.sh
+	@test -n "$(INCUMBENT)" || { echo "usage: make difftest INCUMBENT=DIR (DIR: a checkout of the old Node worker, with its server-raw.mjs)"; exit 2; }
+	@scripts/difftest.sh --incumbent "$(INCUMBENT)"
 
 FORMATTED := src/*.c src/*.h src/cmd/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c
 format:
@@ -152,6 +164,7 @@ format-check:
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--std=c11 --inline-suppr -Isrc -D__GNUC__ -DENR_VERSION='"$(VERSION)"' --suppress=missingIncludeSystem src src/cmd
+	@python3 scripts/incgraph.py >/dev/null || { python3 scripts/incgraph.py; exit 1; }
 
 clean:
 	rm -rf build build-san build-fuzz build-clang build-hooks build-deb

@@ -4,7 +4,7 @@
  * Invariants: state is one of enum enr_breaker_state; failures counts
  * only while closed and is zeroed by any success; the outcome window
  * records only calls made while closed and is emptied whenever the state
- * changes; probe_out is set only in half-open.  No clock is read here:
+ * changes; probe_out is set only in half_open.  No clock is read here:
  * time comes from the caller.
  */
 #include "breaker.h"
@@ -86,7 +86,7 @@ int enr_breaker_allow(enr_breaker *br, uint64_t now_ms, int *prev)
         br->state = ENR_BREAKER_HALF_OPEN;
         br->probe_out = 1;
         return 1;
-    default: /* half-open: the probe is already out */
+    default: /* half_open: the probe is already out */
         if (br->probe_out)
             return 0;
         br->probe_out = 1;
@@ -101,7 +101,7 @@ int enr_breaker_success(enr_breaker *br, uint64_t now_ms)
     (void)now_ms;
     /* A success reported while open is a call that was let out before the
      * breaker opened; it says nothing about the upstream now, so only the
-     * probe (half-open) or a closed breaker act on it. */
+     * probe (half_open) or a closed breaker act on it. */
     if (br->state == ENR_BREAKER_OPEN)
         return prev;
     if (prev == ENR_BREAKER_CLOSED)
@@ -139,7 +139,7 @@ void enr_breaker_release(enr_breaker *br)
         br->probe_out = 0;
 }
 
-const char *enr_breaker_state_name(int state)
+const char *enr_breaker_state_name(uint64_t state)
 {
     switch (state) {
     case ENR_BREAKER_CLOSED:
@@ -147,7 +147,7 @@ const char *enr_breaker_state_name(int state)
     case ENR_BREAKER_OPEN:
         return "open";
     case ENR_BREAKER_HALF_OPEN:
-        return "half-open";
+        return "half_open";
     }
     return "unknown";
 }

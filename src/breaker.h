@@ -1,10 +1,10 @@
 /*
- * breaker.h: the upstream client's circuit breaker (UPSTREAM.md).
+ * breaker.h: the upstream client's circuit breaker (docs/upstream.md).
  *
  * closed --(failures consecutive failed calls)--> open
  * closed --(failure ratio >= ratio over the last `window` calls)--> open
- * open --(cooldown elapsed, next allow())--> half-open: exactly one probe
- * half-open --probe succeeded--> closed;  --probe failed--> open again
+ * open --(cooldown elapsed, next allow())--> half_open: exactly one probe
+ * half_open --probe succeeded--> closed;  --probe failed--> open again
  *
  * Pure state machine: the caller passes the clock (CLOCK_MONOTONIC ms),
  * so tests drive time by hand.  Every transition is reported to the
@@ -15,15 +15,21 @@
 
 #include <stdint.h>
 
-#include "scoreboard.h" /* enum enr_breaker_state */
+/* Stored as a number in the scoreboard (up_breaker_state). */
+enum enr_breaker_state {
+    ENR_BREAKER_CLOSED = 0,
+    ENR_BREAKER_OPEN,
+    ENR_BREAKER_HALF_OPEN,
+    ENR_BREAKER_STATES
+};
 
 typedef struct enr_breaker {
     int state;            /* enum enr_breaker_state */
     unsigned failures;    /* consecutive failed calls while closed */
     unsigned threshold;   /* failures that open it (>= 1) */
-    unsigned cooldown_ms; /* open -> half-open delay */
+    unsigned cooldown_ms; /* open -> half_open delay */
     uint64_t opened_ms;   /* when it last opened */
-    int probe_out;        /* half-open: the one probe has been let through */
+    int probe_out;        /* half_open: the one probe has been let through */
     uint64_t opens;       /* transitions into open, cumulative */
     /* The ratio rule catches an upstream that fails often but never
      * `threshold` times in a row (a flapping one): the outcomes of the last
@@ -44,9 +50,9 @@ void enr_breaker_init(enr_breaker *br, unsigned threshold, unsigned cooldown_ms)
  * ENR_BREAKER_WINDOW_MAX is clamped to it).  Only a full window judges. */
 void enr_breaker_set_window(enr_breaker *br, unsigned window, double ratio);
 
-/* May a call go out now?  1 yes, 0 skip it.  In half-open only the first
+/* May a call go out now?  1 yes, 0 skip it.  In half_open only the first
  * caller gets 1 (the probe) until its result is reported.  *prev is set
- * to the state before the call so a transition (open -> half-open) shows. */
+ * to the state before the call so a transition (open -> half_open) shows. */
 int enr_breaker_allow(enr_breaker *br, uint64_t now_ms, int *prev);
 
 /* Report a call's result; returns the state before it (compare with
@@ -55,9 +61,11 @@ int enr_breaker_success(enr_breaker *br, uint64_t now_ms);
 int enr_breaker_failure(enr_breaker *br, uint64_t now_ms);
 
 /* A call that was let through but never made (no time was left): in
- * half-open the probe it held is given back, so the next call probes. */
+ * half_open the probe it held is given back, so the next call probes. */
 void enr_breaker_release(enr_breaker *br);
 
-const char *enr_breaker_state_name(int state);
+/* "closed", "open", "half_open" (logs, JSON and metrics labels alike);
+ * "unknown" for anything else. */
+const char *enr_breaker_state_name(uint64_t state);
 
 #endif

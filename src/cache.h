@@ -1,5 +1,5 @@
 /*
- * cache.h: the per-worker cache of upstream answers (UPSTREAM.md).
+ * cache.h: the per-worker cache of upstream answers (docs/upstream.md).
  *
  * Key: provider + the id in its original case (upstream ids are
  * case-sensitive).  Value: what the upstream said about the id -- a

@@ -149,7 +149,7 @@ static int open_file(enr_capture *c)
     if (c->fd < 0) {
         char q[ENR_PATH_MAX + 64];
         enr_log(ENR_LOG_ERROR, "capture file open failed", "path=%s error=%s",
-                enr_log_quote(q, sizeof q, c->path), strerror(errno));
+                enr_log_quote(q, sizeof q, c->path), enr_log_errno(errno));
         return -1;
     }
     c->file_size = (uint64_t)lseek(c->fd, 0, SEEK_END);
@@ -170,7 +170,7 @@ static int write_line(enr_capture *c, const enr_buf *b)
         if (n <= 0) {
             int e = errno;
             if (off > 0 && ftruncate(c->fd, (off_t)c->file_size) != 0)
-                enr_log(ENR_LOG_WARN, "capture truncate failed", "error=%s", strerror(errno));
+                enr_log(ENR_LOG_WARN, "capture truncate failed", "error=%s", enr_log_errno(errno));
             errno = e;
             return -1;
         }
@@ -183,7 +183,7 @@ static int write_line(enr_capture *c, const enr_buf *b)
         if (rename(c->path, c->rotated) != 0) {
             char q[ENR_PATH_MAX + 64];
             enr_log(ENR_LOG_WARN, "capture rotate failed", "path=%s error=%s",
-                    enr_log_quote(q, sizeof q, c->path), strerror(errno));
+                    enr_log_quote(q, sizeof q, c->path), enr_log_errno(errno));
         }
     }
     return 0;
@@ -217,7 +217,7 @@ static void *writer(void *arg)
             int e = c->line.oom ? ENOMEM : errno;
             ENR_SB_ADD(c->sb->cap_dropped_error, 1);
             if (e != last_errno) /* one line per kind of trouble, not per sample */
-                enr_log(ENR_LOG_WARN, "capture sample dropped", "error=%s", strerror(e));
+                enr_log(ENR_LOG_WARN, "capture sample dropped", "error=%s", enr_log_errno(e));
             last_errno = e;
         } else {
             ENR_SB_ADD(c->sb->cap_written, 1);
@@ -260,7 +260,7 @@ enr_capture *enr_capture_new(const enr_config *cfg, unsigned slot, enr_sb_slot *
     rc = pthread_create(&c->thread, NULL, writer, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        enr_log(ENR_LOG_ERROR, "capture off: thread start failed", "error=%s", strerror(rc));
+        enr_log(ENR_LOG_ERROR, "capture off: thread start failed", "error=%s", enr_log_errno(rc));
         pthread_mutex_destroy(&c->lock);
         pthread_cond_destroy(&c->wake);
         free(c);

@@ -17,7 +17,7 @@
 #define ENR_PATH_MAX 256
 
 typedef struct enr_config {
-    /* issue 3: pool */
+    /* pool */
     char listen[ENR_PATH_MAX];    /* unix path or 127.0.0.1:PORT */
     unsigned listen_mode;         /* octal, default 0660 */
     char listen_group[64];        /* default: nginx's group (www-data) */
@@ -38,7 +38,7 @@ typedef struct enr_config {
     unsigned write_timeout_ms; /* the answer's write to nginx, apart from the request */
     unsigned idle_exit_s;      /* socket-activated: exit after this long without a request */
 
-    /* issue 4: upstream */
+    /* upstream enrichment */
     char upstream_url[1024];           /* empty: enrichment off */
     unsigned upstream_timeout_ms;      /* batch deadline, default 150 */
     unsigned ids_per_call;             /* default 50 */
@@ -53,7 +53,7 @@ typedef struct enr_config {
     unsigned breaker_window;           /* calls judged by the ratio rule; default 20, 0 off */
     double breaker_failure_ratio;      /* default 0.5 */
 
-    /* issue 5: operators */
+    /* operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */
     unsigned slow_request_ms;         /* log requests slower than this */
     unsigned health_window_s;         /* default 30 */

@@ -34,7 +34,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "clock.h"
 #include "numfmt.h"
 #include "reader.h"
 #include "text.h"
@@ -508,7 +507,8 @@ static void put_u64(enr_buf *out, uint64_t v)
     enr_buf_append(out, d + i, (size_t)(24 - i));
 }
 
-int enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out, enr_error *err)
+int enr_emit(enr_engine *e, const enr_batch *b, enr_clock_ms_fn now_ms, enr_buf *out,
+             enr_error *err)
 {
     char num[ENR_NUM_MAX];
     size_t start = out->len;
@@ -559,7 +559,7 @@ int enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out, enr_error *err)
                 enr_buf_lit(out, "false");
         }
         enr_buf_lit(out, "},\"fetched_at\":");
-        put_u64(out, enr_wall_ms());
+        put_u64(out, now_ms());
         enr_buf_lit(out, "}\n");
         if (out->len > stop)
             return output_fail(e, err, (long)r->element, i, out->len - start);

@@ -20,11 +20,7 @@
 #include <stdint.h>
 
 #include "buf.h"
-
-enum enr_provider { ENR_PROV_NONE = 0, ENR_PROV_YT, ENR_PROV_VM, ENR_PROV_DM };
-
-#define ENR_REGIONS 8      /* US GB JP KR TW SG VN TH, in output order */
-#define ENR_MAX_DEPTH 1000 /* CONTRACT 15: deeper documents are a 4xx */
+#include "contract.h"
 
 /* Offsets index enr_batch.text; every string is WTF-8 (text.h). */
 typedef struct enr_record {
@@ -84,12 +80,18 @@ void enr_engine_shrink(enr_engine *e, enr_batch *b, size_t keep);
 int enr_parse(enr_engine *e, const char *body, size_t len, size_t max_records, enr_batch *b,
               enr_error *err);
 
+/* The caller's clock for fetched_at: milliseconds since the Unix epoch. */
+typedef uint64_t (*enr_clock_ms_fn)(void);
+
 /* Append the NDJSON body for b (a single LF when b has no record).
- * fetched_at is read from the clock per record.  Returns 0, or -1 with
+ * fetched_at is now_ms() called per record (the contract lets lines of
+ * one response differ); the engine itself reads no clock, so a test can
+ * pass a fixed one.  Returns 0, or -1 with
  * err filled (413) as soon as the output passes max_output_bytes; out
  * then holds a cut body that must not be sent.  A failed allocation
  * sets out->oom. */
-int enr_emit(enr_engine *e, const enr_batch *b, enr_buf *out, enr_error *err);
+int enr_emit(enr_engine *e, const enr_batch *b, enr_clock_ms_fn now_ms, enr_buf *out,
+             enr_error *err);
 
 /* Append the JSON error body {"error":"...","offset":N,...}; an output
  * limit adds "limit", "reached" and "record". */

@@ -11,15 +11,19 @@
  * Invariants: the ring holds at most one sample per ENR_HEALTH_STEP_MS
  * (a faster caller is judged but not recorded), so
  * ENR_HEALTH_SAMPLES covers about a minute whoever calls; the judgement
- * reads only the scoreboard; only enr_health_sample() writes it, and only
- * the pool's healthy / unhealthy_reason / listen_queue(_max) fields.
+ * reads only the scoreboard; only enr_health_sample() writes it (in the
+ * master, the one process that judges), and only the pool's health,
+ * healthy / unhealthy_reason and listen_queue(_max) fields; every other
+ * process reads that verdict back with enr_health_read().
  */
 #include "health.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "breaker.h"
 #include "sockdiag.h"
 #include "clock.h"
 
@@ -49,21 +53,16 @@ static uint64_t delta(uint64_t now, uint64_t then)
 
 static void take(enr_health_point *s, const enr_scoreboard *sb, uint64_t queue, uint64_t now_ms)
 {
-    uint32_t n = sb->nslots <= ENR_SB_MAX_WORKERS ? sb->nslots : ENR_SB_MAX_WORKERS;
-
     memset(s, 0, sizeof *s);
     s->t_ms = now_ms;
     s->listen_queue = queue;
-    for (uint32_t i = 0; i < n; i++) {
-        const enr_sb_slot *sl = &sb->slot[i];
-        s->accepted += ENR_SB_GET(sl->accepted);
-        s->completed += ENR_SB_GET(sl->completed);
-        s->s5xx += ENR_SB_GET(sl->status_5xx);
-        s->rec_out += ENR_SB_GET(sl->records_out);
-        s->rec_degraded += ENR_SB_GET(sl->records_degraded);
-        for (unsigned b = 0; b < ENR_SB_LAT_BUCKETS; b++)
-            s->latency[b] += ENR_SB_GET(sl->latency[b]);
-    }
+    s->accepted = ENR_SB_TOTAL(sb, accepted);
+    s->completed = ENR_SB_TOTAL(sb, completed);
+    s->s5xx = ENR_SB_TOTAL(sb, status_5xx);
+    s->rec_out = ENR_SB_TOTAL(sb, records_out);
+    s->rec_degraded = ENR_SB_TOTAL(sb, records_degraded);
+    for (unsigned b = 0; b < ENR_SB_LAT_BUCKETS; b++)
+        s->latency[b] = ENR_SB_TOTAL(sb, latency[b]);
 }
 
 /* Quantile of a bucket histogram by linear interpolation inside the
@@ -128,17 +127,15 @@ static void push(enr_health *h, const enr_health_point *s)
 
 static void workers(const enr_scoreboard *sb, enr_health_window *w, uint64_t mono_ms)
 {
-    uint32_t n = sb->nslots <= ENR_SB_MAX_WORKERS ? sb->nslots : ENR_SB_MAX_WORKERS;
+    const enr_sb_slot *sl;
 
-    for (uint32_t i = 0; i < n; i++) {
-        const enr_sb_slot *sl = &sb->slot[i];
-        uint64_t st = ENR_SB_GET(sl->state);
-        if (ENR_SB_GET(sl->pid) <= 0 || (st != ENR_WS_IDLE && st != ENR_WS_BUSY))
+    for (ENR_SB_EACH_SLOT(sb, i, sl)) {
+        if (!enr_sb_slot_serving(sl))
             continue;
         w->live_workers++;
         if (ENR_SB_GET(sl->up_breaker_state) == ENR_BREAKER_OPEN)
             w->breaker_open++;
-        if (st == ENR_WS_BUSY) {
+        if (ENR_SB_GET(sl->state) == ENR_WS_BUSY) {
             uint64_t age = enr_sb_request_age_ms(sl, mono_ms);
             w->busy_workers++;
             if (age > w->oldest_request_ms)
@@ -228,6 +225,93 @@ int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard 
     return h->healthy;
 }
 
+static uint64_t dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static double bitsd(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+/* Single writer (the master): bump seq to odd, write, bump to even. */
+static void publish(const enr_health *h, enr_sb_health *p, uint64_t now_ms)
+{
+    const enr_health_window *w = &h->win;
+    uint64_t seq = ENR_SB_GET(p->seq);
+
+    ENR_SB_SET(p->seq, seq + 1);
+    atomic_thread_fence(memory_order_release);
+    ENR_SB_SET(p->at_mono_ms, now_ms);
+    ENR_SB_SET(p->healthy, (uint64_t)h->healthy);
+    ENR_SB_SET(p->reasons, h->reasons);
+    ENR_SB_SET(p->span_ms, w->span_ms);
+    ENR_SB_SET(p->requests, w->requests);
+    ENR_SB_SET(p->s5xx, w->s5xx);
+    ENR_SB_SET(p->records, w->records);
+    ENR_SB_SET(p->degraded, w->degraded);
+    ENR_SB_SET(p->ratio_5xx, dbits(w->ratio_5xx));
+    ENR_SB_SET(p->ratio_degraded, dbits(w->ratio_degraded));
+    ENR_SB_SET(p->p99_ms, dbits(w->p99_ms));
+    ENR_SB_SET(p->live_workers, w->live_workers);
+    ENR_SB_SET(p->busy_workers, w->busy_workers);
+    ENR_SB_SET(p->breaker_open, w->breaker_open);
+    ENR_SB_SET(p->listen_queue, w->listen_queue);
+    ENR_SB_SET(p->oldest_request_ms, w->oldest_request_ms);
+    snprintf(p->reason, sizeof p->reason, "%s", h->reason);
+    atomic_thread_fence(memory_order_release);
+    ENR_SB_SET(p->seq, seq + 2);
+}
+
+int enr_health_read(enr_health *h, const enr_scoreboard *sb)
+{
+    const enr_sb_health *p = &sb->pool.health;
+    enr_health_window *w = &h->win;
+
+    memset(h, 0, sizeof *h);
+    /* The master writes for microseconds once a tick: a few tries always
+     * find a quiet moment; a reader never waits on it. */
+    for (int tries = 0; tries < 100; tries++) {
+        uint64_t s1 = atomic_load_explicit(&p->seq, memory_order_acquire), s2;
+        if (s1 == 0)
+            break;
+        if (s1 & 1) {
+            sched_yield();
+            continue;
+        }
+        h->healthy = ENR_SB_GET(p->healthy) != 0;
+        h->reasons = (unsigned)ENR_SB_GET(p->reasons);
+        w->span_ms = ENR_SB_GET(p->span_ms);
+        w->requests = ENR_SB_GET(p->requests);
+        w->s5xx = ENR_SB_GET(p->s5xx);
+        w->records = ENR_SB_GET(p->records);
+        w->degraded = ENR_SB_GET(p->degraded);
+        w->ratio_5xx = bitsd(ENR_SB_GET(p->ratio_5xx));
+        w->ratio_degraded = bitsd(ENR_SB_GET(p->ratio_degraded));
+        w->p99_ms = bitsd(ENR_SB_GET(p->p99_ms));
+        w->live_workers = (unsigned)ENR_SB_GET(p->live_workers);
+        w->busy_workers = (unsigned)ENR_SB_GET(p->busy_workers);
+        w->breaker_open = (unsigned)ENR_SB_GET(p->breaker_open);
+        w->listen_queue = ENR_SB_GET(p->listen_queue);
+        w->oldest_request_ms = ENR_SB_GET(p->oldest_request_ms);
+        memcpy(h->reason, p->reason, sizeof h->reason);
+        h->reason[sizeof h->reason - 1] = '\0';
+        atomic_thread_fence(memory_order_acquire);
+        s2 = ENR_SB_GET(p->seq);
+        if (s1 == s2)
+            return 0;
+        sched_yield();
+    }
+    memset(h, 0, sizeof *h);
+    snprintf(h->reason, sizeof h->reason, "no verdict yet");
+    return -1;
+}
+
 int enr_health_sample(enr_health *h, const enr_config *c, enr_scoreboard *sb, int listen_fd,
                       uint64_t now_ms)
 {
@@ -251,5 +335,6 @@ int enr_health_sample(enr_health *h, const enr_config *c, enr_scoreboard *sb, in
     memcpy(sb->pool.unhealthy_reason, h->healthy ? "" : h->reason, h->healthy ? 1 : n);
     sb->pool.unhealthy_reason[h->healthy ? 0 : n] = '\0';
     ENR_SB_SET(sb->pool.healthy, (uint64_t)h->healthy);
+    publish(h, &sb->pool.health, now_ms);
     return h->healthy;
 }

@@ -1,8 +1,10 @@
 /*
- * health.h: the one judgement of whether the pool is healthy, shared by
- * the master (systemd WATCHDOG=1 and STATUS=) and the status process
- * (/healthz, /readyz).  It looks at a recent window of the scoreboard's
- * counters, not at whether processes merely exist.
+ * health.h: the one judgement of whether the pool is healthy.  The master
+ * makes it (it gates systemd's WATCHDOG=1 and feeds STATUS=) and publishes
+ * it in the scoreboard; the status process shows that published verdict
+ * (/healthz, /status, /metrics), so both say the same thing.  It looks at
+ * a recent window of the scoreboard's counters, not at whether processes
+ * merely exist.
  */
 #ifndef ENR_HEALTH_H
 #define ENR_HEALTH_H
@@ -55,18 +57,26 @@ typedef struct enr_health {
     enr_health_window win;
 } enr_health;
 
-/* Take a sample (call about once a second), judge the window of
- * c->health_window_s, store the verdict in h and in sb->pool.healthy /
- * unhealthy_reason, and sample the listen queue of listen_fd into
- * sb->pool.listen_queue(_max).  Returns h->healthy. */
+/* The master's judgement, the only one: take a sample (call at least once
+ * a second; more often is judged but not recorded), judge the window of
+ * c->health_window_s, store the verdict in h and publish it in the
+ * scoreboard (pool.health, pool.healthy / unhealthy_reason), and sample
+ * the listen queue of listen_fd into sb->pool.listen_queue(_max).
+ * Returns h->healthy. */
 int enr_health_sample(enr_health *h, const enr_config *c, enr_scoreboard *sb, int listen_fd,
                       uint64_t now_ms);
 
-/* The same judgement without writing the scoreboard (the status process
- * keeps its own ring): listen_queue is the depth measured by the caller.
+/* The judgement itself, without writing the scoreboard (enr_health_sample
+ * and the unit tests): listen_queue is the depth measured by the caller.
  * now_ms is any monotonic millisecond clock, the same across calls.
  * Returns h->healthy. */
 int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard *sb,
                        uint64_t listen_queue, uint64_t now_ms);
+
+/* What every other reader (the status process: /healthz, /status,
+ * /metrics) shows: the verdict and window the master published last,
+ * copied into h (its ring stays empty).  Returns 0, or -1 while nothing
+ * is published yet (h then says unhealthy, "no verdict yet"). */
+int enr_health_read(enr_health *h, const enr_scoreboard *sb);
 
 #endif

@@ -257,3 +257,10 @@ void enr_log(int level, const char *msg, const char *fmt, ...)
         errno = saved;
     errno = saved;
 }
+
+const char *enr_log_errno(int e)
+{
+    static _Thread_local char buf[160];
+
+    return enr_log_quote(buf, sizeof buf, strerror(e));
+}

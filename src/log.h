@@ -33,4 +33,8 @@ void enr_log(int level, const char *msg, const char *fmt, ...)
  * and returns out, so it can sit inside an enr_log() argument list. */
 const char *enr_log_quote(char *out, size_t outlen, const char *s);
 
+/* strerror(e) as a logfmt value, in a buffer of the calling thread: one
+ * per enr_log() call ("error=%s", enr_log_errno(errno)). */
+const char *enr_log_errno(int e);
+
 #endif

@@ -9,7 +9,7 @@
  *    a handler never runs in the middle of the loop's work.
  *  - spawn() is the only fork() of the daemon, for workers and for the
  *    status process; the child never returns into this file's loop.
- *  - Every child exit is classified once, in reap(): the reason the
+ *  - Every child exit is classified once, in child_exited(): the reason the
  *    master asked for (recycle, timeout, reload, stop), the reason the
  *    worker gave in its exit code (soft limits), a crash (a signal the
  *    master did not send, e.g. SIGABRT from libfcgi) or a failure.  It
@@ -38,8 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "curlapi.h"
-#include "engine.h"
 #include "health.h"
 #include "listen.h"
 #include "log.h"
@@ -49,10 +47,6 @@
 #include "status.h"
 #include "worker.h"
 #include "clock.h"
-
-static const char *const exit_reason_names[ENR_EXIT_REASONS] = {
-    "none", "max_requests", "rss", "fd", "timeout", "crash", "reload", "stop", "error",
-};
 
 enum child_kind { CHILD_WORKER, CHILD_STATUS };
 
@@ -88,15 +82,15 @@ typedef struct master {
     int ready_sent, reloading, draining;
     int first_ready; /* some worker has accepted since start */
     uint64_t drain_deadline;
-    uint64_t next_tick, next_status, watchdog_ms, next_watchdog;
+    uint64_t watchdog_ms;
+    uint64_t job_next[3]; /* when each of jobs[] runs next (monotonic ms) */
     uint64_t last_completed, last_completed_at;
     int activated;                      /* the sockets came from systemd (idle exit) */
     uint64_t last_accepted, idle_since; /* idle exit: requests seen, and since when none */
     double req_rate;
     uint64_t restarts;
     enr_health health;
-    enr_engine *warm_engine; /* never used to serve: only keeps shared data loaded */
-    int was_healthy;         /* last verdict, to log transitions only */
+    int was_healthy; /* last verdict, to log transitions only */
     /* reload: a new configuration is tried on one probe worker first */
     enr_config next_cfg; /* validated, not yet committed */
     int pending;         /* next_cfg waits for its probe */
@@ -160,7 +154,7 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
     pid = fork();
 
     if (pid < 0) {
-        enr_log(ENR_LOG_ERROR, "fork failed", "errno=%d kind=%s", errno,
+        enr_log(ENR_LOG_ERROR, "fork failed", "error=%s kind=%s", enr_log_errno(errno),
                 kind == CHILD_WORKER ? "worker" : "status");
         return -1;
     }
@@ -226,8 +220,8 @@ static void ask(child *ch, int reason, int sig)
         ch->asked_at = enr_mono_ms();
     }
     if (kill(ch->pid, sig) != 0 && errno != ESRCH)
-        enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld signal=%d errno=%d", (long)ch->pid,
-                sig, errno);
+        enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld signal=%d error=%s", (long)ch->pid,
+                sig, enr_log_errno(errno));
 }
 
 static void kill_child(child *ch)
@@ -235,7 +229,8 @@ static void kill_child(child *ch)
     if (ch->pid > 0 && !ch->killed) {
         ch->killed = 1;
         if (kill(ch->pid, SIGKILL) != 0 && errno != ESRCH)
-            enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld errno=%d", (long)ch->pid, errno);
+            enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld error=%s", (long)ch->pid,
+                    enr_log_errno(errno));
     }
 }
 
@@ -267,6 +262,16 @@ static int classify(const child *ch, int status, char *detail, size_t len)
     return ENR_EXIT_ERROR;
 }
 
+/* The next delay of a back-off: first, then doubling up to
+ * ENR_BACKOFF_MAX_MS (forks in a crash loop, reload probes, the status
+ * process). */
+static uint64_t backoff_next(uint64_t cur, uint64_t first)
+{
+    if (cur == 0)
+        return first;
+    return cur * 2 > ENR_BACKOFF_MAX_MS ? ENR_BACKOFF_MAX_MS : cur * 2;
+}
+
 static void crashloop_note(master *m, int reason, uint64_t lifetime, uint64_t now)
 {
     if ((reason != ENR_EXIT_CRASH && reason != ENR_EXIT_ERROR) || lifetime >= ENR_EARLY_DEATH_MS) {
@@ -282,8 +287,7 @@ static void crashloop_note(master *m, int reason, uint64_t lifetime, uint64_t no
         ENR_SB_SET(m->sb->pool.crashloop, 1);
     } else if (now >= m->hold_until) {
         /* A probe started after the last hold died early too. */
-        m->backoff_ms =
-            m->backoff_ms * 2 > ENR_BACKOFF_MAX_MS ? ENR_BACKOFF_MAX_MS : m->backoff_ms * 2;
+        m->backoff_ms = backoff_next(m->backoff_ms, ENR_BACKOFF_MIN_MS);
     } else {
         return; /* more deaths of the same wave: one hold is enough */
     }
@@ -303,15 +307,13 @@ static void probe_failed(master *m, const char *why, const char *detail, uint64_
     char status[256];
 
     m->probe_failures++;
-    m->retry_ms = m->retry_ms ? m->retry_ms * 2 : ENR_RELOAD_RETRY_MIN_MS;
-    if (m->retry_ms > ENR_BACKOFF_MAX_MS)
-        m->retry_ms = ENR_BACKOFF_MAX_MS;
+    m->retry_ms = backoff_next(m->retry_ms, ENR_RELOAD_RETRY_MIN_MS);
     m->retry_at = now + m->retry_ms;
     snprintf(m->probe_error, sizeof m->probe_error, "%s%s%s", why, detail[0] ? " " : "", detail);
     ENR_SB_ADD(p->reload_failures, 1);
     ENR_SB_SET(p->reload_retry_ms, m->retry_ms);
     memcpy(p->reload_error, m->probe_error, sizeof p->reload_error);
-    ENR_SB_SET(p->state, 1); /* the old generation is running as before */
+    ENR_SB_SET(p->state, ENR_POOL_RUNNING); /* the old generation is running as before */
     enr_log(ENR_LOG_ERROR,
             "reload failed: a worker of the new configuration did not start; the old "
             "configuration keeps serving",
@@ -353,7 +355,7 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
             "worker exit",
             "worker_pid=%ld slot=%u reason=%s %s served=%" PRIu64 " rss_kb=%" PRIu64 " fds=%" PRIu64
             " lifetime_ms=%" PRIu64 "%s%s",
-            (long)ch->pid, slot, exit_reason_names[reason], detail, ENR_SB_GET(s->served),
+            (long)ch->pid, slot, enr_exit_reason_name(reason), detail, ENR_SB_GET(s->served),
             ENR_SB_GET(s->rss_kb), ENR_SB_GET(s->fds), lifetime, rid[0] ? " req_id=" : "",
             rid[0] ? enr_log_quote(qrid, sizeof qrid, rid) : "");
     if (age)
@@ -367,7 +369,7 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     ENR_SB_SET(s->req_start_mono_ms, 0);
     if (ch->probe == PROBE_TRYING && m->pending && slot == m->probe_slot) {
         /* Not the running pool's crash loop: the old generation is fine. */
-        probe_failed(m, exit_reason_names[reason], detail, now);
+        probe_failed(m, enr_exit_reason_name(reason), detail, now);
         memset(ch, 0, sizeof *ch);
         return;
     }
@@ -384,11 +386,9 @@ static void status_exited(master *m, int status, uint64_t now)
 
     enr_log(reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR ? ENR_LOG_ERROR : ENR_LOG_INFO,
             "status process exit", "child_pid=%ld reason=%s %s lifetime_ms=%" PRIu64, (long)ch->pid,
-            exit_reason_names[reason], detail, lifetime);
+            enr_exit_reason_name(reason), detail, lifetime);
     if ((reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR) && lifetime < ENR_EARLY_DEATH_MS) {
-        m->status_backoff = m->status_backoff ? m->status_backoff * 2 : ENR_BACKOFF_MIN_MS;
-        if (m->status_backoff > ENR_BACKOFF_MAX_MS)
-            m->status_backoff = ENR_BACKOFF_MAX_MS;
+        m->status_backoff = backoff_next(m->status_backoff, ENR_BACKOFF_MIN_MS);
         m->status_hold_until = now + m->status_backoff;
     } else {
         m->status_backoff = 0;
@@ -396,29 +396,41 @@ static void status_exited(master *m, int status, uint64_t now)
     memset(ch, 0, sizeof *ch);
 }
 
-static void reap(master *m)
+/* The one child-exit handler: reap() (running) and wait_all() (stopping)
+ * both come here, so an exit is classified, logged and counted alike. */
+static void child_exited(master *m, pid_t pid, int status)
+{
+    uint64_t now = enr_mono_ms();
+
+    if (pid == m->status.pid) {
+        status_exited(m, status, now);
+        return;
+    }
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid == pid) {
+            worker_exited(m, i, status, now);
+            return;
+        }
+}
+
+/* Reaps every child that has ended (flags: WNOHANG, or 0 to wait for
+ * them all); returns when none is left to reap. */
+static void reap_children(master *m, int flags)
 {
     for (;;) {
         int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        uint64_t now;
-        if (pid <= 0) {
-            if (pid < 0 && errno == EINTR)
-                continue;
-            return;
-        }
-        now = enr_mono_ms();
-        if (pid == m->status.pid) {
-            status_exited(m, status, now);
+        pid_t pid = waitpid(-1, &status, flags);
+        if (pid < 0 && errno == EINTR)
             continue;
-        }
-        for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
-            if (m->w[i].pid == pid) {
-                worker_exited(m, i, status, now);
-                break;
-            }
-        }
+        if (pid <= 0)
+            return;
+        child_exited(m, pid, status);
     }
+}
+
+static void reap(master *m)
+{
+    reap_children(m, WNOHANG);
 }
 
 /* ---- the pool ------------------------------------------------------------ */
@@ -492,13 +504,13 @@ static void check_ready(master *m, uint64_t now)
 
     if (!m->ready_sent && enough) {
         m->ready_sent = 1;
-        ENR_SB_SET(m->sb->pool.state, 1);
+        ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "ready", "workers=%d startup_ms=%" PRIu64, ready, now - m->start_ms);
     }
     if (m->reloading && !old_generation_left(m) && ready >= 1) {
         m->reloading = 0;
-        ENR_SB_SET(m->sb->pool.state, 1);
+        ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d", m->generation, ready);
     }
@@ -555,7 +567,7 @@ static void sample_workers(master *m, uint64_t now)
             continue;
         enr_log(ENR_LOG_WARN, "worker over a hard limit",
                 "worker_pid=%ld slot=%u reason=%s rss_kb=%ld fds=%ld", (long)ch->pid, i,
-                exit_reason_names[ch->asked], rss, fds);
+                enr_exit_reason_name(ch->asked), rss, fds);
     }
     if (busy > ENR_SB_GET(m->sb->pool.max_active))
         ENR_SB_SET(m->sb->pool.max_active, busy);
@@ -574,22 +586,6 @@ static void sample_workers(master *m, uint64_t now)
     }
 }
 
-static uint64_t pool_completed(const master *m)
-{
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < m->sb->nslots; i++)
-        sum += ENR_SB_GET(m->sb->slot[i].completed);
-    return sum;
-}
-
-static uint64_t pool_accepted(const master *m)
-{
-    uint64_t sum = 0;
-    for (uint32_t i = 0; i < m->sb->nslots; i++)
-        sum += ENR_SB_GET(m->sb->slot[i].accepted);
-    return sum;
-}
-
 static void begin_drain(master *m, uint64_t now);
 
 /* idle_exit_s: a socket-activated pool with nothing to do for that long
@@ -603,8 +599,8 @@ static void check_idle(master *m, uint64_t now)
 
     if (m->cfg.idle_exit_s == 0 || !m->activated || m->draining || !m->ready_sent || m->pending)
         return;
-    accepted = pool_accepted(m);
-    if (accepted != m->last_accepted || accepted != pool_completed(m) ||
+    accepted = ENR_SB_TOTAL(m->sb, accepted);
+    if (accepted != m->last_accepted || accepted != ENR_SB_TOTAL(m->sb, completed) ||
         ENR_SB_GET(m->sb->pool.listen_queue) != 0) {
         m->last_accepted = accepted;
         m->idle_since = now;
@@ -620,7 +616,7 @@ static void check_idle(master *m, uint64_t now)
 static void send_status(master *m, uint64_t now)
 {
     char text[256];
-    uint64_t done = pool_completed(m);
+    uint64_t done = ENR_SB_TOTAL(m->sb, completed);
 
     if (now > m->last_completed_at)
         m->req_rate =
@@ -649,16 +645,17 @@ static void send_status(master *m, uint64_t now)
     enr_notify_status(text);
 }
 
-static void tick(master *m, uint64_t now)
+/* The pool's one health verdict, judged on every pass of the loop (each
+ * tick, and each child event: a worker ready or gone changes it at once)
+ * and published in the scoreboard for the status process, so /healthz,
+ * STATUS= and the watchdog say the same thing. */
+static void judge(master *m, uint64_t now)
 {
-    int healthy;
+    int healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
 
-    sample_workers(m, now);
-    check_idle(m, now);
-    healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
-    if (healthy != m->was_healthy) {
+    /* Transitions only, and not while starting: one line when it changes. */
+    if (m->ready_sent && healthy != m->was_healthy) {
         char q[200];
-        /* Transitions only: one line when the verdict changes. */
         if (healthy)
             enr_log(ENR_LOG_INFO, "pool healthy again", NULL);
         else
@@ -666,20 +663,104 @@ static void tick(master *m, uint64_t now)
                     enr_log_quote(q, sizeof q, m->health.reason));
         m->was_healthy = healthy;
     }
-    if (now >= m->next_status) {
-        send_status(m, now);
-        m->next_status = now + ENR_MASTER_STATUS_MS;
-    }
+}
+
+static void tick(master *m, uint64_t now)
+{
+    sample_workers(m, now);
+    check_idle(m, now);
+}
+
+/* The watchdog is fed only while the pool does its job (the last
+ * verdict): a master that merely runs is not a service that works.
+ * Never before READY=1. */
+static void feed_watchdog(master *m, uint64_t now)
+{
+    (void)now;
+    enr_notify_watchdog();
+}
+
+static int watchdog_wanted(const master *m)
+{
+    return m->watchdog_ms && m->ready_sent && m->health.healthy;
+}
+
+static int always(const master *m)
+{
+    (void)m;
+    return 1;
+}
+
+static uint64_t tick_period(const master *m)
+{
+    (void)m;
+    return ENR_MASTER_TICK_MS;
+}
+
+static uint64_t status_period(const master *m)
+{
+    (void)m;
+    return ENR_MASTER_STATUS_MS;
+}
+
+static uint64_t watchdog_period(const master *m)
+{
+    return m->watchdog_ms;
+}
+
+/* The master's periodic work, one row a job (Redis' serverCron and
+ * run_with_period, as a table): a job runs when it is on and its time has
+ * come, then waits a period; next_wakeup() sleeps until the first one. */
+static const struct job {
+    const char *name;
+    int (*on)(const master *m);
+    uint64_t (*period)(const master *m);
+    void (*run)(master *m, uint64_t now);
+} jobs[] = {
+    {"tick", always, tick_period, tick},            /* /proc samples, hard limits, idle exit */
+    {"status", always, status_period, send_status}, /* systemd STATUS= */
+    {"watchdog", watchdog_wanted, watchdog_period, feed_watchdog}, /* systemd WATCHDOG=1 */
+};
+#define N_JOBS (sizeof jobs / sizeof jobs[0])
+
+static void run_jobs(master *m, uint64_t now)
+{
+    for (size_t j = 0; j < N_JOBS; j++)
+        if (jobs[j].on(m) && now >= m->job_next[j]) {
+            jobs[j].run(m, now);
+            m->job_next[j] = now + jobs[j].period(m);
+        }
 }
 
 /* ---- reload, drain, quit ------------------------------------------------ */
 
-static int listen_changed(const enr_config *a, const enr_config *b)
+/* The settings of the sockets, which only a restart changes. */
+#define LISTEN_FIELD(f, str)                                                                       \
+    {                                                                                              \
+        offsetof(enr_config, f), sizeof(((enr_config *)0)->f), str                                 \
+    }
+static const struct {
+    size_t off, len;
+    int str; /* a string: compared up to its terminator */
+} listen_fields[] = {
+    LISTEN_FIELD(listen, 1),         LISTEN_FIELD(listen_mode, 0),   LISTEN_FIELD(listen_group, 1),
+    LISTEN_FIELD(listen_backlog, 0), LISTEN_FIELD(status_listen, 1),
+};
+
+/* Keeps the socket settings of `from` in `to`; returns whether they differed. */
+static int keep_listen(enr_config *to, const enr_config *from)
 {
-    return strcmp(a->listen, b->listen) != 0 || a->listen_mode != b->listen_mode ||
-           strcmp(a->listen_group, b->listen_group) != 0 ||
-           a->listen_backlog != b->listen_backlog ||
-           strcmp(a->status_listen, b->status_listen) != 0;
+    int changed = 0;
+
+    for (size_t i = 0; i < sizeof listen_fields / sizeof listen_fields[0]; i++) {
+        char *t = (char *)to + listen_fields[i].off;
+        const char *f = (const char *)from + listen_fields[i].off;
+        if (listen_fields[i].str ? strcmp(t, f) != 0 : memcmp(t, f, listen_fields[i].len) != 0) {
+            changed = 1;
+            memcpy(t, f, listen_fields[i].len);
+        }
+    }
+    return changed;
 }
 
 /* The probe reported ready: the new configuration becomes the running
@@ -697,7 +778,7 @@ static void commit_reload(master *m)
     ENR_SB_SET(p->workers, m->cfg.workers);
     if (m->cfg.workers > m->sb->nslots)
         m->sb->nslots = m->cfg.workers;
-    ENR_SB_SET(p->state, 2);
+    ENR_SB_SET(p->state, ENR_POOL_RELOADING);
     ENR_SB_SET(p->reload_pending, 0);
     ENR_SB_SET(p->reload_retry_ms, 0);
     p->reload_error[0] = '\0';
@@ -789,21 +870,15 @@ static void reload(master *m, uint64_t now)
         enr_notify_ready();
         return;
     }
-    if (next.upstream_url[0] != '\0' && enr_curl_load(err, sizeof err) != 0) {
+    if (enr_worker_preload(&next, err, sizeof err) != 0) {
         enr_log(ENR_LOG_ERROR, "reload refused: upstream_url is set but libcurl cannot be loaded",
                 "error=%s", enr_log_quote(q, sizeof q, err));
         enr_notify_status("reload refused: libcurl cannot be loaded (see log)");
         enr_notify_ready();
         return;
     }
-    if (listen_changed(&m->cfg, &next)) {
+    if (keep_listen(&next, &m->cfg))
         enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
-        memcpy(next.listen, m->cfg.listen, sizeof next.listen);
-        next.listen_mode = m->cfg.listen_mode;
-        memcpy(next.listen_group, m->cfg.listen_group, sizeof next.listen_group);
-        next.listen_backlog = m->cfg.listen_backlog;
-        memcpy(next.status_listen, m->cfg.status_listen, sizeof next.status_listen);
-    }
     if (m->pending) {
         /* A newer file replaces the one still being tried. */
         child *ch = &m->w[m->probe_slot];
@@ -819,7 +894,7 @@ static void reload(master *m, uint64_t now)
     m->retry_at = now;
     m->probe_error[0] = '\0';
     ENR_SB_SET(m->sb->pool.reload_pending, 1);
-    ENR_SB_SET(m->sb->pool.state, 2);
+    ENR_SB_SET(m->sb->pool.state, ENR_POOL_RELOADING);
     start_probe(m, now);
 }
 
@@ -829,7 +904,7 @@ static void begin_drain(master *m, uint64_t now)
     m->pending = 0; /* a configuration still on trial is dropped with the rest */
     ENR_SB_SET(m->sb->pool.reload_pending, 0);
     m->drain_deadline = now + m->cfg.drain_timeout_ms;
-    ENR_SB_SET(m->sb->pool.state, 3);
+    ENR_SB_SET(m->sb->pool.state, ENR_POOL_DRAINING);
     enr_notify_stopping();
     enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u", live_workers(m, 0),
             m->cfg.drain_timeout_ms);
@@ -852,47 +927,44 @@ static void kill_all(master *m)
 static void wait_all(master *m)
 {
     /* After SIGKILL the children go at once; reap them for the log. */
-    while (live_workers(m, 0) > 0 || m->status.pid > 0) {
-        int status;
-        pid_t pid = waitpid(-1, &status, 0);
-        if (pid < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (pid == m->status.pid) {
-            status_exited(m, status, enr_mono_ms());
-            continue;
-        }
-        for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-            if (m->w[i].pid == pid)
-                worker_exited(m, i, status, enr_mono_ms());
-    }
+    reap_children(m, 0);
+}
+
+/* When a child asked to end gets SIGKILL, 0 if it does not: not asked,
+ * already killed, or a worker stopping with the pool (the drain has its
+ * own deadline, drain_timeout_ms). */
+static uint64_t kill_due(const master *m, const child *ch)
+{
+    if (ch->pid <= 0 || ch->asked == ENR_EXIT_NONE || ch->killed)
+        return 0;
+    if (ch != &m->status && ch->asked == ENR_EXIT_STOP)
+        return 0;
+    return ch->asked_at + m->cfg.kill_grace_ms;
 }
 
 static void escalate(master *m, uint64_t now)
 {
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
         child *ch = &m->w[i];
-        if (ch->pid > 0 && ch->asked != ENR_EXIT_NONE && ch->asked != ENR_EXIT_STOP &&
-            !ch->killed && now >= ch->asked_at + m->cfg.kill_grace_ms) {
+        uint64_t due = kill_due(m, ch);
+        if (due != 0 && now >= due) {
             enr_log(ENR_LOG_WARN, "worker did not stop in time: SIGKILL",
                     "worker_pid=%ld slot=%u reason=%s", (long)ch->pid, i,
-                    exit_reason_names[ch->asked]);
+                    enr_exit_reason_name(ch->asked));
             kill_child(ch);
         }
     }
-    if (m->status.pid > 0 && m->status.asked != ENR_EXIT_NONE && !m->status.killed &&
-        now >= m->status.asked_at + m->cfg.kill_grace_ms)
+    if (kill_due(m, &m->status) != 0 && now >= kill_due(m, &m->status))
         kill_child(&m->status);
 }
 
 static uint64_t next_wakeup(const master *m, uint64_t now)
 {
-    uint64_t t = m->next_tick;
+    uint64_t t = UINT64_MAX;
 
-    if (m->watchdog_ms && m->next_watchdog < t)
-        t = m->next_watchdog;
+    for (size_t j = 0; j < N_JOBS; j++)
+        if (jobs[j].on(m) && m->job_next[j] < t)
+            t = m->job_next[j];
     if (ENR_SB_GET(m->sb->pool.crashloop) && m->hold_until > now && m->hold_until < t)
         t = m->hold_until;
     if (m->status.pid == 0 && m->status_hold_until > now && m->status_hold_until < t)
@@ -905,10 +977,9 @@ static uint64_t next_wakeup(const master *m, uint64_t now)
         m->probe_deadline < t)
         t = m->probe_deadline;
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
-        const child *ch = &m->w[i];
-        if (ch->pid > 0 && ch->asked != ENR_EXIT_NONE && ch->asked != ENR_EXIT_STOP &&
-            !ch->killed && ch->asked_at + m->cfg.kill_grace_ms < t)
-            t = ch->asked_at + m->cfg.kill_grace_ms;
+        uint64_t due = kill_due(m, &m->w[i]);
+        if (due != 0 && due < t)
+            t = due;
     }
     return t > now ? t - now : 0;
 }
@@ -919,6 +990,22 @@ static void cleanup(master *m)
         unlink(m->listen_path);
     if (m->status_path[0])
         unlink(m->status_path);
+}
+
+/* The one way out of the loop: whatever is left of the children is
+ * killed and reaped (each exit logged and counted), the socket files
+ * removed; returns the exit code to give. */
+static int stop(master *m, int code)
+{
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && m->w[i].asked == ENR_EXIT_NONE)
+            m->w[i].asked = ENR_EXIT_STOP;
+    if (m->status.pid > 0 && m->status.asked == ENR_EXIT_NONE)
+        m->status.asked = ENR_EXIT_STOP;
+    kill_all(m);
+    wait_all(m);
+    cleanup(m);
+    return code;
 }
 
 /* ---- main loop ------------------------------------------------------------ */
@@ -964,13 +1051,13 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
     m.listen_fd = m.status_fd = m.ready_r = m.ready_w = -1;
     enr_log_role("master");
     if (setup_signals(&wait_mask) != 0) {
-        enr_log(ENR_LOG_ERROR, "signal setup failed", "errno=%d", errno);
+        enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
         return 1;
     }
     m.watchdog_ms = enr_notify_init();
     m.sb = enr_sb_create();
     if (m.sb == NULL) {
-        enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "errno=%d", errno);
+        enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "error=%s", enr_log_errno(errno));
         return 1;
     }
     ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
@@ -990,32 +1077,27 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         return 1;
     }
     if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
-        enr_log(ENR_LOG_ERROR, "pipe failed", "errno=%d", errno);
+        enr_log(ENR_LOG_ERROR, "pipe failed", "error=%s", enr_log_errno(errno));
         cleanup(&m);
         return 1;
     }
     m.ready_r = pipefd[0];
     m.ready_w = pipefd[1];
-    /* ICU's normalizer and case data and OpenSSL's SHA-1 are loaded once
-     * here, before fork: every worker then starts in well under a
-     * millisecond instead of each loading them again while competing
-     * for the CPU, and those pages are shared (PSS) until written. */
-    m.warm_engine = enr_engine_new();
-    if (m.warm_engine == NULL)
-        enr_log(ENR_LOG_ERROR, "engine warm-up failed; workers will try on their own", NULL);
-    /* libcurl is mapped here, once, only when enrichment is on (curlapi.h). */
-    if (m.cfg.upstream_url[0] != '\0' && enr_curl_load(err, sizeof err) != 0) {
+    /* Before the first fork: shared libraries loaded once (worker.h). */
+    if (enr_worker_preload(&m.cfg, err, sizeof err) != 0) {
         enr_log(ENR_LOG_ERROR, "upstream_url is set but libcurl cannot be loaded", "error=%s",
                 enr_log_quote(q, sizeof q, err));
         cleanup(&m);
         return 1;
     }
+#ifdef ENR_TEST_HOOKS
+    enr_log(ENR_LOG_WARN, "TEST HOOKS compiled in: a test build, never for production", NULL);
+#endif
     enr_log(ENR_LOG_INFO, "starting", "config=%s workers=%u listen=%s status_listen=%s",
             enr_log_quote(q, sizeof q, m.cfg.source), m.cfg.workers, m.cfg.listen,
             m.cfg.status_listen);
-    m.next_tick = m.start_ms + ENR_MASTER_TICK_MS;
-    m.next_status = m.start_ms;
-    m.next_watchdog = m.start_ms;
+    for (size_t j = 0; j < N_JOBS; j++) /* the first samples after a tick of start-up */
+        m.job_next[j] = m.start_ms + (jobs[j].run == feed_watchdog ? 0 : ENR_MASTER_TICK_MS);
     m.last_completed_at = m.start_ms;
     m.health.healthy = 1;
     m.was_healthy = 1;
@@ -1025,27 +1107,26 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         struct timespec ts;
         uint64_t now, wait;
 
-        if (sig_quit) {
-            enr_log(ENR_LOG_WARN, "quit: stopping at once", NULL);
-            enr_notify_stopping();
-            for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-                if (m.w[i].pid > 0 && m.w[i].asked == ENR_EXIT_NONE)
-                    m.w[i].asked = ENR_EXIT_STOP;
-            if (m.status.pid > 0)
-                m.status.asked = ENR_EXIT_STOP;
-            kill_all(&m);
-            wait_all(&m);
-            cleanup(&m);
-            return 0;
-        }
         if (sig_chld) {
             sig_chld = 0;
             reap(&m);
         }
         now = enr_mono_ms();
-        if (sig_term && !m.draining) {
+        if (sig_term) {
             sig_term = 0;
-            begin_drain(&m, now);
+            if (!m.draining) {
+                begin_drain(&m, now);
+            } else {
+                /* Like nginx and Gunicorn: a second TERM does not wait for
+                 * the drain, it stops at once as QUIT does. */
+                enr_log(ENR_LOG_WARN, "second TERM while draining: stopping at once", NULL);
+                sig_quit = 1;
+            }
+        }
+        if (sig_quit) {
+            enr_log(ENR_LOG_WARN, "quit: stopping at once", NULL);
+            enr_notify_stopping();
+            return stop(&m, 0);
         }
         if (sig_hup) {
             sig_hup = 0;
@@ -1060,17 +1141,13 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
                     ask(&m.status, ENR_EXIT_STOP, SIGTERM);
                 if (m.status.pid == 0) {
                     enr_log(ENR_LOG_INFO, "stopped", "restarts=%" PRIu64, m.restarts);
-                    cleanup(&m);
-                    return 0;
+                    return stop(&m, 0);
                 }
             }
             if (now >= m.drain_deadline) {
                 enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
                         live_workers(&m, 0));
-                kill_all(&m);
-                wait_all(&m);
-                cleanup(&m);
-                return 0;
+                return stop(&m, 0);
             }
         } else {
             fill_pool(&m, now);
@@ -1078,17 +1155,8 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             check_ready(&m, now);
         }
         escalate(&m, now);
-        if (now >= m.next_tick) {
-            tick(&m, now);
-            m.next_tick = now + ENR_MASTER_TICK_MS;
-        }
-        /* The watchdog is fed only while the pool does its job (the last
-         * tick's verdict): a master that merely runs is not a service
-         * that works.  Never before READY=1. */
-        if (m.watchdog_ms && m.ready_sent && m.health.healthy && now >= m.next_watchdog) {
-            enr_notify_watchdog();
-            m.next_watchdog = now + m.watchdog_ms;
-        }
+        judge(&m, now);
+        run_jobs(&m, now);
         wait = next_wakeup(&m, enr_mono_ms());
         /* Before READY, look often: readiness is a byte on the pipe, but
          * min_ready_workers after ENR_READY_WAIT_MS is a timer. */
@@ -1097,8 +1165,8 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         ts.tv_sec = (time_t)(wait / 1000);
         ts.tv_nsec = (long)(wait % 1000) * 1000000L;
         if (ppoll(&pfd, 1, &ts, &wait_mask) < 0 && errno != EINTR) {
-            enr_log(ENR_LOG_ERROR, "ppoll failed", "errno=%d", errno);
-            return 1;
+            enr_log(ENR_LOG_ERROR, "ppoll failed", "error=%s", enr_log_errno(errno));
+            return stop(&m, 1);
         }
     }
 }

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "statusdoc.h"
+#include "breaker.h"
 #include "clock.h"
 
 static void family(enr_buf *b, const char *name, const char *type, const char *help)
@@ -48,29 +48,6 @@ static void one_d(enr_buf *b, const char *name, const char *type, const char *he
 {
     family(b, name, type, help);
     sample_d(b, name, NULL, v);
-}
-
-static uint32_t nslots(const enr_scoreboard *sb)
-{
-    return sb->nslots <= ENR_SB_MAX_WORKERS ? sb->nslots : ENR_SB_MAX_WORKERS;
-}
-
-/* Sum of one u64 field over every slot, by offset so each counter is one
- * table row below instead of one loop each. */
-static uint64_t slot_sum(const enr_scoreboard *sb, size_t off)
-{
-    uint64_t s = 0;
-    for (uint32_t i = 0; i < nslots(sb); i++) {
-        enr_sb_u64 *f = (enr_sb_u64 *)((char *)&sb->slot[i] + off);
-        s += ENR_SB_GET(*f);
-    }
-    return s;
-}
-
-static int slot_live(const enr_sb_slot *sl)
-{
-    uint64_t st = ENR_SB_GET(sl->state);
-    return ENR_SB_GET(sl->pid) > 0 && st != ENR_WS_EMPTY;
 }
 
 typedef struct counter_row {
@@ -117,14 +94,11 @@ static const counter_row pool_counters[] = {
      SLOT_OFF(up_breaker_opens)},
 };
 
-static const char *const state_names[] = {"empty", "starting", "idle", "busy", "exiting"};
-static const char *const pool_state_names[] = {"starting", "running", "reloading", "draining"};
-static const char *const breaker_names[] = {"closed", "open", "half_open"};
-
 static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
 {
     const enr_sb_pool *p = &sb->pool;
-    uint64_t states[5] = {0}, accepted, completed, pstate = ENR_SB_GET(p->state);
+    uint64_t states[ENR_WS_STATES] = {0}, accepted, completed, pstate = ENR_SB_GET(p->state);
+    const enr_sb_slot *s;
     char l[64];
 
     one_d(b, "enrichd_start_time_seconds", "gauge",
@@ -133,20 +107,20 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
     one_u(b, "enrichd_config_generation", "gauge",
           "Configuration generation, bumped by each reload.", ENR_SB_GET(p->generation));
     family(b, "enrichd_pool_state", "gauge", "1 for the pool's current state.");
-    for (unsigned i = 0; i < 4; i++) {
-        snprintf(l, sizeof l, "{state=\"%s\"}", pool_state_names[i]);
+    for (unsigned i = 0; i < ENR_POOL_STATES; i++) {
+        snprintf(l, sizeof l, "{state=\"%s\"}", enr_pool_state_name(i));
         sample_u(b, "enrichd_pool_state", l, pstate == i);
     }
     one_u(b, "enrichd_workers_configured", "gauge", "Configured number of workers.",
           ENR_SB_GET(p->workers));
-    for (uint32_t i = 0; i < nslots(sb); i++) {
-        uint64_t st = ENR_SB_GET(sb->slot[i].state);
-        if (slot_live(&sb->slot[i]) && st < 5)
+    for (ENR_SB_EACH_SLOT(sb, i, s)) {
+        uint64_t st = ENR_SB_GET(s->state);
+        if (enr_sb_slot_live(s) && st < ENR_WS_STATES)
             states[st]++;
     }
     family(b, "enrichd_workers", "gauge", "Worker processes by state.");
-    for (unsigned i = 1; i < 5; i++) {
-        snprintf(l, sizeof l, "{state=\"%s\"}", state_names[i]);
+    for (unsigned i = ENR_WS_EMPTY + 1; i < ENR_WS_STATES; i++) {
+        snprintf(l, sizeof l, "{state=\"%s\"}", enr_worker_state_name(i));
         sample_u(b, "enrichd_workers", l, states[i]);
     }
     {
@@ -175,9 +149,9 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
 
     for (size_t i = 0; i < sizeof pool_counters / sizeof pool_counters[0]; i++)
         one_u(b, pool_counters[i].name, "counter", pool_counters[i].help,
-              slot_sum(sb, pool_counters[i].off));
-    accepted = slot_sum(sb, SLOT_OFF(accepted));
-    completed = slot_sum(sb, SLOT_OFF(completed));
+              enr_sb_total(sb, pool_counters[i].off));
+    accepted = enr_sb_total(sb, SLOT_OFF(accepted));
+    completed = enr_sb_total(sb, SLOT_OFF(completed));
     /* In flight is what live workers are serving now; what a dead worker
      * was serving never completes and is counted as lost, so that
      * accepted = completed + in flight + lost. */
@@ -189,9 +163,12 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
                                                      : 0);
 
     family(b, "enrichd_responses_total", "counter", "Responses by status class.");
-    sample_u(b, "enrichd_responses_total", "{code=\"2xx\"}", slot_sum(sb, SLOT_OFF(status_2xx)));
-    sample_u(b, "enrichd_responses_total", "{code=\"4xx\"}", slot_sum(sb, SLOT_OFF(status_4xx)));
-    sample_u(b, "enrichd_responses_total", "{code=\"5xx\"}", slot_sum(sb, SLOT_OFF(status_5xx)));
+    sample_u(b, "enrichd_responses_total", "{code=\"2xx\"}",
+             enr_sb_total(sb, SLOT_OFF(status_2xx)));
+    sample_u(b, "enrichd_responses_total", "{code=\"4xx\"}",
+             enr_sb_total(sb, SLOT_OFF(status_4xx)));
+    sample_u(b, "enrichd_responses_total", "{code=\"5xx\"}",
+             enr_sb_total(sb, SLOT_OFF(status_5xx)));
 
     family(b, "enrichd_worker_exits_total", "counter", "Worker processes that ended, by reason.");
     for (unsigned r = 1; r < ENR_EXIT_REASONS; r++) {
@@ -218,7 +195,7 @@ static void render_latency(enr_buf *b, const enr_scoreboard *sb)
 
     family(b, n, "histogram", "Time from accept to the end of the response.");
     for (unsigned k = 0; k < ENR_SB_LAT_BUCKETS; k++) {
-        cum += slot_sum(sb, SLOT_OFF(latency) + k * sizeof(enr_sb_u64));
+        cum += enr_sb_total(sb, SLOT_OFF(latency) + k * sizeof(enr_sb_u64));
         if (k == ENR_SB_LAT_BUCKETS - 1)
             snprintf(l, sizeof l, "{le=\"+Inf\"}");
         else
@@ -226,7 +203,7 @@ static void render_latency(enr_buf *b, const enr_scoreboard *sb)
         sample_u(b, "enrichd_request_duration_seconds_bucket", l, cum);
     }
     sample_d(b, "enrichd_request_duration_seconds_sum", NULL,
-             (double)slot_sum(sb, SLOT_OFF(latency_us_sum)) / 1e6);
+             (double)enr_sb_total(sb, SLOT_OFF(latency_us_sum)) / 1e6);
     sample_u(b, "enrichd_request_duration_seconds_count", NULL, cum);
 }
 
@@ -240,33 +217,34 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
         {"status", SLOT_OFF(up_fail_status)},       {"body", SLOT_OFF(up_fail_body)},
         {"too_large", SLOT_OFF(up_fail_too_large)}, {"deadline", SLOT_OFF(up_skip_deadline)},
     };
-    uint64_t per_state[3] = {0}, hits, misses;
+    uint64_t per_state[ENR_BREAKER_STATES] = {0}, hits, misses;
+    const enr_sb_slot *s;
     char l[64];
 
     family(b, "enrichd_upstream_failures_total", "counter",
            "Failed upstream calls by kind (current workers).");
     for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
         snprintf(l, sizeof l, "{kind=\"%s\"}", fails[i].kind);
-        sample_u(b, "enrichd_upstream_failures_total", l, slot_sum(sb, fails[i].off));
+        sample_u(b, "enrichd_upstream_failures_total", l, enr_sb_total(sb, fails[i].off));
     }
-    for (uint32_t i = 0; i < nslots(sb); i++) {
-        uint64_t st = ENR_SB_GET(sb->slot[i].up_breaker_state);
-        if (slot_live(&sb->slot[i]) && st < 3)
+    for (ENR_SB_EACH_SLOT(sb, i, s)) {
+        uint64_t st = ENR_SB_GET(s->up_breaker_state);
+        if (enr_sb_slot_live(s) && st < ENR_BREAKER_STATES)
             per_state[st]++;
     }
     family(b, "enrichd_upstream_breakers", "gauge",
            "Live workers whose upstream breaker is in each state.");
-    for (unsigned s = 0; s < 3; s++) {
-        snprintf(l, sizeof l, "{state=\"%s\"}", breaker_names[s]);
-        sample_u(b, "enrichd_upstream_breakers", l, per_state[s]);
+    for (unsigned k = 0; k < ENR_BREAKER_STATES; k++) {
+        snprintf(l, sizeof l, "{state=\"%s\"}", enr_breaker_state_name(k));
+        sample_u(b, "enrichd_upstream_breakers", l, per_state[k]);
     }
-    hits = slot_sum(sb, SLOT_OFF(up_cache_hits));
-    misses = slot_sum(sb, SLOT_OFF(up_cache_misses));
+    hits = enr_sb_total(sb, SLOT_OFF(up_cache_hits));
+    misses = enr_sb_total(sb, SLOT_OFF(up_cache_misses));
     one_d(b, "enrichd_upstream_cache_hit_ratio", "gauge",
           "Cache hits over lookups (current workers).",
           hits + misses ? (double)hits / (double)(hits + misses) : 0.0);
     one_u(b, "enrichd_upstream_open_fds", "gauge", "Descriptors held by the upstream clients.",
-          slot_sum(sb, SLOT_OFF(up_fds)));
+          enr_sb_total(sb, SLOT_OFF(up_fds)));
 }
 
 static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
@@ -306,7 +284,7 @@ static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metri
     };
     uint64_t now = enr_mono_ms();
     char l[96];
-    uint32_t n = nslots(sb);
+    uint32_t n = enr_sb_nslots(sb);
 
 #define PER_SLOT(name, type, help, expr)                                                           \
     do {                                                                                           \
@@ -320,24 +298,24 @@ static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metri
     } while (0)
 
     PER_SLOT("enrichd_worker_up", "gauge", "1 while a worker process occupies the slot.",
-             slot_live(sl) ? 1u : 0u);
+             enr_sb_slot_live(sl) ? 1u : 0u);
     PER_SLOT("enrichd_worker_busy", "gauge", "1 while the slot's worker serves a request.",
-             slot_live(sl) && ENR_SB_GET(sl->state) == ENR_WS_BUSY);
+             enr_sb_slot_live(sl) && ENR_SB_GET(sl->state) == ENR_WS_BUSY);
     PER_SLOT("enrichd_worker_requests_total", "counter",
              "Requests completed by the slot's workers.", ENR_SB_GET(sl->completed));
     PER_SLOT("enrichd_worker_restarts_total", "counter",
              "Worker processes started again in the slot.", ENR_SB_GET(sl->restarts));
     PER_SLOT("enrichd_worker_resident_memory_bytes", "gauge", "RSS of the slot's worker.",
-             slot_live(sl) ? ENR_SB_GET(sl->rss_kb) * 1024u : 0u);
+             enr_sb_slot_live(sl) ? ENR_SB_GET(sl->rss_kb) * 1024u : 0u);
     PER_SLOT("enrichd_worker_open_fds", "gauge", "Open descriptors of the slot's worker.",
-             slot_live(sl) ? ENR_SB_GET(sl->fds) : 0u);
+             enr_sb_slot_live(sl) ? ENR_SB_GET(sl->fds) : 0u);
     family(b, "enrichd_worker_current_request_age_seconds", "gauge",
            "Age of the request the slot's worker is serving, 0 when idle.");
     for (uint32_t i = 0; i < n; i++) {
         uint64_t age = enr_sb_request_age_ms(&sb->slot[i], now);
         snprintf(l, sizeof l, "{slot=\"%u\"}", (unsigned)i);
         sample_d(b, "enrichd_worker_current_request_age_seconds", l,
-                 slot_live(&sb->slot[i]) ? (double)age / 1000.0 : 0.0);
+                 enr_sb_slot_live(&sb->slot[i]) ? (double)age / 1000.0 : 0.0);
     }
 #undef PER_SLOT
     if (x == NULL || x->fds == NULL)

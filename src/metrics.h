@@ -23,7 +23,7 @@ typedef struct enr_metrics_extra {
     uint64_t listen_queue, listen_queue_limit;
     uint64_t listen_queue_max; /* deepest this caller measured (pool max too) */
     uint64_t max_active_seen;  /* most busy workers this caller saw */
-    const enr_health *health;  /* NULL: use the master's verdict in sb */
+    const enr_health *health;  /* the master's verdict read back, or NULL: its summary in sb */
     const enr_fd_kinds *fds;   /* per slot (sb->nslots entries) or NULL */
     const int *fds_ok;         /* fds[i] valid when fds_ok[i] */
 } enr_metrics_extra;

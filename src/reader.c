@@ -18,7 +18,7 @@
 
 #include <string.h>
 
-#include "engine.h"
+#include "contract.h"
 #include "numfmt.h"
 
 #ifdef __SSE2__

@@ -2,13 +2,13 @@
  * reader.h: the strict, streaming JSON reader of a request batch.
  *
  * It walks the body once, validates every byte against RFC 8259 and the
- * contract's decoding rules (CONTRACT 2), and hands the engine one record
+ * contract's decoding rules (docs/contract.md §2), and hands the engine one record
  * (an object element of the top-level array) at a time, holding only the
  * five fields the contract reads.  Everything else is validated and
  * skipped without allocating.  No DOM is ever built.
  *
  * Invariants: a field's buffers hold its LAST occurrence in the object
- * (CONTRACT 2.5); decoded text is WTF-8 (text.h); the reader never reads
+ * (docs/contract.md §2.5); decoded text is WTF-8 (text.h); the reader never reads
  * past body + len.
  */
 #ifndef ENR_READER_H

@@ -28,6 +28,55 @@ enr_scoreboard *enr_sb_create(void)
     return p;
 }
 
+static const char *const worker_state_names[ENR_WS_STATES] = {"empty", "starting", "idle", "busy",
+                                                              "exiting"};
+static const char *const pool_state_names[ENR_POOL_STATES] = {"starting", "running", "reloading",
+                                                              "draining"};
+static const char *const exit_reason_names[ENR_EXIT_REASONS] = {
+    "none", "max_requests", "rss", "fd", "timeout", "crash", "reload", "stop", "error",
+};
+
+const char *enr_worker_state_name(uint64_t state)
+{
+    return state < ENR_WS_STATES ? worker_state_names[state] : "unknown";
+}
+
+const char *enr_pool_state_name(uint64_t state)
+{
+    return state < ENR_POOL_STATES ? pool_state_names[state] : "unknown";
+}
+
+const char *enr_exit_reason_name(uint64_t reason)
+{
+    return reason < ENR_EXIT_REASONS ? exit_reason_names[reason] : "unknown";
+}
+
+uint32_t enr_sb_nslots(const enr_scoreboard *sb)
+{
+    return sb->nslots <= ENR_SB_MAX_WORKERS ? sb->nslots : ENR_SB_MAX_WORKERS;
+}
+
+uint64_t enr_sb_total(const enr_scoreboard *sb, size_t field_offset)
+{
+    const enr_sb_slot *s;
+    uint64_t sum = 0;
+
+    for (ENR_SB_EACH_SLOT(sb, i, s))
+        sum += ENR_SB_GET(*(const enr_sb_u64 *)((const char *)s + field_offset));
+    return sum;
+}
+
+int enr_sb_slot_live(const enr_sb_slot *s)
+{
+    return ENR_SB_GET(s->pid) > 0 && ENR_SB_GET(s->state) != ENR_WS_EMPTY;
+}
+
+int enr_sb_slot_serving(const enr_sb_slot *s)
+{
+    uint64_t st = ENR_SB_GET(s->state);
+    return ENR_SB_GET(s->pid) > 0 && (st == ENR_WS_IDLE || st == ENR_WS_BUSY);
+}
+
 unsigned enr_sb_lat_bucket(uint64_t latency_us)
 {
     unsigned i;

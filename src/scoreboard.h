@@ -17,6 +17,7 @@
 #define ENR_SCOREBOARD_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define ENR_SB_MAX_WORKERS 256
@@ -35,7 +36,17 @@ enum enr_worker_state {
     ENR_WS_STARTING,  /* forked, not yet accepting */
     ENR_WS_IDLE,      /* waiting in accept() */
     ENR_WS_BUSY,      /* serving a request */
-    ENR_WS_EXITING    /* finishing before a graceful exit */
+    ENR_WS_EXITING,   /* finishing before a graceful exit */
+    ENR_WS_STATES
+};
+
+/* The pool as a whole; written only by the master into enr_sb_pool.state. */
+enum enr_pool_state {
+    ENR_POOL_STARTING = 0,
+    ENR_POOL_RUNNING,
+    ENR_POOL_RELOADING,
+    ENR_POOL_DRAINING,
+    ENR_POOL_STATES
 };
 
 /* Why a worker process ended; indexes enr_sb_pool.exits. */
@@ -51,8 +62,6 @@ enum enr_exit_reason {
     ENR_EXIT_ERROR, /* exited non-zero on its own (start-up failure) */
     ENR_EXIT_REASONS
 };
-
-enum enr_breaker_state { ENR_BREAKER_CLOSED = 0, ENR_BREAKER_OPEN, ENR_BREAKER_HALF_OPEN };
 
 typedef struct enr_sb_slot {
     /* live: written by the worker in the slot */
@@ -75,7 +84,7 @@ typedef struct enr_sb_slot {
     /* upstream client of the current worker (its own counters) */
     enr_sb_u64 up_calls, up_retries, up_cache_hits, up_cache_misses;
     enr_sb_u64 up_fail_timeout, up_fail_connect, up_fail_status, up_fail_body;
-    enr_sb_u64 up_breaker_state; /* enum enr_breaker_state */
+    enr_sb_u64 up_breaker_state; /* enum enr_breaker_state (breaker.h) */
     enr_sb_u64 up_breaker_opens;
     enr_sb_u64 up_fds; /* descriptors held by the client */
 
@@ -107,11 +116,26 @@ typedef struct enr_sb_slot {
     enr_sb_u64 up_fail_too_large, up_skip_deadline;
 } enr_sb_slot;
 
+/* The master's health verdict and the window it judged (health.c writes
+ * it, the status process reads it): a sequence lock, seq odd while the
+ * master writes, so a reader never mixes two verdicts.  Ratios are the
+ * bits of a double. */
+typedef struct enr_sb_health {
+    enr_sb_u64 seq; /* 0: nothing published yet */
+    enr_sb_u64 at_mono_ms;
+    enr_sb_u64 healthy, reasons; /* reasons: enum enr_health_reason bits */
+    enr_sb_u64 span_ms, requests, s5xx, records, degraded;
+    enr_sb_u64 ratio_5xx, ratio_degraded, p99_ms; /* double bits */
+    enr_sb_u64 live_workers, busy_workers, breaker_open;
+    enr_sb_u64 listen_queue, oldest_request_ms;
+    char reason[96];
+} enr_sb_health;
+
 typedef struct enr_sb_pool {
     enr_sb_u64 start_ms;   /* master start, CLOCK_REALTIME ms */
     enr_sb_u64 generation; /* bumped on each reload */
     enr_sb_u64 workers;    /* configured pool size */
-    enr_sb_u64 state;      /* 0 starting, 1 running, 2 reloading, 3 draining */
+    enr_sb_u64 state;      /* enum enr_pool_state */
     enr_sb_u64 crashloop;  /* 1 while the crash-loop back-off holds forks */
     enr_sb_u64 backoff_ms; /* current back-off delay */
     enr_sb_u64 exits[ENR_EXIT_REASONS];
@@ -125,6 +149,7 @@ typedef struct enr_sb_pool {
     enr_sb_u64 reload_failures; /* probes of a new configuration that did not start */
     enr_sb_u64 reload_retry_ms; /* current back-off before the next probe, 0: none */
     char reload_error[96];      /* why the last probe failed, "" when it did not */
+    enr_sb_health health;       /* the verdict healthy / unhealthy_reason summarize */
 } enr_sb_pool;
 
 typedef struct enr_scoreboard {
@@ -134,6 +159,32 @@ typedef struct enr_scoreboard {
 } enr_scoreboard;
 
 extern const unsigned enr_sb_lat_bounds_ms[ENR_SB_LAT_BUCKETS - 1];
+
+/* The vocabulary every reader shows (JSON, metrics labels, logs): stable
+ * snake_case names, "unknown" for a value out of range. */
+const char *enr_worker_state_name(uint64_t state);
+const char *enr_pool_state_name(uint64_t state);
+const char *enr_exit_reason_name(uint64_t reason);
+
+/* Slots in use, clamped to the array whatever a writer left in nslots. */
+uint32_t enr_sb_nslots(const enr_scoreboard *sb);
+
+/* Every slot in use: for (ENR_SB_EACH_SLOT(sb, i, s)) { ... s->... } */
+#define ENR_SB_EACH_SLOT(sb, i, s)                                                                 \
+    uint32_t i = 0, i##_n = enr_sb_nslots(sb);                                                     \
+    i < i##_n && ((s) = &(sb)->slot[i], 1);                                                        \
+    i++
+
+/* Sum of one u64 slot field over every slot in use (pool totals are sums,
+ * since slot counters are cumulative): ENR_SB_TOTAL(sb, completed). */
+uint64_t enr_sb_total(const enr_scoreboard *sb, size_t field_offset);
+#define ENR_SB_TOTAL(sb, field) enr_sb_total((sb), offsetof(enr_sb_slot, field))
+
+/* A process occupies the slot (any state but EMPTY). */
+int enr_sb_slot_live(const enr_sb_slot *s);
+
+/* A live worker that serves: waiting in accept() or busy. */
+int enr_sb_slot_serving(const enr_sb_slot *s);
 
 /* scoreboard.c: creation and the request bookkeeping of a worker slot. */
 

@@ -11,9 +11,9 @@
  * tick, so it samples health at least once a second even without
  * requests, and only calls FCGX_Accept_r() when a connection is pending
  * (the socket is non-blocking and a timer bounds each client); it never
- * writes the scoreboard (its health judgement lives in its own
- * enr_health, the master's is the one in shared memory); signal handlers
- * only set flags.
+ * writes the scoreboard, and never judges health: /healthz, /status and
+ * /metrics show the verdict the master published (the one systemd's
+ * watchdog sees); signal handlers only set flags.
  */
 #include "status.h"
 
@@ -42,7 +42,7 @@
 #include "statusdoc.h"
 #include "clock.h"
 
-#define STATUS_TICK_MS 1000 /* health sampling period */
+#define STATUS_TICK_MS 1000 /* listen queue and busy workers sampling period */
 /* A client gets this long to send its request and take the answer; past
  * it SIGALRM interrupts the read or write, so one silent or slow client
  * (a port scan, a stuck proxy) cannot stop the status page. */
@@ -75,7 +75,8 @@ typedef struct status_ctx {
     const enr_config *c;
     enr_scoreboard *sb;
     int main_fd;
-    enr_health health;
+    enr_health health; /* the master's verdict, read back (enr_health_read) */
+    unsigned serving;  /* workers idle or busy now */
     int have_queue;
     unsigned queue, queue_limit, queue_max, busy_max;
     uint64_t last_tick;
@@ -83,7 +84,8 @@ typedef struct status_ctx {
 
 static void measure(status_ctx *x)
 {
-    unsigned q, lim;
+    const enr_sb_slot *s;
+    unsigned q, lim, busy = 0;
 
     x->have_queue = 0;
     if (x->main_fd >= 0 && enr_sockdiag_listen_queue(x->main_fd, &q, &lim) == 0) {
@@ -93,11 +95,17 @@ static void measure(status_ctx *x)
         if (q > x->queue_max)
             x->queue_max = q;
     }
-    enr_health_observe(&x->health, x->c, x->sb,
-                       x->have_queue ? x->queue : ENR_SB_GET(x->sb->pool.listen_queue),
-                       enr_mono_ms());
-    if (x->health.win.busy_workers > x->busy_max)
-        x->busy_max = x->health.win.busy_workers;
+    enr_health_read(&x->health, x->sb);
+    x->serving = 0;
+    for (ENR_SB_EACH_SLOT(x->sb, i, s)) {
+        if (!enr_sb_slot_serving(s))
+            continue;
+        x->serving++;
+        if (ENR_SB_GET(s->state) == ENR_WS_BUSY)
+            busy++;
+    }
+    if (busy > x->busy_max)
+        x->busy_max = busy;
 }
 
 /* ---- responses ---- */
@@ -171,17 +179,16 @@ static int wants_text(const char *query, const char *accept)
 /* Descriptor attribution of every live worker, for ?full and /metrics. */
 static void attribute_fds(const status_ctx *x, enr_fd_kinds *fds, int *ok)
 {
-    char err[128];
+    char err[128], q[160];
     enr_sockdiag_snap *snap = enr_sockdiag_snap_take(err, sizeof err);
-    uint32_t n = x->sb->nslots <= ENR_SB_MAX_WORKERS ? x->sb->nslots : ENR_SB_MAX_WORKERS;
+    const enr_sb_slot *s;
 
     if (snap == NULL)
-        enr_log(ENR_LOG_WARN, "socket table unavailable", "error=\"%s\"", err);
-    for (uint32_t i = 0; i < n; i++) {
-        int64_t pid = ENR_SB_GET(x->sb->slot[i].pid);
-        ok[i] = pid > 0 && ENR_SB_GET(x->sb->slot[i].state) != ENR_WS_EMPTY &&
-                enr_sockdiag_fds(snap, (pid_t)pid, &fds[i]) == 0;
-    }
+        enr_log(ENR_LOG_WARN, "socket table unavailable", "error=%s",
+                enr_log_quote(q, sizeof q, err));
+    for (ENR_SB_EACH_SLOT(x->sb, i, s))
+        ok[i] =
+            enr_sb_slot_live(s) && enr_sockdiag_fds(snap, (pid_t)ENR_SB_GET(s->pid), &fds[i]) == 0;
     enr_sockdiag_snap_free(snap);
 }
 
@@ -253,21 +260,21 @@ static void serve_metrics(status_ctx *x, FCGX_Request *r, int head)
 
 static void serve_readyz(status_ctx *x, FCGX_Request *r, int head)
 {
-    static const char *const why[] = {"starting", NULL, NULL, "draining"};
     uint64_t st = ENR_SB_GET(x->sb->pool.state);
     json_object *doc = json_object_new_object();
     char reason[96] = "";
 
-    if (st < 4 && why[st])
-        snprintf(reason, sizeof reason, "%s", why[st]);
-    else if (x->health.win.live_workers < x->c->min_ready_workers)
-        snprintf(reason, sizeof reason, "%u live workers < min_ready_workers %u",
-                 x->health.win.live_workers, x->c->min_ready_workers);
+    /* Reloading keeps serving with the old generation: still ready. */
+    if (st == ENR_POOL_STARTING || st == ENR_POOL_DRAINING)
+        snprintf(reason, sizeof reason, "%s", enr_pool_state_name(st));
+    else if (x->serving < x->c->min_ready_workers)
+        snprintf(reason, sizeof reason, "%u live workers < min_ready_workers %u", x->serving,
+                 x->c->min_ready_workers);
     json_object_object_add(doc, "status",
                            json_object_new_string(reason[0] ? "not ready" : "ready"));
     if (reason[0])
         json_object_object_add(doc, "reason", json_object_new_string(reason));
-    json_object_object_add(doc, "live_workers", json_object_new_uint64(x->health.win.live_workers));
+    json_object_object_add(doc, "live_workers", json_object_new_uint64(x->serving));
     json_object_object_add(doc, "min_ready_workers",
                            json_object_new_uint64(x->c->min_ready_workers));
     respond_json(r, head, reason[0] ? 503 : 200, doc);
@@ -373,7 +380,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
     x.sb = sb;
     x.main_fd = main_fd;
     if (install_signals() != 0) {
-        enr_log(ENR_LOG_ERROR, "status: signals", "error=\"%s\"", strerror(errno));
+        enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
         return 1;
     }
     /* Die with the master rather than serve a stale scoreboard. */
@@ -387,7 +394,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
     {
         int fl = fcntl(status_fd, F_GETFL);
         if (fl < 0 || fcntl(status_fd, F_SETFL, fl | O_NONBLOCK) != 0) {
-            enr_log(ENR_LOG_ERROR, "status: O_NONBLOCK", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_ERROR, "O_NONBLOCK failed", "error=%s", enr_log_errno(errno));
             return 1;
         }
     }
@@ -406,7 +413,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
         int n = poll(&pfd, 1, timeout);
 
         if (n < 0 && errno != EINTR) {
-            enr_log(ENR_LOG_ERROR, "status: poll", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_ERROR, "poll failed", "error=%s", enr_log_errno(errno));
             return 1;
         }
         if (enr_mono_ms() - x.last_tick >= STATUS_TICK_MS) {
@@ -416,7 +423,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
         if (n <= 0 || status_stop)
             continue;
         if (alarm_arm(STATUS_CLIENT_TIMEOUT_MS) != 0) {
-            enr_log(ENR_LOG_ERROR, "status: setitimer", "error=\"%s\"", strerror(errno));
+            enr_log(ENR_LOG_ERROR, "setitimer failed", "error=%s", enr_log_errno(errno));
             return 1;
         }
         rc = FCGX_Accept_r(&req);

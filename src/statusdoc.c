@@ -10,29 +10,13 @@
  * snapshot); numbers that cannot be measured are absent, never 0.
  */
 #include "statusdoc.h"
+#include "breaker.h"
 #include "clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-
-static const char *const ws_names[] = {"empty", "starting", "idle", "busy", "exiting"};
-static const char *const exit_names[ENR_EXIT_REASONS] = {
-    "none", "max_requests", "rss", "fd", "timeout", "crash", "reload", "stop", "error",
-};
-static const char *const pool_state_names[] = {"starting", "running", "reloading", "draining"};
-static const char *const breaker_names[] = {"closed", "open", "half_open"};
-
-const char *enr_worker_state_name(uint64_t state)
-{
-    return state < sizeof ws_names / sizeof ws_names[0] ? ws_names[state] : "unknown";
-}
-
-const char *enr_exit_reason_name(uint64_t reason)
-{
-    return reason < ENR_EXIT_REASONS ? exit_names[reason] : "unknown";
-}
 
 static void add_u(json_object *o, const char *k, uint64_t v)
 {
@@ -60,16 +44,6 @@ static void add_d(json_object *o, const char *k, double v)
     json_object_object_add(o, k, json_object_new_double_s(v, s));
 }
 
-static uint32_t nslots(const enr_scoreboard *sb)
-{
-    return sb->nslots <= ENR_SB_MAX_WORKERS ? sb->nslots : ENR_SB_MAX_WORKERS;
-}
-
-static int slot_live(const enr_sb_slot *sl)
-{
-    return ENR_SB_GET(sl->pid) > 0 && ENR_SB_GET(sl->state) != ENR_WS_EMPTY;
-}
-
 /* Copies a string the writer may be changing: bounded, terminated, and
  * printable ASCII only, since a request id comes from a client header and
  * raw bytes would make the JSON invalid UTF-8. */
@@ -86,39 +60,40 @@ typedef struct totals {
     uint64_t refused, rejected;
     uint64_t calls, retries, hits, misses, ftimeout, fconnect, fstatus, fbody, opens, upfds;
     uint64_t ftoolarge, fdeadline;
-    uint64_t idle, busy, starting, exiting, breaker[3];
+    uint64_t idle, busy, starting, exiting, breaker[ENR_BREAKER_STATES];
 } totals;
 
 static void sum_slots(const enr_scoreboard *sb, totals *t)
 {
+    const enr_sb_slot *s;
+
     memset(t, 0, sizeof *t);
-    for (uint32_t i = 0; i < nslots(sb); i++) {
-        const enr_sb_slot *s = &sb->slot[i];
-        t->accepted += ENR_SB_GET(s->accepted);
-        t->completed += ENR_SB_GET(s->completed);
-        t->s2xx += ENR_SB_GET(s->status_2xx);
-        t->s4xx += ENR_SB_GET(s->status_4xx);
-        t->s5xx += ENR_SB_GET(s->status_5xx);
-        t->rin += ENR_SB_GET(s->records_in);
-        t->rout += ENR_SB_GET(s->records_out);
-        t->rrej += ENR_SB_GET(s->records_rejected);
-        t->rdeg += ENR_SB_GET(s->records_degraded);
-        t->slow += ENR_SB_GET(s->slow_requests);
-        t->refused += ENR_SB_GET(s->listen_refused);
-        t->rejected += ENR_SB_GET(s->fcgi_rejected);
-        t->calls += ENR_SB_GET(s->up_calls);
-        t->retries += ENR_SB_GET(s->up_retries);
-        t->hits += ENR_SB_GET(s->up_cache_hits);
-        t->misses += ENR_SB_GET(s->up_cache_misses);
-        t->ftimeout += ENR_SB_GET(s->up_fail_timeout);
-        t->fconnect += ENR_SB_GET(s->up_fail_connect);
-        t->fstatus += ENR_SB_GET(s->up_fail_status);
-        t->fbody += ENR_SB_GET(s->up_fail_body);
-        t->ftoolarge += ENR_SB_GET(s->up_fail_too_large);
-        t->fdeadline += ENR_SB_GET(s->up_skip_deadline);
-        t->opens += ENR_SB_GET(s->up_breaker_opens);
-        t->upfds += ENR_SB_GET(s->up_fds);
-        if (!slot_live(s))
+    t->accepted = ENR_SB_TOTAL(sb, accepted);
+    t->completed = ENR_SB_TOTAL(sb, completed);
+    t->s2xx = ENR_SB_TOTAL(sb, status_2xx);
+    t->s4xx = ENR_SB_TOTAL(sb, status_4xx);
+    t->s5xx = ENR_SB_TOTAL(sb, status_5xx);
+    t->rin = ENR_SB_TOTAL(sb, records_in);
+    t->rout = ENR_SB_TOTAL(sb, records_out);
+    t->rrej = ENR_SB_TOTAL(sb, records_rejected);
+    t->rdeg = ENR_SB_TOTAL(sb, records_degraded);
+    t->slow = ENR_SB_TOTAL(sb, slow_requests);
+    t->refused = ENR_SB_TOTAL(sb, listen_refused);
+    t->rejected = ENR_SB_TOTAL(sb, fcgi_rejected);
+    t->calls = ENR_SB_TOTAL(sb, up_calls);
+    t->retries = ENR_SB_TOTAL(sb, up_retries);
+    t->hits = ENR_SB_TOTAL(sb, up_cache_hits);
+    t->misses = ENR_SB_TOTAL(sb, up_cache_misses);
+    t->ftimeout = ENR_SB_TOTAL(sb, up_fail_timeout);
+    t->fconnect = ENR_SB_TOTAL(sb, up_fail_connect);
+    t->fstatus = ENR_SB_TOTAL(sb, up_fail_status);
+    t->fbody = ENR_SB_TOTAL(sb, up_fail_body);
+    t->ftoolarge = ENR_SB_TOTAL(sb, up_fail_too_large);
+    t->fdeadline = ENR_SB_TOTAL(sb, up_skip_deadline);
+    t->opens = ENR_SB_TOTAL(sb, up_breaker_opens);
+    t->upfds = ENR_SB_TOTAL(sb, up_fds);
+    for (ENR_SB_EACH_SLOT(sb, i, s)) {
+        if (!enr_sb_slot_live(s))
             continue;
         switch (ENR_SB_GET(s->state)) {
         case ENR_WS_IDLE:
@@ -136,7 +111,7 @@ static void sum_slots(const enr_scoreboard *sb, totals *t)
         default:
             break;
         }
-        if (ENR_SB_GET(s->up_breaker_state) < 3)
+        if (ENR_SB_GET(s->up_breaker_state) < ENR_BREAKER_STATES)
             t->breaker[ENR_SB_GET(s->up_breaker_state)]++;
     }
 }
@@ -179,7 +154,7 @@ static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t m
     json_object *o = json_object_new_object(), *last = json_object_new_object();
     uint64_t st = ENR_SB_GET(s->state), started = ENR_SB_GET(s->started_ms);
     uint64_t started_mono = ENR_SB_GET(s->started_mono_ms);
-    int live = slot_live(s);
+    int live = enr_sb_slot_live(s);
     char id[ENR_SB_REQID_MAX];
 
     add_u(o, "slot", i);
@@ -200,7 +175,7 @@ static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t m
     if (live) {
         add_u(o, "rss_kb", ENR_SB_GET(s->rss_kb));
         add_u(o, "fds", ENR_SB_GET(s->fds));
-        add_s(o, "breaker", breaker_names[ENR_SB_GET(s->up_breaker_state) % 3]);
+        add_s(o, "breaker", enr_breaker_state_name(ENR_SB_GET(s->up_breaker_state)));
         add_u(o, "upstream_fds", ENR_SB_GET(s->up_fds));
     }
     if (live && v->fds && (v->fds_ok == NULL || v->fds_ok[i]))
@@ -270,7 +245,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_u(o, "slow requests", t.slow);
 
     /* What php-fpm does not have. */
-    add_s(o, "state", pstate < 4 ? pool_state_names[pstate] : "unknown");
+    add_s(o, "state", enr_pool_state_name(pstate));
     add_u(o, "generation", ENR_SB_GET(p->generation));
     add_u(o, "workers_configured", workers);
     add_u(o, "starting processes", t.starting);
@@ -300,7 +275,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         uint64_t n = ENR_SB_GET(p->exits[r]);
         if (r == ENR_EXIT_STOP)
             continue;
-        add_u(x, exit_names[r], n);
+        add_u(x, enr_exit_reason_name(r), n);
         restarts += n;
     }
     json_object_object_add(o, "restarts", x);
@@ -315,8 +290,8 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_b(x, "enabled", v->c->upstream_url[0] != '\0');
     {
         json_object *b = json_object_new_object(), *f = json_object_new_object();
-        for (unsigned s = 0; s < 3; s++)
-            add_u(b, breaker_names[s], t.breaker[s]);
+        for (unsigned s = 0; s < ENR_BREAKER_STATES; s++)
+            add_u(b, enr_breaker_state_name(s), t.breaker[s]);
         json_object_object_add(x, "breakers", b);
         add_u(x, "breaker_opens", t.opens);
         add_u(x, "calls", t.calls);
@@ -341,7 +316,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
 
     if (full) {
         json_object *a = json_object_new_array();
-        for (uint32_t i = 0; i < nslots(v->sb); i++)
+        for (uint32_t i = 0; i < enr_sb_nslots(v->sb); i++)
             json_object_array_add(a, process_doc(v, i, now));
         json_object_object_add(o, "processes", a);
     }
@@ -382,8 +357,8 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     add_u(w, "oldest_request_ms", x->oldest_request_ms);
     json_object_object_add(o, "window", w);
 
-    /* The master's verdict gates the systemd watchdog; it is the same
-     * judgement over its own ring, shown so a disagreement is visible. */
+    /* The verdict above is the master's (it gates the systemd watchdog);
+     * this block is its summary in the scoreboard, kept for old readers. */
     copy_text(reason, sb->pool.unhealthy_reason, sizeof reason);
     add_b(m, "healthy", ENR_SB_GET(sb->pool.healthy) != 0);
     add_s(m, "reason", reason);

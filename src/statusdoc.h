@@ -20,7 +20,7 @@
 typedef struct enr_status_view {
     const enr_config *c;
     const enr_scoreboard *sb;
-    const enr_health *health; /* the status process's own judgement */
+    const enr_health *health; /* the master's verdict (enr_health_read) */
     int have_queue;
     uint64_t listen_queue, listen_queue_limit, listen_queue_max;
     uint64_t max_active_seen; /* busy workers this process saw at once */
@@ -33,9 +33,5 @@ json_object *enr_status_doc(const enr_status_view *v, int full);
 
 /* The /healthz body: verdict, reasons and the window's numbers. */
 json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_scoreboard *sb);
-
-/* Worker states and exit reasons by name, shared with the metrics. */
-const char *enr_worker_state_name(uint64_t state);
-const char *enr_exit_reason_name(uint64_t reason);
 
 #endif

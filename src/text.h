@@ -2,9 +2,9 @@
  * text.h: the text representation shared by the engine modules.
  *
  * Every decoded string is WTF-8: UTF-8 in which an unpaired surrogate
- * (only ever produced by a JSON \u escape, CONTRACT 2.4) is written as
+ * (only ever produced by a JSON \u escape, docs/contract.md §2.4) is written as
  * its 3-byte generalised form ED A0..BF 80..BF.  The reader replaces
- * every ill-formed input sequence by U+FFFD (CONTRACT 2.2), so an
+ * every ill-formed input sequence by U+FFFD (docs/contract.md §2.2), so an
  * ED A0..BF sequence in decoded text always means a lone surrogate and
  * never came from the wire.
  *

@@ -1,5 +1,5 @@
 /*
- * upstream.c: the outbound enrichment client of one worker (UPSTREAM.md).
+ * upstream.c: the outbound enrichment client of one worker (docs/upstream.md).
  *
  * One libcurl multi handle lives as long as the worker; its connection
  * cache is the only place connections live, bounded by
@@ -95,9 +95,8 @@ struct enr_upstream {
     struct curl_slist *headers;
     enr_cache *cache;
     enr_breaker br;
-    enr_sb_slot *slot;
-    unsigned fds;    /* sockets opened through up_opensocket, not yet closed */
-    int global_init; /* curl_global_init() to balance in free */
+    enr_upstream_stats st; /* st.fds: sockets opened through up_opensocket, not closed */
+    int global_init;       /* curl_global_init() to balance in free */
     unsigned timeout_ms, ids_per_call, cache_ttl_s, cache_neg_ttl_s;
     uint64_t seed;
 
@@ -113,18 +112,6 @@ struct enr_upstream {
     enr_buf posters;    /* accepted posters of one reply, before b->text */
 };
 
-/* Counters go to the scoreboard slot, which a CLI run does not have. */
-#define UP_ADD(u, f, v)                                                                            \
-    do {                                                                                           \
-        if ((u)->slot)                                                                             \
-            ENR_SB_ADD((u)->slot->f, (v));                                                         \
-    } while (0)
-#define UP_SET(u, f, v)                                                                            \
-    do {                                                                                           \
-        if ((u)->slot)                                                                             \
-            ENR_SB_SET((u)->slot->f, (v));                                                         \
-    } while (0)
-
 /* ---- descriptors: every socket curl uses is opened and closed here ---- */
 
 static curl_socket_t up_opensocket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
@@ -136,8 +123,7 @@ static curl_socket_t up_opensocket(void *clientp, curlsocktype purpose, struct c
     fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
     if (fd < 0)
         return CURL_SOCKET_BAD; /* curl reports it as a connect failure */
-    u->fds++;
-    UP_SET(u, up_fds, u->fds);
+    u->st.fds++;
     return fd;
 }
 
@@ -145,9 +131,8 @@ static int up_closesocket(void *clientp, curl_socket_t fd)
 {
     enr_upstream *u = clientp;
 
-    if (u->fds > 0) /* every socket curl closes here was opened here */
-        u->fds--;
-    UP_SET(u, up_fds, u->fds);
+    if (u->st.fds > 0) /* every socket curl closes here was opened here */
+        u->st.fds--;
     return close(fd);
 }
 
@@ -258,7 +243,7 @@ static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
     return 0;
 }
 
-enr_upstream *enr_upstream_new(const enr_config *c, enr_sb_slot *slot, char *err, size_t errlen)
+enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen)
 {
     enr_upstream *u;
     long maxconn = c->upstream_max_connections ? (long)c->upstream_max_connections : 1;
@@ -280,7 +265,6 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_sb_slot *slot, char *err
         return NULL;
     }
     u->global_init = 1;
-    u->slot = slot;
     u->timeout_ms = c->upstream_timeout_ms;
     u->ids_per_call = c->ids_per_call ? c->ids_per_call : 1;
     u->ncalls_max = c->max_calls_per_batch ? c->max_calls_per_batch : 1;
@@ -312,8 +296,7 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_sb_slot *slot, char *err
             snprintf(err, errlen, "upstream: curl_easy_setopt failed");
             goto fail;
         }
-    UP_SET(u, up_breaker_state, (uint64_t)ENR_BREAKER_CLOSED);
-    UP_SET(u, up_fds, 0);
+    u->st.breaker_state = ENR_BREAKER_CLOSED;
     return u;
 fail:
     enr_upstream_free(u);
@@ -355,7 +338,12 @@ void enr_upstream_free(enr_upstream *u)
 
 unsigned enr_upstream_fds(const enr_upstream *u)
 {
-    return u ? u->fds : 0;
+    return u ? u->st.fds : 0;
+}
+
+const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u)
+{
+    return &u->st;
 }
 
 /* ---- per-batch scratch ---- */
@@ -427,9 +415,9 @@ static void breaker_note(enr_upstream *u, int prev, const char *why)
 {
     if (prev == u->br.state)
         return;
-    UP_SET(u, up_breaker_state, (uint64_t)u->br.state);
+    u->st.breaker_state = u->br.state;
     if (u->br.state == ENR_BREAKER_OPEN)
-        UP_ADD(u, up_breaker_opens, 1);
+        u->st.breaker_opens++;
     enr_log(u->br.state == ENR_BREAKER_CLOSED ? ENR_LOG_INFO : ENR_LOG_WARN,
             "upstream breaker transition", "from=%s to=%s reason=%s opens=%llu",
             enr_breaker_state_name(prev), enr_breaker_state_name(u->br.state), why,
@@ -543,11 +531,11 @@ static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
     char qerr[CURL_ERROR_SIZE + 8];
     int prev;
 
-    if (u->slot) {
-        enr_sb_u64 *const counter[] = {&u->slot->up_fail_timeout,   &u->slot->up_fail_connect,
-                                       &u->slot->up_fail_status,    &u->slot->up_fail_body,
-                                       &u->slot->up_fail_too_large, &u->slot->up_skip_deadline};
-        ENR_SB_ADD(*counter[kind], 1);
+    {
+        uint64_t *const counter[] = {&u->st.fail_timeout,   &u->st.fail_connect,
+                                     &u->st.fail_status,    &u->st.fail_body,
+                                     &u->st.fail_too_large, &u->st.skip_deadline};
+        (*counter[kind])++;
     }
 
     /* Debug only: failures are counted per kind for operators; this line
@@ -708,7 +696,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
             call_failed(u, c, F_DEADLINE, now);
             continue;
         }
-        UP_ADD(u, up_calls, 1);
+        u->st.calls++;
         if (call_start(u, c, now, dl) != 0) {
             call_failed(u, c, F_CONNECT, now);
             continue;
@@ -739,7 +727,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
             now = enr_mono_ms();
             if (died_before_reply(c, rc) && !c->retried && now + UP_RETRY_MIN_MS < dl) {
                 c->retried = 1;
-                UP_ADD(u, up_retries, 1);
+                u->st.retries++;
                 if (call_start(u, c, now, dl) == 0) {
                     active++;
                     continue;
@@ -830,8 +818,8 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
         }
         u->rec_want[i] = *slot;
     }
-    UP_ADD(u, up_cache_hits, hits);
-    UP_ADD(u, up_cache_misses, misses);
+    u->st.cache_hits += hits;
+    u->st.cache_misses += misses;
     if (u->nwants == 0)
         return degraded;
 

@@ -1,9 +1,10 @@
 /*
- * upstream.h: the outbound enrichment client of one worker (UPSTREAM.md).
+ * upstream.h: the outbound enrichment client of one worker (docs/upstream.md).
  *
  * One long-lived libcurl multi handle per worker; calls of one batch run
  * concurrently under one deadline; a per-worker cache and circuit breaker
- * sit in front.  Counters go to the worker's scoreboard slot.
+ * sit in front.  It counts into its own enr_upstream_stats; the caller
+ * (the worker) publishes them: this module knows nothing of the scoreboard.
  */
 #ifndef ENR_UPSTREAM_H
 #define ENR_UPSTREAM_H
@@ -12,13 +13,26 @@
 
 #include "config.h"
 #include "engine.h"
-#include "scoreboard.h"
 
 typedef struct enr_upstream enr_upstream;
 
+/* What the client did, cumulative over its life; breaker_state and fds
+ * are current values. */
+typedef struct enr_upstream_stats {
+    uint64_t calls, retries, cache_hits, cache_misses;
+    uint64_t fail_timeout, fail_connect, fail_status, fail_body, fail_too_large;
+    uint64_t skip_deadline; /* calls not made for lack of time */
+    uint64_t breaker_opens;
+    int breaker_state; /* enum enr_breaker_state */
+    unsigned fds;      /* descriptors held now */
+} enr_upstream_stats;
+
 /* NULL when c->upstream_url is empty (enrichment off) or on failure;
- * failure is reported through err (non-empty). slot may be NULL (CLI). */
-enr_upstream *enr_upstream_new(const enr_config *c, enr_sb_slot *slot, char *err, size_t errlen);
+ * failure is reported through err (non-empty). */
+enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen);
+
+/* The client's counters (valid until enr_upstream_free). */
+const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u);
 void enr_upstream_free(enr_upstream *u);
 
 /* Enrich b in place: sets poster overrides (in b->text) and durations of

@@ -1,6 +1,6 @@
 /*
  * upstream_reply.c: one upstream reply to the poster/duration of each id
- * the call asked for (upstream_reply.h, UPSTREAM.md "Response").
+ * the call asked for (upstream_reply.h, docs/upstream.md, "Wire protocol").
  *
  * The reply is hostile input: it is read in one pass by a purpose-built
  * streaming reader that keeps only what the call can use, never a tree.
@@ -202,6 +202,29 @@ static void put_cp(char *out, size_t cap, size_t *len, unsigned long cp)
     }
 }
 
+/* The character a one-letter JSON escape stands for, 0 if none. */
+static char simple_escape(unsigned char e)
+{
+    switch (e) {
+    case '"':
+    case '\\':
+    case '/':
+        return (char)e;
+    case 'b':
+        return '\b';
+    case 'f':
+        return '\f';
+    case 'n':
+        return '\n';
+    case 'r':
+        return '\r';
+    case 't':
+        return '\t';
+    default:
+        return 0;
+    }
+}
+
 /* A string at r->p (on its opening quote): decoded into out[0..cap)
  * (out may be NULL: validated and skipped), its decoded length in *len.
  * 0, or -1 on a syntax error. */
@@ -224,37 +247,13 @@ static int read_string(rd *r, char *out, size_t cap, size_t *len)
         }
         if (q + 1 >= end)
             return -1;
-        switch (q[1]) {
-        case '"':
-        case '\\':
-        case '/':
-            put(out, cap, len, (const char *)q + 1, 1);
+        if (q[1] != 'u') {
+            char c = simple_escape(q[1]);
+            if (c == 0)
+                return -1;
+            put(out, cap, len, &c, 1);
             p = q + 2;
             continue;
-        case 'b':
-            put(out, cap, len, "\b", 1);
-            p = q + 2;
-            continue;
-        case 'f':
-            put(out, cap, len, "\f", 1);
-            p = q + 2;
-            continue;
-        case 'n':
-            put(out, cap, len, "\n", 1);
-            p = q + 2;
-            continue;
-        case 'r':
-            put(out, cap, len, "\r", 1);
-            p = q + 2;
-            continue;
-        case 't':
-            put(out, cap, len, "\t", 1);
-            p = q + 2;
-            continue;
-        case 'u':
-            break;
-        default:
-            return -1;
         }
         u = unit_at(q, end);
         if (u < 0)

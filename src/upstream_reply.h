@@ -1,7 +1,7 @@
 /*
  * upstream_reply.h: the pure part of the upstream client: the bytes of
  * one 200 reply plus the ids that call asked for, to the poster and
- * duration each id gets (UPSTREAM.md "Response").  No I/O, no libcurl,
+ * duration each id gets (docs/upstream.md, "Wire protocol").  No I/O, no libcurl,
  * so a fuzzer and unit tests can drive it directly.
  */
 #ifndef ENR_UPSTREAM_REPLY_H
@@ -12,14 +12,14 @@
 
 #include "buf.h"
 
-#define ENR_REPLY_POSTER_MAX 2048    /* UPSTREAM.md: bytes of a poster URL */
-#define ENR_REPLY_DURATION_LIMIT 1e7 /* UPSTREAM.md: 0 <= duration < 10^7 */
+#define ENR_REPLY_POSTER_MAX 2048    /* docs/upstream.md: bytes of a poster URL */
+#define ENR_REPLY_DURATION_LIMIT 1e7 /* docs/upstream.md: 0 <= duration < 10^7 */
 #define ENR_REPLY_MAX_DEPTH 32       /* nested objects/arrays, the root counting as 1 */
 
 /* What one item of a reply can legitimately take, besides its id: the
  * poster with every byte escaped as JSON encoders do (\/ or \uXXXX for
  * a multi-byte character: 3 bytes per byte at most), the duration, the
- * keys and punctuation, and room for the extra fields UPSTREAM.md allows
+ * keys and punctuation, and room for the extra fields docs/upstream.md allows
  * (on average over the reply).  The envelope and white space get
  * ENR_REPLY_SLACK once per reply. */
 #define ENR_REPLY_ITEM_BYTES (3 * ENR_REPLY_POSTER_MAX + 1024)

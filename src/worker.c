@@ -51,6 +51,7 @@
 #include "allow.h"
 #include "buf.h"
 #include "capture.h"
+#include "curlapi.h"
 #include "engine.h"
 #include "log.h"
 #include "procstat.h"
@@ -82,6 +83,38 @@ static void on_signal(int sig)
         worker_stop = 1;
 }
 
+/* A libfcgi error code as a log value: an errno (positive), one of its
+ * own FCGX_* codes, or anything else it returns (a bare -1). */
+static const char *fcgi_error_value(int e)
+{
+    static char num[32], out[64];
+    const char *text;
+
+    switch (e) {
+    case 0:
+        return "none";
+    case FCGX_UNSUPPORTED_VERSION:
+        text = "unsupported FastCGI version";
+        break;
+    case FCGX_PROTOCOL_ERROR:
+        text = "FastCGI protocol error";
+        break;
+    case FCGX_PARAMS_ERROR:
+        text = "FastCGI parameters error";
+        break;
+    case FCGX_CALL_SEQ_ERROR:
+        text = "FastCGI call sequence error";
+        break;
+    default:
+        if (e > 0)
+            return enr_log_errno(e);
+        snprintf(num, sizeof num, "libfcgi error %d", e);
+        text = num;
+        break;
+    }
+    return enr_log_quote(out, sizeof out, text);
+}
+
 typedef struct worker {
     const enr_config *cfg;
     enr_sb_slot *slot;
@@ -89,8 +122,9 @@ typedef struct worker {
     int is_tcp;
     enr_engine *engine;
     enr_upstream *upstream;
-    enr_capture *capture; /* NULL: off */
-    uint64_t arrival_us;  /* the request in hand, CLOCK_REALTIME (capture) */
+    enr_upstream_stats up_published; /* its counters as last added to the slot */
+    enr_capture *capture;            /* NULL: off */
+    uint64_t arrival_us;             /* the request in hand, CLOCK_REALTIME (capture) */
     enr_batch batch;
     enr_buf body, out;
     FCGX_Request req;
@@ -102,6 +136,34 @@ typedef struct worker {
     unsigned leak_fds, leak_kb;
 #endif
 } worker;
+
+/* The upstream client counts in its own struct; the worker owns the slot
+ * and publishes them there: what was added since the last publication for
+ * the counters (the slot's are cumulative over its processes), the value
+ * for the breaker state and the descriptors. */
+static void publish_upstream(worker *w)
+{
+    const enr_upstream_stats *now = enr_upstream_stats_of(w->upstream);
+    enr_upstream_stats *was = &w->up_published;
+    enr_sb_slot *s = w->slot;
+
+#define UP_PUBLISH(field, f) ENR_SB_ADD(s->field, now->f - was->f)
+    UP_PUBLISH(up_calls, calls);
+    UP_PUBLISH(up_retries, retries);
+    UP_PUBLISH(up_cache_hits, cache_hits);
+    UP_PUBLISH(up_cache_misses, cache_misses);
+    UP_PUBLISH(up_fail_timeout, fail_timeout);
+    UP_PUBLISH(up_fail_connect, fail_connect);
+    UP_PUBLISH(up_fail_status, fail_status);
+    UP_PUBLISH(up_fail_body, fail_body);
+    UP_PUBLISH(up_fail_too_large, fail_too_large);
+    UP_PUBLISH(up_skip_deadline, skip_deadline);
+    UP_PUBLISH(up_breaker_opens, breaker_opens);
+#undef UP_PUBLISH
+    ENR_SB_SET(s->up_breaker_state, (uint64_t)now->breaker_state);
+    ENR_SB_SET(s->up_fds, now->fds);
+    *was = *now;
+}
 
 /* ---- test hooks: compiled only with -DENR_TEST_HOOKS ---------------- */
 #ifdef ENR_TEST_HOOKS
@@ -194,9 +256,9 @@ static void abort_connection(worker *w)
     if (fd < 0)
         return;
     if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0)
-        enr_log(ENR_LOG_DEBUG, "SO_LINGER failed", "errno=%d", errno);
+        enr_log(ENR_LOG_DEBUG, "SO_LINGER failed", "error=%s", enr_log_errno(errno));
     if (shutdown(fd, SHUT_RDWR) != 0)
-        enr_log(ENR_LOG_DEBUG, "shutdown failed", "errno=%d", errno);
+        enr_log(ENR_LOG_DEBUG, "shutdown failed", "error=%s", enr_log_errno(errno));
 }
 
 /* Writes head + body; returns 0, or -1 when the caller is gone (the
@@ -226,8 +288,8 @@ static int send_response(worker *w, int status, const char *ctype, const char *e
     }
     return 0;
 failed:
-    enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu errno=%d",
-            status, len, FCGX_GetError(w->req.out));
+    enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu error=%s",
+            status, len, fcgi_error_value(FCGX_GetError(w->req.out)));
     abort_connection(w);
     return -1;
 }
@@ -322,10 +384,17 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
             o->status = 413;
             snprintf(msg, sizeof msg, "body larger than %zu bytes", c->max_body_bytes);
             send_json_error(w, 413, msg);
+        } else if (w->body.oom) {
+            /* Our failure, not the client's: answered like any other
+             * allocation failure, and counted as a 5xx. */
+            enr_log(ENR_LOG_ERROR, "request body read failed: out of memory", "bytes=%zu",
+                    w->body.len);
+            o->status = 503;
+            send_json_error(w, 503, "out of memory");
         } else {
             /* nginx gave up sending the body: nobody to answer */
-            enr_log(ENR_LOG_WARN, "request body read failed", "fcgi_error=%d errno=%d",
-                    FCGX_GetError(w->req.in), errno);
+            enr_log(ENR_LOG_WARN, "request body read failed", "error=%s",
+                    fcgi_error_value(FCGX_GetError(w->req.in)));
             o->status = 499;
         }
         return;
@@ -368,7 +437,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
         }
         degraded = enr_upstream_enrich(w->upstream, &w->batch,
                                        up_deadline < deadline ? up_deadline : deadline);
-        ENR_SB_SET(w->slot->up_fds, enr_upstream_fds(w->upstream));
+        publish_upstream(w);
     }
 #ifdef ENR_TEST_HOOKS
     hooks_sleep(&w->req, "HTTP_X_TEST_SLEEP_MS"); /* slow work: the worker's own deadline */
@@ -387,7 +456,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
         return;
     }
     enr_buf_reset(&w->out);
-    if (enr_emit(w->engine, &w->batch, &w->out, &err) != 0) {
+    if (enr_emit(w->engine, &w->batch, enr_wall_ms, &w->out, &err) != 0) {
         /* past max_output_bytes: the cut output is dropped, never sent */
         o->status = err.status;
         o->rec_in = o->rec_out = 0;
@@ -502,7 +571,7 @@ static void set_write_timeout(worker *w, int fd)
                          (suseconds_t)(w->cfg->write_timeout_ms % 1000) * 1000};
 
     if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-        enr_log(ENR_LOG_WARN, "SO_SNDTIMEO failed", "errno=%d", errno);
+        enr_log(ENR_LOG_WARN, "SO_SNDTIMEO failed", "error=%s", enr_log_errno(errno));
 }
 
 /* At most one line a second for what a hostile peer can repeat at will:
@@ -554,7 +623,8 @@ static int next_connection(worker *w)
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            enr_log(ENR_LOG_ERROR, "poll on listening socket failed", "errno=%d", errno);
+            enr_log(ENR_LOG_ERROR, "poll on listening socket failed", "error=%s",
+                    enr_log_errno(errno));
             return -1;
         }
         peer_len = sizeof peer;
@@ -566,7 +636,7 @@ static int next_connection(worker *w)
                 int one = 1;
                 /* One response per connection: Nagle would only delay it. */
                 if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-                    enr_log(ENR_LOG_DEBUG, "TCP_NODELAY failed", "errno=%d", errno);
+                    enr_log(ENR_LOG_DEBUG, "TCP_NODELAY failed", "error=%s", enr_log_errno(errno));
             }
             return fd;
         }
@@ -585,12 +655,12 @@ static int next_connection(worker *w)
             /* Out of descriptors: back off a little instead of spinning;
              * the fd limits will recycle this worker. */
             struct timespec ts = {0, 10 * 1000000L};
-            enr_log(ENR_LOG_ERROR, "accept failed", "errno=%d", errno);
+            enr_log(ENR_LOG_ERROR, "accept failed", "error=%s", enr_log_errno(errno));
             nanosleep(&ts, NULL);
             continue;
         }
         default:
-            enr_log(ENR_LOG_ERROR, "accept failed", "errno=%d", errno);
+            enr_log(ENR_LOG_ERROR, "accept failed", "error=%s", enr_log_errno(errno));
             return -1;
         }
     }
@@ -684,11 +754,12 @@ static void refuse_role(int fd, int request_id)
     }
 }
 
-static void reject_connection(worker *w, const char *why, int err)
+static void reject_connection(worker *w, const char *why, int fcgi_err)
 {
     ENR_SB_ADD(w->slot->fcgi_rejected, 1);
     if (log_gate(&w->rejected_logged_ms))
-        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s errno=%d", why, err);
+        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s error=%s", why,
+                fcgi_error_value(fcgi_err));
 }
 
 /* Reads the request on fd and serves it; fd is closed on return. */
@@ -703,7 +774,7 @@ static void serve_connection(worker *w, int fd)
     tv.tv_sec = read_ms / 1000;
     tv.tv_usec = (suseconds_t)(read_ms % 1000) * 1000;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
-        enr_log(ENR_LOG_WARN, "SO_RCVTIMEO failed", "errno=%d", errno);
+        enr_log(ENR_LOG_WARN, "SO_RCVTIMEO failed", "error=%s", enr_log_errno(errno));
     set_write_timeout(w, fd);
 
     /* keepConnection makes FCGX_Accept_r take our connection instead of
@@ -714,13 +785,13 @@ static void serve_connection(worker *w, int fd)
     w->req.keepConnection = 1;
     w->req.detached = 1;
     if (header_timer(fd, ENR_WORKER_HEADER_TIMEOUT_MS) != 0)
-        enr_log(ENR_LOG_WARN, "header timer failed", "errno=%d", errno);
+        enr_log(ENR_LOG_WARN, "header timer failed", "error=%s", enr_log_errno(errno));
     rc = FCGX_Accept_r(&w->req);
     header_timer(-1, 0);
     if (rc < 0) {
         /* Bad or missing BEGIN/PARAMS: libfcgi closed the connection, and
          * without a listening socket of its own it could not take another. */
-        reject_connection(w, header_alarm ? "header_timeout" : "malformed", -rc);
+        reject_connection(w, header_alarm ? "header_timeout" : "malformed", rc);
         FCGX_Free(&w->req, 1);
         return;
     }
@@ -801,13 +872,15 @@ static int setup(worker *w, const enr_worker_args *a)
         enr_log(ENR_LOG_ERROR, "engine start failed", NULL);
         return -1;
     }
-    w->upstream = enr_upstream_new(a->cfg, w->slot, err, sizeof err);
+    w->upstream = enr_upstream_new(a->cfg, err, sizeof err);
     if (w->upstream == NULL && err[0] != '\0') {
         char q[300];
         enr_log(ENR_LOG_ERROR, "upstream client start failed", "error=%s",
                 enr_log_quote(q, sizeof q, err));
         return -1;
     }
+    if (w->upstream != NULL)
+        publish_upstream(w);
     w->capture = enr_capture_new(a->cfg, a->slot, w->slot);
     /* No listening socket for libfcgi: after a bad connection it would
      * accept the next one itself, past listen_allow (file comment). */
@@ -875,7 +948,7 @@ int enr_worker_main(const enr_worker_args *a)
         char one = 1;
         /* The master only needs a wake-up; a full pipe already holds one. */
         if (write(a->ready_fd, &one, 1) < 0 && errno != EAGAIN)
-            enr_log(ENR_LOG_WARN, "readiness write failed", "errno=%d", errno);
+            enr_log(ENR_LOG_WARN, "readiness write failed", "error=%s", enr_log_errno(errno));
         close(a->ready_fd);
     }
     while (reason == ENR_EXIT_NONE) {
@@ -891,4 +964,19 @@ int enr_worker_main(const enr_worker_args *a)
         return ENR_WORKER_EXIT_RECYCLE + reason;
     /* Leaving the loop unasked means the socket failed: not a clean stop. */
     return worker_stop || worker_drain ? ENR_WORKER_EXIT_STOPPED : ENR_WORKER_EXIT_FAILED;
+}
+
+int enr_worker_preload(const enr_config *c, char *err, size_t errlen)
+{
+    static enr_engine *warm;
+
+    if (warm == NULL) {
+        warm = enr_engine_new();
+        if (warm == NULL)
+            enr_log(ENR_LOG_ERROR, "engine warm-up failed; workers will try on their own", NULL);
+    }
+    /* libcurl is mapped once, only when enrichment is on. */
+    if (c->upstream_url[0] != '\0' && enr_curl_load(err, errlen) != 0)
+        return -1;
+    return 0;
 }

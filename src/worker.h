@@ -53,6 +53,18 @@ typedef struct enr_worker_args {
     pid_t master_pid; /* getpid() of the master before fork */
 } enr_worker_args;
 
+/* Called by the master before its first fork (and for a new
+ * configuration): loads once what every worker needs from shared
+ * libraries, so each worker starts in well under a millisecond instead
+ * of loading it again while competing for the CPU, and those pages are
+ * shared (PSS) until written: ICU's normalizer and case data and
+ * OpenSSL's SHA-1 (an engine kept for the life of the process, never used
+ * to serve), and libcurl when c sets upstream_url (curlapi.h).  Returns 0,
+ * or -1 with err set when libcurl is needed and cannot be loaded; an
+ * engine that cannot warm up is only logged (each worker tries on its
+ * own). */
+int enr_worker_preload(const enr_config *c, char *err, size_t errlen);
+
 /* Runs the worker until it must end; returns the process exit code.
  * Never returns into the master's code paths (the caller _exit()s). */
 int enr_worker_main(const enr_worker_args *a);

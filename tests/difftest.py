@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """make difftest: the engine against the incumbent on random batches.
 
-A development check, outside `make test`: it needs Node and the incumbent
-worker (../shared/peers/incumbent, read in place, never copied).  Each
+A development check, outside `make test`: it needs Node and a checkout of
+the incumbent worker (the old Node service: the directory that holds its
+server-raw.mjs), given as --incumbent DIR or `make difftest INCUMBENT=DIR`
+and read in place, never copied.  Each
 random batch goes to the incumbent's raw node:http server and to
 build/enrich; the bodies must be equal once every fetched_at is written 0,
 and where the incumbent fails (500, or 400 "expected array") enrich must
@@ -23,7 +25,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-INCUMBENT = os.path.join(ROOT, "..", "shared", "peers", "incumbent")
 FETCHED = re.compile(rb'"fetched_at":[0-9]+\}')
 
 WS = ["\t", "\n", "\u000b", "\f", "\r", " ", "\u00a0", "\u1680", "\u2000", "\u2005", "\u200a",
@@ -147,12 +148,17 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--build", default=os.environ.get("ENR_BUILD", "build"))
     ap.add_argument("--save", default="build/difftest-failures")
+    ap.add_argument("--incumbent", default=os.environ.get("ENR_INCUMBENT"),
+                    help="the incumbent worker's checkout (holds server-raw.mjs)")
     args = ap.parse_args()
-    if not os.path.exists(os.path.join(INCUMBENT, "server-raw.mjs")):
-        print("difftest: incumbent not found at %s" % INCUMBENT)
-        return 1
+    if not args.incumbent or not os.path.exists(os.path.join(args.incumbent, "server-raw.mjs")):
+        print("difftest: no incumbent at %r: pass --incumbent DIR (make difftest INCUMBENT=DIR), "
+              "DIR being a checkout of the old Node worker with its server-raw.mjs"
+              % args.incumbent)
+        return 2
+    incumbent = args.incumbent
     port = free_port()
-    node = subprocess.Popen(["node", os.path.join(INCUMBENT, "server-raw.mjs")],
+    node = subprocess.Popen(["node", os.path.join(incumbent, "server-raw.mjs")],
                             env=dict(os.environ, PORT=str(port), HOST="127.0.0.1"))
     try:
         for _ in range(100):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fake_upstream.py: the upstream metadata API of UPSTREAM.md, for tests.
+"""fake_upstream.py: the upstream metadata API of docs/upstream.md, for tests.
 
 A real HTTP/1.1 server on loopback (keep-alive, one thread per
 connection) answering deterministic data:

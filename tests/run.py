@@ -18,6 +18,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SUMMARY = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed", re.M)
+# Tests (functions) apart from assertions: "tests: N run, M failed".  A
+# suite that does not say counts as one test.
+TESTS = re.compile(r"^tests: (\d+) run, (\d+) failed", re.M)
 SUITE_TIMEOUT_S = 300
 
 
@@ -38,14 +41,18 @@ def run(name, argv, env):
         passed, failed = 0, 1
     if rc != 0 and failed == 0:
         failed = 1  # a crash after its summary still fails the suite
+    tests = TESTS.findall(out)
+    ntests, tfailed = (int(tests[-1][0]), int(tests[-1][1])) if tests else (1, 0)
+    if failed and tfailed == 0:
+        tfailed = 1
     status = "ok  " if failed == 0 else "FAIL"
-    print("%s %-40s %4d passed, %d failed  (%.1fs)" % (status, name, passed, failed, time.monotonic() - t),
-          flush=True)
+    print("%s %-36s %3d tests %5d passed, %d failed  (%.1fs)"
+          % (status, name, ntests, passed, failed, time.monotonic() - t), flush=True)
     if failed:
         lines = out.strip().splitlines()
         for line in lines[-40:]:
             print("     | " + line)
-    return passed, failed
+    return passed, failed, ntests, tfailed
 
 
 def main():
@@ -75,11 +82,17 @@ def main():
     suites = [s for s in suites if s[0].split("/")[0] in kinds]
     if args.only:
         suites = [s for s in suites if args.only in s[0]]
-    total_p = total_f = 0
+    total_p = total_f = total_t = total_tf = 0
     for name, argv in suites:
-        p, f = run(name, argv, env)
+        p, f, t, tf = run(name, argv, env)
         total_p += p
         total_f += f
+        total_t += t
+        total_tf += tf
+    # Assertions overstate coverage (one table of cases is hundreds of
+    # them): the tests are reported apart.
+    print("%d suites, %d tests (%d failed), %d assertions (%d failed)"
+          % (len(suites), total_t, total_tf, total_p + total_f, total_f))
     print("%d passed, %d failed" % (total_p, total_f))
     return 1 if total_f else 0
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "engine.h"
 
 #define ENR_CLI_READ_CHUNK 65536
@@ -72,7 +73,7 @@ int main(int argc, char **argv)
         enr_error_json(&err, &out);
         write_all(2, out.data, out.len);
         rc = err.status >= 500 ? 1 : 2;
-    } else if (enr_emit(e, &batch, &out, &err) < 0) { /* no limit set: never */
+    } else if (enr_emit(e, &batch, enr_wall_ms, &out, &err) < 0) { /* no limit set: never */
         enr_buf_reset(&out);
         enr_error_json(&err, &out);
         write_all(2, out.data, out.len);

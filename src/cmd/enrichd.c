@@ -40,7 +40,13 @@ static void print_versions(void)
 {
     char err[256];
 
+#ifdef ENR_TEST_HOOKS
+    printf("enrichd %s TEST HOOKS: a test build, never for production (a request header can "
+           "stall or crash a worker)\n",
+           ENR_VERSION);
+#else
     printf("enrichd %s\n", ENR_VERSION);
+#endif
     printf("unicode: %s\n", enr_uni_version());
     if (enr_curl_load(err, sizeof err) == 0)
         printf("libcurl: %s (loaded only when upstream_url is set)\n", curl_version());

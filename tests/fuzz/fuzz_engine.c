@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "engine.h"
 
 static enr_engine *eng;
@@ -70,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         return 0;
     }
-    if (enr_emit(eng, &batch, &out, &err) != 0)
+    if (enr_emit(eng, &batch, enr_wall_ms, &out, &err) != 0)
         abort(); /* no limit set */
     if (out.oom || out.len == 0 || out.data[out.len - 1] != '\n')
         abort();
@@ -99,12 +100,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         enr_engine_set_max_output(eng, whole);
         enr_buf_reset(&out);
         if (enr_parse(eng, (const char *)data, size, 0, &batch, &err) < 0 ||
-            enr_emit(eng, &batch, &out, &err) < 0 || out.len != whole)
+            enr_emit(eng, &batch, enr_wall_ms, &out, &err) < 0 || out.len != whole)
             abort();
         enr_engine_set_max_output(eng, whole - 1);
         enr_buf_reset(&out);
         if (whole > 1 && enr_parse(eng, (const char *)data, size, 0, &batch, &err) == 0 &&
-            enr_emit(eng, &batch, &out, &err) == 0)
+            enr_emit(eng, &batch, enr_wall_ms, &out, &err) == 0)
             abort();
         if (whole > 1 && (err.status != 413 || err.limit != whole - 1 || err.reached < whole))
             abort();

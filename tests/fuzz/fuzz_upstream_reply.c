@@ -4,7 +4,7 @@
  *
  * Input: the ids the call asked for, comma-separated, up to the first LF;
  * the rest is the reply body.  Beyond "no crash, no leak, no sanitizer
- * report" on truncated or hostile JSON it checks UPSTREAM.md on every
+ * report" on truncated or hostile JSON it checks docs/upstream.md on every
  * input: an accepted poster is https://, at most 2048 bytes, with no
  * control or space byte; an accepted duration is finite, in [0, 1e7) and
  * not -0; and, differentially against json-c's strict parser (the DOM
@@ -31,7 +31,7 @@
 #include "upstream_reply.h"
 
 #define MAX_IDS 64
-#define DOC_POSTER_MAX 2048 /* UPSTREAM.md, written again on purpose */
+#define DOC_POSTER_MAX 2048 /* docs/upstream.md, written again on purpose */
 #define DOC_DURATION_LIMIT 1e7
 
 #define ORACLE_MAX (1u << 20) /* json-c's tree is the oracle: only for inputs it can afford */
@@ -49,7 +49,7 @@ static void check_poster(const char *s, size_t n)
     }
 }
 
-/* A poster any reading of UPSTREAM.md accepts: https://, a host, then
+/* A poster any reading of docs/upstream.md accepts: https://, a host, then
  * only plain ASCII URL characters. */
 static int plainly_good_poster(json_object *jp)
 {

@@ -30,7 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import harness  # noqa: E402
-from test_upstream import metrics, upstream_conf  # noqa: E402
+from harness import metrics, upstream_conf  # noqa: E402
 
 TIMEOUT_MS = 150             # the shipped upstream_timeout_ms
 MARGIN_MS = 250              # scheduling on a shared 2-core machine, nginx, the client

@@ -447,6 +447,7 @@ class Results:
     def __init__(self):
         self.passed = 0
         self.failed = 0
+        self.tests = self.tests_failed = 0  # test functions run, and those that failed
 
     def check(self, cond, what):
         if cond:
@@ -458,6 +459,8 @@ class Results:
 
     def run(self, fn, *args):
         """Runs one test function; an exception counts as one failure."""
+        failed0 = self.failed
+        self.tests += 1
         try:
             fn(self, *args)
         except Exception as e:
@@ -465,8 +468,12 @@ class Results:
             self.failed += 1
             print("FAIL: %s raised %r" % (fn.__name__, e))
             traceback.print_exc(file=sys.stdout)
+        if self.failed > failed0:
+            self.tests_failed += 1
 
     def done(self):
+        # tests/run.py reads both lines: tests (functions) and assertions.
+        print("tests: %d run, %d failed" % (self.tests, self.tests_failed))
         print("%d passed, %d failed" % (self.passed, self.failed))
         sys.exit(1 if self.failed else 0)
 
@@ -533,7 +540,7 @@ FAKE_UPSTREAM = os.path.join(ROOT, "tests", "fake_upstream.py")
 
 
 class FakeUpstream:
-    """tests/fake_upstream.py (UPSTREAM.md with switchable faults) in its own
+    """tests/fake_upstream.py (docs/upstream.md with switchable faults) in its own
     session, killed on exit; control() switches its fault mode."""
 
     def __init__(self, *args):
@@ -756,3 +763,173 @@ def proc_fd_count(pid):
 def worker_exit_reasons(env):
     """reason= of every 'worker exit' line of the log."""
     return [e.get("reason") for e in env.log_events("worker exit")]
+
+
+# ---- helpers shared by the upstream and status suites ------------------------
+# (one copy here; the suites import them from this module, never from each
+# other)
+
+from collections import OrderedDict  # noqa: E402
+from urllib.parse import quote  # noqa: E402
+
+PROMTOOL = "/usr/bin/promtool"
+
+BASES = {"yt": "https://i.ytimg.com/vi", "vm": "https://i.vimeocdn.com/video",
+         "dm": "https://s2.dmcdn.net/v"}
+
+
+def upstream_conf(fake, **over):
+    """enrichd.conf lines for an upstream at fake (None: enrichment off)."""
+    keys = OrderedDict([("upstream_url", fake.url if fake else ""),
+                        ("upstream_timeout_ms", 500), ("ids_per_call", 50),
+                        ("max_calls_per_batch", 4), ("upstream_max_connections", 4),
+                        ("cache_entries", 50000), ("cache_ttl_s", 3600),
+                        ("cache_negative_ttl_s", 300), ("breaker_failures", 5),
+                        ("breaker_cooldown_ms", 5000)])
+    keys.update(over)
+    return "".join("%s = %s\n" % (k, v) for k, v in keys.items())
+
+
+def post(env, recs, conn=None, path="/v1/enrich"):
+    """POST a batch; (status, headers, [ordered dict per line])."""
+    body = json.dumps(recs).encode()
+    if conn is None:
+        st, h, data = env.request(path, body=body)
+    else:
+        conn.request("POST", path, body=body)
+        r = conn.getresponse()
+        data = r.read()
+        st, h = r.status, {k.lower(): v for k, v in r.getheaders()}
+    lines = []
+    if st == 200:
+        lines = [json.loads(x, object_pairs_hook=OrderedDict)
+                 for x in data.decode("utf-8", "surrogatepass").split("\n") if x]
+    return st, h, lines
+
+
+def degraded(h):
+    return int(h.get("x-enrich-degraded", "0"))
+
+
+def fake_duration(key):
+    import zlib
+    return 1 + (zlib.crc32(key.encode("utf-8", "surrogatepass")) & 0xFFFFFFFF) % 7200
+
+
+def fake_poster(provider, key):
+    return "https://img.example/%s/%s.jpg" % (provider, quote(key.encode("utf-8"), safe="-._~"))
+
+
+def local_poster(provider, out_id):
+    return "%s/%s/hqdefault.jpg" % (BASES[provider], out_id)
+
+
+def metrics(env):
+    """The Prometheus text as {name{labels}: float}."""
+    st, _, data = env.request("/metrics", method="GET")
+    out = {}
+    if st != 200:
+        return out
+    for line in data.decode().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, _, val = line.rpartition(" ")
+        try:
+            out[name] = float(val)
+        except ValueError:
+            pass
+    return out
+
+
+def fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def socket_inodes_to(port):
+    """Inodes of TCP sockets connected to 127.0.0.1:port (any state)."""
+    inodes = set()
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(f) as fh:
+                next(fh)
+                for line in fh:
+                    parts = line.split()
+                    if int(parts[2].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(parts[9])
+        except OSError:
+            pass
+    return inodes
+
+
+def upstream_fds(pid, port):
+    """Descriptors of pid that are sockets to the upstream at port."""
+    inodes = socket_inodes_to(port)
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            t = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if t.startswith("socket:[") and t[8:-1] in inodes:
+            n += 1
+    return n
+
+
+def strip_clock(line):
+    return OrderedDict((k, v) for k, v in line.items() if k != "fetched_at")
+
+
+def get_json(env, path, expect=200):
+    st, h, body = env.request(path, method="GET")
+    if st != expect:
+        raise AssertionError("%s: %d %r" % (path, st, body[:300]))
+    return json.loads(body)
+
+
+def records_body(n, bad=0, seed=0):
+    """n valid records with ids unique to seed (so no cache hit), plus bad
+    records (provider not in the contract) that are rejected."""
+    recs = [{"provider": ("yt", "vm", "dm")[i % 3], "id": "s%dr%d" % (seed, i), "title": "t %d" % i}
+            for i in range(n)]
+    recs += [{"provider": "xx", "id": "bad%d" % i} for i in range(bad)]
+    return json.dumps(recs).encode()
+
+
+def promtool_check(text):
+    """`promtool check metrics` (Debian's prometheus package) on text."""
+    if not os.path.exists(PROMTOOL):
+        return False, "promtool missing: apt-get install prometheus"
+    p = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, timeout=30)
+    return p.returncode == 0, (p.stdout + p.stderr).decode(errors="replace")
+
+
+def metrics_values(text):
+    """{'name{labels}': value} of an exposition (labels as printed)."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, v = line.rpartition(" ")
+        out[name] = float(v)
+    return out
+
+
+def ss_listen_queue(path):
+    """Recv-Q of the unix listening socket at path, as `ss -xl` prints it."""
+    out = subprocess.run(["ss", "-xlnH"], capture_output=True, text=True, timeout=10).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[4] == path:
+            return int(f[2])
+    return None
+
+
+def poll(cond, timeout=10.0, interval=0.02):
+    """Like wait_for, but returns cond()'s last value (false on time-out)
+    instead of raising, so a check can be made of it: r.check(poll(...))."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_status.py: the operators' endpoints through the real nginx and the
-real enrichd (issue 5): /healthz /readyz /status /metrics, the counters,
+real enrichd: /healthz /readyz /status /metrics, the counters,
 promtool, `enrichd status`, the allow list, and leak attribution.
 
 The endpoints under load, the health verdicts and the listen queue are in
@@ -19,7 +19,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROMTOOL = "/usr/bin/promtool"
 
 PHP_FPM_KEYS = ("pool", "process manager", "start time", "start since", "accepted conn",
                 "listen queue", "max listen queue", "listen queue len", "idle processes",
@@ -27,55 +26,9 @@ PHP_FPM_KEYS = ("pool", "process manager", "start time", "start since", "accepte
                 "max children reached", "slow requests")
 
 
-# ---- helpers (test_status_load.py imports them too) ----------------------
-
-FakeUpstream = harness.FakeUpstream  # test_status_load imports it from here
-
-
-def get_json(env, path, expect=200):
-    st, h, body = env.request(path, method="GET")
-    if st != expect:
-        raise AssertionError("%s: %d %r" % (path, st, body[:300]))
-    return json.loads(body)
-
-
-def records_body(n, bad=0, seed=0):
-    """n valid records with ids unique to seed (so no cache hit), plus bad
-    records (provider not in the contract) that are rejected."""
-    recs = [{"provider": ("yt", "vm", "dm")[i % 3], "id": "s%dr%d" % (seed, i), "title": "t %d" % i}
-            for i in range(n)]
-    recs += [{"provider": "xx", "id": "bad%d" % i} for i in range(bad)]
-    return json.dumps(recs).encode()
-
-
-def promtool_check(text):
-    """`promtool check metrics` (Debian's prometheus package) on text."""
-    if not os.path.exists(PROMTOOL):
-        return False, "promtool missing: apt-get install prometheus"
-    p = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, timeout=30)
-    return p.returncode == 0, (p.stdout + p.stderr).decode(errors="replace")
-
-
-def metrics_values(text):
-    """{'name{labels}': value} of an exposition (labels as printed)."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, v = line.rpartition(" ")
-        out[name] = float(v)
-    return out
-
-
-def ss_listen_queue(path):
-    """Recv-Q of the unix listening socket at path, as `ss -xl` prints it."""
-    out = subprocess.run(["ss", "-xlnH"], capture_output=True, text=True, timeout=10).stdout
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) >= 5 and f[4] == path:
-            return int(f[2])
-    return None
-
+from harness import (  # noqa: E402,F401
+    FakeUpstream, PROMTOOL, get_json, records_body, promtool_check, metrics_values,
+    ss_listen_queue)
 
 # ---- tests ------------------------------------------------------------------
 

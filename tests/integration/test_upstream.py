@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""test_upstream.py: outbound enrichment through the real path (issue 4).
+"""test_upstream.py: outbound enrichment through the real path.
 
 HTTP client -> nginx (nginx/enrichd.conf) -> an enrichd worker -> the
 fake upstream (tests/fake_upstream.py, a real HTTP server on loopback).
-Checks: enrichment changes poster/duration exactly as UPSTREAM.md says
+Checks: enrichment changes poster/duration exactly as docs/upstream.md says
 and nothing else (compared line by line with an enrichment-off run);
 enrichment off is byte-identical to the contract (the vectors);
 5xx / malformed / bad shape / truncated / refused: local values kept,
@@ -11,8 +11,8 @@ X-Enrich-Degraded and the failure counters say so, nothing dropped;
 ids are percent-encoded and never change host, scheme or path; a hung
 upstream: every batch within the deadline plus a margin, the breaker
 opens, and closes again through exactly one probe.
-The incident replay (20,000 batches) is test_upstream_incident.py, which
-imports the helpers below.
+The incident replay (20,000 batches) is test_upstream_incident.py; the
+helpers both use are in harness.py.
 """
 
 import json
@@ -25,112 +25,9 @@ from urllib.parse import quote
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
-BASES = {"yt": "https://i.ytimg.com/vi", "vm": "https://i.vimeocdn.com/video",
-         "dm": "https://s2.dmcdn.net/v"}
-
-
-FakeUpstream = harness.FakeUpstream  # test_upstream_incident and bench-upstream import it from here
-
-
-def upstream_conf(fake, **over):
-    """enrichd.conf lines for an upstream at fake (None: enrichment off)."""
-    keys = OrderedDict([("upstream_url", fake.url if fake else ""),
-                        ("upstream_timeout_ms", 500), ("ids_per_call", 50),
-                        ("max_calls_per_batch", 4), ("upstream_max_connections", 4),
-                        ("cache_entries", 50000), ("cache_ttl_s", 3600),
-                        ("cache_negative_ttl_s", 300), ("breaker_failures", 5),
-                        ("breaker_cooldown_ms", 5000)])
-    keys.update(over)
-    return "".join("%s = %s\n" % (k, v) for k, v in keys.items())
-
-
-def post(env, recs, conn=None, path="/v1/enrich"):
-    """POST a batch; (status, headers, [ordered dict per line])."""
-    body = json.dumps(recs).encode()
-    if conn is None:
-        st, h, data = env.request(path, body=body)
-    else:
-        conn.request("POST", path, body=body)
-        r = conn.getresponse()
-        data = r.read()
-        st, h = r.status, {k.lower(): v for k, v in r.getheaders()}
-    lines = []
-    if st == 200:
-        lines = [json.loads(x, object_pairs_hook=OrderedDict)
-                 for x in data.decode("utf-8", "surrogatepass").split("\n") if x]
-    return st, h, lines
-
-
-def degraded(h):
-    return int(h.get("x-enrich-degraded", "0"))
-
-
-def fake_duration(key):
-    import zlib
-    return 1 + (zlib.crc32(key.encode("utf-8", "surrogatepass")) & 0xFFFFFFFF) % 7200
-
-
-def fake_poster(provider, key):
-    return "https://img.example/%s/%s.jpg" % (provider, quote(key.encode("utf-8"), safe="-._~"))
-
-
-def local_poster(provider, out_id):
-    return "%s/%s/hqdefault.jpg" % (BASES[provider], out_id)
-
-
-def metrics(env):
-    """The Prometheus text as {name{labels}: float}."""
-    st, _, data = env.request("/metrics", method="GET")
-    out = {}
-    if st != 200:
-        return out
-    for line in data.decode().splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, _, val = line.rpartition(" ")
-        try:
-            out[name] = float(val)
-        except ValueError:
-            pass
-    return out
-
-
-def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
-def socket_inodes_to(port):
-    """Inodes of TCP sockets connected to 127.0.0.1:port (any state)."""
-    inodes = set()
-    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(f) as fh:
-                next(fh)
-                for line in fh:
-                    parts = line.split()
-                    if int(parts[2].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(parts[9])
-        except OSError:
-            pass
-    return inodes
-
-
-def upstream_fds(pid, port):
-    """Descriptors of pid that are sockets to the upstream at port."""
-    inodes = socket_inodes_to(port)
-    n = 0
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            t = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if t.startswith("socket:[") and t[8:-1] in inodes:
-            n += 1
-    return n
-
-
-def strip_clock(line):
-    return OrderedDict((k, v) for k, v in line.items() if k != "fetched_at")
+from harness import (  # noqa: E402,F401
+    BASES, FakeUpstream, upstream_conf, post, degraded, fake_duration, fake_poster,
+    local_poster, metrics, fd_count, socket_inodes_to, upstream_fds, strip_clock)
 
 
 def upstream_env(name, fake, workers=2, **over):
@@ -158,7 +55,7 @@ EFFECT_RECS = [
 
 
 def expected_on(rec, off):
-    """What UPSTREAM.md says the enriched line is, given the off line."""
+    """What docs/upstream.md says the enriched line is, given the off line."""
     key = str(rec["id"]).strip(" ")
     p = rec["provider"]
     poster, dur = off["poster"], off["duration"]
@@ -196,7 +93,7 @@ def test_effect(r, fake):
             want = expected_on(rec, a)
             if (b["poster"], b["duration"]) != want:
                 bad.append(("enriched", rec, (b["poster"], b["duration"]), want))
-        r.check(not bad, "enriched lines differ from UPSTREAM.md only where allowed: %r" % bad[:3])
+        r.check(not bad, "enriched lines differ from docs/upstream.md only where allowed: %r" % bad[:3])
         changed = sum(1 for a, b in zip(off, on) if a["poster"] != b["poster"])
         r.check(changed >= 60, "posters actually changed: %d" % changed)
         st = fake.stats()
@@ -319,12 +216,12 @@ def test_hang_breaker(r, fake):
                 {"provider": "dm", "id": "Probe3"}]
         st, h, lines = post(env, recs)
         d1 = fake.stats()["data_requests"]
-        r.check(d1 == d0 + 1, "half-open: exactly one probe call (%d)" % (d1 - d0))
+        r.check(d1 == d0 + 1, "half_open: exactly one probe call (%d)" % (d1 - d0))
         r.check(st == 200 and degraded(h) == 2 and lines[0]["poster"] == fake_poster("yt", "Probe1"),
                 "the probe's records enriched, the rest kept local values (%s)" % h.get("x-enrich-degraded"))
         trans = [(e.get("from"), e.get("to")) for e in env.log_events("upstream breaker transition")]
-        r.check(trans[-2:] == [("open", "half-open"), ("half-open", "closed")],
-                "open -> half-open -> closed logged: %r" % trans)
+        r.check(trans[-2:] == [("open", "half_open"), ("half_open", "closed")],
+                "open -> half_open -> closed logged: %r" % trans)
         st, h, lines = post(env, recs)
         r.check(st == 200 and degraded(h) == 0, "closed again: everything enriched")
         m = metrics(env)

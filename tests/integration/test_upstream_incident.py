@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_upstream_incident.py: the incident of issue 4, replayed through
+"""test_upstream_incident.py: the connection-leak incident (docs/upstream.md), replayed through
 the real path (HTTP client -> nginx -> enrichd workers -> fake upstream).
 
 The upstream closes every connection after 100 requests without saying
@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from test_upstream import (FakeUpstream, degraded, fake_poster, fd_count, metrics,  # noqa: E402
+from harness import (FakeUpstream, degraded, fake_poster, fd_count, metrics,  # noqa: E402
                            post, upstream_conf, upstream_fds)
 
 WORKERS = 3

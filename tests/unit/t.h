@@ -1,7 +1,9 @@
 /*
  * t.h: the unit-test harness.  Each test binary prints one line per
  * failed check and ends with "N passed, M failed"; tests/run.py sums
- * these lines.  A check is one assertion, so a count means something.
+ * these lines.  A check is one assertion, so a count means something;
+ * the functions that made checks are the tests, counted apart
+ * ("tests: N run, M failed").
  */
 #ifndef ENR_T_H
 #define ENR_T_H
@@ -11,12 +13,39 @@
 
 static int t_pass, t_fail;
 
+/* The functions that made checks, and whether each had a failure. */
+#define T_MAX_FUNCS 512
+static const char *t_funcs[T_MAX_FUNCS];
+static char t_func_failed[T_MAX_FUNCS];
+static int t_nfuncs;
+
+static inline int t_func(const char *f)
+{
+    for (int i = 0; i < t_nfuncs; i++)
+        if (t_funcs[i] == f)
+            return i;
+    if (t_nfuncs == T_MAX_FUNCS)
+        return T_MAX_FUNCS - 1;
+    t_funcs[t_nfuncs] = f;
+    return t_nfuncs++;
+}
+
+static inline int t_funcs_failed(void)
+{
+    int n = 0;
+    for (int i = 0; i < t_nfuncs; i++)
+        n += t_func_failed[i];
+    return n;
+}
+
 #define T_CHECK(cond, ...)                                                                         \
     do {                                                                                           \
+        int t_i_ = t_func(__func__);                                                               \
         if (cond) {                                                                                \
             t_pass++;                                                                              \
         } else {                                                                                   \
             t_fail++;                                                                              \
+            t_func_failed[t_i_] = 1;                                                               \
             printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
             printf(__VA_ARGS__);                                                                   \
             printf("\n");                                                                          \
@@ -28,6 +57,7 @@ static int t_pass, t_fail;
 
 #define T_DONE()                                                                                   \
     do {                                                                                           \
+        printf("tests: %d run, %d failed\n", t_nfuncs, t_funcs_failed());                          \
         printf("%d passed, %d failed\n", t_pass, t_fail);                                          \
         return t_fail ? 1 : 0;                                                                     \
     } while (0)

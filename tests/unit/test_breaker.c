@@ -85,8 +85,8 @@ int main(void)
     T_CHECK(br.state == ENR_BREAKER_OPEN, "still open");
 
     T_CHECK(enr_breaker_allow(&br, 1015, &prev) == 1, "cooldown over: one probe");
-    T_CHECK(prev == ENR_BREAKER_OPEN && br.state == ENR_BREAKER_HALF_OPEN, "half-open");
-    T_CHECK(enr_breaker_allow(&br, 1016, &prev) == 0, "only one probe in half-open");
+    T_CHECK(prev == ENR_BREAKER_OPEN && br.state == ENR_BREAKER_HALF_OPEN, "half_open");
+    T_CHECK(enr_breaker_allow(&br, 1016, &prev) == 0, "only one probe in half_open");
     T_CHECK(enr_breaker_allow(&br, 5000, &prev) == 0, "still one probe, however long");
 
     prev = enr_breaker_failure(&br, 1100);
@@ -116,6 +116,6 @@ int main(void)
     T_CHECK(br.state == ENR_BREAKER_OPEN, "threshold 0 opens on the first failure");
     T_CHECK(enr_breaker_allow(&br, 1, &prev) == 1, "cooldown 0: probe at once");
 
-    T_STREQ(enr_breaker_state_name(ENR_BREAKER_HALF_OPEN), "half-open");
+    T_STREQ(enr_breaker_state_name(ENR_BREAKER_HALF_OPEN), "half_open");
     T_DONE();
 }

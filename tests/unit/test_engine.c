@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "engine.h"
 #include "t.h"
 
@@ -23,7 +24,7 @@ static int run(const char *body, size_t len, size_t max_records)
 
     enr_buf_reset(&out);
     rc = enr_parse(eng, body, len, max_records, &batch, &err);
-    if (rc == 0 && enr_emit(eng, &batch, &out, &err) < 0) {
+    if (rc == 0 && enr_emit(eng, &batch, enr_wall_ms, &out, &err) < 0) {
         enr_buf_reset(&out);
         rc = -1;
     }
@@ -78,6 +79,9 @@ static void test_syntax_errors(void)
     ERR("[1,]", 400, 3, 1);
     ERR("[1 2]", 400, 3, 0);
     ERR("[01]", 400, 2, 0);
+    ERR("[-01]", 400, 3, 0); /* a leading zero after the sign too */
+    ERR("[-]", 400, 2, 0);
+    ERR("[{\"provider\":\"yt\",\"id\":\"a\",\"duration\":-01}]", 400, 40, 0);
     ERR("[1.]", 400, 3, 0);
     ERR("[.5]", 400, 1, 0);
     ERR("[+1]", 400, 1, 0);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "breaker.h"
 #include "health.h"
 #include "sockdiag.h"
 #include "t.h"
@@ -24,7 +25,10 @@ static void reset(unsigned live)
 {
     memset(&sb, 0, sizeof sb);
     memset(&h, 0, sizeof h);
-    memset(&cfg, 0, sizeof cfg);
+    /* The shipped defaults, parsed; then what these tests choose. */
+    T_CHECK(enr_config_parse(&cfg, enr_config_default_text, strlen(enr_config_default_text),
+                             "defaults", NULL, 0) == 0,
+            "the built-in defaults parse");
     cfg.health_window_s = 10;
     cfg.health_max_5xx_ratio = 0.05;
     cfg.health_max_degraded_ratio = 0.5;
@@ -32,7 +36,7 @@ static void reset(unsigned live)
     cfg.min_ready_workers = 1;
     sb.nslots = 4;
     ENR_SB_SET(sb.pool.workers, 4);
-    ENR_SB_SET(sb.pool.state, 1);
+    ENR_SB_SET(sb.pool.state, ENR_POOL_RUNNING);
     for (unsigned i = 0; i < live; i++) {
         ENR_SB_SET(sb.slot[i].pid, 1000 + i);
         ENR_SB_SET(sb.slot[i].state, ENR_WS_IDLE);
@@ -161,7 +165,7 @@ static void test_stall_and_breaker(void)
     strcpy(cfg.upstream_url, "http://127.0.0.1:9/");
     T_CHECK(tick() == 0 && h.reasons == ENR_HR_BREAKER, "all open: %s", h.reason);
     ENR_SB_SET(sb.slot[1].up_breaker_state, ENR_BREAKER_HALF_OPEN);
-    T_CHECK(tick() == 1, "one half-open breaker is not all open: %s", h.reason);
+    T_CHECK(tick() == 1, "one half_open breaker is not all open: %s", h.reason);
 }
 
 static void test_ring_step(void)
@@ -191,8 +195,25 @@ static void test_sample_writes_pool(void)
         T_CHECK(connect(cl[i], (struct sockaddr *)&sun, sizeof sun) == 0, "connect %d", i);
     }
     clock_ms += 1000;
+    {
+        enr_health r;
+        T_CHECK(enr_health_read(&r, &sb) == -1 && !r.healthy, "nothing published yet: %s",
+                r.reason);
+        T_STREQ(r.reason, "no verdict yet");
+    }
     T_CHECK(enr_health_sample(&h, &cfg, &sb, lfd, clock_ms) == 0, "no worker: unhealthy");
     T_CHECK(ENR_SB_GET(sb.pool.healthy) == 0, "pool.healthy written");
+    {
+        /* What the status process shows is what the master judged. */
+        enr_health r;
+        T_CHECK(enr_health_read(&r, &sb) == 0, "published verdict read back");
+        T_CHECK(!r.healthy && r.reasons == ENR_HR_NO_WORKER && r.reasons == h.reasons,
+                "same verdict and reasons: %u", r.reasons);
+        T_STREQ(r.reason, h.reason);
+        T_CHECK(r.win.listen_queue == 3 && r.win.span_ms == h.win.span_ms &&
+                    r.win.live_workers == 0,
+                "same window figures");
+    }
     T_STREQ(sb.pool.unhealthy_reason, "no live worker");
     T_CHECK(ENR_SB_GET(sb.pool.listen_queue) == 3, "queue %llu",
             (unsigned long long)ENR_SB_GET(sb.pool.listen_queue));
@@ -203,6 +224,13 @@ static void test_sample_writes_pool(void)
     sb.nslots = 1;
     clock_ms += 1000;
     T_CHECK(enr_health_sample(&h, &cfg, &sb, lfd, clock_ms) == 1, "healthy: %s", h.reason);
+    {
+        enr_health r;
+        T_CHECK(enr_health_read(&r, &sb) == 0 && r.healthy && r.reasons == 0 &&
+                    r.win.live_workers == 1 && r.win.ratio_5xx == h.win.ratio_5xx,
+                "healthy verdict read back: %s", r.reason);
+        T_STREQ(r.reason, "ok");
+    }
     T_CHECK(ENR_SB_GET(sb.pool.healthy) == 1 && sb.pool.unhealthy_reason[0] == '\0',
             "pool healthy, no reason");
     T_CHECK(ENR_SB_GET(sb.pool.listen_queue) == 2 && ENR_SB_GET(sb.pool.listen_queue_max) == 3,

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "breaker.h"
 #include "metrics.h"
 #include "sockdiag.h"
 #include "statusdoc.h"
@@ -22,7 +23,10 @@ static enr_config cfg;
 static void fill(void)
 {
     memset(&sb, 0, sizeof sb);
-    memset(&cfg, 0, sizeof cfg);
+    /* The shipped defaults, parsed; then what these tests choose. */
+    T_CHECK(enr_config_parse(&cfg, enr_config_default_text, strlen(enr_config_default_text),
+                             "defaults", NULL, 0) == 0,
+            "the built-in defaults parse");
     cfg.health_window_s = 30;
     cfg.health_max_5xx_ratio = 0.05;
     cfg.health_max_degraded_ratio = 0.5;
@@ -30,7 +34,7 @@ static void fill(void)
     cfg.min_ready_workers = 1;
     sb.nslots = 3;
     ENR_SB_SET(sb.pool.workers, 3);
-    ENR_SB_SET(sb.pool.state, 1);
+    ENR_SB_SET(sb.pool.state, ENR_POOL_RUNNING);
     ENR_SB_SET(sb.pool.start_ms, 1700000000123ull);
     ENR_SB_SET(sb.pool.exits[ENR_EXIT_CRASH], 2);
     ENR_SB_SET(sb.pool.exits[ENR_EXIT_MAX_REQUESTS], 5);
