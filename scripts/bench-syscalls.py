@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""bench-syscalls.py: system calls per request of one enrichd worker.
+"""bench-syscalls.py: system calls and CPU per request of one enrichd worker.
 
 Starts enrichd (one worker) behind the real nginx (tests/integration/
-harness.py), attaches `strace -c -f` to the worker, sends N requests with
-the 400 KB / 200-record batch of bench-engine, and prints the calls per
-request by name (read, write, ...).  Usage:
+harness.py); sends N requests, one at a time, with the 400 KB / 200-record
+batch of bench-engine and reports the worker's CPU time (utime+stime from
+/proc) per request; then attaches `strace -c -f` to the worker for N more
+and prints the calls per request by name (read, write, ...).  Usage:
   scripts/bench-syscalls.py [--build build] [-n 50]
 """
 import argparse
@@ -35,6 +36,22 @@ def main():
         assert st == 200, st
         mp = env.master_pid()
         kids = subprocess.run(["pgrep", "-P", str(mp)], capture_output=True, text=True).stdout.split()
+        tick = os.sysconf("SC_CLK_TCK")
+
+        def cpu():
+            t = 0
+            for k in kids:
+                with open("/proc/%s/stat" % k) as f:
+                    st = f.read()
+                fl = st[st.rindex(")") + 2:].split()
+                t += int(fl[11]) + int(fl[12])
+            return t / tick
+        c0 = cpu()
+        for _ in range(a.n * 4):
+            st, _, data = env.request("/v1/enrich", body)
+            assert st == 200, st
+        print("enrichd worker CPU: %.3f ms per request (%d requests, one at a time)"
+              % ((cpu() - c0) * 1e3 / (a.n * 4), a.n * 4))
         out = os.path.join(env.dir, "strace.txt")
         tr = subprocess.Popen(["strace", "-c", "-f", "-o", out] + sum([["-p", k] for k in kids], []),
                               stderr=subprocess.DEVNULL)

@@ -4,13 +4,15 @@
  * measures what nginx, libfcgi and the kernel cost per request on this
  * machine, so that enrichd's figures can be read as a share of it.
  *
- *   bench-null SOCKET [WORKERS [ANSWER_BYTES]]
+ *   bench-null [--stock] SOCKET [WORKERS [ANSWER_BYTES]]
  *
  * Binds SOCKET (a Unix path, mode 0666: it lives in the bench's private
  * directory), forks WORKERS processes (default 6, enrichd's default pool)
  * that each accept, read the whole body through libfcgi as enrichd does,
  * and answer ANSWER_BYTES (default 80 KB, about enrichd's answer to the
- * 400 KB batch) of NDJSON-shaped bytes.  Runs until killed; the bench
+ * 400 KB batch) of NDJSON-shaped bytes, through the same wide libfcgi
+ * streams as enrichd (fcgi_stream.h; --stock: libfcgi's own 8 KB
+ * buffers).  Runs until killed; the bench
  * kills its process group.  A bench tool only: never installed.
  */
 #include <fcgiapp.h>
@@ -22,12 +24,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fcgi_stream.h"
+
 #define NULL_DEFAULT_WORKERS 6
 #define NULL_DEFAULT_ANSWER (80 * 1024)
 #define NULL_BACKLOG 511
 #define NULL_READ_CHUNK (64 * 1024) /* enrichd's body read size */
 
-static void serve(int fd, const char *answer, size_t len)
+static void serve(int fd, const char *answer, size_t len, int wide)
 {
     static char scratch[NULL_READ_CHUNK];
     FCGX_Request req;
@@ -35,12 +39,18 @@ static void serve(int fd, const char *answer, size_t len)
     if (FCGX_InitRequest(&req, fd, 0) != 0)
         exit(1);
     while (FCGX_Accept_r(&req) >= 0) {
+        if (wide) {
+            enr_fcgi_writer_widen(req.out);
+            enr_fcgi_reader_widen(req.in);
+        }
         while (FCGX_GetStr(scratch, sizeof scratch, req.in) == (int)sizeof scratch)
             ;
+        if (wide)
+            enr_fcgi_reader_restore(req.in);
         FCGX_FPrintF(req.out,
                      "Status: 200 OK\r\nContent-Type: application/x-ndjson\r\n"
-                     "Content-Length: %zu\r\n\r\n",
-                     len);
+                     "Content-Length: %d\r\n\r\n",
+                     (int)len);
         FCGX_PutStr(answer, (int)len, req.out);
         FCGX_Finish_r(&req);
     }
@@ -49,13 +59,19 @@ static void serve(int fd, const char *answer, size_t len)
 
 int main(int argc, char **argv)
 {
-    long workers = argc > 2 ? strtol(argv[2], NULL, 10) : NULL_DEFAULT_WORKERS;
-    long alen = argc > 3 ? strtol(argv[3], NULL, 10) : NULL_DEFAULT_ANSWER;
+    int wide = !(argc > 1 && strcmp(argv[1], "--stock") == 0);
+    long workers, alen;
     char *answer;
     int fd;
 
+    if (!wide) {
+        argc--;
+        argv++;
+    }
+    workers = argc > 2 ? strtol(argv[2], NULL, 10) : NULL_DEFAULT_WORKERS;
+    alen = argc > 3 ? strtol(argv[3], NULL, 10) : NULL_DEFAULT_ANSWER;
     if (argc < 2 || workers < 1 || workers > 256 || alen < 1 || alen > (1L << 30)) {
-        fprintf(stderr, "usage: bench-null SOCKET [WORKERS [ANSWER_BYTES]]\n");
+        fprintf(stderr, "usage: bench-null [--stock] SOCKET [WORKERS [ANSWER_BYTES]]\n");
         return 2;
     }
     answer = malloc((size_t)alen);
@@ -87,7 +103,7 @@ int main(int argc, char **argv)
             return 1;
         }
         if (pid == 0)
-            serve(fd, answer, (size_t)alen);
+            serve(fd, answer, (size_t)alen, wide);
     }
     /* The parent only waits: the bench kills the whole process group. */
     while (wait(NULL) > 0)
