@@ -329,6 +329,7 @@ def main():
     ap.add_argument("--requests", type=int, default=3000, help="open-loop trace length")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the per-target runs (best reported)")
+    ap.add_argument("--workers", type=int, default=0, help="enrichd's pool size (default: its config default)")
     ap.add_argument("--no-floor", action="store_true", help="do not run the null responder (the floor)")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-start phase")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -413,7 +414,7 @@ def run(a, tmp, cleanup, t_start):
         cleanup.append(env.close)
         as_server()
         try:
-            env.start_enrichd()
+            env.start_enrichd("workers = %d\n" % a.workers if a.workers else "")
             env.start_nginx()
         finally:
             as_client()

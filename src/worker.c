@@ -278,15 +278,13 @@ static int read_body_into(worker *w, size_t max)
     return 0;
 }
 
-/* The bulk bytes move through wider libfcgi buffers (fcgi_stream.h): the
- * body in reads of up to 256 KB instead of 8 KB, and the answer that
- * follows in 64 KB records; a stream that cannot be widened keeps libfcgi's
- * own 8 KB buffer. */
+/* The body moves through a wider libfcgi buffer (fcgi_stream.h): reads
+ * of up to 256 KB instead of 8 KB; a stream that cannot be widened keeps
+ * libfcgi's own. */
 static int read_body(worker *w)
 {
     size_t max = w->cfg->max_body_bytes;
     const char *cl = FCGX_GetParam("CONTENT_LENGTH", w->req.envp);
-    int r;
 
     enr_buf_reset(&w->body);
     if (cl != NULL && cl[0] != '\0') {
@@ -296,11 +294,8 @@ static int read_body(worker *w)
         if (enr_buf_reserve(&w->body, (size_t)n + 1) != 0)
             return -1;
     }
-    enr_fcgi_writer_widen(w->req.out);
     enr_fcgi_reader_widen(w->req.in);
-    r = read_body_into(w, max);
-    enr_fcgi_reader_restore(w->req.in);
-    return r;
+    return read_body_into(w, max);
 }
 
 typedef struct outcome {

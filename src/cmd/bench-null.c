@@ -10,9 +10,9 @@
  * directory), forks WORKERS processes (default 6, enrichd's default pool)
  * that each accept, read the whole body through libfcgi as enrichd does,
  * and answer ANSWER_BYTES (default 80 KB, about enrichd's answer to the
- * 400 KB batch) of NDJSON-shaped bytes, through the same wide libfcgi
- * streams as enrichd (fcgi_stream.h; --stock: libfcgi's own 8 KB
- * buffers).  Runs until killed; the bench
+ * 400 KB batch) of NDJSON-shaped bytes; it reads through the same wide
+ * libfcgi stdin buffer as enrichd (fcgi_stream.h; --stock: libfcgi's own
+ * 8 KB one).  Runs until killed; the bench
  * kills its process group.  A bench tool only: never installed.
  */
 #include <fcgiapp.h>
@@ -39,14 +39,10 @@ static void serve(int fd, const char *answer, size_t len, int wide)
     if (FCGX_InitRequest(&req, fd, 0) != 0)
         exit(1);
     while (FCGX_Accept_r(&req) >= 0) {
-        if (wide) {
-            enr_fcgi_writer_widen(req.out);
+        if (wide)
             enr_fcgi_reader_widen(req.in);
-        }
         while (FCGX_GetStr(scratch, sizeof scratch, req.in) == (int)sizeof scratch)
             ;
-        if (wide)
-            enr_fcgi_reader_restore(req.in);
         FCGX_FPrintF(req.out,
                      "Status: 200 OK\r\nContent-Type: application/x-ndjson\r\n"
                      "Content-Length: %d\r\n\r\n",
