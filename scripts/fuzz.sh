@@ -21,9 +21,9 @@
 #   statustext      `enrichd status`'s document reader (enr_status_text_parse)
 #   scan            the wide string scanners against the portable one (src/scan.c)
 #
-# Time: $1 is per target, so the run takes about 5 x $1 seconds plus the
+# Time: $1 is per target, so the run takes about 7 x $1 seconds plus the
 # builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
-# 3 minutes; every target gets the full 30 s rather than a share, since
+# 4 minutes; every target gets the full 30 s rather than a share, since
 # the smaller parsers reach their coverage plateau quickly anyway and the
 # total stays well under CI's budget.
 set -eu
