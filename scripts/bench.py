@@ -329,6 +329,9 @@ def main():
     ap.add_argument("--requests", type=int, default=3000, help="open-loop trace length")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the per-target runs (best reported)")
+    ap.add_argument("--workers", type=int, default=0, help="enrichd's pool size (default: its config default)")
+    ap.add_argument("--no-floor", action="store_true", help="do not run the null responder (the floor)")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold-start phase")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
     t_start = time.time()
@@ -411,7 +414,7 @@ def run(a, tmp, cleanup, t_start):
         cleanup.append(env.close)
         as_server()
         try:
-            env.start_enrichd()
+            env.start_enrichd("workers = %d\n" % a.workers if a.workers else "")
             env.start_nginx()
         finally:
             as_client()
@@ -422,6 +425,26 @@ def run(a, tmp, cleanup, t_start):
                         lambda: descendants(mp)))
     else:
         notes.append("enrichd or nginx/enrichd.conf missing: enrichd columns skipped")
+    floor_nginx = None
+    # The floor: the same nginx configuration in front of build/bench-null,
+    # a FastCGI responder that reads the body and answers 80 KB of nothing.
+    if env is not None and os.access(os.path.join(build, "bench-null"), os.X_OK) and not a.no_floor:
+        fenv = harness.Env(build=build, name="bench-floor")
+        cleanup.append(fenv.close)
+        as_server()
+        try:
+            fnull = subprocess.Popen([os.path.join(build, "bench-null"), fenv.sock],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+            fenv.procs.append(fnull)
+            harness.wait_for(lambda: os.path.exists(fenv.sock), 5, what="bench-null socket")
+            fenv.start_nginx()
+        finally:
+            as_client()
+        targets.append(("floor", "http://127.0.0.1:%d/" % fenv.port,
+                        lambda: descendants(fnull.pid) + descendants(fenv.nginx.pid),
+                        lambda: descendants(fnull.pid)))
+        floor_nginx = lambda: descendants(fenv.nginx.pid)
     peers = []
     if not a.no_incumbent:
         r = subprocess.run([os.path.join(ROOT, "scripts", "bench-incumbent.sh")], capture_output=True,
@@ -464,13 +487,14 @@ def run(a, tmp, cleanup, t_start):
                        "open-%s-%d" % (name, rnd))[name]
             sm.stop.set()
             sm.join()
-            c0, n0 = cpu_s(pids_fn()), cpu_s(nginx_pids()) if name == "enrichd" else 0
+            ngx = {"enrichd": nginx_pids, "floor": floor_nginx}.get(name)
+            c0, n0 = cpu_s(pids_fn()), cpu_s(ngx()) if ngx else 0
             c = replay(build, tmp, big, [(name, url)], ["--closed", "-d", str(CLOSED_S)],
                        "closed-%s-%d" % (name, rnd))[name]
-            c1, n1 = cpu_s(pids_fn()), cpu_s(nginx_pids()) if name == "enrichd" else 0
+            c1, n1 = cpu_s(pids_fn()), cpu_s(ngx()) if ngx else 0
             cur = {"open": o, "closed": c,
                    "cpu_ms": (c1 - c0) * 1e3 / c["count"] if c["count"] and pids_fn() else None,
-                   "nginx_cpu_ms": (n1 - n0) * 1e3 / c["count"] if c["count"] and name == "enrichd" else None,
+                   "nginx_cpu_ms": (n1 - n0) * 1e3 / c["count"] if c["count"] and ngx else None,
                    "pss_mb": max(sm.pss) / 1024 if sm.pss and sm.pss[-1] else None,
                    "fds": (min(sm.fds), max(sm.fds)) if sm.fds and sm.fds[-1] else None}
             prev = res.get(name)
@@ -492,7 +516,7 @@ def run(a, tmp, cleanup, t_start):
     # per request): interleaved with it, every target would only measure
     # Node's queue.  It is measured alone above.
     inter = {}
-    itargets = [(t[0], t[1]) for t in targets if t[0] != "node"]
+    itargets = [(t[0], t[1]) for t in targets if t[0] not in ("node", "floor")]
     if len(itargets) > 1:
         log("interleaved open-loop run of %s" % ", ".join(t[0] for t in itargets))
         inter = replay(build, tmp, trace, itargets, ["--speed", str(SPEED)], "interleaved")
@@ -500,11 +524,11 @@ def run(a, tmp, cleanup, t_start):
     # -- 4. cold start ------------------------------------------------------------
     cold = {}
     cold_floor = None
-    if env is not None:
+    if env is not None and not a.no_cold:
         log("enrichd cold start x%d" % COLD_RUNS)
         cold["enrichd"] = cold_start_enrichd(harness, small_body)
         cold_floor = spawn_floor_ms()
-    for p in peers:
+    for p in peers if not a.no_cold else []:
         log("%s cold start x%d" % (p.name, COLD_RUNS))
         p.stop()
         cold[p.name] = cold_start_peer(p, small_body)
@@ -540,6 +564,9 @@ def run(a, tmp, cleanup, t_start):
     head = "%-40s" % "metric" + "".join(" %12s" % n for n in names)
     if ref and "enrichd" in names:
         head += " %16s" % "enrichd vs bun"
+    share = "floor" in names and "enrichd" in names
+    if share:
+        head += " %14s" % "enrichd/floor"
     print(head)
     for label, fn, better, nd in rows:
         vals = {}
@@ -556,10 +583,24 @@ def run(a, tmp, cleanup, t_start):
                 line += " %15.2fx" % x
             else:
                 line += " %16s" % "-"
+        if share:
+            e, f = vals.get("enrichd"), vals.get("floor")
+            if better and isinstance(e, (int, float)) and isinstance(f, (int, float)) and e > 0 and f > 0:
+                line += " %13.0f%%" % (100.0 * (e / f if better == "hi" else f / e))
+            else:
+                line += " %14s" % "-"
         print(line)
     if ref and "enrichd" in names:
-        print("(enrichd vs bun: how many times better enrichd is; goals: throughput >= 4x, CPU/request,")
-        print(" open-loop p50/p99/p99.9 <= 1/4 of Bun's, i.e. >= 4x here)")
+        print("(enrichd vs bun: how many times better enrichd is; goals: throughput >= 5x, server CPU")
+        print(" <= 0.5 ms per request, open-loop p50/p99/p99.9 <= 1/4 of Bun's, i.e. >= 4x here)")
+    if share:
+        print("(enrichd/floor: enrichd's share of the floor, the same nginx in front of build/bench-null, a")
+        print(" FastCGI responder that reads the body and answers 80 KB without work; 100% = transport-bound)")
+        fr, er = res["floor"], res["enrichd"]
+        if fr["cpu_ms"] and er["cpu_ms"]:
+            print("  CPU/request: floor %.3f ms (nginx %.3f), enrichd %.3f ms (nginx %.3f): enrichd's own work "
+                  "%.3f ms" % (fr["cpu_ms"], fr["nginx_cpu_ms"] or 0, er["cpu_ms"], er["nginx_cpu_ms"] or 0,
+                               er["cpu_ms"] - fr["cpu_ms"]))
     print("(goals for enrichd alone: cold start <= 5 ms; PSS of master + workers <= 20 MB)")
     if cold_floor is not None:
         print("(cold start floor on this machine, same spawn path running /bin/true: %.1f ms median)"

@@ -19,10 +19,11 @@
 #   upstream_reply  upstream reply JSON (enr_upstream_reply_parse)
 #   trace           enrich-replay's trace lines (enr_replay_trace_parse)
 #   statustext      `enrichd status`'s document reader (enr_status_text_parse)
+#   scan            the wide string scanners against the portable one (src/scan.c)
 #
-# Time: $1 is per target, so the run takes about 5 x $1 seconds plus the
+# Time: $1 is per target, so the run takes about 7 x $1 seconds plus the
 # builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
-# 3 minutes; every target gets the full 30 s rather than a share, since
+# 4 minutes; every target gets the full 30 s rather than a share, since
 # the smaller parsers reach their coverage plateau quickly anyway and the
 # total stays well under CI's budget.
 set -eu
@@ -32,13 +33,13 @@ MALLOC_MB=${FUZZ_MALLOC_MB:-64}
 ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=8}
 export ASAN_OPTIONS
 [ $# -gt 0 ] && shift
-TARGETS=${*:-engine numtext config upstream_reply trace statustext}
+TARGETS=${*:-engine numtext config upstream_reply trace statustext scan}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
 CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$ROOT/src $(pkg-config --cflags icu-uc libcrypto json-c)"
 S=$ROOT/src
-ENGINE="$S/engine.c $S/reader.c $S/buf.c $S/numfmt.c $S/unicode.c"
+ENGINE="$S/engine.c $S/reader.c $S/scan.c $S/buf.c $S/numfmt.c $S/unicode.c"
 ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
 
 # Each target: the sources it needs, its libraries, its longest input.
@@ -49,6 +50,7 @@ target_srcs() {
     upstream_reply) echo "$S/upstream_reply.c $S/buf.c" ;;
     trace) echo "$S/replay_trace.c" ;;
     statustext) echo "$S/statustext.c $S/buf.c" ;;
+    scan) echo "$S/scan.c" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
     esac
 }
@@ -59,6 +61,7 @@ target_libs() {
     upstream_reply) echo "$(pkg-config --libs json-c) -lm" ;;
     trace) echo "-lm" ;;
     statustext) echo "$(pkg-config --libs json-c)" ;;
+    scan) echo "" ;;
     esac
 }
 target_max_len() {
@@ -121,6 +124,10 @@ seed_corpus() {
         seed "$corpus" ok '{"ts": 1700000000.5, "payload": [{"provider":"yt","id":"a"}]}\n{"ts": 1700000001, "payload": []}\n'
         seed "$corpus" raw '{"payload": "[1,\\ud800\\u00ff\\udc80", "ts": 3}\n\n{"ts":2,"payload":{"a":"}"}}'
         seed "$corpus" bad '{"ts": nan, "payload": 1}\n{"ts": 1}\n'
+        ;;
+    scan)
+        cp -n "$ROOT"/tests/vectors/*.in.json "$corpus"/ 2>/dev/null || true
+        seed "$corpus" mixed 'abc\\"def\001ghi\303\251\342\202\254 0123456789abcdef\\u00e9\\uZZ12\\n0123456789abcdef"\\\\x\\q\\'
         ;;
     statustext)
         seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'

@@ -1,5 +1,5 @@
 /*
- * engine.c: the record rules of the contract (CONTRACT 3-7, 11, 13, 16)
+ * engine.c: the record rules of the contract (docs/contract.md §3-7, 11, 13, 16)
  * on top of the reader, and the NDJSON printer.
  *
  * enr_parse() turns each object element into an enr_record as soon as the

@@ -1,5 +1,5 @@
 /*
- * numfmt.c: doubles to and from text (CONTRACT rules 2.6, 9, 13.1).
+ * numfmt.c: doubles to and from text (docs/contract.md §2.6, 9, 13.1).
  *
  * Text to double: every accepted spelling is reduced to significant
  * digits and a decimal exponent.  Short cases are exact in double

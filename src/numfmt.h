@@ -1,5 +1,5 @@
 /*
- * numfmt.h: numbers as the contract sees them (CONTRACT rules 2.6, 9, 13.1).
+ * numfmt.h: numbers as the contract sees them (docs/contract.md §2.6, 9, 13.1).
  *
  * Conversions are exact: text to double is correctly rounded (ties to
  * even) for any number of digits, double to text is the shortest

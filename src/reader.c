@@ -2,16 +2,16 @@
  * reader.c: the strict, streaming JSON reader of a request batch
  * (see reader.h for what it hands out).
  *
- * The body is never decoded as a whole.  UTF-8 replacement (CONTRACT 2.2)
+ * The body is never decoded as a whole.  UTF-8 replacement (docs/contract.md §2)
  * only matters inside strings: outside them any byte >= 0x80 is a syntax
  * error whatever it decodes to.  And inside a string that nobody reads,
  * replacement cannot change where the string ends (a quote or backslash
  * byte is never part of a multi-byte sequence), so skipped strings are
- * only scanned for the quote, escapes and raw control characters, 16
- * bytes at a time.  Strings that are read are decoded to WTF-8 with the
+ * only scanned for the quote, escapes and raw control characters, 32
+ * or 16 bytes at a time (scan.h).  Strings that are read are decoded to WTF-8 with the
  * maximal-subpart replacement.
  *
- * Depth counts the outer array as 1 (CONTRACT 15); deeper than
+ * Depth counts the outer array as 1 (docs/contract.md §15); deeper than
  * ENR_MAX_DEPTH is a 400, so recursion is bounded.
  */
 #include "reader.h"
@@ -20,10 +20,7 @@
 
 #include "contract.h"
 #include "numfmt.h"
-
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
+#include "scan.h"
 
 #define FAIL(r, at, msg)                                                                           \
     do {                                                                                           \
@@ -107,27 +104,7 @@ static int scan_string(enr_reader *r, span *sp)
 
     sp->s = p;
     for (;;) {
-#ifdef __SSE2__
-        while (end - p >= 16) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-            __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
-            __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
-            __m128i c =
-                _mm_cmpeq_epi8(_mm_and_si128(v, _mm_set1_epi8((char)0xe0)), _mm_setzero_si128());
-            unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
-
-            high |= (unsigned)_mm_movemask_epi8(v);
-            if (m != 0) {
-                p += __builtin_ctz(m);
-                break;
-            }
-            p += 16;
-        }
-#endif
-        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) {
-            high |= *p & 0x80;
-            p++;
-        }
+        p = enr_scan_string(p, end, &high, &escaped);
         if (p >= end)
             FAIL(r, end, "unterminated string");
         if (*p == '"')
@@ -196,7 +173,7 @@ static inline int cont(const unsigned char *p, const unsigned char *e, unsigned 
 }
 
 /* Length of the well-formed UTF-8 sequence at p, or -(length of the
- * maximal ill-formed subpart) to replace by one U+FFFD (CONTRACT 2.2). */
+ * maximal ill-formed subpart) to replace by one U+FFFD (docs/contract.md §2). */
 static int utf8_seq(const unsigned char *p, const unsigned char *e)
 {
     unsigned c = p[0], lo = 0x80, hi = 0xbf;

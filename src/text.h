@@ -8,7 +8,7 @@
  * ED A0..BF sequence in decoded text always means a lone surrogate and
  * never came from the wire.
  *
- * enr_ws_len() is the single definition of CONTRACT rule 8 (25 code
+ * enr_ws_len() is the single definition of docs/contract.md §8 (25 code
  * points): id trimming, title collapsing and string-to-number all use it.
  */
 #ifndef ENR_TEXT_H

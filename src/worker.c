@@ -53,6 +53,7 @@
 #include "capture.h"
 #include "curlapi.h"
 #include "engine.h"
+#include "fcgi_stream.h"
 #include "log.h"
 #include "procstat.h"
 #include "upstream.h"
@@ -319,19 +320,8 @@ static int is_engine_route(const char *uri)
 }
 
 /* Reads stdin up to max_body_bytes: 0, 1 when too large, -1 on error. */
-static int read_body(worker *w)
+static int read_body_into(worker *w, size_t max)
 {
-    size_t max = w->cfg->max_body_bytes;
-    const char *cl = FCGX_GetParam("CONTENT_LENGTH", w->req.envp);
-
-    enr_buf_reset(&w->body);
-    if (cl != NULL && cl[0] != '\0') {
-        unsigned long long n = strtoull(cl, NULL, 10);
-        if (n > max)
-            return 1;
-        if (enr_buf_reserve(&w->body, (size_t)n + 1) != 0)
-            return -1;
-    }
     for (;;) {
         int got;
         if (enr_buf_reserve(&w->body, BODY_READ_CHUNK) != 0)
@@ -348,6 +338,26 @@ static int read_body(worker *w)
     if (FCGX_GetError(w->req.in) != 0)
         return -1;
     return 0;
+}
+
+/* The body moves through a wider libfcgi buffer (fcgi_stream.h): reads
+ * of up to 256 KB instead of 8 KB; a stream that cannot be widened keeps
+ * libfcgi's own. */
+static int read_body(worker *w)
+{
+    size_t max = w->cfg->max_body_bytes;
+    const char *cl = FCGX_GetParam("CONTENT_LENGTH", w->req.envp);
+
+    enr_buf_reset(&w->body);
+    if (cl != NULL && cl[0] != '\0') {
+        unsigned long long n = strtoull(cl, NULL, 10);
+        if (n > max)
+            return 1;
+        if (enr_buf_reserve(&w->body, (size_t)n + 1) != 0)
+            return -1;
+    }
+    enr_fcgi_reader_widen(w->req.in);
+    return read_body_into(w, max);
 }
 
 typedef struct outcome {

@@ -4,6 +4,7 @@
  * (offset / element), and the exact bytes printed for the cases the
  * vectors only sample.
  */
+#include <ctype.h>
 #include <stdlib.h>
 
 #include "buf.h"
@@ -307,6 +308,63 @@ static void test_output_limit(void)
     enr_engine_set_max_output(eng, 0);
 }
 
+/* The wide string scan (scan.c) stops exactly where the byte loop would,
+ * wherever the stop falls relative to its 16/32-byte blocks, and steps
+ * over escapes without losing its place. */
+static void test_wide_scan(void)
+{
+    char body[256];
+
+    for (int pos = 0; pos < 100; pos++) {
+        static const char *const bad[] = {"\\x", "\x01", "\\u12G4", "\\\x1f"};
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            int n = snprintf(body, sizeof body, "[{\"d\":\"%.*s%s%s\"}]", pos,
+                             "\\n\\\\é\\u00e9abcdefghijklmnopqrstuvwxyz0123456789"
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz",
+                             bad[b], "0123456789abcdefghijklmnopqrstuvwxyz0123456789");
+            /* A prefix cut inside an escape makes its own error: the
+             * reference below finds it the way the reader must. */
+            {
+                int rc = run(body, (size_t)n, 0);
+                long want = -1;
+                /* The byte loop's answer: the first backslash that does not
+                 * start a valid escape, or the first control byte. */
+                for (long i = 7; i < n; i++) {
+                    unsigned char c = (unsigned char)body[i];
+                    if (c == '\\') {
+                        unsigned char d = (unsigned char)body[i + 1];
+                        if (d == 'u' && isxdigit((unsigned char)body[i + 2]) &&
+                            isxdigit((unsigned char)body[i + 3]) &&
+                            isxdigit((unsigned char)body[i + 4]) &&
+                            isxdigit((unsigned char)body[i + 5])) {
+                            i += 5;
+                            continue;
+                        }
+                        if (d != 'u' && d != '\0' && strchr("\"\\/bfnrt", d) != NULL) {
+                            i++;
+                            continue;
+                        }
+                        want = i;
+                        break;
+                    }
+                    if (c < 0x20) {
+                        want = i;
+                        break;
+                    }
+                    if (c == '"')
+                        break;
+                }
+                if (want < 0) {
+                    T_CHECK(rc == 0, "pos %d bad %zu: rejected at %ld", pos, b, err.offset);
+                } else {
+                    T_CHECK(rc == -1 && err.offset == want, "pos %d bad %zu: offset %ld, want %ld",
+                            pos, b, rc == -1 ? err.offset : -1, want);
+                }
+            }
+        }
+    }
+}
+
 int main(void)
 {
     eng = enr_engine_new();
@@ -319,6 +377,7 @@ int main(void)
     test_records();
     test_limits();
     test_output_limit();
+    test_wide_scan();
     enr_batch_free(&batch);
     enr_buf_free(&out);
     enr_engine_free(eng);

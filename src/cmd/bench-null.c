@@ -1,0 +1,108 @@
+/*
+ * bench-null.c: the transport floor of `make bench`: a FastCGI responder
+ * that does no work.  Behind the same nginx configuration as enrichd it
+ * measures what nginx, libfcgi and the kernel cost per request on this
+ * machine, so that enrichd's figures can be read as a share of it.
+ *
+ *   bench-null [--stock] SOCKET [WORKERS [ANSWER_BYTES]]
+ *
+ * Binds SOCKET (a Unix path, mode 0666: it lives in the bench's private
+ * directory), forks WORKERS processes (default 6, enrichd's default pool)
+ * that each accept, read the whole body through libfcgi as enrichd does,
+ * and answer ANSWER_BYTES (default 80 KB, about enrichd's answer to the
+ * 400 KB batch) of NDJSON-shaped bytes; it reads through the same wide
+ * libfcgi stdin buffer as enrichd (fcgi_stream.h; --stock: libfcgi's own
+ * 8 KB one).  Runs until killed; the bench
+ * kills its process group.  A bench tool only: never installed.
+ */
+#include <fcgiapp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fcgi_stream.h"
+
+#define NULL_DEFAULT_WORKERS 6
+#define NULL_DEFAULT_ANSWER (80 * 1024)
+#define NULL_BACKLOG 511
+#define NULL_READ_CHUNK (64 * 1024) /* enrichd's body read size */
+
+static void serve(int fd, const char *answer, size_t len, int wide)
+{
+    static char scratch[NULL_READ_CHUNK];
+    FCGX_Request req;
+
+    if (FCGX_InitRequest(&req, fd, 0) != 0)
+        exit(1);
+    while (FCGX_Accept_r(&req) >= 0) {
+        if (wide)
+            enr_fcgi_reader_widen(req.in);
+        while (FCGX_GetStr(scratch, sizeof scratch, req.in) == (int)sizeof scratch)
+            ;
+        FCGX_FPrintF(req.out,
+                     "Status: 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                     "Content-Length: %d\r\n\r\n",
+                     (int)len);
+        FCGX_PutStr(answer, (int)len, req.out);
+        FCGX_Finish_r(&req);
+    }
+    exit(0);
+}
+
+int main(int argc, char **argv)
+{
+    int wide = !(argc > 1 && strcmp(argv[1], "--stock") == 0);
+    long workers, alen;
+    char *answer;
+    int fd;
+
+    if (!wide) {
+        argc--;
+        argv++;
+    }
+    workers = argc > 2 ? strtol(argv[2], NULL, 10) : NULL_DEFAULT_WORKERS;
+    alen = argc > 3 ? strtol(argv[3], NULL, 10) : NULL_DEFAULT_ANSWER;
+    if (argc < 2 || workers < 1 || workers > 256 || alen < 1 || alen > (1L << 30)) {
+        fprintf(stderr, "usage: bench-null [--stock] SOCKET [WORKERS [ANSWER_BYTES]]\n");
+        return 2;
+    }
+    answer = malloc((size_t)alen);
+    if (answer == NULL) {
+        perror("bench-null: malloc");
+        return 1;
+    }
+    /* Lines of a plausible record length, so nginx sees the usual bytes. */
+    for (long i = 0; i < alen; i++)
+        answer[i] = (i % 400 == 399) ? '\n' : 'x';
+    if (FCGX_Init() != 0) {
+        fprintf(stderr, "bench-null: FCGX_Init failed\n");
+        return 1;
+    }
+    unlink(argv[1]);
+    fd = FCGX_OpenSocket(argv[1], NULL_BACKLOG);
+    if (fd < 0) {
+        fprintf(stderr, "bench-null: cannot listen on %s\n", argv[1]);
+        return 1;
+    }
+    if (chmod(argv[1], 0666) != 0) {
+        perror("bench-null: chmod");
+        return 1;
+    }
+    for (long i = 0; i < workers; i++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("bench-null: fork");
+            return 1;
+        }
+        if (pid == 0)
+            serve(fd, answer, (size_t)alen, wide);
+    }
+    /* The parent only waits: the bench kills the whole process group. */
+    while (wait(NULL) > 0)
+        ;
+    return 0;
+}

@@ -1,0 +1,29 @@
+/*
+ * scan.h: the wide scan of JSON string bytes (reader.c's hot loop).
+ *
+ * enr_scan_string scans the body of a string token from p (just after
+ * its opening quote, or after a complete escape) and returns the first
+ * byte the reader must look at itself: the closing quote, a control byte
+ * (< 0x20), a backslash that does not start a valid escape (\" \\ \/ \b
+ * \f \n \r \t, or \u and four hex digits), or end.  Valid escapes on the
+ * way are stepped over and set *escaped; a byte >= 0x80 before the
+ * returned point sets *high (neither is ever cleared).
+ *
+ * The implementation is picked at the first call for the CPU it runs on
+ * (AVX2, else SSE2, else a portable loop); all give the same answer,
+ * which the scan fuzz target checks against the portable one.
+ */
+#ifndef ENR_SCAN_H
+#define ENR_SCAN_H
+
+typedef const unsigned char *(*enr_scan_fn)(const unsigned char *p, const unsigned char *end,
+                                            unsigned *high, int *escaped);
+
+const unsigned char *enr_scan_string(const unsigned char *p, const unsigned char *end,
+                                     unsigned *high, int *escaped);
+
+/* Each implementation by name, for the fuzz target; NULL when this build
+ * or this CPU has none.  Names: "portable", "sse2", "avx2". */
+enr_scan_fn enr_scan_impl(const char *name);
+
+#endif
