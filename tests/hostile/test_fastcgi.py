@@ -330,7 +330,10 @@ def test_nginx_keep_conn(r):
         return text.replace("fastcgi_keep_conn off;", "fastcgi_keep_conn on;")
 
     with harness.Env(name="fcgi-keep") as env:
-        env.start_enrichd("workers = 3\n")
+        # No recycling: the same three workers must be there to count their
+        # descriptors after the load (the sanitizer build's RSS would pass
+        # rss_soft_mb and replace them).
+        env.start_enrichd("workers = 3\nmax_requests = 0\nrss_soft_mb = 0\nrss_hard_mb = 0\n")
         env.start_nginx(snippet_edit=edit)
         pids = env.wait_workers(3)
         env.request("/v1/enrich", BODY)
