@@ -19,6 +19,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "integration"))
+import harness  # noqa: E402
+
 DRAIN_WAIT_S = 20
 
 
@@ -27,13 +31,7 @@ def read(path):
         return f.read().strip()
 
 
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-        return st[st.rfind(")") + 2:].split()[0] != "Z"
-    except OSError:
-        return False
+alive = harness.pid_alive
 
 
 def start(d, host, binary=None, env=None):

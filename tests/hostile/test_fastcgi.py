@@ -263,14 +263,6 @@ def test_raw_suite(r):
                 "/metrics counts rejected FastCGI connections (%r)" % (m and m.group(0)))
 
 
-def vm_kb(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def test_management_flood(r):
     """A peer that never sends BEGIN_REQUEST but floods management records
     (libfcgi answers each itself, and Debian's 2.4.2 leaks 48 bytes on
@@ -309,7 +301,7 @@ def test_management_flood(r):
         r.check(cut is not None and cut < HEADER_S + SLACK_S,
                 "management flood: cut within %.1f s (%r, %d records answered)"
                 % (HEADER_S + SLACK_S, cut, replies[0]))
-        hwm = vm_kb(pid, "VmHWM") if harness.pid_alive(pid) else None
+        hwm = harness.proc_status_kb(pid, "VmHWM") if harness.pid_alive(pid) else None
         r.check(hwm is not None and hwm < 64 * 1024,
                 "management flood: worker peak RSS %r kB under rss_soft_mb (64 MB)" % hwm)
         out, _ = raw(env, harness.fcgi_request_bytes(PARAMS, BODY))

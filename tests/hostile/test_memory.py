@@ -92,19 +92,8 @@ def rss_ok(kb, limit_kb):
     return SAN or 0 < kb <= limit_kb
 
 
-def status_kb(pid, key):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def hwm_kb(pid):
-    return status_kb(pid, "VmHWM")
+    return harness.proc_status_kb(pid, "VmHWM")
 
 
 class Sampler:
@@ -163,7 +152,7 @@ def test_one_at_a_time(r):
             took = time.monotonic() - t0
             peak = s.stop()
             top = max(peak.values()) if peak else 0
-            after = max([status_kb(p, "VmRSS") for p in env.worker_pids()] or [0])
+            after = max([harness.proc_status_kb(p, "VmRSS") for p in env.worker_pids()] or [0])
             print("%-18s body %d B: status %d, %d B out, %.2f s, peak worker VmHWM %d kB, "
                   "largest VmRSS after %d kB" % (name, len(body), st, len(out), took, top, after))
             check_limit_answer(r, name, st, hdr, out, len(body))

@@ -56,7 +56,7 @@ class PeakRss:
     def _run(self):
         while True:
             for pid in self.env.worker_pids():
-                self.peak_kb = max(self.peak_kb, vm(pid, "VmHWM"))
+                self.peak_kb = max(self.peak_kb, harness.proc_status_kb(pid, "VmHWM"))
             if self.stop.wait(0.005):
                 return
 
@@ -64,19 +64,10 @@ class PeakRss:
         self.stop.set()
         self.t.join(5)
         for pid in self.env.worker_pids():
-            self.peak_kb = max(self.peak_kb, vm(pid, "VmHWM"))
+            self.peak_kb = max(self.peak_kb, harness.proc_status_kb(pid, "VmHWM"))
         return self.peak_kb
 
 
-def vm(pid, key):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def timed_post(env, batch):

@@ -933,3 +933,16 @@ def poll(cond, timeout=10.0, interval=0.02):
         if v or time.monotonic() >= deadline:
             return v
         time.sleep(interval)
+
+
+def proc_status_kb(pid, key):
+    """A kB field of /proc/PID/status (VmRSS, VmHWM, ...), 0 when the
+    process is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
