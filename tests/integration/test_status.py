@@ -160,11 +160,11 @@ def test_refused_addresses(r):
     with harness.Env(name="enr-allow") as env:
         env.start_enrichd("workers = 1\n")
         env.start_nginx()
-        others = []
-        for src in ("127.0.0.2", non_loopback_address()):
-            if src:
-                others.append(src)
-        r.check(len(others) >= 1, "a non-allowed source address exists")
+        # 127.0.0.2 is loopback but not in the allow list; a host address,
+        # when the machine has one, is the remote case proper.
+        others = ["127.0.0.2"]
+        if non_loopback_address():
+            others.append(non_loopback_address())
         for src in others:
             for path in ("/healthz", "/readyz", "/status", "/metrics"):
                 st = raw_get(env.port, path, src)

@@ -82,7 +82,7 @@ for tool in debootstrap systemd-nspawn nsenter bc python3; do
     fi
 done
 if [ "$(id -u)" != 0 ]; then
-    echo "SKIP: the system test boots a container: it needs root"
+    bad "the system test boots a container: it runs as root"
     summary
 fi
 # The mirror apt already uses here (no other is reachable).
