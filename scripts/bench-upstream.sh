@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench-upstream.sh [BUILD]: the issue-4 benchmark.  200-record batches
+# bench-upstream.sh [BUILD]: the upstream benchmark: 200-record batches
 # through nginx -> enrichd, once with enrichment off and once against the
 # fake upstream (tests/fake_upstream.py) at 2 ms latency, closing each
 # connection after 100 requests, with a 90% cache hit ratio (180 of the
@@ -19,7 +19,7 @@ import http.client, json, os, sys, threading, time
 root = sys.argv[1]
 sys.path.insert(0, os.path.join(root, "tests", "integration"))
 import harness
-from test_upstream import FakeUpstream, metrics, upstream_conf
+from harness import FakeUpstream, metrics, upstream_conf
 
 N = int(os.environ.get("BENCH_REQUESTS", "2000"))
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))

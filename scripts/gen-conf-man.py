@@ -50,7 +50,7 @@ def parse(lines):
         if m:
             flush()
             comment.clear()
-            blocks.append(("section", re.sub(r"\s*\(issue \d+\)", "", m.group(1)), None))
+            blocks.append(("section", m.group(1), None))
         elif s.startswith("#"):
             if keys:
                 flush()
