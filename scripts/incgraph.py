@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Prints the include graph of src/ from its #include "..." lines, one
 module (x.c with x.h) per line with the modules it includes, in an order
-where each module comes after everything it includes; exits 1 and names
-the modules when the arrows go round (a cycle).
+where each module comes after everything it includes; then the same graph
+between the folders of src/ (the layers).  Exits 1 and names the modules
+or the folders when the arrows go round (a cycle): a layer may use the
+layers below it, never one above.
 
     python3 scripts/incgraph.py [--dot] [SRC_DIR]
 """
@@ -67,6 +69,19 @@ def main(argv):
     if cyc:
         print("cycle: " + " -> ".join(cyc))
         return 1
+    layers = {}
+    for n, deps in edges.items():
+        ln = os.path.dirname(n) or "."
+        ls = layers.setdefault(ln, set())
+        ls.update(os.path.dirname(d) or "." for d in deps if (os.path.dirname(d) or ".") != ln)
+    lseq, lcyc = order(layers)
+    if lcyc:
+        print("layer cycle: " + " -> ".join(lcyc))
+        for n in sorted(edges):
+            for d in sorted(edges[n]):
+                if (os.path.dirname(n) or ".", os.path.dirname(d) or ".") in zip(lcyc, lcyc[1:]):
+                    print("  %s -> %s" % (n, d))
+        return 1
     if dot:
         print("digraph src {")
         for n in seq:
@@ -77,6 +92,9 @@ def main(argv):
         for n in seq:
             print("%-20s -> %s" % (n, " ".join(sorted(edges[n])) or "(nothing)"))
         print("%d modules, %d arrows, no cycle" % (len(seq), sum(len(v) for v in edges.values())))
+        for n in lseq:
+            print("%-20s -> %s" % (n + "/", " ".join(d + "/" for d in sorted(layers[n])) or "(nothing)"))
+        print("%d layers, arrows one way" % len(lseq))
     return 0
 
 
