@@ -126,25 +126,33 @@ void curl_easy_cleanup(CURL *h)
     REAL(curl_easy_cleanup)(h);
 }
 
-/* An option's argument is one long, object pointer, function pointer or
- * curl_off_t, told by the option's number (CURLOPTTYPE_*, the same ranges
- * for CURLMOPT_*), as libcurl itself reads it; a blob is a pointer. */
-#define FORWARD_OPTION(fn, h, opt, ap)                                                             \
-    ((opt) < CURLOPTTYPE_OBJECTPOINT     ? REAL(fn)((h), (opt), va_arg((ap), long))                \
-     : (opt) < CURLOPTTYPE_FUNCTIONPOINT ? REAL(fn)((h), (opt), va_arg((ap), void *))              \
-     : (opt) < CURLOPTTYPE_OFF_T         ? REAL(fn)((h), (opt), va_arg((ap), void (*)(void)))      \
-     : (opt) < CURLOPTTYPE_BLOB          ? REAL(fn)((h), (opt), va_arg((ap), curl_off_t))          \
-                                         : REAL(fn)((h), (opt), va_arg((ap), void *)))
+/* The body of a variadic option setter (curl_easy_setopt,
+ * curl_multi_setopt), of return type rtype: the one argument after the
+ * option is one long, object pointer, function pointer or curl_off_t,
+ * told by the option's number (CURLOPTTYPE_*, the same ranges for
+ * CURLMOPT_*), as libcurl itself reads it; a blob is a pointer. */
+#define FORWARD_OPTION(rtype, fn, h, opt)                                                          \
+    ({                                                                                             \
+        rtype rc;                                                                                  \
+        va_list ap;                                                                                \
+        va_start(ap, opt);                                                                         \
+        if ((opt) < CURLOPTTYPE_OBJECTPOINT)                                                       \
+            rc = REAL(fn)((h), (opt), va_arg(ap, long));                                           \
+        else if ((opt) < CURLOPTTYPE_FUNCTIONPOINT)                                                \
+            rc = REAL(fn)((h), (opt), va_arg(ap, void *));                                         \
+        else if ((opt) < CURLOPTTYPE_OFF_T)                                                        \
+            rc = REAL(fn)((h), (opt), va_arg(ap, void (*)(void)));                                 \
+        else if ((opt) < CURLOPTTYPE_BLOB)                                                         \
+            rc = REAL(fn)((h), (opt), va_arg(ap, curl_off_t));                                     \
+        else                                                                                       \
+            rc = REAL(fn)((h), (opt), va_arg(ap, void *));                                         \
+        va_end(ap);                                                                                \
+        rc;                                                                                        \
+    })
 
 CURLcode curl_easy_setopt(CURL *h, CURLoption opt, ...)
 {
-    CURLcode rc;
-    va_list ap;
-
-    va_start(ap, opt);
-    rc = FORWARD_OPTION(curl_easy_setopt, h, opt, ap);
-    va_end(ap);
-    return rc;
+    return FORWARD_OPTION(CURLcode, curl_easy_setopt, h, opt);
 }
 
 /* Every CURLINFO_* takes one pointer to where the answer goes. */
@@ -181,13 +189,7 @@ CURLMcode curl_multi_cleanup(CURLM *m)
 
 CURLMcode curl_multi_setopt(CURLM *m, CURLMoption opt, ...)
 {
-    CURLMcode rc;
-    va_list ap;
-
-    va_start(ap, opt);
-    rc = FORWARD_OPTION(curl_multi_setopt, m, opt, ap);
-    va_end(ap);
-    return rc;
+    return FORWARD_OPTION(CURLMcode, curl_multi_setopt, m, opt);
 }
 
 CURLMcode curl_multi_add_handle(CURLM *m, CURL *h)

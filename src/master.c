@@ -1,14 +1,17 @@
 /*
  * master.c: the master process: sockets, the single fork site, the
- * supervising loop, recycling, the crash-loop guard, reload, drain, and
- * the conversation with systemd.
+ * supervising loop, recycling, the crash-loop guard, drain, and the
+ * conversation with systemd.  The configuration generations (reload) are
+ * in reload.c, how a child is asked and made to end in child.c; the
+ * state they share is master_state.h.
  *
  * Invariants:
  *  - Signal handlers only set flags.  The signals are blocked except
  *    inside ppoll(), so a flag is always seen by the next loop turn and
  *    a handler never runs in the middle of the loop's work.
- *  - spawn() is the only fork() of the daemon, for workers and for the
- *    status process; the child never returns into this file's loop.
+ *  - spawn_with() is the only fork() of the daemon, for workers (also
+ *    reload.c's, through enr_master_spawn_worker) and for the status
+ *    process; the child never returns into this file's loop.
  *  - Every child exit is classified once, in child_exited(): the reason the
  *    master asked for (recycle, timeout, reload, stop), the reason the
  *    worker gave in its exit code (soft limits), a crash (a signal the
@@ -19,10 +22,8 @@
  *    are cumulative over everything that ever ran in that position.
  *  - The pool is refilled in the same loop turn that reaps a worker,
  *    except while the crash-loop back-off holds forks.
- *  - A reload never stops a worker of the running generation before one
- *    worker of the new configuration (the probe, in a spare slot) has
- *    reported ready: a configuration whose workers cannot start is never
- *    committed, and the old generation keeps serving (docs/pool.md).
+ *  - stop() is the one way out of the loop: what is left of the children
+ *    is killed and reaped, the socket files removed.
  */
 #include "master.h"
 
@@ -38,11 +39,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "health.h"
 #include "listen.h"
 #include "log.h"
+#include "master_state.h"
 #include "notify.h"
 #include "procstat.h"
+#include "reload.h"
 #include "scoreboard.h"
 #include "status.h"
 #include "worker.h"
@@ -50,55 +54,8 @@
 
 enum child_kind { CHILD_WORKER, CHILD_STATUS };
 
-typedef struct child {
-    pid_t pid;           /* 0: no process */
-    unsigned generation; /* config generation it was started with */
-    uint64_t started;    /* monotonic ms */
-    int ready;           /* reported readiness (workers) */
-    int asked;           /* enum enr_exit_reason the master asked for, NONE if not */
-    uint64_t asked_at;   /* monotonic ms of the request, for KILL escalation */
-    int killed;          /* SIGKILL sent */
-    int probe;           /* PROBE_*: the first worker of a new configuration */
-} child;
-
-enum { PROBE_NONE = 0, PROBE_TRYING, PROBE_EXTRA /* committed: serves until the pool is full */ };
-
-typedef struct master {
-    enr_config cfg;
-    const char *cfg_path;
-    enr_scoreboard *sb;
-    int listen_fd, status_fd;
-    char listen_path[ENR_PATH_MAX], status_path[ENR_PATH_MAX]; /* unlinked at exit */
-    int ready_r, ready_w;
-    child w[ENR_SB_MAX_WORKERS];
-    child status;
-    uint64_t status_hold_until, status_backoff;
-    unsigned generation;
-    /* crash-loop guard */
-    unsigned early_deaths;
-    uint64_t backoff_ms, hold_until;
-    /* lifecycle */
-    uint64_t start_ms;
-    int ready_sent, reloading, draining;
-    int first_ready; /* some worker has accepted since start */
-    uint64_t drain_deadline;
-    uint64_t watchdog_ms;
-    uint64_t job_next[3]; /* when each of jobs[] runs next (monotonic ms) */
-    uint64_t last_completed, last_completed_at;
-    int activated;                      /* the sockets came from systemd (idle exit) */
-    uint64_t last_accepted, idle_since; /* idle exit: requests seen, and since when none */
-    double req_rate;
-    uint64_t restarts;
-    enr_health health;
-    int was_healthy; /* last verdict, to log transitions only */
-    /* reload: a new configuration is tried on one probe worker first */
-    enr_config next_cfg; /* validated, not yet committed */
-    int pending;         /* next_cfg waits for its probe */
-    unsigned probe_slot;
-    uint64_t probe_deadline, retry_at, retry_ms;
-    unsigned probe_failures; /* of the pending configuration */
-    char probe_error[96];
-} master;
+typedef enr_master master;
+typedef enr_child child;
 
 static volatile sig_atomic_t sig_hup, sig_term, sig_quit, sig_chld;
 
@@ -128,7 +85,7 @@ static const int master_signals[] = {SIGHUP, SIGTERM, SIGINT, SIGQUIT, SIGCHLD};
 
 /* ---- the fork site ------------------------------------------------------ */
 
-static int live_workers(const master *m, int ready_only)
+int enr_master_live_workers(const master *m, int ready_only)
 {
     int n = 0;
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
@@ -209,69 +166,12 @@ static int spawn(master *m, int kind, unsigned slot)
     return spawn_with(m, kind, slot, &m->cfg, m->generation);
 }
 
-/* Asks a child to end for a reason: TERM (or USR2 to drain the queue
- * first), escalated to KILL by escalate() after kill_grace_ms. */
-static void ask(child *ch, int reason, int sig)
+int enr_master_spawn_worker(master *m, unsigned slot, const enr_config *cfg, unsigned gen)
 {
-    if (ch->pid <= 0)
-        return;
-    if (ch->asked == ENR_EXIT_NONE || reason == ENR_EXIT_STOP) {
-        ch->asked = reason;
-        ch->asked_at = enr_mono_ms();
-    }
-    if (kill(ch->pid, sig) != 0 && errno != ESRCH)
-        enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld signal=%d error=%s", (long)ch->pid,
-                sig, enr_log_errno(errno));
-}
-
-static void kill_child(child *ch)
-{
-    if (ch->pid > 0 && !ch->killed) {
-        ch->killed = 1;
-        if (kill(ch->pid, SIGKILL) != 0 && errno != ESRCH)
-            enr_log(ENR_LOG_ERROR, "kill failed", "child_pid=%ld error=%s", (long)ch->pid,
-                    enr_log_errno(errno));
-    }
+    return spawn_with(m, CHILD_WORKER, slot, cfg, gen);
 }
 
 /* ---- exits ------------------------------------------------------------ */
-
-static int classify(const child *ch, int status, char *detail, size_t len)
-{
-    if (WIFEXITED(status)) {
-        int code = WEXITSTATUS(status);
-        snprintf(detail, len, "exit_code=%d", code);
-        if (code == ENR_WORKER_EXIT_STOPPED && ch->asked != ENR_EXIT_NONE)
-            return ch->asked;
-        if (code > ENR_WORKER_EXIT_RECYCLE && code < ENR_WORKER_EXIT_RECYCLE + ENR_EXIT_REASONS)
-            return code - ENR_WORKER_EXIT_RECYCLE;
-        return ENR_EXIT_ERROR;
-    }
-    if (WIFSIGNALED(status)) {
-        int sig = WTERMSIG(status);
-        snprintf(detail, len, "signal=%s", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
-        /* Dying of the signal we sent is the reason we sent it for; any
-         * other signal (SIGABRT from libfcgi's CVE-2025-23016 assert,
-         * SIGSEGV, an outside kill -9) is a crash. */
-        if (ch->asked != ENR_EXIT_NONE && (sig == SIGTERM || sig == SIGKILL || sig == SIGUSR2) &&
-            (sig != SIGKILL || ch->killed))
-            return ch->asked;
-        return ENR_EXIT_CRASH;
-    }
-    snprintf(detail, len, "status=%d", status);
-    return ENR_EXIT_ERROR;
-}
-
-/* The next delay of a back-off: first, then doubling up to
- * ENR_BACKOFF_MAX_MS (forks in a crash loop, reload probes, the status
- * process). */
-static uint64_t backoff_next(uint64_t cur, uint64_t first)
-{
-    if (cur == 0)
-        return first;
-    return cur * 2 > ENR_BACKOFF_MAX_MS ? ENR_BACKOFF_MAX_MS : cur * 2;
-}
-
 static void crashloop_note(master *m, int reason, uint64_t lifetime, uint64_t now)
 {
     if ((reason != ENR_EXIT_CRASH && reason != ENR_EXIT_ERROR) || lifetime >= ENR_EARLY_DEATH_MS) {
@@ -287,7 +187,7 @@ static void crashloop_note(master *m, int reason, uint64_t lifetime, uint64_t no
         ENR_SB_SET(m->sb->pool.crashloop, 1);
     } else if (now >= m->hold_until) {
         /* A probe started after the last hold died early too. */
-        m->backoff_ms = backoff_next(m->backoff_ms, ENR_BACKOFF_MIN_MS);
+        m->backoff_ms = enr_backoff_next(m->backoff_ms, ENR_BACKOFF_MIN_MS);
     } else {
         return; /* more deaths of the same wave: one hold is enough */
     }
@@ -297,45 +197,13 @@ static void crashloop_note(master *m, int reason, uint64_t lifetime, uint64_t no
             m->early_deaths, m->backoff_ms);
 }
 
-/* The probe of a pending configuration ended without reporting ready
- * (why: an exit reason and its detail, or a time-out).  The running
- * generation was never touched; the same configuration is tried again
- * after a back-off, or replaced by the next HUP. */
-static void probe_failed(master *m, const char *why, const char *detail, uint64_t now)
-{
-    enr_sb_pool *p = &m->sb->pool;
-    char status[256];
-
-    m->probe_failures++;
-    m->retry_ms = backoff_next(m->retry_ms, ENR_RELOAD_RETRY_MIN_MS);
-    m->retry_at = now + m->retry_ms;
-    snprintf(m->probe_error, sizeof m->probe_error, "%s%s%s", why, detail[0] ? " " : "", detail);
-    ENR_SB_ADD(p->reload_failures, 1);
-    ENR_SB_SET(p->reload_retry_ms, m->retry_ms);
-    memcpy(p->reload_error, m->probe_error, sizeof p->reload_error);
-    ENR_SB_SET(p->state, ENR_POOL_RUNNING); /* the old generation is running as before */
-    enr_log(ENR_LOG_ERROR,
-            "reload failed: a worker of the new configuration did not start; the old "
-            "configuration keeps serving",
-            "generation=%u reason=%s%s%s failures=%u retry_in_ms=%" PRIu64, m->generation + 1, why,
-            detail[0] ? " " : "", detail, m->probe_failures, m->retry_ms);
-    snprintf(status, sizeof status,
-             "RELOAD FAILED: new workers do not start (%s), old configuration serving, retry in "
-             "%" PRIu64 " ms",
-             m->probe_error, m->retry_ms);
-    enr_notify_status(status);
-    /* systemd's reload ends here: the configuration in force is the old one. */
-    if (m->probe_failures == 1)
-        enr_notify_ready();
-}
-
 static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
 {
     child *ch = &m->w[slot];
     enr_sb_slot *s = &m->sb->slot[slot];
     enr_sb_pool *p = &m->sb->pool;
     char detail[64], rid[ENR_SB_REQID_MAX], qrid[96];
-    int reason = classify(ch, status, detail, sizeof detail);
+    int reason = enr_child_classify(ch, status, detail, sizeof detail);
     uint64_t lifetime = now > ch->started ? now - ch->started : 0;
     uint64_t age = enr_sb_request_age_ms(s, now);
 
@@ -367,13 +235,10 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     ENR_SB_SET(s->req_start_ms, 0);
     ENR_SB_SET(s->write_start_mono_ms, 0);
     ENR_SB_SET(s->req_start_mono_ms, 0);
-    if (ch->probe == PROBE_TRYING && m->pending && slot == m->probe_slot) {
-        /* Not the running pool's crash loop: the old generation is fine. */
-        probe_failed(m, enr_exit_reason_name(reason), detail, now);
-        memset(ch, 0, sizeof *ch);
-        return;
-    }
-    crashloop_note(m, reason, lifetime, now);
+    /* A probe's death is its configuration's failure, not the running
+     * pool's crash loop: the old generation is fine. */
+    if (!enr_reload_probe_exited(m, slot, enr_exit_reason_name(reason), detail, now))
+        crashloop_note(m, reason, lifetime, now);
     memset(ch, 0, sizeof *ch);
 }
 
@@ -381,14 +246,14 @@ static void status_exited(master *m, int status, uint64_t now)
 {
     child *ch = &m->status;
     char detail[64];
-    int reason = classify(ch, status, detail, sizeof detail);
+    int reason = enr_child_classify(ch, status, detail, sizeof detail);
     uint64_t lifetime = now > ch->started ? now - ch->started : 0;
 
     enr_log(reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR ? ENR_LOG_ERROR : ENR_LOG_INFO,
             "status process exit", "child_pid=%ld reason=%s %s lifetime_ms=%" PRIu64, (long)ch->pid,
             enr_exit_reason_name(reason), detail, lifetime);
     if ((reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR) && lifetime < ENR_EARLY_DEATH_MS) {
-        m->status_backoff = backoff_next(m->status_backoff, ENR_BACKOFF_MIN_MS);
+        m->status_backoff = enr_backoff_next(m->status_backoff, ENR_BACKOFF_MIN_MS);
         m->status_hold_until = now + m->status_backoff;
     } else {
         m->status_backoff = 0;
@@ -396,8 +261,8 @@ static void status_exited(master *m, int status, uint64_t now)
     memset(ch, 0, sizeof *ch);
 }
 
-/* The one child-exit handler: reap() (running) and wait_all() (stopping)
- * both come here, so an exit is classified, logged and counted alike. */
+/* The one child-exit handler: the loop's reaping (running) and stop()
+ * (stopping) both come here, so an exit is classified, logged and counted alike. */
 static void child_exited(master *m, pid_t pid, int status)
 {
     uint64_t now = enr_mono_ms();
@@ -428,11 +293,6 @@ static void reap_children(master *m, int flags)
     }
 }
 
-static void reap(master *m)
-{
-    reap_children(m, WNOHANG);
-}
-
 /* ---- the pool ------------------------------------------------------------ */
 
 static void fill_workers(master *m, uint64_t now)
@@ -451,7 +311,7 @@ static void fill_workers(master *m, uint64_t now)
         /* In a crash loop one probe at a time, not the whole pool: its
          * early death doubles the back-off (crashloop_note), its survival
          * ends the loop (sample_workers). */
-        if (holding && live_workers(m, 0) > 0)
+        if (holding && enr_master_live_workers(m, 0) > 0)
             return;
         if (spawn(m, CHILD_WORKER, i) != 0 || holding)
             return;
@@ -497,7 +357,7 @@ static int old_generation_left(const master *m)
 
 static void check_ready(master *m, uint64_t now)
 {
-    int ready = live_workers(m, 1);
+    int ready = enr_master_live_workers(m, 1);
     int enough = ready >= (int)m->cfg.workers ||
                  (ready >= (int)(m->cfg.min_ready_workers ? m->cfg.min_ready_workers : 1) &&
                   now >= m->start_ms + ENR_READY_WAIT_MS);
@@ -558,11 +418,11 @@ static void sample_workers(master *m, uint64_t now)
         if (ch->asked != ENR_EXIT_NONE)
             continue;
         if (c->rss_hard_mb && rss > (long)c->rss_hard_mb * 1024)
-            ask(ch, ENR_EXIT_RSS, SIGTERM);
+            enr_child_ask(ch, ENR_EXIT_RSS, ENR_STEP_TERM);
         else if (c->fd_hard && fds > (long)c->fd_hard)
-            ask(ch, ENR_EXIT_FD, SIGTERM);
+            enr_child_ask(ch, ENR_EXIT_FD, ENR_STEP_TERM);
         else if (st == ENR_WS_BUSY && request_stuck(c, s, now))
-            ask(ch, ENR_EXIT_TIMEOUT, SIGTERM);
+            enr_child_ask(ch, ENR_EXIT_TIMEOUT, ENR_STEP_TERM);
         else
             continue;
         enr_log(ENR_LOG_WARN, "worker over a hard limit",
@@ -628,16 +488,16 @@ static void send_status(master *m, uint64_t now)
         snprintf(text, sizeof text,
                  "workers %d/%u, %.1f req/s, RELOAD FAILED: new workers do not start (%s), old "
                  "configuration serving, attempt %u",
-                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->probe_error,
+                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->probe_error,
                  m->probe_failures + 1);
     else if (ENR_SB_GET(m->sb->pool.crashloop))
-        snprintf(text, sizeof text,
-                 "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64
-                 " ms",
-                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
+        snprintf(
+            text, sizeof text,
+            "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64 " ms",
+            enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
     else
         snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", %s%s%s",
-                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
+                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
                  m->draining         ? "draining"
                  : m->health.healthy ? "healthy"
                                      : "unhealthy",
@@ -732,255 +592,63 @@ static void run_jobs(master *m, uint64_t now)
         }
 }
 
-/* ---- reload, drain, quit ------------------------------------------------ */
-
-/* The settings of the sockets, which only a restart changes. */
-#define LISTEN_FIELD(f, str)                                                                       \
-    {                                                                                              \
-        offsetof(enr_config, f), sizeof(((enr_config *)0)->f), str                                 \
-    }
-static const struct {
-    size_t off, len;
-    int str; /* a string: compared up to its terminator */
-} listen_fields[] = {
-    LISTEN_FIELD(listen, 1),         LISTEN_FIELD(listen_mode, 0),   LISTEN_FIELD(listen_group, 1),
-    LISTEN_FIELD(listen_backlog, 0), LISTEN_FIELD(status_listen, 1),
-};
-
-/* Keeps the socket settings of `from` in `to`; returns whether they differed. */
-static int keep_listen(enr_config *to, const enr_config *from)
-{
-    int changed = 0;
-
-    for (size_t i = 0; i < sizeof listen_fields / sizeof listen_fields[0]; i++) {
-        char *t = (char *)to + listen_fields[i].off;
-        const char *f = (const char *)from + listen_fields[i].off;
-        if (listen_fields[i].str ? strcmp(t, f) != 0 : memcmp(t, f, listen_fields[i].len) != 0) {
-            changed = 1;
-            memcpy(t, f, listen_fields[i].len);
-        }
-    }
-    return changed;
-}
-
-/* The probe reported ready: the new configuration becomes the running
- * one, and only now is the old generation asked to finish. */
-static void commit_reload(master *m)
-{
-    enr_sb_pool *p = &m->sb->pool;
-
-    m->cfg = m->next_cfg;
-    m->generation++;
-    m->pending = 0;
-    if (m->probe_slot < ENR_SB_MAX_WORKERS && m->w[m->probe_slot].pid > 0)
-        m->w[m->probe_slot].probe = PROBE_EXTRA;
-    ENR_SB_ADD(p->generation, 1);
-    ENR_SB_SET(p->workers, m->cfg.workers);
-    if (m->cfg.workers > m->sb->nslots)
-        m->sb->nslots = m->cfg.workers;
-    ENR_SB_SET(p->state, ENR_POOL_RELOADING);
-    ENR_SB_SET(p->reload_pending, 0);
-    ENR_SB_SET(p->reload_retry_ms, 0);
-    p->reload_error[0] = '\0';
-    m->reloading = 1;
-    /* A worker asked to reload finishes the request in hand; the
-     * connections waiting in the backlog go to the probe and to the new
-     * workers that take the old ones' slots. */
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid > 0 && m->w[i].generation != m->generation)
-            ask(&m->w[i], ENR_EXIT_RELOAD, SIGTERM);
-    ask(&m->status, ENR_EXIT_RELOAD, SIGTERM);
-    enr_log(ENR_LOG_INFO, "reload", "generation=%u source=%s workers=%u probe_failures=%u",
-            m->generation, m->cfg.source, m->cfg.workers, m->probe_failures);
-}
-
-/* One worker of the pending configuration, in a slot no generation uses:
- * the running pool is untouched until it reports ready. */
-static void start_probe(master *m, uint64_t now)
-{
-    unsigned lo = m->cfg.workers > m->next_cfg.workers ? m->cfg.workers : m->next_cfg.workers;
-    unsigned slot = ENR_SB_MAX_WORKERS;
-
-    for (unsigned i = lo; i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid == 0) {
-            slot = i;
-            break;
-        }
-    if (slot == ENR_SB_MAX_WORKERS) {
-        enr_log(ENR_LOG_WARN, "reload: no spare slot for a probe worker, switching at once",
-                "workers=%u", m->next_cfg.workers);
-        m->probe_slot = ENR_SB_MAX_WORKERS; /* none */
-        commit_reload(m);
-        return;
-    }
-    if (slot >= m->sb->nslots)
-        m->sb->nslots = slot + 1;
-    m->probe_slot = slot;
-    if (spawn_with(m, CHILD_WORKER, slot, &m->next_cfg, m->generation + 1) != 0) {
-        probe_failed(m, "fork", "", now);
-        return;
-    }
-    m->w[slot].probe = PROBE_TRYING;
-    m->probe_deadline = now + ENR_RELOAD_PROBE_MS;
-    enr_log(ENR_LOG_INFO, "reload: starting one worker of the new configuration first",
-            "generation=%u slot=%u attempt=%u", m->generation + 1, slot, m->probe_failures + 1);
-}
-
-/* Each loop turn while a reload is pending or its probe still serves. */
-static void check_reload(master *m, uint64_t now)
-{
-    if (m->pending) {
-        child *ch = &m->w[m->probe_slot];
-        if (ch->pid == 0 || ch->probe != PROBE_TRYING) {
-            if (now >= m->retry_at)
-                start_probe(m, now);
-        } else if (ch->ready) {
-            commit_reload(m);
-        } else if (now >= m->probe_deadline && ch->asked == ENR_EXIT_NONE) {
-            enr_log(ENR_LOG_ERROR, "reload: the new worker did not report ready in time",
-                    "worker_pid=%ld timeout_ms=%d", (long)ch->pid, ENR_RELOAD_PROBE_MS);
-            ask(ch, ENR_EXIT_TIMEOUT, SIGKILL);
-            ch->killed = 1;
-        }
-        return;
-    }
-    /* A committed probe serves until its generation fills the pool. */
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
-        child *ch = &m->w[i];
-        int full = 1;
-        if (ch->pid <= 0 || ch->probe != PROBE_EXTRA || ch->asked != ENR_EXIT_NONE)
-            continue;
-        for (unsigned j = 0; j < m->cfg.workers && full; j++)
-            full = m->w[j].pid > 0 && m->w[j].ready && m->w[j].generation == m->generation;
-        if (full)
-            ask(ch, ENR_EXIT_RELOAD, SIGTERM);
-    }
-}
-
-static void reload(master *m, uint64_t now)
-{
-    enr_config next;
-    char err[512], q[600];
-
-    enr_notify_reloading();
-    if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0) {
-        enr_log(ENR_LOG_ERROR, "reload refused: configuration invalid, keeping the old one",
-                "error=%s", enr_log_quote(q, sizeof q, err));
-        enr_notify_status("reload refused: invalid configuration (see log)");
-        enr_notify_ready();
-        return;
-    }
-    if (enr_worker_preload(&next, err, sizeof err) != 0) {
-        enr_log(ENR_LOG_ERROR, "reload refused: upstream_url is set but libcurl cannot be loaded",
-                "error=%s", enr_log_quote(q, sizeof q, err));
-        enr_notify_status("reload refused: libcurl cannot be loaded (see log)");
-        enr_notify_ready();
-        return;
-    }
-    if (keep_listen(&next, &m->cfg))
-        enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
-    if (m->pending) {
-        /* A newer file replaces the one still being tried. */
-        child *ch = &m->w[m->probe_slot];
-        if (ch->pid > 0 && ch->probe == PROBE_TRYING) {
-            ch->probe = PROBE_NONE;
-            ask(ch, ENR_EXIT_RELOAD, SIGTERM);
-        }
-    }
-    m->next_cfg = next;
-    m->pending = 1;
-    m->probe_failures = 0;
-    m->retry_ms = 0;
-    m->retry_at = now;
-    m->probe_error[0] = '\0';
-    ENR_SB_SET(m->sb->pool.reload_pending, 1);
-    ENR_SB_SET(m->sb->pool.state, ENR_POOL_RELOADING);
-    start_probe(m, now);
-}
+/* ---- drain, escalation, quit ------------------------------------------- */
 
 static void begin_drain(master *m, uint64_t now)
 {
     m->draining = 1;
-    m->pending = 0; /* a configuration still on trial is dropped with the rest */
-    ENR_SB_SET(m->sb->pool.reload_pending, 0);
+    enr_reload_drop(m);
     m->drain_deadline = now + m->cfg.drain_timeout_ms;
     ENR_SB_SET(m->sb->pool.state, ENR_POOL_DRAINING);
     enr_notify_stopping();
-    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u", live_workers(m, 0),
-            m->cfg.drain_timeout_ms);
+    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u",
+            enr_master_live_workers(m, 0), m->cfg.drain_timeout_ms);
     /* New connections fail fast at nginx instead of waiting in a backlog
      * nobody will serve; the ones already queued are drained (USR2). */
     if (m->listen_path[0] && unlink(m->listen_path) == 0)
         m->listen_path[0] = '\0';
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
         if (m->w[i].pid > 0)
-            ask(&m->w[i], ENR_EXIT_STOP, SIGUSR2);
+            enr_child_ask(&m->w[i], ENR_EXIT_STOP, ENR_STEP_DRAIN);
 }
 
-static void kill_all(master *m)
-{
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-        kill_child(&m->w[i]);
-    kill_child(&m->status);
-}
-
-static void wait_all(master *m)
-{
-    /* After SIGKILL the children go at once; reap them for the log. */
-    reap_children(m, 0);
-}
-
-/* When a child asked to end gets SIGKILL, 0 if it does not: not asked,
- * already killed, or a worker stopping with the pool (the drain has its
- * own deadline, drain_timeout_ms). */
-static uint64_t kill_due(const master *m, const child *ch)
-{
-    if (ch->pid <= 0 || ch->asked == ENR_EXIT_NONE || ch->killed)
-        return 0;
-    if (ch != &m->status && ch->asked == ENR_EXIT_STOP)
-        return 0;
-    return ch->asked_at + m->cfg.kill_grace_ms;
-}
-
+/* Takes the escalation steps that are due (child.c's table); a worker
+ * killed is logged, with the reason it was asked to end for. */
 static void escalate(master *m, uint64_t now)
 {
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
         child *ch = &m->w[i];
-        uint64_t due = kill_due(m, ch);
-        if (due != 0 && now >= due) {
+        if (enr_child_escalate(ch, &m->cfg, now) == ENR_STEP_KILL)
             enr_log(ENR_LOG_WARN, "worker did not stop in time: SIGKILL",
                     "worker_pid=%ld slot=%u reason=%s", (long)ch->pid, i,
                     enr_exit_reason_name(ch->asked));
-            kill_child(ch);
-        }
     }
-    if (kill_due(m, &m->status) != 0 && now >= kill_due(m, &m->status))
-        kill_child(&m->status);
+    enr_child_escalate(&m->status, &m->cfg, now);
 }
 
+static uint64_t earliest(uint64_t t, uint64_t at)
+{
+    return at != 0 && at < t ? at : t;
+}
+
+/* How long the loop may sleep: until the first job, hold, deadline or
+ * escalation step that is due. */
 static uint64_t next_wakeup(const master *m, uint64_t now)
 {
-    uint64_t t = UINT64_MAX;
+    uint64_t t = enr_reload_next(m, now);
 
     for (size_t j = 0; j < N_JOBS; j++)
-        if (jobs[j].on(m) && m->job_next[j] < t)
-            t = m->job_next[j];
-    if (ENR_SB_GET(m->sb->pool.crashloop) && m->hold_until > now && m->hold_until < t)
-        t = m->hold_until;
-    if (m->status.pid == 0 && m->status_hold_until > now && m->status_hold_until < t)
-        t = m->status_hold_until;
-    if (m->draining && m->drain_deadline < t)
-        t = m->drain_deadline;
-    if (m->pending && m->w[m->probe_slot].pid == 0 && m->retry_at > now && m->retry_at < t)
-        t = m->retry_at;
-    if (m->pending && m->w[m->probe_slot].pid > 0 && m->probe_deadline > now &&
-        m->probe_deadline < t)
-        t = m->probe_deadline;
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
-        uint64_t due = kill_due(m, &m->w[i]);
-        if (due != 0 && due < t)
-            t = due;
-    }
+        if (jobs[j].on(m))
+            t = earliest(t, m->job_next[j]);
+    if (ENR_SB_GET(m->sb->pool.crashloop) && m->hold_until > now)
+        t = earliest(t, m->hold_until);
+    if (m->status.pid == 0 && m->status_hold_until > now)
+        t = earliest(t, m->status_hold_until);
+    if (m->draining)
+        t = earliest(t, m->drain_deadline);
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        t = earliest(t, enr_child_due(&m->w[i], &m->cfg));
+    t = earliest(t, enr_child_due(&m->status, &m->cfg));
     return t > now ? t - now : 0;
 }
 
@@ -998,12 +666,9 @@ static void cleanup(master *m)
 static int stop(master *m, int code)
 {
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid > 0 && m->w[i].asked == ENR_EXIT_NONE)
-            m->w[i].asked = ENR_EXIT_STOP;
-    if (m->status.pid > 0 && m->status.asked == ENR_EXIT_NONE)
-        m->status.asked = ENR_EXIT_STOP;
-    kill_all(m);
-    wait_all(m);
+        enr_child_kill(&m->w[i]);
+    enr_child_kill(&m->status);
+    reap_children(m, 0); /* after SIGKILL the children go at once: reaped for the log */
     cleanup(m);
     return code;
 }
@@ -1109,7 +774,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
 
         if (sig_chld) {
             sig_chld = 0;
-            reap(&m);
+            reap_children(&m, WNOHANG);
         }
         now = enr_mono_ms();
         if (sig_term) {
@@ -1131,14 +796,14 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         if (sig_hup) {
             sig_hup = 0;
             if (!m.draining)
-                reload(&m, now);
+                enr_reload(&m, now);
         }
         if (pfd.fd >= 0)
             read_readiness(&m);
         if (m.draining) {
-            if (live_workers(&m, 0) == 0) {
+            if (enr_master_live_workers(&m, 0) == 0) {
                 if (m.status.pid > 0 && m.status.asked == ENR_EXIT_NONE)
-                    ask(&m.status, ENR_EXIT_STOP, SIGTERM);
+                    enr_child_ask(&m.status, ENR_EXIT_STOP, ENR_STEP_TERM);
                 if (m.status.pid == 0) {
                     enr_log(ENR_LOG_INFO, "stopped", "restarts=%" PRIu64, m.restarts);
                     return stop(&m, 0);
@@ -1146,12 +811,12 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             }
             if (now >= m.drain_deadline) {
                 enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
-                        live_workers(&m, 0));
+                        enr_master_live_workers(&m, 0));
                 return stop(&m, 0);
             }
         } else {
             fill_pool(&m, now);
-            check_reload(&m, now);
+            enr_reload_check(&m, now);
             check_ready(&m, now);
         }
         escalate(&m, now);

@@ -15,17 +15,9 @@
 #define ENR_EARLY_DEATH_MS 1000
 /* This many early deaths in a row mean a crash loop. */
 #define ENR_CRASHLOOP_THRESHOLD 3
-/* Back-off of the crash-loop guard: doubles from MIN up to MAX. */
-#define ENR_BACKOFF_MIN_MS 250
-#define ENR_BACKOFF_MAX_MS 30000
 /* READY=1 waits for the whole first wave of workers, at most this long
  * (then min_ready_workers is enough). */
 #define ENR_READY_WAIT_MS 1000
-/* Reload: the probe worker of a new configuration must report ready
- * within this; a failed probe is tried again after a back-off that
- * doubles from MIN up to ENR_BACKOFF_MAX_MS (docs/pool.md). */
-#define ENR_RELOAD_PROBE_MS 10000
-#define ENR_RELOAD_RETRY_MIN_MS 1000
 
 /* Runs the daemon in the foreground until TERM/INT (drain) or QUIT.
  * cfg_path is re-read on HUP (NULL: the built-in default).  Returns the

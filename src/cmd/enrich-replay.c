@@ -18,6 +18,7 @@
  * record; the trace is read-only; SIGINT/SIGTERM only set a flag (the loop
  * stops issuing, lets in-flight requests finish, and reports).
  */
+#include "cli.h"
 #include "replay_http.h"
 #include "replay_stats.h"
 #include "replay_trace.h"
@@ -494,21 +495,17 @@ int main(int argc, char **argv)
             R.progress = 0;
             break;
         case 'h':
-            usage(stdout);
-            return 0;
+            return enr_cli_usage(usage, 0);
         default:
-            usage(stderr);
-            return 2;
+            return enr_cli_usage(usage, ENR_CLI_USAGE);
         }
         if (ep && (*ep || ep == optarg)) {
             fprintf(stderr, "enrich-replay: bad number '%s'\n", optarg);
             return 2;
         }
     }
-    if (argc - optind < 2 || R.conc == 0 || R.speed < 0 || R.duration <= 0 || R.timeout_ns <= 0) {
-        usage(stderr);
-        return 2;
-    }
+    if (argc - optind < 2 || R.conc == 0 || R.speed < 0 || R.duration <= 0 || R.timeout_ns <= 0)
+        return enr_cli_usage(usage, ENR_CLI_USAGE);
     R.nt = (size_t)(argc - optind - 1);
     if (R.nt > MAX_TARGETS) {
         fprintf(stderr, "enrich-replay: at most %d targets\n", MAX_TARGETS);

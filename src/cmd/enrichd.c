@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "config.h"
 #include "curlapi.h"
 #include "log.h"
@@ -92,17 +93,13 @@ int main(int argc, char **argv)
             print_versions();
             return 0;
         case 'h':
-            usage(stdout);
-            return 0;
+            return enr_cli_usage(usage, 0);
         default:
-            usage(stderr);
-            return 2;
+            return enr_cli_usage(usage, ENR_CLI_USAGE);
         }
     }
-    if (optind != argc) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind != argc)
+        return enr_cli_usage(usage, ENR_CLI_USAGE);
     log_level_from_env();
     if (enr_config_load(&cfg, path, err, sizeof err) != 0) {
         fprintf(stderr, "enrichd: %s\n", err);
