@@ -37,6 +37,7 @@
 #include "curlapi.h"
 #include "engine.h"
 #include "fcgi_conn.h"
+#include "fcgi_http.h"
 #include "fcgi_stream.h"
 #include "log.h"
 #include "procstat.h"
@@ -44,8 +45,10 @@
 #include "clock.h"
 
 #define BODY_READ_CHUNK 65536
-/* FCGX_PutStr takes an int: a body is written in pieces of this size. */
-#define PUT_CHUNK (1 << 20)
+/* An error body (enr_error_json) is built on the stack, since one of
+ * them answers a failed allocation: its message is at most 95 bytes, 570
+ * escaped, plus the "where" fields. */
+#define ERROR_BODY_MAX 1024
 
 static volatile sig_atomic_t worker_stop;  /* TERM: end after the request in hand */
 static volatile sig_atomic_t worker_drain; /* USR2: also serve what waits in the backlog */
@@ -184,44 +187,50 @@ static void hooks_sleep(FCGX_Request *req, const char *param)
 
 /* ---- answering ---------------------------------------------------------- */
 
-/* Writes head + body; returns 0, or -1 when the caller is gone (the
- * connection is then aborted).  From here on the request is in its write
- * phase, which the master times by write_timeout_ms instead of
+/* Writes the answer (fcgi_http.c); returns 0, or -1 when the caller is
+ * gone (the connection is then aborted).  From here on the request is in
+ * its write phase, which the master times by write_timeout_ms instead of
  * request_timeout_ms. */
 static int send_response(worker *w, int status, const char *ctype, const char *extra,
                          const char *body, size_t len)
 {
-    char head[256];
-    int n;
+    enr_reply r = {status, ctype, extra, body, len};
+    int e;
 
     ENR_SB_SET(w->slot->write_start_mono_ms, enr_mono_ms());
-    n = snprintf(head, sizeof head,
-                 "Status: %d\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", status, ctype,
-                 len, extra ? extra : "");
-    if (n < 0 || (size_t)n >= sizeof head)
-        return -1;
-    if (FCGX_PutStr(head, n, w->req.out) != n)
-        goto failed;
-    while (len > 0) {
-        int k = len > PUT_CHUNK ? PUT_CHUNK : (int)len;
-        if (FCGX_PutStr(body, k, w->req.out) != k)
-            goto failed;
-        body += k;
-        len -= (size_t)k;
-    }
-    return 0;
-failed:
+    e = enr_reply_send(&w->req, &r);
+    if (e == 0)
+        return 0;
     enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu error=%s",
-            status, len, enr_fcgi_error_value(FCGX_GetError(w->req.out)));
+            status, len, enr_fcgi_error_value(e));
     enr_fcgi_conn_abort(&w->conn);
     return -1;
 }
 
-static int send_json_error(worker *w, int status, const char *msg)
+/* Every JSON error, the engine's and the worker's own, is the engine's
+ * "what and where" (enr_error_json). */
+static int send_error(worker *w, const enr_error *err)
 {
-    char body[160];
-    int n = snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg);
-    return send_response(w, status, "application/json", NULL, body, (size_t)n);
+    char mem[ERROR_BODY_MAX];
+    enr_buf b = {.data = mem, .cap = sizeof mem, .max = sizeof mem};
+
+    enr_error_json(err, &b);
+    if (b.oom) {
+        /* Cannot happen (ERROR_BODY_MAX): a cut body is never sent. */
+        enr_log(ENR_LOG_ERROR, "error body too long", "status=%d", err->status);
+        enr_fcgi_conn_abort(&w->conn);
+        return -1;
+    }
+    return send_response(w, err->status, "application/json", NULL, b.data, b.len);
+}
+
+/* An error of the worker's own: what, and no where. */
+static int send_json_error(worker *w, int status, const char *what)
+{
+    enr_error err = {.status = status, .offset = -1, .element = -1, .record = -1};
+
+    snprintf(err.msg, sizeof err.msg, "%s", what);
+    return send_error(w, &err);
 }
 
 /* nginx closes its end when the client goes away (fastcgi_ignore_client_abort
@@ -235,11 +244,9 @@ static int caller_gone(int fd)
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
-static int is_engine_route(const char *uri)
-{
-    return uri != NULL && (strcmp(uri, "/") == 0 || strcmp(uri, "/v1/enrich") == 0 ||
-                           strcmp(uri, "/normalize") == 0);
-}
+/* The worker's routes (the rule: fcgi_http.h); nginx/enrichd.conf names
+ * the same paths in its `location =` blocks. */
+static const enr_route engine_routes[] = {{"/", 0}, {"/v1/enrich", 0}, {"/normalize", 0}};
 
 /* Reads stdin up to max_body_bytes: 0, 1 when too large, -1 on error. */
 static int read_body_into(worker *w, size_t max)
@@ -291,15 +298,13 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
 {
     const enr_config *c = w->cfg;
     const char *method = FCGX_GetParam("REQUEST_METHOD", w->req.envp);
-    const char *uri = FCGX_GetParam("DOCUMENT_URI", w->req.envp);
     uint64_t deadline, margin, now;
     enr_error err;
     size_t degraded = 0;
     int r;
 
-    if (uri == NULL)
-        uri = FCGX_GetParam("SCRIPT_NAME", w->req.envp);
-    if (!is_engine_route(uri)) {
+    if (enr_route_find(w->req.envp, engine_routes, sizeof engine_routes / sizeof engine_routes[0]) <
+        0) {
         o->status = 404;
         send_json_error(w, 404, "not found");
         return;
@@ -343,14 +348,8 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
      * before the output is built next to it. */
     enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
     if (r != 0) {
-        enr_buf_reset(&w->out);
-        enr_error_json(&err, &w->out);
         o->status = err.status;
-        if (w->out.oom) {
-            send_json_error(w, err.status, "invalid request");
-            return;
-        }
-        send_response(w, err.status, "application/json", NULL, w->out.data, w->out.len);
+        send_error(w, &err);
         return;
     }
     o->rec_in = w->batch.elements;
@@ -393,11 +392,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
         o->status = err.status;
         o->rec_in = o->rec_out = 0;
         enr_buf_reset(&w->out);
-        enr_error_json(&err, &w->out);
-        if (w->out.oom)
-            send_json_error(w, err.status, "output larger than max_output_bytes");
-        else
-            send_response(w, err.status, "application/json", NULL, w->out.data, w->out.len);
+        send_error(w, &err);
         return;
     }
     if (w->out.oom) {
