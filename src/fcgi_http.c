@@ -18,6 +18,31 @@
 /* The status line and the headers of the reply (extra included). */
 #define HEAD_MAX 256
 
+/* The reason phrases of the codes enrichd answers (RFC 9110): the CGI
+ * Status header carries one (RFC 3875 6.3.3), and nginx passes it on as
+ * the client's status line, which is bare without it. */
+static const char *reason_of(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 413:
+        return "Content Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return NULL;
+    }
+}
+
 static const char *request_path(FCGX_ParamArray envp, size_t *len)
 {
     static const char *const names[] = {"DOCUMENT_URI", "SCRIPT_NAME", "REQUEST_URI"};
@@ -68,11 +93,13 @@ static int put(FCGX_Request *req, const char *p, size_t len)
 int enr_reply_send(FCGX_Request *req, const enr_reply *r)
 {
     char head[HEAD_MAX];
+    const char *reason = reason_of(r->status);
     int n, e;
 
     n = snprintf(head, sizeof head,
-                 "Status: %d\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", r->status,
-                 r->ctype, r->len, r->extra ? r->extra : "");
+                 "Status: %d%s%s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", r->status,
+                 reason ? " " : "", reason ? reason : "", r->ctype, r->len,
+                 r->extra ? r->extra : "");
     if (n < 0 || (size_t)n >= sizeof head)
         return -1; /* a caller's bug: nothing is written */
     e = put(req, head, (size_t)n);

@@ -28,14 +28,14 @@ int enr_route_find(FCGX_ParamArray envp, const enr_route *routes, size_t n);
 int enr_request_is_head(FCGX_ParamArray envp);
 
 typedef struct enr_reply {
-    int status;        /* the HTTP status: "Status: 200" */
+    int status;        /* the HTTP status: "Status: 200 OK" */
     const char *ctype; /* Content-Type */
     const char *extra; /* further header lines, each ending in CRLF, or NULL */
     const char *body;
     size_t len; /* Content-Length, for HEAD too */
 } enr_reply;
 
-/* Writes the reply to req (Status, Content-Type, Content-Length, extra,
+/* Writes the reply to req (Status with its reason phrase, Content-Type, Content-Length, extra,
  * a blank line, then the body unless the request is a HEAD), the body in
  * pieces FCGX_PutStr can take.  Returns 0, or the libfcgi error of the
  * failed write (never 0; enr_fcgi_error_value() names it): the rest of

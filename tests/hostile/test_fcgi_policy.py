@@ -7,7 +7,7 @@ raw client on the workers' socket and on the status socket (no nginx).
   than RESPONDER gets END_REQUEST{FCGI_UNKNOWN_ROLE} and no output, a
   FCGI_KEEP_CONN connection is closed after its one answer, a silent
   client is dropped within the status client bound;
-- the one writer: "Status: N", Content-Type, Content-Length, extra headers,
+- the one writer: "Status: N REASON", Content-Type, Content-Length, extra headers,
   the body of exactly Content-Length bytes; a HEAD gets the same headers
   and no body, on both sockets;
 - the worker's own JSON errors are the engine's error body (one line);
@@ -103,7 +103,7 @@ def test_writer(r, env):
     head, _ = ask(env.status_sock, params("/readyz", method="HEAD"))
     g_lines, g_body = split(get["stdout"])
     h_lines, h_body = split(head["stdout"])
-    r.check(g_lines[:1] == [b"Status: 200"] and g_lines[1] == b"Content-Type: application/json"
+    r.check(g_lines[:1] == [b"Status: 200 OK"] and g_lines[1] == b"Content-Type: application/json"
             and b"Cache-Control: no-store" in g_lines
             and content_length(g_lines) == len(g_body) and g_body.endswith(b"\n"),
             "status GET: status line, headers, body of Content-Length bytes: %r" % get["stdout"])
@@ -111,17 +111,17 @@ def test_writer(r, env):
             "status HEAD: the GET's headers, no body: %r" % head["stdout"])
     out, _ = ask(env.status_sock, params("/readyz", method="POST"))
     lines, body = split(out["stdout"])
-    r.check(lines[0] == b"Status: 405" and body == b"GET or HEAD only\n",
+    r.check(lines[0] == b"Status: 405 Method Not Allowed" and body == b"GET or HEAD only\n",
             "status POST: 405, its text body: %r" % out["stdout"])
 
     ok, _ = ask(env.sock, params("/v1/enrich", "POST", BODY), BODY)
     lines, body = split(ok["stdout"])
-    r.check(lines[:2] == [b"Status: 200", b"Content-Type: application/x-ndjson"]
+    r.check(lines[:2] == [b"Status: 200 OK", b"Content-Type: application/x-ndjson"]
             and content_length(lines) == len(body) and body.count(b"\n") == 5,
             "worker POST: 200, NDJSON of Content-Length bytes (%r)" % lines)
     out, _ = ask(env.sock, params("/v1/enrich", "GET"))
     lines, body = split(out["stdout"])
-    r.check(lines[0] == b"Status: 405" and b"Allow: POST" in lines
+    r.check(lines[0] == b"Status: 405 Method Not Allowed" and b"Allow: POST" in lines
             and body == b"method not allowed",
             "worker GET: 405, Allow: POST, the contract's body: %r" % out["stdout"])
     out, _ = ask(env.sock, params("/v1/enrich", "HEAD"))
@@ -130,12 +130,12 @@ def test_writer(r, env):
             "worker HEAD: the 405's headers, no body: %r" % out["stdout"])
     out, _ = ask(env.sock, params("/nope", "POST", BODY), BODY)
     lines, body = split(out["stdout"])
-    r.check(lines[0] == b"Status: 404" and b"Content-Type: application/json" in lines
+    r.check(lines[0] == b"Status: 404 Not Found" and b"Content-Type: application/json" in lines
             and body == b'{"error":"not found"}\n',
             "worker 404: the engine's error body, one line: %r" % out["stdout"])
     out, _ = ask(env.sock, params("/v1/enrich", "POST", b"[1,"), b"[1,")
     lines, body = split(out["stdout"])
-    r.check(lines[0] == b"Status: 400" and body.startswith(b'{"error":"')
+    r.check(lines[0] == b"Status: 400 Bad Request" and body.startswith(b'{"error":"')
             and b'"offset":' in body and body.endswith(b"}\n") and body.count(b"\n") == 1,
             "worker 400: what and where, one line: %r" % out["stdout"])
 
