@@ -23,6 +23,8 @@ typedef struct enr_route {
 
 /* The id of the route the request asks for, or -1 (the caller's 404). */
 int enr_route_find(FCGX_ParamArray envp, const enr_route *routes, size_t n);
+/* A route table as the last two arguments: enr_route_find(envp, ENR_ROUTES(t)). */
+#define ENR_ROUTES(t) (t), (sizeof(t) / sizeof((t)[0]))
 
 /* Is the request a HEAD (the answer's headers without its body)? */
 int enr_request_is_head(FCGX_ParamArray envp);

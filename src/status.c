@@ -282,7 +282,7 @@ static void handle(status_ctx *x)
         return;
     }
     measure(x); /* every answer reflects this instant */
-    switch (enr_route_find(env, status_routes, sizeof status_routes / sizeof status_routes[0])) {
+    switch (enr_route_find(env, ENR_ROUTES(status_routes))) {
     case ROUTE_HEALTHZ:
         serve_healthz(x);
         break;

@@ -303,8 +303,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
     size_t degraded = 0;
     int r;
 
-    if (enr_route_find(w->req.envp, engine_routes, sizeof engine_routes / sizeof engine_routes[0]) <
-        0) {
+    if (enr_route_find(w->req.envp, ENR_ROUTES(engine_routes)) < 0) {
         o->status = 404;
         send_json_error(w, 404, "not found");
         return;
