@@ -7,10 +7,12 @@
  * scoreboard and the kernel (/proc, sock_diag), never a worker, so it
  * answers while every worker is busy or stuck.
  *
- * Invariants: single-threaded; it waits in poll() with a one-second
- * tick, so it samples health at least once a second even without
- * requests, and only calls FCGX_Accept_r() when a connection is pending
- * (the socket is non-blocking and a timer bounds each client); it never
+ * Invariants: single-threaded; it waits for a connection with a
+ * one-second tick, so it samples health at least once a second even
+ * without requests; its connections follow the workers' policy
+ * (fcgi_conn.h: RESPONDER only, one request per connection, each client
+ * bounded in time) and its answers their writer and routing rule
+ * (fcgi_http.h); it never
  * writes the scoreboard, and never judges health: /healthz, /status and
  * /metrics show the verdict the master published (the one systemd's
  * watchdog sees); signal handlers only set flags.
@@ -19,19 +21,12 @@
 
 #include <errno.h>
 #include <fcgiapp.h>
-#include <netdb.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/prctl.h>
 #include <fcntl.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -41,14 +36,19 @@
 #include "sockdiag.h"
 #include "statusdoc.h"
 #include "clock.h"
+#include "fcgi_conn.h"
+#include "fcgi_http.h"
 
 #define STATUS_TICK_MS 1000 /* listen queue and busy workers sampling period */
-/* A client gets this long to send its request and take the answer; past
- * it SIGALRM interrupts the read or write, so one silent or slow client
- * (a port scan, a stuck proxy) cannot stop the status page. */
+/* A client gets this long to send its request's headers, and each read
+ * or write of the exchange this long to make progress, so one silent or
+ * slow client (a port scan, a stuck proxy) cannot stop the status page
+ * (fcgi_conn.h). */
 #define STATUS_CLIENT_TIMEOUT_MS 2000
+/* After the answer, waiting for the client to close its side. */
+#define STATUS_LINGER_MS 500
 
-static volatile sig_atomic_t status_stop, status_alarm;
+static volatile sig_atomic_t status_stop;
 
 static void on_stop(int sig)
 {
@@ -56,27 +56,13 @@ static void on_stop(int sig)
     status_stop = 1;
 }
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-    status_alarm = 1;
-}
-
-static int alarm_arm(unsigned ms)
-{
-    /* Periodic, so the client accepted after a silent one is bounded too. */
-    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-    struct itimerval it = {.it_value = tv, .it_interval = tv};
-    status_alarm = 0;
-    return setitimer(ITIMER_REAL, &it, NULL);
-}
-
 typedef struct status_ctx {
     const enr_config *c;
     enr_scoreboard *sb;
     int main_fd;
-    enr_health health; /* the master's verdict, read back (enr_health_read) */
-    unsigned serving;  /* workers idle or busy now */
+    enr_fcgi_conn conn; /* the status socket: the workers' connection policy */
+    enr_health health;  /* the master's verdict, read back (enr_health_read) */
+    unsigned serving;   /* workers idle or busy now */
     int have_queue;
     unsigned queue, queue_limit, queue_max, busy_max;
     uint64_t last_tick;
@@ -110,45 +96,35 @@ static void measure(status_ctx *x)
 
 /* ---- responses ---- */
 
-static void respond(FCGX_Request *r, int head, int code, const char *ctype, const char *body,
-                    size_t len)
+/* Every answer goes out through the one writer (fcgi_http.c), HEAD
+ * included; a failed write resets the connection (fcgi_conn.h), so a
+ * client never takes a cut answer for a whole one. */
+static void respond(status_ctx *x, int code, const char *ctype, const char *body, size_t len)
 {
-    static const struct {
-        int code;
-        const char *text;
-    } reasons[] = {{200, "OK"},
-                   {404, "Not Found"},
-                   {405, "Method Not Allowed"},
-                   {500, "Internal Server Error"},
-                   {503, "Service Unavailable"}};
-    const char *text = "OK";
+    enr_reply rep = {code, ctype, "Cache-Control: no-store\r\n", body, len};
+    int e = enr_reply_send(x->conn.req, &rep);
 
-    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
-        if (reasons[i].code == code)
-            text = reasons[i].text;
-    FCGX_FPrintF(r->out,
-                 "Status: %d %s\r\nContent-Type: %s\r\nContent-Length: %lu\r\n"
-                 "Cache-Control: no-store\r\n\r\n",
-                 code, text, ctype, (unsigned long)len);
-    if (!head && len)
-        FCGX_PutStr(body, (int)len, r->out);
+    if (e != 0) {
+        enr_log(ENR_LOG_WARN, "answer write failed: connection reset",
+                "status=%d bytes=%zu error=%s", code, len, enr_fcgi_error_value(e));
+        enr_fcgi_conn_abort(&x->conn);
+    }
 }
 
-static void respond_json(FCGX_Request *r, int head, int code, json_object *doc)
+static void respond_json(status_ctx *x, int code, json_object *doc)
 {
     size_t len = 0;
     const char *s = json_object_to_json_string_length(
         doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-    char *body = malloc(len + 2);
+    enr_buf b = {0};
 
-    if (body == NULL) {
-        respond(r, head, 500, "text/plain", "out of memory\n", 14);
-        return;
-    }
-    memcpy(body, s, len);
-    body[len++] = '\n';
-    respond(r, head, code, "application/json", body, len);
-    free(body);
+    enr_buf_append(&b, s, len);
+    enr_buf_putc(&b, '\n');
+    if (b.oom)
+        respond(x, 500, "text/plain", "out of memory\n", 14);
+    else
+        respond(x, code, "application/json", b.data, b.len);
+    enr_buf_free(&b);
 }
 
 /* Has the query string the flag `name` (full, full=1, a&full&b)? */
@@ -207,8 +183,7 @@ static void view_of(const status_ctx *x, enr_status_view *v, const enr_fd_kinds 
     v->fds_ok = ok;
 }
 
-static void serve_status(status_ctx *x, FCGX_Request *r, int head, const char *query,
-                         const char *accept)
+static void serve_status(status_ctx *x, const char *query, const char *accept)
 {
     static enr_fd_kinds fds[ENR_SB_MAX_WORKERS];
     static int ok[ENR_SB_MAX_WORKERS];
@@ -224,17 +199,17 @@ static void serve_status(status_ctx *x, FCGX_Request *r, int head, const char *q
         enr_buf b = {0};
         enr_status_text(&b, doc);
         if (b.oom)
-            respond(r, head, 500, "text/plain", "out of memory\n", 14);
+            respond(x, 500, "text/plain", "out of memory\n", 14);
         else
-            respond(r, head, 200, "text/plain; charset=utf-8", b.data, b.len);
+            respond(x, 200, "text/plain; charset=utf-8", b.data, b.len);
         enr_buf_free(&b);
     } else {
-        respond_json(r, head, 200, doc);
+        respond_json(x, 200, doc);
     }
     json_object_put(doc);
 }
 
-static void serve_metrics(status_ctx *x, FCGX_Request *r, int head)
+static void serve_metrics(status_ctx *x)
 {
     static enr_fd_kinds fds[ENR_SB_MAX_WORKERS];
     static int ok[ENR_SB_MAX_WORKERS];
@@ -252,13 +227,13 @@ static void serve_metrics(status_ctx *x, FCGX_Request *r, int head)
     e.fds_ok = ok;
     enr_metrics_render(&b, x->sb, x->c, &e);
     if (b.oom)
-        respond(r, head, 500, "text/plain", "out of memory\n", 14);
+        respond(x, 500, "text/plain", "out of memory\n", 14);
     else
-        respond(r, head, 200, ENR_METRICS_CONTENT_TYPE, b.data, b.len);
+        respond(x, 200, ENR_METRICS_CONTENT_TYPE, b.data, b.len);
     enr_buf_free(&b);
 }
 
-static void serve_readyz(status_ctx *x, FCGX_Request *r, int head)
+static void serve_readyz(status_ctx *x)
 {
     uint64_t st = ENR_SB_GET(x->sb->pool.state);
     json_object *doc = json_object_new_object();
@@ -277,66 +252,52 @@ static void serve_readyz(status_ctx *x, FCGX_Request *r, int head)
     json_object_object_add(doc, "live_workers", json_object_new_uint64(x->serving));
     json_object_object_add(doc, "min_ready_workers",
                            json_object_new_uint64(x->c->min_ready_workers));
-    respond_json(r, head, reason[0] ? 503 : 200, doc);
+    respond_json(x, reason[0] ? 503 : 200, doc);
     json_object_put(doc);
 }
 
-static void serve_healthz(status_ctx *x, FCGX_Request *r, int head)
+static void serve_healthz(status_ctx *x)
 {
     json_object *doc = enr_health_doc(&x->health, x->c, x->sb);
-    respond_json(r, head, x->health.healthy ? 200 : 503, doc);
+    respond_json(x, x->health.healthy ? 200 : 503, doc);
     json_object_put(doc);
 }
 
-/* The route is the last path segment, so nginx may mount the endpoints
- * under any prefix (/enrichd/status) without a rewrite. */
-static const char *route_of(FCGX_Request *r)
+enum { ROUTE_HEALTHZ, ROUTE_READYZ, ROUTE_STATUS, ROUTE_METRICS };
+
+/* The status routes (the rule: fcgi_http.h); nginx/enrichd.conf passes
+ * the same paths to the status socket. */
+static const enr_route status_routes[] = {{"/healthz", ROUTE_HEALTHZ},
+                                          {"/readyz", ROUTE_READYZ},
+                                          {"/status", ROUTE_STATUS},
+                                          {"/metrics", ROUTE_METRICS}};
+
+static void handle(status_ctx *x)
 {
-    static char path[256];
-    const char *p = FCGX_GetParam("DOCUMENT_URI", r->envp);
-    const char *slash;
-    size_t n;
+    FCGX_ParamArray env = x->conn.req->envp;
+    const char *method = FCGX_GetParam("REQUEST_METHOD", env);
 
-    if (p == NULL || *p == '\0')
-        p = FCGX_GetParam("SCRIPT_NAME", r->envp);
-    if (p == NULL || *p == '\0')
-        p = FCGX_GetParam("REQUEST_URI", r->envp);
-    if (p == NULL)
-        return "";
-    n = strcspn(p, "?");
-    if (n >= sizeof path)
-        n = sizeof path - 1;
-    memcpy(path, p, n);
-    path[n] = '\0';
-    while (n > 1 && path[n - 1] == '/')
-        path[--n] = '\0';
-    slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
-static void handle(status_ctx *x, FCGX_Request *r)
-{
-    const char *method = FCGX_GetParam("REQUEST_METHOD", r->envp);
-    const char *query = FCGX_GetParam("QUERY_STRING", r->envp);
-    const char *accept = FCGX_GetParam("HTTP_ACCEPT", r->envp);
-    const char *route = route_of(r);
-    int head = method && strcmp(method, "HEAD") == 0;
-
-    if (method && strcmp(method, "GET") != 0 && !head) {
-        respond(r, 0, 405, "text/plain", "GET or HEAD only\n", 17);
+    if (method && strcmp(method, "GET") != 0 && !enr_request_is_head(env)) {
+        respond(x, 405, "text/plain", "GET or HEAD only\n", 17);
         return;
     }
     measure(x); /* every answer reflects this instant */
-    if (strcmp(route, "healthz") == 0)
-        serve_healthz(x, r, head);
-    else if (strcmp(route, "readyz") == 0)
-        serve_readyz(x, r, head);
-    else if (strcmp(route, "status") == 0)
-        serve_status(x, r, head, query, accept);
-    else if (strcmp(route, "metrics") == 0)
-        serve_metrics(x, r, head);
-    else
-        respond(r, head, 404, "text/plain", "unknown status route\n", 21);
+    switch (enr_route_find(env, ENR_ROUTES(status_routes))) {
+    case ROUTE_HEALTHZ:
+        serve_healthz(x);
+        break;
+    case ROUTE_READYZ:
+        serve_readyz(x);
+        break;
+    case ROUTE_STATUS:
+        serve_status(x, FCGX_GetParam("QUERY_STRING", env), FCGX_GetParam("HTTP_ACCEPT", env));
+        break;
+    case ROUTE_METRICS:
+        serve_metrics(x);
+        break;
+    default:
+        respond(x, 404, "text/plain", "unknown status route\n", 21);
+    }
 }
 
 static int install_signals(void)
@@ -354,9 +315,6 @@ static int install_signals(void)
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
         return -1;
-    sa.sa_handler = on_alarm;
-    if (sigaction(SIGALRM, &sa, NULL) != 0)
-        return -1;
     sa.sa_handler = SIG_IGN;
     /* A client that hangs up must not kill us; reload and reopen are the
      * master's business. */
@@ -372,7 +330,6 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
     static status_ctx x; /* the health ring is a few KiB: keep it off the stack */
     FCGX_Request req;
     pid_t parent = getppid();
-    int rc;
 
     enr_log_role("status");
     memset(&x, 0, sizeof x);
@@ -385,12 +342,12 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
     }
     /* Die with the master rather than serve a stale scoreboard. */
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) {
-        enr_log(ENR_LOG_ERROR, "status: parent gone", NULL);
+        enr_log(ENR_LOG_ERROR, "parent gone", NULL);
         return 1;
     }
     /* Non-blocking: when the connection poll() saw is gone by the time
-     * we accept (or libfcgi drops a bad one and accepts again), accept
-     * fails with EAGAIN instead of waiting for the next client. */
+     * we accept, accept fails with EAGAIN instead of waiting for the next
+     * client. */
     {
         int fl = fcntl(status_fd, F_GETFL);
         if (fl < 0 || fcntl(status_fd, F_SETFL, fl | O_NONBLOCK) != 0) {
@@ -398,49 +355,43 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
             return 1;
         }
     }
-    if (FCGX_Init() != 0 || FCGX_InitRequest(&req, status_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
-        enr_log(ENR_LOG_ERROR, "status: FastCGI init failed", NULL);
+    /* No allow list and no counters: the status socket is the host's
+     * (conf/enrichd.conf), and this process never writes the scoreboard. */
+    x.conn.listen_fd = status_fd;
+    x.conn.req = &req;
+    x.conn.header_ms = STATUS_CLIENT_TIMEOUT_MS;
+    x.conn.read_ms = STATUS_CLIENT_TIMEOUT_MS;
+    x.conn.write_ms = STATUS_CLIENT_TIMEOUT_MS;
+    x.conn.linger_ms = STATUS_LINGER_MS;
+    x.conn.stop = &status_stop;
+    if (FCGX_Init() != 0 || enr_fcgi_conn_init(&x.conn) != 0) {
+        enr_log(ENR_LOG_ERROR, "FastCGI init failed", NULL);
         return 1;
     }
     enr_log(ENR_LOG_INFO, "status process ready", "socket=%s", c->status_listen);
     measure(&x);
     x.last_tick = enr_mono_ms();
-    while (!status_stop) {
-        struct pollfd pfd = {.fd = status_fd, .events = POLLIN};
+    for (;;) {
         uint64_t now = enr_mono_ms();
         int timeout =
             now - x.last_tick >= STATUS_TICK_MS ? 0 : (int)(STATUS_TICK_MS - (now - x.last_tick));
-        int n = poll(&pfd, 1, timeout);
+        int fd = enr_fcgi_conn_next(&x.conn, timeout);
 
-        if (n < 0 && errno != EINTR) {
-            enr_log(ENR_LOG_ERROR, "poll failed", "error=%s", enr_log_errno(errno));
-            return 1;
-        }
         if (enr_mono_ms() - x.last_tick >= STATUS_TICK_MS) {
             measure(&x);
             x.last_tick = enr_mono_ms();
         }
-        if (n <= 0 || status_stop)
+        if (fd == ENR_FCGI_STOP)
+            break;
+        if (fd < 0 || enr_fcgi_conn_open(&x.conn, fd) != 0)
             continue;
-        if (alarm_arm(STATUS_CLIENT_TIMEOUT_MS) != 0) {
-            enr_log(ENR_LOG_ERROR, "setitimer failed", "error=%s", enr_log_errno(errno));
-            return 1;
-        }
-        rc = FCGX_Accept_r(&req);
-        if (rc < 0) {
-            /* No connection after all, a client that sent nothing in time,
-             * or a signal: none is fatal. */
-            if (!status_stop && rc != -EAGAIN && rc != -EWOULDBLOCK && rc != -EINTR)
-                enr_log(ENR_LOG_WARN, "status: accept failed", "error=%d%s", -rc,
-                        status_alarm ? " timeout=1" : "");
-            alarm_arm(0);
-            continue;
-        }
-        handle(&x, &req);
+        handle(&x);
         FCGX_Finish_r(&req);
-        alarm_arm(0);
+        enr_fcgi_conn_close(&x.conn);
     }
     FCGX_Free(&req, 0);
+    if (!status_stop) /* leaving unasked: the socket failed (logged) */
+        return 1;
     enr_log(ENR_LOG_INFO, "status process stopping", NULL);
     return 0;
 }

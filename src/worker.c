@@ -7,35 +7,21 @@
  *    (ppoll with the unblocked mask), so a TERM from the master never
  *    interrupts a request half way: it is seen between requests, and a
  *    request in hand is always answered (graceful reload and drain).
- *  - The worker accepts connections itself (accept4, SOCK_CLOEXEC, on a
- *    non-blocking socket shared with its siblings) and hands the
- *    connection to libfcgi, so a lost accept race costs an EAGAIN, never
- *    a process blocked in accept() that cannot be told to stop.
+ *  - Connections come through fcgi_conn.c (accept, the allow list, the
+ *    header, read and write bounds, one request per connection, the
+ *    bounded close); this file sees only a RESPONDER request to answer.
  *  - Engine, Unicode, upstream objects and the body/output buffers are
  *    created once and reused: a steady-state request does not allocate
  *    in this file.  Buffers one request grew past ENR_KEEP_BYTES are
  *    freed after it (engine.h), so a huge request costs its memory once.
  *  - Only this worker writes the live and cumulative fields of its slot.
- *  - A connection carries one request and is closed after it, whatever
- *    FCGI_KEEP_CONN says (docs/pool.md: a kept connection would pin a
- *    prefork worker); the worker closes it itself, after a bounded
- *    linger, so no descriptor outlives its request.
- *  - libfcgi never accepts on its own (its request has no listening
- *    socket): every connection passes next_connection(), where a TCP
- *    peer is checked against listen_allow before a byte is read.
- *  - No peer holds a worker without bound: the header phase has a total
- *    timer, each body read a timeout, the close a linger limit.
  */
 #include "worker.h"
 
 #include <errno.h>
-#include <fastcgi.h>
 #include <fcgiapp.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -43,16 +29,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "allow.h"
 #include "buf.h"
 #include "capture.h"
 #include "curlapi.h"
 #include "engine.h"
+#include "fcgi_conn.h"
+#include "fcgi_http.h"
 #include "fcgi_stream.h"
 #include "log.h"
 #include "procstat.h"
@@ -60,67 +45,26 @@
 #include "clock.h"
 
 #define BODY_READ_CHUNK 65536
-/* FCGX_PutStr takes an int: a body is written in pieces of this size. */
-#define PUT_CHUNK (1 << 20)
+/* An error body (enr_error_json) is built on the stack, since one of
+ * them answers a failed allocation: its message is at most 95 bytes, 570
+ * escaped, plus the "where" fields. */
+#define ERROR_BODY_MAX 1024
 
-static volatile sig_atomic_t worker_stop;    /* TERM: end after the request in hand */
-static volatile sig_atomic_t worker_drain;   /* USR2: also serve what waits in the backlog */
-static volatile sig_atomic_t header_alarm;   /* the header timer fired */
-static volatile sig_atomic_t header_fd = -1; /* the connection it guards */
+static volatile sig_atomic_t worker_stop;  /* TERM: end after the request in hand */
+static volatile sig_atomic_t worker_drain; /* USR2: also serve what waits in the backlog */
 
 static void on_signal(int sig)
 {
     if (sig == SIGUSR2)
         worker_drain = 1;
-    else if (sig == SIGALRM) {
-        /* A signal only interrupts a call that blocks, and a peer that
-         * floods libfcgi with records it answers itself (management
-         * records) never lets it block: shutting the connection down
-         * ends the reading either way (shutdown is async-signal-safe). */
-        header_alarm = 1;
-        if (header_fd >= 0)
-            shutdown(header_fd, SHUT_RDWR);
-    } else
+    else
         worker_stop = 1;
-}
-
-/* A libfcgi error code as a log value: an errno (positive), one of its
- * own FCGX_* codes, or anything else it returns (a bare -1). */
-static const char *fcgi_error_value(int e)
-{
-    static char num[32], out[64];
-    const char *text;
-
-    switch (e) {
-    case 0:
-        return "none";
-    case FCGX_UNSUPPORTED_VERSION:
-        text = "unsupported FastCGI version";
-        break;
-    case FCGX_PROTOCOL_ERROR:
-        text = "FastCGI protocol error";
-        break;
-    case FCGX_PARAMS_ERROR:
-        text = "FastCGI parameters error";
-        break;
-    case FCGX_CALL_SEQ_ERROR:
-        text = "FastCGI call sequence error";
-        break;
-    default:
-        if (e > 0)
-            return enr_log_errno(e);
-        snprintf(num, sizeof num, "libfcgi error %d", e);
-        text = num;
-        break;
-    }
-    return enr_log_quote(out, sizeof out, text);
 }
 
 typedef struct worker {
     const enr_config *cfg;
     enr_sb_slot *slot;
-    int listen_fd;
-    int is_tcp;
+    enr_fcgi_conn conn; /* fcgi_conn.h: accept to close */
     enr_engine *engine;
     enr_upstream *upstream;
     enr_upstream_stats up_published; /* its counters as last added to the slot */
@@ -132,7 +76,6 @@ typedef struct worker {
     sigset_t wait_mask; /* the mask while waiting for a connection */
     unsigned long served;
     unsigned long max_served; /* max_requests + this worker's jitter; 0 = never */
-    uint64_t refused_logged_ms, rejected_logged_ms; /* log_gate() */
 #ifdef ENR_TEST_HOOKS
     unsigned leak_fds, leak_kb;
 #endif
@@ -244,62 +187,50 @@ static void hooks_sleep(FCGX_Request *req, const char *param)
 
 /* ---- answering ---------------------------------------------------------- */
 
-/* A write that failed (nginx gone, or no progress for write_timeout_ms):
- * the rest of the answer can never arrive, so the connection is reset
- * rather than closed in order.  nginx then fails the response instead of
- * passing a cut body on as whole, and libfcgi's own writes and close that
- * follow return at once. */
-static void abort_connection(worker *w)
-{
-    struct linger lg = {1, 0};
-    int fd = w->req.ipcFd;
-
-    if (fd < 0)
-        return;
-    if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) != 0)
-        enr_log(ENR_LOG_DEBUG, "SO_LINGER failed", "error=%s", enr_log_errno(errno));
-    if (shutdown(fd, SHUT_RDWR) != 0)
-        enr_log(ENR_LOG_DEBUG, "shutdown failed", "error=%s", enr_log_errno(errno));
-}
-
-/* Writes head + body; returns 0, or -1 when the caller is gone (the
- * connection is then aborted).  From here on the request is in its write
- * phase, which the master times by write_timeout_ms instead of
+/* Writes the answer (fcgi_http.c); returns 0, or -1 when the caller is
+ * gone (the connection is then aborted).  From here on the request is in
+ * its write phase, which the master times by write_timeout_ms instead of
  * request_timeout_ms. */
 static int send_response(worker *w, int status, const char *ctype, const char *extra,
                          const char *body, size_t len)
 {
-    char head[256];
-    int n;
+    enr_reply r = {status, ctype, extra, body, len};
+    int e;
 
     ENR_SB_SET(w->slot->write_start_mono_ms, enr_mono_ms());
-    n = snprintf(head, sizeof head,
-                 "Status: %d\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", status, ctype,
-                 len, extra ? extra : "");
-    if (n < 0 || (size_t)n >= sizeof head)
-        return -1;
-    if (FCGX_PutStr(head, n, w->req.out) != n)
-        goto failed;
-    while (len > 0) {
-        int k = len > PUT_CHUNK ? PUT_CHUNK : (int)len;
-        if (FCGX_PutStr(body, k, w->req.out) != k)
-            goto failed;
-        body += k;
-        len -= (size_t)k;
-    }
-    return 0;
-failed:
+    e = enr_reply_send(&w->req, &r);
+    if (e == 0)
+        return 0;
     enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu error=%s",
-            status, len, fcgi_error_value(FCGX_GetError(w->req.out)));
-    abort_connection(w);
+            status, len, enr_fcgi_error_value(e));
+    enr_fcgi_conn_abort(&w->conn);
     return -1;
 }
 
-static int send_json_error(worker *w, int status, const char *msg)
+/* Every JSON error, the engine's and the worker's own, is the engine's
+ * "what and where" (enr_error_json). */
+static int send_error(worker *w, const enr_error *err)
 {
-    char body[160];
-    int n = snprintf(body, sizeof body, "{\"error\":\"%s\"}", msg);
-    return send_response(w, status, "application/json", NULL, body, (size_t)n);
+    char mem[ERROR_BODY_MAX];
+    enr_buf b = {.data = mem, .cap = sizeof mem, .max = sizeof mem};
+
+    enr_error_json(err, &b);
+    if (b.oom) {
+        /* Cannot happen (ERROR_BODY_MAX): a cut body is never sent. */
+        enr_log(ENR_LOG_ERROR, "error body too long", "status=%d", err->status);
+        enr_fcgi_conn_abort(&w->conn);
+        return -1;
+    }
+    return send_response(w, err->status, "application/json", NULL, b.data, b.len);
+}
+
+/* An error of the worker's own: what, and no where. */
+static int send_json_error(worker *w, int status, const char *what)
+{
+    enr_error err = {.status = status, .offset = -1, .element = -1, .record = -1};
+
+    snprintf(err.msg, sizeof err.msg, "%s", what);
+    return send_error(w, &err);
 }
 
 /* nginx closes its end when the client goes away (fastcgi_ignore_client_abort
@@ -313,11 +244,9 @@ static int caller_gone(int fd)
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
-static int is_engine_route(const char *uri)
-{
-    return uri != NULL && (strcmp(uri, "/") == 0 || strcmp(uri, "/v1/enrich") == 0 ||
-                           strcmp(uri, "/normalize") == 0);
-}
+/* The worker's routes (the rule: fcgi_http.h); nginx/enrichd.conf names
+ * the same paths in its `location =` blocks. */
+static const enr_route engine_routes[] = {{"/", 0}, {"/v1/enrich", 0}, {"/normalize", 0}};
 
 /* Reads stdin up to max_body_bytes: 0, 1 when too large, -1 on error. */
 static int read_body_into(worker *w, size_t max)
@@ -369,15 +298,12 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
 {
     const enr_config *c = w->cfg;
     const char *method = FCGX_GetParam("REQUEST_METHOD", w->req.envp);
-    const char *uri = FCGX_GetParam("DOCUMENT_URI", w->req.envp);
     uint64_t deadline, margin, now;
     enr_error err;
     size_t degraded = 0;
     int r;
 
-    if (uri == NULL)
-        uri = FCGX_GetParam("SCRIPT_NAME", w->req.envp);
-    if (!is_engine_route(uri)) {
+    if (enr_route_find(w->req.envp, ENR_ROUTES(engine_routes)) < 0) {
         o->status = 404;
         send_json_error(w, 404, "not found");
         return;
@@ -404,7 +330,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
         } else {
             /* nginx gave up sending the body: nobody to answer */
             enr_log(ENR_LOG_WARN, "request body read failed", "error=%s",
-                    fcgi_error_value(FCGX_GetError(w->req.in)));
+                    enr_fcgi_error_value(FCGX_GetError(w->req.in)));
             o->status = 499;
         }
         return;
@@ -421,14 +347,8 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
      * before the output is built next to it. */
     enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
     if (r != 0) {
-        enr_buf_reset(&w->out);
-        enr_error_json(&err, &w->out);
         o->status = err.status;
-        if (w->out.oom) {
-            send_json_error(w, err.status, "invalid request");
-            return;
-        }
-        send_response(w, err.status, "application/json", NULL, w->out.data, w->out.len);
+        send_error(w, &err);
         return;
     }
     o->rec_in = w->batch.elements;
@@ -471,11 +391,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
         o->status = err.status;
         o->rec_in = o->rec_out = 0;
         enr_buf_reset(&w->out);
-        enr_error_json(&err, &w->out);
-        if (w->out.oom)
-            send_json_error(w, err.status, "output larger than max_output_bytes");
-        else
-            send_response(w, err.status, "application/json", NULL, w->out.data, w->out.len);
+        send_error(w, &err);
         return;
     }
     if (w->out.oom) {
@@ -573,264 +489,13 @@ static int soft_limit_reached(worker *w)
     return ENR_EXIT_NONE;
 }
 
-/* A write to nginx that makes no progress for write_timeout_ms fails
- * (EAGAIN) instead of holding the worker: see abort_connection(). */
-static void set_write_timeout(worker *w, int fd)
-{
-    struct timeval tv = {(time_t)(w->cfg->write_timeout_ms / 1000),
-                         (suseconds_t)(w->cfg->write_timeout_ms % 1000) * 1000};
-
-    if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-        enr_log(ENR_LOG_WARN, "SO_SNDTIMEO failed", "error=%s", enr_log_errno(errno));
-}
-
-/* At most one line a second for what a hostile peer can repeat at will:
- * the counters have the full story. */
-static int log_gate(uint64_t *last_ms)
-{
-    uint64_t now = enr_mono_ms();
-
-    if (*last_ms != 0 && now - *last_ms < 1000)
-        return 0;
-    *last_ms = now;
-    return 1;
-}
-
-/* listen_allow: a TCP peer not in the list is closed before anything is
- * read from it, and counted.  Returns 1 to go on with fd. */
-static int peer_allowed(worker *w, int fd, const struct sockaddr_storage *peer, socklen_t len)
-{
-    char addr[INET6_ADDRSTRLEN] = "?";
-
-    if (enr_allow_match(&w->cfg->listen_allow_nets, (const struct sockaddr *)peer, len))
-        return 1;
-    close(fd);
-    ENR_SB_ADD(w->slot->listen_refused, 1);
-    if (log_gate(&w->refused_logged_ms)) {
-        const void *a = peer->ss_family == AF_INET6
-                            ? (const void *)&((const struct sockaddr_in6 *)peer)->sin6_addr
-                            : (const void *)&((const struct sockaddr_in *)peer)->sin_addr;
-        inet_ntop(peer->ss_family, a, addr, sizeof addr);
-        enr_log(ENR_LOG_WARN, "connection refused: peer not in listen_allow", "peer=%s", addr);
-    }
-    return 0;
-}
-
-/* Waits for a connection and accepts it; -1 when told to stop. */
-static int next_connection(worker *w)
-{
-    struct pollfd p = {.fd = w->listen_fd, .events = POLLIN};
-
-    for (;;) {
-        struct sockaddr_storage peer;
-        socklen_t peer_len;
-        int fd, r = 1;
-        if (worker_stop)
-            return -1;
-        /* Draining: take what is already queued, never wait for more. */
-        if (!worker_drain)
-            r = ppoll(&p, 1, NULL, &w->wait_mask);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            enr_log(ENR_LOG_ERROR, "poll on listening socket failed", "error=%s",
-                    enr_log_errno(errno));
-            return -1;
-        }
-        peer_len = sizeof peer;
-        fd = accept4(w->listen_fd, (struct sockaddr *)&peer, &peer_len, SOCK_CLOEXEC);
-        if (fd >= 0) {
-            if (w->is_tcp && !peer_allowed(w, fd, &peer, peer_len))
-                continue;
-            if (w->is_tcp) {
-                int one = 1;
-                /* One response per connection: Nagle would only delay it. */
-                if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
-                    enr_log(ENR_LOG_DEBUG, "TCP_NODELAY failed", "error=%s", enr_log_errno(errno));
-            }
-            return fd;
-        }
-        if (worker_drain && errno == EAGAIN)
-            return -1;
-        switch (errno) {
-        case EAGAIN:
-        case EINTR:
-        case ECONNABORTED:
-        case EPROTO:
-            continue; /* a sibling won the race, or the peer left */
-        case EMFILE:
-        case ENFILE:
-        case ENOBUFS:
-        case ENOMEM: {
-            /* Out of descriptors: back off a little instead of spinning;
-             * the fd limits will recycle this worker. */
-            struct timespec ts = {0, 10 * 1000000L};
-            enr_log(ENR_LOG_ERROR, "accept failed", "error=%s", enr_log_errno(errno));
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        default:
-            enr_log(ENR_LOG_ERROR, "accept failed", "error=%s", enr_log_errno(errno));
-            return -1;
-        }
-    }
-}
-
-/* ---- one connection ------------------------------------------------------ */
-
-/* Bytes read and dropped while lingering.  A body refused on its
- * Content-Length (413 past max_body_bytes) is still on its way, up to
- * nginx's client_max_body_size: a close with it unread would reset the
- * connection before nginx has read the 413 (it answered 502 on the
- * sanitizer build's slower timing).  ENR_WORKER_LINGER_MS bounds the time
- * whatever a peer sends. */
-#define LINGER_DISCARD_MAX (16u << 20)
-
-/* Arms the header timer for fd (ms > 0, clearing header_alarm), or
- * disarms it (fd < 0; header_alarm is kept for the caller to read). */
-static int header_timer(int fd, unsigned ms)
-{
-    struct itimerval it;
-    int rc;
-
-    memset(&it, 0, sizeof it);
-    if (fd >= 0) {
-        it.it_value.tv_sec = ms / 1000;
-        it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-        header_alarm = 0;
-        header_fd = fd;
-    }
-    rc = setitimer(ITIMER_REAL, &it, NULL);
-    if (fd < 0)
-        header_fd = -1; /* after the timer is off: it never sees a stale fd */
-    return rc;
-}
-
-/* Our half closed first, then whatever the peer still sends is read and
- * dropped until it closes its half: closing with unread input would
- * reset the connection, and the peer could lose the end of the answer.
- * Bounded in time and bytes, unlike libfcgi's own close. */
-static void linger_close(int fd)
-{
-    uint64_t deadline = enr_mono_ms() + ENR_WORKER_LINGER_MS;
-    size_t dropped = 0;
-    char scratch[65536];
-
-    if (shutdown(fd, SHUT_WR) == 0) {
-        while (dropped < LINGER_DISCARD_MAX) {
-            uint64_t now = enr_mono_ms();
-            struct pollfd p = {.fd = fd, .events = POLLIN};
-            ssize_t n;
-            int r;
-
-            if (now >= deadline)
-                break;
-            r = poll(&p, 1, (int)(deadline - now));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                break;
-            n = read(fd, scratch, sizeof scratch);
-            if (n <= 0)
-                break;
-            dropped += (size_t)n;
-        }
-    }
-    close(fd);
-}
-
-/* END_REQUEST{FCGI_UNKNOWN_ROLE} for the request libfcgi just read: it
- * knows the AUTHORIZER and FILTER roles by name but would let us answer
- * them as a RESPONDER. */
-static void refuse_role(int fd, int request_id)
-{
-    FCGI_EndRequestRecord rec;
-    size_t off = 0;
-
-    memset(&rec, 0, sizeof rec);
-    rec.header.version = FCGI_VERSION_1;
-    rec.header.type = FCGI_END_REQUEST;
-    rec.header.requestIdB1 = (unsigned char)((request_id >> 8) & 0xff);
-    rec.header.requestIdB0 = (unsigned char)(request_id & 0xff);
-    rec.header.contentLengthB0 = sizeof rec.body;
-    rec.body.protocolStatus = FCGI_UNKNOWN_ROLE;
-    while (off < sizeof rec) {
-        ssize_t n = write(fd, (const char *)&rec + off, sizeof rec - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return; /* the peer is gone: closing is all that is left */
-        off += (size_t)n;
-    }
-}
-
-static void reject_connection(worker *w, const char *why, int fcgi_err)
-{
-    ENR_SB_ADD(w->slot->fcgi_rejected, 1);
-    if (log_gate(&w->rejected_logged_ms))
-        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s error=%s", why,
-                fcgi_error_value(fcgi_err));
-}
-
 /* Reads the request on fd and serves it; fd is closed on return. */
 static void serve_connection(worker *w, int fd)
 {
-    unsigned read_ms = ENR_WORKER_READ_TIMEOUT_MS;
-    struct timeval tv;
-    int rc;
-
-    if (read_ms > w->cfg->request_timeout_ms / 2)
-        read_ms = w->cfg->request_timeout_ms / 2;
-    tv.tv_sec = read_ms / 1000;
-    tv.tv_usec = (suseconds_t)(read_ms % 1000) * 1000;
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
-        enr_log(ENR_LOG_WARN, "SO_RCVTIMEO failed", "error=%s", enr_log_errno(errno));
-    set_write_timeout(w, fd);
-
-    /* keepConnection makes FCGX_Accept_r take our connection instead of
-     * calling accept() (it re-reads the flag from BEGIN_REQUEST);
-     * detached makes any close libfcgi does a plain close(), without
-     * its unbounded wait for the peer. */
-    w->req.ipcFd = fd;
-    w->req.keepConnection = 1;
-    w->req.detached = 1;
-    if (header_timer(fd, ENR_WORKER_HEADER_TIMEOUT_MS) != 0)
-        enr_log(ENR_LOG_WARN, "header timer failed", "error=%s", enr_log_errno(errno));
-    rc = FCGX_Accept_r(&w->req);
-    header_timer(-1, 0);
-    if (rc < 0) {
-        /* Bad or missing BEGIN/PARAMS: libfcgi closed the connection, and
-         * without a listening socket of its own it could not take another. */
-        reject_connection(w, header_alarm ? "header_timeout" : "malformed", rc);
-        FCGX_Free(&w->req, 1);
+    if (enr_fcgi_conn_open(&w->conn, fd) != 0)
         return;
-    }
-    if (FCGX_GetError(w->req.in) != 0) {
-        /* libfcgi ends the parameters at a stream error as if they were
-         * complete: a cut or garbled request is not served. */
-        reject_connection(w, header_alarm ? "header_timeout" : "malformed_params",
-                          FCGX_GetError(w->req.in));
-        FCGX_Free(&w->req, 0);
-        close(fd);
-        w->req.ipcFd = -1;
-        return;
-    }
-    if (w->req.role != FCGI_RESPONDER) {
-        refuse_role(fd, w->req.requestId);
-        reject_connection(w, "unknown_role", 0);
-        FCGX_Free(&w->req, 0);
-        linger_close(fd);
-        w->req.ipcFd = -1;
-        return;
-    }
-    /* One request per connection (file comment): FCGX_Finish_r must not
-     * close it, we do, boundedly; it still closes on a stream error. */
-    w->req.keepConnection = 1;
     serve_one(w);
-    if (w->req.ipcFd >= 0) {
-        linger_close(w->req.ipcFd);
-        w->req.ipcFd = -1;
-    }
+    enr_fcgi_conn_close(&w->conn);
 }
 
 static int setup(worker *w, const enr_worker_args *a)
@@ -838,15 +503,11 @@ static int setup(worker *w, const enr_worker_args *a)
     struct sigaction sa;
     sigset_t block;
     char err[256] = "";
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
+    unsigned read_ms = ENR_WORKER_READ_TIMEOUT_MS;
 
     memset(w, 0, sizeof *w);
     w->cfg = a->cfg;
     w->slot = &a->sb->slot[a->slot];
-    w->listen_fd = a->listen_fd;
-    if (getsockname(a->listen_fd, (struct sockaddr *)&ss, &sl) == 0)
-        w->is_tcp = ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
 
     /* libfcgi installs its own SIGPIPE/SIGUSR1 handlers in FCGX_Init;
      * ours come after so they win. */
@@ -859,7 +520,6 @@ static int setup(worker *w, const enr_worker_args *a)
     sa.sa_handler = on_signal; /* no SA_RESTART: ppoll must return */
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR2, &sa, NULL);
-    sigaction(SIGALRM, &sa, NULL); /* the header timer (serve_connection) */
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL); /* a vanished nginx is an error return, not a death */
     sigaction(SIGHUP, &sa, NULL);  /* HUP and INT are for the master (terminal, reload) */
@@ -892,12 +552,24 @@ static int setup(worker *w, const enr_worker_args *a)
     if (w->upstream != NULL)
         publish_upstream(w);
     w->capture = enr_capture_new(a->cfg, a->slot, w->slot);
-    /* No listening socket for libfcgi: after a bad connection it would
-     * accept the next one itself, past listen_allow (file comment). */
-    if (FCGX_InitRequest(&w->req, -1, 0) != 0) {
-        enr_log(ENR_LOG_ERROR, "FCGX_InitRequest failed", NULL);
+    /* The worker's bounds on its peer (worker.h); a body read gives up
+     * before the master's stuck-request kill. */
+    if (read_ms > a->cfg->request_timeout_ms / 2)
+        read_ms = a->cfg->request_timeout_ms / 2;
+    w->conn.listen_fd = a->listen_fd;
+    w->conn.allow = &a->cfg->listen_allow_nets;
+    w->conn.req = &w->req;
+    w->conn.header_ms = ENR_WORKER_HEADER_TIMEOUT_MS;
+    w->conn.read_ms = read_ms;
+    w->conn.write_ms = a->cfg->write_timeout_ms;
+    w->conn.linger_ms = ENR_WORKER_LINGER_MS;
+    w->conn.refused = &w->slot->listen_refused;
+    w->conn.rejected = &w->slot->fcgi_rejected;
+    w->conn.stop = &worker_stop;
+    w->conn.drain = &worker_drain;
+    w->conn.wait_mask = &w->wait_mask;
+    if (enr_fcgi_conn_init(&w->conn) != 0)
         return -1;
-    }
     if (a->cfg->max_requests) {
         unsigned j = a->cfg->max_requests_jitter;
         /* Jitter spreads recycling so the pool never restarts in step. */
@@ -962,7 +634,7 @@ int enr_worker_main(const enr_worker_args *a)
         close(a->ready_fd);
     }
     while (reason == ENR_EXIT_NONE) {
-        int fd = next_connection(&w);
+        int fd = enr_fcgi_conn_next(&w.conn, -1);
         if (fd < 0)
             break;
         serve_connection(&w, fd);
