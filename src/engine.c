@@ -45,6 +45,7 @@ struct enr_engine {
     enr_fields f;
     size_t max_output; /* 0: no limit */
     size_t lower;      /* this batch's output is at least this long */
+    int slow;          /* fast paths off: enr_engine_set_slow */
 };
 
 /* The shortest possible output line: everything but the id, the title
@@ -116,6 +117,13 @@ void enr_engine_free(enr_engine *e)
 void enr_engine_set_max_output(enr_engine *e, size_t max)
 {
     e->max_output = max;
+}
+
+void enr_engine_set_slow(enr_engine *e, int slow)
+{
+    e->rd.slow = slow;
+    e->slow = slow;
+    enr_uni_set_slow(e->uni, slow);
 }
 
 void enr_engine_shrink(enr_engine *e, enr_batch *b, size_t keep)

@@ -52,9 +52,11 @@ static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring)
 void enr_reader_init(enr_reader *r, const char *body, size_t len, size_t max_elements)
 {
     enr_buf keep = r->scratch;
+    int slow = r->slow;
 
     memset(r, 0, sizeof(*r));
     r->scratch = keep;
+    r->slow = slow;
     enr_buf_reset(&r->scratch);
     r->scratch.max = SCRATCH_MAX;
     r->start = r->p = (const unsigned char *)body;
@@ -209,13 +211,31 @@ static unsigned hex4(const unsigned char *p)
 }
 
 /* Decodes a scanned string span into WTF-8, appending to out. */
-static void decode_span(const span *sp, enr_buf *out)
+static void decode_span(const enr_reader *r, const span *sp, enr_buf *out)
 {
     const unsigned char *p = sp->s, *e = sp->e;
 
     if (!sp->escaped && !sp->nonascii) {
         enr_buf_append(out, p, (size_t)(e - p));
         return;
+    }
+    if (!sp->escaped && !r->slow) {
+        /* Most non-ASCII strings are well-formed UTF-8: checked without
+         * copying, then appended at once. */
+        const unsigned char *q = p;
+        int n;
+
+        while (q < e)
+            if (*q < 0x80)
+                q++;
+            else if ((n = utf8_seq(q, e)) > 0)
+                q += n;
+            else
+                break;
+        if (q == e) {
+            enr_buf_append(out, p, (size_t)(e - p));
+            return;
+        }
     }
     if (enr_buf_reserve(out, (size_t)(e - p)) != 0)
         return;
@@ -284,7 +304,7 @@ static int key_is(enr_reader *r, const span *k, const char *name, size_t n)
     if (!k->escaped)
         return (size_t)(k->e - k->s) == n && memcmp(k->s, name, n) == 0;
     enr_buf_reset(&r->scratch);
-    decode_span(k, &r->scratch);
+    decode_span(r, k, &r->scratch);
     return !r->scratch.oom && r->scratch.len == n && memcmp(r->scratch.data, name, n) == 0;
 }
 
@@ -454,6 +474,120 @@ static int skip_value(enr_reader *r, int depth)
     }
 }
 
+static inline const unsigned char *ws_end(const unsigned char *p, const unsigned char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/*
+ * skip_value for the values a record holds and nobody reads (tags,
+ * stats, descriptions: most of a batch): one loop with the nesting in a
+ * bit stack instead of a call per element and per member.  It accepts
+ * exactly what skip_value accepts and stops at the same byte; on any
+ * byte it does not expect it starts over with skip_value, which finds
+ * and reports the error (the fuzz target compares the two).
+ */
+#define SKIP_LEVELS 63 /* deeper: skip_value */
+
+static int skip_fast(enr_reader *r, int depth)
+{
+    const unsigned char *start = r->p, *p = start, *end = r->end, *s, *e;
+    uint64_t objects = 0; /* bit 0: the innermost open container is an object */
+    int level = 0, escaped;
+    unsigned high;
+
+    if (r->slow)
+        return skip_value(r, depth);
+value:
+    if (p >= end)
+        goto slow;
+    switch (*p) {
+    case '"':
+        p = enr_scan_string(p + 1, end, &high, &escaped);
+        if (p >= end || *p != '"')
+            goto slow;
+        p++;
+        break;
+    case '{':
+    case '[':
+        if (level == SKIP_LEVELS || depth + level + 1 > ENR_MAX_DEPTH)
+            goto slow;
+        objects = objects << 1 | (*p == '{');
+        level++;
+        p = ws_end(p + 1, end);
+        if (p < end && *p == ((objects & 1) ? '}' : ']')) {
+            p++;
+            objects >>= 1;
+            level--;
+            break;
+        }
+        if (objects & 1)
+            goto key;
+        goto value;
+    case 't':
+        if (end - p < 4 || memcmp(p, "true", 4) != 0)
+            goto slow;
+        p += 4;
+        break;
+    case 'f':
+        if (end - p < 5 || memcmp(p, "false", 5) != 0)
+            goto slow;
+        p += 5;
+        break;
+    case 'n':
+        if (end - p < 4 || memcmp(p, "null", 4) != 0)
+            goto slow;
+        p += 4;
+        break;
+    default:
+        r->p = p;
+        if (scan_number(r, &s, &e) < 0)
+            goto slow;
+        p = r->p;
+        break;
+    }
+    /* after a value: ',' and the next one, or the container's end */
+    for (;;) {
+        if (level == 0) {
+            r->p = p;
+            return 0;
+        }
+        p = ws_end(p, end);
+        if (p < end && *p == ',') {
+            p = ws_end(p + 1, end);
+            if (objects & 1)
+                goto key;
+            goto value;
+        }
+        if (p < end && *p == ((objects & 1) ? '}' : ']')) {
+            p++;
+            objects >>= 1;
+            level--;
+            continue;
+        }
+        goto slow;
+    }
+key:
+    if (p >= end || *p != '"')
+        goto slow;
+    p = enr_scan_string(p + 1, end, &high, &escaped);
+    if (p >= end || *p != '"')
+        goto slow;
+    p = ws_end(p + 1, end);
+    if (p >= end || *p != ':')
+        goto slow;
+    p = ws_end(p + 1, end);
+    goto value;
+slow:
+    r->err_msg = NULL; /* scan_number may have set them */
+    r->err_offset = -1;
+    r->err_status = 0;
+    r->p = start;
+    return skip_value(r, depth);
+}
+
 /* An object being converted to text (ECMAScript String()/Number()): only
  * a "toString" key matters, and it makes the conversion throw. */
 static int tostring_member(enr_reader *r, const span *key, int depth, void *arg)
@@ -497,7 +631,7 @@ static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring)
     case '"':
         if (scan_string(r, &sp) < 0)
             return -1;
-        decode_span(&sp, out);
+        decode_span(r, &sp, out);
         return ENR_K_STRING;
     case '[':
         return walk_array(r, depth + 1, join_element, &j) < 0 ? -1 : ENR_K_ARRAY;
@@ -585,7 +719,7 @@ static int provider_value(enr_reader *r, int *provider)
             return -1;
         if (sp.escaped) {
             enr_buf_reset(&r->scratch);
-            decode_span(&sp, &r->scratch);
+            decode_span(r, &sp, &r->scratch);
             v = r->scratch.data;
             n = r->scratch.oom ? 0 : r->scratch.len; /* too long: no provider */
         } else {
@@ -618,7 +752,7 @@ static int blocked_element(enr_reader *r, int depth, size_t index, void *arg)
         return -1;
     if (sp.escaped) {
         enr_buf_reset(&r->scratch);
-        decode_span(&sp, &r->scratch);
+        decode_span(r, &sp, &r->scratch);
         v = r->scratch.data;
         n = r->scratch.oom ? 0 : r->scratch.len; /* too long: no region */
     } else {
@@ -642,7 +776,7 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
     if (key->escaped) {
         /* Rare: decode once, then match the decoded name. */
         enr_buf_reset(&r->scratch);
-        decode_span(key, &r->scratch);
+        decode_span(r, key, &r->scratch);
         if (r->scratch.oom || r->scratch.len > 8)
             return skip_value(r, depth);
         char name[8];
@@ -679,7 +813,7 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
     default:
         break;
     }
-    return skip_value(r, depth);
+    return skip_fast(r, depth);
 }
 
 int enr_reader_begin(enr_reader *r)

@@ -51,12 +51,21 @@
  * before ICU sees them (sort_mark_runs). */
 #define ENR_UNI_MARK_RUN_SORT 32
 
+/* The BMP in pages of 256 code points for the NFKC check on UTF-8 bytes
+ * (nfkc_yes_utf8): a page's classes are read from ICU the first time a
+ * title uses it, so start-up pays nothing and a worker only the few
+ * scripts its titles are written in (256 bytes each). */
+#define ENR_UNI_PAGES 256
+#define ENR_UNI_NOT_YES 255 /* no combining class is 255 */
+
 struct enr_uni {
     const UNormalizer2 *nfkc; /* owned by ICU, never freed */
     UChar *src;               /* the input as UTF-16 */
     UChar *dst;               /* ICU's output */
     int32_t src_cap, dst_cap;
-    uint8_t ascii_ignorable[128]; /* Case_Ignorable, from ICU's data */
+    int slow;                        /* fast paths off: the fuzz target's reference */
+    uint8_t ascii_ignorable[128];    /* Case_Ignorable, from ICU's data */
+    uint8_t *classes[ENR_UNI_PAGES]; /* nfkc_class of each code point, or NULL */
 };
 
 /* Ensures *buf holds at least need units; 0 or -1. */
@@ -111,7 +120,14 @@ void enr_uni_free(enr_uni *u)
         return;
     free(u->src);
     free(u->dst);
+    for (int i = 0; i < ENR_UNI_PAGES; i++)
+        free(u->classes[i]);
     free(u);
+}
+
+void enr_uni_set_slow(enr_uni *u, int slow)
+{
+    u->slow = slow;
 }
 
 void enr_uni_shrink(enr_uni *u, size_t keep)
@@ -329,6 +345,154 @@ static int fold_wtf8(const unsigned char *s, size_t len, enr_buf *out, size_t ma
     return 0;
 }
 
+/* Lead bytes of the white-space code points (text.h): any other byte is
+ * copied as it is by fold_fast. */
+static const uint8_t ws_lead[256] = {
+    [0x09] = 1, [0x0a] = 1, [0x0b] = 1, [0x0c] = 1, [0x0d] = 1, [0x20] = 1,
+    [0xc2] = 1, [0xe1] = 1, [0xe2] = 1, [0xe3] = 1, [0xef] = 1,
+};
+
+/* fold_wtf8 with a table test per byte instead of enr_ws_len: the same
+ * output (the fuzz target compares them), in runs copied at once. */
+static int fold_fast(const unsigned char *s, size_t len, enr_buf *out, size_t max)
+{
+    const unsigned char *end = s + len;
+    char *first, *o;
+    int pending = 0;
+
+    if (len == 0)
+        return 0;
+    if (len > max) /* rare: the checked walk */
+        return fold_wtf8(s, len, out, max);
+    if (enr_buf_reserve(out, len) != 0)
+        return -1;
+    first = o = out->data + out->len;
+    while (s < end) {
+        const unsigned char *run = s;
+        size_t w;
+
+        while (s < end && !ws_lead[*s])
+            s++;
+        if (s > run) {
+            if (pending && o != first)
+                *o++ = ' ';
+            pending = 0;
+            memcpy(o, run, (size_t)(s - run));
+            o += s - run;
+            if (s == end)
+                break;
+        }
+        w = enr_ws_len(s, end);
+        if (w > 0) {
+            pending = 1;
+            s += w;
+        } else {
+            if (pending && o != first)
+                *o++ = ' ';
+            pending = 0;
+            *o++ = (char)*s++;
+        }
+    }
+    out->len = (size_t)(o - out->data);
+    return 0;
+}
+
+/* The NFKC class of code point c for nfkc_yes_utf8: its combining
+ * class when its NFKC quick check is Yes, ENR_UNI_NOT_YES otherwise.
+ * White space that NFKC maps to U+0020 (U+00A0, U+3000, ...) counts as
+ * U+0020: rule 7.2 folds both the same way, and a U+0020 starter
+ * neither composes nor reorders with its neighbours, so the NFKC of the
+ * text is the text with those spaces replaced, which folds to the same
+ * bytes. */
+static unsigned nfkc_class(const enr_uni *u, UChar32 c)
+{
+    UErrorCode err = U_ZERO_ERROR;
+    UChar in[1] = {(UChar)c}, o[4];
+    unsigned char w[3];
+
+    if (U_IS_SURROGATE(c))
+        return ENR_UNI_NOT_YES;
+    if (u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES) {
+        unsigned cc = u_getCombiningClass(c);
+        return cc < ENR_UNI_NOT_YES ? cc : ENR_UNI_NOT_YES;
+    }
+    if (c < 0x80 || c > 0xffff)
+        return ENR_UNI_NOT_YES;
+    /* c's WTF-8 form, to ask enr_ws_len (the one definition of rule 8) */
+    if (c < 0x800) {
+        w[0] = (unsigned char)(0xc0 | (c >> 6));
+        w[1] = (unsigned char)(0x80 | (c & 0x3f));
+    } else {
+        w[0] = (unsigned char)(0xe0 | (c >> 12));
+        w[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+        w[2] = (unsigned char)(0x80 | (c & 0x3f));
+    }
+    if (enr_ws_len(w, w + (c < 0x800 ? 2 : 3)) == 0)
+        return ENR_UNI_NOT_YES;
+    if (unorm2_normalize(u->nfkc, in, 1, o, 4, &err) == 1 && U_SUCCESS(err) && o[0] == 0x20)
+        return 0;
+    return ENR_UNI_NOT_YES;
+}
+
+static unsigned bmp_class(enr_uni *u, unsigned c)
+{
+    unsigned page = c >> 8;
+
+    if (u->classes[page] == NULL) {
+        uint8_t *t = malloc(256);
+
+        if (t == NULL)
+            return ENR_UNI_NOT_YES; /* ICU's own check decides */
+        for (unsigned i = 0; i < 256; i++)
+            t[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i));
+        u->classes[page] = t;
+    }
+    return u->classes[page][c & 255];
+}
+
+/*
+ * Is the WTF-8 text s certainly in NFKC (up to white space that rule 7.2
+ * folds anyway, nfkc_class)?  UAX #15's quick check on the bytes, without
+ * the UTF-16 copy: every code point's quick check is Yes and combining
+ * classes never decrease within a run of marks; a Yes is never wrong.
+ * 0 says only "not known": a lone surrogate, a Maybe or a No sends the
+ * text to ICU, which alone decides.
+ */
+static int nfkc_yes_utf8(enr_uni *u, const unsigned char *s, size_t len)
+{
+    const unsigned char *end = s + len;
+    unsigned last = 0, cc;
+
+    while (s < end) {
+        unsigned c = *s, cp;
+
+        if (c < 0x80) {
+            s++;
+            last = 0;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
+            cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
+            s += 2;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
+            cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+            s += 3;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
+            cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
+            s += 4;
+            cc = nfkc_class(u, (UChar32)cp);
+        } else {
+            return 0; /* the reader never makes it: ICU decides */
+        }
+        if (cc == ENR_UNI_NOT_YES || (cc != 0 && last > cc))
+            return 0;
+        last = cc;
+    }
+    return 1;
+}
+
 /* Converts s into u->src; the unit count, or -1. */
 static int32_t load_src(enr_uni *u, const unsigned char *s, size_t len)
 {
@@ -538,7 +702,10 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
     text_out t = {out->len, 0};
 
     if (is_ascii(s, len))
-        return fold_wtf8(s, len, out, max);
+        return u->slow ? fold_wtf8(s, len, out, max) : fold_fast(s, len, out, max);
+    /* most titles: already NFKC, known without ICU and the UTF-16 copy */
+    if (!u->slow && nfkc_yes_utf8(u, s, len))
+        return fold_fast(s, len, out, max);
 
     if ((n = load_src(u, s, len)) < 0)
         return -1;
@@ -546,8 +713,9 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
     if (U_FAILURE(err))
         return -1;
     if (span == n) /* already NFKC: the original bytes are the text */
-        return fold_wtf8(s, len, out, max);
-    if (sort_mark_runs(u, n) != 0)
+        return u->slow ? fold_wtf8(s, len, out, max) : fold_fast(s, len, out, max);
+    /* no run of more than ENR_UNI_MARK_RUN_SORT marks fits in fewer units */
+    if (n > ENR_UNI_MARK_RUN_SORT && sort_mark_runs(u, n) != 0)
         return -1;
 
     /* In pieces cut where ICU says normalization cannot interact across
