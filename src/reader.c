@@ -105,38 +105,16 @@ static int scan_string(enr_reader *r, span *sp)
     unsigned high = 0;
 
     sp->s = p;
-    for (;;) {
-        p = enr_scan_string(p, end, &high, &escaped);
-        if (p >= end)
-            FAIL(r, end, "unterminated string");
-        if (*p == '"')
-            break;
+    /* valid escapes are stepped over: a backslash here starts none */
+    p = enr_scan_string(p, end, &high, &escaped);
+    if (p >= end)
+        FAIL(r, end, "unterminated string");
+    if (*p != '"') {
         if (*p < 0x20)
             FAIL(r, p, "raw control character in string");
-        /* backslash */
-        escaped = 1;
         if (end - p < 2)
             FAIL(r, end, "unterminated string");
-        switch (p[1]) {
-        case '"':
-        case '\\':
-        case '/':
-        case 'b':
-        case 'f':
-        case 'n':
-        case 'r':
-        case 't':
-            p += 2;
-            break;
-        case 'u':
-            if (end - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 || hexval(p[4]) < 0 ||
-                hexval(p[5]) < 0)
-                FAIL(r, p, "bad \\u escape");
-            p += 6;
-            break;
-        default:
-            FAIL(r, p, "bad escape");
-        }
+        FAIL(r, p, p[1] == 'u' ? "bad \\u escape" : "bad escape");
     }
     sp->e = p;
     sp->escaped = escaped;
@@ -298,14 +276,29 @@ static void decode_span(const enr_reader *r, const span *sp, enr_buf *out)
     }
 }
 
+/* The text of a string that is only compared with a short name (a key,
+ * a provider, a region): its bytes in the body, or decoded into the
+ * scratch when it has escapes.  *n is 0 when it cannot be such a name
+ * (its decoded form is past SCRATCH_MAX). */
+static const char *short_text(enr_reader *r, const span *sp, size_t *n)
+{
+    if (!sp->escaped) {
+        *n = (size_t)(sp->e - sp->s);
+        return (const char *)sp->s;
+    }
+    enr_buf_reset(&r->scratch);
+    decode_span(r, sp, &r->scratch);
+    *n = r->scratch.oom ? 0 : r->scratch.len;
+    return r->scratch.data;
+}
+
 /* Is the key span equal to name (after unescaping)? */
 static int key_is(enr_reader *r, const span *k, const char *name, size_t n)
 {
-    if (!k->escaped)
-        return (size_t)(k->e - k->s) == n && memcmp(k->s, name, n) == 0;
-    enr_buf_reset(&r->scratch);
-    decode_span(r, k, &r->scratch);
-    return !r->scratch.oom && r->scratch.len == n && memcmp(r->scratch.data, name, n) == 0;
+    size_t len;
+    const char *v = short_text(r, k, &len);
+
+    return len == n && memcmp(v, name, n) == 0;
 }
 
 static int scan_number(enr_reader *r, const unsigned char **s, const unsigned char **e)
@@ -717,15 +710,7 @@ static int provider_value(enr_reader *r, int *provider)
     if (r->p < r->end && *r->p == '"') {
         if (scan_string(r, &sp) < 0)
             return -1;
-        if (sp.escaped) {
-            enr_buf_reset(&r->scratch);
-            decode_span(r, &sp, &r->scratch);
-            v = r->scratch.data;
-            n = r->scratch.oom ? 0 : r->scratch.len; /* too long: no provider */
-        } else {
-            v = (const char *)sp.s;
-            n = (size_t)(sp.e - sp.s);
-        }
+        v = short_text(r, &sp, &n);
         if (n == 2) {
             if (memcmp(v, "yt", 2) == 0)
                 *provider = ENR_PROV_YT;
@@ -750,15 +735,7 @@ static int blocked_element(enr_reader *r, int depth, size_t index, void *arg)
         return skip_value(r, depth);
     if (scan_string(r, &sp) < 0)
         return -1;
-    if (sp.escaped) {
-        enr_buf_reset(&r->scratch);
-        decode_span(r, &sp, &r->scratch);
-        v = r->scratch.data;
-        n = r->scratch.oom ? 0 : r->scratch.len; /* too long: no region */
-    } else {
-        v = (const char *)sp.s;
-        n = (size_t)(sp.e - sp.s);
-    }
+    v = short_text(r, &sp, &n);
     if (n == 2)
         for (int i = 0; i < ENR_REGIONS; i++)
             if (v[0] == region_names[i][0] && v[1] == region_names[i][1])
@@ -775,14 +752,13 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
 
     if (key->escaped) {
         /* Rare: decode once, then match the decoded name. */
-        enr_buf_reset(&r->scratch);
-        decode_span(r, key, &r->scratch);
-        if (r->scratch.oom || r->scratch.len > 8)
+        k = short_text(r, key, &n);
+        if (n == 0 || n > 8)
             return skip_value(r, depth);
         char name[8];
-        memcpy(name, r->scratch.data, r->scratch.len);
+        memcpy(name, k, n);
         dec.s = (const unsigned char *)name;
-        dec.e = dec.s + r->scratch.len;
+        dec.e = dec.s + n;
         dec.escaped = dec.nonascii = 0;
         return record_member(r, &dec, depth, arg);
     }

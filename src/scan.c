@@ -26,34 +26,6 @@
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
-static ALWAYS_INLINE int is_hex(unsigned c)
-{
-    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
-}
-
-/* Length of the valid escape at p (on a backslash), 0 when it is not one
- * (or is cut by end): the reader then reports it. */
-static ALWAYS_INLINE long escape_len(const unsigned char *p, const unsigned char *end)
-{
-    if (end - p < 2)
-        return 0;
-    switch (p[1]) {
-    case '"':
-    case '\\':
-    case '/':
-    case 'b':
-    case 'f':
-    case 'n':
-    case 'r':
-    case 't':
-        return 2;
-    case 'u':
-        return end - p >= 6 && is_hex(p[2]) && is_hex(p[3]) && is_hex(p[4]) && is_hex(p[5]) ? 6 : 0;
-    default:
-        return 0;
-    }
-}
-
 /* The first quote, backslash or control byte in [p, end), or end. */
 static ALWAYS_INLINE const unsigned char *plain_bytes(const unsigned char *p,
                                                       const unsigned char *end, unsigned *high)
@@ -75,7 +47,7 @@ static const unsigned char *portable(const unsigned char *p, const unsigned char
         long n;
 
         p = plain_bytes(p, end, high);
-        if (p >= end || *p != '\\' || (n = escape_len(p, end)) == 0)
+        if (p >= end || *p != '\\' || (n = enr_escape_len(p, end)) == 0)
             return p;
         *escaped = 1;
         p += n;
@@ -123,7 +95,7 @@ static const unsigned char *sse2(const unsigned char *p, const unsigned char *en
         long n;
 
         p = plain_sse2(p, end, high);
-        if (p >= end || *p != '\\' || (n = escape_len(p, end)) == 0)
+        if (p >= end || *p != '\\' || (n = enr_escape_len(p, end)) == 0)
             return p;
         *escaped = 1;
         p += n;
@@ -157,7 +129,7 @@ avx2(const unsigned char *p, const unsigned char *end, unsigned *high, int *esca
         }
         p = plain_sse2(p, end, high);
     stop:
-        if (p >= end || *p != '\\' || (n = escape_len(p, end)) == 0)
+        if (p >= end || *p != '\\' || (n = enr_escape_len(p, end)) == 0)
             break;
         *escaped = 1;
         p += n;

@@ -4,7 +4,8 @@
  * UTF-8 bytes, the white-space fold, the printer.  Each input is run
  * twice through both engines: as a whole body, and wrapped as the title
  * and the id of one record (so that most inputs reach the Unicode steps
- * instead of failing as JSON).  Same status, same error, same output.
+ * instead of failing as JSON).  Same status, same error, same output,
+ * also under a max_output_bytes that cuts the output.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -46,6 +47,19 @@ static void same(const char *in, size_t n)
         abort();
     if (rf < 0 && (ef.status != es.status || ef.offset != es.offset))
         abort();
+    /* and where max_output_bytes cuts it: the same 413, or the same bytes */
+    if (rf == 0 && of.len > 1) {
+        size_t max = of.len / 2 + of.len % 97;
+
+        enr_engine_set_max_output(fast, max);
+        enr_engine_set_max_output(slow, max);
+        run(fast, &bf, &of, in, n, &ef, &rf);
+        run(slow, &bs, &os, in, n, &es, &rs);
+        enr_engine_set_max_output(fast, 0);
+        enr_engine_set_max_output(slow, 0);
+        if (rf != rs || of.len != os.len || (of.len && memcmp(of.data, os.data, of.len) != 0))
+            abort();
+    }
 }
 
 /* The input as a JSON string body: raw bytes kept (the reader replaces
