@@ -488,8 +488,7 @@ static int skip_fast(enr_reader *r, int depth)
 {
     const unsigned char *start = r->p, *p = start, *end = r->end, *s, *e;
     uint64_t objects = 0; /* bit 0: the innermost open container is an object */
-    int level = 0, escaped;
-    unsigned high;
+    int level = 0;
 
     if (r->slow)
         return skip_value(r, depth);
@@ -498,7 +497,7 @@ value:
         goto slow;
     switch (*p) {
     case '"':
-        p = enr_scan_string(p + 1, end, &high, &escaped);
+        p = enr_skip_string(p + 1, end);
         if (p >= end || *p != '"')
             goto slow;
         p++;
@@ -565,7 +564,7 @@ value:
 key:
     if (p >= end || *p != '"')
         goto slow;
-    p = enr_scan_string(p + 1, end, &high, &escaped);
+    p = enr_skip_string(p + 1, end);
     if (p >= end || *p != '"')
         goto slow;
     p = ws_end(p + 1, end);

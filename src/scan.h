@@ -54,4 +54,11 @@ const unsigned char *enr_scan_string(const unsigned char *p, const unsigned char
  * or this CPU has none.  Names: "portable", "sse2", "avx2". */
 enr_scan_fn enr_scan_impl(const char *name);
 
+/* The same stop for a string nobody reads (no *high, no *escaped): what
+ * skips descriptions and tags, resolving a block's escapes at once. */
+typedef const unsigned char *(*enr_skip_fn)(const unsigned char *p, const unsigned char *end);
+
+const unsigned char *enr_skip_string(const unsigned char *p, const unsigned char *end);
+enr_skip_fn enr_skip_impl(const char *name);
+
 #endif
