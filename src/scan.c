@@ -149,54 +149,89 @@ avx2(const unsigned char *p, const unsigned char *end, unsigned *high, int *esca
  * escape) hands over to the stepping loop at its backslash; so does a
  * backslash run reaching the last 32 bytes of the body.
  */
-__attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsigned char *p,
-                                                                      const unsigned char *end)
+/* A 32-byte block's backslashes, its quotes and control bytes, and the
+ * bytes that may follow a backslash without a \u (" / \ b f n r t). */
+typedef struct skip_masks {
+    uint32_t bs, qc, ok;
+} skip_masks;
+
+__attribute__((target("avx2"))) static inline skip_masks skip_block(const unsigned char *p)
 {
-    const __m256i q = _mm256_set1_epi8('"'), b = _mm256_set1_epi8('\\'), c = _mm256_set1_epi8(0x1f),
-                  nib = _mm256_set1_epi8(0x0f);
-    /* " / \ b f n r t: a bit per high nibble (2, 5, 6, 7), set in the
-     * low-nibble table for the bytes of that row that are escapes */
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    /* a bit per high nibble (2, 5, 6, 7), set in the low-nibble table for
+     * the bytes of that row that are escapes */
     const __m256i hi_tab = _mm256_setr_epi8(0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
                                             0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m256i lo_tab = _mm256_setr_epi8(0, 0, 0x0d, 0, 8, 0, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1, 0, 0,
                                             0x0d, 0, 8, 0, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1);
-    const uint32_t even = 0x55555555u;
-    uint32_t carry = 0; /* the block's first byte is escaped */
+    __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
+    __m256i cls = _mm256_and_si256(
+        _mm256_shuffle_epi8(hi_tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)),
+        _mm256_shuffle_epi8(lo_tab, _mm256_and_si256(v, nib)));
+    skip_masks m;
+
+    m.bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\\')));
+    m.qc = (uint32_t)_mm256_movemask_epi8(
+        _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('"')), ctl));
+    m.ok = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(cls, _mm256_setzero_si256()));
+    return m;
+}
+
+/* The first stop of a block of 64 bytes (bit masks): an unescaped quote
+ * or control byte, or an escaped byte the masks do not resolve; *carry
+ * in and out: the block's first byte / the next block's is escaped. */
+#define SKIP_STOP(T, bs, qc, ok, carry, escaped)                                                   \
+    do {                                                                                           \
+        const T even_ = (T)0x5555555555555555ull;                                                  \
+        T follows_, odd_, seq_;                                                                    \
+        bs &= ~carry;                                                                              \
+        follows_ = (T)(bs << 1) | carry;                                                           \
+        odd_ = bs & ~even_ & ~follows_;                                                            \
+        carry = (T)__builtin_add_overflow(odd_, bs, &seq_);                                        \
+        escaped = (even_ ^ (T)(seq_ << 1)) & follows_;                                             \
+        qc = (qc & ~escaped) | (escaped & ~ok);                                                    \
+    } while (0)
+
+__attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsigned char *p,
+                                                                      const unsigned char *end)
+{
+    uint64_t carry = 0; /* the block's first byte is escaped */
     long n;
 
     for (;;) {
-        while (end - p >= 32) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p);
-            uint32_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, b));
-            uint32_t qs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, q));
-            uint32_t ctl =
-                (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(v, c), v));
-            __m256i cls = _mm256_and_si256(
-                _mm256_shuffle_epi8(hi_tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)),
-                _mm256_shuffle_epi8(lo_tab, _mm256_and_si256(v, nib)));
-            uint32_t ok =
-                ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(cls, _mm256_setzero_si256()));
-            uint32_t follows, odd, seq, escaped, stop;
+        uint64_t escaped, stop;
+        unsigned i;
 
-            bs &= ~carry;
-            follows = bs << 1 | carry;
-            odd = bs & ~even & ~follows;
-            carry = __builtin_add_overflow(odd, bs, &seq);
-            escaped = (even ^ (seq << 1)) & follows;
-            stop = ((qs | ctl) & ~escaped) | (escaped & ~ok);
-            if (stop != 0) {
-                unsigned i = (unsigned)__builtin_ctz(stop);
+        while (end - p >= 64) {
+            skip_masks a = skip_block(p), b = skip_block(p + 32);
+            uint64_t bs = a.bs | (uint64_t)b.bs << 32, ok = a.ok | (uint64_t)b.ok << 32;
 
-                if (!(escaped >> i & 1))
-                    return p + i; /* a quote or a control byte */
-                p += (long)i - 1; /* the backslash, maybe the block before's */
-                goto step;
-            }
+            stop = a.qc | (uint64_t)b.qc << 32;
+            SKIP_STOP(uint64_t, bs, stop, ok, carry, escaped);
+            if (stop != 0)
+                goto found;
+            p += 64;
+        }
+        if (end - p >= 32) {
+            skip_masks a = skip_block(p);
+            uint32_t bs = a.bs, c32 = (uint32_t)carry, e32, s32 = a.qc;
+
+            SKIP_STOP(uint32_t, bs, s32, a.ok, c32, e32);
+            carry = c32;
+            escaped = e32;
+            stop = s32;
+            if (stop != 0)
+                goto found;
             p += 32;
         }
         /* the last bytes; a backslash run left open: from its last one */
         return portable(p - carry, end, &(unsigned){0}, &(int){0});
-    step:
+    found:
+        i = (unsigned)__builtin_ctzll(stop);
+        if (!(escaped >> i & 1))
+            return p + i; /* a quote or a control byte */
+        p += (long)i - 1; /* the backslash, maybe the block before's */
         if ((n = enr_escape_len(p, end)) == 0)
             return p;
         p += n;
