@@ -358,7 +358,6 @@ static int fold_fast(const unsigned char *s, size_t len, enr_buf *out, size_t ma
 {
     const unsigned char *end = s + len;
     char *first, *o;
-    int pending = 0;
 
     if (len == 0)
         return 0;
@@ -367,31 +366,24 @@ static int fold_fast(const unsigned char *s, size_t len, enr_buf *out, size_t ma
     if (enr_buf_reserve(out, len) != 0)
         return -1;
     first = o = out->data + out->len;
-    while (s < end) {
-        const unsigned char *run = s;
+    for (;;) {
         size_t w;
 
-        while (s < end && !ws_lead[*s])
-            s++;
-        if (s > run) {
-            if (pending && o != first)
-                *o++ = ' ';
-            pending = 0;
-            memcpy(o, run, (size_t)(s - run));
-            o += s - run;
-            if (s == end)
-                break;
-        }
-        w = enr_ws_len(s, end);
-        if (w > 0) {
-            pending = 1;
-            s += w;
-        } else {
-            if (pending && o != first)
-                *o++ = ' ';
-            pending = 0;
+        while (s < end && !ws_lead[*s]) /* runs are short: no memcpy call */
             *o++ = (char)*s++;
+        if (s == end)
+            break;
+        if ((w = enr_ws_len(s, end)) == 0) {
+            *o++ = (char)*s++;
+            continue;
         }
+        do /* a run of white space: one space, none at either end */
+            s += w;
+        while (s < end && ws_lead[*s] && (w = enr_ws_len(s, end)) > 0);
+        if (s == end)
+            break;
+        if (o != first)
+            *o++ = ' ';
     }
     out->len = (size_t)(o - out->data);
     return 0;
@@ -434,11 +426,11 @@ static unsigned nfkc_class(const enr_uni *u, UChar32 c)
     return ENR_UNI_NOT_YES;
 }
 
-static unsigned bmp_class(enr_uni *u, unsigned c)
+static unsigned bmp_class_load(enr_uni *u, unsigned c)
 {
     unsigned page = c >> 8;
 
-    if (u->classes[page] == NULL) {
+    {
         uint8_t *t = malloc(256);
 
         if (t == NULL)
@@ -448,6 +440,13 @@ static unsigned bmp_class(enr_uni *u, unsigned c)
         u->classes[page] = t;
     }
     return u->classes[page][c & 255];
+}
+
+static inline unsigned bmp_class(enr_uni *u, unsigned c)
+{
+    const uint8_t *t = u->classes[c >> 8];
+
+    return t != NULL ? t[c & 255] : bmp_class_load(u, c);
 }
 
 /*
