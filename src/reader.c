@@ -7,9 +7,13 @@
  * error whatever it decodes to.  And inside a string that nobody reads,
  * replacement cannot change where the string ends (a quote or backslash
  * byte is never part of a multi-byte sequence), so skipped strings are
- * only scanned for the quote, escapes and raw control characters, 32
- * or 16 bytes at a time (scan.h).  Strings that are read are decoded to WTF-8 with the
- * maximal-subpart replacement.
+ * only scanned for the quote, escapes and raw control characters, 64
+ * bytes at a time (scan.h), and a value nobody reads is skipped by one
+ * loop (skip_fast) rather than a call per element.  Strings that are
+ * read are decoded to WTF-8 with the maximal-subpart replacement; one
+ * without escapes that is well-formed UTF-8 is checked, then copied at
+ * once.  Each fast path has its slow path behind r->slow, the reference
+ * of the fast fuzz target.
  *
  * Depth counts the outer array as 1 (docs/contract.md §15); deeper than
  * ENR_MAX_DEPTH is a 400, so recursion is bounded.

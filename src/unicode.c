@@ -12,7 +12,10 @@
  * Fast paths, because nearly every id and most titles are ASCII: ASCII
  * never reaches ICU (NFKC of ASCII is the identity, lower-casing ASCII is
  * tolower); non-ASCII titles already in NFKC skip the normalizer and are
- * folded on their original bytes.
+ * folded on their original bytes, and most are known to be in NFKC from
+ * their UTF-8 bytes alone (nfkc_yes_utf8), without the UTF-16 copy.
+ * With enr_uni_set_slow() ICU's own check and the first fold decide:
+ * the reference the fast fuzz target holds the fast paths to.
  *
  * Invariants: an enr_uni owns two UTF-16 scratch buffers that grow as
  * needed and shrink only through enr_uni_shrink() between requests, so a
