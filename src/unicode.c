@@ -60,15 +60,22 @@
  * scripts its titles are written in (256 bytes each). */
 #define ENR_UNI_PAGES 256
 #define ENR_UNI_NOT_YES 255 /* no combining class is 255 */
+#define ENR_UNI_MAPPED 254  /* nor 254: see nfkc_class */
+
+typedef struct uni_page {
+    uint8_t cls[256];  /* nfkc_class of each code point */
+    uint16_t map[256]; /* ... and for ENR_UNI_MAPPED, what NFKC makes of it */
+} uni_page;
 
 struct enr_uni {
     const UNormalizer2 *nfkc; /* owned by ICU, never freed */
     UChar *src;               /* the input as UTF-16 */
     UChar *dst;               /* ICU's output */
     int32_t src_cap, dst_cap;
-    int slow;                        /* fast paths off: the fuzz target's reference */
-    uint8_t ascii_ignorable[128];    /* Case_Ignorable, from ICU's data */
-    uint8_t *classes[ENR_UNI_PAGES]; /* nfkc_class of each code point, or NULL */
+    int slow;                       /* fast paths off: the fuzz target's reference */
+    uint8_t ascii_ignorable[128];   /* Case_Ignorable, from ICU's data */
+    uni_page *pages[ENR_UNI_PAGES]; /* NULL until a title uses the page */
+    enr_buf mapped;                 /* a title with its ENR_UNI_MAPPED code points replaced */
 };
 
 /* Ensures *buf holds at least need units; 0 or -1. */
@@ -124,7 +131,8 @@ void enr_uni_free(enr_uni *u)
     free(u->src);
     free(u->dst);
     for (int i = 0; i < ENR_UNI_PAGES; i++)
-        free(u->classes[i]);
+        free(u->pages[i]);
+    enr_buf_free(&u->mapped);
     free(u);
 }
 
@@ -135,6 +143,7 @@ void enr_uni_set_slow(enr_uni *u, int slow)
 
 void enr_uni_shrink(enr_uni *u, size_t keep)
 {
+    enr_buf_shrink(&u->mapped, keep);
     /* back to the start-up size: the next request grows them again */
     if ((size_t)u->src_cap * sizeof(UChar) > keep) {
         free(u->src);
@@ -392,26 +401,41 @@ static int fold_fast(const unsigned char *s, size_t len, enr_buf *out, size_t ma
     return 0;
 }
 
-/* The NFKC class of code point c for nfkc_yes_utf8: its combining
- * class when its NFKC quick check is Yes, ENR_UNI_NOT_YES otherwise.
- * White space that NFKC maps to U+0020 (U+00A0, U+3000, ...) counts as
- * U+0020: rule 7.2 folds both the same way, and a U+0020 starter
- * neither composes nor reorders with its neighbours, so the NFKC of the
- * text is the text with those spaces replaced, which folds to the same
- * bytes. */
-static unsigned nfkc_class(const enr_uni *u, UChar32 c)
+/* NFKC quick check Yes and combining class 0. */
+static int stable(UChar32 c)
+{
+    return !U_IS_SURROGATE(c) && u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES &&
+           u_getCombiningClass(c) == 0;
+}
+
+/*
+ * The NFKC class of code point c for nfkc_yes_utf8: its combining
+ * class when its NFKC quick check is Yes; ENR_UNI_MAPPED when c is a
+ * starter whose NFKC alone is one stable BMP code point *map (fullwidth
+ * forms, circled digits, CJK compatibility): such a code point is
+ * replaced, since NFKD gives both the same decomposition and a stable
+ * code point never composes with a neighbour (only a Maybe can be the
+ * second of a composition); ENR_UNI_NOT_YES otherwise.  White space
+ * that NFKC maps to U+0020 (U+00A0, U+3000, ...) counts as U+0020 and is
+ * not even replaced: rule 7.2 folds both the same way.
+ */
+static unsigned nfkc_class(const enr_uni *u, UChar32 c, uint16_t *map)
 {
     UErrorCode err = U_ZERO_ERROR;
     UChar in[1] = {(UChar)c}, o[4];
     unsigned char w[3];
+    int32_t n;
 
     if (U_IS_SURROGATE(c))
         return ENR_UNI_NOT_YES;
     if (u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES) {
         unsigned cc = u_getCombiningClass(c);
-        return cc < ENR_UNI_NOT_YES ? cc : ENR_UNI_NOT_YES;
+        return cc < ENR_UNI_MAPPED ? cc : ENR_UNI_NOT_YES;
     }
-    if (c < 0x80 || c > 0xffff)
+    if (c < 0x80 || c > 0xffff || u_getCombiningClass(c) != 0)
+        return ENR_UNI_NOT_YES;
+    n = unorm2_normalize(u->nfkc, in, 1, o, 4, &err);
+    if (U_FAILURE(err) || n != 1)
         return ENR_UNI_NOT_YES;
     /* c's WTF-8 form, to ask enr_ws_len (the one definition of rule 8) */
     if (c < 0x800) {
@@ -422,34 +446,32 @@ static unsigned nfkc_class(const enr_uni *u, UChar32 c)
         w[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
         w[2] = (unsigned char)(0x80 | (c & 0x3f));
     }
-    if (enr_ws_len(w, w + (c < 0x800 ? 2 : 3)) == 0)
+    if (enr_ws_len(w, w + (c < 0x800 ? 2 : 3)) > 0)
+        return o[0] == 0x20 ? 0 : ENR_UNI_NOT_YES;
+    if (!stable(o[0]))
         return ENR_UNI_NOT_YES;
-    if (unorm2_normalize(u->nfkc, in, 1, o, 4, &err) == 1 && U_SUCCESS(err) && o[0] == 0x20)
-        return 0;
-    return ENR_UNI_NOT_YES;
+    *map = o[0];
+    return ENR_UNI_MAPPED;
 }
 
 static unsigned bmp_class_load(enr_uni *u, unsigned c)
 {
     unsigned page = c >> 8;
+    uni_page *t = calloc(1, sizeof(*t));
 
-    {
-        uint8_t *t = malloc(256);
-
-        if (t == NULL)
-            return ENR_UNI_NOT_YES; /* ICU's own check decides */
-        for (unsigned i = 0; i < 256; i++)
-            t[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i));
-        u->classes[page] = t;
-    }
-    return u->classes[page][c & 255];
+    if (t == NULL)
+        return ENR_UNI_NOT_YES; /* ICU's own check decides */
+    for (unsigned i = 0; i < 256; i++)
+        t->cls[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i), &t->map[i]);
+    u->pages[page] = t;
+    return t->cls[c & 255];
 }
 
 static inline unsigned bmp_class(enr_uni *u, unsigned c)
 {
-    const uint8_t *t = u->classes[c >> 8];
+    const uni_page *t = u->pages[c >> 8];
 
-    return t != NULL ? t[c & 255] : bmp_class_load(u, c);
+    return t != NULL ? t->cls[c & 255] : bmp_class_load(u, c);
 }
 
 /*
@@ -457,13 +479,15 @@ static inline unsigned bmp_class(enr_uni *u, unsigned c)
  * folds anyway, nfkc_class)?  UAX #15's quick check on the bytes, without
  * the UTF-16 copy: every code point's quick check is Yes and combining
  * classes never decrease within a run of marks; a Yes is never wrong.
- * 0 says only "not known": a lone surrogate, a Maybe or a No sends the
- * text to ICU, which alone decides.
+ * 1: yes; 2: yes once its ENR_UNI_MAPPED code points are replaced
+ * (map_text); 0 says only "not known": a lone surrogate, a Maybe or a No
+ * sends the text to ICU, which alone decides.
  */
 static int nfkc_yes_utf8(enr_uni *u, const unsigned char *s, size_t len)
 {
     const unsigned char *end = s + len;
     unsigned last = 0, cc;
+    int mapped = 0;
 
     while (s < end) {
         unsigned c = *s, cp;
@@ -484,15 +508,68 @@ static int nfkc_yes_utf8(enr_uni *u, const unsigned char *s, size_t len)
         } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
             cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
             s += 4;
-            cc = nfkc_class(u, (UChar32)cp);
+            cc = nfkc_class(u, (UChar32)cp, &(uint16_t){0});
+            if (cc == ENR_UNI_MAPPED) /* never: supplementary code points are not mapped */
+                return 0;
         } else {
             return 0; /* the reader never makes it: ICU decides */
+        }
+        if (cc == ENR_UNI_MAPPED) {
+            mapped = 1;
+            cc = 0; /* a starter takes its place */
         }
         if (cc == ENR_UNI_NOT_YES || (cc != 0 && last > cc))
             return 0;
         last = cc;
     }
-    return 1;
+    return 1 + mapped;
+}
+
+/* s (checked by nfkc_yes_utf8, which loaded its pages) with its
+ * ENR_UNI_MAPPED code points replaced, in u->mapped: its NFKC up to
+ * white space.  0, or -1 (memory). */
+static int map_text(enr_uni *u, const unsigned char *s, size_t len)
+{
+    const unsigned char *end = s + len;
+    unsigned char *o;
+
+    enr_buf_reset(&u->mapped);
+    /* a code point of 2 bytes or more becomes at most 3 */
+    if (enr_buf_reserve(&u->mapped, len + len / 2 + 1) != 0)
+        return -1;
+    o = (unsigned char *)u->mapped.data;
+    while (s < end) {
+        unsigned c = *s, cp, n;
+        const uni_page *t;
+
+        if (c < 0xc2 || c > 0xef) { /* ASCII, or a 4-byte code point: as it is */
+            n = c < 0x80 ? 1 : 4;
+            memcpy(o, s, n);
+            o += n;
+            s += n;
+            continue;
+        }
+        n = c <= 0xdf ? 2 : 3;
+        cp = n == 2 ? (c & 0x1fu) << 6 | (s[1] & 0x3fu)
+                    : (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+        t = u->pages[cp >> 8];
+        if (t->cls[cp & 255] != ENR_UNI_MAPPED) {
+            memcpy(o, s, n);
+            o += n;
+        } else if ((cp = t->map[cp & 255]) < 0x80) {
+            *o++ = (unsigned char)cp;
+        } else if (cp < 0x800) {
+            *o++ = (unsigned char)(0xc0 | (cp >> 6));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+        } else {
+            *o++ = (unsigned char)(0xe0 | (cp >> 12));
+            *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+        }
+        s += n;
+    }
+    u->mapped.len = (size_t)(o - (unsigned char *)u->mapped.data);
+    return 0;
 }
 
 /* Converts s into u->src; the unit count, or -1. */
@@ -705,9 +782,19 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
 
     if (is_ascii(s, len))
         return u->slow ? fold_wtf8(s, len, out, max) : fold_fast(s, len, out, max);
-    /* most titles: already NFKC, known without ICU and the UTF-16 copy */
-    if (!u->slow && nfkc_yes_utf8(u, s, len))
-        return fold_fast(s, len, out, max);
+    /* most titles: already NFKC, or once fullwidth forms and the like are
+     * replaced, known without ICU and the UTF-16 copy */
+    if (!u->slow) {
+        int yes = nfkc_yes_utf8(u, s, len);
+
+        if (yes == 1)
+            return fold_fast(s, len, out, max);
+        if (yes == 2) {
+            if (map_text(u, s, len) != 0)
+                return -1;
+            return fold_fast((const unsigned char *)u->mapped.data, u->mapped.len, out, max);
+        }
+    }
 
     if ((n = load_src(u, s, len)) < 0)
         return -1;
