@@ -36,6 +36,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "numfmt.h"
 #include "reader.h"
@@ -540,6 +543,20 @@ static void put_text(enr_buf *out, const char *str, size_t n)
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
 
+#ifdef __SSE2__
+    /* 16 bytes a step: control bytes, '"', '\\' and 0xED */
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m128i m =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
+                         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xed))));
+
+        if (_mm_movemask_epi8(m) != 0)
+            break;
+    }
+#endif
     while (i < n && !escape_byte[s[i]])
         i++;
     if (i == n) {
