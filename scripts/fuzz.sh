@@ -20,8 +20,9 @@
 #   trace           enrich-replay's trace lines (enr_replay_trace_parse)
 #   statustext      `enrichd status`'s document reader (enr_status_text_parse)
 #   scan            the wide string scanners against the portable one (src/scan.c)
+#   fast            the engine's fast paths against its slow paths (enr_engine_set_slow)
 #
-# Time: $1 is per target, so the run takes about 7 x $1 seconds plus the
+# Time: $1 is per target, so the run takes about 8 x $1 seconds plus the
 # builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
 # 4 minutes; every target gets the full 30 s rather than a share, since
 # the smaller parsers reach their coverage plateau quickly anyway and the
@@ -33,7 +34,7 @@ MALLOC_MB=${FUZZ_MALLOC_MB:-64}
 ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=8}
 export ASAN_OPTIONS
 [ $# -gt 0 ] && shift
-TARGETS=${*:-engine numtext config upstream_reply trace statustext scan}
+TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
@@ -45,7 +46,7 @@ ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
 # Each target: the sources it needs, its libraries, its longest input.
 target_srcs() {
     case $1 in
-    engine | numtext) echo "$ENGINE" ;;
+    engine | numtext | fast) echo "$ENGINE" ;;
     config) echo "$S/config.c $S/sockaddr.c $S/allow.c $S/upstream_url.c $S/curlapi.c" ;;
     upstream_reply) echo "$S/upstream_reply.c $S/buf.c" ;;
     trace) echo "$S/replay_trace.c" ;;
@@ -56,7 +57,7 @@ target_srcs() {
 }
 target_libs() {
     case $1 in
-    engine | numtext) echo "$ENGINE_LIBS" ;;
+    engine | numtext | fast) echo "$ENGINE_LIBS" ;;
     config) echo "-lm -ldl" ;;
     upstream_reply) echo "$(pkg-config --libs json-c) -lm" ;;
     trace) echo "-lm" ;;
@@ -70,6 +71,7 @@ target_max_len() {
     upstream_reply) echo 65536 ;;
     trace) echo 65536 ;;
     statustext) echo 65536 ;;
+    fast) echo 65536 ;; # four engine runs an input: short ones, more of them
     *) echo 500000 ;;
     esac
 }
@@ -81,7 +83,7 @@ seed() { # seed CORPUS NAME TEXT: one seed file, written once
 seed_corpus() {
     corpus=$1
     case $2 in
-    engine)
+    engine | fast)
         cp -n "$ROOT"/tests/vectors/*.in.json "$corpus"/ 2>/dev/null || true
         ;;
     numtext)

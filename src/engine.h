@@ -71,6 +71,11 @@ void enr_engine_free(enr_engine *e);
  * to (docs/pool.md, "Memory bounds"). */
 void enr_engine_set_max_output(enr_engine *e, size_t max);
 
+/* slow = 1 turns every fast path off (reader, Unicode steps, printer):
+ * the reference the fuzz target holds the fast paths to, byte for byte.
+ * Off by default; never set in the product. */
+void enr_engine_set_slow(enr_engine *e, int slow);
+
 /* Frees the engine's and b's buffers grown past keep bytes. */
 void enr_engine_shrink(enr_engine *e, enr_batch *b, size_t keep);
 

@@ -7,9 +7,13 @@
  * error whatever it decodes to.  And inside a string that nobody reads,
  * replacement cannot change where the string ends (a quote or backslash
  * byte is never part of a multi-byte sequence), so skipped strings are
- * only scanned for the quote, escapes and raw control characters, 32
- * or 16 bytes at a time (scan.h).  Strings that are read are decoded to WTF-8 with the
- * maximal-subpart replacement.
+ * only scanned for the quote, escapes and raw control characters, 64
+ * bytes at a time (scan.h), and a value nobody reads is skipped by one
+ * loop (skip_fast) rather than a call per element.  Strings that are
+ * read are decoded to WTF-8 with the maximal-subpart replacement; one
+ * without escapes that is well-formed UTF-8 is checked, then copied at
+ * once.  Each fast path has its slow path behind r->slow, the reference
+ * of the fast fuzz target.
  *
  * Depth counts the outer array as 1 (docs/contract.md §15); deeper than
  * ENR_MAX_DEPTH is a 400, so recursion is bounded.
@@ -21,6 +25,10 @@
 #include "contract.h"
 #include "numfmt.h"
 #include "scan.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define FAIL(r, at, msg)                                                                           \
     do {                                                                                           \
@@ -52,9 +60,11 @@ static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring)
 void enr_reader_init(enr_reader *r, const char *body, size_t len, size_t max_elements)
 {
     enr_buf keep = r->scratch;
+    int slow = r->slow;
 
     memset(r, 0, sizeof(*r));
     r->scratch = keep;
+    r->slow = slow;
     enr_buf_reset(&r->scratch);
     r->scratch.max = SCRATCH_MAX;
     r->start = r->p = (const unsigned char *)body;
@@ -103,38 +113,38 @@ static int scan_string(enr_reader *r, span *sp)
     unsigned high = 0;
 
     sp->s = p;
-    for (;;) {
-        p = enr_scan_string(p, end, &high, &escaped);
-        if (p >= end)
-            FAIL(r, end, "unterminated string");
-        if (*p == '"')
-            break;
+#ifdef __SSE2__
+    /* Keys and short values (most strings of a record) end within 16
+     * bytes with nothing to step over: told inline, without the call. */
+    if (end - p >= 16 && !r->slow) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                         ctl));
+
+        if (m != 0 && p[__builtin_ctz(m)] == '"') {
+            unsigned i = (unsigned)__builtin_ctz(m);
+
+            sp->e = p + i;
+            sp->escaped = 0;
+            sp->nonascii = ((unsigned)_mm_movemask_epi8(v) & ((1u << i) - 1)) != 0;
+            r->p = p + i + 1;
+            return 0;
+        }
+    }
+#endif
+    /* valid escapes are stepped over: a backslash here starts none */
+    p = enr_scan_string(p, end, &high, &escaped);
+    if (p >= end)
+        FAIL(r, end, "unterminated string");
+    if (*p != '"') {
         if (*p < 0x20)
             FAIL(r, p, "raw control character in string");
-        /* backslash */
-        escaped = 1;
         if (end - p < 2)
             FAIL(r, end, "unterminated string");
-        switch (p[1]) {
-        case '"':
-        case '\\':
-        case '/':
-        case 'b':
-        case 'f':
-        case 'n':
-        case 'r':
-        case 't':
-            p += 2;
-            break;
-        case 'u':
-            if (end - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 || hexval(p[4]) < 0 ||
-                hexval(p[5]) < 0)
-                FAIL(r, p, "bad \\u escape");
-            p += 6;
-            break;
-        default:
-            FAIL(r, p, "bad escape");
-        }
+        FAIL(r, p, p[1] == 'u' ? "bad \\u escape" : "bad escape");
     }
     sp->e = p;
     sp->escaped = escaped;
@@ -209,13 +219,38 @@ static unsigned hex4(const unsigned char *p)
 }
 
 /* Decodes a scanned string span into WTF-8, appending to out. */
-static void decode_span(const span *sp, enr_buf *out)
+static void decode_span(const enr_reader *r, const span *sp, enr_buf *out)
 {
     const unsigned char *p = sp->s, *e = sp->e;
 
     if (!sp->escaped && !sp->nonascii) {
         enr_buf_append(out, p, (size_t)(e - p));
         return;
+    }
+    if (!sp->escaped && !r->slow) {
+        /* Most non-ASCII strings are well-formed UTF-8: checked without
+         * copying, then appended at once. */
+        const unsigned char *q = p;
+        int n;
+
+        while (q < e) {
+            unsigned c = *q;
+
+            if (c < 0x80) {
+                q++;
+            } else if (c >= 0xe1 && c <= 0xef && c != 0xed && e - q >= 3 && (q[1] & 0xc0) == 0x80 &&
+                       (q[2] & 0xc0) == 0x80) {
+                q += 3; /* most of CJK, Thai, Hangul: without the call */
+            } else if ((n = utf8_seq(q, e)) > 0) {
+                q += n;
+            } else {
+                break;
+            }
+        }
+        if (q == e) {
+            enr_buf_append(out, p, (size_t)(e - p));
+            return;
+        }
     }
     if (enr_buf_reserve(out, (size_t)(e - p)) != 0)
         return;
@@ -278,14 +313,29 @@ static void decode_span(const span *sp, enr_buf *out)
     }
 }
 
+/* The text of a string that is only compared with a short name (a key,
+ * a provider, a region): its bytes in the body, or decoded into the
+ * scratch when it has escapes.  *n is 0 when it cannot be such a name
+ * (its decoded form is past SCRATCH_MAX). */
+static const char *short_text(enr_reader *r, const span *sp, size_t *n)
+{
+    if (!sp->escaped) {
+        *n = (size_t)(sp->e - sp->s);
+        return (const char *)sp->s;
+    }
+    enr_buf_reset(&r->scratch);
+    decode_span(r, sp, &r->scratch);
+    *n = r->scratch.oom ? 0 : r->scratch.len;
+    return r->scratch.data;
+}
+
 /* Is the key span equal to name (after unescaping)? */
 static int key_is(enr_reader *r, const span *k, const char *name, size_t n)
 {
-    if (!k->escaped)
-        return (size_t)(k->e - k->s) == n && memcmp(k->s, name, n) == 0;
-    enr_buf_reset(&r->scratch);
-    decode_span(k, &r->scratch);
-    return !r->scratch.oom && r->scratch.len == n && memcmp(r->scratch.data, name, n) == 0;
+    size_t len;
+    const char *v = short_text(r, k, &len);
+
+    return len == n && memcmp(v, name, n) == 0;
 }
 
 static int scan_number(enr_reader *r, const unsigned char **s, const unsigned char **e)
@@ -454,6 +504,119 @@ static int skip_value(enr_reader *r, int depth)
     }
 }
 
+static inline const unsigned char *ws_end(const unsigned char *p, const unsigned char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/*
+ * skip_value for the values a record holds and nobody reads (tags,
+ * stats, descriptions: most of a batch): one loop with the nesting in a
+ * bit stack instead of a call per element and per member.  It accepts
+ * exactly what skip_value accepts and stops at the same byte; on any
+ * byte it does not expect it starts over with skip_value, which finds
+ * and reports the error (the fuzz target compares the two).
+ */
+#define SKIP_LEVELS 63 /* deeper: skip_value */
+
+static int skip_fast(enr_reader *r, int depth)
+{
+    const unsigned char *start = r->p, *p = start, *end = r->end, *s, *e;
+    uint64_t objects = 0; /* bit 0: the innermost open container is an object */
+    int level = 0;
+
+    if (r->slow)
+        return skip_value(r, depth);
+value:
+    if (p >= end)
+        goto slow;
+    switch (*p) {
+    case '"':
+        p = enr_skip_string(p + 1, end);
+        if (p >= end || *p != '"')
+            goto slow;
+        p++;
+        break;
+    case '{':
+    case '[':
+        if (level == SKIP_LEVELS || depth + level + 1 > ENR_MAX_DEPTH)
+            goto slow;
+        objects = objects << 1 | (*p == '{');
+        level++;
+        p = ws_end(p + 1, end);
+        if (p < end && *p == ((objects & 1) ? '}' : ']')) {
+            p++;
+            objects >>= 1;
+            level--;
+            break;
+        }
+        if (objects & 1)
+            goto key;
+        goto value;
+    case 't':
+        if (end - p < 4 || memcmp(p, "true", 4) != 0)
+            goto slow;
+        p += 4;
+        break;
+    case 'f':
+        if (end - p < 5 || memcmp(p, "false", 5) != 0)
+            goto slow;
+        p += 5;
+        break;
+    case 'n':
+        if (end - p < 4 || memcmp(p, "null", 4) != 0)
+            goto slow;
+        p += 4;
+        break;
+    default:
+        r->p = p;
+        if (scan_number(r, &s, &e) < 0)
+            goto slow;
+        p = r->p;
+        break;
+    }
+    /* after a value: ',' and the next one, or the container's end */
+    for (;;) {
+        if (level == 0) {
+            r->p = p;
+            return 0;
+        }
+        p = ws_end(p, end);
+        if (p < end && *p == ',') {
+            p = ws_end(p + 1, end);
+            if (objects & 1)
+                goto key;
+            goto value;
+        }
+        if (p < end && *p == ((objects & 1) ? '}' : ']')) {
+            p++;
+            objects >>= 1;
+            level--;
+            continue;
+        }
+        goto slow;
+    }
+key:
+    if (p >= end || *p != '"')
+        goto slow;
+    p = enr_skip_string(p + 1, end);
+    if (p >= end || *p != '"')
+        goto slow;
+    p = ws_end(p + 1, end);
+    if (p >= end || *p != ':')
+        goto slow;
+    p = ws_end(p + 1, end);
+    goto value;
+slow:
+    r->err_msg = NULL; /* scan_number may have set them */
+    r->err_offset = -1;
+    r->err_status = 0;
+    r->p = start;
+    return skip_value(r, depth);
+}
+
 /* An object being converted to text (ECMAScript String()/Number()): only
  * a "toString" key matters, and it makes the conversion throw. */
 static int tostring_member(enr_reader *r, const span *key, int depth, void *arg)
@@ -497,7 +660,7 @@ static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring)
     case '"':
         if (scan_string(r, &sp) < 0)
             return -1;
-        decode_span(&sp, out);
+        decode_span(r, &sp, out);
         return ENR_K_STRING;
     case '[':
         return walk_array(r, depth + 1, join_element, &j) < 0 ? -1 : ENR_K_ARRAY;
@@ -583,15 +746,7 @@ static int provider_value(enr_reader *r, int *provider)
     if (r->p < r->end && *r->p == '"') {
         if (scan_string(r, &sp) < 0)
             return -1;
-        if (sp.escaped) {
-            enr_buf_reset(&r->scratch);
-            decode_span(&sp, &r->scratch);
-            v = r->scratch.data;
-            n = r->scratch.oom ? 0 : r->scratch.len; /* too long: no provider */
-        } else {
-            v = (const char *)sp.s;
-            n = (size_t)(sp.e - sp.s);
-        }
+        v = short_text(r, &sp, &n);
         if (n == 2) {
             if (memcmp(v, "yt", 2) == 0)
                 *provider = ENR_PROV_YT;
@@ -616,15 +771,7 @@ static int blocked_element(enr_reader *r, int depth, size_t index, void *arg)
         return skip_value(r, depth);
     if (scan_string(r, &sp) < 0)
         return -1;
-    if (sp.escaped) {
-        enr_buf_reset(&r->scratch);
-        decode_span(&sp, &r->scratch);
-        v = r->scratch.data;
-        n = r->scratch.oom ? 0 : r->scratch.len; /* too long: no region */
-    } else {
-        v = (const char *)sp.s;
-        n = (size_t)(sp.e - sp.s);
-    }
+    v = short_text(r, &sp, &n);
     if (n == 2)
         for (int i = 0; i < ENR_REGIONS; i++)
             if (v[0] == region_names[i][0] && v[1] == region_names[i][1])
@@ -641,14 +788,13 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
 
     if (key->escaped) {
         /* Rare: decode once, then match the decoded name. */
-        enr_buf_reset(&r->scratch);
-        decode_span(key, &r->scratch);
-        if (r->scratch.oom || r->scratch.len > 8)
+        k = short_text(r, key, &n);
+        if (n == 0 || n > 8)
             return skip_value(r, depth);
         char name[8];
-        memcpy(name, r->scratch.data, r->scratch.len);
+        memcpy(name, k, n);
         dec.s = (const unsigned char *)name;
-        dec.e = dec.s + r->scratch.len;
+        dec.e = dec.s + n;
         dec.escaped = dec.nonascii = 0;
         return record_member(r, &dec, depth, arg);
     }
@@ -679,7 +825,7 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
     default:
         break;
     }
-    return skip_value(r, depth);
+    return skip_fast(r, depth);
 }
 
 int enr_reader_begin(enr_reader *r)

@@ -54,6 +54,7 @@ typedef struct enr_reader {
     size_t record_element; /* index of the record last returned */
     size_t elements;       /* elements consumed so far */
     size_t max_elements;   /* 0: no limit */
+    int slow;              /* fast paths off (the fuzz target's reference) */
     enr_buf scratch;       /* decoded keys with escapes */
     long err_offset;
     int err_status;

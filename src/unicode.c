@@ -12,7 +12,10 @@
  * Fast paths, because nearly every id and most titles are ASCII: ASCII
  * never reaches ICU (NFKC of ASCII is the identity, lower-casing ASCII is
  * tolower); non-ASCII titles already in NFKC skip the normalizer and are
- * folded on their original bytes.
+ * folded on their original bytes, and most are known to be in NFKC from
+ * their UTF-8 bytes alone (nfkc_yes_utf8), without the UTF-16 copy.
+ * With enr_uni_set_slow() ICU's own check and the first fold decide:
+ * the reference the fast fuzz target holds the fast paths to.
  *
  * Invariants: an enr_uni owns two UTF-16 scratch buffers that grow as
  * needed and shrink only through enr_uni_shrink() between requests, so a
@@ -51,12 +54,28 @@
  * before ICU sees them (sort_mark_runs). */
 #define ENR_UNI_MARK_RUN_SORT 32
 
+/* The BMP in pages of 256 code points for the NFKC check on UTF-8 bytes
+ * (nfkc_yes_utf8): a page's classes are read from ICU the first time a
+ * title uses it, so start-up pays nothing and a worker only the few
+ * scripts its titles are written in (256 bytes each). */
+#define ENR_UNI_PAGES 256
+#define ENR_UNI_NOT_YES 255 /* no combining class is 255 */
+#define ENR_UNI_MAPPED 254  /* nor 254: see nfkc_class */
+
+typedef struct uni_page {
+    uint8_t cls[256];  /* nfkc_class of each code point */
+    uint16_t map[256]; /* ... and for ENR_UNI_MAPPED, what NFKC makes of it */
+} uni_page;
+
 struct enr_uni {
     const UNormalizer2 *nfkc; /* owned by ICU, never freed */
     UChar *src;               /* the input as UTF-16 */
     UChar *dst;               /* ICU's output */
     int32_t src_cap, dst_cap;
-    uint8_t ascii_ignorable[128]; /* Case_Ignorable, from ICU's data */
+    int slow;                       /* fast paths off: the fuzz target's reference */
+    uint8_t ascii_ignorable[128];   /* Case_Ignorable, from ICU's data */
+    uni_page *pages[ENR_UNI_PAGES]; /* NULL until a title uses the page */
+    enr_buf mapped;                 /* a title with its ENR_UNI_MAPPED code points replaced */
 };
 
 /* Ensures *buf holds at least need units; 0 or -1. */
@@ -111,11 +130,20 @@ void enr_uni_free(enr_uni *u)
         return;
     free(u->src);
     free(u->dst);
+    for (int i = 0; i < ENR_UNI_PAGES; i++)
+        free(u->pages[i]);
+    enr_buf_free(&u->mapped);
     free(u);
+}
+
+void enr_uni_set_slow(enr_uni *u, int slow)
+{
+    u->slow = slow;
 }
 
 void enr_uni_shrink(enr_uni *u, size_t keep)
 {
+    enr_buf_shrink(&u->mapped, keep);
     /* back to the start-up size: the next request grows them again */
     if ((size_t)u->src_cap * sizeof(UChar) > keep) {
         free(u->src);
@@ -329,6 +357,221 @@ static int fold_wtf8(const unsigned char *s, size_t len, enr_buf *out, size_t ma
     return 0;
 }
 
+/* Lead bytes of the white-space code points (text.h): any other byte is
+ * copied as it is by fold_fast. */
+static const uint8_t ws_lead[256] = {
+    [0x09] = 1, [0x0a] = 1, [0x0b] = 1, [0x0c] = 1, [0x0d] = 1, [0x20] = 1,
+    [0xc2] = 1, [0xe1] = 1, [0xe2] = 1, [0xe3] = 1, [0xef] = 1,
+};
+
+/* fold_wtf8 with a table test per byte instead of enr_ws_len: the same
+ * output (the fuzz target compares them), in runs copied at once. */
+static int fold_fast(const unsigned char *s, size_t len, enr_buf *out, size_t max)
+{
+    const unsigned char *end = s + len;
+    char *first, *o;
+
+    if (len == 0)
+        return 0;
+    if (len > max) /* rare: the checked walk */
+        return fold_wtf8(s, len, out, max);
+    if (enr_buf_reserve(out, len) != 0)
+        return -1;
+    first = o = out->data + out->len;
+    for (;;) {
+        size_t w;
+
+        while (s < end && !ws_lead[*s]) /* runs are short: no memcpy call */
+            *o++ = (char)*s++;
+        if (s == end)
+            break;
+        if ((w = enr_ws_len(s, end)) == 0) {
+            *o++ = (char)*s++;
+            continue;
+        }
+        do /* a run of white space: one space, none at either end */
+            s += w;
+        while (s < end && ws_lead[*s] && (w = enr_ws_len(s, end)) > 0);
+        if (s == end)
+            break;
+        if (o != first)
+            *o++ = ' ';
+    }
+    out->len = (size_t)(o - out->data);
+    return 0;
+}
+
+/* NFKC quick check Yes and combining class 0. */
+static int stable(UChar32 c)
+{
+    return !U_IS_SURROGATE(c) && u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES &&
+           u_getCombiningClass(c) == 0;
+}
+
+/*
+ * The NFKC class of code point c for nfkc_yes_utf8: its combining
+ * class when its NFKC quick check is Yes; ENR_UNI_MAPPED when c is a
+ * starter whose NFKC alone is one stable BMP code point *map (fullwidth
+ * forms, circled digits, CJK compatibility): such a code point is
+ * replaced, since NFKD gives both the same decomposition and a stable
+ * code point never composes with a neighbour (only a Maybe can be the
+ * second of a composition); ENR_UNI_NOT_YES otherwise.  White space
+ * that NFKC maps to U+0020 (U+00A0, U+3000, ...) counts as U+0020 and is
+ * not even replaced: rule 7.2 folds both the same way.
+ */
+static unsigned nfkc_class(const enr_uni *u, UChar32 c, uint16_t *map)
+{
+    UErrorCode err = U_ZERO_ERROR;
+    UChar in[1] = {(UChar)c}, o[4];
+    unsigned char w[3];
+    int32_t n;
+
+    if (U_IS_SURROGATE(c))
+        return ENR_UNI_NOT_YES;
+    if (u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES) {
+        unsigned cc = u_getCombiningClass(c);
+        return cc < ENR_UNI_MAPPED ? cc : ENR_UNI_NOT_YES;
+    }
+    if (c < 0x80 || c > 0xffff || u_getCombiningClass(c) != 0)
+        return ENR_UNI_NOT_YES;
+    n = unorm2_normalize(u->nfkc, in, 1, o, 4, &err);
+    if (U_FAILURE(err) || n != 1)
+        return ENR_UNI_NOT_YES;
+    /* c's WTF-8 form, to ask enr_ws_len (the one definition of rule 8) */
+    if (c < 0x800) {
+        w[0] = (unsigned char)(0xc0 | (c >> 6));
+        w[1] = (unsigned char)(0x80 | (c & 0x3f));
+    } else {
+        w[0] = (unsigned char)(0xe0 | (c >> 12));
+        w[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+        w[2] = (unsigned char)(0x80 | (c & 0x3f));
+    }
+    if (enr_ws_len(w, w + (c < 0x800 ? 2 : 3)) > 0)
+        return o[0] == 0x20 ? 0 : ENR_UNI_NOT_YES;
+    if (!stable(o[0]))
+        return ENR_UNI_NOT_YES;
+    *map = o[0];
+    return ENR_UNI_MAPPED;
+}
+
+static unsigned bmp_class_load(enr_uni *u, unsigned c)
+{
+    unsigned page = c >> 8;
+    uni_page *t = calloc(1, sizeof(*t));
+
+    if (t == NULL)
+        return ENR_UNI_NOT_YES; /* ICU's own check decides */
+    for (unsigned i = 0; i < 256; i++)
+        t->cls[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i), &t->map[i]);
+    u->pages[page] = t;
+    return t->cls[c & 255];
+}
+
+static inline unsigned bmp_class(enr_uni *u, unsigned c)
+{
+    const uni_page *t = u->pages[c >> 8];
+
+    return t != NULL ? t->cls[c & 255] : bmp_class_load(u, c);
+}
+
+/*
+ * Is the WTF-8 text s certainly in NFKC (up to white space that rule 7.2
+ * folds anyway, nfkc_class)?  UAX #15's quick check on the bytes, without
+ * the UTF-16 copy: every code point's quick check is Yes and combining
+ * classes never decrease within a run of marks; a Yes is never wrong.
+ * 1: yes; 2: yes once its ENR_UNI_MAPPED code points are replaced
+ * (map_text); 0 says only "not known": a lone surrogate, a Maybe or a No
+ * sends the text to ICU, which alone decides.
+ */
+static int nfkc_yes_utf8(enr_uni *u, const unsigned char *s, size_t len)
+{
+    const unsigned char *end = s + len;
+    unsigned last = 0, cc;
+    int mapped = 0;
+
+    while (s < end) {
+        unsigned c = *s, cp;
+
+        if (c < 0x80) {
+            s++;
+            last = 0;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
+            cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
+            s += 2;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
+            cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+            s += 3;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
+            cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
+            s += 4;
+            cc = nfkc_class(u, (UChar32)cp, &(uint16_t){0});
+            if (cc == ENR_UNI_MAPPED) /* never: supplementary code points are not mapped */
+                return 0;
+        } else {
+            return 0; /* the reader never makes it: ICU decides */
+        }
+        if (cc == ENR_UNI_MAPPED) {
+            mapped = 1;
+            cc = 0; /* a starter takes its place */
+        }
+        if (cc == ENR_UNI_NOT_YES || (cc != 0 && last > cc))
+            return 0;
+        last = cc;
+    }
+    return 1 + mapped;
+}
+
+/* s (checked by nfkc_yes_utf8, which loaded its pages) with its
+ * ENR_UNI_MAPPED code points replaced, in u->mapped: its NFKC up to
+ * white space.  0, or -1 (memory). */
+static int map_text(enr_uni *u, const unsigned char *s, size_t len)
+{
+    const unsigned char *end = s + len;
+    unsigned char *o;
+
+    enr_buf_reset(&u->mapped);
+    /* a code point of 2 bytes or more becomes at most 3 */
+    if (enr_buf_reserve(&u->mapped, len + len / 2 + 1) != 0)
+        return -1;
+    o = (unsigned char *)u->mapped.data;
+    while (s < end) {
+        unsigned c = *s, cp, n;
+        const uni_page *t;
+
+        if (c < 0xc2 || c > 0xef) { /* ASCII, or a 4-byte code point: as it is */
+            n = c < 0x80 ? 1 : 4;
+            memcpy(o, s, n);
+            o += n;
+            s += n;
+            continue;
+        }
+        n = c <= 0xdf ? 2 : 3;
+        cp = n == 2 ? (c & 0x1fu) << 6 | (s[1] & 0x3fu)
+                    : (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+        t = u->pages[cp >> 8];
+        if (t->cls[cp & 255] != ENR_UNI_MAPPED) {
+            memcpy(o, s, n);
+            o += n;
+        } else if ((cp = t->map[cp & 255]) < 0x80) {
+            *o++ = (unsigned char)cp;
+        } else if (cp < 0x800) {
+            *o++ = (unsigned char)(0xc0 | (cp >> 6));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+        } else {
+            *o++ = (unsigned char)(0xe0 | (cp >> 12));
+            *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+        }
+        s += n;
+    }
+    u->mapped.len = (size_t)(o - (unsigned char *)u->mapped.data);
+    return 0;
+}
+
 /* Converts s into u->src; the unit count, or -1. */
 static int32_t load_src(enr_uni *u, const unsigned char *s, size_t len)
 {
@@ -538,7 +781,20 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
     text_out t = {out->len, 0};
 
     if (is_ascii(s, len))
-        return fold_wtf8(s, len, out, max);
+        return u->slow ? fold_wtf8(s, len, out, max) : fold_fast(s, len, out, max);
+    /* most titles: already NFKC, or once fullwidth forms and the like are
+     * replaced, known without ICU and the UTF-16 copy */
+    if (!u->slow) {
+        int yes = nfkc_yes_utf8(u, s, len);
+
+        if (yes == 1)
+            return fold_fast(s, len, out, max);
+        if (yes == 2) {
+            if (map_text(u, s, len) != 0)
+                return -1;
+            return fold_fast((const unsigned char *)u->mapped.data, u->mapped.len, out, max);
+        }
+    }
 
     if ((n = load_src(u, s, len)) < 0)
         return -1;
@@ -546,8 +802,9 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
     if (U_FAILURE(err))
         return -1;
     if (span == n) /* already NFKC: the original bytes are the text */
-        return fold_wtf8(s, len, out, max);
-    if (sort_mark_runs(u, n) != 0)
+        return u->slow ? fold_wtf8(s, len, out, max) : fold_fast(s, len, out, max);
+    /* no run of more than ENR_UNI_MARK_RUN_SORT marks fits in fewer units */
+    if (n > ENR_UNI_MARK_RUN_SORT && sort_mark_runs(u, n) != 0)
         return -1;
 
     /* In pieces cut where ICU says normalization cannot interact across

@@ -31,6 +31,11 @@ int enr_uni_id(enr_uni *u, const char *s, size_t len, size_t max, enr_buf *out);
  * by piece, before ICU's buffers grow for more than one piece. */
 int enr_uni_title(enr_uni *u, const char *s, size_t len, size_t max, enr_buf *out);
 
+/* slow = 1 turns the fast paths off (the NFKC check on UTF-8 bytes, the
+ * table-driven white-space fold): the reference the fuzz target holds
+ * them to.  Off by default. */
+void enr_uni_set_slow(enr_uni *u, int slow);
+
 /* Frees scratch buffers grown past keep bytes (after a huge request). */
 void enr_uni_shrink(enr_uni *u, size_t keep);
 

@@ -444,6 +444,74 @@ static void test_mark_run(void)
     free(ref8);
 }
 
+/* Appends the WTF-8 form of BMP code point c. */
+static size_t put_bmp(char *o, unsigned c)
+{
+    if (c < 0x80) {
+        o[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (char)(0xc0 | (c >> 6));
+        o[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    o[0] = (char)(0xe0 | (c >> 12));
+    o[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+    o[2] = (char)(0x80 | (c & 0x3f));
+    return 3;
+}
+
+/* The title fast paths (the NFKC check on UTF-8 bytes, fullwidth forms
+ * and the like replaced, white space that NFKC makes a space) against
+ * ICU's own check and normalizer (enr_uni_set_slow): every BMP code
+ * point, a lone surrogate included, between letters, after a space,
+ * doubled, and before a combining mark that could compose or reorder
+ * with it. */
+static void test_title_fast_is_icu(void)
+{
+    static const char *const ctx[][2] = {
+        {"a", "b"}, {" ", " "}, {"\xef\xbc\xa1", "\xcc\x8a"}, {"e\xcc\x81", "\xcc\xa3"}, {"", ""}};
+    enr_uni *slow = enr_uni_new();
+    enr_buf of = {0}, os = {0};
+    long diffs = 0, fast_rc = 0;
+
+    T_CHECK(slow != NULL, "enr_uni_new");
+    if (slow == NULL)
+        return;
+    enr_uni_set_slow(slow, 1);
+    for (unsigned c = 0x80; c < 0x10000; c++) {
+        for (size_t k = 0; k < sizeof ctx / sizeof ctx[0]; k++) {
+            char in[32];
+            size_t n = strlen(ctx[k][0]);
+            int rf, rs;
+
+            memcpy(in, ctx[k][0], n);
+            n += put_bmp(in + n, c);
+            if (k == 4) /* doubled */
+                n += put_bmp(in + n, c);
+            memcpy(in + n, ctx[k][1], strlen(ctx[k][1]));
+            n += strlen(ctx[k][1]);
+            enr_buf_reset(&of);
+            enr_buf_reset(&os);
+            rf = enr_uni_title(uni, in, n, ENR_UNI_NO_MAX, &of);
+            rs = enr_uni_title(slow, in, n, ENR_UNI_NO_MAX, &os);
+            fast_rc |= rf;
+            if (rf != rs || of.len != os.len || (of.len && memcmp(of.data, os.data, of.len) != 0)) {
+                if (diffs++ < 5)
+                    T_CHECK(0, "U+%04X in context %zu: fast \"%s\", ICU \"%s\"", c, k,
+                            show(of.data ? of.data : "", of.len),
+                            show(os.data ? os.data : "", os.len));
+            }
+        }
+    }
+    T_CHECK(diffs == 0 && fast_rc == 0, "every BMP code point: fast title path = ICU (%ld differ)",
+            diffs);
+    enr_buf_free(&of);
+    enr_buf_free(&os);
+    enr_uni_free(slow);
+}
+
 int main(void)
 {
     uni = enr_uni_new();
@@ -457,6 +525,7 @@ int main(void)
     test_id_pieces();
     test_mark_swaps_are_invisible();
     test_mark_run();
+    test_title_fast_is_icu();
     enr_uni_free(uni);
     T_DONE();
 }
