@@ -9,7 +9,9 @@
  * checked against listen_allow by the worker that accepted it (worker.c,
  * allow.h) before a byte is read.
  * Every descriptor is close-on-exec and non-blocking: workers race for
- * each connection (worker.c).
+ * each connection (worker.c), and each waits for one through its own
+ * EPOLLEXCLUSIVE epoll instance, so a connection wakes one idle worker,
+ * not all of them (enr_listen_wait).
  */
 #include "listen.h"
 
@@ -18,9 +20,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -212,4 +216,29 @@ int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *l
 int enr_listen_activated(void)
 {
     return sd_listen_fds(0) > 0;
+}
+
+int enr_listen_waiter(int listen_fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = listen_fd};
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+
+    if (ep < 0)
+        return -1;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev) != 0) {
+        close(ep);
+        return -1;
+    }
+    return ep;
+}
+
+int enr_listen_wait(int waiter, int listen_fd, const sigset_t *mask)
+{
+    if (waiter >= 0) {
+        struct epoll_event ev;
+        int r = epoll_pwait(waiter, &ev, 1, -1, mask);
+        return r < 0 ? -1 : 1;
+    }
+    struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+    return ppoll(&p, 1, NULL, mask) < 0 ? -1 : 1;
 }

@@ -54,6 +54,7 @@
 #include "curlapi.h"
 #include "engine.h"
 #include "fcgi_stream.h"
+#include "listen.h"
 #include "log.h"
 #include "procstat.h"
 #include "upstream.h"
@@ -118,6 +119,7 @@ typedef struct worker {
     const enr_config *cfg;
     enr_sb_slot *slot;
     int listen_fd;
+    int waiter; /* enr_listen_waiter(): one idle worker woken per connection */
     int is_tcp;
     enr_engine *engine;
     enr_upstream *upstream;
@@ -609,8 +611,6 @@ static int peer_allowed(worker *w, int fd, const struct sockaddr_storage *peer, 
 /* Waits for a connection and accepts it; -1 when told to stop. */
 static int next_connection(worker *w)
 {
-    struct pollfd p = {.fd = w->listen_fd, .events = POLLIN};
-
     for (;;) {
         struct sockaddr_storage peer;
         socklen_t peer_len;
@@ -619,7 +619,7 @@ static int next_connection(worker *w)
             return -1;
         /* Draining: take what is already queued, never wait for more. */
         if (!worker_drain)
-            r = ppoll(&p, 1, NULL, &w->wait_mask);
+            r = enr_listen_wait(w->waiter, w->listen_fd, &w->wait_mask);
         if (r < 0) {
             if (errno == EINTR)
                 continue;
@@ -835,6 +835,7 @@ static int setup(worker *w, const enr_worker_args *a)
     w->cfg = a->cfg;
     w->slot = &a->sb->slot[a->slot];
     w->listen_fd = a->listen_fd;
+    w->waiter = enr_listen_waiter(a->listen_fd);
     if (getsockname(a->listen_fd, (struct sockaddr *)&ss, &sl) == 0)
         w->is_tcp = ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
 
@@ -908,6 +909,8 @@ static void teardown(worker *w)
     enr_batch_free(&w->batch);
     enr_buf_free(&w->body);
     enr_buf_free(&w->out);
+    if (w->waiter >= 0)
+        close(w->waiter);
 }
 
 int enr_worker_main(const enr_worker_args *a)
