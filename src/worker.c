@@ -4,9 +4,10 @@
  *
  * Invariants:
  *  - Signals are blocked except while the worker waits for a connection
- *    (ppoll with the unblocked mask), so a TERM from the master never
- *    interrupts a request half way: it is seen between requests, and a
- *    request in hand is always answered (graceful reload and drain).
+ *    (enr_listen_wait() with the unblocked mask), so a TERM from the
+ *    master never interrupts a request half way: it is seen between
+ *    requests, and a request in hand is always answered (graceful reload
+ *    and drain).
  *  - The worker accepts connections itself (accept4, SOCK_CLOEXEC, on a
  *    non-blocking socket shared with its siblings) and hands the
  *    connection to libfcgi, so a lost accept race costs an EAGAIN, never
