@@ -82,7 +82,8 @@ const char enr_config_default_text[] =
 enum key_type {
     K_STR,
     K_UINT,
-    K_PER_CPU, /* K_UINT, or "auto": ENR_WORKERS_PER_CPU per CPU this process may run on */
+    K_PER_CPU, /* K_UINT, or "auto": ENR_WORKERS_PER_CPU per CPU this process may run on,
+                * at most ENR_WORKERS_AUTO_MAX */
     K_MODE,
     K_SIZE,
     K_RATIO,
@@ -287,8 +288,8 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
             long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
                                                                  : sysconf(_SC_NPROCESSORS_ONLN);
             u = (unsigned long long)(n > 0 ? n : 1) * ENR_WORKERS_PER_CPU;
-            if (u > k->hi)
-                u = k->hi;
+            if (u > ENR_WORKERS_AUTO_MAX)
+                u = ENR_WORKERS_AUTO_MAX;
             break;
         }
         /* fall through */
