@@ -5,8 +5,11 @@ Starts enrichd (one worker) behind the real nginx (tests/integration/
 harness.py); sends N requests, one at a time, with the 400 KB / 200-record
 batch of bench-engine and reports the worker's CPU time (utime+stime from
 /proc) per request; then attaches `strace -c -f` to the worker for N more
-and prints the calls per request by name (read, write, ...).  Usage:
-  scripts/bench-syscalls.py [--build build] [-n 50]
+and prints the calls per request by name (read, write, ...), and how
+many of them failed (an idle worker woken for a connection a sibling
+took: accept4 EAGAIN).  --workers N (default 1) shows the accept pattern
+of a pool whose idle workers wait together.  Usage:
+  scripts/bench-syscalls.py [--build build] [-n 50] [--workers 1]
 """
 import argparse
 import os
@@ -25,12 +28,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("-n", type=int, default=50)
+    ap.add_argument("--workers", type=int, default=1)
     a = ap.parse_args()
     body = subprocess.run([os.path.join(a.build, "bench-engine"), "--dump", "big"],
                           capture_output=True, check=True).stdout
     env = harness.Env(build=a.build, name="bench-syscalls")
     try:
-        env.start_enrichd("workers = 1\nmin_ready_workers = 1\n")
+        env.start_enrichd("workers = %d\nmin_ready_workers = 1\n" % a.workers)
+        env.wait_workers(a.workers)
         env.start_nginx()
         st, _, _ = env.request("/v1/enrich", body)   # warm: buffers grown
         assert st == 200, st
@@ -50,8 +55,8 @@ def main():
         for _ in range(a.n * 4):
             st, _, data = env.request("/v1/enrich", body)
             assert st == 200, st
-        print("enrichd worker CPU: %.3f ms per request (%d requests, one at a time)"
-              % ((cpu() - c0) * 1e3 / (a.n * 4), a.n * 4))
+        print("enrichd worker CPU: %.3f ms per request (%d requests, one at a time, %d workers)"
+              % ((cpu() - c0) * 1e3 / (a.n * 4), a.n * 4, a.workers))
         out = os.path.join(env.dir, "strace.txt")
         tr = subprocess.Popen(["strace", "-c", "-f", "-o", out] + sum([["-p", k] for k in kids], []),
                               stderr=subprocess.DEVNULL)
@@ -67,14 +72,15 @@ def main():
         total = 0
         rows = []
         for line in text.splitlines():
-            m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", line)
-            if m and m.group(2) != "total":
-                rows.append((int(m.group(1)), m.group(2)))
+            m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(\d+\s+)?(\w+)$", line)
+            if m and m.group(3) != "total":
+                rows.append((int(m.group(1)), m.group(3), int(m.group(2) or 0)))
                 total += int(m.group(1))
-        print("enrichd worker, %d requests of %d bytes through nginx: %.1f system calls per request"
-              % (a.n, len(body), total / a.n))
-        for n, name in sorted(rows, reverse=True):
-            print("  %-16s %7.1f" % (name, n / a.n))
+        print("enrichd workers (%d), %d requests of %d bytes through nginx: %.1f system calls per request"
+              % (a.workers, a.n, len(body), total / a.n))
+        print("  %-16s %7s %7s" % ("call", "count", "failed"))
+        for n, name, err in sorted(rows, reverse=True):
+            print("  %-16s %7.1f %7.1f" % (name, n / a.n, err / a.n))
     finally:
         env.close()
 

@@ -320,6 +320,57 @@ def fmt(v, nd=2):
     return ("%." + str(nd) + "f") % v
 
 
+# The performance goals, as rows of one table: label, value of a target's
+# results, "hi"/"lo" (which way is better), the goal against Bun (ratio,
+# >= this many times better) or absolute (an upper bound for enrichd).
+GOALS = [
+    ("closed loop c=64, 400 KB / 200 records, req/s", lambda r: r["closed"]["rps"], "hi", 5.0, None),
+    ("server CPU per request (nginx + workers), ms", lambda r: r["cpu_ms"], "lo", None, 0.5),
+    ("open loop replay p50, ms", lambda r: r["open"]["p50"], "lo", 4.0, None),
+    ("open loop replay p99, ms", lambda r: r["open"]["p99"], "lo", 4.0, None),
+    ("open loop replay p99.9, ms", lambda r: r["open"]["p999"], "lo", 4.0, None),
+]
+
+
+def goals_table(res, ref, share):
+    """The goals, each row with enrichd, Bun, the ratio, the goal, whether it
+    is met, and enrichd's share of the floor (same run)."""
+    print()
+    print("goals (same run, same trace, same pinning):")
+    print("%-46s %9s %9s %8s %8s %5s %9s %8s" % ("", "enrichd", ref or "bun", "ratio", "goal", "met",
+                                                "floor", "share"))
+    for label, fn, better, ratio_goal, abs_goal in GOALS:
+        try:
+            e = fn(res["enrichd"])
+        except (KeyError, TypeError):
+            e = None
+        b = f = None
+        if ref:
+            try:
+                b = fn(res[ref])
+            except (KeyError, TypeError):
+                pass
+        if share:
+            try:
+                f = fn(res["floor"])
+            except (KeyError, TypeError):
+                pass
+        ratio = None
+        if e and b:
+            ratio = e / b if better == "hi" else b / e
+        if abs_goal is not None:
+            goal, met = "<= %g" % abs_goal, (e is not None and e <= abs_goal)
+        else:
+            goal, met = ">= %gx" % ratio_goal, (ratio is not None and ratio >= ratio_goal)
+        sh = (e / f if better == "hi" else f / e) if e and f else None
+        print("%-46s %9s %9s %8s %8s %5s %9s %8s" % (
+            label, fmt(e, 0 if better == "hi" else 3), fmt(b, 0 if better == "hi" else 3),
+            "%.2fx" % ratio if ratio else "-", goal, "yes" if met else "NO",
+            fmt(f, 0 if better == "hi" else 3), "%.0f%%" % (100 * sh) if sh else "-"))
+    print("(ratio: how many times better enrichd is than %s; share: enrichd's share of the floor,"
+          " floor/enrichd for costs)" % (ref or "bun"))
+
+
 def main():
     ap = argparse.ArgumentParser(description="make bench")
     ap.add_argument("--build", default=os.environ.get("ENR_BUILD", os.path.join(ROOT, "build")))
@@ -601,6 +652,8 @@ def run(a, tmp, cleanup, t_start):
             print("  CPU/request: floor %.3f ms (nginx %.3f), enrichd %.3f ms (nginx %.3f): enrichd's own work "
                   "%.3f ms" % (fr["cpu_ms"], fr["nginx_cpu_ms"] or 0, er["cpu_ms"], er["nginx_cpu_ms"] or 0,
                                er["cpu_ms"] - fr["cpu_ms"]))
+    if "enrichd" in res:
+        goals_table(res, ref, share)
     print("(goals for enrichd alone: cold start <= 5 ms; PSS of master + workers <= 20 MB)")
     if cold_floor is not None:
         print("(cold start floor on this machine, same spawn path running /bin/true: %.1f ms median)"

@@ -15,6 +15,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@ const char enr_config_default_text[] =
     "listen_group = www-data\n"
     "listen_backlog = 511\n"
     "listen_allow = 127.0.0.0/8 ::1\n"
-    "workers = 6\n"
+    "workers = auto\n"
     "max_requests = 10000\n"
     "max_requests_jitter = 1000\n"
     "rss_soft_mb = 64\n"
@@ -78,7 +79,20 @@ const char enr_config_default_text[] =
     "capture_max_bytes = 1g\n"
     "capture_queue_bytes = 8m\n";
 
-enum key_type { K_STR, K_UINT, K_MODE, K_SIZE, K_RATIO, K_LISTEN, K_URL, K_GROUP, K_PATH, K_ALLOW };
+enum key_type {
+    K_STR,
+    K_UINT,
+    K_PER_CPU, /* K_UINT, or "auto": ENR_WORKERS_PER_CPU per CPU this process may run on,
+                * at most ENR_WORKERS_AUTO_MAX */
+    K_MODE,
+    K_SIZE,
+    K_RATIO,
+    K_LISTEN,
+    K_URL,
+    K_GROUP,
+    K_PATH,
+    K_ALLOW
+};
 
 typedef struct key_def {
     const char *name;
@@ -96,7 +110,7 @@ static const key_def keys[] = {
     {"listen_group", K_GROUP, F(listen_group), 0, 0},
     {"listen_backlog", K_UINT, F(listen_backlog), 1, 65535},
     {"listen_allow", K_ALLOW, F(listen_allow), 0, 0},
-    {"workers", K_UINT, F(workers), 1, 256},
+    {"workers", K_PER_CPU, F(workers), 1, 256},
     {"max_requests", K_UINT, F(max_requests), 0, 100000000},
     {"max_requests_jitter", K_UINT, F(max_requests_jitter), 0, 100000000},
     {"rss_soft_mb", K_UINT, F(rss_soft_mb), 0, 65536},
@@ -268,6 +282,17 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
         if (parse_ull(v, 8, &u) != 0 || u > k->hi)
             return fail(ps, k->name, "\"%s\" is not an octal mode (0000..0777)", v);
         break;
+    case K_PER_CPU:
+        if (strcmp(v, "auto") == 0) {
+            cpu_set_t set;
+            long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                                 : sysconf(_SC_NPROCESSORS_ONLN);
+            u = (unsigned long long)(n > 0 ? n : 1) * ENR_WORKERS_PER_CPU;
+            if (u > ENR_WORKERS_AUTO_MAX)
+                u = ENR_WORKERS_AUTO_MAX;
+            break;
+        }
+        /* fall through */
     case K_UINT:
         if (parse_ull(v, 10, &u) != 0)
             return fail(ps, k->name, "\"%s\" is not a non-negative integer", v);

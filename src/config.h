@@ -16,6 +16,16 @@
 
 #define ENR_PATH_MAX 256
 
+/* workers = auto: processes per CPU the master may run on.  Two: on one
+ * core with nginx, 2 workers served the most 400 KB batches per second,
+ * 1 had the lowest p50, and 3 or 6 cost more CPU per request and a longer
+ * tail (docs/benchmarks.md, the pool size per core). */
+#define ENR_WORKERS_PER_CPU 2
+/* ... and at most this many: what the systemd unit's MemoryMax covers
+ * (workers x rss_hard_mb, docs/pool.md).  A larger host sets a number and
+ * raises MemoryMax with it. */
+#define ENR_WORKERS_AUTO_MAX 6
+
 typedef struct enr_config {
     /* pool */
     char listen[ENR_PATH_MAX];    /* unix path or 127.0.0.1:PORT */
@@ -24,7 +34,7 @@ typedef struct enr_config {
     int listen_backlog;           /* default 511 */
     char listen_allow[512];       /* TCP peers accepted; default loopback only */
     enr_allow listen_allow_nets;  /* listen_allow, parsed by config.c */
-    unsigned workers;             /* default 6 */
+    unsigned workers;             /* default auto: ENR_WORKERS_PER_CPU per CPU, capped */
     unsigned max_requests;        /* default 10000, 0 = never */
     unsigned max_requests_jitter; /* default 10% of max_requests */
     unsigned rss_soft_mb, rss_hard_mb;

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "listen.h"
 #include "log.h"
 
 /* Bytes read and dropped while lingering.  A body refused on its
@@ -102,6 +103,12 @@ int enr_fcgi_conn_init(enr_fcgi_conn *c)
     if (getsockname(c->listen_fd, (struct sockaddr *)&ss, &sl) == 0)
         c->is_tcp = ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
     c->refused_logged_ms = c->rejected_logged_ms = 0;
+    /* Without it every idle sibling wakes for each connection and all but
+     * one lose the accept race (docs/benchmarks.md); -1 falls back to poll. */
+    c->waiter = enr_listen_waiter(c->listen_fd);
+    if (c->waiter < 0)
+        enr_log(ENR_LOG_INFO, "EPOLLEXCLUSIVE refused: every idle process wakes per connection",
+                "error=%s", enr_log_errno(errno));
     memset(&sa, 0, sizeof sa);
     sigemptyset(&sa.sa_mask);
     sa.sa_handler = on_alarm; /* no SA_RESTART: the blocked read must return */
@@ -160,16 +167,15 @@ static int peer_allowed(enr_fcgi_conn *c, int fd, const struct sockaddr_storage 
     return 0;
 }
 
+void enr_fcgi_conn_free(enr_fcgi_conn *c)
+{
+    if (c->waiter >= 0)
+        close(c->waiter);
+    c->waiter = -1;
+}
+
 int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms)
 {
-    struct pollfd p = {.fd = c->listen_fd, .events = POLLIN};
-    struct timespec ts, *tsp = NULL;
-
-    if (timeout_ms >= 0) {
-        ts.tv_sec = timeout_ms / 1000;
-        ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
-        tsp = &ts;
-    }
     for (;;) {
         struct sockaddr_storage peer;
         socklen_t peer_len;
@@ -179,12 +185,12 @@ int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms)
             return ENR_FCGI_STOP;
         /* Draining: take what is already queued, never wait for more. */
         if (!draining)
-            r = ppoll(&p, 1, tsp, c->wait_mask);
+            r = enr_listen_wait(c->waiter, c->listen_fd, timeout_ms, c->wait_mask);
         if (r == 0)
             return ENR_FCGI_IDLE;
         if (r < 0) {
             if (errno == EINTR) {
-                if (tsp != NULL && !*c->stop)
+                if (timeout_ms >= 0 && !*c->stop)
                     return ENR_FCGI_IDLE; /* the caller's clock decides what is due */
                 continue;
             }

@@ -40,6 +40,7 @@ typedef struct enr_fcgi_conn {
     const sigset_t *wait_mask;    /* the signal mask while waiting; NULL: the current one */
     /* ---- the module's own ---- */
     int is_tcp;
+    int waiter; /* enr_listen_waiter(): one idle process woken per connection */
     uint64_t refused_logged_ms, rejected_logged_ms; /* one line a second at most */
 } enr_fcgi_conn;
 
@@ -47,6 +48,9 @@ typedef struct enr_fcgi_conn {
  * a listening socket of its own (libfcgi would otherwise accept the next
  * connection itself, past the allow list).  0, or -1 (logged). */
 int enr_fcgi_conn_init(enr_fcgi_conn *c);
+
+/* Closes what enr_fcgi_conn_init() opened (the waiter). */
+void enr_fcgi_conn_free(enr_fcgi_conn *c);
 
 /* Waits up to timeout_ms (-1: no bound) for a connection and accepts it.
  * Returns its descriptor (SOCK_CLOEXEC), ENR_FCGI_IDLE or ENR_FCGI_STOP. */

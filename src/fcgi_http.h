@@ -37,11 +37,12 @@ typedef struct enr_reply {
     size_t len; /* Content-Length, for HEAD too */
 } enr_reply;
 
-/* Writes the reply to req (Status with its reason phrase, Content-Type, Content-Length, extra,
- * a blank line, then the body unless the request is a HEAD), the body in
- * pieces FCGX_PutStr can take.  Returns 0, or the libfcgi error of the
- * failed write (never 0; enr_fcgi_error_value() names it): the rest of
- * the answer is lost and the caller must not end it as complete. */
-int enr_reply_send(FCGX_Request *req, const enr_reply *r);
+/* Writes the reply to req (Status with its reason phrase, Content-Type,
+ * Content-Length, extra, a blank line, then the body unless the request
+ * is a HEAD) as FCGI_STDOUT records, within about timeout_ms in all
+ * (enr_fcgi_write_stdout).  Returns 0, or the errno of the failed write
+ * (never 0; enr_fcgi_error_value() names it): the rest of the answer is
+ * lost and the caller must not end it as complete. */
+int enr_reply_send(FCGX_Request *req, const enr_reply *r, unsigned timeout_ms);
 
 #endif

@@ -16,13 +16,25 @@
  * request is accepted.  Nothing is allocated per request.  libfcgi's
  * read path is unchanged: FillBuffProc reads up to bufflen bytes and
  * parses records out of them whatever the buffer's size.
+ *
+ * The writer frames the answer in FCGI_STDOUT records itself (8-byte
+ * headers, padding only on the last record) and hands the kernel the
+ * caller's bytes through iovecs: no copy into a stream buffer, and one
+ * writev(2) for up to WRITE_GROUP records.  Everything after the content
+ * (the empty FCGI_STDOUT, FCGI_END_REQUEST) stays libfcgi's.
  */
 #include "fcgi_stream.h"
 
+#include <errno.h>
 #include <fastcgi.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+
+#include "clock.h"
 
 #define LIBFCGI_STREAM_BUF 8192 /* libfcgi 2.4: every request stream */
 
@@ -82,5 +94,92 @@ int enr_fcgi_reader_widen(FCGX_Stream *in)
     d->buffStop = nb + (d->buffStop - b);
     d->buff = nb;
     d->bufflen = (int)ENR_FCGI_READ_BUF;
+    return 0;
+}
+
+/* Records per writev(2): 4 iovecs each at most (header, head, body,
+ * padding), well under IOV_MAX; 64 records carry 4 MB. */
+#define WRITE_GROUP 64
+
+/* Writes iov[0..n) whole.  A short write (SO_SNDTIMEO ran out after some
+ * progress) is continued with the timeout lowered to what is left until
+ * deadline_ms, so the answer never takes much longer than one timeout. */
+static int write_whole(int fd, struct iovec *iov, int n, uint64_t deadline_ms)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n);
+        size_t left;
+        uint64_t now;
+        struct timeval tv;
+
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n == 0)
+            return 0;
+        iov->iov_base = (char *)iov->iov_base + left;
+        iov->iov_len -= left;
+        now = enr_mono_ms();
+        if (now >= deadline_ms) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        tv.tv_sec = (time_t)((deadline_ms - now) / 1000);
+        tv.tv_usec = (suseconds_t)((deadline_ms - now) % 1000) * 1000;
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int enr_fcgi_write_stdout(FCGX_Request *req, const char *head, size_t hlen, const char *body,
+                          size_t blen, unsigned timeout_ms)
+{
+    static const unsigned char zeros[8];
+    FCGI_Header hdr[WRITE_GROUP];
+    struct iovec iov[WRITE_GROUP * 4];
+    uint64_t deadline = enr_mono_ms() + timeout_ms;
+    size_t off = 0, total = hlen + blen;
+
+    /* Anything libfcgi holds goes first; nothing is expected there. */
+    if (FCGX_FFlush(req->out) != 0)
+        return -1;
+    while (off < total) {
+        int n = 0;
+        for (int r = 0; r < WRITE_GROUP && off < total; r++) {
+            size_t k = total - off > ENR_FCGI_RECORD_MAX ? ENR_FCGI_RECORD_MAX : total - off;
+            unsigned pad = (unsigned)((8 - k % 8) % 8);
+
+            hdr[r].version = FCGI_VERSION_1;
+            hdr[r].type = FCGI_STDOUT;
+            hdr[r].requestIdB1 = (unsigned char)((req->requestId >> 8) & 0xff);
+            hdr[r].requestIdB0 = (unsigned char)(req->requestId & 0xff);
+            hdr[r].contentLengthB1 = (unsigned char)(k >> 8);
+            hdr[r].contentLengthB0 = (unsigned char)(k & 0xff);
+            hdr[r].paddingLength = (unsigned char)pad;
+            hdr[r].reserved = 0;
+            iov[n++] = (struct iovec){&hdr[r], sizeof hdr[r]};
+            if (off < hlen) {
+                size_t a = hlen - off < k ? hlen - off : k;
+                iov[n++] = (struct iovec){(char *)head + off, a};
+                if (k > a)
+                    iov[n++] = (struct iovec){(char *)body, k - a};
+            } else
+                iov[n++] = (struct iovec){(char *)body + (off - hlen), k};
+            if (pad)
+                iov[n++] = (struct iovec){(void *)zeros, pad};
+            off += k;
+        }
+        if (write_whole(req->ipcFd, iov, n, deadline) != 0)
+            return -1;
+    }
     return 0;
 }

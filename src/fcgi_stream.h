@@ -5,20 +5,24 @@
  * costs ~50 read(2).  This gives a request's stdin stream a larger buffer
  * while libfcgi keeps doing the protocol (records, padding, EOF).
  *
- * The answer keeps libfcgi's 8 KB records on purpose: libfcgi takes a
- * short write(2) as complete (EmptyBuffProc checks only for -1), and a
- * write cut by SO_SNDTIMEO (write_timeout_ms) after some progress is
- * short.  With 8 KB records that needs a reader stalling inside one
- * record; with 64 KB records a slow reader makes every write wait the
- * whole timeout and drop its tail (the slow-reader test saw the worker
- * killed as stuck).
+ * The answer does not go through libfcgi's 8 KB stdout stream (one
+ * write(2) per 8 KB record, and a short write taken as complete:
+ * EmptyBuffProc checks only for -1, and a write cut by SO_SNDTIMEO after
+ * some progress is short).  enr_fcgi_write_stdout() frames it in
+ * FCGI_STDOUT records of up to 64 KB straight from the caller's buffer
+ * and sends them with writev(2), finishing short writes; libfcgi still
+ * writes the closing records (empty FCGI_STDOUT, FCGI_END_REQUEST) in
+ * FCGX_Finish_r.
  *
- * This reaches into libfcgi's private stream state, checked against its
- * known layout first: when anything does not match, it changes nothing
- * and the stream keeps its 8 KB buffer (correct, only slower).
+ * The reader reaches into libfcgi's private stream state, checked against
+ * its known layout first: when anything does not match, it changes
+ * nothing and the stream keeps its 8 KB buffer (correct, only slower).
+ * The writer uses only the public request (ipcFd, requestId).
  */
 #ifndef ENR_FCGI_STREAM_H
 #define ENR_FCGI_STREAM_H
+
+#include <stddef.h>
 
 #include <fcgiapp.h>
 
@@ -30,5 +34,20 @@
  * buffered with it) to the process's read buffer.  0 when moved, -1 when
  * the stream was left alone (unknown layout, closed stream, no memory). */
 int enr_fcgi_reader_widen(FCGX_Stream *in);
+
+/* Content bytes per FCGI_STDOUT record of the answer: the protocol's
+ * 65535 rounded down to a multiple of 8, so only the last record has
+ * padding. */
+#define ENR_FCGI_RECORD_MAX 65528u
+
+/* Sends head then body as the request's FCGI_STDOUT content, in as few
+ * records and writev(2) calls as they take, nothing copied.  Nothing may
+ * have been put into req->out before (it is flushed first, for order).
+ * A short write is finished; the whole call takes at most about
+ * timeout_ms (SO_SNDTIMEO is lowered to what is left after a short
+ * write).  Returns 0, or -1 with errno set (the answer is then cut: the
+ * caller resets the connection). */
+int enr_fcgi_write_stdout(FCGX_Request *req, const char *head, size_t hlen, const char *body,
+                          size_t blen, unsigned timeout_ms);
 
 #endif

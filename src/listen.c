@@ -9,7 +9,9 @@
  * checked against listen_allow by the worker that accepted it (worker.c,
  * allow.h) before a byte is read.
  * Every descriptor is close-on-exec and non-blocking: workers race for
- * each connection (worker.c).
+ * each connection (worker.c), and each waits for one through its own
+ * EPOLLEXCLUSIVE epoll instance, so a connection wakes one idle worker,
+ * not all of them (enr_listen_wait).
  */
 #include "listen.h"
 
@@ -18,9 +20,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -212,4 +216,35 @@ int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *l
 int enr_listen_activated(void)
 {
     return sd_listen_fds(0) > 0;
+}
+
+int enr_listen_waiter(int listen_fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = listen_fd};
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+
+    if (ep < 0)
+        return -1;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev) != 0) {
+        close(ep);
+        return -1;
+    }
+    return ep;
+}
+
+int enr_listen_wait(int waiter, int listen_fd, int timeout_ms, const sigset_t *mask)
+{
+    struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+    struct timespec ts;
+    int r;
+
+    if (waiter >= 0) {
+        struct epoll_event ev;
+        r = epoll_pwait(waiter, &ev, 1, timeout_ms, mask);
+        return r < 0 ? -1 : r > 0;
+    }
+    ts.tv_sec = timeout_ms / 1000;
+    ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+    r = ppoll(&p, 1, timeout_ms >= 0 ? &ts : NULL, mask);
+    return r < 0 ? -1 : r > 0;
 }

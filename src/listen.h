@@ -5,6 +5,7 @@
 #ifndef ENR_LISTEN_H
 #define ENR_LISTEN_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -21,5 +22,20 @@ int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *l
 /* 1 when systemd passed sockets (socket activation).  Call it before
  * enr_listen_open(), which takes them over. */
 int enr_listen_activated(void);
+
+/* A worker's wait for the next connection on the shared listening
+ * socket.  Poll-style waiting wakes every idle worker for each
+ * connection and all but one lose the accept (EAGAIN); the waiter is an
+ * epoll instance of the calling process holding the socket with
+ * EPOLLEXCLUSIVE, so the kernel wakes one idle worker per connection.
+ * Returns the waiter's descriptor (close-on-exec), or -1 when epoll
+ * refused it (enr_listen_wait then polls as before). */
+int enr_listen_waiter(int listen_fd);
+
+/* Waits up to timeout_ms (-1: no bound) until listen_fd may have a
+ * connection, with mask as the signal mask meanwhile (ppoll semantics: a
+ * signal ends the wait with EINTR; mask NULL: the current one).  Returns
+ * 1, 0 when the time ran out, or -1 with errno set. */
+int enr_listen_wait(int waiter, int listen_fd, int timeout_ms, const sigset_t *mask);
 
 #endif

@@ -102,7 +102,7 @@ static void measure(status_ctx *x)
 static void respond(status_ctx *x, int code, const char *ctype, const char *body, size_t len)
 {
     enr_reply rep = {code, ctype, "Cache-Control: no-store\r\n", body, len};
-    int e = enr_reply_send(x->conn.req, &rep);
+    int e = enr_reply_send(x->conn.req, &rep, x->conn.write_ms);
 
     if (e != 0) {
         enr_log(ENR_LOG_WARN, "answer write failed: connection reset",
@@ -390,6 +390,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
         enr_fcgi_conn_close(&x.conn);
     }
     FCGX_Free(&req, 0);
+    enr_fcgi_conn_free(&x.conn);
     if (!status_stop) /* leaving unasked: the socket failed (logged) */
         return 1;
     enr_log(ENR_LOG_INFO, "status process stopping", NULL);

@@ -198,7 +198,7 @@ static int send_response(worker *w, int status, const char *ctype, const char *e
     int e;
 
     ENR_SB_SET(w->slot->write_start_mono_ms, enr_mono_ms());
-    e = enr_reply_send(&w->req, &r);
+    e = enr_reply_send(&w->req, &r, w->conn.write_ms);
     if (e == 0)
         return 0;
     enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu error=%s",
@@ -584,6 +584,7 @@ static int setup(worker *w, const enr_worker_args *a)
 
 static void teardown(worker *w)
 {
+    enr_fcgi_conn_free(&w->conn);
     enr_capture_free(w->capture);
     enr_upstream_free(w->upstream);
     enr_engine_free(w->engine);

@@ -11,8 +11,9 @@
  * that each accept, read the whole body through libfcgi as enrichd does,
  * and answer ANSWER_BYTES (default 80 KB, about enrichd's answer to the
  * 400 KB batch) of NDJSON-shaped bytes; it reads through the same wide
- * libfcgi stdin buffer as enrichd (fcgi_stream.h; --stock: libfcgi's own
- * 8 KB one).  Runs until killed; the bench
+ * libfcgi stdin buffer as enrichd and answers through the same 64 KB
+ * records in one writev (fcgi_stream.h; --stock: libfcgi's own 8 KB
+ * streams both ways).  Runs until killed; the bench
  * kills its process group.  A bench tool only: never installed.
  */
 #include <fcgiapp.h>
@@ -30,11 +31,14 @@
 #define NULL_DEFAULT_ANSWER (80 * 1024)
 #define NULL_BACKLOG 511
 #define NULL_READ_CHUNK (64 * 1024) /* enrichd's body read size */
+#define NULL_WRITE_TIMEOUT_MS 10000 /* enrichd's default write_timeout_ms */
 
 static void serve(int fd, const char *answer, size_t len, int wide)
 {
     static char scratch[NULL_READ_CHUNK];
     FCGX_Request req;
+    char head[128];
+    int hlen;
 
     if (FCGX_InitRequest(&req, fd, 0) != 0)
         exit(1);
@@ -43,11 +47,16 @@ static void serve(int fd, const char *answer, size_t len, int wide)
             enr_fcgi_reader_widen(req.in);
         while (FCGX_GetStr(scratch, sizeof scratch, req.in) == (int)sizeof scratch)
             ;
-        FCGX_FPrintF(req.out,
-                     "Status: 200 OK\r\nContent-Type: application/x-ndjson\r\n"
-                     "Content-Length: %d\r\n\r\n",
-                     (int)len);
-        FCGX_PutStr(answer, (int)len, req.out);
+        hlen = snprintf(head, sizeof head,
+                        "Status: 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                        "Content-Length: %zu\r\n\r\n",
+                        len);
+        if (wide)
+            enr_fcgi_write_stdout(&req, head, (size_t)hlen, answer, len, NULL_WRITE_TIMEOUT_MS);
+        else {
+            FCGX_PutStr(head, hlen, req.out);
+            FCGX_PutStr(answer, (int)len, req.out);
+        }
         FCGX_Finish_r(&req);
     }
     exit(0);

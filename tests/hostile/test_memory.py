@@ -244,7 +244,9 @@ def test_unit_memory_max(r):
                 unit[k] = v
     mem = unit.get("MemoryMax", "0")
     mb = int(mem[:-1]) * (1024 if mem.endswith("G") else 1) if mem[-1] in "MG" else 0
-    pool = int(conf["workers"]) * int(conf["rss_hard_mb"])
+    # workers = auto is 2 per CPU, at most 6 (ENR_WORKERS_AUTO_MAX, config.h)
+    workers = 6 if conf["workers"] == "auto" else int(conf["workers"])
+    pool = workers * int(conf["rss_hard_mb"])
     r.check(pool + 32 <= mb <= pool * 2,
             "MemoryMax %s covers workers x rss_hard_mb (%d MB) + master, status, margin"
             % (mem, pool))

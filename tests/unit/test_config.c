@@ -3,6 +3,7 @@
  * enr_config_parse(): the embedded default, every kind of value, and
  * that each error names the source, the line and the key.
  */
+#include <sched.h>
 #include <string.h>
 
 #include "config.h"
@@ -30,7 +31,18 @@ static void bad(const char *text, const char *where)
 int main(void)
 {
     T_CHECK(parse(enr_config_default_text) == 0, "built-in text: %s", err);
-    T_CHECK(c.workers == 6, "default workers %u", c.workers);
+    {
+        cpu_set_t set;
+        unsigned ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? (unsigned)CPU_COUNT(&set) : 0;
+        unsigned want = ncpu * ENR_WORKERS_PER_CPU;
+        if (want > ENR_WORKERS_AUTO_MAX)
+            want = ENR_WORKERS_AUTO_MAX;
+        T_CHECK(ncpu == 0 || c.workers == want, "default workers %u (auto, want %u)", c.workers,
+                want);
+    }
+    T_CHECK(parse("workers = auto\n") == 0 && c.workers >= ENR_WORKERS_PER_CPU,
+            "workers = auto: %s", err);
+    T_CHECK(parse("workers = 6\n") == 0 && c.workers == 6, "workers = 6: %u", c.workers);
     T_CHECK(c.listen_mode == 0660, "default mode %o", c.listen_mode);
     T_CHECK(c.upstream_url[0] == '\0', "enrichment off by default");
     T_CHECK(c.request_timeout_ms > c.upstream_timeout_ms, "deadlines nest");
