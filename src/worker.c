@@ -45,6 +45,9 @@
 #include "clock.h"
 
 #define BODY_READ_CHUNK 65536
+/* nginx's "client closed request": the status of a request nobody got an
+ * answer to, the caller gone or the answer's write failed. */
+#define STATUS_CLIENT_GONE 499
 /* An error body (enr_error_json) is built on the stack, since one of
  * them answers a failed allocation: its message is at most 95 bytes, 570
  * escaped, plus the "where" fields. */
@@ -65,6 +68,7 @@ typedef struct worker {
     const enr_config *cfg;
     enr_sb_slot *slot;
     enr_fcgi_conn conn; /* fcgi_conn.h: accept to close */
+    int answer_lost;    /* the answer's write failed: it counts as 499, not as sent */
     enr_engine *engine;
     enr_upstream *upstream;
     enr_upstream_stats up_published; /* its counters as last added to the slot */
@@ -203,6 +207,7 @@ static int send_response(worker *w, int status, const char *ctype, const char *e
         return 0;
     enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu error=%s",
             status, len, enr_fcgi_error_value(e));
+    w->answer_lost = 1;
     enr_fcgi_conn_abort(&w->conn);
     return -1;
 }
@@ -331,7 +336,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
             /* nginx gave up sending the body: nobody to answer */
             enr_log(ENR_LOG_WARN, "request body read failed", "error=%s",
                     enr_fcgi_error_value(FCGX_GetError(w->req.in)));
-            o->status = 499;
+            o->status = STATUS_CLIENT_GONE;
         }
         return;
     }
@@ -362,7 +367,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
         uint64_t up_deadline = enr_mono_ms() + c->upstream_timeout_ms;
         if (caller_gone(w->req.ipcFd)) {
             enr_log(ENR_LOG_INFO, "caller gone before upstream call", NULL);
-            o->status = 499;
+            o->status = STATUS_CLIENT_GONE;
             return;
         }
         degraded = enr_upstream_enrich(w->upstream, &w->batch,
@@ -381,7 +386,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
     }
     if (caller_gone(w->req.ipcFd)) {
         enr_log(ENR_LOG_INFO, "caller gone before the answer", NULL);
-        o->status = 499;
+        o->status = STATUS_CLIENT_GONE;
         o->rec_in = o->rec_out = 0;
         return;
     }
@@ -442,7 +447,10 @@ static void serve_one(worker *w)
 
     w->arrival_us = enr_wall_us();
     enr_sb_request_start(w->slot, rid, t0_ms, w->arrival_us / 1000);
+    w->answer_lost = 0;
     handle(w, &o, t0_ms);
+    if (w->answer_lost)
+        o.status = STATUS_CLIENT_GONE;
     lat = enr_mono_us() - t0;
     slow = w->cfg->slow_request_ms && lat >= (uint64_t)w->cfg->slow_request_ms * 1000;
     if (slow) {

@@ -180,6 +180,11 @@ def test_nginx_that_cannot_buffer_resets_instead_of_cutting(r):
                 "the client can tell: reset or fewer bytes than Content-Length (%r)" % (out,))
         ev = env.wait_log("answer write failed: connection reset", timeout=5)
         r.check(len(ev) >= 1, "the worker logged the aborted write")
+        m = harness.metrics(env)
+        r.check(m.get('enrichd_responses_total{code="2xx"}', -1) == 0
+                and m.get('enrichd_responses_total{code="4xx"}', 0) >= 1,
+                "the lost answer is counted as 4xx (499), not as a 200 sent: %r"
+                % {k: v for k, v in m.items() if k.startswith("enrichd_responses_total")})
         timeouts = [e for e in env.log_events("worker exit") if e.get("reason") == "timeout"]
         r.check(not timeouts, "the worker was not killed as stuck: %r" % timeouts)
         st, _, _ = env.request("/v1/enrich", harness.sample_body(10), timeout=5)
