@@ -1,7 +1,7 @@
 # enrichd: plain Makefile.  `make` builds everything into build/.
 #
-# Layout: src/*.c is the library (build/libenrichd.a) that every program
-# links; src/cmd/NAME.c is the main of build/NAME; tests/unit/test_*.c
+# Layout: src/LAYER/*.c is the library (build/libenrichd.a) that every
+# program links (docs/architecture.md names the layers); src/cmd/NAME.c is the main of build/NAME; tests/unit/test_*.c
 # are unit tests (build/tests/); tests/fuzz/fuzz_*.c libFuzzer targets.
 # SAN=1 builds the same tree with ASan+UBSan into build-san/.
 
@@ -21,7 +21,7 @@ SANFL   :=
 OPT     ?= -O2
 endif
 
-# libcurl: headers only; it is loaded at run time (src/curlapi.h says why).
+# libcurl: headers only; it is loaded at run time (src/base/curlapi.h says why).
 # ICU, libcrypto and libstdc++ (ICU's) are linked statically: their
 # relocations at every exec cost more than all of enrichd's start-up work
 # (~4 and ~2.5 ms here), and Debian ships the .a files in the -dev packages.
@@ -44,7 +44,7 @@ ALLCF   := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFL) $(PKGCF) $(EXTRA_CF
 LDLIBS  := -lfcgi $(shell pkg-config --libs json-c libsystemd 2>/dev/null) $(STATIC_ENGINE_LIBS)
 ALLLD   := $(SANFL) $(LDFLAGS)
 
-LIBSRC  := $(wildcard src/*.c)
+LIBSRC  := $(filter-out src/cmd/%,$(wildcard src/*/*.c))
 LIBOBJ  := $(LIBSRC:src/%.c=$(B)/obj/%.o)
 CMDSRC  := $(wildcard src/cmd/*.c)
 CMDS    := $(CMDSRC:src/cmd/%.c=$(B)/%)
@@ -154,7 +154,7 @@ difftest: all
 	@test -n "$(INCUMBENT)" || { echo "usage: make difftest INCUMBENT=DIR (DIR: a checkout of the old Node worker, with its server-raw.mjs)"; exit 2; }
 	@scripts/difftest.sh --incumbent "$(INCUMBENT)"
 
-FORMATTED := src/*.c src/*.h src/cmd/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c
+FORMATTED := src/*/*.c src/*/*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c
 format:
 	clang-format -i $(FORMATTED)
 
@@ -243,7 +243,7 @@ uninstall:
 # project's).  Needs debhelper and lintian: `scripts/deps.sh deb`.
 DEB := build-deb/enrichd_$(VERSION)_amd64.deb
 deb: $(DEB)
-$(DEB): $(LIBSRC) $(wildcard src/*.h) $(CMDSRC) conf/enrichd.conf $(wildcard conf/systemd/*) \
+$(DEB): $(LIBSRC) $(wildcard src/*/*.h) $(CMDSRC) conf/enrichd.conf $(wildcard conf/systemd/*) \
 		nginx/enrichd.conf nginx/enrichd-cluster.conf $(NGINX_SNIPPETS) $(FLEET_EXAMPLES) \
 		scripts/rolling-restart $(filter-out man/enrichd.conf.5,$(MANPAGES)) \
 		$(wildcard scripts/debian/* scripts/debian/*/*) scripts/build-deb.sh scripts/gen-conf-man.py Makefile

@@ -13,13 +13,13 @@
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default: all targets)
 #
 # Targets, one per parser the project owns:
-#   engine          JSON batch reader + record rules (src/engine.c & co.)
-#   numtext         number text <-> double (src/numfmt.c)
-#   config          configuration text (enr_config_parse, src/config.c)
+#   engine          JSON batch reader + record rules (src/engine/engine.c & co.)
+#   numtext         number text <-> double (src/engine/numfmt.c)
+#   config          configuration text (enr_config_parse, src/base/config.c)
 #   upstream_reply  upstream reply JSON (enr_upstream_reply_parse)
 #   trace           enrich-replay's trace lines (enr_replay_trace_parse)
 #   statustext      `enrichd status`'s document reader (enr_status_text_parse)
-#   scan            the wide string scanners against the portable one (src/scan.c)
+#   scan            the wide string scanners against the portable one (src/engine/scan.c)
 #   fast            the engine's fast paths against its slow paths (enr_engine_set_slow)
 #
 # Time: $1 is per target, so the run takes about 8 x $1 seconds plus the
@@ -40,18 +40,18 @@ OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
 CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$ROOT/src $(pkg-config --cflags icu-uc libcrypto json-c)"
 S=$ROOT/src
-ENGINE="$S/engine.c $S/reader.c $S/scan.c $S/buf.c $S/numfmt.c $S/unicode.c"
+ENGINE="$S/engine/engine.c $S/engine/reader.c $S/engine/scan.c $S/base/buf.c $S/engine/numfmt.c $S/engine/unicode.c"
 ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
 
 # Each target: the sources it needs, its libraries, its longest input.
 target_srcs() {
     case $1 in
     engine | numtext | fast) echo "$ENGINE" ;;
-    config) echo "$S/config.c $S/sockaddr.c $S/allow.c $S/upstream_url.c $S/curlapi.c" ;;
-    upstream_reply) echo "$S/upstream_reply.c $S/buf.c" ;;
-    trace) echo "$S/replay_trace.c" ;;
-    statustext) echo "$S/statustext.c $S/buf.c" ;;
-    scan) echo "$S/scan.c" ;;
+    config) echo "$S/base/config.c $S/base/sockaddr.c $S/base/allow.c $S/base/upstream_url.c $S/base/curlapi.c" ;;
+    upstream_reply) echo "$S/upstream/upstream_reply.c $S/base/buf.c" ;;
+    trace) echo "$S/replay/replay_trace.c" ;;
+    statustext) echo "$S/ops/statustext.c $S/base/buf.c" ;;
+    scan) echo "$S/engine/scan.c" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
     esac
 }

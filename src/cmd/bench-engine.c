@@ -15,9 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "engine.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "engine/engine.h"
 
 #define BENCH_MIN_NS 300000000ull /* time each case for at least 0.3 s */
 

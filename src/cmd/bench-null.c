@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fcgi_stream.h"
+#include "fcgi/fcgi_stream.h"
 
 #define NULL_DEFAULT_WORKERS 6
 #define NULL_DEFAULT_ANSWER (80 * 1024)

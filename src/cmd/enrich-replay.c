@@ -18,10 +18,10 @@
  * record; the trace is read-only; SIGINT/SIGTERM only set a flag (the loop
  * stops issuing, lets in-flight requests finish, and reports).
  */
-#include "cli.h"
-#include "replay_http.h"
-#include "replay_stats.h"
-#include "replay_trace.h"
+#include "base/cli.h"
+#include "replay/replay_http.h"
+#include "replay/replay_stats.h"
+#include "replay/replay_trace.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "engine.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "engine/engine.h"
 
 #define ENR_CLI_READ_CHUNK 65536
 

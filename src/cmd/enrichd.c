@@ -15,13 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "config.h"
-#include "curlapi.h"
-#include "log.h"
-#include "master.h"
-#include "status.h"
-#include "unicode.h"
+#include "base/cli.h"
+#include "base/config.h"
+#include "base/curlapi.h"
+#include "base/log.h"
+#include "pool/master.h"
+#include "ops/status.h"
+#include "engine/unicode.h"
 
 #ifndef ENR_VERSION
 #error "ENR_VERSION comes from the Makefile's VERSION, the one place it is written"

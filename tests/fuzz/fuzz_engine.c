@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "engine.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "engine/engine.h"
 
 static enr_engine *eng;
 static enr_batch batch;

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "engine.h"
+#include "base/buf.h"
+#include "engine/engine.h"
 
 static enr_engine *fast, *slow;
 static enr_batch bf, bs;

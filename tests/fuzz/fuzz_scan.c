@@ -1,5 +1,5 @@
 /*
- * fuzz_scan.c: every wide string scanner (src/scan.c: SSE2, AVX2 where the
+ * fuzz_scan.c: every wide string scanner (src/engine/scan.c: SSE2, AVX2 where the
  * CPU has it) against the portable byte loop, from the start of the input
  * and from after each point where they stop: same stop pointer, same
  * "byte >= 0x80 seen" and "escape seen" answers; and each scanner of
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scan.h"
+#include "engine/scan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "statustext.h"
+#include "ops/statustext.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

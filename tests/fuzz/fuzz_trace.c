@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "replay_trace.h"
+#include "replay/replay_trace.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -27,8 +27,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "buf.h"
-#include "upstream_reply.h"
+#include "base/buf.h"
+#include "upstream/upstream_reply.h"
 
 #define MAX_IDS 64
 #define DOC_POSTER_MAX 2048 /* docs/upstream.md, written again on purpose */

@@ -5,7 +5,7 @@
    key, cross-key rules, URLs a worker's upstream client would refuse at
    start) is refused by `enrichd -t`: non-zero exit, "FILE:LINE: key:"
    with the line of that key.  The corpus covers every key of the
-   built-in configuration (read from src/config.c), so a new key without
+   built-in configuration (read from src/base/config.c), so a new key without
    a bad value here fails this test.
 2. The same cases sent with HUP to a daemon under load: each is refused
    ("reload refused" naming FILE:LINE: key), zero failed requests, no
@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import harness  # noqa: E402
 
 CASES = os.path.join(HERE, "bad_config", "cases.txt")
-CONFIG_C = os.path.join(harness.ROOT, "src", "config.c")
+CONFIG_C = os.path.join(harness.ROOT, "src", "base", "config.c")
 
 
 def load_cases():

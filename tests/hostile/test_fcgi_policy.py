@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_fcgi_policy.py: one FastCGI policy, one writer, one routing rule
-for both server processes (src/fcgi_conn.h, src/fcgi_http.h), driven by a
+for both server processes (src/fcgi/fcgi_conn.h, src/fcgi/fcgi_http.h), driven by a
 raw client on the workers' socket and on the status socket (no nginx).
 
 - the status socket follows the workers' connection policy: a role other
@@ -26,18 +26,18 @@ BODY = harness.sample_body(5)
 SLACK_S = 1.5  # scheduling on a loaded 2-core machine, sanitizer builds
 
 
-def src_constant(path, name, default):
-    """A bound from the C source, so the test follows the code."""
-    try:
-        with open(os.path.join(harness.ROOT, "src", path)) as f:
-            m = re.search(r"#define %s (\d+)" % name, f.read())
-        return int(m.group(1)) / 1000.0 if m else default
-    except OSError:
-        return default
+def src_constant(path, name):
+    """A bound from the C source, so the test follows the code (a missing
+    one is an error, not a guess)."""
+    with open(os.path.join(harness.ROOT, "src", path)) as f:
+        m = re.search(r"#define %s (\d+)" % name, f.read())
+    if not m:
+        raise RuntimeError("%s is not defined in src/%s" % (name, path))
+    return int(m.group(1)) / 1000.0
 
 
-STATUS_CLIENT_S = src_constant("status.c", "STATUS_CLIENT_TIMEOUT_MS", 2.0)
-STATUS_LINGER_S = src_constant("status.c", "STATUS_LINGER_MS", 0.5)
+STATUS_CLIENT_S = src_constant("ops/status.c", "STATUS_CLIENT_TIMEOUT_MS")
+STATUS_LINGER_S = src_constant("ops/status.c", "STATUS_LINGER_MS")
 
 
 def params(uri, method="GET", body=b"", **over):

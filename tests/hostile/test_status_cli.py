@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "integration"))
 import harness  # noqa: E402
 
-CLI_DEADLINE_S = 5.0  # STATUS_CLI_TIMEOUT_MS in src/statuscli.c
+CLI_DEADLINE_S = 5.0  # STATUS_CLI_TIMEOUT_MS in src/ops/statuscli.c
 MARGIN_S = 2.0
 
 

@@ -3,7 +3,7 @@
 
 enrichd.conf(5) is regenerated from conf/enrichd.conf, and every key of
 the built-in configuration (enr_config_default_text and the keys[] table
-in src/config.c) must be in conf/enrichd.conf with the same default and
+in src/base/config.c) must be in conf/enrichd.conf with the same default and
 in the page; every option of `enrichd -h` must be in enrichd(8).  All
 four pages must be lint-clean: `groff -ww -z -man` and `man --warnings`
 print nothing."""
@@ -24,7 +24,7 @@ PAGES = ["enrichd.8", "enrich.1", "enrich-replay.1"]  # plus the generated enric
 
 def builtin_defaults():
     """key -> value from enr_config_default_text, and the keys[] names."""
-    src = open(os.path.join(ROOT, "src", "config.c")).read()
+    src = open(os.path.join(ROOT, "src", "base", "config.c")).read()
     m = re.search(r"enr_config_default_text\[\]\s*=\s*((?:\s*\"(?:[^\"\\]|\\.)*\")+)\s*;", src)
     text = "".join(re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))).replace("\\n", "\n")
     defaults = {}

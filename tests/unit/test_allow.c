@@ -5,8 +5,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "allow.h"
-#include "config.h"
+#include "base/allow.h"
+#include "base/config.h"
 #include "t.h"
 
 static int match4(const enr_allow *a, const char *ip)

@@ -1,7 +1,7 @@
 /*
  * test_breaker.c: the breaker's state machine, driven with a hand clock.
  */
-#include "breaker.h"
+#include "upstream/breaker.h"
 #include "t.h"
 
 /* An upstream that fails every other call never trips the consecutive

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cache.h"
+#include "upstream/cache.h"
 #include "t.h"
 
 static int put(enr_cache *c, int prov, const char *id, const char *poster, double d, int neg,

@@ -3,8 +3,8 @@
  * processes with real signals: the step each reason enters at, when the
  * next one is due, what the master sends, and how the exit is classified.
  */
-#include "child.h"
-#include "scoreboard.h"
+#include "pool/child.h"
+#include "base/scoreboard.h"
 #include "t.h"
 
 #include <signal.h>

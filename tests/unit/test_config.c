@@ -6,7 +6,7 @@
 #include <sched.h>
 #include <string.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "t.h"
 
 static enr_config c;

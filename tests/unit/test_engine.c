@@ -7,9 +7,9 @@
 #include <ctype.h>
 #include <stdlib.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "engine.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "engine/engine.h"
 #include "t.h"
 
 static enr_engine *eng;

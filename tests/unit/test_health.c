@@ -10,10 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "breaker.h"
-#include "health.h"
-#include "sockdiag.h"
+#include "base/clock.h"
+#include "upstream/breaker.h"
+#include "ops/health.h"
+#include "base/sockdiag.h"
 #include "t.h"
 
 static enr_scoreboard sb;

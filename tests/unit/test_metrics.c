@@ -11,10 +11,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "breaker.h"
-#include "metrics.h"
-#include "sockdiag.h"
-#include "statusdoc.h"
+#include "upstream/breaker.h"
+#include "ops/metrics.h"
+#include "base/sockdiag.h"
+#include "ops/statusdoc.h"
 #include "t.h"
 
 static enr_scoreboard sb;

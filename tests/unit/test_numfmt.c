@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "numfmt.h"
+#include "engine/numfmt.h"
 #include "t.h"
 
 #include "numfmt_cases.inc"

@@ -11,7 +11,7 @@
 #include <unicode/ustring.h>
 
 #include "t.h"
-#include "unicode.h"
+#include "engine/unicode.h"
 
 #define D800 "\xed\xa0\x80"
 #define DC00 "\xed\xb0\x80"

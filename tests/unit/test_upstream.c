@@ -28,12 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "curlapi.h"
-#include "engine.h"
-#include "log.h"
-#include "breaker.h"
+#include "base/curlapi.h"
+#include "engine/engine.h"
+#include "base/log.h"
+#include "upstream/breaker.h"
 #include "t.h"
-#include "upstream.h"
+#include "upstream/upstream.h"
 
 static pid_t fake_pid;
 static int fake_port, fake_cport;

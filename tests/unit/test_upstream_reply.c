@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
+#include "base/buf.h"
 #include "t.h"
-#include "upstream_reply.h"
+#include "upstream/upstream_reply.h"
 
 #define MAXIDS 8
 

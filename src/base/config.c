@@ -1,0 +1,587 @@
+/*
+ * config.c: reads and validates `key = value` configuration (config.h).
+ *
+ * The whole file is parsed into a fresh enr_config that starts from the
+ * embedded defaults; the caller's config is only overwritten when every
+ * line and every cross-key rule passed, so a bad file on HUP leaves the
+ * running configuration untouched.  Keys are described by one table:
+ * name, type, bounds and offset; adding a key is one row plus its
+ * default in enr_config_default_text.
+ */
+#include "base/config.h"
+#include "base/sockaddr.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/upstream_url.h"
+
+#define CONFIG_LINE_MAX 2048
+#define CONFIG_FILE_MAX (1 << 20) /* a config larger than this is a mistake */
+/* A worker starts at about 4 MB of RSS and 6 descriptors (libraries, ICU
+ * data, the sockets): recycling limits must leave room above that. */
+#define ENR_CONFIG_RSS_FLOOR_MB 16
+#define ENR_CONFIG_FD_FLOOR 16
+
+const char enr_config_default_text[] =
+    "# enrichd built-in configuration (conf/enrichd.conf documents each key)\n"
+    "listen = /run/enrichd/enrichd.sock\n"
+    "listen_mode = 0660\n"
+    "listen_group = www-data\n"
+    "listen_backlog = 511\n"
+    "listen_allow = 127.0.0.0/8 ::1\n"
+    "workers = auto\n"
+    "max_requests = 10000\n"
+    "max_requests_jitter = 1000\n"
+    "rss_soft_mb = 64\n"
+    "rss_hard_mb = 128\n"
+    "fd_soft = 256\n"
+    "fd_hard = 512\n"
+    "request_timeout_ms = 2000\n"
+    "drain_timeout_ms = 10000\n"
+    "max_body_bytes = 4194304\n"
+    "max_records = 10000\n"
+    "max_output_bytes = 8388608\n"
+    "kill_grace_ms = 2000\n"
+    "write_timeout_ms = 10000\n"
+    "idle_exit_s = 0\n"
+    "upstream_url =\n"
+    "upstream_timeout_ms = 150\n"
+    "ids_per_call = 50\n"
+    "max_calls_per_batch = 4\n"
+    "upstream_max_connections = 4\n"
+    "cache_entries = 50000\n"
+    "cache_bytes = 16777216\n"
+    "cache_ttl_s = 3600\n"
+    "cache_negative_ttl_s = 300\n"
+    "breaker_failures = 5\n"
+    "breaker_cooldown_ms = 5000\n"
+    "breaker_window = 20\n"
+    "breaker_failure_ratio = 0.5\n"
+    "status_listen = /run/enrichd/status.sock\n"
+    "slow_request_ms = 500\n"
+    "health_window_s = 30\n"
+    "health_max_5xx_ratio = 0.05\n"
+    "health_max_degraded_ratio = 0.5\n"
+    "health_max_p99_ms = 1000\n"
+    "min_ready_workers = 1\n"
+    "capture_dir =\n"
+    "capture_sample = 0\n"
+    "capture_max_bytes = 1g\n"
+    "capture_queue_bytes = 8m\n";
+
+enum key_type {
+    K_STR,
+    K_UINT,
+    K_PER_CPU, /* K_UINT, or "auto": ENR_WORKERS_PER_CPU per CPU this process may run on,
+                * at most ENR_WORKERS_AUTO_MAX */
+    K_MODE,
+    K_SIZE,
+    K_RATIO,
+    K_LISTEN,
+    K_URL,
+    K_GROUP,
+    K_PATH,
+    K_ALLOW
+};
+
+typedef struct key_def {
+    const char *name;
+    enum key_type type;
+    size_t off;
+    size_t size;               /* K_STR-like: capacity; numbers: sizeof field */
+    unsigned long long lo, hi; /* inclusive bounds for K_UINT/K_SIZE/K_MODE */
+} key_def;
+
+#define F(field) offsetof(enr_config, field), sizeof(((enr_config *)0)->field)
+
+static const key_def keys[] = {
+    {"listen", K_LISTEN, F(listen), 0, 0},
+    {"listen_mode", K_MODE, F(listen_mode), 0, 0777},
+    {"listen_group", K_GROUP, F(listen_group), 0, 0},
+    {"listen_backlog", K_UINT, F(listen_backlog), 1, 65535},
+    {"listen_allow", K_ALLOW, F(listen_allow), 0, 0},
+    {"workers", K_PER_CPU, F(workers), 1, 256},
+    {"max_requests", K_UINT, F(max_requests), 0, 100000000},
+    {"max_requests_jitter", K_UINT, F(max_requests_jitter), 0, 100000000},
+    {"rss_soft_mb", K_UINT, F(rss_soft_mb), 0, 65536},
+    {"rss_hard_mb", K_UINT, F(rss_hard_mb), 0, 65536},
+    {"fd_soft", K_UINT, F(fd_soft), 0, 1048576},
+    {"fd_hard", K_UINT, F(fd_hard), 0, 1048576},
+    {"request_timeout_ms", K_UINT, F(request_timeout_ms), 100, 600000},
+    {"drain_timeout_ms", K_UINT, F(drain_timeout_ms), 1, 3600000},
+    {"max_body_bytes", K_SIZE, F(max_body_bytes), 1024, 1ULL << 30},
+    {"max_records", K_UINT, F(max_records), 0, 10000000},
+    {"max_output_bytes", K_SIZE, F(max_output_bytes), 4096, 1ULL << 30},
+    {"kill_grace_ms", K_UINT, F(kill_grace_ms), 1, 600000},
+    {"write_timeout_ms", K_UINT, F(write_timeout_ms), 100, 600000},
+    {"idle_exit_s", K_UINT, F(idle_exit_s), 0, 86400},
+    {"upstream_url", K_URL, F(upstream_url), 0, 0},
+    {"upstream_timeout_ms", K_UINT, F(upstream_timeout_ms), 1, 600000},
+    {"ids_per_call", K_UINT, F(ids_per_call), 1, 10000},
+    {"max_calls_per_batch", K_UINT, F(max_calls_per_batch), 1, 1000},
+    {"upstream_max_connections", K_UINT, F(upstream_max_connections), 1, 1000},
+    {"cache_entries", K_UINT, F(cache_entries), 0, 100000000},
+    {"cache_bytes", K_SIZE, F(cache_bytes), 0, 1ULL << 34},
+    {"cache_ttl_s", K_UINT, F(cache_ttl_s), 0, 31536000},
+    {"cache_negative_ttl_s", K_UINT, F(cache_negative_ttl_s), 0, 31536000},
+    {"breaker_failures", K_UINT, F(breaker_failures), 1, 1000000},
+    {"breaker_cooldown_ms", K_UINT, F(breaker_cooldown_ms), 1, 3600000},
+    {"breaker_window", K_UINT, F(breaker_window), 0, 128},
+    {"breaker_failure_ratio", K_RATIO, F(breaker_failure_ratio), 0, 0},
+    {"status_listen", K_LISTEN, F(status_listen), 0, 0},
+    {"slow_request_ms", K_UINT, F(slow_request_ms), 0, 3600000},
+    {"health_window_s", K_UINT, F(health_window_s), 1, 60},
+    {"health_max_5xx_ratio", K_RATIO, F(health_max_5xx_ratio), 0, 0},
+    {"health_max_degraded_ratio", K_RATIO, F(health_max_degraded_ratio), 0, 0},
+    {"health_max_p99_ms", K_UINT, F(health_max_p99_ms), 1, 3600000},
+    {"min_ready_workers", K_UINT, F(min_ready_workers), 0, 256},
+    {"capture_dir", K_PATH, F(capture_dir), 0, 0},
+    {"capture_sample", K_RATIO, F(capture_sample), 0, 0},
+    {"capture_max_bytes", K_SIZE, F(capture_max_bytes), 1ULL << 20, 1ULL << 40},
+    {"capture_queue_bytes", K_SIZE, F(capture_queue_bytes), 0, 1ULL << 30},
+};
+
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+typedef struct parse_state {
+    const char *file;
+    unsigned line;
+    char *err;
+    size_t errlen;
+    unsigned char seen[NKEYS];
+    unsigned seen_line[NKEYS]; /* where each key was last set, for cross-key errors */
+} parse_state;
+
+static int fail(parse_state *ps, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(parse_state *ps, const char *key, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(ps->err, ps->errlen, "%s:%u: %s: %s", ps->file, ps->line, key, what);
+    return -1;
+}
+
+static int parse_ull(const char *v, int base, unsigned long long *out)
+{
+    char *end;
+
+    /* Digits only: strtoull would also take a sign and leading white
+     * space of any kind (a tab after "127.0.0.1:" passed). */
+    if (v[0] < '0' || v[0] > '9')
+        return -1;
+    errno = 0;
+    *out = strtoull(v, &end, base);
+    if (errno != 0 || *end != '\0')
+        return -1;
+    return 0;
+}
+
+/* Sizes accept an optional binary suffix (k, m, g) so 4m reads as 4 MiB. */
+static int parse_size(const char *v, unsigned long long *out)
+{
+    char num[32];
+    size_t n = strlen(v);
+    unsigned shift = 0;
+
+    if (n == 0 || n >= sizeof num)
+        return -1;
+    memcpy(num, v, n + 1);
+    switch (num[n - 1]) {
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    default:
+        break;
+    }
+    if (shift)
+        num[--n] = '\0';
+    if (parse_ull(num, 10, out) != 0)
+        return -1;
+    if (*out > (ULLONG_MAX >> shift))
+        return -1;
+    *out <<= shift;
+    return 0;
+}
+
+/* The workers' socket may be any address: listen_allow decides who may
+ * talk to it.  The status socket has no such list, so it stays on unix or
+ * loopback (nginx on the same host routes to it). */
+static int check_listen(const key_def *k, const char *v, char *why, size_t whylen)
+{
+    enr_sockaddr a;
+
+    if (enr_sockaddr_parse(v, &a, why, whylen) != 0)
+        return -1;
+    if (strcmp(k->name, "status_listen") == 0 && a.ss.ss_family != AF_UNIX &&
+        !enr_sockaddr_is_loopback(&a)) {
+        snprintf(why, whylen, "\"%s\": the status socket is a unix path or a loopback address", v);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_value(parse_state *ps, enr_config *c, const key_def *k, const char *v)
+{
+    char *field = (char *)c + k->off;
+    unsigned long long u = 0;
+    char why[200];
+
+    switch (k->type) {
+    case K_STR:
+    case K_LISTEN:
+    case K_URL:
+    case K_GROUP:
+    case K_PATH:
+    case K_ALLOW:
+        if (strlen(v) >= k->size)
+            return fail(ps, k->name, "value longer than %zu bytes", k->size - 1);
+        if (k->type == K_PATH && v[0] != '\0' && v[0] != '/')
+            return fail(ps, k->name, "\"%s\" is not an absolute path (empty: off)", v);
+        if (k->type == K_LISTEN && check_listen(k, v, why, sizeof why) != 0)
+            return fail(ps, k->name, "%s", why);
+        /* The worker's upstream client runs this same check at start. */
+        if (k->type == K_URL && v[0] != '\0' &&
+            enr_upstream_url_check(v, NULL, why, sizeof why) != 0)
+            return fail(ps, k->name, "%s", why);
+        if (k->type == K_GROUP && v[0] != '\0') {
+            errno = 0;
+            if (getgrnam(v) == NULL)
+                return fail(ps, k->name, "no such group \"%s\"", v);
+        }
+        /* Parsed here, once: the workers match peers against this. */
+        if (k->type == K_ALLOW && enr_allow_parse(v, &c->listen_allow_nets, why, sizeof why) != 0)
+            return fail(ps, k->name, "%s", why);
+        memcpy(field, v, strlen(v) + 1);
+        return 0;
+    case K_MODE:
+        if (parse_ull(v, 8, &u) != 0 || u > k->hi)
+            return fail(ps, k->name, "\"%s\" is not an octal mode (0000..0777)", v);
+        break;
+    case K_PER_CPU:
+        if (strcmp(v, "auto") == 0) {
+            cpu_set_t set;
+            long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                                 : sysconf(_SC_NPROCESSORS_ONLN);
+            u = (unsigned long long)(n > 0 ? n : 1) * ENR_WORKERS_PER_CPU;
+            if (u > ENR_WORKERS_AUTO_MAX)
+                u = ENR_WORKERS_AUTO_MAX;
+            break;
+        }
+        /* fall through */
+    case K_UINT:
+        if (parse_ull(v, 10, &u) != 0)
+            return fail(ps, k->name, "\"%s\" is not a non-negative integer", v);
+        break;
+    case K_SIZE:
+        if (parse_size(v, &u) != 0)
+            return fail(ps, k->name, "\"%s\" is not a size (bytes, or with k/m/g)", v);
+        break;
+    case K_RATIO: {
+        char *end;
+        double d;
+        errno = 0;
+        d = strtod(v, &end);
+        if (v[0] == '\0' || *end != '\0' || errno != 0 || !(d >= 0.0 && d <= 1.0))
+            return fail(ps, k->name, "\"%s\" is not a ratio between 0 and 1", v);
+        memcpy(field, &d, sizeof d);
+        return 0;
+    }
+    }
+    if (u < k->lo || u > k->hi)
+        return fail(ps, k->name, "%llu is out of range %llu..%llu", u, k->lo, k->hi);
+    if (k->size == sizeof(unsigned)) {
+        unsigned x = (unsigned)u;
+        memcpy(field, &x, sizeof x);
+    } else if (k->size == sizeof(size_t)) {
+        size_t x = (size_t)u;
+        memcpy(field, &x, sizeof x);
+    } else {
+        return fail(ps, k->name, "internal: unexpected field size %zu", k->size);
+    }
+    return 0;
+}
+
+static char *trim(char *s)
+{
+    char *e;
+
+    while (*s == ' ' || *s == '\t')
+        s++;
+    e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+        *--e = '\0';
+    return s;
+}
+
+static int parse_line(parse_state *ps, enr_config *c, char *line)
+{
+    char *eq, *key, *val;
+    size_t i;
+
+    key = trim(line);
+    if (key[0] == '\0' || key[0] == '#')
+        return 0;
+    eq = strchr(key, '=');
+    if (eq == NULL)
+        return fail(ps, key, "expected \"key = value\"");
+    *eq = '\0';
+    key = trim(key);
+    val = trim(eq + 1);
+    /* A value runs to the end of the line; `#` starts a comment only
+     * after white space, so URLs with fragments stay intact. */
+    for (char *p = val; *p; p++) {
+        if (*p == '#' && (p == val || p[-1] == ' ' || p[-1] == '\t')) {
+            *p = '\0';
+            val = trim(val);
+            break;
+        }
+    }
+    if (key[0] == '\0')
+        return fail(ps, "(none)", "missing key before '='");
+    for (i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, key) == 0)
+            break;
+    if (i == NKEYS)
+        return fail(ps, key, "unknown key");
+    if (ps->seen[i] == 2)
+        return fail(ps, key, "duplicate key");
+    ps->seen[i] = 2;
+    ps->seen_line[i] = ps->line;
+    return set_value(ps, c, &keys[i], val);
+}
+
+static int parse_text(parse_state *ps, enr_config *c, char *text)
+{
+    char *p = text;
+
+    ps->line = 0;
+    while (*p) {
+        char *nl = strchr(p, '\n');
+        ps->line++;
+        if (nl)
+            *nl = '\0';
+        if (strlen(p) >= CONFIG_LINE_MAX)
+            return fail(ps, "(line)", "longer than %d bytes", CONFIG_LINE_MAX - 1);
+        if (parse_line(ps, c, p) != 0)
+            return -1;
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return 0;
+}
+
+/* Rules that span keys: a soft limit must trip before its hard limit,
+ * and the worker's own deadlines must fit inside the request deadline. */
+static unsigned line_of(const parse_state *ps, const char *key)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, key) == 0)
+            return ps->seen_line[i];
+    return 0;
+}
+
+#define FAIL_AT(ps, key, ...) ((ps)->line = line_of((ps), (key)), fail((ps), (key), __VA_ARGS__))
+
+static int check_whole(parse_state *ps, const enr_config *c)
+{
+    /* Limits a worker is over the moment it starts would recycle or kill
+     * every worker at once, for ever: 0 turns a limit off instead. */
+    static const struct {
+        const char *key;
+        size_t off;
+        unsigned floor;
+    } floors[] = {
+        {"rss_soft_mb", offsetof(enr_config, rss_soft_mb), ENR_CONFIG_RSS_FLOOR_MB},
+        {"rss_hard_mb", offsetof(enr_config, rss_hard_mb), ENR_CONFIG_RSS_FLOOR_MB},
+        {"fd_soft", offsetof(enr_config, fd_soft), ENR_CONFIG_FD_FLOOR},
+        {"fd_hard", offsetof(enr_config, fd_hard), ENR_CONFIG_FD_FLOOR},
+    };
+
+    for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) {
+        unsigned v;
+        memcpy(&v, (const char *)c + floors[i].off, sizeof v);
+        if (v != 0 && v < floors[i].floor)
+            return FAIL_AT(ps, floors[i].key,
+                           "%u is below what a worker uses at start (%u); 0 turns it off", v,
+                           floors[i].floor);
+    }
+    if (c->rss_hard_mb && c->rss_soft_mb >= c->rss_hard_mb)
+        return FAIL_AT(ps, "rss_soft_mb", "must be below rss_hard_mb (%u)", c->rss_hard_mb);
+    if (c->fd_hard && c->fd_soft >= c->fd_hard)
+        return FAIL_AT(ps, "fd_soft", "must be below fd_hard (%u)", c->fd_hard);
+    if (c->max_requests_jitter > c->max_requests)
+        return FAIL_AT(ps, "max_requests_jitter", "must not exceed max_requests (%u)",
+                       c->max_requests);
+    if (c->upstream_timeout_ms >= c->request_timeout_ms)
+        return FAIL_AT(ps, "upstream_timeout_ms", "must be below request_timeout_ms (%u)",
+                       c->request_timeout_ms);
+    if (c->min_ready_workers > c->workers)
+        return FAIL_AT(ps, "min_ready_workers", "must not exceed workers (%u)", c->workers);
+    if (strcmp(c->listen, c->status_listen) == 0)
+        return FAIL_AT(ps, "status_listen", "must differ from listen");
+    if (c->capture_sample > 0 && c->capture_dir[0] == '\0')
+        return FAIL_AT(ps, "capture_sample", "needs capture_dir");
+    if (c->capture_dir[0] != '\0' && access(c->capture_dir, W_OK | X_OK) != 0)
+        return FAIL_AT(ps, "capture_dir", "\"%s\" is not a writable directory: %s", c->capture_dir,
+                       strerror(errno));
+    if (c->breaker_window > 0 && c->breaker_failure_ratio <= 0)
+        return FAIL_AT(ps, "breaker_failure_ratio",
+                       "must be above 0 while breaker_window is on (it would open on successes)");
+    return 0;
+}
+
+static int read_file(const char *path, char **out, char *why, size_t whylen)
+{
+    FILE *f = fopen(path, "re");
+    char *buf;
+    size_t n;
+
+    if (f == NULL) {
+        snprintf(why, whylen, "%s", strerror(errno));
+        return -1;
+    }
+    buf = malloc(CONFIG_FILE_MAX + 1);
+    if (buf == NULL) {
+        fclose(f);
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    n = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
+    if (ferror(f)) {
+        snprintf(why, whylen, "read error: %s", strerror(errno));
+        fclose(f);
+        free(buf);
+        return -1;
+    }
+    fclose(f);
+    if (n > CONFIG_FILE_MAX) {
+        snprintf(why, whylen, "larger than %d bytes", CONFIG_FILE_MAX);
+        free(buf);
+        return -1;
+    }
+    if (memchr(buf, '\0', n) != NULL) {
+        snprintf(why, whylen, "contains a NUL byte");
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* Defaults, then text (NUL-terminated; NULL: the defaults alone),
+ * then the cross-key rules; c is written only when all of it passed. */
+static int load_text(enr_config *c, char *text, const char *source, char *err, size_t errlen)
+{
+    enr_config next;
+    parse_state ps;
+    char *deftext;
+
+    memset(&next, 0, sizeof next);
+    memset(&ps, 0, sizeof ps);
+    ps.err = err;
+    ps.errlen = errlen;
+    ps.file = "(built-in)";
+    deftext = strdup(enr_config_default_text);
+    if (deftext == NULL) {
+        snprintf(err, errlen, "(built-in):0: (config): out of memory");
+        return -1;
+    }
+    if (parse_text(&ps, &next, deftext) != 0) {
+        free(deftext);
+        return -1;
+    }
+    free(deftext);
+    /* A file may override each default once; line 0 means "not in the file". */
+    memset(ps.seen, 0, sizeof ps.seen);
+    memset(ps.seen_line, 0, sizeof ps.seen_line);
+    if (text != NULL) {
+        ps.file = source;
+        if (parse_text(&ps, &next, text) != 0)
+            return -1;
+        /* The jitter defaults to a tenth of max_requests unless set. */
+        for (size_t i = 0; i < NKEYS; i++)
+            if (strcmp(keys[i].name, "max_requests_jitter") == 0 && !ps.seen[i])
+                next.max_requests_jitter = next.max_requests / 10;
+        snprintf(next.source, sizeof next.source, "%s", source);
+    } else {
+        snprintf(next.source, sizeof next.source, "(built-in)");
+    }
+    if (check_whole(&ps, &next) != 0)
+        return -1;
+    *c = next;
+    return 0;
+}
+
+int enr_config_parse(enr_config *c, const char *text, size_t len, const char *source, char *err,
+                     size_t errlen)
+{
+    char *copy;
+    int rc;
+
+    if (source == NULL)
+        source = "(text)";
+    /* The same limits as a file, so a config accepted here loads from disk. */
+    if (len > CONFIG_FILE_MAX) {
+        snprintf(err, errlen, "%s:0: (file): larger than %d bytes", source, CONFIG_FILE_MAX);
+        return -1;
+    }
+    if (len > 0 && memchr(text, '\0', len) != NULL) {
+        snprintf(err, errlen, "%s:0: (file): contains a NUL byte", source);
+        return -1;
+    }
+    copy = malloc(len + 1);
+    if (copy == NULL) {
+        snprintf(err, errlen, "%s:0: (file): out of memory", source);
+        return -1;
+    }
+    if (len > 0)
+        memcpy(copy, text, len);
+    copy[len] = '\0';
+    rc = load_text(c, copy, source, err, errlen);
+    free(copy);
+    return rc;
+}
+
+int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen)
+{
+    char *text = NULL;
+    char why[256];
+    int rc;
+
+    if (path == NULL)
+        return load_text(c, NULL, NULL, err, errlen);
+    if (read_file(path, &text, why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s:0: (file): %s", path, why);
+        return -1;
+    }
+    rc = load_text(c, text, path, err, errlen);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,98 @@
+/*
+ * config.h: the configuration of a running enrichd, read from
+ * `key = value` lines (or the embedded default) and validated whole
+ * before it is used: a bad file never replaces a good one (HUP).
+ *
+ * A config is immutable once loaded; a reload builds a new one.
+ * conf/enrichd.conf documents every key.
+ */
+#ifndef ENR_CONFIG_H
+#define ENR_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/allow.h"
+
+#define ENR_PATH_MAX 256
+
+/* workers = auto: processes per CPU the master may run on.  Two: on one
+ * core with nginx, 2 workers served the most 400 KB batches per second,
+ * 1 had the lowest p50, and 3 or 6 cost more CPU per request and a longer
+ * tail (docs/benchmarks.md, the pool size per core). */
+#define ENR_WORKERS_PER_CPU 2
+/* ... and at most this many: what the systemd unit's MemoryMax covers
+ * (workers x rss_hard_mb, docs/pool.md).  A larger host sets a number and
+ * raises MemoryMax with it. */
+#define ENR_WORKERS_AUTO_MAX 6
+
+typedef struct enr_config {
+    /* pool */
+    char listen[ENR_PATH_MAX];    /* unix path or 127.0.0.1:PORT */
+    unsigned listen_mode;         /* octal, default 0660 */
+    char listen_group[64];        /* default: nginx's group (www-data) */
+    int listen_backlog;           /* default 511 */
+    char listen_allow[512];       /* TCP peers accepted; default loopback only */
+    enr_allow listen_allow_nets;  /* listen_allow, parsed by config.c */
+    unsigned workers;             /* default auto: ENR_WORKERS_PER_CPU per CPU, capped */
+    unsigned max_requests;        /* default 10000, 0 = never */
+    unsigned max_requests_jitter; /* default 10% of max_requests */
+    unsigned rss_soft_mb, rss_hard_mb;
+    unsigned fd_soft, fd_hard;
+    unsigned request_timeout_ms; /* worker deadline, below nginx's read timeout */
+    unsigned drain_timeout_ms;
+    size_t max_body_bytes;     /* default 4 MiB */
+    unsigned max_records;      /* default 10000 */
+    size_t max_output_bytes;   /* default 8 MiB; bounds every string the engine derives */
+    unsigned kill_grace_ms;    /* TERM -> KILL escalation delay */
+    unsigned write_timeout_ms; /* the answer's write to nginx, apart from the request */
+    unsigned idle_exit_s;      /* socket-activated: exit after this long without a request */
+
+    /* upstream enrichment */
+    char upstream_url[1024];           /* empty: enrichment off */
+    unsigned upstream_timeout_ms;      /* batch deadline, default 150 */
+    unsigned ids_per_call;             /* default 50 */
+    unsigned max_calls_per_batch;      /* default 4 */
+    unsigned upstream_max_connections; /* default 4 */
+    unsigned cache_entries;            /* default 50000 */
+    size_t cache_bytes;                /* default 16 MiB */
+    unsigned cache_ttl_s;              /* default 3600 */
+    unsigned cache_negative_ttl_s;     /* default 300 */
+    unsigned breaker_failures;         /* default 5 consecutive */
+    unsigned breaker_cooldown_ms;      /* default 5000 */
+    unsigned breaker_window;           /* calls judged by the ratio rule; default 20, 0 off */
+    double breaker_failure_ratio;      /* default 0.5 */
+
+    /* operators */
+    char status_listen[ENR_PATH_MAX]; /* status process socket */
+    unsigned slow_request_ms;         /* log requests slower than this */
+    unsigned health_window_s;         /* default 30 */
+    double health_max_5xx_ratio;      /* default 0.05 */
+    double health_max_degraded_ratio; /* default 0.5 */
+    unsigned health_max_p99_ms;       /* default 1000 */
+    unsigned min_ready_workers;       /* /readyz 503 below this; default 1 */
+
+    /* a sample of real batches, in the replay trace format (capture.h) */
+    char capture_dir[ENR_PATH_MAX]; /* empty: off */
+    double capture_sample;          /* share of requests kept, 0..1 */
+    size_t capture_max_bytes;       /* the whole directory, every worker */
+    size_t capture_queue_bytes;     /* per worker, waiting for the disk */
+
+    /* where it came from, for messages */
+    char source[ENR_PATH_MAX]; /* file path or "(built-in)" */
+} enr_config;
+
+/* Load path (NULL: the embedded default).  On error returns -1 and writes
+ * "FILE:LINE: key: problem" into err. */
+int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen);
+
+/* The same from text of len bytes (it need not end in a NUL); source
+ * names it in messages and in c->source (NULL: "(text)").  Errors as
+ * for enr_config_load, with line 0 for whole-text problems. */
+int enr_config_parse(enr_config *c, const char *text, size_t len, const char *source, char *err,
+                     size_t errlen);
+
+/* The embedded default configuration text (also what `make run` serves). */
+extern const char enr_config_default_text[];
+
+#endif

@@ -1,0 +1,737 @@
+/*
+ * engine.c: the record rules of the contract (docs/contract.md §3-7, 11, 13, 16)
+ * on top of the reader, and the NDJSON printer.
+ *
+ * enr_parse() turns each object element into an enr_record as soon as the
+ * reader has it (streaming: the body is walked once), so a batch holds
+ * only the accepted records' strings.  Any contract error discards the
+ * whole batch: a rejected request never produces NDJSON.
+ *
+ * Invariants: record strings live in batch->text and are referenced by
+ * offset (the arena may move while it grows); an enr_engine is used by one
+ * thread.  With max_output set, nothing here grows with what the input
+ * inflates to: the reader's field texts are capped (an id, a title or a
+ * duration text longer than max_output cannot be printed in an output
+ * that fits), a running lower bound of the output (ENR_LINE_MIN + id +
+ * title per record) refuses a batch as soon as it cannot fit, and the
+ * printer stops at the limit.  The hash is computed without a copy.  A
+ * line that cannot reach the limit is written in place into room
+ * reserved once for its worst case (emit_line_fast); the careful
+ * printer, which finds where a line stops, does the others.
+ */
+/* SHA-1 through OpenSSL's direct interface: the EVP path initialises the
+ * provider machinery on first use, 2-7 ms measured here, which alone
+ * would break the CLI's cold start, and EVP costs 17 us per 200 keys
+ * against 10 us this way.  The function is deprecated in OpenSSL 3 (in
+ * favour of EVP), not removed; this file is its only user. */
+#define OPENSSL_SUPPRESS_DEPRECATED
+
+#include "engine/engine.h"
+
+#include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "engine/numfmt.h"
+#include "engine/reader.h"
+#include "base/text.h"
+#include "engine/unicode.h"
+
+struct enr_engine {
+    enr_uni *uni;
+    enr_reader rd;
+    enr_fields f;
+    size_t max_output; /* 0: no limit */
+    size_t lower;      /* this batch's output is at least this long */
+    int slow;          /* fast paths off: enr_engine_set_slow */
+};
+
+/* The shortest possible output line: everything but the id, the title
+ * and the poster, the shortest duration and fetched_at.  A record's line
+ * is at least this + its id + its title. */
+#define ENR_LINE_MIN                                                                               \
+    (sizeof("{\"hash\":\"0123456789012345678901234567890123456789\",\"provider\":\"yt\","          \
+            "\"id\":\"\",\"title\":\"\",\"poster\":\"\",\"duration\":0,\"availability\":{"         \
+            "\"US\":true,\"GB\":true,\"JP\":true,\"KR\":true,\"TW\":true,\"SG\":true,"             \
+            "\"VN\":true,\"TH\":true},\"fetched_at\":0}\n") -                                      \
+     1)
+
+static const char output_limit_msg[] = "output larger than max_output_bytes";
+
+static const char *const provider_names[] = {"", "yt", "vm", "dm"};
+static const char *const provider_bases[] = {
+    "", "https://i.ytimg.com/vi", "https://i.vimeocdn.com/video", "https://s2.dmcdn.net/v"};
+static const char availability_keys[ENR_REGIONS][24] = {",\"availability\":{\"US\":",
+                                                        ",\"GB\":",
+                                                        ",\"JP\":",
+                                                        ",\"KR\":",
+                                                        ",\"TW\":",
+                                                        ",\"SG\":",
+                                                        ",\"VN\":",
+                                                        ",\"TH\":"};
+
+const char *enr_provider_name(int provider)
+{
+    return provider > 0 && provider <= ENR_PROV_DM ? provider_names[provider] : "";
+}
+
+const char *enr_provider_base(int provider)
+{
+    return provider > 0 && provider <= ENR_PROV_DM ? provider_bases[provider] : "";
+}
+
+enr_engine *enr_engine_new(void)
+{
+    enr_engine *e = calloc(1, sizeof(*e));
+
+    if (e == NULL)
+        return NULL;
+#ifdef __GLIBC__
+    /* A fixed threshold keeps every large buffer in its own mapping, so
+     * freeing one after a huge request gives the memory back.  Left
+     * dynamic, glibc raises the threshold to the size of the first such
+     * buffer freed and serves the next ones from the heap, which keeps
+     * them resident (enr_engine_shrink would then free nothing). */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
+    e->uni = enr_uni_new();
+    if (e->uni == NULL) {
+        enr_engine_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void enr_engine_free(enr_engine *e)
+{
+    if (e == NULL)
+        return;
+    enr_uni_free(e->uni);
+    enr_reader_free(&e->rd);
+    enr_fields_free(&e->f);
+    free(e);
+}
+
+void enr_engine_set_max_output(enr_engine *e, size_t max)
+{
+    e->max_output = max;
+}
+
+void enr_engine_set_slow(enr_engine *e, int slow)
+{
+    e->rd.slow = slow;
+    e->slow = slow;
+    enr_uni_set_slow(e->uni, slow);
+}
+
+void enr_engine_shrink(enr_engine *e, enr_batch *b, size_t keep)
+{
+    enr_buf_shrink(&e->f.id.text, keep);
+    enr_buf_shrink(&e->f.title.text, keep);
+    enr_buf_shrink(&e->f.duration.text, keep);
+    enr_uni_shrink(e->uni, keep);
+    enr_buf_shrink(&b->text, keep);
+    if (b->cap * sizeof(*b->recs) > keep) {
+        free(b->recs);
+        b->recs = NULL;
+        b->n = b->cap = 0;
+    }
+}
+
+void enr_batch_reset(enr_batch *b)
+{
+    b->n = 0;
+    b->elements = 0;
+    enr_buf_reset(&b->text);
+}
+
+void enr_batch_free(enr_batch *b)
+{
+    free(b->recs);
+    b->recs = NULL;
+    b->n = b->cap = 0;
+    enr_buf_free(&b->text);
+}
+
+static int fail(enr_error *err, int status, long offset, long element, const char *msg)
+{
+    err->status = status;
+    err->offset = offset;
+    err->element = element;
+    err->limit = err->reached = 0;
+    err->record = -1;
+    snprintf(err->msg, sizeof(err->msg), "%s", msg);
+    return -1;
+}
+
+/* The output could not fit in max_output: it would reach at least
+ * `reached` bytes, at output line `record`. */
+static int output_fail(const enr_engine *e, enr_error *err, long element, size_t record,
+                       size_t reached)
+{
+    fail(err, 413, -1, element, output_limit_msg);
+    err->limit = e->max_output;
+    err->reached = reached;
+    err->record = (long)record;
+    return -1;
+}
+
+static void trim_ws(const unsigned char **s, const unsigned char **e)
+{
+    size_t n;
+
+    while (*s < *e && (n = enr_ws_len(*s, *e)) > 0)
+        *s += n;
+    while (*e > *s && (n = enr_ws_len_back(*s, *e)) > 0)
+        *e -= n;
+}
+
+/* ECMAScript Number(value) for duration (rule 13.1), NaN folded to 0. */
+static double duration_of(const enr_field *d)
+{
+    double v;
+
+    switch (d->kind) {
+    case ENR_K_TRUE:
+        v = 1;
+        break;
+    case ENR_K_NUMBER:
+        v = d->num;
+        break;
+    case ENR_K_STRING:
+    case ENR_K_ARRAY:
+        /* Past its cap (max(max_output, body) + 64) a text cannot be a
+         * number: that needs one string or number, no comma, no
+         * "[object Object]", and a string is no longer than the body. */
+        v = d->text.over ? NAN : enr_num_from_text(d->text.data, d->text.len);
+        break;
+    default: /* missing (NaN), null, false, object (NaN) */
+        v = 0;
+        break;
+    }
+    return (isnan(v) || v == 0) ? 0 : v;
+}
+
+/* Turns the fields of one object element into a record, or skips it. */
+static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long element,
+                      enr_error *err)
+{
+    const unsigned char *s, *t;
+    enr_record *rec;
+    size_t mark = b->text.len, room;
+    int truthy, rc;
+
+    /* Rule 4.5/4.6: the id is converted before the provider is checked. */
+    if (f->id.tostring)
+        return fail(err, 400, -1, element, "id: object with a toString key cannot be converted");
+    if (f->provider == ENR_PROV_NONE)
+        return 0;
+    /* A text past its cap is not white space only: the record is
+     * accepted, and its id cannot fit in the output. */
+    if (f->id.text.over)
+        return output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN + e->max_output + 1);
+    switch (f->id.kind) {
+    case ENR_K_STRING:
+    case ENR_K_NUMBER:
+    case ENR_K_ARRAY:
+        /* "" and 0 are falsy; an array is truthy even when it prints "" */
+        truthy = f->id.kind == ENR_K_ARRAY ||
+                 (f->id.kind == ENR_K_STRING ? f->id.text.len > 0 : f->id.num != 0);
+        /* an empty buffer may have no allocation yet: never offset NULL */
+        s = (const unsigned char *)(f->id.text.len ? f->id.text.data : "");
+        t = s + f->id.text.len;
+        break;
+    case ENR_K_TRUE:
+        truthy = 1;
+        s = (const unsigned char *)"true";
+        t = s + 4;
+        break;
+    case ENR_K_OBJECT:
+        truthy = 1;
+        s = (const unsigned char *)"[object Object]";
+        t = s + 15;
+        break;
+    default:
+        truthy = 0;
+        s = t = NULL;
+        break;
+    }
+    if (!truthy)
+        return 0;
+    trim_ws(&s, &t);
+    if (s == t)
+        return 0;
+
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        enr_record *nr = realloc(b->recs, cap * sizeof(*nr));
+
+        if (nr == NULL)
+            return fail(err, 500, -1, element, "out of memory");
+        b->recs = nr;
+        b->cap = cap;
+    }
+    rec = &b->recs[b->n];
+    memset(rec, 0, sizeof(*rec));
+    rec->element = (uint32_t)element;
+    rec->provider = (uint8_t)f->provider;
+
+    /* The id first, so that one that cannot fit is refused before its
+     * original-case copy (the key) is made. */
+    room = ENR_UNI_NO_MAX;
+    if (e->max_output) {
+        if (e->lower + ENR_LINE_MIN > e->max_output)
+            return output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN);
+        room = e->max_output - e->lower - ENR_LINE_MIN;
+    }
+    rec->id_off = b->text.len;
+    rc = enr_uni_id(e->uni, (const char *)s, (size_t)(t - s), room, &b->text);
+    if (rc == ENR_UNI_TOO_LONG)
+        return output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN + room + 1);
+    if (rc < 0)
+        return fail(err, 500, -1, element, "unicode: lower-casing failed");
+    rec->id_len = b->text.len - rec->id_off;
+    if (rec->id_len == 0) {
+        b->text.len = mark;
+        return 0;
+    }
+    rec->key_off = b->text.len;
+    rec->key_len = (size_t)(t - s);
+    enr_buf_append(&b->text, s, rec->key_len);
+
+    /* Rule 7: only truthy strings are normalized; other truthy values throw. */
+    rec->title_off = b->text.len;
+    switch (f->title.kind) {
+    case ENR_K_STRING: {
+        /* what is left of max_output for this title, or no limit */
+        size_t used = e->lower + ENR_LINE_MIN + rec->id_len;
+
+        room = ENR_UNI_NO_MAX;
+        if (e->max_output) {
+            if (f->title.text.over || used > e->max_output)
+                return output_fail(e, err, element, b->n, e->max_output + 1);
+            room = e->max_output - used;
+        }
+        if (f->title.text.len > 0) {
+            rc = enr_uni_title(e->uni, f->title.text.data, f->title.text.len, room, &b->text);
+            if (rc == ENR_UNI_TOO_LONG)
+                return output_fail(e, err, element, b->n, used + room + 1);
+            if (rc < 0)
+                return fail(err, 500, -1, element, "unicode: normalization failed");
+        }
+        break;
+    }
+    case ENR_K_NUMBER:
+        if (f->title.num != 0)
+            return fail(err, 400, -1, element, "title: a number is not a string");
+        break;
+    case ENR_K_TRUE:
+    case ENR_K_ARRAY:
+    case ENR_K_OBJECT:
+        return fail(err, 400, -1, element, "title: must be a string");
+    default:
+        break;
+    }
+    rec->title_len = b->text.len - rec->title_off;
+
+    if (f->duration.tostring)
+        return fail(err, 400, -1, element,
+                    "duration: object with a toString key cannot be converted");
+    rec->duration = duration_of(&f->duration);
+    rec->avail = f->blocked_arr ? (uint8_t)~f->blocked : 0xff;
+    if (b->text.oom)
+        return fail(err, 500, -1, element, "out of memory");
+    e->lower += ENR_LINE_MIN + rec->id_len + rec->title_len;
+    if (e->max_output && e->lower > e->max_output)
+        return output_fail(e, err, element, b->n, e->lower);
+    b->n++;
+    return 0;
+}
+
+int enr_parse(enr_engine *e, const char *body, size_t len, size_t max_records, enr_batch *b,
+              enr_error *err)
+{
+    enr_reader *r = &e->rd;
+    int rc, refused = 0;
+
+    enr_batch_reset(b);
+    e->lower = 0;
+    /* What a text can hold beyond what reaches the output comes from the
+     * body itself (white space trimmed or folded, letters that lower-case
+     * shorter): past max_output + len it cannot be printed in max_output. */
+    if (e->max_output) {
+        size_t cap = e->max_output + len + 64;
+        e->f.id.text.max = e->f.title.text.max = cap < len ? (size_t)-1 : cap;
+        e->f.duration.text.max = (e->max_output > len ? e->max_output : len) + 64;
+    } else {
+        e->f.id.text.max = e->f.title.text.max = e->f.duration.text.max = 0;
+    }
+    enr_reader_init(r, body, len, max_records);
+    if (enr_reader_begin(r) < 0)
+        return fail(err, r->err_status, r->err_offset, -1, r->err_msg);
+    while ((rc = enr_reader_next(r, &e->f)) == 1)
+        if (add_record(e, b, &e->f, (long)r->record_element, err) < 0) {
+            refused = 1;
+            break;
+        }
+    /* The fields are copied into b: what one record grew goes now, not
+     * after the output has been built next to it. */
+    enr_buf_shrink(&e->f.id.text, ENR_KEEP_BYTES);
+    enr_buf_shrink(&e->f.title.text, ENR_KEEP_BYTES);
+    enr_buf_shrink(&e->f.duration.text, ENR_KEEP_BYTES);
+    if (refused)
+        return -1; /* add_record filled err */
+    if (rc < 0)
+        return fail(err, r->err_status, r->err_offset,
+                    r->element == (size_t)-1 ? -1 : (long)r->element, r->err_msg);
+    b->elements = r->elements;
+    return 0;
+}
+
+/* JSON string body (no quotes) of WTF-8 text, escaped per rule 11.
+ * Stops once out->len passes stop: the caller then has its answer (the
+ * output limit is crossed) and nothing more is built. */
+static void put_escaped(enr_buf *out, const char *str, size_t n, size_t stop)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)str, *end = s + n;
+    size_t want = n + 16;
+
+    if (out->len > stop)
+        return;
+    if (stop - out->len < n)
+        want = stop - out->len + 16;
+    if (enr_buf_reserve(out, want) != 0)
+        return;
+    while (s < end) {
+        const unsigned char *run = s;
+        unsigned c;
+
+        if (out->len > stop)
+            return;
+        while (s < end && *s >= 0x20 && *s != '"' && *s != '\\' && *s != 0xed)
+            s++;
+        if ((size_t)(s - run) > stop - out->len) { /* one byte past the limit is enough */
+            enr_buf_append(out, run, stop - out->len + 1);
+            return;
+        }
+        enr_buf_append(out, run, (size_t)(s - run));
+        if (s >= end)
+            break;
+        c = *s;
+        if (c == 0xed) {
+            if (end - s >= 3 && s[1] >= 0xa0) { /* lone surrogate (text.h) */
+                unsigned cp = 0xd000u | ((s[1] & 0x3fu) << 6) | (s[2] & 0x3fu);
+                char u[6] = {
+                    '\\',        'u', hex[cp >> 12], hex[(cp >> 8) & 15], hex[(cp >> 4) & 15],
+                    hex[cp & 15]};
+
+                enr_buf_append(out, u, 6);
+                s += 3;
+            } else {
+                enr_buf_putc(out, (char)c);
+                s++;
+            }
+            continue;
+        }
+        s++;
+        switch (c) {
+        case '"':
+            enr_buf_lit(out, "\\\"");
+            break;
+        case '\\':
+            enr_buf_lit(out, "\\\\");
+            break;
+        case '\b':
+            enr_buf_lit(out, "\\b");
+            break;
+        case '\t':
+            enr_buf_lit(out, "\\t");
+            break;
+        case '\n':
+            enr_buf_lit(out, "\\n");
+            break;
+        case '\f':
+            enr_buf_lit(out, "\\f");
+            break;
+        case '\r':
+            enr_buf_lit(out, "\\r");
+            break;
+        default: {
+            char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+
+            enr_buf_append(out, u, 6);
+            break;
+        }
+        }
+    }
+}
+
+/* Rule 6: SHA-1 of provider ":" id, lone surrogates hashed as U+FFFD;
+ * fed in runs between them, so an id of any length needs no copy. */
+static void put_hash(enr_buf *out, const char *prov, const char *id, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)id, *run = p, *end = p + n;
+    unsigned char md[SHA_DIGEST_LENGTH];
+    SHA_CTX ctx;
+    int ok;
+    char h[40];
+    const char head[3] = {prov[0], prov[1], ':'};
+
+    ok = SHA1_Init(&ctx) == 1 && SHA1_Update(&ctx, head, 3) == 1;
+    while (ok && p + 2 < end) {
+        if (p[0] == 0xed && p[1] >= 0xa0) { /* a lone surrogate (text.h) */
+            ok = SHA1_Update(&ctx, run, (size_t)(p - run)) == 1 &&
+                 SHA1_Update(&ctx, "\xef\xbf\xbd", 3) == 1;
+            p += 3;
+            run = p;
+        } else {
+            p++;
+        }
+    }
+    if (!ok || SHA1_Update(&ctx, run, (size_t)(end - run)) != 1 || SHA1_Final(md, &ctx) != 1) {
+        out->oom = 1; /* cannot fail for SHA-1; never print a wrong hash */
+        return;
+    }
+    for (unsigned i = 0; i < 20; i++) {
+        h[2 * i] = hex[md[i] >> 4];
+        h[2 * i + 1] = hex[md[i] & 15];
+    }
+    enr_buf_append(out, h, 40);
+}
+
+static void put_u64(enr_buf *out, uint64_t v)
+{
+    char d[24];
+    int i = 24;
+
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    enr_buf_append(out, d + i, (size_t)(24 - i));
+}
+
+/* Bytes rule 11 escapes (and 0xED, a lone surrogate's lead, text.h). */
+static const uint8_t escape_byte[256] = {
+    [0x00] = 1, [0x01] = 1, [0x02] = 1, [0x03] = 1, [0x04] = 1, [0x05] = 1, [0x06] = 1,
+    [0x07] = 1, [0x08] = 1, [0x09] = 1, [0x0a] = 1, [0x0b] = 1, [0x0c] = 1, [0x0d] = 1,
+    [0x0e] = 1, [0x0f] = 1, [0x10] = 1, [0x11] = 1, [0x12] = 1, [0x13] = 1, [0x14] = 1,
+    [0x15] = 1, [0x16] = 1, [0x17] = 1, [0x18] = 1, [0x19] = 1, [0x1a] = 1, [0x1b] = 1,
+    [0x1c] = 1, [0x1d] = 1, [0x1e] = 1, [0x1f] = 1, ['"'] = 1,  ['\\'] = 1, [0xed] = 1,
+};
+
+/* The longest escaped form of n bytes: a control byte gives 6. */
+#define ESCAPED_MAX(n) (6 * (n))
+/* A line but its id (three times: id, poster, hash input), title and
+ * poster: keys, hash, base, duration, availability, fetched_at. */
+#define LINE_FIXED 512
+
+/* put_escaped for a line that has its room reserved and cannot reach
+ * the output limit: text without anything to escape is copied at once. */
+static void put_text(enr_buf *out, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+
+#ifdef __SSE2__
+    /* 16 bytes a step: control bytes, '"', '\\' and 0xED */
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m128i m =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
+                         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xed))));
+
+        if (_mm_movemask_epi8(m) != 0)
+            break;
+    }
+#endif
+    while (i < n && !escape_byte[s[i]])
+        i++;
+    if (i == n) {
+        memcpy(out->data + out->len, str, n);
+        out->len += n;
+        return;
+    }
+    put_escaped(out, str, n, (size_t)-1 - 1);
+}
+
+#define PUT_LIT(o, s) (memcpy((o)->data + (o)->len, (s), sizeof(s) - 1), (o)->len += sizeof(s) - 1)
+
+/* One output line, its worst case reserved once: 0, or -1 when the
+ * reservation failed or the line could reach stop (the caller then
+ * prints it the careful way, which finds where it stops). */
+static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_fn now_ms,
+                          enr_buf *out, size_t stop)
+{
+    static const char avail_keys[ENR_REGIONS][8] = {
+        "\"US\":", "\"GB\":", "\"JP\":", "\"KR\":", "\"TW\":", "\"SG\":", "\"VN\":", "\"TH\":"};
+    const char *text = b->text.data, *prov = provider_names[r->provider];
+    size_t bound = LINE_FIXED + ESCAPED_MAX(2 * r->id_len + r->title_len + r->poster_len);
+    char num[ENR_NUM_MAX];
+    uint64_t ms;
+
+    if (bound < r->id_len || out->len > stop || stop - out->len <= bound ||
+        enr_buf_reserve(out, bound) != 0)
+        return -1;
+    PUT_LIT(out, "{\"hash\":\"");
+    put_hash(out, prov, text + r->id_off, r->id_len);
+    PUT_LIT(out, "\",\"provider\":\"");
+    memcpy(out->data + out->len, prov, 2);
+    out->len += 2;
+    PUT_LIT(out, "\",\"id\":\"");
+    put_text(out, text + r->id_off, r->id_len);
+    PUT_LIT(out, "\",\"title\":\"");
+    put_text(out, text + r->title_off, r->title_len);
+    PUT_LIT(out, "\",\"poster\":\"");
+    if (r->poster_len > 0) {
+        put_text(out, text + r->poster_off, r->poster_len);
+    } else {
+        const char *base = provider_bases[r->provider];
+        size_t n = strlen(base);
+
+        memcpy(out->data + out->len, base, n);
+        out->len += n;
+        out->data[out->len++] = '/';
+        put_text(out, text + r->id_off, r->id_len);
+        PUT_LIT(out, "/hqdefault.jpg");
+    }
+    PUT_LIT(out, "\",\"duration\":");
+    if (isinf(r->duration)) {
+        PUT_LIT(out, "null");
+    } else {
+        size_t n = enr_num_format(r->duration, num);
+
+        memcpy(out->data + out->len, num, n);
+        out->len += n;
+    }
+    PUT_LIT(out, ",\"availability\":{");
+    for (int k = 0; k < ENR_REGIONS; k++) {
+        char *o = out->data + out->len;
+
+        memcpy(o, avail_keys[k], 5);
+        if (r->avail & (1u << k)) {
+            memcpy(o + 5, "true,", 5);
+            out->len += 10;
+        } else {
+            memcpy(o + 5, "false,", 6);
+            out->len += 11;
+        }
+    }
+    out->len--; /* the last comma */
+    PUT_LIT(out, "},\"fetched_at\":");
+    ms = now_ms();
+    {
+        char d[24];
+        int i = 24;
+
+        do {
+            d[--i] = (char)('0' + ms % 10);
+            ms /= 10;
+        } while (ms);
+        memcpy(out->data + out->len, d + i, (size_t)(24 - i));
+        out->len += (size_t)(24 - i);
+    }
+    PUT_LIT(out, "}\n");
+    return 0;
+}
+
+int enr_emit(enr_engine *e, const enr_batch *b, enr_clock_ms_fn now_ms, enr_buf *out,
+             enr_error *err)
+{
+    char num[ENR_NUM_MAX];
+    size_t start = out->len;
+    /* out->len past stop: the output passed max_output (0: never) */
+    size_t stop = e->max_output && e->max_output < (size_t)-1 - start ? start + e->max_output
+                                                                      : (size_t)-1 - 1;
+
+    if (b->n == 0) {
+        enr_buf_putc(out, '\n');
+        return out->len > stop ? output_fail(e, err, -1, 0, out->len - start) : 0;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        const enr_record *r = &b->recs[i];
+        const char *text = b->text.data;
+        const char *prov = provider_names[r->provider];
+
+        if (!e->slow && emit_line_fast(b, r, now_ms, out, stop) == 0)
+            continue;
+
+        enr_buf_lit(out, "{\"hash\":\"");
+        put_hash(out, prov, text + r->id_off, r->id_len);
+        enr_buf_lit(out, "\",\"provider\":\"");
+        enr_buf_append(out, prov, 2);
+        enr_buf_lit(out, "\",\"id\":\"");
+        put_escaped(out, text + r->id_off, r->id_len, stop);
+        enr_buf_lit(out, "\",\"title\":\"");
+        put_escaped(out, text + r->title_off, r->title_len, stop);
+        enr_buf_lit(out, "\",\"poster\":\"");
+        if (r->poster_len > 0) {
+            put_escaped(out, text + r->poster_off, r->poster_len, stop);
+        } else {
+            const char *base = provider_bases[r->provider];
+
+            enr_buf_append(out, base, strlen(base));
+            enr_buf_putc(out, '/');
+            put_escaped(out, text + r->id_off, r->id_len, stop);
+            enr_buf_lit(out, "/hqdefault.jpg");
+        }
+        if (out->len > stop) /* a long string: no need to finish the line */
+            return output_fail(e, err, (long)r->element, i, out->len - start);
+        enr_buf_lit(out, "\",\"duration\":");
+        if (isinf(r->duration))
+            enr_buf_lit(out, "null");
+        else
+            enr_buf_append(out, num, enr_num_format(r->duration, num));
+        for (int k = 0; k < ENR_REGIONS; k++) {
+            enr_buf_append(out, availability_keys[k], strlen(availability_keys[k]));
+            if (r->avail & (1u << k))
+                enr_buf_lit(out, "true");
+            else
+                enr_buf_lit(out, "false");
+        }
+        enr_buf_lit(out, "},\"fetched_at\":");
+        put_u64(out, now_ms());
+        enr_buf_lit(out, "}\n");
+        if (out->len > stop)
+            return output_fail(e, err, (long)r->element, i, out->len - start);
+    }
+    return 0;
+}
+
+/* JSON string of plain ASCII text (error messages are ours, no escapes
+ * beyond quotes and backslashes needed). */
+void enr_error_json(const enr_error *err, enr_buf *out)
+{
+    enr_buf_lit(out, "{\"error\":\"");
+    put_escaped(out, err->msg, strlen(err->msg), (size_t)-1 - 1);
+    enr_buf_putc(out, '"');
+    if (err->limit > 0) {
+        enr_buf_lit(out, ",\"limit\":");
+        put_u64(out, err->limit);
+        enr_buf_lit(out, ",\"reached\":");
+        put_u64(out, err->reached);
+        enr_buf_lit(out, ",\"at_record\":");
+        put_u64(out, (uint64_t)err->record);
+    }
+    if (err->offset >= 0) {
+        enr_buf_lit(out, ",\"offset\":");
+        put_u64(out, (uint64_t)err->offset);
+    }
+    if (err->element >= 0) {
+        enr_buf_lit(out, ",\"element\":");
+        put_u64(out, (uint64_t)err->element);
+    }
+    enr_buf_lit(out, "}\n");
+}

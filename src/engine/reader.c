@@ -1,0 +1,936 @@
+/*
+ * reader.c: the strict, streaming JSON reader of a request batch
+ * (see reader.h for what it hands out).
+ *
+ * The body is never decoded as a whole.  UTF-8 replacement (docs/contract.md §2)
+ * only matters inside strings: outside them any byte >= 0x80 is a syntax
+ * error whatever it decodes to.  And inside a string that nobody reads,
+ * replacement cannot change where the string ends (a quote or backslash
+ * byte is never part of a multi-byte sequence), so skipped strings are
+ * only scanned for the quote, escapes and raw control characters, 64
+ * bytes at a time (scan.h), and a value nobody reads is skipped by one
+ * loop (skip_fast) rather than a call per element.  Strings that are
+ * read are decoded to WTF-8 with the maximal-subpart replacement; one
+ * without escapes that is well-formed UTF-8 is checked, then copied at
+ * once.  Each fast path has its slow path behind r->slow, the reference
+ * of the fast fuzz target.
+ *
+ * Depth counts the outer array as 1 (docs/contract.md §15); deeper than
+ * ENR_MAX_DEPTH is a 400, so recursion is bounded.
+ */
+#include "engine/reader.h"
+
+#include <string.h>
+
+#include "engine/contract.h"
+#include "engine/numfmt.h"
+#include "engine/scan.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define FAIL(r, at, msg)                                                                           \
+    do {                                                                                           \
+        (r)->err_offset = (long)((at) - (r)->start);                                               \
+        (r)->err_msg = (msg);                                                                      \
+        (r)->err_status = 400;                                                                     \
+        return -1;                                                                                 \
+    } while (0)
+
+/* A string token located in the body: [s, e) between the quotes. */
+typedef struct span {
+    const unsigned char *s, *e;
+    int escaped;  /* holds a backslash */
+    int nonascii; /* holds a byte >= 0x80 */
+} span;
+
+/* The reader's scratch only ever compares a decoded key or string with a
+ * name of at most 8 bytes ("toString", "provider"), whose escaped form is
+ * at most 48 bytes: anything longer is no match, and is never decoded
+ * whole (a key of invalid bytes would triple). */
+#define SCRATCH_MAX 64
+
+static const char *const region_names[ENR_REGIONS] = {"US", "GB", "JP", "KR",
+                                                      "TW", "SG", "VN", "TH"};
+
+static int skip_value(enr_reader *r, int depth);
+static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring);
+
+void enr_reader_init(enr_reader *r, const char *body, size_t len, size_t max_elements)
+{
+    enr_buf keep = r->scratch;
+    int slow = r->slow;
+
+    memset(r, 0, sizeof(*r));
+    r->scratch = keep;
+    r->slow = slow;
+    enr_buf_reset(&r->scratch);
+    r->scratch.max = SCRATCH_MAX;
+    r->start = r->p = (const unsigned char *)body;
+    r->end = r->start + len;
+    r->max_elements = max_elements;
+    r->err_offset = -1;
+}
+
+void enr_reader_free(enr_reader *r)
+{
+    enr_buf_free(&r->scratch);
+}
+
+void enr_fields_free(enr_fields *f)
+{
+    enr_buf_free(&f->id.text);
+    enr_buf_free(&f->title.text);
+    enr_buf_free(&f->duration.text);
+}
+
+static inline void skip_ws(enr_reader *r)
+{
+    const unsigned char *p = r->p, *end = r->end;
+
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    r->p = p;
+}
+
+static inline int hexval(unsigned c)
+{
+    if (c - '0' < 10)
+        return (int)(c - '0');
+    c |= 0x20;
+    if (c - 'a' < 6)
+        return (int)(c - 'a' + 10);
+    return -1;
+}
+
+/* Scans the string token at r->p (on its opening quote): validates escapes
+ * and rejects raw control characters; leaves r->p after the closing quote. */
+static int scan_string(enr_reader *r, span *sp)
+{
+    const unsigned char *p = r->p + 1, *end = r->end;
+    int escaped = 0;
+    unsigned high = 0;
+
+    sp->s = p;
+#ifdef __SSE2__
+    /* Keys and short values (most strings of a record) end within 16
+     * bytes with nothing to step over: told inline, without the call. */
+    if (end - p >= 16 && !r->slow) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                         ctl));
+
+        if (m != 0 && p[__builtin_ctz(m)] == '"') {
+            unsigned i = (unsigned)__builtin_ctz(m);
+
+            sp->e = p + i;
+            sp->escaped = 0;
+            sp->nonascii = ((unsigned)_mm_movemask_epi8(v) & ((1u << i) - 1)) != 0;
+            r->p = p + i + 1;
+            return 0;
+        }
+    }
+#endif
+    /* valid escapes are stepped over: a backslash here starts none */
+    p = enr_scan_string(p, end, &high, &escaped);
+    if (p >= end)
+        FAIL(r, end, "unterminated string");
+    if (*p != '"') {
+        if (*p < 0x20)
+            FAIL(r, p, "raw control character in string");
+        if (end - p < 2)
+            FAIL(r, end, "unterminated string");
+        FAIL(r, p, p[1] == 'u' ? "bad \\u escape" : "bad escape");
+    }
+    sp->e = p;
+    sp->escaped = escaped;
+    sp->nonascii = high != 0;
+    r->p = p + 1;
+    return 0;
+}
+
+static void put_utf8(enr_buf *out, unsigned cp)
+{
+    char b[4];
+
+    if (cp < 0x80) {
+        enr_buf_putc(out, (char)cp);
+    } else if (cp < 0x800) {
+        b[0] = (char)(0xc0 | (cp >> 6));
+        b[1] = (char)(0x80 | (cp & 0x3f));
+        enr_buf_append(out, b, 2);
+    } else if (cp < 0x10000) { /* surrogates too: WTF-8 */
+        b[0] = (char)(0xe0 | (cp >> 12));
+        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[2] = (char)(0x80 | (cp & 0x3f));
+        enr_buf_append(out, b, 3);
+    } else {
+        b[0] = (char)(0xf0 | (cp >> 18));
+        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[3] = (char)(0x80 | (cp & 0x3f));
+        enr_buf_append(out, b, 4);
+    }
+}
+
+static inline int cont(const unsigned char *p, const unsigned char *e, unsigned lo, unsigned hi)
+{
+    return p < e && *p >= lo && *p <= hi;
+}
+
+/* Length of the well-formed UTF-8 sequence at p, or -(length of the
+ * maximal ill-formed subpart) to replace by one U+FFFD (docs/contract.md §2). */
+static int utf8_seq(const unsigned char *p, const unsigned char *e)
+{
+    unsigned c = p[0], lo = 0x80, hi = 0xbf;
+
+    if (c >= 0xc2 && c <= 0xdf)
+        return cont(p + 1, e, 0x80, 0xbf) ? 2 : -1;
+    if (c >= 0xe0 && c <= 0xef) {
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+        if (!cont(p + 1, e, lo, hi))
+            return -1;
+        return cont(p + 2, e, 0x80, 0xbf) ? 3 : -2;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+        if (!cont(p + 1, e, lo, hi))
+            return -1;
+        if (!cont(p + 2, e, 0x80, 0xbf))
+            return -2;
+        return cont(p + 3, e, 0x80, 0xbf) ? 4 : -3;
+    }
+    return -1;
+}
+
+static unsigned hex4(const unsigned char *p)
+{
+    return (unsigned)(hexval(p[0]) << 12 | hexval(p[1]) << 8 | hexval(p[2]) << 4 | hexval(p[3]));
+}
+
+/* Decodes a scanned string span into WTF-8, appending to out. */
+static void decode_span(const enr_reader *r, const span *sp, enr_buf *out)
+{
+    const unsigned char *p = sp->s, *e = sp->e;
+
+    if (!sp->escaped && !sp->nonascii) {
+        enr_buf_append(out, p, (size_t)(e - p));
+        return;
+    }
+    if (!sp->escaped && !r->slow) {
+        /* Most non-ASCII strings are well-formed UTF-8: checked without
+         * copying, then appended at once. */
+        const unsigned char *q = p;
+        int n;
+
+        while (q < e) {
+            unsigned c = *q;
+
+            if (c < 0x80) {
+                q++;
+            } else if (c >= 0xe1 && c <= 0xef && c != 0xed && e - q >= 3 && (q[1] & 0xc0) == 0x80 &&
+                       (q[2] & 0xc0) == 0x80) {
+                q += 3; /* most of CJK, Thai, Hangul: without the call */
+            } else if ((n = utf8_seq(q, e)) > 0) {
+                q += n;
+            } else {
+                break;
+            }
+        }
+        if (q == e) {
+            enr_buf_append(out, p, (size_t)(e - p));
+            return;
+        }
+    }
+    if (enr_buf_reserve(out, (size_t)(e - p)) != 0)
+        return;
+    while (p < e) {
+        const unsigned char *run = p;
+        unsigned cp;
+        int n;
+
+        while (p < e && *p < 0x80 && *p != '\\')
+            p++;
+        enr_buf_append(out, run, (size_t)(p - run));
+        if (p >= e)
+            break;
+        if (*p != '\\') {
+            n = utf8_seq(p, e);
+            if (n > 0) {
+                enr_buf_append(out, p, (size_t)n);
+                p += n;
+            } else {
+                enr_buf_lit(out, "\xef\xbf\xbd");
+                p += -n;
+            }
+            continue;
+        }
+        switch (p[1]) {
+        case 'b':
+            cp = '\b';
+            break;
+        case 'f':
+            cp = '\f';
+            break;
+        case 'n':
+            cp = '\n';
+            break;
+        case 'r':
+            cp = '\r';
+            break;
+        case 't':
+            cp = '\t';
+            break;
+        case 'u':
+            cp = hex4(p + 2);
+            p += 6;
+            if (cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+                unsigned lo = hex4(p + 2);
+
+                if (lo >= 0xdc00 && lo <= 0xdfff) {
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                    p += 6;
+                }
+            }
+            put_utf8(out, cp);
+            continue;
+        default: /* " \ / */
+            cp = p[1];
+            break;
+        }
+        enr_buf_putc(out, (char)cp);
+        p += 2;
+    }
+}
+
+/* The text of a string that is only compared with a short name (a key,
+ * a provider, a region): its bytes in the body, or decoded into the
+ * scratch when it has escapes.  *n is 0 when it cannot be such a name
+ * (its decoded form is past SCRATCH_MAX). */
+static const char *short_text(enr_reader *r, const span *sp, size_t *n)
+{
+    if (!sp->escaped) {
+        *n = (size_t)(sp->e - sp->s);
+        return (const char *)sp->s;
+    }
+    enr_buf_reset(&r->scratch);
+    decode_span(r, sp, &r->scratch);
+    *n = r->scratch.oom ? 0 : r->scratch.len;
+    return r->scratch.data;
+}
+
+/* Is the key span equal to name (after unescaping)? */
+static int key_is(enr_reader *r, const span *k, const char *name, size_t n)
+{
+    size_t len;
+    const char *v = short_text(r, k, &len);
+
+    return len == n && memcmp(v, name, n) == 0;
+}
+
+static int scan_number(enr_reader *r, const unsigned char **s, const unsigned char **e)
+{
+    const unsigned char *p = r->p, *end = r->end;
+
+    *s = p;
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end)
+        FAIL(r, p, "bad number");
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    } else {
+        FAIL(r, p, "bad number");
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9')
+            FAIL(r, p, "bad number: digit expected after '.'");
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || *p < '0' || *p > '9')
+            FAIL(r, p, "bad number: digit expected in exponent");
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    *e = p;
+    r->p = p;
+    return 0;
+}
+
+/* Consumes one of true/false/null at r->p; returns its kind or -1. */
+static int scan_literal(enr_reader *r)
+{
+    const unsigned char *p = r->p;
+    size_t left = (size_t)(r->end - p);
+
+    if (left >= 4 && memcmp(p, "true", 4) == 0) {
+        r->p += 4;
+        return ENR_K_TRUE;
+    }
+    if (left >= 5 && memcmp(p, "false", 5) == 0) {
+        r->p += 5;
+        return ENR_K_FALSE;
+    }
+    if (left >= 4 && memcmp(p, "null", 4) == 0) {
+        r->p += 4;
+        return ENR_K_NULL;
+    }
+    FAIL(r, p, "unexpected character");
+}
+
+/* After a member or element: consumes ',' (1: another follows) or the
+ * closing byte (0: the container ended); anything else is an error. */
+static int next_or_close(enr_reader *r, unsigned char close)
+{
+    skip_ws(r);
+    if (r->p < r->end && *r->p == ',') {
+        r->p++;
+        skip_ws(r);
+        return 1;
+    }
+    if (r->p < r->end && *r->p == close) {
+        r->p++;
+        return 0;
+    }
+    if (close == '}')
+        FAIL(r, r->p, "',' or '}' expected");
+    FAIL(r, r->p, "',' or ']' expected");
+}
+
+/*
+ * Walks the members of the object at r->p (on '{').  For each member the
+ * callback, if any, is given the key and must consume the value itself;
+ * without one, values are skipped.  Returns 0 or -1.
+ */
+typedef int (*member_fn)(enr_reader *r, const span *key, int depth, void *arg);
+
+static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
+{
+    span key;
+    int more;
+
+    if (depth > ENR_MAX_DEPTH)
+        FAIL(r, r->p, "nesting deeper than 1000");
+    r->p++;
+    skip_ws(r);
+    if (r->p < r->end && *r->p == '}') {
+        r->p++;
+        return 0;
+    }
+    for (;;) {
+        if (r->p >= r->end || *r->p != '"')
+            FAIL(r, r->p, "object key expected");
+        if (scan_string(r, &key) < 0)
+            return -1;
+        skip_ws(r);
+        if (r->p >= r->end || *r->p != ':')
+            FAIL(r, r->p, "':' expected");
+        r->p++;
+        skip_ws(r);
+        if ((fn ? fn(r, &key, depth, arg) : skip_value(r, depth)) < 0)
+            return -1;
+        more = next_or_close(r, '}');
+        if (more <= 0)
+            return more;
+    }
+}
+
+/* Walks the elements of the array at r->p (on '['), calling fn on each
+ * (fn consumes the value) or skipping them. */
+typedef int (*element_fn)(enr_reader *r, int depth, size_t index, void *arg);
+
+static int walk_array(enr_reader *r, int depth, element_fn fn, void *arg)
+{
+    size_t i = 0;
+    int more;
+
+    if (depth > ENR_MAX_DEPTH)
+        FAIL(r, r->p, "nesting deeper than 1000");
+    r->p++;
+    skip_ws(r);
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        return 0;
+    }
+    for (;; i++) {
+        if ((fn ? fn(r, depth, i, arg) : skip_value(r, depth)) < 0)
+            return -1;
+        more = next_or_close(r, ']');
+        if (more <= 0)
+            return more;
+    }
+}
+
+/* Skips the value at r->p, which sits inside a container at depth. */
+static int skip_value(enr_reader *r, int depth)
+{
+    const unsigned char *s, *e;
+    span sp;
+
+    if (r->p >= r->end)
+        FAIL(r, r->p, "value expected");
+    switch (*r->p) {
+    case '"':
+        return scan_string(r, &sp);
+    case '{':
+        return walk_object(r, depth + 1, NULL, NULL);
+    case '[':
+        return walk_array(r, depth + 1, NULL, NULL);
+    case 't':
+    case 'f':
+    case 'n':
+        return scan_literal(r) < 0 ? -1 : 0;
+    default:
+        return scan_number(r, &s, &e);
+    }
+}
+
+static inline const unsigned char *ws_end(const unsigned char *p, const unsigned char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/*
+ * skip_value for the values a record holds and nobody reads (tags,
+ * stats, descriptions: most of a batch): one loop with the nesting in a
+ * bit stack instead of a call per element and per member.  It accepts
+ * exactly what skip_value accepts and stops at the same byte; on any
+ * byte it does not expect it starts over with skip_value, which finds
+ * and reports the error (the fuzz target compares the two).
+ */
+#define SKIP_LEVELS 63 /* deeper: skip_value */
+
+static int skip_fast(enr_reader *r, int depth)
+{
+    const unsigned char *start = r->p, *p = start, *end = r->end, *s, *e;
+    uint64_t objects = 0; /* bit 0: the innermost open container is an object */
+    int level = 0;
+
+    if (r->slow)
+        return skip_value(r, depth);
+value:
+    if (p >= end)
+        goto slow;
+    switch (*p) {
+    case '"':
+        p = enr_skip_string(p + 1, end);
+        if (p >= end || *p != '"')
+            goto slow;
+        p++;
+        break;
+    case '{':
+    case '[':
+        if (level == SKIP_LEVELS || depth + level + 1 > ENR_MAX_DEPTH)
+            goto slow;
+        objects = objects << 1 | (*p == '{');
+        level++;
+        p = ws_end(p + 1, end);
+        if (p < end && *p == ((objects & 1) ? '}' : ']')) {
+            p++;
+            objects >>= 1;
+            level--;
+            break;
+        }
+        if (objects & 1)
+            goto key;
+        goto value;
+    case 't':
+        if (end - p < 4 || memcmp(p, "true", 4) != 0)
+            goto slow;
+        p += 4;
+        break;
+    case 'f':
+        if (end - p < 5 || memcmp(p, "false", 5) != 0)
+            goto slow;
+        p += 5;
+        break;
+    case 'n':
+        if (end - p < 4 || memcmp(p, "null", 4) != 0)
+            goto slow;
+        p += 4;
+        break;
+    default:
+        r->p = p;
+        if (scan_number(r, &s, &e) < 0)
+            goto slow;
+        p = r->p;
+        break;
+    }
+    /* after a value: ',' and the next one, or the container's end */
+    for (;;) {
+        if (level == 0) {
+            r->p = p;
+            return 0;
+        }
+        p = ws_end(p, end);
+        if (p < end && *p == ',') {
+            p = ws_end(p + 1, end);
+            if (objects & 1)
+                goto key;
+            goto value;
+        }
+        if (p < end && *p == ((objects & 1) ? '}' : ']')) {
+            p++;
+            objects >>= 1;
+            level--;
+            continue;
+        }
+        goto slow;
+    }
+key:
+    if (p >= end || *p != '"')
+        goto slow;
+    p = enr_skip_string(p + 1, end);
+    if (p >= end || *p != '"')
+        goto slow;
+    p = ws_end(p + 1, end);
+    if (p >= end || *p != ':')
+        goto slow;
+    p = ws_end(p + 1, end);
+    goto value;
+slow:
+    r->err_msg = NULL; /* scan_number may have set them */
+    r->err_offset = -1;
+    r->err_status = 0;
+    r->p = start;
+    return skip_value(r, depth);
+}
+
+/* An object being converted to text (ECMAScript String()/Number()): only
+ * a "toString" key matters, and it makes the conversion throw. */
+static int tostring_member(enr_reader *r, const span *key, int depth, void *arg)
+{
+    if (key_is(r, key, "toString", 8))
+        *(uint8_t *)arg = 1;
+    return skip_value(r, depth);
+}
+
+struct join_arg {
+    enr_buf *out;
+    uint8_t *tostring;
+};
+
+static int join_element(enr_reader *r, int depth, size_t index, void *arg)
+{
+    struct join_arg *j = arg;
+
+    if (index > 0)
+        enr_buf_putc(j->out, ',');
+    return text_value(r, depth, j->out, j->tostring) < 0 ? -1 : 0;
+}
+
+/*
+ * Appends the ECMAScript ToString of the value at r->p as an element of
+ * an array being joined: null gives "", numbers print per rule 9 (-0 is
+ * "0"), arrays join recursively, objects give "[object Object]" unless
+ * they have a toString key.  Returns the value's kind or -1.
+ */
+static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring)
+{
+    const unsigned char *s, *e;
+    char num[ENR_NUM_MAX];
+    struct join_arg j = {out, tostring};
+    span sp;
+    int k;
+
+    if (r->p >= r->end)
+        FAIL(r, r->p, "value expected");
+    switch (*r->p) {
+    case '"':
+        if (scan_string(r, &sp) < 0)
+            return -1;
+        decode_span(r, &sp, out);
+        return ENR_K_STRING;
+    case '[':
+        return walk_array(r, depth + 1, join_element, &j) < 0 ? -1 : ENR_K_ARRAY;
+    case '{':
+        if (walk_object(r, depth + 1, tostring_member, tostring) < 0)
+            return -1;
+        enr_buf_lit(out, "[object Object]");
+        return ENR_K_OBJECT;
+    case 't':
+    case 'f':
+    case 'n':
+        k = scan_literal(r);
+        if (k == ENR_K_TRUE)
+            enr_buf_lit(out, "true");
+        else if (k == ENR_K_FALSE)
+            enr_buf_lit(out, "false");
+        return k;
+    default:
+        if (scan_number(r, &s, &e) < 0)
+            return -1;
+        if (!out->over) /* past its cap the text is only validated */
+            enr_buf_append(
+                out, num,
+                enr_num_format(enr_num_parse_json((const char *)s, (size_t)(e - s)), num));
+        return ENR_K_NUMBER;
+    }
+}
+
+/*
+ * Reads the value of a field the contract looks at into f: its kind, its
+ * number, its text (strings decoded, arrays joined, and for id numbers
+ * printed), and whether an object conversion met "toString".  Only
+ * converts what the field's rule can use.
+ */
+static int field_value(enr_reader *r, int depth, enr_field *f, int print_numbers)
+{
+    const unsigned char *s, *e;
+    char num[ENR_NUM_MAX];
+    int k;
+
+    enr_buf_reset(&f->text);
+    f->tostring = 0;
+    f->num = 0;
+    if (r->p >= r->end)
+        FAIL(r, r->p, "value expected");
+    switch (*r->p) {
+    case '"':
+    case '[':
+        k = text_value(r, depth, &f->text, &f->tostring);
+        break;
+    case '{':
+        if (walk_object(r, depth + 1, tostring_member, &f->tostring) < 0)
+            return -1;
+        k = ENR_K_OBJECT;
+        break;
+    case 't':
+    case 'f':
+    case 'n':
+        k = scan_literal(r);
+        break;
+    default:
+        if (scan_number(r, &s, &e) < 0)
+            return -1;
+        f->num = enr_num_parse_json((const char *)s, (size_t)(e - s));
+        if (print_numbers)
+            enr_buf_append(&f->text, num, enr_num_format(f->num, num));
+        k = ENR_K_NUMBER;
+        break;
+    }
+    if (k < 0)
+        return -1;
+    f->kind = (uint8_t)k;
+    return 0;
+}
+
+static int provider_value(enr_reader *r, int *provider)
+{
+    span sp;
+    const char *v;
+    size_t n;
+
+    *provider = ENR_PROV_NONE;
+    if (r->p < r->end && *r->p == '"') {
+        if (scan_string(r, &sp) < 0)
+            return -1;
+        v = short_text(r, &sp, &n);
+        if (n == 2) {
+            if (memcmp(v, "yt", 2) == 0)
+                *provider = ENR_PROV_YT;
+            else if (memcmp(v, "vm", 2) == 0)
+                *provider = ENR_PROV_VM;
+            else if (memcmp(v, "dm", 2) == 0)
+                *provider = ENR_PROV_DM;
+        }
+        return 0;
+    }
+    return skip_value(r, 2);
+}
+
+static int blocked_element(enr_reader *r, int depth, size_t index, void *arg)
+{
+    uint8_t *mask = arg;
+    span sp;
+    const char *v;
+    size_t n;
+
+    if (r->p >= r->end || *r->p != '"')
+        return skip_value(r, depth);
+    if (scan_string(r, &sp) < 0)
+        return -1;
+    v = short_text(r, &sp, &n);
+    if (n == 2)
+        for (int i = 0; i < ENR_REGIONS; i++)
+            if (v[0] == region_names[i][0] && v[1] == region_names[i][1])
+                *mask |= (uint8_t)(1u << i);
+    return 0;
+}
+
+static int record_member(enr_reader *r, const span *key, int depth, void *arg)
+{
+    enr_fields *f = arg;
+    const char *k = (const char *)key->s;
+    size_t n = (size_t)(key->e - key->s);
+    span dec;
+
+    if (key->escaped) {
+        /* Rare: decode once, then match the decoded name. */
+        k = short_text(r, key, &n);
+        if (n == 0 || n > 8)
+            return skip_value(r, depth);
+        char name[8];
+        memcpy(name, k, n);
+        dec.s = (const unsigned char *)name;
+        dec.e = dec.s + n;
+        dec.escaped = dec.nonascii = 0;
+        return record_member(r, &dec, depth, arg);
+    }
+    switch (n) {
+    case 2:
+        if (memcmp(k, "id", 2) == 0)
+            return field_value(r, depth, &f->id, 1);
+        break;
+    case 5:
+        if (memcmp(k, "title", 5) == 0)
+            return field_value(r, depth, &f->title, 0);
+        break;
+    case 7:
+        if (memcmp(k, "blocked", 7) == 0) {
+            f->blocked = 0;
+            f->blocked_arr = r->p < r->end && *r->p == '[';
+            if (f->blocked_arr)
+                return walk_array(r, depth + 1, blocked_element, &f->blocked);
+            return skip_value(r, depth);
+        }
+        break;
+    case 8:
+        if (memcmp(k, "provider", 8) == 0)
+            return provider_value(r, &f->provider);
+        if (memcmp(k, "duration", 8) == 0)
+            return field_value(r, depth, &f->duration, 0);
+        break;
+    default:
+        break;
+    }
+    return skip_fast(r, depth);
+}
+
+int enr_reader_begin(enr_reader *r)
+{
+    if (r->end - r->p >= 3 && r->p[0] == 0xef && r->p[1] == 0xbb && r->p[2] == 0xbf)
+        r->p += 3;
+    skip_ws(r);
+    if (r->p >= r->end)
+        FAIL(r, r->p, "empty body");
+    if (*r->p != '[') {
+        /* Validate first: a malformed body is a syntax error, not a shape one. */
+        if (skip_value(r, 0) < 0)
+            return -1;
+        skip_ws(r);
+        if (r->p != r->end)
+            FAIL(r, r->p, "unexpected data after the JSON value");
+        r->err_offset = 0;
+        r->err_msg = "expected a JSON array of records";
+        r->err_status = 400;
+        return -1;
+    }
+    r->p++;
+    skip_ws(r);
+    r->element = 0;
+    if (r->p < r->end && *r->p == ']') {
+        r->p++;
+        r->element = (size_t)-1; /* empty array: nothing to read */
+    }
+    return 0;
+}
+
+static int finish(enr_reader *r)
+{
+    skip_ws(r);
+    if (r->p != r->end)
+        FAIL(r, r->p, "unexpected data after the JSON value");
+    return 0;
+}
+
+/* After a top-level element: ',' (1: more elements) or ']' (0: done). */
+static int after_element(enr_reader *r)
+{
+    int more = next_or_close(r, ']');
+
+    if (more < 0)
+        return -1;
+    r->elements++;
+    if (more)
+        r->element++;
+    else
+        r->element = (size_t)-1;
+    return more;
+}
+
+static void fields_reset(enr_fields *f)
+{
+    f->id.kind = f->title.kind = f->duration.kind = ENR_K_MISSING;
+    f->id.tostring = f->title.tostring = f->duration.tostring = 0;
+    enr_buf_reset(&f->id.text);
+    enr_buf_reset(&f->title.text);
+    enr_buf_reset(&f->duration.text);
+    f->provider = ENR_PROV_NONE;
+    f->blocked_arr = 0;
+    f->blocked = 0;
+}
+
+int enr_reader_next(enr_reader *r, enr_fields *f)
+{
+    int more;
+
+    while (r->element != (size_t)-1) {
+        if (r->max_elements && r->element >= r->max_elements) {
+            r->err_offset = (long)(r->p - r->start);
+            r->err_msg = "too many records in the batch";
+            r->err_status = 413;
+            return -1;
+        }
+        if (r->p >= r->end)
+            FAIL(r, r->p, "value expected");
+        if (*r->p == '{') {
+            fields_reset(f);
+            if (walk_object(r, 2, record_member, f) < 0)
+                return -1;
+            /* over is not an error here: a field past its cap is refused
+             * by the engine only if the record uses it */
+            if ((f->id.text.oom && !f->id.text.over) ||
+                (f->title.text.oom && !f->title.text.over) ||
+                (f->duration.text.oom && !f->duration.text.over)) {
+                r->err_offset = (long)(r->p - r->start);
+                r->err_msg = "out of memory";
+                r->err_status = 500;
+                return -1;
+            }
+            r->record_element = r->element;
+            if (after_element(r) < 0)
+                return -1;
+            return 1;
+        }
+        if (*r->p == 'n' && r->end - r->p >= 4 && memcmp(r->p, "null", 4) == 0)
+            FAIL(r, r->p, "null element in the batch");
+        if (skip_value(r, 1) < 0)
+            return -1;
+        more = after_element(r);
+        if (more < 0)
+            return -1;
+    }
+    return finish(r) < 0 ? -1 : 0;
+}

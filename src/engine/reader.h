@@ -1,0 +1,77 @@
+/*
+ * reader.h: the strict, streaming JSON reader of a request batch.
+ *
+ * It walks the body once, validates every byte against RFC 8259 and the
+ * contract's decoding rules (docs/contract.md §2), and hands the engine one record
+ * (an object element of the top-level array) at a time, holding only the
+ * five fields the contract reads.  Everything else is validated and
+ * skipped without allocating.  No DOM is ever built.
+ *
+ * Invariants: a field's buffers hold its LAST occurrence in the object
+ * (docs/contract.md §2.5); decoded text is WTF-8 (text.h); the reader never reads
+ * past body + len.
+ */
+#ifndef ENR_READER_H
+#define ENR_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+
+/* The JSON kind of a field's last occurrence. */
+enum enr_kind {
+    ENR_K_MISSING = 0,
+    ENR_K_NULL,
+    ENR_K_FALSE,
+    ENR_K_TRUE,
+    ENR_K_NUMBER,
+    ENR_K_STRING,
+    ENR_K_ARRAY,
+    ENR_K_OBJECT
+};
+
+/* One field as the contract reads it.  For a string, text is the decoded
+ * string; for an array, text is its ECMAScript String() form (elements
+ * joined by ","); for id only, a number is also printed into text. */
+typedef struct enr_field {
+    uint8_t kind;
+    uint8_t tostring; /* an object with a "toString" key was converted */
+    double num;       /* ENR_K_NUMBER */
+    enr_buf text;
+} enr_field;
+
+typedef struct enr_fields {
+    enr_field id, title, duration;
+    int provider;        /* enum enr_provider, NONE unless exactly yt/vm/dm */
+    uint8_t blocked_arr; /* blocked is an array */
+    uint8_t blocked;     /* bit r: region r listed in blocked */
+} enr_fields;
+
+typedef struct enr_reader {
+    const unsigned char *p, *start, *end;
+    size_t element;        /* index of the current element */
+    size_t record_element; /* index of the record last returned */
+    size_t elements;       /* elements consumed so far */
+    size_t max_elements;   /* 0: no limit */
+    int slow;              /* fast paths off (the fuzz target's reference) */
+    enr_buf scratch;       /* decoded keys with escapes */
+    long err_offset;
+    int err_status;
+    const char *err_msg;
+} enr_reader;
+
+void enr_reader_init(enr_reader *r, const char *body, size_t len, size_t max_elements);
+void enr_reader_free(enr_reader *r);
+void enr_fields_free(enr_fields *f);
+
+/* Skips a leading BOM and white space, consumes '['.  0 or -1. */
+int enr_reader_begin(enr_reader *r);
+
+/* Reads elements up to the next object and fills f from it: returns 1.
+ * Returns 0 after the closing ']' and the end of the body (only white
+ * space may follow), -1 on an error (null element, syntax, depth, limit),
+ * with err_* set. */
+int enr_reader_next(enr_reader *r, enr_fields *f);
+
+#endif

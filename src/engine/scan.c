@@ -1,0 +1,348 @@
+/*
+ * scan.c: wide scanning of JSON string bytes (see scan.h).
+ *
+ * Skipped strings (descriptions, tags: most of a batch's bytes) are only
+ * searched for the quote, backslash and control bytes, so this search is
+ * the engine's memory-speed part: 32 bytes per step with AVX2 (compiled
+ * with a target attribute and chosen at run time with
+ * __builtin_cpu_supports, so the binary still runs on any x86-64), 16
+ * with SSE2 (the x86-64 baseline), one byte at a time elsewhere.  Valid
+ * escapes are stepped over here, so a description with a "\n" every
+ * line does not return to the reader per escape.  Strings nobody reads
+ * (enr_skip_string) go 64 bytes a step with their escapes resolved by
+ * bit masks, simdjson's way: more instructions than stepping, but no
+ * branch per escape, and that branch, mispredicted about half of the
+ * time, was where the stepping scanner's time went (perf, bench batch:
+ * the scanners' share of the engine's time fell from ~31% to ~22%).
+ *
+ * Invariant: every implementation returns the same pointer, *high and
+ * *escaped as the portable one for every input (tests/fuzz/fuzz_scan.c).
+ */
+#include "engine/scan.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SCAN_X86 1
+#include <immintrin.h>
+#endif
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* The first quote, backslash or control byte in [p, end), or end. */
+static ALWAYS_INLINE const unsigned char *plain_bytes(const unsigned char *p,
+                                                      const unsigned char *end, unsigned *high)
+{
+    unsigned h = 0;
+
+    while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) {
+        h |= *p;
+        p++;
+    }
+    *high |= h & 0x80;
+    return p;
+}
+
+static const unsigned char *portable(const unsigned char *p, const unsigned char *end,
+                                     unsigned *high, int *escaped)
+{
+    for (;;) {
+        long n;
+
+        p = plain_bytes(p, end, high);
+        if (p >= end || *p != '\\' || (n = enr_escape_len(p, end)) == 0)
+            return p;
+        *escaped = 1;
+        p += n;
+    }
+}
+
+#ifdef SCAN_X86
+/* The high bits of the bytes before index idx of a block. */
+static ALWAYS_INLINE unsigned below(unsigned mask, unsigned idx)
+{
+    return mask & ((1u << idx) - 1); /* idx < 32: a stop was found */
+}
+
+static ALWAYS_INLINE const unsigned char *plain_sse2(const unsigned char *p,
+                                                     const unsigned char *end, unsigned *high)
+{
+    const __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\'), c = _mm_set1_epi8(0x1f);
+    unsigned hs = 0;
+
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, c), v);
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, b)), ctl));
+        unsigned h = (unsigned)_mm_movemask_epi8(v);
+
+        if (m != 0) {
+            unsigned i = (unsigned)__builtin_ctz(m);
+            if ((hs | below(h, i)) != 0)
+                *high |= 0x80;
+            return p + i;
+        }
+        hs |= h;
+        p += 16;
+    }
+    if (hs != 0)
+        *high |= 0x80;
+    return plain_bytes(p, end, high);
+}
+
+static const unsigned char *sse2(const unsigned char *p, const unsigned char *end, unsigned *high,
+                                 int *escaped)
+{
+    for (;;) {
+        long n;
+
+        p = plain_sse2(p, end, high);
+        if (p >= end || *p != '\\' || (n = enr_escape_len(p, end)) == 0)
+            return p;
+        *escaped = 1;
+        p += n;
+    }
+}
+
+__attribute__((target("avx2"))) static const unsigned char *
+avx2(const unsigned char *p, const unsigned char *end, unsigned *high, int *escaped)
+{
+    const __m256i q = _mm256_set1_epi8('"'), b = _mm256_set1_epi8('\\'), c = _mm256_set1_epi8(0x1f);
+    unsigned hs = 0;
+
+    for (;;) {
+        long n;
+
+        while (end - p >= 32) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p);
+            __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, c), v);
+            unsigned m = (unsigned)_mm256_movemask_epi8(_mm256_or_si256(
+                _mm256_or_si256(_mm256_cmpeq_epi8(v, q), _mm256_cmpeq_epi8(v, b)), ctl));
+            unsigned h = (unsigned)_mm256_movemask_epi8(v);
+
+            if (m != 0) {
+                unsigned i = (unsigned)__builtin_ctz(m);
+                hs |= below(h, i);
+                p += i;
+                goto stop;
+            }
+            hs |= h;
+            p += 32;
+        }
+        p = plain_sse2(p, end, high);
+    stop:
+        if (p >= end || *p != '\\' || (n = enr_escape_len(p, end)) == 0)
+            break;
+        *escaped = 1;
+        p += n;
+    }
+    if (hs != 0)
+        *high |= 0x80;
+    return p;
+}
+
+/*
+ * For strings nobody reads (enr_skip_string): the escapes of a block are
+ * resolved with bit masks (simdjson's odd-backslash-run method) instead
+ * of one stop each, so a description with an escape every line is
+ * crossed without a branch per escape, mispredicted half of the time.
+ * An escaped byte other than " \ / b f n r t (a \u, or an invalid
+ * escape) hands over to the stepping loop at its backslash; so does a
+ * backslash run reaching the last 32 bytes of the body.
+ */
+/* A 32-byte block's backslashes, its quotes and control bytes, and the
+ * bytes that may follow a backslash without a \u (" / \ b f n r t). */
+typedef struct skip_masks {
+    uint32_t bs, qc, ok;
+} skip_masks;
+
+__attribute__((target("avx2"))) static inline skip_masks skip_block(const unsigned char *p)
+{
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    /* a bit per high nibble (2, 5, 6, 7), set in the low-nibble table for
+     * the bytes of that row that are escapes */
+    const __m256i hi_tab = _mm256_setr_epi8(0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
+                                            0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i lo_tab = _mm256_setr_epi8(0, 0, 0x0d, 0, 8, 0, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1, 0, 0,
+                                            0x0d, 0, 8, 0, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1);
+    __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
+    __m256i cls = _mm256_and_si256(
+        _mm256_shuffle_epi8(hi_tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)),
+        _mm256_shuffle_epi8(lo_tab, _mm256_and_si256(v, nib)));
+    skip_masks m;
+
+    m.bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\\')));
+    m.qc = (uint32_t)_mm256_movemask_epi8(
+        _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('"')), ctl));
+    m.ok = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(cls, _mm256_setzero_si256()));
+    return m;
+}
+
+/* The first stop of a block of 64 bytes (bit masks): an unescaped quote
+ * or control byte, or an escaped byte the masks do not resolve; *carry
+ * in and out: the block's first byte / the next block's is escaped. */
+#define SKIP_STOP(T, bs, qc, ok, carry, escaped)                                                   \
+    do {                                                                                           \
+        const T even_ = (T)0x5555555555555555ull;                                                  \
+        T follows_, odd_, seq_;                                                                    \
+        bs &= ~carry;                                                                              \
+        follows_ = (T)(bs << 1) | carry;                                                           \
+        odd_ = bs & ~even_ & ~follows_;                                                            \
+        carry = (T)__builtin_add_overflow(odd_, bs, &seq_);                                        \
+        escaped = (even_ ^ (T)(seq_ << 1)) & follows_;                                             \
+        qc = (qc & ~escaped) | (escaped & ~ok);                                                    \
+    } while (0)
+
+__attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsigned char *p,
+                                                                      const unsigned char *end)
+{
+    uint64_t carry = 0; /* the block's first byte is escaped */
+    long n;
+
+    /* Most strings skipped are tags and keys: a quote or a control byte
+     * within 64 bytes with no backslash before it, told without the
+     * escape masks. */
+    if (end - p >= 64) {
+        const __m256i q = _mm256_set1_epi8('"'), b = _mm256_set1_epi8('\\'),
+                      c = _mm256_set1_epi8(0x1f);
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
+                v1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
+        uint64_t qc =
+            (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(
+                _mm256_cmpeq_epi8(v0, q), _mm256_cmpeq_epi8(_mm256_min_epu8(v0, c), v0))) |
+            (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_or_si256(
+                _mm256_cmpeq_epi8(v1, q), _mm256_cmpeq_epi8(_mm256_min_epu8(v1, c), v1)))
+                << 32;
+        uint64_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, b)) |
+                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, b)) << 32;
+
+        if (qc != 0 && (bs & ((qc & (0 - qc)) - 1)) == 0)
+            return p + __builtin_ctzll(qc);
+    }
+    for (;;) {
+        uint64_t escaped, stop;
+        unsigned i;
+
+        while (end - p >= 64) {
+            skip_masks a = skip_block(p), b = skip_block(p + 32);
+            uint64_t bs = a.bs | (uint64_t)b.bs << 32, ok = a.ok | (uint64_t)b.ok << 32;
+
+            stop = a.qc | (uint64_t)b.qc << 32;
+            SKIP_STOP(uint64_t, bs, stop, ok, carry, escaped);
+            if (stop != 0)
+                goto found;
+            p += 64;
+        }
+        if (end - p >= 32) {
+            skip_masks a = skip_block(p);
+            uint32_t bs = a.bs, c32 = (uint32_t)carry, e32, s32 = a.qc;
+
+            SKIP_STOP(uint32_t, bs, s32, a.ok, c32, e32);
+            carry = c32;
+            escaped = e32;
+            stop = s32;
+            if (stop != 0)
+                goto found;
+            p += 32;
+        }
+        /* the last bytes; a backslash run left open: from its last one */
+        return portable(p - carry, end, &(unsigned){0}, &(int){0});
+    found:
+        i = (unsigned)__builtin_ctzll(stop);
+        if (!(escaped >> i & 1))
+            return p + i; /* a quote or a control byte */
+        p += (long)i - 1; /* the backslash, maybe the block before's */
+        if ((n = enr_escape_len(p, end)) == 0)
+            return p;
+        p += n;
+        carry = 0;
+    }
+}
+#endif
+
+static const unsigned char *resolve(const unsigned char *p, const unsigned char *end,
+                                    unsigned *high, int *escaped);
+
+/* One process, one CPU: set once, at the first call. */
+static enr_scan_fn impl = resolve;
+
+static const unsigned char *resolve(const unsigned char *p, const unsigned char *end,
+                                    unsigned *high, int *escaped)
+{
+    impl = enr_scan_impl("avx2");
+    if (impl == NULL)
+        impl = enr_scan_impl("sse2");
+    if (impl == NULL)
+        impl = portable;
+    return impl(p, end, high, escaped);
+}
+
+const unsigned char *enr_scan_string(const unsigned char *p, const unsigned char *end,
+                                     unsigned *high, int *escaped)
+{
+    return impl(p, end, high, escaped);
+}
+
+static const unsigned char *skip_portable(const unsigned char *p, const unsigned char *end)
+{
+    return portable(p, end, &(unsigned){0}, &(int){0});
+}
+
+static const unsigned char *skip_resolve(const unsigned char *p, const unsigned char *end);
+
+static enr_skip_fn skip_impl = skip_resolve;
+
+static const unsigned char *skip_resolve(const unsigned char *p, const unsigned char *end)
+{
+    skip_impl = enr_skip_impl("avx2");
+    if (skip_impl == NULL)
+        skip_impl = enr_skip_impl("sse2");
+    if (skip_impl == NULL)
+        skip_impl = skip_portable;
+    return skip_impl(p, end);
+}
+
+const unsigned char *enr_skip_string(const unsigned char *p, const unsigned char *end)
+{
+    return skip_impl(p, end);
+}
+
+#ifdef SCAN_X86
+static const unsigned char *skip_sse2(const unsigned char *p, const unsigned char *end)
+{
+    return sse2(p, end, &(unsigned){0}, &(int){0});
+}
+#endif
+
+enr_skip_fn enr_skip_impl(const char *name)
+{
+    if (strcmp(name, "portable") == 0)
+        return skip_portable;
+#ifdef SCAN_X86
+    if (strcmp(name, "sse2") == 0)
+        return skip_sse2;
+    if (strcmp(name, "avx2") == 0) {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") ? skip_avx2 : NULL;
+    }
+#endif
+    return NULL;
+}
+
+enr_scan_fn enr_scan_impl(const char *name)
+{
+    if (strcmp(name, "portable") == 0)
+        return portable;
+#ifdef SCAN_X86
+    if (strcmp(name, "sse2") == 0)
+        return sse2;
+    if (strcmp(name, "avx2") == 0) {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") ? avx2 : NULL;
+    }
+#endif
+    return NULL;
+}

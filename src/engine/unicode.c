@@ -1,0 +1,864 @@
+/*
+ * unicode.c: the Unicode steps of the contract (rules 4.2, 7.2, 8, 10, 12)
+ * on WTF-8 text, with ICU's data (rule 17).
+ *
+ * ICU works on UTF-16, where an unpaired surrogate is simply a lone code
+ * unit: ICU treats it as a code point with no decomposition, combining
+ * class 0, no case mapping, neither Cased nor Case_Ignorable, which is
+ * exactly what rules 10 and 12 ask (tests/unit/test_unicode.c checks
+ * it).  So WTF-8 is converted here, by hand, to UTF-16 with lone
+ * surrogates kept as lone units, and back.
+ *
+ * Fast paths, because nearly every id and most titles are ASCII: ASCII
+ * never reaches ICU (NFKC of ASCII is the identity, lower-casing ASCII is
+ * tolower); non-ASCII titles already in NFKC skip the normalizer and are
+ * folded on their original bytes, and most are known to be in NFKC from
+ * their UTF-8 bytes alone (nfkc_yes_utf8), without the UTF-16 copy.
+ * With enr_uni_set_slow() ICU's own check and the first fold decide:
+ * the reference the fast fuzz target holds the fast paths to.
+ *
+ * Invariants: an enr_uni owns two UTF-16 scratch buffers that grow as
+ * needed and shrink only through enr_uni_shrink() between requests, so a
+ * worker's steady state does not allocate; outputs are appended to the
+ * caller's enr_buf and never overlap the input.  An id goes through ICU
+ * in pieces (ENR_UNI_ID_PIECE), a title whole but refused once its
+ * result passes the caller's max: neither scratch buffer grows with what
+ * the input could inflate to.
+ */
+#include "engine/unicode.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <unicode/uchar.h>
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
+#include <unicode/uversion.h>
+
+#include "base/text.h"
+
+#define ENR_UNI_MIN_CAP 256 /* UTF-16 units: most titles fit at once */
+
+/* An id is lower-cased in pieces of about this many bytes, cut where no
+ * final-sigma context can cross (cut_ok), so ICU's scratch stays this
+ * small whatever the id's length (a joined "[object Object]" id, or one
+ * of invalid bytes, can be MBs). */
+#define ENR_UNI_ID_PIECE 4096
+/* A title is normalized in pieces of about this many UTF-16 units, and
+ * NFKC makes at most 18 code points of one (U+FDFA, UAX #15): ICU's
+ * output for a piece always fits ENR_UNI_NFKC_MAX times it. */
+#define ENR_UNI_NFKC_PIECE 4096
+#define ENR_UNI_NFKC_MAX 18
+/* Runs of combining marks longer than this are put in canonical order
+ * before ICU sees them (sort_mark_runs). */
+#define ENR_UNI_MARK_RUN_SORT 32
+
+/* The BMP in pages of 256 code points for the NFKC check on UTF-8 bytes
+ * (nfkc_yes_utf8): a page's classes are read from ICU the first time a
+ * title uses it, so start-up pays nothing and a worker only the few
+ * scripts its titles are written in (256 bytes each). */
+#define ENR_UNI_PAGES 256
+#define ENR_UNI_NOT_YES 255 /* no combining class is 255 */
+#define ENR_UNI_MAPPED 254  /* nor 254: see nfkc_class */
+
+typedef struct uni_page {
+    uint8_t cls[256];  /* nfkc_class of each code point */
+    uint16_t map[256]; /* ... and for ENR_UNI_MAPPED, what NFKC makes of it */
+} uni_page;
+
+struct enr_uni {
+    const UNormalizer2 *nfkc; /* owned by ICU, never freed */
+    UChar *src;               /* the input as UTF-16 */
+    UChar *dst;               /* ICU's output */
+    int32_t src_cap, dst_cap;
+    int slow;                       /* fast paths off: the fuzz target's reference */
+    uint8_t ascii_ignorable[128];   /* Case_Ignorable, from ICU's data */
+    uni_page *pages[ENR_UNI_PAGES]; /* NULL until a title uses the page */
+    enr_buf mapped;                 /* a title with its ENR_UNI_MAPPED code points replaced */
+};
+
+/* Ensures *buf holds at least need units; 0 or -1. */
+static int grow16(UChar **buf, int32_t *cap, size_t need)
+{
+    size_t c = *cap ? (size_t)*cap : ENR_UNI_MIN_CAP;
+    UChar *p;
+
+    if (need <= (size_t)*cap)
+        return 0;
+    if (need > INT32_MAX / 2)
+        return -1;
+    while (c < need)
+        c *= 2;
+    p = realloc(*buf, c * sizeof(UChar));
+    if (p == NULL)
+        return -1;
+    *buf = p;
+    *cap = (int32_t)c;
+    return 0;
+}
+
+enr_uni *enr_uni_new(void)
+{
+    UErrorCode err = U_ZERO_ERROR;
+    enr_uni *u = calloc(1, sizeof(*u));
+    UChar probe[4];
+
+    if (u == NULL)
+        return NULL;
+    u->nfkc = unorm2_getNFKCInstance(&err);
+    if (U_FAILURE(err) || u->nfkc == NULL)
+        goto fail;
+    /* Loads the case-mapping data now rather than on the first request. */
+    u_strToLower(probe, 4, (const UChar[]){0x41, 0}, 1, "", &err);
+    if (U_FAILURE(err))
+        goto fail;
+    for (UChar32 c = 0; c < 128; c++)
+        u->ascii_ignorable[c] = u_hasBinaryProperty(c, UCHAR_CASE_IGNORABLE) != 0;
+    if (grow16(&u->src, &u->src_cap, ENR_UNI_MIN_CAP) != 0 ||
+        grow16(&u->dst, &u->dst_cap, ENR_UNI_MIN_CAP) != 0)
+        goto fail;
+    return u;
+fail:
+    enr_uni_free(u);
+    return NULL;
+}
+
+void enr_uni_free(enr_uni *u)
+{
+    if (u == NULL)
+        return;
+    free(u->src);
+    free(u->dst);
+    for (int i = 0; i < ENR_UNI_PAGES; i++)
+        free(u->pages[i]);
+    enr_buf_free(&u->mapped);
+    free(u);
+}
+
+void enr_uni_set_slow(enr_uni *u, int slow)
+{
+    u->slow = slow;
+}
+
+void enr_uni_shrink(enr_uni *u, size_t keep)
+{
+    enr_buf_shrink(&u->mapped, keep);
+    /* back to the start-up size: the next request grows them again */
+    if ((size_t)u->src_cap * sizeof(UChar) > keep) {
+        free(u->src);
+        u->src = NULL;
+        u->src_cap = 0;
+        if (grow16(&u->src, &u->src_cap, ENR_UNI_MIN_CAP) != 0)
+            u->src_cap = 0;
+    }
+    if ((size_t)u->dst_cap * sizeof(UChar) > keep) {
+        free(u->dst);
+        u->dst = NULL;
+        u->dst_cap = 0;
+        if (grow16(&u->dst, &u->dst_cap, ENR_UNI_MIN_CAP) != 0)
+            u->dst_cap = 0;
+    }
+}
+
+static int is_ascii(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    uint64_t acc = 0;
+
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        acc |= w;
+    }
+    for (; i < len; i++)
+        acc |= s[i];
+    return (acc & 0x8080808080808080ULL) == 0;
+}
+
+static int is_cont(unsigned char c)
+{
+    return (c & 0xc0) == 0x80;
+}
+
+/*
+ * WTF-8 to UTF-16; dst has room for len units (never more are needed).
+ * A byte that does not start a well-formed sequence (the reader never
+ * produces one) becomes U+FFFD rather than being trusted.
+ */
+static int32_t wtf8_to_utf16(const unsigned char *s, size_t len, UChar *dst)
+{
+    const unsigned char *end = s + len;
+    int32_t n = 0;
+
+    while (s < end) {
+        unsigned c = *s;
+        size_t left = (size_t)(end - s);
+
+        if (c < 0x80) {
+            dst[n++] = (UChar)c;
+            s++;
+        } else if (c >= 0xc2 && c <= 0xdf && left >= 2 && is_cont(s[1])) {
+            dst[n++] = (UChar)(((c & 0x1f) << 6) | (s[1] & 0x3f));
+            s += 2;
+        } else if (c >= 0xe0 && c <= 0xef && left >= 3 && is_cont(s[1]) && is_cont(s[2]) &&
+                   (c != 0xe0 || s[1] >= 0xa0)) {
+            /* ED A0..BF is a lone surrogate: it becomes a lone unit */
+            dst[n++] = (UChar)(((c & 0x0f) << 12) | ((s[1] & 0x3fu) << 6) | (s[2] & 0x3f));
+            s += 3;
+        } else if (c >= 0xf0 && c <= 0xf4 && left >= 4 && is_cont(s[1]) && is_cont(s[2]) &&
+                   is_cont(s[3]) && (c != 0xf0 || s[1] >= 0x90) && (c != 0xf4 || s[1] < 0x90)) {
+            uint32_t cp = ((c & 0x07u) << 18) | ((s[1] & 0x3fu) << 12) | ((s[2] & 0x3fu) << 6) |
+                          (s[3] & 0x3fu);
+            cp -= 0x10000;
+            dst[n++] = (UChar)(0xd800 | (cp >> 10));
+            dst[n++] = (UChar)(0xdc00 | (cp & 0x3ff));
+            s += 4;
+        } else {
+            dst[n++] = 0xfffd;
+            s++;
+        }
+    }
+    return n;
+}
+
+/* Rule 8 on one UTF-16 unit: all 25 white-space code points are BMP. */
+static int is_ws16(UChar c)
+{
+    if (c <= 0x20)
+        return c == 0x20 || (c >= 0x09 && c <= 0x0d);
+    if (c < 0xa0)
+        return 0;
+    return c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202f || c == 0x205f || c == 0x3000 || c == 0xfeff;
+}
+
+/* Where one output text starts in its buffer, and whether white space
+ * waits to be written as one space: a title is converted in pieces. */
+typedef struct text_out {
+    size_t start;
+    int pending;
+} text_out;
+
+/*
+ * UTF-16 back to WTF-8 (a pair gives 4 bytes, a lone surrogate its ED
+ * form), appended to out.  With fold, every run of white space becomes
+ * one space and the ends are trimmed (rule 7.2 steps 2 and 3); a run at
+ * the end stays pending for the next piece, and is dropped if none
+ * comes.  Once the text passes max bytes since t->start: ENR_UNI_TOO_LONG,
+ * and the caller drops what was appended.
+ */
+static int utf16_to_wtf8(const UChar *s, int32_t n, enr_buf *out, int fold, text_out *t, size_t max)
+{
+    size_t room = (size_t)n * 3; /* never more than 3 bytes a unit */
+    unsigned char *o, *first;
+
+    if (n == 0) /* out->data may still be NULL */
+        return 0;
+    if (out->len - t->start > max)
+        return ENR_UNI_TOO_LONG;
+    /* Checked before each code point, which writes at most 5 bytes (a
+     * pending space and a pair): max + 8 is always enough room. */
+    if (room > max - (out->len - t->start) + 8)
+        room = max - (out->len - t->start) + 8;
+    if (enr_buf_reserve(out, room) != 0)
+        return -1;
+    first = (unsigned char *)out->data + t->start;
+    o = (unsigned char *)out->data + out->len;
+    for (int32_t i = 0; i < n; i++) {
+        uint32_t c = s[i];
+
+        if ((size_t)(o - first) > max) {
+            out->len = (size_t)(o - (unsigned char *)out->data);
+            return ENR_UNI_TOO_LONG;
+        }
+        if (fold && is_ws16((UChar)c)) {
+            t->pending = 1;
+            continue;
+        }
+        if (t->pending) {
+            if (o != first)
+                *o++ = ' ';
+            t->pending = 0;
+        }
+        if (c < 0x80) {
+            *o++ = (unsigned char)c;
+        } else if (c < 0x800) {
+            *o++ = (unsigned char)(0xc0 | (c >> 6));
+            *o++ = (unsigned char)(0x80 | (c & 0x3f));
+        } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < n && s[i + 1] >= 0xdc00 &&
+                   s[i + 1] <= 0xdfff) {
+            c = 0x10000 + ((c - 0xd800) << 10) + (s[i + 1] - 0xdc00u);
+            i++;
+            *o++ = (unsigned char)(0xf0 | (c >> 18));
+            *o++ = (unsigned char)(0x80 | ((c >> 12) & 0x3f));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+            *o++ = (unsigned char)(0x80 | (c & 0x3f));
+        } else { /* BMP, including a lone surrogate */
+            *o++ = (unsigned char)(0xe0 | (c >> 12));
+            *o++ = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+            *o++ = (unsigned char)(0x80 | (c & 0x3f));
+        }
+    }
+    out->len = (size_t)(o - (unsigned char *)out->data);
+    return (size_t)(o - first) > max ? ENR_UNI_TOO_LONG : 0;
+}
+
+/* The byte walk of fold_wtf8; with checked, it stops (NULL) once more
+ * than lim - first bytes are written.  Inlined twice, so the common call
+ * (the input alone fits) pays no check per byte. */
+static inline __attribute__((always_inline)) char *fold_walk(const unsigned char *s,
+                                                             const unsigned char *end, char *o,
+                                                             const char *first, const char *lim,
+                                                             int checked)
+{
+    int pending = 0;
+
+    while (s < end) {
+        size_t w;
+
+        if (checked && o > lim)
+            return NULL;
+        w = enr_ws_len(s, end);
+        if (w > 0) {
+            pending = 1;
+            s += w;
+            continue;
+        }
+        if (pending) {
+            if (o != first)
+                *o++ = ' ';
+            pending = 0;
+        }
+        *o++ = (char)*s++;
+    }
+    return checked && o > lim ? NULL : o;
+}
+
+/* Rule 7.2 steps 2 and 3 on WTF-8 bytes already in NFKC.  A white-space
+ * lead byte never occurs as a continuation byte, so a byte walk is safe.
+ * More than max bytes: nothing is appended, ENR_UNI_TOO_LONG. */
+static int fold_wtf8(const unsigned char *s, size_t len, enr_buf *out, size_t max)
+{
+    size_t room = len < max + 2 ? len : max + 2; /* +2: a space and a byte */
+    char *first, *o;
+
+    if (len == 0) /* out->data may still be NULL */
+        return 0;
+    if (enr_buf_reserve(out, room) != 0)
+        return -1;
+    first = out->data + out->len;
+    /* folding never lengthens: an input that fits needs no checks */
+    o = len <= max ? fold_walk(s, s + len, first, first, NULL, 0)
+                   : fold_walk(s, s + len, first, first, first + max, 1);
+    if (o == NULL)
+        return ENR_UNI_TOO_LONG; /* out->len untouched */
+    out->len = (size_t)(o - out->data);
+    return 0;
+}
+
+/* Lead bytes of the white-space code points (text.h): any other byte is
+ * copied as it is by fold_fast. */
+static const uint8_t ws_lead[256] = {
+    [0x09] = 1, [0x0a] = 1, [0x0b] = 1, [0x0c] = 1, [0x0d] = 1, [0x20] = 1,
+    [0xc2] = 1, [0xe1] = 1, [0xe2] = 1, [0xe3] = 1, [0xef] = 1,
+};
+
+/* fold_wtf8 with a table test per byte instead of enr_ws_len: the same
+ * output (the fuzz target compares them), in runs copied at once. */
+static int fold_fast(const unsigned char *s, size_t len, enr_buf *out, size_t max)
+{
+    const unsigned char *end = s + len;
+    char *first, *o;
+
+    if (len == 0)
+        return 0;
+    if (len > max) /* rare: the checked walk */
+        return fold_wtf8(s, len, out, max);
+    if (enr_buf_reserve(out, len) != 0)
+        return -1;
+    first = o = out->data + out->len;
+    for (;;) {
+        size_t w;
+
+        while (s < end && !ws_lead[*s]) /* runs are short: no memcpy call */
+            *o++ = (char)*s++;
+        if (s == end)
+            break;
+        if ((w = enr_ws_len(s, end)) == 0) {
+            *o++ = (char)*s++;
+            continue;
+        }
+        do /* a run of white space: one space, none at either end */
+            s += w;
+        while (s < end && ws_lead[*s] && (w = enr_ws_len(s, end)) > 0);
+        if (s == end)
+            break;
+        if (o != first)
+            *o++ = ' ';
+    }
+    out->len = (size_t)(o - out->data);
+    return 0;
+}
+
+/* NFKC quick check Yes and combining class 0. */
+static int stable(UChar32 c)
+{
+    return !U_IS_SURROGATE(c) && u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES &&
+           u_getCombiningClass(c) == 0;
+}
+
+/*
+ * The NFKC class of code point c for nfkc_yes_utf8: its combining
+ * class when its NFKC quick check is Yes; ENR_UNI_MAPPED when c is a
+ * starter whose NFKC alone is one stable BMP code point *map (fullwidth
+ * forms, circled digits, CJK compatibility): such a code point is
+ * replaced, since NFKD gives both the same decomposition and a stable
+ * code point never composes with a neighbour (only a Maybe can be the
+ * second of a composition); ENR_UNI_NOT_YES otherwise.  White space
+ * that NFKC maps to U+0020 (U+00A0, U+3000, ...) counts as U+0020 and is
+ * not even replaced: rule 7.2 folds both the same way.
+ */
+static unsigned nfkc_class(const enr_uni *u, UChar32 c, uint16_t *map)
+{
+    UErrorCode err = U_ZERO_ERROR;
+    UChar in[1] = {(UChar)c}, o[4];
+    unsigned char w[3];
+    int32_t n;
+
+    if (U_IS_SURROGATE(c))
+        return ENR_UNI_NOT_YES;
+    if (u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES) {
+        unsigned cc = u_getCombiningClass(c);
+        return cc < ENR_UNI_MAPPED ? cc : ENR_UNI_NOT_YES;
+    }
+    if (c < 0x80 || c > 0xffff || u_getCombiningClass(c) != 0)
+        return ENR_UNI_NOT_YES;
+    n = unorm2_normalize(u->nfkc, in, 1, o, 4, &err);
+    if (U_FAILURE(err) || n != 1)
+        return ENR_UNI_NOT_YES;
+    /* c's WTF-8 form, to ask enr_ws_len (the one definition of rule 8) */
+    if (c < 0x800) {
+        w[0] = (unsigned char)(0xc0 | (c >> 6));
+        w[1] = (unsigned char)(0x80 | (c & 0x3f));
+    } else {
+        w[0] = (unsigned char)(0xe0 | (c >> 12));
+        w[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+        w[2] = (unsigned char)(0x80 | (c & 0x3f));
+    }
+    if (enr_ws_len(w, w + (c < 0x800 ? 2 : 3)) > 0)
+        return o[0] == 0x20 ? 0 : ENR_UNI_NOT_YES;
+    if (!stable(o[0]))
+        return ENR_UNI_NOT_YES;
+    *map = o[0];
+    return ENR_UNI_MAPPED;
+}
+
+static unsigned bmp_class_load(enr_uni *u, unsigned c)
+{
+    unsigned page = c >> 8;
+    uni_page *t = calloc(1, sizeof(*t));
+
+    if (t == NULL)
+        return ENR_UNI_NOT_YES; /* ICU's own check decides */
+    for (unsigned i = 0; i < 256; i++)
+        t->cls[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i), &t->map[i]);
+    u->pages[page] = t;
+    return t->cls[c & 255];
+}
+
+static inline unsigned bmp_class(enr_uni *u, unsigned c)
+{
+    const uni_page *t = u->pages[c >> 8];
+
+    return t != NULL ? t->cls[c & 255] : bmp_class_load(u, c);
+}
+
+/*
+ * Is the WTF-8 text s certainly in NFKC (up to white space that rule 7.2
+ * folds anyway, nfkc_class)?  UAX #15's quick check on the bytes, without
+ * the UTF-16 copy: every code point's quick check is Yes and combining
+ * classes never decrease within a run of marks; a Yes is never wrong.
+ * 1: yes; 2: yes once its ENR_UNI_MAPPED code points are replaced
+ * (map_text); 0 says only "not known": a lone surrogate, a Maybe or a No
+ * sends the text to ICU, which alone decides.
+ */
+static int nfkc_yes_utf8(enr_uni *u, const unsigned char *s, size_t len)
+{
+    const unsigned char *end = s + len;
+    unsigned last = 0, cc;
+    int mapped = 0;
+
+    while (s < end) {
+        unsigned c = *s, cp;
+
+        if (c < 0x80) {
+            s++;
+            last = 0;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
+            cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
+            s += 2;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
+            cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+            s += 3;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
+            cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
+            s += 4;
+            cc = nfkc_class(u, (UChar32)cp, &(uint16_t){0});
+            if (cc == ENR_UNI_MAPPED) /* never: supplementary code points are not mapped */
+                return 0;
+        } else {
+            return 0; /* the reader never makes it: ICU decides */
+        }
+        if (cc == ENR_UNI_MAPPED) {
+            mapped = 1;
+            cc = 0; /* a starter takes its place */
+        }
+        if (cc == ENR_UNI_NOT_YES || (cc != 0 && last > cc))
+            return 0;
+        last = cc;
+    }
+    return 1 + mapped;
+}
+
+/* s (checked by nfkc_yes_utf8, which loaded its pages) with its
+ * ENR_UNI_MAPPED code points replaced, in u->mapped: its NFKC up to
+ * white space.  0, or -1 (memory). */
+static int map_text(enr_uni *u, const unsigned char *s, size_t len)
+{
+    const unsigned char *end = s + len;
+    unsigned char *o;
+
+    enr_buf_reset(&u->mapped);
+    /* a code point of 2 bytes or more becomes at most 3 */
+    if (enr_buf_reserve(&u->mapped, len + len / 2 + 1) != 0)
+        return -1;
+    o = (unsigned char *)u->mapped.data;
+    while (s < end) {
+        unsigned c = *s, cp, n;
+        const uni_page *t;
+
+        if (c < 0xc2 || c > 0xef) { /* ASCII, or a 4-byte code point: as it is */
+            n = c < 0x80 ? 1 : 4;
+            memcpy(o, s, n);
+            o += n;
+            s += n;
+            continue;
+        }
+        n = c <= 0xdf ? 2 : 3;
+        cp = n == 2 ? (c & 0x1fu) << 6 | (s[1] & 0x3fu)
+                    : (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+        t = u->pages[cp >> 8];
+        if (t->cls[cp & 255] != ENR_UNI_MAPPED) {
+            memcpy(o, s, n);
+            o += n;
+        } else if ((cp = t->map[cp & 255]) < 0x80) {
+            *o++ = (unsigned char)cp;
+        } else if (cp < 0x800) {
+            *o++ = (unsigned char)(0xc0 | (cp >> 6));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+        } else {
+            *o++ = (unsigned char)(0xe0 | (cp >> 12));
+            *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+            *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+        }
+        s += n;
+    }
+    u->mapped.len = (size_t)(o - (unsigned char *)u->mapped.data);
+    return 0;
+}
+
+/* Converts s into u->src; the unit count, or -1. */
+static int32_t load_src(enr_uni *u, const unsigned char *s, size_t len)
+{
+    if (grow16(&u->src, &u->src_cap, len + 1) != 0)
+        return -1;
+    return wtf8_to_utf16(s, len, u->src);
+}
+
+static void lower_ascii(const unsigned char *s, size_t len, char *o)
+{
+    for (size_t i = 0; i < len; i++)
+        o[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+}
+
+/* Full lower-casing of one piece through ICU; appends to out. */
+static int lower_icu(enr_uni *u, const unsigned char *s, size_t len, enr_buf *out)
+{
+    int32_t n, m;
+    UErrorCode err = U_ZERO_ERROR;
+
+    if ((n = load_src(u, s, len)) < 0)
+        return -1;
+    m = u_strToLower(u->dst, u->dst_cap, u->src, n, "", &err);
+    if (err == U_BUFFER_OVERFLOW_ERROR) {
+        if (grow16(&u->dst, &u->dst_cap, (size_t)m + 1) != 0)
+            return -1;
+        err = U_ZERO_ERROR;
+        m = u_strToLower(u->dst, u->dst_cap, u->src, n, "", &err);
+    }
+    if (U_FAILURE(err))
+        return -1;
+    {
+        text_out t = {out->len, 0};
+        return utf16_to_wtf8(u->dst, m, out, 0, &t, ENR_UNI_NO_MAX);
+    }
+}
+
+/* Is the code point ending at (before) / starting at p "plain": ASCII
+ * and not Case_Ignorable, or U+FFFD (neither Cased nor Case_Ignorable;
+ * the reader makes one of each invalid byte, so it can be most of a
+ * long id)? */
+static int plain_before(const enr_uni *u, const unsigned char *s, const unsigned char *p)
+{
+    if (p[-1] < 0x80)
+        return !u->ascii_ignorable[p[-1]];
+    return p - s >= 3 && p[-3] == 0xef && p[-2] == 0xbf && p[-1] == 0xbd;
+}
+
+static int plain_at(const enr_uni *u, const unsigned char *p, const unsigned char *end)
+{
+    if (p[0] < 0x80)
+        return !u->ascii_ignorable[p[0]];
+    return end - p >= 3 && p[0] == 0xef && p[1] == 0xbf && p[2] == 0xbd;
+}
+
+/* A cut between two plain code points cannot change the lower-casing:
+ * the only contextual mapping of the root locale is final sigma (rule
+ * 10), whose scans skip Case_Ignorable code points only, so every scan
+ * stops at one of the two, and neither is a sigma.  (Two complete code
+ * points meet at p: a plain one ends before it.) */
+static int cut_ok(const enr_uni *u, const unsigned char *s, const unsigned char *p,
+                  const unsigned char *end)
+{
+    return plain_before(u, s, p) && plain_at(u, p, end);
+}
+
+int enr_uni_id(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)
+{
+    const unsigned char *s = (const unsigned char *)str, *end = s + len;
+    size_t w, start = out->len;
+
+    while (s < end && (w = enr_ws_len(s, end)) > 0)
+        s += w;
+    while (end > s && (w = enr_ws_len_back(s, end)) > 0)
+        end -= w;
+    len = (size_t)(end - s);
+
+    if (len == 0)
+        return 0;
+    if (is_ascii(s, len)) {
+        if (len > max)
+            return ENR_UNI_TOO_LONG;
+        if (enr_buf_reserve(out, len) != 0)
+            return -1;
+        lower_ascii(s, len, out->data + out->len);
+        out->len += len;
+        return 0;
+    }
+    while (s < end) {
+        size_t n = (size_t)(end - s) <= ENR_UNI_ID_PIECE ? (size_t)(end - s) : ENR_UNI_ID_PIECE;
+
+        /* a piece ends at the first safe cut past ENR_UNI_ID_PIECE bytes;
+         * text without one (no two adjacent ASCII letters, digits,
+         * punctuation or U+FFFD) stays whole: it comes from the body as
+         * it is, it is not what a join or a replacement inflated */
+        while (s + n < end && !cut_ok(u, s, s + n, end))
+            n++;
+        if (is_ascii(s, n)) {
+            if (enr_buf_reserve(out, n) != 0)
+                return -1;
+            lower_ascii(s, n, out->data + out->len);
+            out->len += n;
+        } else if (lower_icu(u, s, n, out) < 0) {
+            out->len = start;
+            return -1;
+        }
+        if (out->len - start > max) {
+            out->len = start;
+            return ENR_UNI_TOO_LONG;
+        }
+        s += n;
+    }
+    return 0;
+}
+
+/*
+ * ICU puts each combining mark in canonical order by insertion into what
+ * it has already ordered: linear for text in order, quadratic for a long
+ * run that is not (a + (U+0301 U+0316) x 100000, 400 KB of title, took
+ * 31 s of CPU).  A run of non-starters is put in that order here first,
+ * with a stable counting sort by combining class (linear): swapping
+ * adjacent non-starters of different classes gives a canonically
+ * equivalent text, which has the same NFKC (test_unicode checks every
+ * pair of non-starters), so the result is unchanged and ICU's insertion
+ * finds every mark already in place.  Runs up to ENR_UNI_MARK_RUN_SORT
+ * are left to ICU: they cannot cost much.
+ */
+static int sort_mark_runs(enr_uni *u, int32_t n)
+{
+    int32_t i = 0;
+
+    while (i < n) {
+        int32_t start = i, next = i, marks = 0;
+        UChar32 c;
+
+        if (u->src[i] < 0x300) { /* below U+0300 every code point is a starter */
+            i++;
+            continue;
+        }
+        for (;;) {
+            int32_t at = next;
+            if (at >= n)
+                break;
+            U16_NEXT(u->src, next, n, c);
+            if (u_getCombiningClass(c) == 0) {
+                next = at;
+                break;
+            }
+            marks++;
+        }
+        if (marks > ENR_UNI_MARK_RUN_SORT) {
+            int32_t count[257] = {0}, j;
+            if (grow16(&u->dst, &u->dst_cap, (size_t)(next - start)) != 0)
+                return -1;
+            for (j = start; j < next;) {
+                int32_t k = j;
+                U16_NEXT(u->src, k, next, c);
+                count[u_getCombiningClass(c) + 1] += k - j;
+                j = k;
+            }
+            for (j = 1; j < 257; j++)
+                count[j] += count[j - 1];
+            for (j = start; j < next;) {
+                int32_t k = j, cls;
+                U16_NEXT(u->src, k, next, c);
+                cls = u_getCombiningClass(c);
+                memcpy(u->dst + count[cls], u->src + j, (size_t)(k - j) * sizeof(UChar));
+                count[cls] += k - j;
+                j = k;
+            }
+            memcpy(u->src + start, u->dst, (size_t)(next - start) * sizeof(UChar));
+        }
+        i = next > start ? next : start + 1;
+    }
+    return 0;
+}
+
+/* Normalizes src[0, n) into u->dst (grown as needed unless the result
+ * cannot fit in max bytes); the unit count, -1, or ENR_UNI_TOO_LONG. */
+static int32_t nfkc_piece(enr_uni *u, const UChar *src, int32_t n, size_t max)
+{
+    UErrorCode err = U_ZERO_ERROR;
+    int32_t m = unorm2_normalize(u->nfkc, src, n, u->dst, u->dst_cap, &err);
+
+    if (err == U_BUFFER_OVERFLOW_ERROR) {
+        /* Only a piece without a boundary (a run of combining marks,
+         * which barely expand) gets here: dst already holds
+         * ENR_UNI_NFKC_MAX times a normal piece.  Every unit out is a
+         * byte at least, except white space that folds, and no code
+         * point makes two white-space units in a row: past max + n units
+         * the result cannot fit. */
+        if ((size_t)m > max + (size_t)n)
+            return ENR_UNI_TOO_LONG;
+        if (grow16(&u->dst, &u->dst_cap, (size_t)m + 1) != 0)
+            return -1;
+        err = U_ZERO_ERROR;
+        m = unorm2_normalize(u->nfkc, src, n, u->dst, u->dst_cap, &err);
+    }
+    return U_FAILURE(err) ? -1 : m;
+}
+
+int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    int32_t n, span, at = 0;
+    UErrorCode err = U_ZERO_ERROR;
+    text_out t = {out->len, 0};
+
+    if (is_ascii(s, len))
+        return u->slow ? fold_wtf8(s, len, out, max) : fold_fast(s, len, out, max);
+    /* most titles: already NFKC, or once fullwidth forms and the like are
+     * replaced, known without ICU and the UTF-16 copy */
+    if (!u->slow) {
+        int yes = nfkc_yes_utf8(u, s, len);
+
+        if (yes == 1)
+            return fold_fast(s, len, out, max);
+        if (yes == 2) {
+            if (map_text(u, s, len) != 0)
+                return -1;
+            return fold_fast((const unsigned char *)u->mapped.data, u->mapped.len, out, max);
+        }
+    }
+
+    if ((n = load_src(u, s, len)) < 0)
+        return -1;
+    span = unorm2_spanQuickCheckYes(u->nfkc, u->src, n, &err);
+    if (U_FAILURE(err))
+        return -1;
+    if (span == n) /* already NFKC: the original bytes are the text */
+        return u->slow ? fold_wtf8(s, len, out, max) : fold_fast(s, len, out, max);
+    /* no run of more than ENR_UNI_MARK_RUN_SORT marks fits in fewer units */
+    if (n > ENR_UNI_MARK_RUN_SORT && sort_mark_runs(u, n) != 0)
+        return -1;
+
+    /* In pieces cut where ICU says normalization cannot interact across
+     * (a boundary before the next code point), so ICU never builds more
+     * than ENR_UNI_NFKC_MAX times a piece: normalizing the whole of a
+     * 4 MB title of U+FDFA would have it hold 100 MB, even just to say
+     * how long the result is. */
+    if (grow16(&u->dst, &u->dst_cap, (size_t)ENR_UNI_NFKC_PIECE * ENR_UNI_NFKC_MAX + 1) != 0)
+        return -1;
+    while (at < n) {
+        int32_t end = at, m, rc;
+
+        if (n - at <= ENR_UNI_NFKC_PIECE) {
+            end = n;
+        } else {
+            UChar32 c;
+            end = at + ENR_UNI_NFKC_PIECE;
+            if (U16_IS_TRAIL(u->src[end]) && U16_IS_LEAD(u->src[end - 1]))
+                end++; /* never between the units of a pair */
+            while (end < n) {
+                int32_t next = end;
+                U16_NEXT(u->src, next, n, c);
+                if (unorm2_hasBoundaryBefore(u->nfkc, c))
+                    break;
+                end = next;
+            }
+        }
+        m = nfkc_piece(u, u->src + at, end - at, max - (out->len - t.start));
+        if (m < 0) {
+            out->len = t.start;
+            return m;
+        }
+        rc = utf16_to_wtf8(u->dst, m, out, 1, &t, max);
+        if (rc != 0) {
+            out->len = t.start; /* nothing of this title is kept */
+            return rc;
+        }
+        at = end;
+    }
+    return 0;
+}
+
+const char *enr_uni_version(void)
+{
+    static char text[64];
+    UVersionInfo icu, uni;
+    char icu_s[U_MAX_VERSION_STRING_LENGTH], uni_s[U_MAX_VERSION_STRING_LENGTH];
+
+    if (text[0] == '\0') {
+        u_getVersion(icu);
+        u_getUnicodeVersion(uni);
+        u_versionToString(icu, icu_s);
+        u_versionToString(uni, uni_s);
+        snprintf(text, sizeof text, "ICU %s, Unicode %s", icu_s, uni_s);
+    }
+    return text;
+}

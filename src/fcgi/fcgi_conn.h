@@ -1,0 +1,75 @@
+/*
+ * fcgi_conn.h: the one FastCGI connection policy of enrichd's servers
+ * (the workers on the API socket, the status process on its own): accept
+ * the connection ourselves, let in only the allowed TCP peers, read the
+ * request's headers within a total bound, refuse every role but
+ * RESPONDER, serve one request per connection, close it boundedly.
+ *
+ * The owner fills the fields above the line and calls
+ * enr_fcgi_conn_init() once, after FCGX_Init(); then, per connection,
+ * enr_fcgi_conn_next(), enr_fcgi_conn_open(), its answer and
+ * FCGX_Finish_r(), enr_fcgi_conn_close().  The module owns SIGALRM (the
+ * header timer) in the process.
+ */
+#ifndef ENR_FCGI_CONN_H
+#define ENR_FCGI_CONN_H
+
+#include <fcgiapp.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include "base/allow.h"
+#include "base/scoreboard.h"
+
+/* enr_fcgi_conn_next() when there is no connection to serve. */
+#define ENR_FCGI_STOP (-1) /* *stop was set, draining found none, or the socket failed */
+#define ENR_FCGI_IDLE (-2) /* timeout_ms passed (or a signal) without a connection */
+
+typedef struct enr_fcgi_conn {
+    int listen_fd;                /* non-blocking; may be shared with siblings */
+    const enr_allow *allow;       /* TCP peers let in; NULL: every peer */
+    FCGX_Request *req;            /* the owner's request object */
+    unsigned header_ms;           /* accept to the end of FCGI_PARAMS, in total */
+    unsigned read_ms;             /* any one read after that (SO_RCVTIMEO) */
+    unsigned write_ms;            /* any one write that makes no progress (SO_SNDTIMEO) */
+    unsigned linger_ms;           /* waiting for the peer to close after the answer */
+    enr_sb_u64 *refused;          /* peers not allowed: a counter, or NULL */
+    enr_sb_u64 *rejected;         /* malformed, stalled, wrong role: a counter, or NULL */
+    volatile sig_atomic_t *stop;  /* the owner's stop flag (set by its signal handler) */
+    volatile sig_atomic_t *drain; /* when set: take what is queued, never wait; or NULL */
+    const sigset_t *wait_mask;    /* the signal mask while waiting; NULL: the current one */
+    /* ---- the module's own ---- */
+    int is_tcp;
+    int waiter; /* enr_listen_waiter(): one idle process woken per connection */
+    uint64_t refused_logged_ms, rejected_logged_ms; /* one line a second at most */
+} enr_fcgi_conn;
+
+/* Installs the header timer's SIGALRM handler and sets c->req up without
+ * a listening socket of its own (libfcgi would otherwise accept the next
+ * connection itself, past the allow list).  0, or -1 (logged). */
+int enr_fcgi_conn_init(enr_fcgi_conn *c);
+
+/* Closes what enr_fcgi_conn_init() opened (the waiter). */
+void enr_fcgi_conn_free(enr_fcgi_conn *c);
+
+/* Waits up to timeout_ms (-1: no bound) for a connection and accepts it.
+ * Returns its descriptor (SOCK_CLOEXEC), ENR_FCGI_IDLE or ENR_FCGI_STOP. */
+int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms);
+
+/* Reads the request on fd into c->req.  0: a RESPONDER request to answer;
+ * -1: rejected (counted, logged at most once a second) and fd closed. */
+int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd);
+
+/* After FCGX_Finish_r(): closes the connection, our half first, waiting
+ * at most linger_ms for the peer's. */
+void enr_fcgi_conn_close(enr_fcgi_conn *c);
+
+/* A write of the answer failed: the rest can never arrive, so the
+ * connection is reset rather than closed in order (nginx then fails the
+ * response instead of passing a cut body on as whole). */
+void enr_fcgi_conn_abort(enr_fcgi_conn *c);
+
+/* A libfcgi error code (FCGX_GetError, FCGX_Accept_r) as a log value. */
+const char *enr_fcgi_error_value(int e);
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * fcgi_stream.c: a larger buffer under libfcgi's stdin stream (see
+ * fcgi_stream.h for why).
+ *
+ * libfcgi keeps a stream's buffer in a private struct; stream_data below
+ * mirrors the one of libfcgi 2.4 (fcgiapp.c, unchanged since 2.2).  A
+ * stream is only touched when everything observable agrees with that
+ * layout: the 8 KB length libfcgi gives every request stream, the buffer
+ * 8-aligned inside its allocation, the record type, and every public
+ * pointer of the stream inside the buffer.  A mismatch leaves it alone.
+ *
+ * Invariants: the process serves one request at a time, so one read
+ * buffer serves every request's stdin stream in turn: the stream's buff
+ * points to it while libfcgi's own allocation (mBuff) stays in place,
+ * and FCGX_Finish_r frees only that, with the stream, before the next
+ * request is accepted.  Nothing is allocated per request.  libfcgi's
+ * read path is unchanged: FillBuffProc reads up to bufflen bytes and
+ * parses records out of them whatever the buffer's size.
+ *
+ * The writer frames the answer in FCGI_STDOUT records itself (8-byte
+ * headers, padding only on the last record) and hands the kernel the
+ * caller's bytes through iovecs: no copy into a stream buffer, and one
+ * writev(2) for up to WRITE_GROUP records.  Everything after the content
+ * (the empty FCGI_STDOUT, FCGI_END_REQUEST) stays libfcgi's.
+ */
+#include "fcgi/fcgi_stream.h"
+
+#include <errno.h>
+#include <fastcgi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+
+#include "base/clock.h"
+
+#define LIBFCGI_STREAM_BUF 8192 /* libfcgi 2.4: every request stream */
+
+typedef struct stream_data {
+    unsigned char *buff;     /* 8-aligned start of the buffer */
+    int bufflen;             /* bytes buff holds */
+    unsigned char *mBuff;    /* what malloc returned (freed by libfcgi) */
+    unsigned char *buffStop; /* reader: end of the bytes read */
+    int type;                /* FCGI_STDIN, FCGI_STDOUT, ... */
+    int eorStop, skip, contentLen, paddingLen, isAnythingWritten, rawWrite;
+    void *reqDataPtr;
+} stream_data;
+
+static unsigned char *read_buf; /* ENR_FCGI_READ_BUF, kept across requests */
+
+static int inside(const unsigned char *p, const unsigned char *lo, const unsigned char *hi)
+{
+    return p >= lo && p <= hi;
+}
+
+/* The layout checks common to both directions. */
+static stream_data *known(FCGX_Stream *s, int reader, int type)
+{
+    stream_data *d;
+
+    if (s == NULL || s->data == NULL || s->isReader != reader || s->isClosed || s->FCGI_errno != 0)
+        return NULL;
+    d = (stream_data *)s->data;
+    if (d->bufflen != LIBFCGI_STREAM_BUF && d->bufflen != LIBFCGI_STREAM_BUF - 8)
+        return NULL;
+    if (d->type != type || d->mBuff == NULL || d->buff < d->mBuff || d->buff >= d->mBuff + 8 ||
+        ((uintptr_t)d->buff & 7) != 0 || d->rawWrite != 0)
+        return NULL;
+    return d;
+}
+
+int enr_fcgi_reader_widen(FCGX_Stream *in)
+{
+    stream_data *d = known(in, 1, FCGI_STDIN);
+    unsigned char *b, *nb;
+
+    if (d == NULL)
+        return -1;
+    b = d->buff;
+    if (!inside(d->buffStop, b, b + d->bufflen) || !inside(in->rdNext, b, d->buffStop) ||
+        !inside(in->stop, in->rdNext, d->buffStop) || !inside(in->wrNext, b, d->buffStop) ||
+        !inside(in->stopUnget, b, in->rdNext))
+        return -1;
+    if (read_buf == NULL && (read_buf = aligned_alloc(64, ENR_FCGI_READ_BUF)) == NULL)
+        return -1;
+    nb = read_buf;
+    memcpy(nb, b, (size_t)(d->buffStop - b));
+    in->rdNext = nb + (in->rdNext - b);
+    in->stop = nb + (in->stop - b);
+    in->wrNext = nb + (in->wrNext - b);
+    in->stopUnget = nb + (in->stopUnget - b);
+    d->buffStop = nb + (d->buffStop - b);
+    d->buff = nb;
+    d->bufflen = (int)ENR_FCGI_READ_BUF;
+    return 0;
+}
+
+/* Records per writev(2): 4 iovecs each at most (header, head, body,
+ * padding), well under IOV_MAX; 64 records carry 4 MB. */
+#define WRITE_GROUP 64
+
+/* Writes iov[0..n) whole.  A short write (SO_SNDTIMEO ran out after some
+ * progress) is continued with the timeout lowered to what is left until
+ * deadline_ms, so the answer never takes much longer than one timeout. */
+static int write_whole(int fd, struct iovec *iov, int n, uint64_t deadline_ms)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n);
+        size_t left;
+        uint64_t now;
+        struct timeval tv;
+
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n == 0)
+            return 0;
+        iov->iov_base = (char *)iov->iov_base + left;
+        iov->iov_len -= left;
+        now = enr_mono_ms();
+        if (now >= deadline_ms) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        tv.tv_sec = (time_t)((deadline_ms - now) / 1000);
+        tv.tv_usec = (suseconds_t)((deadline_ms - now) % 1000) * 1000;
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int enr_fcgi_write_stdout(FCGX_Request *req, const char *head, size_t hlen, const char *body,
+                          size_t blen, unsigned timeout_ms)
+{
+    static const unsigned char zeros[8];
+    FCGI_Header hdr[WRITE_GROUP];
+    struct iovec iov[WRITE_GROUP * 4];
+    uint64_t deadline = enr_mono_ms() + timeout_ms;
+    size_t off = 0, total = hlen + blen;
+
+    /* Anything libfcgi holds goes first; nothing is expected there. */
+    if (FCGX_FFlush(req->out) != 0)
+        return -1;
+    while (off < total) {
+        int n = 0;
+        for (int r = 0; r < WRITE_GROUP && off < total; r++) {
+            size_t k = total - off > ENR_FCGI_RECORD_MAX ? ENR_FCGI_RECORD_MAX : total - off;
+            unsigned pad = (unsigned)((8 - k % 8) % 8);
+
+            hdr[r].version = FCGI_VERSION_1;
+            hdr[r].type = FCGI_STDOUT;
+            hdr[r].requestIdB1 = (unsigned char)((req->requestId >> 8) & 0xff);
+            hdr[r].requestIdB0 = (unsigned char)(req->requestId & 0xff);
+            hdr[r].contentLengthB1 = (unsigned char)(k >> 8);
+            hdr[r].contentLengthB0 = (unsigned char)(k & 0xff);
+            hdr[r].paddingLength = (unsigned char)pad;
+            hdr[r].reserved = 0;
+            iov[n++] = (struct iovec){&hdr[r], sizeof hdr[r]};
+            if (off < hlen) {
+                size_t a = hlen - off < k ? hlen - off : k;
+                iov[n++] = (struct iovec){(char *)head + off, a};
+                if (k > a)
+                    iov[n++] = (struct iovec){(char *)body, k - a};
+            } else
+                iov[n++] = (struct iovec){(char *)body + (off - hlen), k};
+            if (pad)
+                iov[n++] = (struct iovec){(void *)zeros, pad};
+            off += k;
+        }
+        if (write_whole(req->ipcFd, iov, n, deadline) != 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,250 @@
+/*
+ * listen.c: the listening sockets (listen.h).
+ *
+ * Invariants: a unix socket is born owner-only (umask 0177), then given
+ * its group, then opened to listen_mode, so it is never reachable by the
+ * wrong users even for a moment (CVE-2025-23016: the socket is the trust
+ * boundary).  A live socket of another instance is never unlinked.  A TCP
+ * listener takes any address sockaddr.c parses; each accepted TCP peer is
+ * checked against listen_allow by the worker that accepted it (worker.c,
+ * allow.h) before a byte is read.
+ * Every descriptor is close-on-exec and non-blocking: workers race for
+ * each connection (worker.c), and each waits for one through its own
+ * EPOLLEXCLUSIVE epoll instance, so a connection wakes one idle worker,
+ * not all of them (enr_listen_wait).
+ */
+#include "fcgi/listen.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/sockaddr.h"
+
+static int set_flags(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    int fdfl = fcntl(fd, F_GETFD);
+
+    if (fl < 0 || fdfl < 0)
+        return -1;
+    /* Non-blocking: workers race for each connection (worker.c). */
+    if (fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) < 0)
+        return -1;
+    return 0;
+}
+
+/* A socket file left by a dead instance refuses connections; a live
+ * instance accepts them, and then we must not steal its path. */
+static int unlink_stale(const char *path)
+{
+    struct sockaddr_un sa;
+    struct stat st;
+    int fd, r;
+
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -1;
+    if (!S_ISSOCK(st.st_mode)) {
+        errno = EEXIST;
+        return -1;
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    close(fd);
+    if (r == 0) {
+        errno = EADDRINUSE;
+        return -1;
+    }
+    return unlink(path);
+}
+
+static int bind_socket(const enr_config *c, const char *addr, char *created, char *err,
+                       size_t errlen)
+{
+    int fd;
+
+    created[0] = '\0';
+    if (addr[0] == '/') {
+        struct sockaddr_un sa;
+        mode_t old;
+        gid_t gid = (gid_t)-1;
+
+        if (c->listen_group[0]) {
+            struct group *g = getgrnam(c->listen_group);
+            if (g == NULL) {
+                snprintf(err, errlen, "%s: no such group \"%s\"", addr, c->listen_group);
+                return -1;
+            }
+            gid = g->gr_gid;
+        }
+        if (unlink_stale(addr) != 0) {
+            snprintf(err, errlen, "%s: %s", addr,
+                     errno == EADDRINUSE ? "another process is serving this socket"
+                                         : strerror(errno));
+            return -1;
+        }
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            snprintf(err, errlen, "socket: %s", strerror(errno));
+            return -1;
+        }
+        memset(&sa, 0, sizeof sa);
+        sa.sun_family = AF_UNIX;
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", addr);
+        /* Born owner-only; opened to the group only after chown, so the
+         * socket is never briefly reachable by the wrong users. */
+        old = umask(0177);
+        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+            umask(old);
+            snprintf(err, errlen, "bind %s: %s", addr, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        umask(old);
+        snprintf(created, ENR_PATH_MAX, "%s", addr);
+        if (gid != (gid_t)-1 && chown(addr, (uid_t)-1, gid) != 0) {
+            snprintf(err, errlen, "chown %s to group %s: %s", addr, c->listen_group,
+                     strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (chmod(addr, c->listen_mode) != 0) {
+            snprintf(err, errlen, "chmod %s: %s", addr, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    } else {
+        enr_sockaddr sa;
+        char why[160];
+        int one = 1;
+
+        if (enr_sockaddr_parse(addr, &sa, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s", why);
+            return -1;
+        }
+        fd = socket(sa.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            snprintf(err, errlen, "socket: %s", strerror(errno));
+            return -1;
+        }
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+            snprintf(err, errlen, "SO_REUSEADDR: %s", strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (bind(fd, (struct sockaddr *)&sa.ss, sa.len) != 0) {
+            snprintf(err, errlen, "bind %s: %s", addr, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    if (listen(fd, c->listen_backlog) != 0) {
+        snprintf(err, errlen, "listen %s: %s", addr, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Socket activation first (enrichd.socket); else bind what the config
+ * says.  A passed descriptor named "status" is the status socket. */
+int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *listen_path,
+                    char *status_path, char *err, size_t errlen)
+{
+    char **names = NULL;
+    int n = sd_listen_fds_with_names(1, &names);
+
+    *listen_fd = *status_fd = -1;
+    if (n < 0) {
+        snprintf(err, errlen, "sd_listen_fds: %s", strerror(-n));
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int fd = SD_LISTEN_FDS_START + i;
+        int is_status = names && names[i] && strcmp(names[i], "status") == 0;
+        if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+            snprintf(err, errlen, "passed descriptor %d is not a listening stream socket", fd);
+            return -1;
+        }
+        if (set_flags(fd) != 0) {
+            snprintf(err, errlen, "fcntl on passed descriptor %d: %s", fd, strerror(errno));
+            return -1;
+        }
+        if (is_status && *status_fd < 0)
+            *status_fd = fd;
+        else if (*listen_fd < 0)
+            *listen_fd = fd;
+    }
+    if (names) {
+        for (int i = 0; i < n; i++)
+            free(names[i]);
+        free(names);
+    }
+    if (n > 0)
+        enr_log(ENR_LOG_INFO, "socket activation", "fds=%d", n);
+    if (*listen_fd < 0) {
+        *listen_fd = bind_socket(c, c->listen, listen_path, err, errlen);
+        if (*listen_fd < 0)
+            return -1;
+    }
+    if (*status_fd < 0) {
+        *status_fd = bind_socket(c, c->status_listen, status_path, err, errlen);
+        if (*status_fd < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int enr_listen_activated(void)
+{
+    return sd_listen_fds(0) > 0;
+}
+
+int enr_listen_waiter(int listen_fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = listen_fd};
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+
+    if (ep < 0)
+        return -1;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev) != 0) {
+        close(ep);
+        return -1;
+    }
+    return ep;
+}
+
+int enr_listen_wait(int waiter, int listen_fd, int timeout_ms, const sigset_t *mask)
+{
+    struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+    struct timespec ts;
+    int r;
+
+    if (waiter >= 0) {
+        struct epoll_event ev;
+        r = epoll_pwait(waiter, &ev, 1, timeout_ms, mask);
+        return r < 0 ? -1 : r > 0;
+    }
+    ts.tv_sec = timeout_ms / 1000;
+    ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
+    r = ppoll(&p, 1, timeout_ms >= 0 ? &ts : NULL, mask);
+    return r < 0 ? -1 : r > 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * listen.h: the master's listening sockets: passed by systemd (socket
+ * activation) or bound from the configuration.
+ */
+#ifndef ENR_LISTEN_H
+#define ENR_LISTEN_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "base/config.h"
+
+/* Opens the FastCGI socket and the status socket: a descriptor passed by
+ * systemd (named "status" for the status socket, any other name for the
+ * FastCGI one) wins over the configuration.  Both end up non-blocking
+ * and close-on-exec.  listen_path / status_path (ENR_PATH_MAX) receive
+ * the unix socket paths this call created (to unlink at exit), or "".
+ * Returns 0, or -1 with a message in err. */
+int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *listen_path,
+                    char *status_path, char *err, size_t errlen);
+
+/* 1 when systemd passed sockets (socket activation).  Call it before
+ * enr_listen_open(), which takes them over. */
+int enr_listen_activated(void);
+
+/* A worker's wait for the next connection on the shared listening
+ * socket.  Poll-style waiting wakes every idle worker for each
+ * connection and all but one lose the accept (EAGAIN); the waiter is an
+ * epoll instance of the calling process holding the socket with
+ * EPOLLEXCLUSIVE, so the kernel wakes one idle worker per connection.
+ * Returns the waiter's descriptor (close-on-exec), or -1 when epoll
+ * refused it (enr_listen_wait then polls as before). */
+int enr_listen_waiter(int listen_fd);
+
+/* Waits up to timeout_ms (-1: no bound) until listen_fd may have a
+ * connection, with mask as the signal mask meanwhile (ppoll semantics: a
+ * signal ends the wait with EINTR; mask NULL: the current one).  Returns
+ * 1, 0 when the time ran out, or -1 with errno set. */
+int enr_listen_wait(int waiter, int listen_fd, int timeout_ms, const sigset_t *mask);
+
+#endif

@@ -1,0 +1,348 @@
+/*
+ * metrics.c: renders the scoreboard as Prometheus text exposition 0.0.4.
+ *
+ * Invariants: every family is written once, HELP and TYPE first, then
+ * all its samples, so the output parses whatever the pool looks like;
+ * names are enrichd_<what>_<unit>[_total]; pool counters are sums of the
+ * slots' cumulative counters, so they never go down while the master
+ * lives (the upstream client's counters are per process and restart at
+ * zero with each worker: Prometheus treats the drop as a reset).
+ * Labels carry only bounded values (slot numbers, states, reasons).
+ */
+#include "ops/metrics.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "upstream/breaker.h"
+#include "base/clock.h"
+
+static void family(enr_buf *b, const char *name, const char *type, const char *help)
+{
+    enr_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample_u(enr_buf *b, const char *name, const char *labels, uint64_t v)
+{
+    enr_buf_printf(b, "%s%s %" PRIu64 "\n", name, labels ? labels : "", v);
+}
+
+static void sample_d(enr_buf *b, const char *name, const char *labels, double v)
+{
+    if (isnan(v))
+        enr_buf_printf(b, "%s%s NaN\n", name, labels ? labels : "");
+    else
+        enr_buf_printf(b, "%s%s %.15g\n", name, labels ? labels : "", v);
+}
+
+static void one_u(enr_buf *b, const char *name, const char *type, const char *help, uint64_t v)
+{
+    family(b, name, type, help);
+    sample_u(b, name, NULL, v);
+}
+
+static void one_d(enr_buf *b, const char *name, const char *type, const char *help, double v)
+{
+    family(b, name, type, help);
+    sample_d(b, name, NULL, v);
+}
+
+typedef struct counter_row {
+    const char *name, *help;
+    size_t off;
+} counter_row;
+
+#define SLOT_OFF(f) offsetof(enr_sb_slot, f)
+
+static const counter_row pool_counters[] = {
+    {"enrichd_requests_accepted_total", "Requests a worker accepted.", SLOT_OFF(accepted)},
+    {"enrichd_requests_completed_total", "Requests answered to the end.", SLOT_OFF(completed)},
+    {"enrichd_records_in_total", "Records received in request bodies.", SLOT_OFF(records_in)},
+    {"enrichd_records_out_total", "Records answered (one NDJSON line each).",
+     SLOT_OFF(records_out)},
+    {"enrichd_records_rejected_total", "Records rejected by the contract.",
+     SLOT_OFF(records_rejected)},
+    {"enrichd_records_degraded_total",
+     "Records answered with local values after enrichment failed.", SLOT_OFF(records_degraded)},
+    {"enrichd_slow_requests_total", "Requests slower than slow_request_ms.",
+     SLOT_OFF(slow_requests)},
+    {"enrichd_capture_written_total", "Sampled batches written to the capture files.",
+     SLOT_OFF(cap_written)},
+    {"enrichd_capture_dropped_queue_total",
+     "Sampled batches dropped because the capture queue was full (slow disk).",
+     SLOT_OFF(cap_dropped_queue)},
+    {"enrichd_capture_dropped_error_total",
+     "Sampled batches dropped on a write error (disk full) or out of memory.",
+     SLOT_OFF(cap_dropped_error)},
+    {"enrichd_listen_refused_total", "TCP connections refused: peer not in listen_allow.",
+     SLOT_OFF(listen_refused)},
+    {"enrichd_fastcgi_rejected_total",
+     "FastCGI connections closed unserved: malformed, stalled, or a role other than RESPONDER.",
+     SLOT_OFF(fcgi_rejected)},
+    {"enrichd_upstream_calls_total", "Calls made to the upstream API (current workers).",
+     SLOT_OFF(up_calls)},
+    {"enrichd_upstream_retries_total", "Upstream calls retried (current workers).",
+     SLOT_OFF(up_retries)},
+    {"enrichd_upstream_cache_hits_total", "Upstream cache hits (current workers).",
+     SLOT_OFF(up_cache_hits)},
+    {"enrichd_upstream_cache_misses_total", "Upstream cache misses (current workers).",
+     SLOT_OFF(up_cache_misses)},
+    {"enrichd_upstream_breaker_opens_total", "Times an upstream breaker opened (current workers).",
+     SLOT_OFF(up_breaker_opens)},
+};
+
+static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
+{
+    const enr_sb_pool *p = &sb->pool;
+    uint64_t states[ENR_WS_STATES] = {0}, accepted, completed, pstate = ENR_SB_GET(p->state);
+    const enr_sb_slot *s;
+    char l[64];
+
+    one_d(b, "enrichd_start_time_seconds", "gauge",
+          "When the master started, seconds since the epoch.",
+          (double)ENR_SB_GET(p->start_ms) / 1000.0);
+    one_u(b, "enrichd_config_generation", "gauge",
+          "Configuration generation, bumped by each reload.", ENR_SB_GET(p->generation));
+    family(b, "enrichd_pool_state", "gauge", "1 for the pool's current state.");
+    for (unsigned i = 0; i < ENR_POOL_STATES; i++) {
+        snprintf(l, sizeof l, "{state=\"%s\"}", enr_pool_state_name(i));
+        sample_u(b, "enrichd_pool_state", l, pstate == i);
+    }
+    one_u(b, "enrichd_workers_configured", "gauge", "Configured number of workers.",
+          ENR_SB_GET(p->workers));
+    for (ENR_SB_EACH_SLOT(sb, i, s)) {
+        uint64_t st = ENR_SB_GET(s->state);
+        if (enr_sb_slot_live(s) && st < ENR_WS_STATES)
+            states[st]++;
+    }
+    family(b, "enrichd_workers", "gauge", "Worker processes by state.");
+    for (unsigned i = ENR_WS_EMPTY + 1; i < ENR_WS_STATES; i++) {
+        snprintf(l, sizeof l, "{state=\"%s\"}", enr_worker_state_name(i));
+        sample_u(b, "enrichd_workers", l, states[i]);
+    }
+    {
+        uint64_t ma = ENR_SB_GET(p->max_active);
+        if (x && x->max_active_seen > ma)
+            ma = x->max_active_seen;
+        one_u(b, "enrichd_workers_max_active", "gauge", "Most workers busy at once since start.",
+              ma);
+    }
+
+    one_u(b, "enrichd_listen_queue_connections", "gauge",
+          "Connections waiting in the workers' listen queue.",
+          x && x->have_queue ? x->listen_queue : ENR_SB_GET(p->listen_queue));
+    {
+        uint64_t mx = ENR_SB_GET(p->listen_queue_max);
+        if (x && x->have_queue && x->listen_queue > mx)
+            mx = x->listen_queue;
+        if (x && x->listen_queue_max > mx)
+            mx = x->listen_queue_max;
+        one_u(b, "enrichd_listen_queue_max_connections", "gauge",
+              "Deepest listen queue seen since start.", mx);
+    }
+    if (x && x->have_queue)
+        one_u(b, "enrichd_listen_queue_limit_connections", "gauge",
+              "Backlog limit of the workers' listening socket.", x->listen_queue_limit);
+
+    for (size_t i = 0; i < sizeof pool_counters / sizeof pool_counters[0]; i++)
+        one_u(b, pool_counters[i].name, "counter", pool_counters[i].help,
+              enr_sb_total(sb, pool_counters[i].off));
+    accepted = enr_sb_total(sb, SLOT_OFF(accepted));
+    completed = enr_sb_total(sb, SLOT_OFF(completed));
+    /* In flight is what live workers are serving now; what a dead worker
+     * was serving never completes and is counted as lost, so that
+     * accepted = completed + in flight + lost. */
+    one_u(b, "enrichd_requests_in_flight", "gauge", "Requests being served by live workers.",
+          states[ENR_WS_BUSY]);
+    one_u(b, "enrichd_requests_lost", "gauge",
+          "Requests accepted by workers that died before answering them.",
+          accepted > completed + states[ENR_WS_BUSY] ? accepted - completed - states[ENR_WS_BUSY]
+                                                     : 0);
+
+    family(b, "enrichd_responses_total", "counter", "Responses by status class.");
+    sample_u(b, "enrichd_responses_total", "{code=\"2xx\"}",
+             enr_sb_total(sb, SLOT_OFF(status_2xx)));
+    sample_u(b, "enrichd_responses_total", "{code=\"4xx\"}",
+             enr_sb_total(sb, SLOT_OFF(status_4xx)));
+    sample_u(b, "enrichd_responses_total", "{code=\"5xx\"}",
+             enr_sb_total(sb, SLOT_OFF(status_5xx)));
+
+    family(b, "enrichd_worker_exits_total", "counter", "Worker processes that ended, by reason.");
+    for (unsigned r = 1; r < ENR_EXIT_REASONS; r++) {
+        snprintf(l, sizeof l, "{reason=\"%s\"}", enr_exit_reason_name(r));
+        sample_u(b, "enrichd_worker_exits_total", l, ENR_SB_GET(p->exits[r]));
+    }
+    one_u(b, "enrichd_crash_loop", "gauge", "1 while the crash-loop back-off holds forks.",
+          ENR_SB_GET(p->crashloop) != 0);
+    one_d(b, "enrichd_crash_loop_backoff_seconds", "gauge", "Current crash-loop back-off delay.",
+          (double)ENR_SB_GET(p->backoff_ms) / 1000.0);
+    one_u(b, "enrichd_reload_pending", "gauge",
+          "1 while a new configuration waits for a worker of it to start (the old one serves).",
+          ENR_SB_GET(p->reload_pending) != 0);
+    one_u(b, "enrichd_reload_failures_total", "counter",
+          "Reloads whose new workers did not start (the old configuration kept serving).",
+          ENR_SB_GET(p->reload_failures));
+}
+
+static void render_latency(enr_buf *b, const enr_scoreboard *sb)
+{
+    uint64_t cum = 0;
+    char l[64];
+    const char *n = "enrichd_request_duration_seconds";
+
+    family(b, n, "histogram", "Time from accept to the end of the response.");
+    for (unsigned k = 0; k < ENR_SB_LAT_BUCKETS; k++) {
+        cum += enr_sb_total(sb, SLOT_OFF(latency) + k * sizeof(enr_sb_u64));
+        if (k == ENR_SB_LAT_BUCKETS - 1)
+            snprintf(l, sizeof l, "{le=\"+Inf\"}");
+        else
+            snprintf(l, sizeof l, "{le=\"%g\"}", enr_sb_lat_bounds_ms[k] / 1000.0);
+        sample_u(b, "enrichd_request_duration_seconds_bucket", l, cum);
+    }
+    sample_d(b, "enrichd_request_duration_seconds_sum", NULL,
+             (double)enr_sb_total(sb, SLOT_OFF(latency_us_sum)) / 1e6);
+    sample_u(b, "enrichd_request_duration_seconds_count", NULL, cum);
+}
+
+static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
+{
+    static const struct {
+        const char *kind;
+        size_t off;
+    } fails[] = {
+        {"timeout", SLOT_OFF(up_fail_timeout)},     {"connect", SLOT_OFF(up_fail_connect)},
+        {"status", SLOT_OFF(up_fail_status)},       {"body", SLOT_OFF(up_fail_body)},
+        {"too_large", SLOT_OFF(up_fail_too_large)}, {"deadline", SLOT_OFF(up_skip_deadline)},
+    };
+    uint64_t per_state[ENR_BREAKER_STATES] = {0}, hits, misses;
+    const enr_sb_slot *s;
+    char l[64];
+
+    family(b, "enrichd_upstream_failures_total", "counter",
+           "Failed upstream calls by kind (current workers).");
+    for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
+        snprintf(l, sizeof l, "{kind=\"%s\"}", fails[i].kind);
+        sample_u(b, "enrichd_upstream_failures_total", l, enr_sb_total(sb, fails[i].off));
+    }
+    for (ENR_SB_EACH_SLOT(sb, i, s)) {
+        uint64_t st = ENR_SB_GET(s->up_breaker_state);
+        if (enr_sb_slot_live(s) && st < ENR_BREAKER_STATES)
+            per_state[st]++;
+    }
+    family(b, "enrichd_upstream_breakers", "gauge",
+           "Live workers whose upstream breaker is in each state.");
+    for (unsigned k = 0; k < ENR_BREAKER_STATES; k++) {
+        snprintf(l, sizeof l, "{state=\"%s\"}", enr_breaker_state_name(k));
+        sample_u(b, "enrichd_upstream_breakers", l, per_state[k]);
+    }
+    hits = enr_sb_total(sb, SLOT_OFF(up_cache_hits));
+    misses = enr_sb_total(sb, SLOT_OFF(up_cache_misses));
+    one_d(b, "enrichd_upstream_cache_hit_ratio", "gauge",
+          "Cache hits over lookups (current workers).",
+          hits + misses ? (double)hits / (double)(hits + misses) : 0.0);
+    one_u(b, "enrichd_upstream_open_fds", "gauge", "Descriptors held by the upstream clients.",
+          enr_sb_total(sb, SLOT_OFF(up_fds)));
+}
+
+static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
+{
+    const enr_health *h = x ? x->health : NULL;
+    char l[64];
+
+    one_u(b, "enrichd_healthy", "gauge", "1 when the windowed health judgement passes.",
+          h ? (uint64_t)(h->healthy != 0) : (ENR_SB_GET(sb->pool.healthy) != 0));
+    if (h == NULL)
+        return;
+    family(b, "enrichd_unhealthy", "gauge", "1 for each reason the health judgement fails.");
+    for (unsigned i = 0; i < ENR_HR_COUNT; i++) {
+        snprintf(l, sizeof l, "{reason=\"%s\"}", enr_health_reason_name(1u << i));
+        sample_u(b, "enrichd_unhealthy", l, (h->reasons & (1u << i)) != 0);
+    }
+    one_d(b, "enrichd_health_window_5xx_ratio", "gauge",
+          "5xx responses over responses in the health window.", h->win.ratio_5xx);
+    one_d(b, "enrichd_health_window_degraded_ratio", "gauge",
+          "Degraded records over records out in the health window.", h->win.ratio_degraded);
+    one_d(b, "enrichd_health_window_p99_seconds", "gauge",
+          "p99 request duration in the health window.", h->win.p99_ms / 1000.0);
+}
+
+static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
+{
+    static const struct {
+        const char *kind;
+        size_t off;
+    } kinds[] = {
+        {"file", offsetof(enr_fd_kinds, files)},
+        {"pipe", offsetof(enr_fd_kinds, pipes)},
+        {"unix", offsetof(enr_fd_kinds, unix_socks)},
+        {"tcp_close_wait", offsetof(enr_fd_kinds, close_wait)},
+        {"other_socket", offsetof(enr_fd_kinds, other_socks)},
+        {"other", offsetof(enr_fd_kinds, other)},
+    };
+    uint64_t now = enr_mono_ms();
+    char l[96];
+    uint32_t n = enr_sb_nslots(sb);
+
+#define PER_SLOT(name, type, help, expr)                                                           \
+    do {                                                                                           \
+        family(b, name, type, help);                                                               \
+        for (uint32_t i = 0; i < n; i++) {                                                         \
+            const enr_sb_slot *sl = &sb->slot[i];                                                  \
+            (void)sl;                                                                              \
+            snprintf(l, sizeof l, "{slot=\"%u\"}", (unsigned)i);                                   \
+            sample_u(b, name, l, (expr));                                                          \
+        }                                                                                          \
+    } while (0)
+
+    PER_SLOT("enrichd_worker_up", "gauge", "1 while a worker process occupies the slot.",
+             enr_sb_slot_live(sl) ? 1u : 0u);
+    PER_SLOT("enrichd_worker_busy", "gauge", "1 while the slot's worker serves a request.",
+             enr_sb_slot_live(sl) && ENR_SB_GET(sl->state) == ENR_WS_BUSY);
+    PER_SLOT("enrichd_worker_requests_total", "counter",
+             "Requests completed by the slot's workers.", ENR_SB_GET(sl->completed));
+    PER_SLOT("enrichd_worker_restarts_total", "counter",
+             "Worker processes started again in the slot.", ENR_SB_GET(sl->restarts));
+    PER_SLOT("enrichd_worker_resident_memory_bytes", "gauge", "RSS of the slot's worker.",
+             enr_sb_slot_live(sl) ? ENR_SB_GET(sl->rss_kb) * 1024u : 0u);
+    PER_SLOT("enrichd_worker_open_fds", "gauge", "Open descriptors of the slot's worker.",
+             enr_sb_slot_live(sl) ? ENR_SB_GET(sl->fds) : 0u);
+    family(b, "enrichd_worker_current_request_age_seconds", "gauge",
+           "Age of the request the slot's worker is serving, 0 when idle.");
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t age = enr_sb_request_age_ms(&sb->slot[i], now);
+        snprintf(l, sizeof l, "{slot=\"%u\"}", (unsigned)i);
+        sample_d(b, "enrichd_worker_current_request_age_seconds", l,
+                 enr_sb_slot_live(&sb->slot[i]) ? (double)age / 1000.0 : 0.0);
+    }
+#undef PER_SLOT
+    if (x == NULL || x->fds == NULL)
+        return;
+    family(b, "enrichd_worker_fds", "gauge", "Descriptors of the slot's worker by kind.");
+    for (uint32_t i = 0; i < n; i++) {
+        const enr_fd_kinds *k = &x->fds[i];
+        if (x->fds_ok && !x->fds_ok[i])
+            continue;
+        for (size_t j = 0; j < sizeof kinds / sizeof kinds[0]; j++) {
+            snprintf(l, sizeof l, "{slot=\"%u\",kind=\"%s\"}", (unsigned)i, kinds[j].kind);
+            sample_u(b, "enrichd_worker_fds", l,
+                     *(const unsigned *)((const char *)k + kinds[j].off));
+        }
+        /* TCP other than CLOSE_WAIT, so the kinds add up to the total. */
+        snprintf(l, sizeof l, "{slot=\"%u\",kind=\"tcp\"}", (unsigned)i);
+        sample_u(b, "enrichd_worker_fds", l, k->tcp_socks - k->close_wait);
+    }
+}
+
+void enr_metrics_render(enr_buf *out, const enr_scoreboard *sb, const enr_config *c,
+                        const enr_metrics_extra *x)
+{
+    (void)c;
+    render_pool(out, sb, x);
+    render_latency(out, sb);
+    render_upstream(out, sb);
+    render_health(out, sb, x);
+    render_workers(out, sb, x);
+}

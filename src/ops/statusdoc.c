@@ -1,0 +1,368 @@
+/*
+ * statusdoc.c: builds the /status and /healthz documents (their text
+ * rendering is statustext.c's).
+ *
+ * The top-level keys of /status begin with php-fpm's status fields, with
+ * their exact names ("accepted conn", "listen queue", ...), so tools that
+ * read php-fpm's page read this one; what php-fpm lacks follows in
+ * snake_case.  Invariants: the document is built from one pass over the
+ * scoreboard with relaxed reads (a recent view, not a consistent
+ * snapshot); numbers that cannot be measured are absent, never 0.
+ */
+#include "ops/statusdoc.h"
+#include "upstream/breaker.h"
+#include "base/clock.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static void add_u(json_object *o, const char *k, uint64_t v)
+{
+    json_object_object_add(o, k, json_object_new_uint64(v));
+}
+
+static void add_s(json_object *o, const char *k, const char *v)
+{
+    json_object_object_add(o, k, json_object_new_string(v));
+}
+
+static void add_b(json_object *o, const char *k, int v)
+{
+    json_object_object_add(o, k, json_object_new_boolean(v != 0));
+}
+
+/* json-c prints doubles with 17 digits; operators want 0.05, not
+ * 0.050000000000000003. */
+static void add_d(json_object *o, const char *k, double v)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%.4g", v);
+    if (strchr(s, 'e') || strchr(s, 'n') || strchr(s, 'i')) /* exponent, nan, inf */
+        snprintf(s, sizeof s, "%.4f", v == v ? v : 0.0);
+    json_object_object_add(o, k, json_object_new_double_s(v, s));
+}
+
+/* Copies a string the writer may be changing: bounded, terminated, and
+ * printable ASCII only, since a request id comes from a client header and
+ * raw bytes would make the JSON invalid UTF-8. */
+static void copy_text(char *dst, const char *src, size_t n)
+{
+    size_t i;
+    for (i = 0; i + 1 < n && src[i] != '\0'; i++)
+        dst[i] = (src[i] >= 0x20 && src[i] < 0x7f) ? src[i] : '?';
+    dst[i] = '\0';
+}
+
+typedef struct totals {
+    uint64_t accepted, completed, s2xx, s4xx, s5xx, rin, rout, rrej, rdeg, slow;
+    uint64_t refused, rejected;
+    uint64_t calls, retries, hits, misses, ftimeout, fconnect, fstatus, fbody, opens, upfds;
+    uint64_t ftoolarge, fdeadline;
+    uint64_t idle, busy, starting, exiting, breaker[ENR_BREAKER_STATES];
+} totals;
+
+static void sum_slots(const enr_scoreboard *sb, totals *t)
+{
+    const enr_sb_slot *s;
+
+    memset(t, 0, sizeof *t);
+    t->accepted = ENR_SB_TOTAL(sb, accepted);
+    t->completed = ENR_SB_TOTAL(sb, completed);
+    t->s2xx = ENR_SB_TOTAL(sb, status_2xx);
+    t->s4xx = ENR_SB_TOTAL(sb, status_4xx);
+    t->s5xx = ENR_SB_TOTAL(sb, status_5xx);
+    t->rin = ENR_SB_TOTAL(sb, records_in);
+    t->rout = ENR_SB_TOTAL(sb, records_out);
+    t->rrej = ENR_SB_TOTAL(sb, records_rejected);
+    t->rdeg = ENR_SB_TOTAL(sb, records_degraded);
+    t->slow = ENR_SB_TOTAL(sb, slow_requests);
+    t->refused = ENR_SB_TOTAL(sb, listen_refused);
+    t->rejected = ENR_SB_TOTAL(sb, fcgi_rejected);
+    t->calls = ENR_SB_TOTAL(sb, up_calls);
+    t->retries = ENR_SB_TOTAL(sb, up_retries);
+    t->hits = ENR_SB_TOTAL(sb, up_cache_hits);
+    t->misses = ENR_SB_TOTAL(sb, up_cache_misses);
+    t->ftimeout = ENR_SB_TOTAL(sb, up_fail_timeout);
+    t->fconnect = ENR_SB_TOTAL(sb, up_fail_connect);
+    t->fstatus = ENR_SB_TOTAL(sb, up_fail_status);
+    t->fbody = ENR_SB_TOTAL(sb, up_fail_body);
+    t->ftoolarge = ENR_SB_TOTAL(sb, up_fail_too_large);
+    t->fdeadline = ENR_SB_TOTAL(sb, up_skip_deadline);
+    t->opens = ENR_SB_TOTAL(sb, up_breaker_opens);
+    t->upfds = ENR_SB_TOTAL(sb, up_fds);
+    for (ENR_SB_EACH_SLOT(sb, i, s)) {
+        if (!enr_sb_slot_live(s))
+            continue;
+        switch (ENR_SB_GET(s->state)) {
+        case ENR_WS_IDLE:
+            t->idle++;
+            break;
+        case ENR_WS_BUSY:
+            t->busy++;
+            break;
+        case ENR_WS_STARTING:
+            t->starting++;
+            break;
+        case ENR_WS_EXITING:
+            t->exiting++;
+            break;
+        default:
+            break;
+        }
+        if (ENR_SB_GET(s->up_breaker_state) < ENR_BREAKER_STATES)
+            t->breaker[ENR_SB_GET(s->up_breaker_state)]++;
+    }
+}
+
+static json_object *fds_doc(const enr_fd_kinds *k)
+{
+    json_object *o = json_object_new_object(), *tcp = json_object_new_object();
+    json_object *peers = json_object_new_array();
+    char line[256];
+
+    add_u(o, "total", k->total);
+    add_u(o, "files", k->files);
+    add_u(o, "pipes", k->pipes);
+    add_u(o, "unix", k->unix_socks);
+    add_u(o, "tcp", k->tcp_socks);
+    add_u(o, "tcp_close_wait", k->close_wait);
+    add_u(o, "other_sockets", k->other_socks);
+    add_u(o, "other", k->other);
+    for (unsigned s = 1; s < ENR_TCP_STATE_COUNT; s++)
+        if (k->tcp_state[s])
+            add_u(tcp, enr_tcp_state_name(s), k->tcp_state[s]);
+    json_object_object_add(o, "tcp_by_state", tcp);
+    for (unsigned i = 0; i < k->n_top_close_wait; i++) {
+        json_object *p = json_object_new_object();
+        add_s(p, "peer", k->top_close_wait[i].addr);
+        add_u(p, "count", k->top_close_wait[i].n);
+        json_object_array_add(peers, p);
+    }
+    json_object_object_add(o, "close_wait_peers", peers);
+    enr_fd_kinds_describe(k, line, sizeof line);
+    add_s(o, "summary", line);
+    return o;
+}
+
+/* mono: CLOCK_MONOTONIC now, for every age; the wall-clock stamps are
+ * only shown as they are. */
+static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t mono)
+{
+    const enr_sb_slot *s = &v->sb->slot[i];
+    json_object *o = json_object_new_object(), *last = json_object_new_object();
+    uint64_t st = ENR_SB_GET(s->state), started = ENR_SB_GET(s->started_ms);
+    uint64_t started_mono = ENR_SB_GET(s->started_mono_ms);
+    int live = enr_sb_slot_live(s);
+    char id[ENR_SB_REQID_MAX];
+
+    add_u(o, "slot", i);
+    json_object_object_add(o, "pid", json_object_new_int64(live ? ENR_SB_GET(s->pid) : 0));
+    add_s(o, "state", live ? enr_worker_state_name(st) : "empty");
+    if (live && started) {
+        add_u(o, "start time", started / 1000u);
+        add_u(o, "start since",
+              started_mono && mono > started_mono ? (mono - started_mono) / 1000u : 0);
+    }
+    add_u(o, "requests", live ? ENR_SB_GET(s->served) : 0);
+    add_u(o, "requests_total", ENR_SB_GET(s->completed));
+    if (live && st == ENR_WS_BUSY && ENR_SB_GET(s->req_start_mono_ms)) {
+        copy_text(id, s->req_id, sizeof id);
+        add_s(o, "request_id", id);
+        add_u(o, "request_age_ms", enr_sb_request_age_ms(s, mono));
+    }
+    if (live) {
+        add_u(o, "rss_kb", ENR_SB_GET(s->rss_kb));
+        add_u(o, "fds", ENR_SB_GET(s->fds));
+        add_s(o, "breaker", enr_breaker_state_name(ENR_SB_GET(s->up_breaker_state)));
+        add_u(o, "upstream_fds", ENR_SB_GET(s->up_fds));
+    }
+    if (live && v->fds && (v->fds_ok == NULL || v->fds_ok[i]))
+        json_object_object_add(o, "fds_by_kind", fds_doc(&v->fds[i]));
+    add_u(o, "restarts", ENR_SB_GET(s->restarts));
+    add_s(last, "reason", enr_exit_reason_name(ENR_SB_GET(s->last_exit_reason)));
+    json_object_object_add(last, "pid", json_object_new_int64(ENR_SB_GET(s->last_exit_pid)));
+    copy_text(id, s->last_exit_req_id, sizeof id);
+    add_s(last, "request_id", id);
+    add_u(last, "request_age_ms", ENR_SB_GET(s->last_exit_req_age_ms));
+    json_object_object_add(o, "last_exit", last);
+    return o;
+}
+
+/* A reload whose new workers could not start.  Shown, never a health
+ * verdict: the old configuration serves, and a watchdog restart would
+ * start the daemon on the very file that does not work. */
+static json_object *reload_doc(const enr_sb_pool *p)
+{
+    json_object *x = json_object_new_object();
+    char err[sizeof p->reload_error];
+
+    copy_text(err, p->reload_error, sizeof err);
+    add_b(x, "pending", ENR_SB_GET(p->reload_pending) != 0);
+    add_u(x, "failures", ENR_SB_GET(p->reload_failures));
+    add_u(x, "retry_ms", ENR_SB_GET(p->reload_retry_ms));
+    add_s(x, "last_error", err);
+    return x;
+}
+
+json_object *enr_status_doc(const enr_status_view *v, int full)
+{
+    const enr_sb_pool *p = &v->sb->pool;
+    json_object *o = json_object_new_object(), *x;
+    uint64_t now = enr_mono_ms(), start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
+    uint64_t start_mono = ENR_SB_GET(p->start_mono_ms);
+    uint64_t pstate = ENR_SB_GET(p->state), restarts = 0, maxq = v->listen_queue_max;
+    uint64_t max_active = ENR_SB_GET(p->max_active);
+    totals t;
+
+    /* The master samples once a second; a burst shorter than that is
+     * still seen here when this process looked during it. */
+    if (v->max_active_seen > max_active)
+        max_active = v->max_active_seen;
+    sum_slots(v->sb, &t);
+    if (ENR_SB_GET(p->listen_queue_max) > maxq)
+        maxq = ENR_SB_GET(p->listen_queue_max);
+
+    /* php-fpm's fields, with php-fpm's names. */
+    add_s(o, "pool", "enrichd");
+    add_s(o, "process manager", "static");
+    add_u(o, "start time", start / 1000u);
+    add_u(o, "start since", start_mono && now > start_mono ? (now - start_mono) / 1000u : 0);
+    add_u(o, "accepted conn", t.accepted);
+    add_u(o, "listen queue", v->have_queue ? v->listen_queue : ENR_SB_GET(p->listen_queue));
+    add_u(o, "max listen queue", maxq);
+    if (v->have_queue)
+        add_u(o, "listen queue len", v->listen_queue_limit);
+    add_u(o, "idle processes", t.idle);
+    add_u(o, "active processes", t.busy);
+    add_u(o, "total processes", t.idle + t.busy + t.starting + t.exiting);
+    add_u(o, "max active processes", max_active);
+    /* php-fpm counts how often it wanted more children than allowed; a
+     * static pool cannot grow, so this says whether every worker has been
+     * busy at once. */
+    add_u(o, "max children reached", workers && max_active >= workers);
+    add_u(o, "slow requests", t.slow);
+
+    /* What php-fpm does not have. */
+    add_s(o, "state", enr_pool_state_name(pstate));
+    add_u(o, "generation", ENR_SB_GET(p->generation));
+    add_u(o, "workers_configured", workers);
+    add_u(o, "starting processes", t.starting);
+    add_u(o, "exiting processes", t.exiting);
+    add_u(o, "completed", t.completed);
+    /* accepted = completed + in_flight + lost: a request whose worker
+     * died never completes, and must not look in flight forever. */
+    add_u(o, "in_flight", t.busy);
+    add_u(o, "lost", t.accepted > t.completed + t.busy ? t.accepted - t.completed - t.busy : 0);
+    add_u(o, "listen_refused", t.refused);
+    add_u(o, "fastcgi_rejected", t.rejected);
+    x = json_object_new_object();
+    add_u(x, "2xx", t.s2xx);
+    add_u(x, "4xx", t.s4xx);
+    add_u(x, "5xx", t.s5xx);
+    json_object_object_add(o, "responses", x);
+    x = json_object_new_object();
+    add_u(x, "in", t.rin);
+    add_u(x, "out", t.rout);
+    add_u(x, "rejected", t.rrej);
+    add_u(x, "degraded", t.rdeg);
+    json_object_object_add(o, "records", x);
+
+    x = json_object_new_object();
+    /* Every worker exit but a stop is followed by a replacement. */
+    for (unsigned r = 1; r < ENR_EXIT_REASONS; r++) {
+        uint64_t n = ENR_SB_GET(p->exits[r]);
+        if (r == ENR_EXIT_STOP)
+            continue;
+        add_u(x, enr_exit_reason_name(r), n);
+        restarts += n;
+    }
+    json_object_object_add(o, "restarts", x);
+    add_u(o, "restarts_total", restarts);
+    x = json_object_new_object();
+    add_b(x, "active", ENR_SB_GET(p->crashloop) != 0);
+    add_u(x, "backoff_ms", ENR_SB_GET(p->backoff_ms));
+    json_object_object_add(o, "crash_loop", x);
+    json_object_object_add(o, "reload", reload_doc(p));
+
+    x = json_object_new_object();
+    add_b(x, "enabled", v->c->upstream_url[0] != '\0');
+    {
+        json_object *b = json_object_new_object(), *f = json_object_new_object();
+        for (unsigned s = 0; s < ENR_BREAKER_STATES; s++)
+            add_u(b, enr_breaker_state_name(s), t.breaker[s]);
+        json_object_object_add(x, "breakers", b);
+        add_u(x, "breaker_opens", t.opens);
+        add_u(x, "calls", t.calls);
+        add_u(x, "retries", t.retries);
+        add_u(f, "timeout", t.ftimeout);
+        add_u(f, "connect", t.fconnect);
+        add_u(f, "status", t.fstatus);
+        add_u(f, "body", t.fbody);
+        add_u(f, "too_large", t.ftoolarge);
+        add_u(f, "deadline", t.fdeadline);
+        json_object_object_add(x, "failures", f);
+    }
+    add_u(x, "cache_hits", t.hits);
+    add_u(x, "cache_misses", t.misses);
+    add_d(x, "cache_hit_ratio",
+          t.hits + t.misses ? (double)t.hits / (double)(t.hits + t.misses) : 0.0);
+    add_u(x, "fds", t.upfds);
+    json_object_object_add(o, "upstream", x);
+
+    if (v->health)
+        json_object_object_add(o, "health", enr_health_doc(v->health, v->c, v->sb));
+
+    if (full) {
+        json_object *a = json_object_new_array();
+        for (uint32_t i = 0; i < enr_sb_nslots(v->sb); i++)
+            json_object_array_add(a, process_doc(v, i, now));
+        json_object_object_add(o, "processes", a);
+    }
+    return o;
+}
+
+json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_scoreboard *sb)
+{
+    json_object *o = json_object_new_object(), *w = json_object_new_object();
+    json_object *rs = json_object_new_array(), *m = json_object_new_object();
+    const enr_health_window *x = &h->win;
+    char reason[sizeof sb->pool.unhealthy_reason];
+
+    add_s(o, "status", h->healthy ? "ok" : "unhealthy");
+    if (!h->healthy)
+        add_s(o, "reason", h->reason);
+    for (unsigned i = 0; i < ENR_HR_COUNT; i++)
+        if (h->reasons & (1u << i))
+            json_object_array_add(rs, json_object_new_string(enr_health_reason_name(1u << i)));
+    json_object_object_add(o, "reasons", rs);
+
+    add_u(w, "window_s", c->health_window_s);
+    add_u(w, "span_ms", x->span_ms);
+    add_u(w, "requests", x->requests);
+    add_u(w, "5xx", x->s5xx);
+    add_d(w, "5xx_ratio", x->ratio_5xx);
+    add_d(w, "max_5xx_ratio", c->health_max_5xx_ratio);
+    add_u(w, "records", x->records);
+    add_u(w, "degraded", x->degraded);
+    add_d(w, "degraded_ratio", x->ratio_degraded);
+    add_d(w, "max_degraded_ratio", c->health_max_degraded_ratio);
+    add_d(w, "p99_ms", x->p99_ms);
+    add_u(w, "max_p99_ms", c->health_max_p99_ms);
+    add_u(w, "live_workers", x->live_workers);
+    add_u(w, "busy_workers", x->busy_workers);
+    add_u(w, "breaker_open", x->breaker_open);
+    add_u(w, "listen_queue", x->listen_queue);
+    add_u(w, "oldest_request_ms", x->oldest_request_ms);
+    json_object_object_add(o, "window", w);
+
+    /* The verdict above is the master's (it gates the systemd watchdog);
+     * this block is its summary in the scoreboard, kept for old readers. */
+    copy_text(reason, sb->pool.unhealthy_reason, sizeof reason);
+    add_b(m, "healthy", ENR_SB_GET(sb->pool.healthy) != 0);
+    add_s(m, "reason", reason);
+    json_object_object_add(o, "master", m);
+    json_object_object_add(o, "reload", reload_doc(&sb->pool));
+    return o;
+}

@@ -1,0 +1,159 @@
+/*
+ * statustext.c: a status document as plain text for humans (statustext.h).
+ *
+ * Invariants: every string taken from the document goes through clean(),
+ * which truncates it to the column's buffer and replaces C0 and C1
+ * control characters and DEL by '?', so a hostile document cannot move
+ * the cursor, retitle or otherwise drive the operator's terminal, nor fake
+ * lines with embedded newlines; keys are truncated, never overflowed;
+ * nesting is bounded by the parser (ENR_STATUS_DOC_MAX_DEPTH), so the
+ * recursion in text_flat() is too.
+ */
+#include "ops/statustext.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#define KEY_MAX 128   /* a flattened key ("upstream.breaker.state") */
+#define VALUE_MAX 512 /* one value on a line */
+
+/* Copies s (NULL: "") into dst[cap], truncated, with control characters
+ * replaced; returns dst. */
+static const char *clean(char *dst, size_t cap, const char *s)
+{
+    size_t i = 0;
+
+    if (s == NULL)
+        s = "";
+    for (; *s != '\0' && i + 1 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch < 0x20 || ch == 0x7f) {
+            dst[i++] = '?';
+        } else if (ch == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f) {
+            dst[i++] = '?'; /* U+0080..U+009F: C1 controls (8-bit CSI among them) */
+            s++;
+        } else {
+            dst[i++] = (char)ch;
+        }
+    }
+    /* A cut inside a UTF-8 sequence would leave a partial character. */
+    while (i > 0 && ((unsigned char)dst[i - 1] & 0xc0) == 0x80 && *s != '\0')
+        i--;
+    if (i > 0 && (unsigned char)dst[i - 1] >= 0xc0 && *s != '\0')
+        i--;
+    dst[i] = '\0';
+    return dst;
+}
+
+static const char *jstr(json_object *o, const char *k, const char *dflt, char *dst, size_t cap)
+{
+    json_object *v;
+
+    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
+        return clean(dst, cap, dflt);
+    return clean(dst, cap, json_object_get_string(v));
+}
+
+/* key: value lines, nested objects flattened with dots. */
+static void text_flat(enr_buf *b, const char *prefix, json_object *o)
+{
+    json_object_object_foreach(o, k, val)
+    {
+        char key[KEY_MAX], ck[KEY_MAX], label[KEY_MAX + 1], v[VALUE_MAX];
+        if (strcmp(k, "processes") == 0)
+            continue;
+        snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "", k);
+        if (json_object_is_type(val, json_type_object)) {
+            text_flat(b, key, val);
+            continue;
+        }
+        snprintf(label, sizeof label, "%s:", clean(ck, sizeof ck, key));
+        enr_buf_printf(b, "%-34s ", label);
+        if (json_object_is_type(val, json_type_array)) {
+            size_t n = json_object_array_length(val);
+            for (size_t i = 0; i < n; i++)
+                enr_buf_printf(
+                    b, "%s%s", i ? ", " : "",
+                    clean(v, sizeof v, json_object_get_string(json_object_array_get_idx(val, i))));
+        } else {
+            enr_buf_printf(b, "%s", clean(v, sizeof v, json_object_get_string(val)));
+        }
+        enr_buf_printf(b, "\n");
+    }
+}
+
+void enr_status_text(enr_buf *b, json_object *doc)
+{
+    json_object *procs;
+
+    if (!json_object_is_type(doc, json_type_object))
+        return;
+    text_flat(b, "", doc);
+    if (!json_object_object_get_ex(doc, "processes", &procs) ||
+        !json_object_is_type(procs, json_type_array))
+        return;
+    enr_buf_printf(b, "\n%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", "SLOT", "PID", "STATE",
+                   "REQS", "REQ_AGE", "RSS_KB", "FDS", "REQUEST_ID", "LAST_EXIT");
+    for (size_t i = 0; i < json_object_array_length(procs); i++) {
+        json_object *p = json_object_array_get_idx(procs, i), *last = NULL;
+        char age[32] = "-", lastexit[192] = "-", c[9][64];
+        if (!json_object_is_type(p, json_type_object))
+            continue;
+        if (json_object_object_get_ex(p, "request_age_ms", NULL))
+            snprintf(age, sizeof age, "%sms", jstr(p, "request_age_ms", "0", c[0], 24));
+        if (json_object_object_get_ex(p, "last_exit", &last) &&
+            json_object_is_type(last, json_type_object) &&
+            strcmp(jstr(last, "reason", "none", c[0], sizeof c[0]), "none") != 0) {
+            const char *rid = jstr(last, "request_id", "", c[2], sizeof c[2]);
+            snprintf(lastexit, sizeof lastexit, "%s pid %s%s%s%s%s", c[0],
+                     jstr(last, "pid", "?", c[1], sizeof c[1]), *rid ? " req " : "", rid,
+                     *rid ? " age " : "", *rid ? jstr(last, "request_age_ms", "0", c[3], 24) : "");
+        }
+        enr_buf_printf(
+            b, "%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n",
+            jstr(p, "slot", "?", c[0], sizeof c[0]), jstr(p, "pid", "-", c[1], sizeof c[1]),
+            jstr(p, "state", "?", c[2], sizeof c[2]), jstr(p, "requests", "0", c[3], sizeof c[3]),
+            age, jstr(p, "rss_kb", "-", c[4], sizeof c[4]), jstr(p, "fds", "-", c[5], sizeof c[5]),
+            jstr(p, "request_id", "-", c[6], sizeof c[6]), lastexit);
+    }
+    /* The leak attribution, one sentence per live worker. */
+    enr_buf_printf(b, "\n");
+    for (size_t i = 0; i < json_object_array_length(procs); i++) {
+        json_object *p = json_object_array_get_idx(procs, i), *k;
+        char slot[64], sum[VALUE_MAX];
+        if (json_object_is_type(p, json_type_object) &&
+            json_object_object_get_ex(p, "fds_by_kind", &k) &&
+            json_object_is_type(k, json_type_object))
+            enr_buf_printf(b, "worker %s: %s\n", jstr(p, "slot", "?", slot, sizeof slot),
+                           jstr(k, "summary", "", sum, sizeof sum));
+    }
+}
+
+int enr_status_text_parse(enr_buf *out, const char *body, size_t len)
+{
+    json_tokener *tok;
+    json_object *doc;
+    int rc = -1;
+
+    if (len > ENR_STATUS_DOC_MAX_BYTES || len > (size_t)INT_MAX)
+        return -1;
+    tok = json_tokener_new_ex(ENR_STATUS_DOC_MAX_DEPTH);
+    if (tok == NULL)
+        return -1;
+    doc = json_tokener_parse_ex(tok, body, (int)len);
+    /* One whole object: a document cut short, or followed by bytes, is not one. */
+    if (doc != NULL && json_tokener_get_error(tok) == json_tokener_success &&
+        json_object_is_type(doc, json_type_object)) {
+        size_t used = json_tokener_get_parse_end(tok);
+        while (used < len && strchr(" \t\r\n", body[used]) != NULL && body[used] != '\0')
+            used++;
+        if (used == len) {
+            enr_status_text(out, doc);
+            rc = 0;
+        }
+    }
+    json_object_put(doc);
+    json_tokener_free(tok);
+    return rc;
+}

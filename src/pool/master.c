@@ -1,0 +1,837 @@
+/*
+ * master.c: the master process: sockets, the single fork site, the
+ * supervising loop, recycling, the crash-loop guard, drain, and the
+ * conversation with systemd.  The configuration generations (reload) are
+ * in reload.c, how a child is asked and made to end in child.c; the
+ * state they share is master_state.h.
+ *
+ * Invariants:
+ *  - Signal handlers only set flags.  The signals are blocked except
+ *    inside ppoll(), so a flag is always seen by the next loop turn and
+ *    a handler never runs in the middle of the loop's work.
+ *  - spawn_with() is the only fork() of the daemon, for workers (also
+ *    reload.c's, through enr_master_spawn_worker) and for the status
+ *    process; the child never returns into this file's loop.
+ *  - Every child exit is classified once, in child_exited(): the reason the
+ *    master asked for (recycle, timeout, reload, stop), the reason the
+ *    worker gave in its exit code (soft limits), a crash (a signal the
+ *    master did not send, e.g. SIGABRT from libfcgi) or a failure.  It
+ *    is logged and counted in the scoreboard before the slot is reused.
+ *  - Slot i of the scoreboard belongs to pool position i: a replacement
+ *    reuses the slot of the worker it replaces, so the slot's counters
+ *    are cumulative over everything that ever ran in that position.
+ *  - The pool is refilled in the same loop turn that reaps a worker,
+ *    except while the crash-loop back-off holds forks.
+ *  - stop() is the one way out of the loop: what is left of the children
+ *    is killed and reaped, the socket files removed.
+ */
+#include "pool/master.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pool/child.h"
+#include "ops/health.h"
+#include "fcgi/listen.h"
+#include "base/log.h"
+#include "pool/master_state.h"
+#include "pool/notify.h"
+#include "base/procstat.h"
+#include "pool/reload.h"
+#include "base/scoreboard.h"
+#include "ops/status.h"
+#include "pool/worker.h"
+#include "base/clock.h"
+
+enum child_kind { CHILD_WORKER, CHILD_STATUS };
+
+typedef enr_master master;
+typedef enr_child child;
+
+static volatile sig_atomic_t sig_hup, sig_term, sig_quit, sig_chld;
+
+static void on_signal(int sig)
+{
+    switch (sig) {
+    case SIGHUP:
+        sig_hup = 1;
+        break;
+    case SIGTERM:
+    case SIGINT:
+        sig_term = 1;
+        break;
+    case SIGQUIT:
+        sig_quit = 1;
+        break;
+    case SIGCHLD:
+        sig_chld = 1;
+        break;
+    default:
+        break;
+    }
+}
+
+static const int master_signals[] = {SIGHUP, SIGTERM, SIGINT, SIGQUIT, SIGCHLD};
+#define N_MASTER_SIGNALS (sizeof master_signals / sizeof master_signals[0])
+
+/* ---- the fork site ------------------------------------------------------ */
+
+int enr_master_live_workers(const master *m, int ready_only)
+{
+    int n = 0;
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && (!ready_only || m->w[i].ready))
+            n++;
+    return n;
+}
+
+/* The only fork() of the daemon, for the status process (slot unused)
+ * or a worker of configuration cfg, generation gen, in slot. */
+static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg, unsigned gen)
+{
+    child *ch = kind == CHILD_WORKER ? &m->w[slot] : &m->status;
+    enr_sb_slot *s = kind == CHILD_WORKER ? &m->sb->slot[slot] : NULL;
+    pid_t pid, parent = getpid(); /* the child checks it still has this parent */
+
+    if (s != NULL) {
+        /* Before fork: the child overwrites these as soon as it runs, and
+         * the master must never clobber what the child already wrote. */
+        ENR_SB_SET(s->pid, 0);
+        ENR_SB_SET(s->state, ENR_WS_STARTING);
+    }
+    pid = fork();
+
+    if (pid < 0) {
+        enr_log(ENR_LOG_ERROR, "fork failed", "error=%s kind=%s", enr_log_errno(errno),
+                kind == CHILD_WORKER ? "worker" : "status");
+        return -1;
+    }
+    if (pid == 0) {
+        struct sigaction sa;
+        int code;
+
+        enr_notify_forget();
+        close(m->ready_r);
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigemptyset(&sa.sa_mask);
+        for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
+            sigaction(master_signals[i], &sa, NULL);
+        if (kind == CHILD_WORKER) {
+            enr_worker_args a = {cfg, m->sb, slot, m->listen_fd, m->ready_w, gen, parent};
+            close(m->status_fd);
+            /* The worker sets its own mask before it unblocks anything. */
+            code = enr_worker_main(&a);
+        } else {
+            sigset_t none;
+            close(m->ready_w);
+            enr_log_role("status");
+            /* Terminal signals are for the master, which stops us in order. */
+            sa.sa_handler = SIG_IGN;
+            sigaction(SIGINT, &sa, NULL);
+            sigaction(SIGHUP, &sa, NULL);
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            code = enr_status_main(&m->cfg, m->sb, m->status_fd, m->listen_fd);
+        }
+        _exit(code);
+    }
+    memset(ch, 0, sizeof *ch);
+    ch->pid = pid;
+    ch->generation = gen;
+    ch->started = enr_mono_ms();
+    if (s != NULL) {
+        int64_t zero = 0;
+        /* Shows the process before it runs; the worker writes the same. */
+        atomic_compare_exchange_strong(&s->pid, &zero, (int64_t)pid);
+        enr_log(ENR_LOG_INFO, "worker start", "worker_pid=%ld slot=%u generation=%u", (long)pid,
+                slot, gen);
+    } else {
+        enr_log(ENR_LOG_INFO, "status process start", "child_pid=%ld", (long)pid);
+    }
+    return 0;
+}
+
+static int spawn(master *m, int kind, unsigned slot)
+{
+    return spawn_with(m, kind, slot, &m->cfg, m->generation);
+}
+
+int enr_master_spawn_worker(master *m, unsigned slot, const enr_config *cfg, unsigned gen)
+{
+    return spawn_with(m, CHILD_WORKER, slot, cfg, gen);
+}
+
+/* ---- exits ------------------------------------------------------------ */
+static void crashloop_note(master *m, int reason, uint64_t lifetime, uint64_t now)
+{
+    if ((reason != ENR_EXIT_CRASH && reason != ENR_EXIT_ERROR) || lifetime >= ENR_EARLY_DEATH_MS) {
+        if (lifetime >= ENR_EARLY_DEATH_MS)
+            m->early_deaths = 0;
+        return;
+    }
+    m->early_deaths++;
+    if (!ENR_SB_GET(m->sb->pool.crashloop)) {
+        if (m->early_deaths < ENR_CRASHLOOP_THRESHOLD)
+            return;
+        m->backoff_ms = ENR_BACKOFF_MIN_MS;
+        ENR_SB_SET(m->sb->pool.crashloop, 1);
+    } else if (now >= m->hold_until) {
+        /* A probe started after the last hold died early too. */
+        m->backoff_ms = enr_backoff_next(m->backoff_ms, ENR_BACKOFF_MIN_MS);
+    } else {
+        return; /* more deaths of the same wave: one hold is enough */
+    }
+    m->hold_until = now + m->backoff_ms;
+    ENR_SB_SET(m->sb->pool.backoff_ms, m->backoff_ms);
+    enr_log(ENR_LOG_ERROR, "crash loop: holding forks", "early_deaths=%u backoff_ms=%" PRIu64,
+            m->early_deaths, m->backoff_ms);
+}
+
+static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
+{
+    child *ch = &m->w[slot];
+    enr_sb_slot *s = &m->sb->slot[slot];
+    enr_sb_pool *p = &m->sb->pool;
+    char detail[64], rid[ENR_SB_REQID_MAX], qrid[96];
+    int reason = enr_child_classify(ch, status, detail, sizeof detail);
+    uint64_t lifetime = now > ch->started ? now - ch->started : 0;
+    uint64_t age = enr_sb_request_age_ms(s, now);
+
+    memcpy(rid, s->req_id, sizeof rid);
+    rid[sizeof rid - 1] = '\0';
+    if (ENR_SB_GET(s->req_start_mono_ms) == 0 || ENR_SB_GET(s->state) != ENR_WS_BUSY)
+        rid[0] = '\0';
+    ENR_SB_ADD(p->exits[reason], 1);
+    ENR_SB_ADD(s->restarts, 1);
+    ENR_SB_SET(s->last_exit_reason, (uint64_t)reason);
+    ENR_SB_SET(s->last_exit_pid, (int64_t)ch->pid);
+    ENR_SB_SET(s->last_exit_req_age_ms, age);
+    memcpy(s->last_exit_req_id, rid, sizeof rid);
+    if (reason != ENR_EXIT_STOP)
+        m->restarts++; /* a stop is an end, not a restart */
+    enr_log(reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR ? ENR_LOG_ERROR : ENR_LOG_INFO,
+            "worker exit",
+            "worker_pid=%ld slot=%u reason=%s %s served=%" PRIu64 " rss_kb=%" PRIu64 " fds=%" PRIu64
+            " lifetime_ms=%" PRIu64 "%s%s",
+            (long)ch->pid, slot, enr_exit_reason_name(reason), detail, ENR_SB_GET(s->served),
+            ENR_SB_GET(s->rss_kb), ENR_SB_GET(s->fds), lifetime, rid[0] ? " req_id=" : "",
+            rid[0] ? enr_log_quote(qrid, sizeof qrid, rid) : "");
+    if (age)
+        enr_log(ENR_LOG_WARN, "request lost with its worker", "req_id=%s req_age_ms=%" PRIu64,
+                enr_log_quote(qrid, sizeof qrid, rid), age);
+    /* The process is gone: the master clears what it can no longer write. */
+    ENR_SB_SET(s->pid, 0);
+    ENR_SB_SET(s->state, ENR_WS_EMPTY);
+    ENR_SB_SET(s->req_start_ms, 0);
+    ENR_SB_SET(s->write_start_mono_ms, 0);
+    ENR_SB_SET(s->req_start_mono_ms, 0);
+    /* A probe's death is its configuration's failure, not the running
+     * pool's crash loop: the old generation is fine. */
+    if (!enr_reload_probe_exited(m, slot, enr_exit_reason_name(reason), detail, now))
+        crashloop_note(m, reason, lifetime, now);
+    memset(ch, 0, sizeof *ch);
+}
+
+static void status_exited(master *m, int status, uint64_t now)
+{
+    child *ch = &m->status;
+    char detail[64];
+    int reason = enr_child_classify(ch, status, detail, sizeof detail);
+    uint64_t lifetime = now > ch->started ? now - ch->started : 0;
+
+    enr_log(reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR ? ENR_LOG_ERROR : ENR_LOG_INFO,
+            "status process exit", "child_pid=%ld reason=%s %s lifetime_ms=%" PRIu64, (long)ch->pid,
+            enr_exit_reason_name(reason), detail, lifetime);
+    if ((reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR) && lifetime < ENR_EARLY_DEATH_MS) {
+        m->status_backoff = enr_backoff_next(m->status_backoff, ENR_BACKOFF_MIN_MS);
+        m->status_hold_until = now + m->status_backoff;
+    } else {
+        m->status_backoff = 0;
+    }
+    memset(ch, 0, sizeof *ch);
+}
+
+/* The one child-exit handler: the loop's reaping (running) and stop()
+ * (stopping) both come here, so an exit is classified, logged and counted alike. */
+static void child_exited(master *m, pid_t pid, int status)
+{
+    uint64_t now = enr_mono_ms();
+
+    if (pid == m->status.pid) {
+        status_exited(m, status, now);
+        return;
+    }
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid == pid) {
+            worker_exited(m, i, status, now);
+            return;
+        }
+}
+
+/* Reaps every child that has ended (flags: WNOHANG, or 0 to wait for
+ * them all); returns when none is left to reap. */
+static void reap_children(master *m, int flags)
+{
+    for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, flags);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0)
+            return;
+        child_exited(m, pid, status);
+    }
+}
+
+/* ---- the pool ------------------------------------------------------------ */
+
+static void fill_workers(master *m, uint64_t now)
+{
+    int holding = ENR_SB_GET(m->sb->pool.crashloop) != 0;
+
+    if (holding && now < m->hold_until)
+        return;
+    for (unsigned i = 0; i < m->cfg.workers; i++) {
+        if (m->w[i].pid > 0)
+            continue;
+        /* Cold start: the first worker gets the CPU to itself until it
+         * accepts, so the first request is served as early as possible. */
+        if (!m->first_ready && i > 0 && now < m->start_ms + ENR_READY_WAIT_MS)
+            return;
+        /* In a crash loop one probe at a time, not the whole pool: its
+         * early death doubles the back-off (crashloop_note), its survival
+         * ends the loop (sample_workers). */
+        if (holding && enr_master_live_workers(m, 0) > 0)
+            return;
+        if (spawn(m, CHILD_WORKER, i) != 0 || holding)
+            return;
+    }
+}
+
+static void fill_pool(master *m, uint64_t now)
+{
+    if (m->draining)
+        return;
+    fill_workers(m, now);
+    /* The status process waits for the first worker (cold start) but
+     * never for a crash loop: that is when operators need it most. */
+    if (m->status.pid == 0 && now >= m->status_hold_until &&
+        (m->first_ready || ENR_SB_GET(m->sb->pool.crashloop) ||
+         now >= m->start_ms + ENR_READY_WAIT_MS))
+        spawn(m, CHILD_STATUS, 0);
+}
+
+static void read_readiness(master *m)
+{
+    char buf[64];
+
+    while (read(m->ready_r, buf, sizeof buf) > 0)
+        ;
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+        uint64_t st;
+        if (m->w[i].pid <= 0 || m->w[i].ready)
+            continue;
+        st = ENR_SB_GET(m->sb->slot[i].state);
+        if (st == ENR_WS_IDLE || st == ENR_WS_BUSY)
+            m->w[i].ready = m->first_ready = 1;
+    }
+}
+
+static int old_generation_left(const master *m)
+{
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && m->w[i].generation != m->generation)
+            return 1;
+    return 0;
+}
+
+static void check_ready(master *m, uint64_t now)
+{
+    int ready = enr_master_live_workers(m, 1);
+    int enough = ready >= (int)m->cfg.workers ||
+                 (ready >= (int)(m->cfg.min_ready_workers ? m->cfg.min_ready_workers : 1) &&
+                  now >= m->start_ms + ENR_READY_WAIT_MS);
+
+    if (!m->ready_sent && enough) {
+        m->ready_sent = 1;
+        ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
+        enr_notify_ready();
+        enr_log(ENR_LOG_INFO, "ready", "workers=%d startup_ms=%" PRIu64, ready, now - m->start_ms);
+    }
+    if (m->reloading && !old_generation_left(m) && ready >= 1) {
+        m->reloading = 0;
+        ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
+        enr_notify_ready();
+        enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d", m->generation, ready);
+    }
+}
+
+/* ---- tick: sampling, hard limits, health, systemd ------------------------ */
+
+/* A busy worker is stuck past request_timeout_ms of work, or past twice
+ * write_timeout_ms of writing its answer.  A write waits on nginx (a slow
+ * client with nginx's buffers full), not on the worker, so it is not held
+ * to the request's deadline; the worker itself resets a write that makes
+ * no progress for write_timeout_ms, and this catches one that trickles.
+ * Both clocks are monotonic: an NTP step must not age (or hide) a request. */
+static int request_stuck(const enr_config *c, const enr_sb_slot *s, uint64_t mono_now)
+{
+    uint64_t ws = ENR_SB_GET(s->write_start_mono_ms);
+
+    if (ws != 0)
+        return mono_now > ws && mono_now - ws > 2 * (uint64_t)c->write_timeout_ms;
+    return enr_sb_request_age_ms(s, mono_now) > c->request_timeout_ms;
+}
+
+static void sample_workers(master *m, uint64_t now)
+{
+    const enr_config *c = &m->cfg;
+    uint64_t busy = 0;
+
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+        child *ch = &m->w[i];
+        enr_sb_slot *s = &m->sb->slot[i];
+        long rss, fds;
+        uint64_t st;
+
+        if (ch->pid <= 0)
+            continue;
+        rss = enr_proc_rss_kb(ch->pid);
+        fds = enr_proc_fd_count(ch->pid);
+        if (rss >= 0)
+            ENR_SB_SET(s->rss_kb, (uint64_t)rss);
+        if (fds >= 0)
+            ENR_SB_SET(s->fds, (uint64_t)fds);
+        st = ENR_SB_GET(s->state);
+        if (st == ENR_WS_BUSY)
+            busy++;
+        if (ch->asked != ENR_EXIT_NONE)
+            continue;
+        if (c->rss_hard_mb && rss > (long)c->rss_hard_mb * 1024)
+            enr_child_ask(ch, ENR_EXIT_RSS, ENR_STEP_TERM);
+        else if (c->fd_hard && fds > (long)c->fd_hard)
+            enr_child_ask(ch, ENR_EXIT_FD, ENR_STEP_TERM);
+        else if (st == ENR_WS_BUSY && request_stuck(c, s, now))
+            enr_child_ask(ch, ENR_EXIT_TIMEOUT, ENR_STEP_TERM);
+        else
+            continue;
+        enr_log(ENR_LOG_WARN, "worker over a hard limit",
+                "worker_pid=%ld slot=%u reason=%s rss_kb=%ld fds=%ld", (long)ch->pid, i,
+                enr_exit_reason_name(ch->asked), rss, fds);
+    }
+    if (busy > ENR_SB_GET(m->sb->pool.max_active))
+        ENR_SB_SET(m->sb->pool.max_active, busy);
+    /* A crash loop is over once some worker has lived past the window. */
+    if (ENR_SB_GET(m->sb->pool.crashloop)) {
+        for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+            if (m->w[i].pid > 0 && m->w[i].ready && now >= m->w[i].started + ENR_EARLY_DEATH_MS) {
+                ENR_SB_SET(m->sb->pool.crashloop, 0);
+                ENR_SB_SET(m->sb->pool.backoff_ms, 0);
+                m->early_deaths = 0;
+                m->backoff_ms = 0;
+                enr_log(ENR_LOG_INFO, "crash loop over", "worker_pid=%ld", (long)m->w[i].pid);
+                break;
+            }
+        }
+    }
+}
+
+static void begin_drain(master *m, uint64_t now);
+
+/* idle_exit_s: a socket-activated pool with nothing to do for that long
+ * drains and exits 0.  systemd keeps the sockets, queues what arrives
+ * meanwhile and starts enrichd again on the next connection, so a pool
+ * that serves a cron job a few times an hour holds no memory in between.
+ * Without socket activation nothing would start it again: never. */
+static void check_idle(master *m, uint64_t now)
+{
+    uint64_t accepted;
+
+    if (m->cfg.idle_exit_s == 0 || !m->activated || m->draining || !m->ready_sent || m->pending)
+        return;
+    accepted = ENR_SB_TOTAL(m->sb, accepted);
+    if (accepted != m->last_accepted || accepted != ENR_SB_TOTAL(m->sb, completed) ||
+        ENR_SB_GET(m->sb->pool.listen_queue) != 0) {
+        m->last_accepted = accepted;
+        m->idle_since = now;
+        return;
+    }
+    if (now - m->idle_since >= (uint64_t)m->cfg.idle_exit_s * 1000) {
+        enr_log(ENR_LOG_INFO, "idle exit", "idle_s=%u served=%" PRIu64, m->cfg.idle_exit_s,
+                accepted);
+        begin_drain(m, now);
+    }
+}
+
+static void send_status(master *m, uint64_t now)
+{
+    char text[256];
+    uint64_t done = ENR_SB_TOTAL(m->sb, completed);
+
+    if (now > m->last_completed_at)
+        m->req_rate =
+            (double)(done - m->last_completed) * 1000.0 / (double)(now - m->last_completed_at);
+    m->last_completed = done;
+    m->last_completed_at = now;
+    if (m->pending && m->probe_failures)
+        /* Loud until it is resolved: the file on disk is not what serves. */
+        snprintf(text, sizeof text,
+                 "workers %d/%u, %.1f req/s, RELOAD FAILED: new workers do not start (%s), old "
+                 "configuration serving, attempt %u",
+                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->probe_error,
+                 m->probe_failures + 1);
+    else if (ENR_SB_GET(m->sb->pool.crashloop))
+        snprintf(
+            text, sizeof text,
+            "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64 " ms",
+            enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
+    else
+        snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", %s%s%s",
+                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
+                 m->draining         ? "draining"
+                 : m->health.healthy ? "healthy"
+                                     : "unhealthy",
+                 m->health.healthy ? "" : ": ", m->health.healthy ? "" : m->health.reason);
+    enr_notify_status(text);
+}
+
+/* The pool's one health verdict, judged on every pass of the loop (each
+ * tick, and each child event: a worker ready or gone changes it at once)
+ * and published in the scoreboard for the status process, so /healthz,
+ * STATUS= and the watchdog say the same thing. */
+static void judge(master *m, uint64_t now)
+{
+    int healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
+
+    /* Transitions only, and not while starting: one line when it changes. */
+    if (m->ready_sent && healthy != m->was_healthy) {
+        char q[200];
+        if (healthy)
+            enr_log(ENR_LOG_INFO, "pool healthy again", NULL);
+        else
+            enr_log(ENR_LOG_WARN, "pool unhealthy: watchdog not fed", "reason=%s",
+                    enr_log_quote(q, sizeof q, m->health.reason));
+        m->was_healthy = healthy;
+    }
+}
+
+static void tick(master *m, uint64_t now)
+{
+    sample_workers(m, now);
+    check_idle(m, now);
+}
+
+/* The watchdog is fed only while the pool does its job (the last
+ * verdict): a master that merely runs is not a service that works.
+ * Never before READY=1. */
+static void feed_watchdog(master *m, uint64_t now)
+{
+    (void)now;
+    enr_notify_watchdog();
+}
+
+static int watchdog_wanted(const master *m)
+{
+    return m->watchdog_ms && m->ready_sent && m->health.healthy;
+}
+
+static int always(const master *m)
+{
+    (void)m;
+    return 1;
+}
+
+static uint64_t tick_period(const master *m)
+{
+    (void)m;
+    return ENR_MASTER_TICK_MS;
+}
+
+static uint64_t status_period(const master *m)
+{
+    (void)m;
+    return ENR_MASTER_STATUS_MS;
+}
+
+static uint64_t watchdog_period(const master *m)
+{
+    return m->watchdog_ms;
+}
+
+/* The master's periodic work, one row a job (Redis' serverCron and
+ * run_with_period, as a table): a job runs when it is on and its time has
+ * come, then waits a period; next_wakeup() sleeps until the first one. */
+static const struct job {
+    const char *name;
+    int (*on)(const master *m);
+    uint64_t (*period)(const master *m);
+    void (*run)(master *m, uint64_t now);
+} jobs[] = {
+    {"tick", always, tick_period, tick},            /* /proc samples, hard limits, idle exit */
+    {"status", always, status_period, send_status}, /* systemd STATUS= */
+    {"watchdog", watchdog_wanted, watchdog_period, feed_watchdog}, /* systemd WATCHDOG=1 */
+};
+#define N_JOBS (sizeof jobs / sizeof jobs[0])
+
+static void run_jobs(master *m, uint64_t now)
+{
+    for (size_t j = 0; j < N_JOBS; j++)
+        if (jobs[j].on(m) && now >= m->job_next[j]) {
+            jobs[j].run(m, now);
+            m->job_next[j] = now + jobs[j].period(m);
+        }
+}
+
+/* ---- drain, escalation, quit ------------------------------------------- */
+
+static void begin_drain(master *m, uint64_t now)
+{
+    m->draining = 1;
+    enr_reload_drop(m);
+    m->drain_deadline = now + m->cfg.drain_timeout_ms;
+    ENR_SB_SET(m->sb->pool.state, ENR_POOL_DRAINING);
+    enr_notify_stopping();
+    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u",
+            enr_master_live_workers(m, 0), m->cfg.drain_timeout_ms);
+    /* New connections fail fast at nginx instead of waiting in a backlog
+     * nobody will serve; the ones already queued are drained (USR2). */
+    if (m->listen_path[0] && unlink(m->listen_path) == 0)
+        m->listen_path[0] = '\0';
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0)
+            enr_child_ask(&m->w[i], ENR_EXIT_STOP, ENR_STEP_DRAIN);
+}
+
+/* Takes the escalation steps that are due (child.c's table); a worker
+ * killed is logged, with the reason it was asked to end for. */
+static void escalate(master *m, uint64_t now)
+{
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+        child *ch = &m->w[i];
+        if (enr_child_escalate(ch, &m->cfg, now) == ENR_STEP_KILL)
+            enr_log(ENR_LOG_WARN, "worker did not stop in time: SIGKILL",
+                    "worker_pid=%ld slot=%u reason=%s", (long)ch->pid, i,
+                    enr_exit_reason_name(ch->asked));
+    }
+    enr_child_escalate(&m->status, &m->cfg, now);
+}
+
+static uint64_t earliest(uint64_t t, uint64_t at)
+{
+    return at != 0 && at < t ? at : t;
+}
+
+/* How long the loop may sleep: until the first job, hold, deadline or
+ * escalation step that is due. */
+static uint64_t next_wakeup(const master *m, uint64_t now)
+{
+    uint64_t t = enr_reload_next(m, now);
+
+    for (size_t j = 0; j < N_JOBS; j++)
+        if (jobs[j].on(m))
+            t = earliest(t, m->job_next[j]);
+    if (ENR_SB_GET(m->sb->pool.crashloop) && m->hold_until > now)
+        t = earliest(t, m->hold_until);
+    if (m->status.pid == 0 && m->status_hold_until > now)
+        t = earliest(t, m->status_hold_until);
+    if (m->draining)
+        t = earliest(t, m->drain_deadline);
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        t = earliest(t, enr_child_due(&m->w[i], &m->cfg));
+    t = earliest(t, enr_child_due(&m->status, &m->cfg));
+    return t > now ? t - now : 0;
+}
+
+static void cleanup(master *m)
+{
+    if (m->listen_path[0])
+        unlink(m->listen_path);
+    if (m->status_path[0])
+        unlink(m->status_path);
+}
+
+/* The one way out of the loop: whatever is left of the children is
+ * killed and reaped (each exit logged and counted), the socket files
+ * removed; returns the exit code to give. */
+static int stop(master *m, int code)
+{
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        enr_child_kill(&m->w[i]);
+    enr_child_kill(&m->status);
+    reap_children(m, 0); /* after SIGKILL the children go at once: reaped for the log */
+    cleanup(m);
+    return code;
+}
+
+/* ---- main loop ------------------------------------------------------------ */
+/* Time comparisons are written as `now >= t + delay`, never `now - t`:
+ * a timestamp set during this loop turn (ask(), spawn()) can be later
+ * than the turn's `now`, and an unsigned difference would wrap. */
+
+static int setup_signals(sigset_t *wait_mask)
+{
+    struct sigaction sa;
+    sigset_t block;
+
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_signal;
+    sigemptyset(&block);
+    for (size_t i = 0; i < N_MASTER_SIGNALS; i++) {
+        sigaddset(&block, master_signals[i]);
+        if (sigaction(master_signals[i], &sa, NULL) != 0)
+            return -1;
+    }
+    sa.sa_handler = SIG_IGN;
+    if (sigaction(SIGPIPE, &sa, NULL) != 0)
+        return -1;
+    if (sigprocmask(SIG_BLOCK, &block, wait_mask) != 0)
+        return -1;
+    for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
+        sigdelset(wait_mask, master_signals[i]);
+    return 0;
+}
+
+int enr_master_run(const enr_config *cfg, const char *cfg_path)
+{
+    static master m; /* large (per-slot state): not on the stack */
+    sigset_t wait_mask;
+    char err[512], q[600];
+    int pipefd[2];
+
+    memset(&m, 0, sizeof m);
+    m.cfg = *cfg;
+    m.cfg_path = cfg_path;
+    m.start_ms = enr_mono_ms();
+    m.listen_fd = m.status_fd = m.ready_r = m.ready_w = -1;
+    enr_log_role("master");
+    if (setup_signals(&wait_mask) != 0) {
+        enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
+        return 1;
+    }
+    m.watchdog_ms = enr_notify_init();
+    m.sb = enr_sb_create();
+    if (m.sb == NULL) {
+        enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "error=%s", enr_log_errno(errno));
+        return 1;
+    }
+    ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
+    ENR_SB_SET(m.sb->pool.start_mono_ms, m.start_ms);
+    ENR_SB_SET(m.sb->pool.workers, m.cfg.workers);
+    m.sb->nslots = m.cfg.workers;
+    m.activated = enr_listen_activated();
+    if (m.cfg.idle_exit_s && !m.activated)
+        enr_log(ENR_LOG_WARN,
+                "idle_exit_s ignored: not socket-activated, nothing would start "
+                "enrichd again",
+                NULL);
+    if (enr_listen_open(&m.cfg, &m.listen_fd, &m.status_fd, m.listen_path, m.status_path, err,
+                        sizeof err) != 0) {
+        enr_log(ENR_LOG_ERROR, "cannot open sockets", "error=%s", enr_log_quote(q, sizeof q, err));
+        cleanup(&m);
+        return 1;
+    }
+    if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
+        enr_log(ENR_LOG_ERROR, "pipe failed", "error=%s", enr_log_errno(errno));
+        cleanup(&m);
+        return 1;
+    }
+    m.ready_r = pipefd[0];
+    m.ready_w = pipefd[1];
+    /* Before the first fork: shared libraries loaded once (worker.h). */
+    if (enr_worker_preload(&m.cfg, err, sizeof err) != 0) {
+        enr_log(ENR_LOG_ERROR, "upstream_url is set but libcurl cannot be loaded", "error=%s",
+                enr_log_quote(q, sizeof q, err));
+        cleanup(&m);
+        return 1;
+    }
+#ifdef ENR_TEST_HOOKS
+    enr_log(ENR_LOG_WARN, "TEST HOOKS compiled in: a test build, never for production", NULL);
+#endif
+    enr_log(ENR_LOG_INFO, "starting", "config=%s workers=%u listen=%s status_listen=%s",
+            enr_log_quote(q, sizeof q, m.cfg.source), m.cfg.workers, m.cfg.listen,
+            m.cfg.status_listen);
+    for (size_t j = 0; j < N_JOBS; j++) /* the first samples after a tick of start-up */
+        m.job_next[j] = m.start_ms + (jobs[j].run == feed_watchdog ? 0 : ENR_MASTER_TICK_MS);
+    m.last_completed_at = m.start_ms;
+    m.health.healthy = 1;
+    m.was_healthy = 1;
+
+    for (;;) {
+        struct pollfd pfd = {.fd = m.ready_r, .events = POLLIN};
+        struct timespec ts;
+        uint64_t now, wait;
+
+        if (sig_chld) {
+            sig_chld = 0;
+            reap_children(&m, WNOHANG);
+        }
+        now = enr_mono_ms();
+        if (sig_term) {
+            sig_term = 0;
+            if (!m.draining) {
+                begin_drain(&m, now);
+            } else {
+                /* Like nginx and Gunicorn: a second TERM does not wait for
+                 * the drain, it stops at once as QUIT does. */
+                enr_log(ENR_LOG_WARN, "second TERM while draining: stopping at once", NULL);
+                sig_quit = 1;
+            }
+        }
+        if (sig_quit) {
+            enr_log(ENR_LOG_WARN, "quit: stopping at once", NULL);
+            enr_notify_stopping();
+            return stop(&m, 0);
+        }
+        if (sig_hup) {
+            sig_hup = 0;
+            if (!m.draining)
+                enr_reload(&m, now);
+        }
+        if (pfd.fd >= 0)
+            read_readiness(&m);
+        if (m.draining) {
+            if (enr_master_live_workers(&m, 0) == 0) {
+                if (m.status.pid > 0 && m.status.asked == ENR_EXIT_NONE)
+                    enr_child_ask(&m.status, ENR_EXIT_STOP, ENR_STEP_TERM);
+                if (m.status.pid == 0) {
+                    enr_log(ENR_LOG_INFO, "stopped", "restarts=%" PRIu64, m.restarts);
+                    return stop(&m, 0);
+                }
+            }
+            if (now >= m.drain_deadline) {
+                enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
+                        enr_master_live_workers(&m, 0));
+                return stop(&m, 0);
+            }
+        } else {
+            fill_pool(&m, now);
+            enr_reload_check(&m, now);
+            check_ready(&m, now);
+        }
+        escalate(&m, now);
+        judge(&m, now);
+        run_jobs(&m, now);
+        wait = next_wakeup(&m, enr_mono_ms());
+        /* Before READY, look often: readiness is a byte on the pipe, but
+         * min_ready_workers after ENR_READY_WAIT_MS is a timer. */
+        if (!m.ready_sent && wait > 50)
+            wait = 50;
+        ts.tv_sec = (time_t)(wait / 1000);
+        ts.tv_nsec = (long)(wait % 1000) * 1000000L;
+        if (ppoll(&pfd, 1, &ts, &wait_mask) < 0 && errno != EINTR) {
+            enr_log(ENR_LOG_ERROR, "ppoll failed", "error=%s", enr_log_errno(errno));
+            return stop(&m, 1);
+        }
+    }
+}

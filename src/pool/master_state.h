@@ -1,0 +1,68 @@
+/*
+ * master_state.h: the state of the master process, shared by the files
+ * that make it: master.c (the loop, the one fork site, child exits, the
+ * periodic jobs) and reload.c (configuration generations).  Nothing
+ * outside the master includes it; enr_master_run() (master.h) is the
+ * master's only public entry.
+ *
+ * Invariants: w[i] is the process in scoreboard slot i; a pid > 0 is a
+ * child not yet reaped; generation counts the committed configurations,
+ * and cfg is the one of the running generation (next_cfg waits for its
+ * probe while pending).
+ */
+#ifndef ENR_MASTER_STATE_H
+#define ENR_MASTER_STATE_H
+
+#include <stdint.h>
+
+#include "pool/child.h"
+#include "base/config.h"
+#include "ops/health.h"
+#include "base/scoreboard.h"
+
+typedef struct enr_master {
+    enr_config cfg;
+    const char *cfg_path;
+    enr_scoreboard *sb;
+    int listen_fd, status_fd;
+    char listen_path[ENR_PATH_MAX], status_path[ENR_PATH_MAX]; /* unlinked at exit */
+    int ready_r, ready_w;
+    enr_child w[ENR_SB_MAX_WORKERS];
+    enr_child status;
+    uint64_t status_hold_until, status_backoff;
+    unsigned generation;
+    /* crash-loop guard */
+    unsigned early_deaths;
+    uint64_t backoff_ms, hold_until;
+    /* lifecycle */
+    uint64_t start_ms;
+    int ready_sent, reloading, draining;
+    int first_ready; /* some worker has accepted since start */
+    uint64_t drain_deadline;
+    uint64_t watchdog_ms;
+    uint64_t job_next[3]; /* when each of master.c's jobs[] runs next (monotonic ms) */
+    uint64_t last_completed, last_completed_at;
+    int activated;                      /* the sockets came from systemd (idle exit) */
+    uint64_t last_accepted, idle_since; /* idle exit: requests seen, and since when none */
+    double req_rate;
+    uint64_t restarts;
+    enr_health health;
+    int was_healthy; /* last verdict, to log transitions only */
+    /* reload: a new configuration is tried on one probe worker first */
+    enr_config next_cfg; /* validated, not yet committed */
+    int pending;         /* next_cfg waits for its probe */
+    unsigned probe_slot;
+    uint64_t probe_deadline, retry_at, retry_ms;
+    unsigned probe_failures; /* of the pending configuration */
+    char probe_error[96];
+} enr_master;
+
+/* master.c: the one fork site, for a worker of configuration cfg and
+ * generation gen in slot; 0 or -1 (logged). */
+int enr_master_spawn_worker(enr_master *m, unsigned slot, const enr_config *cfg, unsigned gen);
+
+/* master.c: how many workers are alive (ready_only: and have reported
+ * ready). */
+int enr_master_live_workers(const enr_master *m, int ready_only);
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * reload.c: configuration generations.  On HUP the file is read and
+ * validated again, and a valid configuration is tried on one worker (the
+ * probe) in a slot no generation uses; once the probe reports ready the
+ * configuration is committed (generation + 1) and the old generation's
+ * workers are asked to finish, each replaced in its own slot by a worker
+ * of the new one.  A probe that dies or does not report ready within
+ * ENR_RELOAD_PROBE_MS is the configuration's failure: it is retried after
+ * a back-off, or replaced by the next HUP.
+ *
+ * Invariants:
+ *  - The running generation is never asked to stop before a worker of
+ *    the new configuration has reported ready: a configuration whose
+ *    workers cannot start is never committed, and the old one keeps
+ *    serving (docs/pool.md).
+ *  - The socket settings never change on reload (the sockets stay open
+ *    across generations); a file that changes them is applied without
+ *    them, with a warning.
+ *  - Workers are started only through the master's fork site
+ *    (enr_master_spawn_worker) and ended only through child.h.
+ */
+#include "pool/reload.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pool/child.h"
+#include "base/log.h"
+#include "pool/notify.h"
+#include "base/scoreboard.h"
+#include "pool/worker.h"
+
+/* The probe of a pending configuration ended without reporting ready
+ * (why: an exit reason and its detail, or a time-out).  The running
+ * generation was never touched; the same configuration is tried again
+ * after a back-off, or replaced by the next HUP. */
+static void probe_failed(enr_master *m, const char *why, const char *detail, uint64_t now)
+{
+    enr_sb_pool *p = &m->sb->pool;
+    char status[256];
+
+    m->probe_failures++;
+    m->retry_ms = enr_backoff_next(m->retry_ms, ENR_RELOAD_RETRY_MIN_MS);
+    m->retry_at = now + m->retry_ms;
+    snprintf(m->probe_error, sizeof m->probe_error, "%s%s%s", why, detail[0] ? " " : "", detail);
+    ENR_SB_ADD(p->reload_failures, 1);
+    ENR_SB_SET(p->reload_retry_ms, m->retry_ms);
+    memcpy(p->reload_error, m->probe_error, sizeof p->reload_error);
+    ENR_SB_SET(p->state, ENR_POOL_RUNNING); /* the old generation is running as before */
+    enr_log(ENR_LOG_ERROR,
+            "reload failed: a worker of the new configuration did not start; the old "
+            "configuration keeps serving",
+            "generation=%u reason=%s%s%s failures=%u retry_in_ms=%" PRIu64, m->generation + 1, why,
+            detail[0] ? " " : "", detail, m->probe_failures, m->retry_ms);
+    snprintf(status, sizeof status,
+             "RELOAD FAILED: new workers do not start (%s), old configuration serving, retry in "
+             "%" PRIu64 " ms",
+             m->probe_error, m->retry_ms);
+    enr_notify_status(status);
+    /* systemd's reload ends here: the configuration in force is the old one. */
+    if (m->probe_failures == 1)
+        enr_notify_ready();
+}
+
+/* The settings of the sockets, which only a restart changes. */
+#define LISTEN_FIELD(f, str)                                                                       \
+    {                                                                                              \
+        offsetof(enr_config, f), sizeof(((enr_config *)0)->f), str                                 \
+    }
+static const struct {
+    size_t off, len;
+    int str; /* a string: compared up to its terminator */
+} listen_fields[] = {
+    LISTEN_FIELD(listen, 1),         LISTEN_FIELD(listen_mode, 0),   LISTEN_FIELD(listen_group, 1),
+    LISTEN_FIELD(listen_backlog, 0), LISTEN_FIELD(status_listen, 1),
+};
+
+/* Keeps the socket settings of `from` in `to`; returns whether they differed. */
+static int keep_listen(enr_config *to, const enr_config *from)
+{
+    int changed = 0;
+
+    for (size_t i = 0; i < sizeof listen_fields / sizeof listen_fields[0]; i++) {
+        char *t = (char *)to + listen_fields[i].off;
+        const char *f = (const char *)from + listen_fields[i].off;
+        if (listen_fields[i].str ? strcmp(t, f) != 0 : memcmp(t, f, listen_fields[i].len) != 0) {
+            changed = 1;
+            memcpy(t, f, listen_fields[i].len);
+        }
+    }
+    return changed;
+}
+
+/* The probe reported ready: the new configuration becomes the running
+ * one, and only now is the old generation asked to finish. */
+static void commit_reload(enr_master *m)
+{
+    enr_sb_pool *p = &m->sb->pool;
+
+    m->cfg = m->next_cfg;
+    m->generation++;
+    m->pending = 0;
+    if (m->probe_slot < ENR_SB_MAX_WORKERS && m->w[m->probe_slot].pid > 0)
+        m->w[m->probe_slot].probe = ENR_PROBE_EXTRA;
+    ENR_SB_ADD(p->generation, 1);
+    ENR_SB_SET(p->workers, m->cfg.workers);
+    if (m->cfg.workers > m->sb->nslots)
+        m->sb->nslots = m->cfg.workers;
+    ENR_SB_SET(p->state, ENR_POOL_RELOADING);
+    ENR_SB_SET(p->reload_pending, 0);
+    ENR_SB_SET(p->reload_retry_ms, 0);
+    p->reload_error[0] = '\0';
+    m->reloading = 1;
+    /* A worker asked to reload finishes the request in hand; the
+     * connections waiting in the backlog go to the probe and to the new
+     * workers that take the old ones' slots. */
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && m->w[i].generation != m->generation)
+            enr_child_ask(&m->w[i], ENR_EXIT_RELOAD, ENR_STEP_TERM);
+    enr_child_ask(&m->status, ENR_EXIT_RELOAD, ENR_STEP_TERM);
+    enr_log(ENR_LOG_INFO, "reload", "generation=%u source=%s workers=%u probe_failures=%u",
+            m->generation, m->cfg.source, m->cfg.workers, m->probe_failures);
+}
+
+/* One worker of the pending configuration, in a slot no generation uses:
+ * the running pool is untouched until it reports ready. */
+static void start_probe(enr_master *m, uint64_t now)
+{
+    unsigned lo = m->cfg.workers > m->next_cfg.workers ? m->cfg.workers : m->next_cfg.workers;
+    unsigned slot = ENR_SB_MAX_WORKERS;
+
+    for (unsigned i = lo; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid == 0) {
+            slot = i;
+            break;
+        }
+    if (slot == ENR_SB_MAX_WORKERS) {
+        enr_log(ENR_LOG_WARN, "reload: no spare slot for a probe worker, switching at once",
+                "workers=%u", m->next_cfg.workers);
+        m->probe_slot = ENR_SB_MAX_WORKERS; /* none */
+        commit_reload(m);
+        return;
+    }
+    if (slot >= m->sb->nslots)
+        m->sb->nslots = slot + 1;
+    m->probe_slot = slot;
+    if (enr_master_spawn_worker(m, slot, &m->next_cfg, m->generation + 1) != 0) {
+        probe_failed(m, "fork", "", now);
+        return;
+    }
+    m->w[slot].probe = ENR_PROBE_TRYING;
+    m->probe_deadline = now + ENR_RELOAD_PROBE_MS;
+    enr_log(ENR_LOG_INFO, "reload: starting one worker of the new configuration first",
+            "generation=%u slot=%u attempt=%u", m->generation + 1, slot, m->probe_failures + 1);
+}
+
+/* Each loop turn while a reload is pending or its probe still serves. */
+void enr_reload_check(enr_master *m, uint64_t now)
+{
+    if (m->pending) {
+        enr_child *ch = &m->w[m->probe_slot];
+        if (ch->pid == 0 || ch->probe != ENR_PROBE_TRYING) {
+            if (now >= m->retry_at)
+                start_probe(m, now);
+        } else if (ch->ready) {
+            commit_reload(m);
+        } else if (now >= m->probe_deadline && ch->asked == ENR_EXIT_NONE) {
+            enr_log(ENR_LOG_ERROR, "reload: the new worker did not report ready in time",
+                    "worker_pid=%ld timeout_ms=%d", (long)ch->pid, ENR_RELOAD_PROBE_MS);
+            enr_child_ask(ch, ENR_EXIT_TIMEOUT, ENR_STEP_KILL);
+        }
+        return;
+    }
+    /* A committed probe serves until its generation fills the pool. */
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
+        enr_child *ch = &m->w[i];
+        int full = 1;
+        if (ch->pid <= 0 || ch->probe != ENR_PROBE_EXTRA || ch->asked != ENR_EXIT_NONE)
+            continue;
+        for (unsigned j = 0; j < m->cfg.workers && full; j++)
+            full = m->w[j].pid > 0 && m->w[j].ready && m->w[j].generation == m->generation;
+        if (full)
+            enr_child_ask(ch, ENR_EXIT_RELOAD, ENR_STEP_TERM);
+    }
+}
+
+void enr_reload(enr_master *m, uint64_t now)
+{
+    enr_config next;
+    char err[512], q[600];
+
+    enr_notify_reloading();
+    if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0) {
+        enr_log(ENR_LOG_ERROR, "reload refused: configuration invalid, keeping the old one",
+                "error=%s", enr_log_quote(q, sizeof q, err));
+        enr_notify_status("reload refused: invalid configuration (see log)");
+        enr_notify_ready();
+        return;
+    }
+    if (enr_worker_preload(&next, err, sizeof err) != 0) {
+        enr_log(ENR_LOG_ERROR, "reload refused: upstream_url is set but libcurl cannot be loaded",
+                "error=%s", enr_log_quote(q, sizeof q, err));
+        enr_notify_status("reload refused: libcurl cannot be loaded (see log)");
+        enr_notify_ready();
+        return;
+    }
+    if (keep_listen(&next, &m->cfg))
+        enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
+    if (m->pending) {
+        /* A newer file replaces the one still being tried. */
+        enr_child *ch = &m->w[m->probe_slot];
+        if (ch->pid > 0 && ch->probe == ENR_PROBE_TRYING) {
+            ch->probe = ENR_PROBE_NONE;
+            enr_child_ask(ch, ENR_EXIT_RELOAD, ENR_STEP_TERM);
+        }
+    }
+    m->next_cfg = next;
+    m->pending = 1;
+    m->probe_failures = 0;
+    m->retry_ms = 0;
+    m->retry_at = now;
+    m->probe_error[0] = '\0';
+    ENR_SB_SET(m->sb->pool.reload_pending, 1);
+    ENR_SB_SET(m->sb->pool.state, ENR_POOL_RELOADING);
+    start_probe(m, now);
+}
+
+int enr_reload_probe_exited(enr_master *m, unsigned slot, const char *why, const char *detail,
+                            uint64_t now)
+{
+    if (m->w[slot].probe != ENR_PROBE_TRYING || !m->pending || slot != m->probe_slot)
+        return 0;
+    probe_failed(m, why, detail, now);
+    return 1;
+}
+
+void enr_reload_drop(enr_master *m)
+{
+    m->pending = 0;
+    ENR_SB_SET(m->sb->pool.reload_pending, 0);
+}
+
+uint64_t enr_reload_next(const enr_master *m, uint64_t now)
+{
+    uint64_t t;
+
+    if (!m->pending)
+        return UINT64_MAX;
+    t = m->w[m->probe_slot].pid == 0 ? m->retry_at : m->probe_deadline;
+    return t > now ? t : UINT64_MAX;
+}

@@ -1,0 +1,673 @@
+/*
+ * worker.c: one FastCGI worker: accept, route, read the body, run the
+ * engine (and the upstream client), answer, account, maybe recycle.
+ *
+ * Invariants:
+ *  - Signals are blocked except while the worker waits for a connection
+ *    (ppoll with the unblocked mask), so a TERM from the master never
+ *    interrupts a request half way: it is seen between requests, and a
+ *    request in hand is always answered (graceful reload and drain).
+ *  - Connections come through fcgi_conn.c (accept, the allow list, the
+ *    header, read and write bounds, one request per connection, the
+ *    bounded close); this file sees only a RESPONDER request to answer.
+ *  - Engine, Unicode, upstream objects and the body/output buffers are
+ *    created once and reused: a steady-state request does not allocate
+ *    in this file.  Buffers one request grew past ENR_KEEP_BYTES are
+ *    freed after it (engine.h), so a huge request costs its memory once.
+ *  - Only this worker writes the live and cumulative fields of its slot.
+ */
+#include "pool/worker.h"
+
+#include <errno.h>
+#include <fcgiapp.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "pool/capture.h"
+#include "base/curlapi.h"
+#include "engine/engine.h"
+#include "fcgi/fcgi_conn.h"
+#include "fcgi/fcgi_http.h"
+#include "fcgi/fcgi_stream.h"
+#include "base/log.h"
+#include "base/procstat.h"
+#include "upstream/upstream.h"
+#include "base/clock.h"
+
+#define BODY_READ_CHUNK 65536
+/* nginx's "client closed request": the status of a request nobody got an
+ * answer to, the caller gone or the answer's write failed. */
+#define STATUS_CLIENT_GONE 499
+/* An error body (enr_error_json) is built on the stack, since one of
+ * them answers a failed allocation: its message is at most 95 bytes, 570
+ * escaped, plus the "where" fields. */
+#define ERROR_BODY_MAX 1024
+
+static volatile sig_atomic_t worker_stop;  /* TERM: end after the request in hand */
+static volatile sig_atomic_t worker_drain; /* USR2: also serve what waits in the backlog */
+
+static void on_signal(int sig)
+{
+    if (sig == SIGUSR2)
+        worker_drain = 1;
+    else
+        worker_stop = 1;
+}
+
+typedef struct worker {
+    const enr_config *cfg;
+    enr_sb_slot *slot;
+    enr_fcgi_conn conn; /* fcgi_conn.h: accept to close */
+    int answer_lost;    /* the answer's write failed: it counts as 499, not as sent */
+    enr_engine *engine;
+    enr_upstream *upstream;
+    enr_upstream_stats up_published; /* its counters as last added to the slot */
+    enr_capture *capture;            /* NULL: off */
+    uint64_t arrival_us;             /* the request in hand, CLOCK_REALTIME (capture) */
+    enr_batch batch;
+    enr_buf body, out;
+    FCGX_Request req;
+    sigset_t wait_mask; /* the mask while waiting for a connection */
+    unsigned long served;
+    unsigned long max_served; /* max_requests + this worker's jitter; 0 = never */
+#ifdef ENR_TEST_HOOKS
+    unsigned leak_fds, leak_kb;
+#endif
+} worker;
+
+/* The upstream client counts in its own struct; the worker owns the slot
+ * and publishes them there: what was added since the last publication for
+ * the counters (the slot's are cumulative over its processes), the value
+ * for the breaker state and the descriptors. */
+static void publish_upstream(worker *w)
+{
+    const enr_upstream_stats *now = enr_upstream_stats_of(w->upstream);
+    enr_upstream_stats *was = &w->up_published;
+    enr_sb_slot *s = w->slot;
+
+#define UP_PUBLISH(field, f) ENR_SB_ADD(s->field, now->f - was->f)
+    UP_PUBLISH(up_calls, calls);
+    UP_PUBLISH(up_retries, retries);
+    UP_PUBLISH(up_cache_hits, cache_hits);
+    UP_PUBLISH(up_cache_misses, cache_misses);
+    UP_PUBLISH(up_fail_timeout, fail_timeout);
+    UP_PUBLISH(up_fail_connect, fail_connect);
+    UP_PUBLISH(up_fail_status, fail_status);
+    UP_PUBLISH(up_fail_body, fail_body);
+    UP_PUBLISH(up_fail_too_large, fail_too_large);
+    UP_PUBLISH(up_skip_deadline, skip_deadline);
+    UP_PUBLISH(up_breaker_opens, breaker_opens);
+#undef UP_PUBLISH
+    ENR_SB_SET(s->up_breaker_state, (uint64_t)now->breaker_state);
+    ENR_SB_SET(s->up_fds, now->fds);
+    *was = *now;
+}
+
+/* ---- test hooks: compiled only with -DENR_TEST_HOOKS ---------------- */
+#ifdef ENR_TEST_HOOKS
+static void hooks_init(worker *w)
+{
+    const char *leak = getenv("ENRICHD_TEST_LEAK");
+    const char *crash = getenv("ENRICHD_TEST_CRASH_FILE");
+
+    if (leak != NULL) {
+        const char *p = strstr(leak, "fd:");
+        const char *m = strstr(leak, "mem:");
+        if (p)
+            w->leak_fds = (unsigned)strtoul(p + 3, NULL, 10);
+        if (m)
+            w->leak_kb = (unsigned)strtoul(m + 4, NULL, 10);
+    }
+    /* A worker that dies right after start, while the file exists: the
+     * crash-loop guard's test case. */
+    if (crash != NULL && access(crash, F_OK) == 0)
+        abort();
+}
+
+/* A worker slow to start, so a test can kill the master before the
+ * worker's prctl(PR_SET_PDEATHSIG) (the getppid() check's case). */
+static void hooks_start_delay(void)
+{
+    const char *v = getenv("ENRICHD_TEST_START_DELAY_MS");
+    if (v != NULL) {
+        unsigned long ms = strtoul(v, NULL, 10);
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+}
+
+static void hooks_leak(worker *w)
+{
+    for (unsigned i = 0; i < w->leak_fds; i++)
+        if (open("/dev/null", O_RDONLY | O_CLOEXEC) < 0)
+            break;
+    if (w->leak_kb) {
+        static void *volatile leaked; /* a chain the compiler cannot elide */
+        char *p = malloc((size_t)w->leak_kb * 1024);
+        if (p != NULL) {
+            memset(p, 0x5a, (size_t)w->leak_kb * 1024); /* touched, so resident */
+            memcpy(p, (const void *)&leaked, sizeof(void *));
+            leaked = p;
+        }
+    }
+}
+
+/* A build that differs on purpose, for the canary test: with
+ * ENRICHD_TEST_PLANT=odd, an answer of odd length gets the first digit of
+ * its first hash changed, so the expected differences can be counted from
+ * the answers of a correct build. */
+static void hooks_plant(worker *w)
+{
+    const char *plant = getenv("ENRICHD_TEST_PLANT");
+
+    if (plant != NULL && strcmp(plant, "odd") == 0 && w->out.len > 10 && (w->out.len & 1))
+        w->out.data[9] = w->out.data[9] == 'x' ? 'y' : 'x';
+}
+
+static void hooks_sleep(FCGX_Request *req, const char *param)
+{
+    const char *v = FCGX_GetParam(param, req->envp);
+    if (v != NULL) {
+        struct timespec ts = {0, 0};
+        unsigned long ms = strtoul(v, NULL, 10);
+        ts.tv_sec = (time_t)(ms / 1000);
+        ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+}
+#endif
+
+/* ---- answering ---------------------------------------------------------- */
+
+/* Writes the answer (fcgi_http.c); returns 0, or -1 when the caller is
+ * gone (the connection is then aborted).  From here on the request is in
+ * its write phase, which the master times by write_timeout_ms instead of
+ * request_timeout_ms. */
+static int send_response(worker *w, int status, const char *ctype, const char *extra,
+                         const char *body, size_t len)
+{
+    enr_reply r = {status, ctype, extra, body, len};
+    int e;
+
+    ENR_SB_SET(w->slot->write_start_mono_ms, enr_mono_ms());
+    e = enr_reply_send(&w->req, &r, w->conn.write_ms);
+    if (e == 0)
+        return 0;
+    enr_log(ENR_LOG_WARN, "answer write failed: connection reset", "status=%d bytes=%zu error=%s",
+            status, len, enr_fcgi_error_value(e));
+    w->answer_lost = 1;
+    enr_fcgi_conn_abort(&w->conn);
+    return -1;
+}
+
+/* Every JSON error, the engine's and the worker's own, is the engine's
+ * "what and where" (enr_error_json). */
+static int send_error(worker *w, const enr_error *err)
+{
+    char mem[ERROR_BODY_MAX];
+    enr_buf b = {.data = mem, .cap = sizeof mem, .max = sizeof mem};
+
+    enr_error_json(err, &b);
+    if (b.oom) {
+        /* Cannot happen (ERROR_BODY_MAX): a cut body is never sent. */
+        enr_log(ENR_LOG_ERROR, "error body too long", "status=%d", err->status);
+        enr_fcgi_conn_abort(&w->conn);
+        return -1;
+    }
+    return send_response(w, err->status, "application/json", NULL, b.data, b.len);
+}
+
+/* An error of the worker's own: what, and no where. */
+static int send_json_error(worker *w, int status, const char *what)
+{
+    enr_error err = {.status = status, .offset = -1, .element = -1, .record = -1};
+
+    snprintf(err.msg, sizeof err.msg, "%s", what);
+    return send_error(w, &err);
+}
+
+/* nginx closes its end when the client goes away (fastcgi_ignore_client_abort
+ * off): a hung-up connection means nobody will read the answer. */
+static int caller_gone(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+/* The worker's routes (the rule: fcgi_http.h); nginx/enrichd.conf names
+ * the same paths in its `location =` blocks. */
+static const enr_route engine_routes[] = {{"/", 0}, {"/v1/enrich", 0}, {"/normalize", 0}};
+
+/* Reads stdin up to max_body_bytes: 0, 1 when too large, -1 on error. */
+static int read_body_into(worker *w, size_t max)
+{
+    for (;;) {
+        int got;
+        if (enr_buf_reserve(&w->body, BODY_READ_CHUNK) != 0)
+            return -1;
+        got = FCGX_GetStr(w->body.data + w->body.len, BODY_READ_CHUNK, w->req.in);
+        if (got < 0)
+            return -1;
+        w->body.len += (size_t)got;
+        if (w->body.len > max)
+            return 1;
+        if (got < BODY_READ_CHUNK)
+            break;
+    }
+    if (FCGX_GetError(w->req.in) != 0)
+        return -1;
+    return 0;
+}
+
+/* The body moves through a wider libfcgi buffer (fcgi_stream.h): reads
+ * of up to 256 KB instead of 8 KB; a stream that cannot be widened keeps
+ * libfcgi's own. */
+static int read_body(worker *w)
+{
+    size_t max = w->cfg->max_body_bytes;
+    const char *cl = FCGX_GetParam("CONTENT_LENGTH", w->req.envp);
+
+    enr_buf_reset(&w->body);
+    if (cl != NULL && cl[0] != '\0') {
+        unsigned long long n = strtoull(cl, NULL, 10);
+        if (n > max)
+            return 1;
+        if (enr_buf_reserve(&w->body, (size_t)n + 1) != 0)
+            return -1;
+    }
+    enr_fcgi_reader_widen(w->req.in);
+    return read_body_into(w, max);
+}
+
+typedef struct outcome {
+    int status;
+    uint64_t rec_in, rec_out, degraded;
+} outcome;
+
+static void handle_request(worker *w, outcome *o, uint64_t start_mono)
+{
+    const enr_config *c = w->cfg;
+    const char *method = FCGX_GetParam("REQUEST_METHOD", w->req.envp);
+    uint64_t deadline, margin, now;
+    enr_error err;
+    size_t degraded = 0;
+    int r;
+
+    if (enr_route_find(w->req.envp, ENR_ROUTES(engine_routes)) < 0) {
+        o->status = 404;
+        send_json_error(w, 404, "not found");
+        return;
+    }
+    if (method == NULL || strcmp(method, "POST") != 0) {
+        o->status = 405;
+        send_response(w, 405, "text/plain", "Allow: POST\r\n", "method not allowed", 18);
+        return;
+    }
+    r = read_body(w);
+    if (r != 0) {
+        if (r > 0) {
+            char msg[64];
+            o->status = 413;
+            snprintf(msg, sizeof msg, "body larger than %zu bytes", c->max_body_bytes);
+            send_json_error(w, 413, msg);
+        } else if (w->body.oom) {
+            /* Our failure, not the client's: answered like any other
+             * allocation failure, and counted as a 5xx. */
+            enr_log(ENR_LOG_ERROR, "request body read failed: out of memory", "bytes=%zu",
+                    w->body.len);
+            o->status = 503;
+            send_json_error(w, 503, "out of memory");
+        } else {
+            /* nginx gave up sending the body: nobody to answer */
+            enr_log(ENR_LOG_WARN, "request body read failed", "error=%s",
+                    enr_fcgi_error_value(FCGX_GetError(w->req.in)));
+            o->status = STATUS_CLIENT_GONE;
+        }
+        return;
+    }
+#ifdef ENR_TEST_HOOKS
+    hooks_sleep(&w->req, "HTTP_X_TEST_HANG_MS"); /* a stuck request: the master's job */
+#endif
+    enr_batch_reset(&w->batch);
+    enr_engine_set_max_output(w->engine, c->max_output_bytes);
+    r = enr_parse(w->engine, w->body.data, w->body.len, c->max_records, &w->batch, &err);
+    /* Before the body goes: capture copies a sampled one (capture.h). */
+    enr_capture_offer(w->capture, w->body.data, w->body.len, w->arrival_us, r == 0);
+    /* The records hold copies of what they need: a big body goes now,
+     * before the output is built next to it. */
+    enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
+    if (r != 0) {
+        o->status = err.status;
+        send_error(w, &err);
+        return;
+    }
+    o->rec_in = w->batch.elements;
+    o->rec_out = w->batch.n;
+
+    margin = c->request_timeout_ms / 10;
+    if (margin > ENR_WORKER_ANSWER_MARGIN_MS)
+        margin = ENR_WORKER_ANSWER_MARGIN_MS;
+    deadline = start_mono + c->request_timeout_ms - margin;
+    if (w->upstream != NULL && w->batch.n > 0) {
+        uint64_t up_deadline = enr_mono_ms() + c->upstream_timeout_ms;
+        if (caller_gone(w->req.ipcFd)) {
+            enr_log(ENR_LOG_INFO, "caller gone before upstream call", NULL);
+            o->status = STATUS_CLIENT_GONE;
+            return;
+        }
+        degraded = enr_upstream_enrich(w->upstream, &w->batch,
+                                       up_deadline < deadline ? up_deadline : deadline);
+        publish_upstream(w);
+    }
+#ifdef ENR_TEST_HOOKS
+    hooks_sleep(&w->req, "HTTP_X_TEST_SLEEP_MS"); /* slow work: the worker's own deadline */
+#endif
+    now = enr_mono_ms();
+    if (now >= deadline) {
+        o->status = 503;
+        o->rec_in = o->rec_out = 0;
+        send_json_error(w, 503, "request deadline exceeded");
+        return;
+    }
+    if (caller_gone(w->req.ipcFd)) {
+        enr_log(ENR_LOG_INFO, "caller gone before the answer", NULL);
+        o->status = STATUS_CLIENT_GONE;
+        o->rec_in = o->rec_out = 0;
+        return;
+    }
+    enr_buf_reset(&w->out);
+    if (enr_emit(w->engine, &w->batch, enr_wall_ms, &w->out, &err) != 0) {
+        /* past max_output_bytes: the cut output is dropped, never sent */
+        o->status = err.status;
+        o->rec_in = o->rec_out = 0;
+        enr_buf_reset(&w->out);
+        send_error(w, &err);
+        return;
+    }
+    if (w->out.oom) {
+        o->status = 503;
+        o->rec_in = o->rec_out = 0;
+        send_json_error(w, 503, "out of memory");
+        return;
+    }
+#ifdef ENR_TEST_HOOKS
+    hooks_plant(w);
+#endif
+    o->status = 200;
+    o->degraded = degraded;
+    {
+        char extra[64] = "";
+        if (degraded > 0)
+            snprintf(extra, sizeof extra, "X-Enrich-Degraded: %zu\r\n", degraded);
+        send_response(w, 200, "application/x-ndjson", extra, w->out.data, w->out.len);
+    }
+}
+
+static void handle(worker *w, outcome *o, uint64_t start_mono)
+{
+    handle_request(w, o, start_mono);
+    /* One huge request must not leave its buffers for the worker's life
+     * (nor get it recycled for rss): what grew past ENR_KEEP_BYTES goes. */
+    enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
+    enr_buf_shrink(&w->out, ENR_KEEP_BYTES);
+    enr_engine_shrink(w->engine, &w->batch, ENR_KEEP_BYTES);
+}
+
+/* The request id nginx passes (REQUEST_ID, nginx/enrichd.conf), else the
+ * client's X-Request-ID header, for the scoreboard and logs. */
+static const char *request_id(FCGX_Request *req)
+{
+    const char *id = FCGX_GetParam("REQUEST_ID", req->envp);
+    if (id == NULL)
+        id = FCGX_GetParam("HTTP_X_REQUEST_ID", req->envp);
+    return id;
+}
+
+static void serve_one(worker *w)
+{
+    uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), lat;
+    const char *rid = request_id(&w->req);
+    outcome o = {0};
+    int slow;
+
+    w->arrival_us = enr_wall_us();
+    enr_sb_request_start(w->slot, rid, t0_ms, w->arrival_us / 1000);
+    w->answer_lost = 0;
+    handle(w, &o, t0_ms);
+    if (w->answer_lost)
+        o.status = STATUS_CLIENT_GONE;
+    lat = enr_mono_us() - t0;
+    slow = w->cfg->slow_request_ms && lat >= (uint64_t)w->cfg->slow_request_ms * 1000;
+    if (slow) {
+        char q[96];
+        enr_log(ENR_LOG_WARN, "slow request", "req_id=%s status=%d ms=%" PRIu64 " records=%" PRIu64,
+                enr_log_quote(q, sizeof q, rid ? rid : "-"), o.status, lat / 1000, o.rec_in);
+    }
+    /* The answer is complete before the connection closes (FCGX_Finish_r). */
+    FCGX_Finish_r(&w->req);
+    w->served++;
+    enr_sb_request_done(w->slot, o.status, o.rec_in, o.rec_out, o.degraded, lat, slow);
+    ENR_SB_SET(w->slot->state, ENR_WS_IDLE);
+#ifdef ENR_TEST_HOOKS
+    hooks_leak(w);
+#endif
+}
+
+/* After a request: over a soft limit, finish gracefully (nothing is in
+ * hand now).  Returns the exit reason, or ENR_EXIT_NONE to go on. */
+static int soft_limit_reached(worker *w)
+{
+    const enr_config *c = w->cfg;
+
+    if (w->max_served && w->served >= w->max_served)
+        return ENR_EXIT_MAX_REQUESTS;
+    if (c->rss_soft_mb) {
+        /* The peak RSS bounds the current one: while the peak is under the
+         * limit, one getrusage() replaces reading /proc (~10 us here). */
+        struct rusage ru;
+        unsigned long soft_kb = (unsigned long)c->rss_soft_mb * 1024;
+        long kb;
+
+        if (getrusage(RUSAGE_SELF, &ru) != 0 || (unsigned long)ru.ru_maxrss > soft_kb) {
+            kb = enr_proc_rss_kb(0);
+            if (kb > 0 && (unsigned long)kb > soft_kb)
+                return ENR_EXIT_RSS;
+        }
+    }
+    if (c->fd_soft) {
+        long n = enr_proc_fd_count(0);
+        if (n > 0 && (unsigned long)n > c->fd_soft)
+            return ENR_EXIT_FD;
+    }
+    return ENR_EXIT_NONE;
+}
+
+/* Reads the request on fd and serves it; fd is closed on return. */
+static void serve_connection(worker *w, int fd)
+{
+    if (enr_fcgi_conn_open(&w->conn, fd) != 0)
+        return;
+    serve_one(w);
+    enr_fcgi_conn_close(&w->conn);
+}
+
+static int setup(worker *w, const enr_worker_args *a)
+{
+    struct sigaction sa;
+    sigset_t block;
+    char err[256] = "";
+    unsigned read_ms = ENR_WORKER_READ_TIMEOUT_MS;
+
+    memset(w, 0, sizeof *w);
+    w->cfg = a->cfg;
+    w->slot = &a->sb->slot[a->slot];
+
+    /* libfcgi installs its own SIGPIPE/SIGUSR1 handlers in FCGX_Init;
+     * ours come after so they win. */
+    if (FCGX_Init() != 0) {
+        enr_log(ENR_LOG_ERROR, "FCGX_Init failed", NULL);
+        return -1;
+    }
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_signal; /* no SA_RESTART: ppoll must return */
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL); /* a vanished nginx is an error return, not a death */
+    sigaction(SIGHUP, &sa, NULL);  /* HUP and INT are for the master (terminal, reload) */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sa.sa_handler = SIG_DFL;
+    sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL);
+
+    /* TERM is blocked except inside ppoll(): see the file comment. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGUSR2);
+    if (sigprocmask(SIG_SETMASK, &block, &w->wait_mask) != 0)
+        return -1;
+    sigemptyset(&w->wait_mask);
+
+    w->engine = enr_engine_new();
+    if (w->engine == NULL) {
+        enr_log(ENR_LOG_ERROR, "engine start failed", NULL);
+        return -1;
+    }
+    w->upstream = enr_upstream_new(a->cfg, err, sizeof err);
+    if (w->upstream == NULL && err[0] != '\0') {
+        char q[300];
+        enr_log(ENR_LOG_ERROR, "upstream client start failed", "error=%s",
+                enr_log_quote(q, sizeof q, err));
+        return -1;
+    }
+    if (w->upstream != NULL)
+        publish_upstream(w);
+    w->capture = enr_capture_new(a->cfg, a->slot, w->slot);
+    /* The worker's bounds on its peer (worker.h); a body read gives up
+     * before the master's stuck-request kill. */
+    if (read_ms > a->cfg->request_timeout_ms / 2)
+        read_ms = a->cfg->request_timeout_ms / 2;
+    w->conn.listen_fd = a->listen_fd;
+    w->conn.allow = &a->cfg->listen_allow_nets;
+    w->conn.req = &w->req;
+    w->conn.header_ms = ENR_WORKER_HEADER_TIMEOUT_MS;
+    w->conn.read_ms = read_ms;
+    w->conn.write_ms = a->cfg->write_timeout_ms;
+    w->conn.linger_ms = ENR_WORKER_LINGER_MS;
+    w->conn.refused = &w->slot->listen_refused;
+    w->conn.rejected = &w->slot->fcgi_rejected;
+    w->conn.stop = &worker_stop;
+    w->conn.drain = &worker_drain;
+    w->conn.wait_mask = &w->wait_mask;
+    if (enr_fcgi_conn_init(&w->conn) != 0)
+        return -1;
+    if (a->cfg->max_requests) {
+        unsigned j = a->cfg->max_requests_jitter;
+        /* Jitter spreads recycling so the pool never restarts in step. */
+        srandom((unsigned)getpid() ^ (unsigned)enr_mono_us());
+        w->max_served = a->cfg->max_requests + (j ? (unsigned long)random() % (j + 1) : 0);
+    }
+#ifdef ENR_TEST_HOOKS
+    hooks_init(w);
+#endif
+    return 0;
+}
+
+static void teardown(worker *w)
+{
+    enr_fcgi_conn_free(&w->conn);
+    enr_capture_free(w->capture);
+    enr_upstream_free(w->upstream);
+    enr_engine_free(w->engine);
+    enr_batch_free(&w->batch);
+    enr_buf_free(&w->body);
+    enr_buf_free(&w->out);
+}
+
+int enr_worker_main(const enr_worker_args *a)
+{
+    worker w;
+    int reason = ENR_EXIT_NONE;
+    enr_sb_slot *slot = &a->sb->slot[a->slot];
+
+#ifdef ENR_TEST_HOOKS
+    hooks_start_delay();
+#endif
+    /* The pool dies with its master; a worker without one would serve a
+     * socket nobody supervises. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    enr_log_role("worker");
+    /* A master that died before prctl() left us with another parent,
+     * and no signal will ever come. */
+    if (getppid() != a->master_pid) {
+        enr_log(ENR_LOG_ERROR, "master gone before the worker started", "master_pid=%ld",
+                (long)a->master_pid);
+        return ENR_WORKER_EXIT_FAILED;
+    }
+    ENR_SB_SET(slot->pid, (int64_t)getpid());
+    ENR_SB_SET(slot->state, ENR_WS_STARTING);
+    ENR_SB_SET(slot->started_ms, enr_wall_ms());
+    ENR_SB_SET(slot->started_mono_ms, enr_mono_ms());
+    ENR_SB_SET(slot->served, 0);
+    ENR_SB_SET(slot->req_start_ms, 0);
+    ENR_SB_SET(slot->req_start_mono_ms, 0);
+    if (setup(&w, a) != 0) {
+        ENR_SB_SET(slot->state, ENR_WS_EXITING);
+        return ENR_WORKER_EXIT_FAILED;
+    }
+    ENR_SB_SET(slot->state, ENR_WS_IDLE);
+    enr_log(ENR_LOG_DEBUG, "worker ready", "slot=%u init_ms=%" PRIu64, a->slot,
+            enr_mono_ms() - ENR_SB_GET(slot->started_mono_ms));
+    if (a->ready_fd >= 0) {
+        char one = 1;
+        /* The master only needs a wake-up; a full pipe already holds one. */
+        if (write(a->ready_fd, &one, 1) < 0 && errno != EAGAIN)
+            enr_log(ENR_LOG_WARN, "readiness write failed", "error=%s", enr_log_errno(errno));
+        close(a->ready_fd);
+    }
+    while (reason == ENR_EXIT_NONE) {
+        int fd = enr_fcgi_conn_next(&w.conn, -1);
+        if (fd < 0)
+            break;
+        serve_connection(&w, fd);
+        reason = soft_limit_reached(&w);
+    }
+    ENR_SB_SET(slot->state, ENR_WS_EXITING);
+    teardown(&w);
+    if (reason != ENR_EXIT_NONE)
+        return ENR_WORKER_EXIT_RECYCLE + reason;
+    /* Leaving the loop unasked means the socket failed: not a clean stop. */
+    return worker_stop || worker_drain ? ENR_WORKER_EXIT_STOPPED : ENR_WORKER_EXIT_FAILED;
+}
+
+int enr_worker_preload(const enr_config *c, char *err, size_t errlen)
+{
+    static enr_engine *warm;
+
+    if (warm == NULL) {
+        warm = enr_engine_new();
+        if (warm == NULL)
+            enr_log(ENR_LOG_ERROR, "engine warm-up failed; workers will try on their own", NULL);
+    }
+    /* libcurl is mapped once, only when enrichment is on. */
+    if (c->upstream_url[0] != '\0' && enr_curl_load(err, errlen) != 0)
+        return -1;
+    return 0;
+}

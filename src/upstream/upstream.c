@@ -1,0 +1,879 @@
+/*
+ * upstream.c: the outbound enrichment client of one worker (docs/upstream.md).
+ *
+ * One libcurl multi handle lives as long as the worker; its connection
+ * cache is the only place connections live, bounded by
+ * upstream_max_connections, with an idle age and a lifetime so a
+ * connection the upstream cycles is dropped, never leaked.  Every socket
+ * curl opens goes through up_opensocket()/up_closesocket(), so the client
+ * knows exactly how many descriptors it holds (up_fds) and every one is
+ * SOCK_CLOEXEC.
+ *
+ * A batch: cache lookups first; the distinct ids that missed are grouped
+ * by provider, chunked to ids_per_call, capped at max_calls_per_batch
+ * calls, gated by the breaker, and run concurrently under ONE deadline
+ * (min of upstream_timeout_ms and the caller's deadline).  At the
+ * deadline every unfinished call is removed from the multi handle, which
+ * closes its connection.  A call whose connection died before any byte of
+ * the response is retried once, within the same deadline.  Every failure
+ * is counted by kind and every record that kept its local values is
+ * counted in the return value; nothing is swallowed.  A call that the
+ * deadline left no time for is counted (kind deadline) but is not the
+ * upstream's failure, so the breaker never hears of it.
+ *
+ * A reply is hostile input: it is held only up to what its call can
+ * legitimately need (enr_upstream_reply_cap(), checked on Content-Length
+ * and while receiving) and read by the bounded reader of
+ * upstream_reply.c; a larger one fails the call as too_large, unread.
+ * Name lookups run in libcurl's resolver thread, which a removed transfer
+ * no longer waits for (CURLOPT_QUICK_EXIT), so a stalled resolver costs a
+ * batch its deadline, not the lookup's time.
+ *
+ * Invariants: between batches no easy handle is attached to the multi
+ * handle; record posters are stored as offsets into b->text (appends may
+ * move it); a want (a distinct provider+id that missed) is resolved to
+ * exactly one of found/unknown/failed/skipped before the batch returns.
+ */
+#include "upstream/upstream.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "upstream/breaker.h"
+#include "upstream/cache.h"
+#include "base/curlapi.h"
+#include "base/log.h"
+#include "upstream/upstream_reply.h"
+#include "base/upstream_url.h"
+#include "base/clock.h"
+#include "base/hash.h"
+
+#define UP_MAX_BODY (4u << 20)     /* no reply is larger, whatever the call asked */
+#define UP_MAX_URL 8000            /* common server limit on a request line */
+#define UP_MAXAGE_CONN_S 30L       /* idle connections older than this are not reused */
+#define UP_MAXLIFETIME_CONN_S 120L /* no connection is reused past this age */
+#define UP_RETRY_MIN_MS 2          /* no retry with less time than this left */
+
+enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
+/* F_DEADLINE is not a failure of the upstream: a call the batch had no
+ * time left to make.  It is counted, and never fed to the breaker. */
+enum fail_kind { F_TIMEOUT = 0, F_CONNECT, F_STATUS, F_BODY, F_TOO_LARGE, F_DEADLINE };
+
+typedef struct want {
+    size_t rec; /* first record with this provider+key */
+    size_t poster_off, poster_len;
+    double duration;
+    int call; /* index into calls, -1 when none */
+    uint8_t provider, state, has_poster, has_duration;
+} want;
+
+typedef struct up_call {
+    CURL *easy;
+    enr_buf url, body;
+    size_t resp_bytes; /* header + body bytes seen: 0 means "died before the reply" */
+    size_t cap;        /* the largest reply this call can legitimately need */
+    int too_large;     /* the reply was refused for its size, unread */
+    size_t first, n;   /* its wants: u->order[first .. first+n) */
+    int provider;
+    int active, retried;
+    char errbuf[CURL_ERROR_SIZE];
+} up_call;
+
+struct enr_upstream {
+    CURLM *multi;
+    up_call *calls; /* max_calls_per_batch of them, each with its easy handle */
+    unsigned ncalls_max;
+    enr_buf base; /* upstream_url + '?' or '&' */
+    struct curl_slist *headers;
+    enr_cache *cache;
+    enr_breaker br;
+    enr_upstream_stats st; /* st.fds: sockets opened through up_opensocket, not closed */
+    int global_init;       /* curl_global_init() to balance in free */
+    unsigned timeout_ms, ids_per_call, cache_ttl_s, cache_neg_ttl_s;
+    uint64_t seed;
+
+    /* per-batch scratch, grown to the largest batch and reused */
+    want *wants;
+    size_t nwants, wants_cap;
+    uint32_t *rec_want; /* per record: want index + 1, 0 none */
+    size_t rec_cap;
+    uint32_t *table; /* open addressing: want index + 1 */
+    size_t table_cap;
+    size_t *order;      /* wants in call order */
+    enr_reply_id *rids; /* one call's ids, for enr_upstream_reply_parse */
+    enr_buf posters;    /* accepted posters of one reply, before b->text */
+};
+
+/* ---- descriptors: every socket curl uses is opened and closed here ---- */
+
+static curl_socket_t up_opensocket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    enr_upstream *u = clientp;
+    int fd;
+
+    (void)purpose;
+    fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (fd < 0)
+        return CURL_SOCKET_BAD; /* curl reports it as a connect failure */
+    u->st.fds++;
+    return fd;
+}
+
+static int up_closesocket(void *clientp, curl_socket_t fd)
+{
+    enr_upstream *u = clientp;
+
+    if (u->st.fds > 0) /* every socket curl closes here was opened here */
+        u->st.fds--;
+    return close(fd);
+}
+
+/* A reply is held whole until it is parsed, so its size is bounded by
+ * what the call asked for (c->cap), never by what the upstream sends:
+ * beyond it the transfer is aborted and the reply never read. */
+static size_t up_write(char *p, size_t size, size_t n, void *ud)
+{
+    up_call *c = ud;
+    size_t len = size * n;
+
+    c->resp_bytes += len;
+    if (len > c->cap - c->body.len) {
+        c->too_large = 1;
+        return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
+    }
+    enr_buf_append(&c->body, p, len);
+    return c->body.oom ? 0 : len;
+}
+
+/* A Content-Length over the cap refuses the reply before its body. */
+static size_t up_header(char *p, size_t size, size_t n, void *ud)
+{
+    static const char cl[] = "content-length:";
+    up_call *c = ud;
+    size_t len = size * n, i = sizeof(cl) - 1;
+
+    c->resp_bytes += len;
+    if (len > i && strncasecmp(p, cl, i) == 0) {
+        unsigned long long v = 0;
+        while (i < len && (p[i] == ' ' || p[i] == '\t'))
+            i++;
+        for (; i < len && p[i] >= '0' && p[i] <= '9'; i++)
+            v = v > (ULLONG_MAX - 9) / 10 ? ULLONG_MAX : v * 10 + (unsigned)(p[i] - '0');
+        if (v > c->cap) {
+            c->too_large = 1;
+            return 0; /* aborts the transfer */
+        }
+    }
+    return len;
+}
+
+/* ---- set-up ---- */
+
+static int easy_setup(enr_upstream *u, up_call *c, long maxconn)
+{
+    CURL *e = curl_easy_init();
+
+    c->easy = e;
+    if (e == NULL)
+        return -1;
+    /* Every option is checked: a silently ignored option is how a client
+     * ends up unbounded. */
+    if (curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_PRIVATE, c) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_PROXY, "") != CURLE_OK || /* ignore *_proxy env */
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, u->headers) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, up_write) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, c) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, up_header) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, c) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, up_opensocket) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, up_closesocket) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_MAXCONNECTS, maxconn) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, UP_MAXAGE_CONN_S) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_MAXLIFETIME_CONN, UP_MAXLIFETIME_CONN_S) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) != CURLE_OK)
+        return -1;
+    /* libcurl resolves names in a thread; removing a transfer whose lookup
+     * is still running would wait for that lookup (seconds, with a stalled
+     * resolver), past the batch deadline.  QUICK_EXIT lets the thread go
+     * (it ends, and frees itself, when the lookup returns).  Without it
+     * (libcurl older than 7.87) a name can stall a batch: docs/upstream.md. */
+    if (curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK)
+        enr_log(ENR_LOG_WARN, "upstream: libcurl without CURLOPT_QUICK_EXIT",
+                "effect=\"a stalled DNS lookup can hold a batch past its deadline\"");
+    return 0;
+}
+
+/* The configured URL decides scheme, host and path once; ids only ever
+ * go into the query after it, percent-encoded.  The URL was checked by
+ * the configuration with the same function (upstream_url.h); checking
+ * again here keeps a client built from any other config honest. */
+static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
+{
+    char why[256];
+    int has_query;
+
+    if (enr_upstream_url_check(url, &has_query, why, sizeof why) != 0) {
+        snprintf(err, errlen, "upstream_url: %s", why);
+        return -1;
+    }
+    enr_buf_append(&u->base, url, strlen(url));
+    if (has_query)
+        enr_buf_putc(&u->base, '&');
+    else if (u->base.len && u->base.data[u->base.len - 1] != '?')
+        enr_buf_putc(&u->base, '?');
+    if (u->base.oom) {
+        snprintf(err, errlen, "upstream_url: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen)
+{
+    enr_upstream *u;
+    long maxconn = c->upstream_max_connections ? (long)c->upstream_max_connections : 1;
+
+    if (errlen)
+        err[0] = '\0';
+    if (c->upstream_url[0] == '\0')
+        return NULL;
+    if (enr_curl_load(err, errlen) != 0)
+        return NULL;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(err, errlen, "upstream: curl_global_init failed");
+        return NULL;
+    }
+    u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        curl_global_cleanup();
+        snprintf(err, errlen, "upstream: out of memory");
+        return NULL;
+    }
+    u->global_init = 1;
+    u->timeout_ms = c->upstream_timeout_ms;
+    u->ids_per_call = c->ids_per_call ? c->ids_per_call : 1;
+    u->ncalls_max = c->max_calls_per_batch ? c->max_calls_per_batch : 1;
+    u->cache_ttl_s = c->cache_ttl_s;
+    u->cache_neg_ttl_s = c->cache_negative_ttl_s;
+    enr_breaker_init(&u->br, c->breaker_failures, c->breaker_cooldown_ms);
+    enr_breaker_set_window(&u->br, c->breaker_window, c->breaker_failure_ratio);
+    if (getrandom(&u->seed, sizeof(u->seed), GRND_NONBLOCK) != (ssize_t)sizeof(u->seed))
+        u->seed = enr_mono_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+
+    if (base_url(u, c->upstream_url, err, errlen) != 0)
+        goto fail;
+    u->headers = curl_slist_append(NULL, "Accept: application/json");
+    u->cache = enr_cache_new(c->cache_entries, c->cache_bytes);
+    u->multi = curl_multi_init();
+    u->calls = calloc(u->ncalls_max, sizeof(*u->calls));
+    if (u->headers == NULL || u->cache == NULL || u->multi == NULL || u->calls == NULL) {
+        snprintf(err, errlen, "upstream: out of memory");
+        goto fail;
+    }
+    if (curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, maxconn) != CURLM_OK ||
+        curl_multi_setopt(u->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxconn) != CURLM_OK ||
+        curl_multi_setopt(u->multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxconn) != CURLM_OK) {
+        snprintf(err, errlen, "upstream: curl_multi_setopt failed");
+        goto fail;
+    }
+    for (unsigned i = 0; i < u->ncalls_max; i++)
+        if (easy_setup(u, &u->calls[i], maxconn) != 0) {
+            snprintf(err, errlen, "upstream: curl_easy_setopt failed");
+            goto fail;
+        }
+    u->st.breaker_state = ENR_BREAKER_CLOSED;
+    return u;
+fail:
+    enr_upstream_free(u);
+    return NULL;
+}
+
+void enr_upstream_free(enr_upstream *u)
+{
+    if (u == NULL)
+        return;
+    for (unsigned i = 0; u->calls && i < u->ncalls_max; i++) {
+        up_call *c = &u->calls[i];
+        if (c->easy) {
+            if (c->active && u->multi)
+                curl_multi_remove_handle(u->multi, c->easy);
+            curl_easy_cleanup(c->easy);
+        }
+        enr_buf_free(&c->url);
+        enr_buf_free(&c->body);
+    }
+    /* Closes the cached connections through up_closesocket, so u must
+     * still be alive here. */
+    if (u->multi)
+        curl_multi_cleanup(u->multi);
+    curl_slist_free_all(u->headers);
+    enr_cache_free(u->cache);
+    enr_buf_free(&u->base);
+    if (u->global_init)
+        curl_global_cleanup();
+    free(u->calls);
+    free(u->wants);
+    free(u->rec_want);
+    free(u->table);
+    free(u->order);
+    free(u->rids);
+    enr_buf_free(&u->posters);
+    free(u);
+}
+
+unsigned enr_upstream_fds(const enr_upstream *u)
+{
+    return u ? u->st.fds : 0;
+}
+
+const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u)
+{
+    return &u->st;
+}
+
+/* ---- per-batch scratch ---- */
+
+static int scratch_reserve(enr_upstream *u, size_t n)
+{
+    size_t tcap = 16;
+
+    if (n > UINT32_MAX / 4)
+        return -1;
+    if (n > u->rec_cap) {
+        uint32_t *rw = realloc(u->rec_want, n * sizeof(*rw));
+        want *w;
+        size_t *o;
+        enr_reply_id *ri;
+        if (rw == NULL)
+            return -1;
+        u->rec_want = rw;
+        w = realloc(u->wants, n * sizeof(*w));
+        if (w == NULL)
+            return -1;
+        u->wants = w;
+        o = realloc(u->order, n * sizeof(*o));
+        if (o == NULL)
+            return -1;
+        u->order = o;
+        ri = realloc(u->rids, n * sizeof(*ri));
+        if (ri == NULL)
+            return -1;
+        u->rids = ri;
+        u->rec_cap = u->wants_cap = n;
+    }
+    while (tcap < 2 * n)
+        tcap <<= 1;
+    if (tcap > u->table_cap) {
+        uint32_t *t = realloc(u->table, tcap * sizeof(*t));
+        if (t == NULL)
+            return -1;
+        u->table = t;
+        u->table_cap = tcap;
+    }
+    return 0;
+}
+
+/* The want slot of provider+key: *slot is where its index+1 is or goes. */
+static uint32_t *want_slot(enr_upstream *u, const enr_batch *b, int provider, const char *key,
+                           size_t len)
+{
+    size_t mask = u->table_cap - 1;
+    size_t i = enr_hash_key(u->seed, provider, key, len) & mask;
+
+    for (;; i = (i + 1) & mask) {
+        uint32_t *s = &u->table[i];
+        const want *w;
+        const enr_record *r;
+        if (*s == 0)
+            return s;
+        w = &u->wants[*s - 1];
+        r = &b->recs[w->rec];
+        if (w->provider == provider && r->key_len == len &&
+            memcmp(b->text.data + r->key_off, key, len) == 0)
+            return s;
+    }
+}
+
+/* ---- breaker transitions: logged once, counted ---- */
+
+static void breaker_note(enr_upstream *u, int prev, const char *why)
+{
+    if (prev == u->br.state)
+        return;
+    u->st.breaker_state = u->br.state;
+    if (u->br.state == ENR_BREAKER_OPEN)
+        u->st.breaker_opens++;
+    enr_log(u->br.state == ENR_BREAKER_CLOSED ? ENR_LOG_INFO : ENR_LOG_WARN,
+            "upstream breaker transition", "from=%s to=%s reason=%s opens=%llu",
+            enr_breaker_state_name(prev), enr_breaker_state_name(u->br.state), why,
+            (unsigned long long)u->br.opens);
+}
+
+/* ---- building calls ---- */
+
+/* RFC 3986 unreserved: the only bytes of an id that go on the wire as
+ * themselves, so no id can add a parameter, a path or a fragment. */
+static int unreserved(unsigned char ch)
+{
+    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+           ch == '-' || ch == '.' || ch == '_' || ch == '~';
+}
+
+static void pct_encode(enr_buf *o, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (unreserved(ch)) {
+            enr_buf_putc(o, (char)ch);
+        } else {
+            char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+            enr_buf_append(o, e, 3);
+        }
+    }
+}
+
+static size_t pct_len(const char *s, size_t n)
+{
+    size_t len = 0;
+
+    for (size_t i = 0; i < n; i++)
+        len += unreserved((unsigned char)s[i]) ? 1 : 3;
+    return len;
+}
+
+static void call_begin_url(enr_upstream *u, up_call *c, int provider)
+{
+    enr_buf_reset(&c->url);
+    enr_buf_append(&c->url, u->base.data, u->base.len);
+    enr_buf_lit(&c->url, "provider=");
+    enr_buf_append(&c->url, enr_provider_name(provider), strlen(enr_provider_name(provider)));
+    enr_buf_lit(&c->url, "&ids=");
+}
+
+/* Assign wants to calls: by provider, ids_per_call and UP_MAX_URL per
+ * call, at most ncalls_max calls, each let through by the breaker.
+ * Returns the number of calls built. */
+static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
+{
+    unsigned ncalls = 0;
+    size_t norder = 0;
+    int gate_closed = 0; /* the breaker said no: no more calls this batch */
+
+    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++) {
+        up_call *c = NULL;
+        for (size_t wi = 0; wi < u->nwants; wi++) {
+            want *w = &u->wants[wi];
+            const enr_record *r = &b->recs[w->rec];
+            size_t idlen;
+            if (w->provider != p)
+                continue;
+            idlen = pct_len(b->text.data + r->key_off, r->key_len);
+            if (u->base.len + sizeof("provider=xx&ids=") - 1 + idlen > UP_MAX_URL) {
+                /* One id too long for any request line: it can never be
+                 * asked, so it keeps its local values. */
+                w->state = W_SKIPPED;
+                continue;
+            }
+            if (c && (c->n >= u->ids_per_call || c->url.len + 1 + idlen > UP_MAX_URL))
+                c = NULL; /* this call is full */
+            if (c == NULL) {
+                int prev;
+                if (gate_closed || ncalls >= u->ncalls_max) {
+                    w->state = W_SKIPPED;
+                    continue;
+                }
+                if (!enr_breaker_allow(&u->br, now, &prev)) {
+                    gate_closed = 1;
+                    w->state = W_SKIPPED;
+                    continue;
+                }
+                breaker_note(u, prev, "cooldown");
+                c = &u->calls[ncalls++];
+                c->first = norder;
+                c->n = 0;
+                c->provider = p;
+                call_begin_url(u, c, p);
+            }
+            if (c->n)
+                enr_buf_putc(&c->url, ',');
+            pct_encode(&c->url, b->text.data + r->key_off, r->key_len);
+            w->call = (int)(c - u->calls);
+            u->order[norder++] = wi;
+            c->n++;
+        }
+    }
+    return ncalls;
+}
+
+/* ---- results ---- */
+
+static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
+{
+    static const char *const why[] = {"timeout", "connect",   "status",
+                                      "body",    "too_large", "deadline"};
+    char qerr[CURL_ERROR_SIZE + 8];
+    int prev;
+
+    {
+        uint64_t *const counter[] = {&u->st.fail_timeout,   &u->st.fail_connect,
+                                     &u->st.fail_status,    &u->st.fail_body,
+                                     &u->st.fail_too_large, &u->st.skip_deadline};
+        (*counter[kind])++;
+    }
+
+    /* Debug only: failures are counted per kind for operators; this line
+     * says why one call failed when someone is looking. */
+    enr_log(ENR_LOG_DEBUG, "upstream call failed", "kind=%s ids=%zu retried=%d error=%s", why[kind],
+            c->n, c->retried, enr_log_quote(qerr, sizeof(qerr), c->errbuf));
+
+    for (size_t i = 0; i < c->n; i++)
+        u->wants[u->order[c->first + i]].state = W_FAILED;
+    if (kind == F_DEADLINE) {
+        /* Says nothing about the upstream; a probe it held is given back. */
+        enr_breaker_release(&u->br);
+        return;
+    }
+    prev = enr_breaker_failure(&u->br, now);
+    breaker_note(u, prev, why[kind]);
+}
+
+/* Parse a 200 body; 0 and the call's wants resolved, or -1 (bad body).
+ * The reply rules live in upstream_reply.c; posters go into b->text. */
+static int call_parse(enr_upstream *u, up_call *c, enr_batch *b)
+{
+    enr_reply_id *ids = u->rids;
+
+    for (size_t i = 0; i < c->n; i++) {
+        const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
+        ids[i].id = b->text.data + r->key_off;
+        ids[i].id_len = r->key_len;
+    }
+    /* The ids point into b->text, which may move when it grows, so the
+     * posters go to a separate arena first and into b->text after. */
+    enr_buf_reset(&u->posters);
+    if (enr_upstream_reply_parse(c->body.data, c->body.len, ids, c->n, u->seed, &u->posters) != 0)
+        return -1;
+    for (size_t i = 0; i < c->n; i++) {
+        want *w = &u->wants[u->order[c->first + i]];
+        const enr_reply_id *r = &ids[i];
+        if (r->has_poster) {
+            size_t off = b->text.len;
+            enr_buf_append(&b->text, u->posters.data + r->poster_off, r->poster_len);
+            if (!b->text.oom) {
+                w->poster_off = off;
+                w->poster_len = r->poster_len;
+                w->has_poster = 1;
+            }
+        }
+        if (r->has_duration) {
+            w->duration = r->duration;
+            w->has_duration = 1;
+        }
+        w->state = (w->has_poster || w->has_duration) ? W_FOUND : W_UNKNOWN;
+    }
+    return 0;
+}
+
+static int fail_kind_of(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_OPERATION_TIMEDOUT:
+        return F_TIMEOUT;
+    case CURLE_PARTIAL_FILE:
+    case CURLE_WRITE_ERROR:
+    case CURLE_BAD_CONTENT_ENCODING:
+    case CURLE_WEIRD_SERVER_REPLY:
+        return F_BODY;
+    default:
+        return F_CONNECT;
+    }
+}
+
+/* A connection that died before any byte of the reply: the request may
+ * never have reached the upstream (a kept-alive connection it had just
+ * closed), so one more try on a fresh connection is safe for a GET. */
+static int died_before_reply(const up_call *c, CURLcode rc)
+{
+    return c->resp_bytes == 0 &&
+           (rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR);
+}
+
+/* The cap of c's reply, from its ids (upstream_reply.h), at most UP_MAX_BODY. */
+static size_t call_cap(const enr_upstream *u, const up_call *c, const enr_batch *b)
+{
+    size_t cap = ENR_REPLY_SLACK;
+
+    for (size_t i = 0; i < c->n && cap < UP_MAX_BODY; i++) {
+        const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
+        cap += ENR_REPLY_ITEM_BYTES + 6 * (size_t)r->key_len;
+    }
+    return cap < UP_MAX_BODY ? cap : UP_MAX_BODY;
+}
+
+static int call_start(enr_upstream *u, up_call *c, uint64_t now, uint64_t dl)
+{
+    long left = (long)(dl - now);
+    /* The retry goes on a new connection: the pool may hold more
+     * connections the upstream has already closed, and the one retry must
+     * not be spent on another of them. */
+    long fresh = c->retried ? 1L : 0L;
+
+    enr_buf_reset(&c->body);
+    c->resp_bytes = 0;
+    c->too_large = 0;
+    c->errbuf[0] = '\0';
+    if (c->url.oom)
+        return -1;
+    enr_buf_putc(&c->url, '\0');
+    if (c->url.oom)
+        return -1;
+    c->url.len--; /* keep it a string without counting the NUL */
+    if (curl_easy_setopt(c->easy, CURLOPT_URL, c->url.data) != CURLE_OK ||
+        curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, left) != CURLE_OK ||
+        curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, left) != CURLE_OK ||
+        curl_easy_setopt(c->easy, CURLOPT_FRESH_CONNECT, fresh) != CURLE_OK ||
+        curl_multi_add_handle(u->multi, c->easy) != CURLM_OK)
+        return -1;
+    c->active = 1;
+    return 0;
+}
+
+static void call_done(enr_upstream *u, up_call *c, enr_batch *b, CURLcode rc, uint64_t now)
+{
+    long status = 0;
+    int prev;
+
+    if (c->too_large) {
+        call_failed(u, c, F_TOO_LARGE, now);
+        return;
+    }
+    if (rc != CURLE_OK) {
+        call_failed(u, c, fail_kind_of(rc), now);
+        return;
+    }
+    if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || status != 200) {
+        call_failed(u, c, F_STATUS, now);
+        return;
+    }
+    if (call_parse(u, c, b) != 0) {
+        call_failed(u, c, F_BODY, now);
+        return;
+    }
+    prev = enr_breaker_success(&u->br, now);
+    breaker_note(u, prev, "success");
+}
+
+/* Run the planned calls until all are done or the deadline passes. */
+static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t dl)
+{
+    unsigned active = 0;
+    uint64_t now = enr_mono_ms();
+
+    for (unsigned i = 0; i < ncalls; i++) {
+        up_call *c = &u->calls[i];
+        c->retried = 0;
+        c->cap = call_cap(u, c, b);
+        if (now >= dl) {
+            /* No time left (planning took it, or the caller's deadline
+             * had passed): not the upstream's failure. */
+            call_failed(u, c, F_DEADLINE, now);
+            continue;
+        }
+        u->st.calls++;
+        if (call_start(u, c, now, dl) != 0) {
+            call_failed(u, c, F_CONNECT, now);
+            continue;
+        }
+        active++;
+    }
+    while (active > 0) {
+        int still, q;
+        CURLMsg *m;
+        CURLMcode mc = curl_multi_perform(u->multi, &still);
+
+        if (mc != CURLM_OK) {
+            enr_log(ENR_LOG_ERROR, "upstream multi_perform failed", "error=%d", (int)mc);
+            break; /* the rest are failed below */
+        }
+        while ((m = curl_multi_info_read(u->multi, &q)) != NULL) {
+            up_call *c = NULL;
+            CURLcode rc;
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            rc = m->data.result;
+            if (curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&c) != CURLE_OK ||
+                c == NULL)
+                continue; /* not ours: cannot happen with one owner */
+            curl_multi_remove_handle(u->multi, c->easy);
+            c->active = 0;
+            active--;
+            now = enr_mono_ms();
+            if (died_before_reply(c, rc) && !c->retried && now + UP_RETRY_MIN_MS < dl) {
+                c->retried = 1;
+                u->st.retries++;
+                if (call_start(u, c, now, dl) == 0) {
+                    active++;
+                    continue;
+                }
+            }
+            call_done(u, c, b, rc, now);
+        }
+        if (active == 0)
+            break;
+        now = enr_mono_ms();
+        if (now >= dl)
+            break;
+        mc = curl_multi_poll(u->multi, NULL, 0, (int)(dl - now), NULL);
+        if (mc != CURLM_OK) {
+            enr_log(ENR_LOG_ERROR, "upstream multi_poll failed", "error=%d", (int)mc);
+            break;
+        }
+    }
+    /* Past the deadline (or a multi error): removing an unfinished
+     * transfer makes curl close its connection, so nothing lingers. */
+    now = enr_mono_ms();
+    for (unsigned i = 0; i < ncalls; i++) {
+        up_call *c = &u->calls[i];
+        if (!c->active)
+            continue;
+        curl_multi_remove_handle(u->multi, c->easy);
+        c->active = 0;
+        call_failed(u, c, F_TIMEOUT, now);
+    }
+}
+
+/* ---- the batch ---- */
+
+static void apply_cached(enr_batch *b, enr_record *r, const enr_cache_val *v, size_t *degraded)
+{
+    if (v->negative)
+        return;
+    if (v->poster) {
+        size_t off = b->text.len;
+        enr_buf_append(&b->text, v->poster, v->poster_len);
+        if (b->text.oom) {
+            (*degraded)++;
+            return;
+        }
+        r->poster_off = off;
+        r->poster_len = v->poster_len;
+    }
+    if (v->has_duration && r->duration == 0)
+        r->duration = v->duration;
+}
+
+size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
+{
+    uint64_t now = enr_mono_ms(), dl;
+    size_t degraded = 0, hits = 0, misses = 0;
+    unsigned ncalls;
+
+    if (u == NULL || b->n == 0)
+        return 0;
+    if (scratch_reserve(u, b->n) != 0)
+        return b->n; /* no memory: every record keeps its local values */
+    memset(u->table, 0, u->table_cap * sizeof(*u->table));
+    u->nwants = 0;
+
+    for (size_t i = 0; i < b->n; i++) {
+        enr_record *r = &b->recs[i];
+        const char *key = b->text.data + r->key_off;
+        enr_cache_val v;
+        uint32_t *slot;
+
+        u->rec_want[i] = 0;
+        if (r->provider == ENR_PROV_NONE || r->provider > ENR_PROV_DM || r->key_len == 0)
+            continue; /* nothing the upstream could be asked about */
+        if (enr_cache_get(u->cache, r->provider, key, r->key_len, now, &v)) {
+            hits++;
+            apply_cached(b, r, &v, &degraded);
+            continue;
+        }
+        misses++;
+        slot = want_slot(u, b, r->provider, key, r->key_len);
+        if (*slot == 0) {
+            want *w = &u->wants[u->nwants];
+            memset(w, 0, sizeof(*w));
+            w->rec = i;
+            w->provider = r->provider;
+            w->call = -1;
+            *slot = (uint32_t)++u->nwants;
+        }
+        u->rec_want[i] = *slot;
+    }
+    u->st.cache_hits += hits;
+    u->st.cache_misses += misses;
+    if (u->nwants == 0)
+        return degraded;
+
+    dl = now + u->timeout_ms;
+    if (deadline_ms < dl)
+        dl = deadline_ms;
+    /* Planned even when the deadline has passed, so the calls that could
+     * not be made are counted (kind deadline) instead of vanishing. */
+    ncalls = plan_calls(u, b, now);
+    for (size_t wi = 0; wi < u->nwants; wi++)
+        if (u->wants[wi].call < 0 && u->wants[wi].state == W_PENDING)
+            u->wants[wi].state = W_SKIPPED;
+    if (ncalls)
+        run_calls(u, b, ncalls, dl);
+
+    now = enr_mono_ms();
+    for (size_t wi = 0; wi < u->nwants; wi++) {
+        want *w = &u->wants[wi];
+        const enr_record *r = &b->recs[w->rec];
+        enr_cache_val v = {0};
+        if (w->state == W_FOUND) {
+            v.poster = w->has_poster ? b->text.data + w->poster_off : NULL;
+            v.poster_len = w->poster_len;
+            v.duration = w->duration;
+            v.has_duration = w->has_duration;
+            enr_cache_put(u->cache, w->provider, b->text.data + r->key_off, r->key_len, &v,
+                          now + (uint64_t)u->cache_ttl_s * 1000u);
+        } else if (w->state == W_UNKNOWN) {
+            v.negative = 1;
+            enr_cache_put(u->cache, w->provider, b->text.data + r->key_off, r->key_len, &v,
+                          now + (uint64_t)u->cache_neg_ttl_s * 1000u);
+        }
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        enr_record *r = &b->recs[i];
+        const want *w;
+        if (u->rec_want[i] == 0)
+            continue;
+        w = &u->wants[u->rec_want[i] - 1];
+        switch (w->state) {
+        case W_FOUND:
+            if (w->has_poster) {
+                r->poster_off = w->poster_off;
+                r->poster_len = w->poster_len;
+            }
+            if (w->has_duration && r->duration == 0)
+                r->duration = w->duration;
+            break;
+        case W_UNKNOWN:
+            break;
+        default: /* failed, skipped (breaker, cap, deadline) */
+            degraded++;
+            break;
+        }
+    }
+    return degraded;
+}

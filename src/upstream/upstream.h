@@ -1,0 +1,47 @@
+/*
+ * upstream.h: the outbound enrichment client of one worker (docs/upstream.md).
+ *
+ * One long-lived libcurl multi handle per worker; calls of one batch run
+ * concurrently under one deadline; a per-worker cache and circuit breaker
+ * sit in front.  It counts into its own enr_upstream_stats; the caller
+ * (the worker) publishes them: this module knows nothing of the scoreboard.
+ */
+#ifndef ENR_UPSTREAM_H
+#define ENR_UPSTREAM_H
+
+#include <stdint.h>
+
+#include "base/config.h"
+#include "engine/engine.h"
+
+typedef struct enr_upstream enr_upstream;
+
+/* What the client did, cumulative over its life; breaker_state and fds
+ * are current values. */
+typedef struct enr_upstream_stats {
+    uint64_t calls, retries, cache_hits, cache_misses;
+    uint64_t fail_timeout, fail_connect, fail_status, fail_body, fail_too_large;
+    uint64_t skip_deadline; /* calls not made for lack of time */
+    uint64_t breaker_opens;
+    int breaker_state; /* enum enr_breaker_state */
+    unsigned fds;      /* descriptors held now */
+} enr_upstream_stats;
+
+/* NULL when c->upstream_url is empty (enrichment off) or on failure;
+ * failure is reported through err (non-empty). */
+enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen);
+
+/* The client's counters (valid until enr_upstream_free). */
+const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u);
+void enr_upstream_free(enr_upstream *u);
+
+/* Enrich b in place: sets poster overrides (in b->text) and durations of
+ * records whose local duration is 0.  Never blocks past deadline_ms
+ * (CLOCK_MONOTONIC, ms).  Returns the number of records that kept their
+ * local values for any reason (X-Enrich-Degraded). */
+size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms);
+
+/* Descriptors the client holds now (for recycling and leak attribution). */
+unsigned enr_upstream_fds(const enr_upstream *u);
+
+#endif

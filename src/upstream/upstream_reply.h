@@ -1,0 +1,62 @@
+/*
+ * upstream_reply.h: the pure part of the upstream client: the bytes of
+ * one 200 reply plus the ids that call asked for, to the poster and
+ * duration each id gets (docs/upstream.md, "Wire protocol").  No I/O, no libcurl,
+ * so a fuzzer and unit tests can drive it directly.
+ */
+#ifndef ENR_UPSTREAM_REPLY_H
+#define ENR_UPSTREAM_REPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+
+#define ENR_REPLY_POSTER_MAX 2048    /* docs/upstream.md: bytes of a poster URL */
+#define ENR_REPLY_DURATION_LIMIT 1e7 /* docs/upstream.md: 0 <= duration < 10^7 */
+#define ENR_REPLY_MAX_DEPTH 32       /* nested objects/arrays, the root counting as 1 */
+
+/* What one item of a reply can legitimately take, besides its id: the
+ * poster with every byte escaped as JSON encoders do (\/ or \uXXXX for
+ * a multi-byte character: 3 bytes per byte at most), the duration, the
+ * keys and punctuation, and room for the extra fields docs/upstream.md allows
+ * (on average over the reply).  The envelope and white space get
+ * ENR_REPLY_SLACK once per reply. */
+#define ENR_REPLY_ITEM_BYTES (3 * ENR_REPLY_POSTER_MAX + 1024)
+#define ENR_REPLY_SLACK 16384
+
+enum enr_reply_state {
+    ENR_REPLY_ABSENT = 0, /* no item with this id: the upstream does not know it */
+    ENR_REPLY_EMPTY,      /* an item, but neither field was usable */
+    ENR_REPLY_FOUND       /* an item with a usable poster and/or duration */
+};
+
+typedef struct enr_reply_id {
+    /* in: one requested id (original case, not NUL-terminated) */
+    const char *id;
+    size_t id_len;
+    /* out */
+    uint8_t state; /* enum enr_reply_state */
+    uint8_t has_poster, has_duration;
+    size_t poster_off, poster_len; /* into the arena, when has_poster */
+    double duration;               /* when has_duration; never -0 */
+} enr_reply_id;
+
+/* The largest reply a call for ids[0..n) can legitimately need (each id
+ * counted at 6 bytes a byte: \uXXXX); a larger one is refused unread. */
+size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n);
+
+/* Parse body (len bytes, need not end in a NUL) in one pass, in memory
+ * O(n + posters accepted).  ids[0..n) must be distinct; the first item naming an id
+ * decides it, later ones are ignored, as are items naming ids not asked
+ * for and extra fields.  Accepted posters are appended to arena (an
+ * append that cannot grow leaves that poster unset).  seed keys the id
+ * table so a hostile reply cannot choose collisions.
+ * Returns 0 with every ids[i] resolved, or -1: a bad body (not one JSON
+ * object with an "items" array, trailing bytes, nested deeper than
+ * ENR_REPLY_MAX_DEPTH, out of memory); on -1 the outputs of ids[] are all
+ * ENR_REPLY_ABSENT and meaningless and the arena is as it was. */
+int enr_upstream_reply_parse(const char *body, size_t len, enr_reply_id *ids, size_t n,
+                             uint64_t seed, enr_buf *arena);
+
+#endif
