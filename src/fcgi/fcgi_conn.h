@@ -7,8 +7,8 @@
  *
  * The owner fills the fields above the line and calls
  * enr_fcgi_conn_init() once, after FCGX_Init(); then, per connection,
- * enr_fcgi_conn_next(), enr_fcgi_conn_open(), its answer and
- * FCGX_Finish_r(), enr_fcgi_conn_close().  The module owns SIGALRM (the
+ * enr_fcgi_conn_next(), enr_fcgi_conn_open(), its answer,
+ * enr_fcgi_conn_finish(), enr_fcgi_conn_close().  The module owns SIGALRM (the
  * header timer) in the process.
  */
 #ifndef ENR_FCGI_CONN_H
@@ -40,7 +40,8 @@ typedef struct enr_fcgi_conn {
     const sigset_t *wait_mask;    /* the signal mask while waiting; NULL: the current one */
     /* ---- the module's own ---- */
     int is_tcp;
-    int waiter; /* enr_listen_waiter(): one idle process woken per connection */
+    int input_done; /* the request's FCGI_STDIN was read to its end */
+    int waiter;     /* enr_listen_waiter(): one idle process woken per connection */
     uint64_t refused_logged_ms, rejected_logged_ms; /* one line a second at most */
 } enr_fcgi_conn;
 
@@ -60,8 +61,14 @@ int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms);
  * -1: rejected (counted, logged at most once a second) and fd closed. */
 int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd);
 
-/* After FCGX_Finish_r(): closes the connection, our half first, waiting
- * at most linger_ms for the peer's. */
+/* Ends the request in hand (FCGX_Finish_r: the closing records), noting
+ * first whether its input was read to its end, for the close. */
+void enr_fcgi_conn_finish(enr_fcgi_conn *c);
+
+/* After enr_fcgi_conn_finish(): closes the connection.  At once when the
+ * request's input was read to its end and nothing unread is left (the
+ * peer has nothing more to send, so the close cannot reset it); else our
+ * half first, waiting at most linger_ms for the peer's. */
 void enr_fcgi_conn_close(enr_fcgi_conn *c);
 
 /* A write of the answer failed: the rest can never arrive, so the

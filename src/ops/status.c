@@ -386,7 +386,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
         if (fd < 0 || enr_fcgi_conn_open(&x.conn, fd) != 0)
             continue;
         handle(&x);
-        FCGX_Finish_r(&req);
+        enr_fcgi_conn_finish(&x.conn);
         enr_fcgi_conn_close(&x.conn);
     }
     FCGX_Free(&req, 0);

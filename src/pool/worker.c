@@ -459,7 +459,7 @@ static void serve_one(worker *w)
                 enr_log_quote(q, sizeof q, rid ? rid : "-"), o.status, lat / 1000, o.rec_in);
     }
     /* The answer is complete before the connection closes (FCGX_Finish_r). */
-    FCGX_Finish_r(&w->req);
+    enr_fcgi_conn_finish(&w->conn);
     w->served++;
     enr_sb_request_done(w->slot, o.status, o.rec_in, o.rec_out, o.degraded, lat, slow);
     ENR_SB_SET(w->slot->state, ENR_WS_IDLE);

@@ -263,6 +263,32 @@ def test_raw_suite(r):
                 "/metrics counts rejected FastCGI connections (%r)" % (m and m.group(0)))
 
 
+def test_close_after_whole_input(r):
+    """A request whose body was read to its end is closed at once: the
+    worker does not wait for the peer's close (nginx has nothing more to
+    send), so a peer that keeps its end open does not hold the worker for
+    the linger."""
+    with harness.Env(name="fcgi-close") as env:
+        env.start_enrichd("workers = 1\n")
+        env.wait_workers(1)
+        a = harness.FcgiConn(env.sock, 5.0)
+        try:
+            a.send(harness.fcgi_request_bytes(PARAMS, BODY))
+            out = a.recv_until_end(1, 5.0)
+            r.check(1 in out["ends"] and out["stdout"].startswith(b"Status: 200"),
+                    "the first request is answered (%r)" % (out["ends"],))
+            r.check(a.wait_eof(2.0), "the worker closed the connection after the answer")
+            t0 = time.monotonic()
+            b, _ = raw(env, harness.fcgi_request_bytes(PARAMS, BODY))
+            took = time.monotonic() - t0
+            r.check(1 in b["ends"], "the next request is answered while the first peer holds "
+                    "its end open")
+            r.check(took < LINGER_S / 2,
+                    "and without waiting out the linger: %.3f s (linger %.1f s)" % (took, LINGER_S))
+        finally:
+            a.close()
+
+
 def test_management_flood(r):
     """A peer that never sends BEGIN_REQUEST but floods management records
     (libfcgi answers each itself, and Debian's 2.4.2 leaks 48 bytes on
@@ -349,6 +375,7 @@ def test_nginx_keep_conn(r):
 if __name__ == "__main__":
     res = harness.Results()
     res.run(test_raw_suite)
+    res.run(test_close_after_whole_input)
     res.run(test_management_flood)
     res.run(test_nginx_keep_conn)
     res.done()
