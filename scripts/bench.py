@@ -94,13 +94,16 @@ def nfds(pids):
 
 
 def cpu_s(pids):
+    """CPU seconds of pids and of their children already reaped (cutime,
+    cstime): a worker recycled during a run (max_requests) takes its CPU
+    out of the live processes, and into its master's children's time."""
     t = 0
     for p in pids:
         try:
             with open("/proc/%d/stat" % p) as f:
                 st = f.read()
             fields = st[st.rindex(")") + 2:].split()
-            t += int(fields[11]) + int(fields[12])
+            t += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
         except (OSError, ValueError):
             pass
     return t / TICK
