@@ -325,11 +325,11 @@ static int install_signals(void)
     return sigaction(SIGCHLD, &sa, NULL);
 }
 
-int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int main_fd)
+int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int main_fd,
+                    pid_t master_pid)
 {
     static status_ctx x; /* the health ring is a few KiB: keep it off the stack */
     FCGX_Request req;
-    pid_t parent = getppid();
 
     enr_log_role("status");
     memset(&x, 0, sizeof x);
@@ -340,9 +340,12 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
         enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
         return 1;
     }
-    /* Die with the master rather than serve a stale scoreboard. */
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) {
-        enr_log(ENR_LOG_ERROR, "parent gone", NULL);
+    /* Die with the master rather than serve a stale scoreboard.  The
+     * master's pid comes from before the fork: a master that died before
+     * prctl() left us another parent, and no signal will ever come. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != master_pid) {
+        enr_log(ENR_LOG_ERROR, "master gone before the status process started", "master_pid=%ld",
+                (long)master_pid);
         return 1;
     }
     /* Non-blocking: when the connection poll() saw is gone by the time

@@ -141,7 +141,7 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
             sigaction(SIGHUP, &sa, NULL);
             sigemptyset(&none);
             sigprocmask(SIG_SETMASK, &none, NULL);
-            code = enr_status_main(&m->cfg, m->sb, m->status_fd, m->listen_fd);
+            code = enr_status_main(&m->cfg, m->sb, m->status_fd, m->listen_fd, parent);
         }
         _exit(code);
     }
