@@ -773,6 +773,127 @@ static int32_t nfkc_piece(enr_uni *u, const UChar *src, int32_t n, size_t max)
     return U_FAILURE(err) ? -1 : m;
 }
 
+/* Appends code point cp (BMP) as UTF-8 at o; returns the new end. */
+static inline unsigned char *put_bmp(unsigned char *o, unsigned cp)
+{
+    if (cp < 0x80) {
+        *o++ = (unsigned char)cp;
+    } else if (cp < 0x800) {
+        *o++ = (unsigned char)(0xc0 | (cp >> 6));
+        *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+    } else {
+        *o++ = (unsigned char)(0xe0 | (cp >> 12));
+        *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+        *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+    }
+    return o;
+}
+
+/*
+ * nfkc_yes_utf8, map_text and fold_fast in one pass over a non-ASCII
+ * title, written straight into out: the same decoding, classes and
+ * white-space test, so it gives up (1: nothing appended, the three
+ * passes decide) exactly where nfkc_yes_utf8 says "not known", and is
+ * otherwise their output (the fast fuzz target compares it with the
+ * slow path).  A mapped code point that is white space also gives up:
+ * none is, but the three passes are the definition.  0, -1, or
+ * ENR_UNI_TOO_LONG (nothing appended) when the folded text passes max.
+ */
+static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t max, enr_buf *out)
+{
+    const unsigned char *end = s + len;
+    unsigned char *first, *o;
+    unsigned last = 0, cc;
+    int pending = 0;
+
+    /* a code point of 2 bytes or more becomes at most 3; +4: the last
+     * one's copy writes 4 */
+    if (enr_buf_reserve(out, len + len / 2 + 4) != 0)
+        return -1;
+    first = o = (unsigned char *)out->data + out->len;
+    while (s < end) {
+        unsigned c = *s, cp, n;
+        const unsigned char *at = s;
+        size_t w;
+
+        if (c < 0x80) {
+            s++;
+            last = 0;
+            if (c == ' ' || (c >= 0x09 && c <= 0x0d)) {
+                pending = 1;
+                continue;
+            }
+            if (pending) {
+                if (o != first)
+                    *o++ = ' ';
+                pending = 0;
+            }
+            *o++ = (unsigned char)c;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
+            cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
+            n = 2;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
+            cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+            n = 3;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
+            cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
+            n = 4;
+            cc = nfkc_class(u, (UChar32)cp, &(uint16_t){0});
+            if (cc == ENR_UNI_MAPPED)
+                return 1;
+        } else {
+            return 1;
+        }
+        s += n;
+        if (cc == ENR_UNI_NOT_YES)
+            return 1;
+        if (cc == ENR_UNI_MAPPED) {
+            unsigned char m[3];
+            unsigned char *me = put_bmp(m, u->pages[cp >> 8]->map[cp & 255]);
+
+            if (ws_lead[m[0]] && enr_ws_len(m, me) > 0)
+                return 1;
+            if (pending) {
+                if (o != first)
+                    *o++ = ' ';
+                pending = 0;
+            }
+            memcpy(o, m, 3);
+            o += me - m;
+            last = 0; /* a starter takes its place */
+            continue;
+        }
+        if (cc != 0 && last > cc)
+            return 1;
+        last = cc;
+        if (ws_lead[c] && (w = enr_ws_len(at, end)) > 0) {
+            s = at + w; /* n == w: the same code point */
+            pending = 1;
+            continue;
+        }
+        if (pending) {
+            if (o != first)
+                *o++ = ' ';
+            pending = 0;
+        }
+        o[0] = at[0];
+        o[1] = at[1];
+        if (n > 2)
+            o[2] = at[2];
+        if (n > 3)
+            o[3] = at[3];
+        o += n;
+    }
+    if ((size_t)(o - first) > max)
+        return ENR_UNI_TOO_LONG;
+    out->len = (size_t)(o - (unsigned char *)out->data);
+    return 0;
+}
+
 int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)
 {
     const unsigned char *s = (const unsigned char *)str;
@@ -785,7 +906,11 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
     /* most titles: already NFKC, or once fullwidth forms and the like are
      * replaced, known without ICU and the UTF-16 copy */
     if (!u->slow) {
-        int yes = nfkc_yes_utf8(u, s, len);
+        int yes;
+
+        if (len + len / 2 <= max && (yes = title_one_pass(u, s, len, max, out)) != 1)
+            return yes;
+        yes = nfkc_yes_utf8(u, s, len);
 
         if (yes == 1)
             return fold_fast(s, len, out, max);
