@@ -51,8 +51,10 @@ typedef struct span {
  * whole (a key of invalid bytes would triple). */
 #define SCRATCH_MAX 64
 
-static const char *const region_names[ENR_REGIONS] = {"US", "GB", "JP", "KR",
-                                                      "TW", "SG", "VN", "TH"};
+#define REGION(a, b) ((unsigned)(a) | (unsigned)(b) << 8)
+static const unsigned region_codes[ENR_REGIONS] = {
+    REGION('U', 'S'), REGION('G', 'B'), REGION('J', 'P'), REGION('K', 'R'),
+    REGION('T', 'W'), REGION('S', 'G'), REGION('V', 'N'), REGION('T', 'H')};
 
 static int skip_value(enr_reader *r, int depth);
 static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring);
@@ -409,6 +411,12 @@ static int scan_literal(enr_reader *r)
  * closing byte (0: the container ended); anything else is an error. */
 static int next_or_close(enr_reader *r, unsigned char close)
 {
+    /* what clients send: ',' right after the value, the next one right
+     * after it */
+    if (r->p + 1 < r->end && r->p[0] == ',' && r->p[1] > ' ') {
+        r->p++;
+        return 1;
+    }
     skip_ws(r);
     if (r->p < r->end && *r->p == ',') {
         r->p++;
@@ -449,11 +457,15 @@ static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
             FAIL(r, r->p, "object key expected");
         if (scan_string(r, &key) < 0)
             return -1;
-        skip_ws(r);
-        if (r->p >= r->end || *r->p != ':')
-            FAIL(r, r->p, "':' expected");
-        r->p++;
-        skip_ws(r);
+        if (r->end - r->p > 1 && r->p[0] == ':' && r->p[1] > ' ') { /* no white space */
+            r->p++;
+        } else {
+            skip_ws(r);
+            if (r->p >= r->end || *r->p != ':')
+                FAIL(r, r->p, "':' expected");
+            r->p++;
+            skip_ws(r);
+        }
         if ((fn ? fn(r, &key, depth, arg) : skip_value(r, depth)) < 0)
             return -1;
         more = next_or_close(r, '}');
@@ -591,6 +603,12 @@ value:
             r->p = p;
             return 0;
         }
+        if (end - p > 1 && p[0] == ',' && p[1] > ' ') { /* no white space */
+            p++;
+            if (objects & 1)
+                goto key;
+            goto value;
+        }
         p = ws_end(p, end);
         if (p < end && *p == ',') {
             p = ws_end(p + 1, end);
@@ -612,6 +630,10 @@ key:
     p = enr_skip_string(p + 1, end);
     if (p >= end || *p != '"')
         goto slow;
+    if (end - p > 2 && p[1] == ':' && p[2] > ' ') { /* no white space */
+        p += 2;
+        goto value;
+    }
     p = ws_end(p + 1, end);
     if (p >= end || *p != ':')
         goto slow;
@@ -780,10 +802,14 @@ static int blocked_element(enr_reader *r, int depth, size_t index, void *arg)
     if (scan_string(r, &sp) < 0)
         return -1;
     v = short_text(r, &sp, &n);
-    if (n == 2)
+    if (n == 2) {
+        /* a region's two letters as one 16-bit number: one compare each */
+        unsigned code = (unsigned char)v[0] | (unsigned char)v[1] << 8;
+
         for (int i = 0; i < ENR_REGIONS; i++)
-            if (v[0] == region_names[i][0] && v[1] == region_names[i][1])
+            if (code == region_codes[i])
                 *mask |= (uint8_t)(1u << i);
+    }
     return 0;
 }
 
