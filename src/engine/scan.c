@@ -256,7 +256,15 @@ __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsi
             uint64_t bs = a.bs | (uint64_t)b.bs << 32, bad = a.bad | (uint64_t)b.bad << 32;
 
             stop = a.qc | (uint64_t)b.qc << 32;
-            SKIP_STOP(uint64_t, bs, stop, bad, carry, escaped);
+            if ((bs & (bs << 1 | carry)) == 0) {
+                /* no backslash escaped (nearly always): each escapes the
+                 * byte after it, the last one the next block's first */
+                escaped = bs << 1 | carry;
+                carry = bs >> 63;
+                stop = (stop & ~escaped) | (escaped & bad);
+            } else {
+                SKIP_STOP(uint64_t, bs, stop, bad, carry, escaped);
+            }
             if (stop != 0)
                 goto found;
             p += 64;
