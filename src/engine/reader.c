@@ -248,6 +248,8 @@ static void decode_span(const enr_reader *r, const span *sp, enr_buf *out)
 
             if (c < 0x80) {
                 q++;
+            } else if (c >= 0xc2 && c <= 0xdf && e - q >= 2 && (q[1] & 0xc0) == 0x80) {
+                q += 2; /* Latin, Greek, Cyrillic: without the call */
             } else if (c >= 0xe1 && c <= 0xef && c != 0xed && e - q >= 3 && (q[1] & 0xc0) == 0x80 &&
                        (q[2] & 0xc0) == 0x80) {
                 q += 3; /* most of CJK, Thai, Hangul: without the call */
