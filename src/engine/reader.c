@@ -114,16 +114,17 @@ static inline int hexval(unsigned c)
     return -1;
 }
 
-/* Scans the string token at r->p (on its opening quote): validates escapes
- * and rejects raw control characters; leaves r->p after the closing quote. */
-static int scan_string(enr_reader *r, span *sp)
-{
-    const unsigned char *p = r->p + 1, *end = r->end;
-    int escaped = 0;
-    unsigned high = 0;
+static int scan_string_wide(enr_reader *r, span *sp);
 
-    sp->s = p;
+/* Scans the string token at r->p (on its opening quote): validates escapes
+ * and rejects raw control characters; leaves r->p after the closing quote.
+ * Inlined: keys and short values are most calls, and end in the first 16
+ * bytes. */
+static inline __attribute__((always_inline)) int scan_string(enr_reader *r, span *sp)
+{
 #ifdef __SSE2__
+    const unsigned char *p = r->p + 1, *end = r->end;
+
     /* Keys and short values (most strings of a record) end within 16
      * bytes with nothing to step over: told inline, without the call. */
     if (end - p >= 16 && !r->slow) {
@@ -137,6 +138,7 @@ static int scan_string(enr_reader *r, span *sp)
         if (m != 0 && p[__builtin_ctz(m)] == '"') {
             unsigned i = (unsigned)__builtin_ctz(m);
 
+            sp->s = p;
             sp->e = p + i;
             sp->escaped = 0;
             sp->nonascii = ((unsigned)_mm_movemask_epi8(v) & ((1u << i) - 1)) != 0;
@@ -145,6 +147,17 @@ static int scan_string(enr_reader *r, span *sp)
         }
     }
 #endif
+    return scan_string_wide(r, sp);
+}
+
+/* scan_string past its first 16 bytes: the wide scanner (scan.h). */
+static __attribute__((noinline)) int scan_string_wide(enr_reader *r, span *sp)
+{
+    const unsigned char *p = r->p + 1, *end = r->end;
+    int escaped = 0;
+    unsigned high = 0;
+
+    sp->s = p;
     /* valid escapes are stepped over: a backslash here starts none */
     p = enr_scan_string(p, end, &high, &escaped);
     if (p >= end)
