@@ -569,10 +569,16 @@ value:
         goto slow;
     switch (*p) {
     case '"':
-        p = enr_skip_string(p + 1, end);
-        if (p >= end || *p != '"')
-            goto slow;
-        p++;
+        for (;;) {
+            p = enr_skip_string(p + 1, end);
+            if (p >= end || *p != '"')
+                goto slow;
+            p++;
+            /* an array of strings (tags): the next one at once */
+            if (level == 0 || (objects & 1) || end - p < 2 || p[0] != ',' || p[1] != '"')
+                break;
+            p++;
+        }
         break;
     case '{':
     case '[':
