@@ -829,6 +829,9 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
                 pending = 0;
             }
             *o++ = (unsigned char)c;
+            /* the rest of an ASCII word at once */
+            while (s<end && * s> ' ' && *s < 0x80)
+                *o++ = *s++;
             continue;
         }
         if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
