@@ -646,20 +646,26 @@ static void put_text(enr_buf *out, const char *str, size_t n)
 
 #define PUT_LIT(o, s) (memcpy((o)->data + (o)->len, (s), sizeof(s) - 1), (o)->len += sizeof(s) - 1)
 
-/* One output line, its worst case reserved once: 0, or -1 when the
- * reservation failed or the line could reach stop (the caller then
- * prints it the careful way, which finds where it stops). */
-/* The last fetched_at printed, in digits: the clock is read for every
- * line (the documented behaviour) but moves once a millisecond, so most
- * lines reuse the digits of the one before. */
-typedef struct ms_text {
+/* What the line before printed, reused while it is the same: the
+ * availability object of its regions, and fetched_at's digits (the
+ * clock is read for every line, the documented behaviour, but moves
+ * once a millisecond). */
+#define AVAIL_TEXT_MAX 96 /* ENR_REGIONS times "\"XX\":false," */
+
+typedef struct line_cache {
     uint64_t ms;
     size_t n; /* 0: none yet */
     char d[24];
-} ms_text;
+    unsigned avail;
+    size_t avail_n; /* 0: none yet */
+    char a[AVAIL_TEXT_MAX];
+} line_cache;
 
+/* One output line, its worst case reserved once: 0, or -1 when the
+ * reservation failed or the line could reach stop (the caller then
+ * prints it the careful way, which finds where it stops). */
 static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_fn now_ms,
-                          enr_buf *out, size_t stop, ms_text *last)
+                          enr_buf *out, size_t stop, line_cache *last)
 {
     static const char avail_keys[ENR_REGIONS][8] = {
         "\"US\":", "\"GB\":", "\"JP\":", "\"KR\":", "\"TW\":", "\"SG\":", "\"VN\":", "\"TH\":"};
@@ -703,19 +709,24 @@ static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_
         out->len += n;
     }
     PUT_LIT(out, ",\"availability\":{");
-    for (int k = 0; k < ENR_REGIONS; k++) {
-        char *o = out->data + out->len;
+    if (last->avail_n == 0 || r->avail != last->avail) {
+        char *o = last->a;
 
-        memcpy(o, avail_keys[k], 5);
-        if (r->avail & (1u << k)) {
-            memcpy(o + 5, "true,", 5);
-            out->len += 10;
-        } else {
-            memcpy(o + 5, "false,", 6);
-            out->len += 11;
+        for (int k = 0; k < ENR_REGIONS; k++) {
+            memcpy(o, avail_keys[k], 5);
+            if (r->avail & (1u << k)) {
+                memcpy(o + 5, "true,", 5);
+                o += 10;
+            } else {
+                memcpy(o + 5, "false,", 6);
+                o += 11;
+            }
         }
+        last->avail = r->avail;
+        last->avail_n = (size_t)(o - last->a) - 1; /* the last comma */
     }
-    out->len--; /* the last comma */
+    memcpy(out->data + out->len, last->a, sizeof(last->a)); /* in the room reserved */
+    out->len += last->avail_n;
     PUT_LIT(out, "},\"fetched_at\":");
     ms = now_ms();
     if (last->n == 0 || ms != last->ms) {
@@ -741,7 +752,7 @@ int enr_emit(enr_engine *e, const enr_batch *b, enr_clock_ms_fn now_ms, enr_buf 
 {
     char num[ENR_NUM_MAX];
     size_t start = out->len;
-    ms_text last = {0};
+    line_cache last = {0};
     /* out->len past stop: the output passed max_output (0: never) */
     size_t stop = e->max_output && e->max_output < (size_t)-1 - start ? start + e->max_output
                                                                       : (size_t)-1 - 1;
