@@ -363,6 +363,27 @@ static int key_is(enr_reader *r, const span *k, const char *name, size_t n)
     return len == n && memcmp(v, name, n) == 0;
 }
 
+/* The end of the run of ASCII digits at p: 8 bytes a step (a byte is a
+ * digit when its high nibble is 3 and its low nibble below 10). */
+static inline const unsigned char *digits_end(const unsigned char *p, const unsigned char *end)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (end - p >= 8) {
+        uint64_t w, x;
+
+        memcpy(&w, p, 8);
+        x = ((w & 0xf0f0f0f0f0f0f0f0ull) ^ 0x3030303030303030ull) |
+            (((w & 0x0f0f0f0f0f0f0f0full) + 0x0606060606060606ull) & 0xf0f0f0f0f0f0f0f0ull);
+        if (x != 0)
+            return p + __builtin_ctzll(x) / 8; /* the first byte that is not one */
+        p += 8;
+    }
+#endif
+    while (p < end && *p >= '0' && *p <= '9')
+        p++;
+    return p;
+}
+
 static int scan_number(enr_reader *r, const unsigned char **s, const unsigned char **e)
 {
     const unsigned char *p = r->p, *end = r->end;
@@ -375,8 +396,7 @@ static int scan_number(enr_reader *r, const unsigned char **s, const unsigned ch
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        p = digits_end(p + 1, end);
     } else {
         FAIL(r, p, "bad number");
     }
@@ -384,8 +404,7 @@ static int scan_number(enr_reader *r, const unsigned char **s, const unsigned ch
         p++;
         if (p >= end || *p < '0' || *p > '9')
             FAIL(r, p, "bad number: digit expected after '.'");
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        p = digits_end(p + 1, end);
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
