@@ -509,6 +509,71 @@ static void put_hash(enr_buf *out, const char *prov, const char *id, size_t n)
     enr_buf_append(out, h, 40);
 }
 
+/*
+ * put_hash for the line printer, when provider ":" id fits in one SHA-1
+ * block with its padding (55 bytes) and the id holds no 0xED byte (so no
+ * lone surrogate): the block is padded here and given to SHA1_Transform
+ * once, without the Update/Final bookkeeping and the context's cleansing
+ * (an id is not a secret).  Otherwise, and under enr_engine_set_slow,
+ * put_hash decides; the fast fuzz target compares the two.
+ */
+#define HASH_BLOCK 64
+#define HASH_ONE_BLOCK (HASH_BLOCK - 9) /* the 0x80 byte and the bit length */
+
+static void put_hash_fast(enr_buf *out, const char *prov, const char *id, size_t n)
+{
+    unsigned char block[HASH_BLOCK] = {0};
+    uint64_t bits = (uint64_t)(n + 3) * 8;
+    unsigned ed = 0;
+    SHA_CTX ctx;
+    char *h;
+
+    if (n > HASH_ONE_BLOCK - 3) {
+        put_hash(out, prov, id, n);
+        return;
+    }
+    block[0] = (unsigned char)prov[0];
+    block[1] = (unsigned char)prov[1];
+    block[2] = ':';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)id[i];
+
+        block[3 + i] = c;
+        ed |= c == 0xed;
+    }
+    if (ed || SHA1_Init(&ctx) != 1) {
+        put_hash(out, prov, id, n);
+        return;
+    }
+    block[3 + n] = 0x80;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    bits = __builtin_bswap64(bits); /* big-endian, as SHA-1 counts */
+#endif
+    memcpy(block + HASH_BLOCK - 8, &bits, 8);
+    SHA1_Transform(&ctx, block);
+    h = out->data + out->len;
+    {
+        const SHA_LONG w[5] = {ctx.h0, ctx.h1, ctx.h2, ctx.h3, ctx.h4};
+
+        for (int i = 0; i < 5; i++) {
+            /* the 8 nibbles of a word into 8 bytes, most significant
+             * first, then to '0'..'9' 'a'..'f' all at once */
+            uint64_t x = w[i], letters;
+
+            x = (x | x << 16) & 0x0000ffff0000ffffull;
+            x = (x | x << 8) & 0x00ff00ff00ff00ffull;
+            x = (x | x << 4) & 0x0f0f0f0f0f0f0f0full;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            x = __builtin_bswap64(x);
+#endif
+            letters = ((x + 0x0606060606060606ull) >> 4) & 0x0101010101010101ull;
+            x += 0x3030303030303030ull + letters * ('a' - '0' - 10);
+            memcpy(h + 8 * i, &x, 8);
+        }
+    }
+    out->len += 40;
+}
+
 static void put_u64(enr_buf *out, uint64_t v)
 {
     char d[24];
@@ -556,6 +621,18 @@ static void put_text(enr_buf *out, const char *str, size_t n)
         if (_mm_movemask_epi8(m) != 0)
             break;
     }
+    /* the last bytes: the 16 that end the text, checked again in part */
+    if (i < n && n >= 16 && i == (n & ~(size_t)15)) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16));
+        __m128i m =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
+                         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xed))));
+
+        if (_mm_movemask_epi8(m) == 0)
+            i = n;
+    }
 #endif
     while (i < n && !escape_byte[s[i]])
         i++;
@@ -569,11 +646,26 @@ static void put_text(enr_buf *out, const char *str, size_t n)
 
 #define PUT_LIT(o, s) (memcpy((o)->data + (o)->len, (s), sizeof(s) - 1), (o)->len += sizeof(s) - 1)
 
+/* What the line before printed, reused while it is the same: the
+ * availability object of its regions, and fetched_at's digits (the
+ * clock is read for every line, the documented behaviour, but moves
+ * once a millisecond). */
+#define AVAIL_TEXT_MAX 96 /* ENR_REGIONS times "\"XX\":false," */
+
+typedef struct line_cache {
+    uint64_t ms;
+    size_t n; /* 0: none yet */
+    char d[24];
+    unsigned avail;
+    size_t avail_n; /* 0: none yet */
+    char a[AVAIL_TEXT_MAX];
+} line_cache;
+
 /* One output line, its worst case reserved once: 0, or -1 when the
  * reservation failed or the line could reach stop (the caller then
  * prints it the careful way, which finds where it stops). */
 static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_fn now_ms,
-                          enr_buf *out, size_t stop)
+                          enr_buf *out, size_t stop, line_cache *last)
 {
     static const char avail_keys[ENR_REGIONS][8] = {
         "\"US\":", "\"GB\":", "\"JP\":", "\"KR\":", "\"TW\":", "\"SG\":", "\"VN\":", "\"TH\":"};
@@ -586,7 +678,7 @@ static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_
         enr_buf_reserve(out, bound) != 0)
         return -1;
     PUT_LIT(out, "{\"hash\":\"");
-    put_hash(out, prov, text + r->id_off, r->id_len);
+    put_hash_fast(out, prov, text + r->id_off, r->id_len);
     PUT_LIT(out, "\",\"provider\":\"");
     memcpy(out->data + out->len, prov, 2);
     out->len += 2;
@@ -617,32 +709,40 @@ static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_
         out->len += n;
     }
     PUT_LIT(out, ",\"availability\":{");
-    for (int k = 0; k < ENR_REGIONS; k++) {
-        char *o = out->data + out->len;
+    if (last->avail_n == 0 || r->avail != last->avail) {
+        char *o = last->a;
 
-        memcpy(o, avail_keys[k], 5);
-        if (r->avail & (1u << k)) {
-            memcpy(o + 5, "true,", 5);
-            out->len += 10;
-        } else {
-            memcpy(o + 5, "false,", 6);
-            out->len += 11;
+        for (int k = 0; k < ENR_REGIONS; k++) {
+            memcpy(o, avail_keys[k], 5);
+            if (r->avail & (1u << k)) {
+                memcpy(o + 5, "true,", 5);
+                o += 10;
+            } else {
+                memcpy(o + 5, "false,", 6);
+                o += 11;
+            }
         }
+        last->avail = r->avail;
+        last->avail_n = (size_t)(o - last->a) - 1; /* the last comma */
     }
-    out->len--; /* the last comma */
+    memcpy(out->data + out->len, last->a, sizeof(last->a)); /* in the room reserved */
+    out->len += last->avail_n;
     PUT_LIT(out, "},\"fetched_at\":");
     ms = now_ms();
-    {
+    if (last->n == 0 || ms != last->ms) {
         char d[24];
         int i = 24;
 
+        last->ms = ms;
         do {
             d[--i] = (char)('0' + ms % 10);
             ms /= 10;
         } while (ms);
-        memcpy(out->data + out->len, d + i, (size_t)(24 - i));
-        out->len += (size_t)(24 - i);
+        last->n = (size_t)(24 - i);
+        memcpy(last->d, d + i, last->n);
     }
+    memcpy(out->data + out->len, last->d, sizeof(last->d)); /* in the room reserved */
+    out->len += last->n;
     PUT_LIT(out, "}\n");
     return 0;
 }
@@ -652,6 +752,7 @@ int enr_emit(enr_engine *e, const enr_batch *b, enr_clock_ms_fn now_ms, enr_buf 
 {
     char num[ENR_NUM_MAX];
     size_t start = out->len;
+    line_cache last = {0};
     /* out->len past stop: the output passed max_output (0: never) */
     size_t stop = e->max_output && e->max_output < (size_t)-1 - start ? start + e->max_output
                                                                       : (size_t)-1 - 1;
@@ -665,7 +766,7 @@ int enr_emit(enr_engine *e, const enr_batch *b, enr_clock_ms_fn now_ms, enr_buf 
         const char *text = b->text.data;
         const char *prov = provider_names[r->provider];
 
-        if (!e->slow && emit_line_fast(b, r, now_ms, out, stop) == 0)
+        if (!e->slow && emit_line_fast(b, r, now_ms, out, stop, &last) == 0)
             continue;
 
         enr_buf_lit(out, "{\"hash\":\"");

@@ -51,8 +51,10 @@ typedef struct span {
  * whole (a key of invalid bytes would triple). */
 #define SCRATCH_MAX 64
 
-static const char *const region_names[ENR_REGIONS] = {"US", "GB", "JP", "KR",
-                                                      "TW", "SG", "VN", "TH"};
+#define REGION(a, b) ((unsigned)(a) | (unsigned)(b) << 8)
+static const unsigned region_codes[ENR_REGIONS] = {
+    REGION('U', 'S'), REGION('G', 'B'), REGION('J', 'P'), REGION('K', 'R'),
+    REGION('T', 'W'), REGION('S', 'G'), REGION('V', 'N'), REGION('T', 'H')};
 
 static int skip_value(enr_reader *r, int depth);
 static int text_value(enr_reader *r, int depth, enr_buf *out, uint8_t *tostring);
@@ -85,11 +87,19 @@ void enr_fields_free(enr_fields *f)
     enr_buf_free(&f->duration.text);
 }
 
+/* JSON's white space: SP HT LF CR.  Any byte above SP is told by the
+ * first compare, and a body without white space between tokens (what
+ * clients send) pays that one compare per token. */
+static inline int is_ws(unsigned c)
+{
+    return c <= ' ' && ((1ull << c) & (1ull << ' ' | 1ull << '\n' | 1ull << '\r' | 1ull << '\t'));
+}
+
 static inline void skip_ws(enr_reader *r)
 {
     const unsigned char *p = r->p, *end = r->end;
 
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    while (p < end && is_ws(*p))
         p++;
     r->p = p;
 }
@@ -104,16 +114,17 @@ static inline int hexval(unsigned c)
     return -1;
 }
 
-/* Scans the string token at r->p (on its opening quote): validates escapes
- * and rejects raw control characters; leaves r->p after the closing quote. */
-static int scan_string(enr_reader *r, span *sp)
-{
-    const unsigned char *p = r->p + 1, *end = r->end;
-    int escaped = 0;
-    unsigned high = 0;
+static int scan_string_wide(enr_reader *r, span *sp);
 
-    sp->s = p;
+/* Scans the string token at r->p (on its opening quote): validates escapes
+ * and rejects raw control characters; leaves r->p after the closing quote.
+ * Inlined: keys and short values are most calls, and end in the first 16
+ * bytes. */
+static inline __attribute__((always_inline)) int scan_string(enr_reader *r, span *sp)
+{
 #ifdef __SSE2__
+    const unsigned char *p = r->p + 1, *end = r->end;
+
     /* Keys and short values (most strings of a record) end within 16
      * bytes with nothing to step over: told inline, without the call. */
     if (end - p >= 16 && !r->slow) {
@@ -127,6 +138,7 @@ static int scan_string(enr_reader *r, span *sp)
         if (m != 0 && p[__builtin_ctz(m)] == '"') {
             unsigned i = (unsigned)__builtin_ctz(m);
 
+            sp->s = p;
             sp->e = p + i;
             sp->escaped = 0;
             sp->nonascii = ((unsigned)_mm_movemask_epi8(v) & ((1u << i) - 1)) != 0;
@@ -135,6 +147,17 @@ static int scan_string(enr_reader *r, span *sp)
         }
     }
 #endif
+    return scan_string_wide(r, sp);
+}
+
+/* scan_string past its first 16 bytes: the wide scanner (scan.h). */
+static __attribute__((noinline)) int scan_string_wide(enr_reader *r, span *sp)
+{
+    const unsigned char *p = r->p + 1, *end = r->end;
+    int escaped = 0;
+    unsigned high = 0;
+
+    sp->s = p;
     /* valid escapes are stepped over: a backslash here starts none */
     p = enr_scan_string(p, end, &high, &escaped);
     if (p >= end)
@@ -238,6 +261,8 @@ static void decode_span(const enr_reader *r, const span *sp, enr_buf *out)
 
             if (c < 0x80) {
                 q++;
+            } else if (c >= 0xc2 && c <= 0xdf && e - q >= 2 && (q[1] & 0xc0) == 0x80) {
+                q += 2; /* Latin, Greek, Cyrillic: without the call */
             } else if (c >= 0xe1 && c <= 0xef && c != 0xed && e - q >= 3 && (q[1] & 0xc0) == 0x80 &&
                        (q[2] & 0xc0) == 0x80) {
                 q += 3; /* most of CJK, Thai, Hangul: without the call */
@@ -338,6 +363,27 @@ static int key_is(enr_reader *r, const span *k, const char *name, size_t n)
     return len == n && memcmp(v, name, n) == 0;
 }
 
+/* The end of the run of ASCII digits at p: 8 bytes a step (a byte is a
+ * digit when its high nibble is 3 and its low nibble below 10). */
+static inline const unsigned char *digits_end(const unsigned char *p, const unsigned char *end)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (end - p >= 8) {
+        uint64_t w, x;
+
+        memcpy(&w, p, 8);
+        x = ((w & 0xf0f0f0f0f0f0f0f0ull) ^ 0x3030303030303030ull) |
+            (((w & 0x0f0f0f0f0f0f0f0full) + 0x0606060606060606ull) & 0xf0f0f0f0f0f0f0f0ull);
+        if (x != 0)
+            return p + __builtin_ctzll(x) / 8; /* the first byte that is not one */
+        p += 8;
+    }
+#endif
+    while (p < end && *p >= '0' && *p <= '9')
+        p++;
+    return p;
+}
+
 static int scan_number(enr_reader *r, const unsigned char **s, const unsigned char **e)
 {
     const unsigned char *p = r->p, *end = r->end;
@@ -350,8 +396,7 @@ static int scan_number(enr_reader *r, const unsigned char **s, const unsigned ch
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        p = digits_end(p + 1, end);
     } else {
         FAIL(r, p, "bad number");
     }
@@ -359,8 +404,7 @@ static int scan_number(enr_reader *r, const unsigned char **s, const unsigned ch
         p++;
         if (p >= end || *p < '0' || *p > '9')
             FAIL(r, p, "bad number: digit expected after '.'");
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
+        p = digits_end(p + 1, end);
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
@@ -401,6 +445,12 @@ static int scan_literal(enr_reader *r)
  * closing byte (0: the container ended); anything else is an error. */
 static int next_or_close(enr_reader *r, unsigned char close)
 {
+    /* what clients send: ',' right after the value, the next one right
+     * after it */
+    if (r->p + 1 < r->end && r->p[0] == ',' && r->p[1] > ' ') {
+        r->p++;
+        return 1;
+    }
     skip_ws(r);
     if (r->p < r->end && *r->p == ',') {
         r->p++;
@@ -441,11 +491,15 @@ static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
             FAIL(r, r->p, "object key expected");
         if (scan_string(r, &key) < 0)
             return -1;
-        skip_ws(r);
-        if (r->p >= r->end || *r->p != ':')
-            FAIL(r, r->p, "':' expected");
-        r->p++;
-        skip_ws(r);
+        if (r->end - r->p > 1 && r->p[0] == ':' && r->p[1] > ' ') { /* no white space */
+            r->p++;
+        } else {
+            skip_ws(r);
+            if (r->p >= r->end || *r->p != ':')
+                FAIL(r, r->p, "':' expected");
+            r->p++;
+            skip_ws(r);
+        }
         if ((fn ? fn(r, &key, depth, arg) : skip_value(r, depth)) < 0)
             return -1;
         more = next_or_close(r, '}');
@@ -506,7 +560,7 @@ static int skip_value(enr_reader *r, int depth)
 
 static inline const unsigned char *ws_end(const unsigned char *p, const unsigned char *end)
 {
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    while (p < end && is_ws(*p))
         p++;
     return p;
 }
@@ -534,10 +588,16 @@ value:
         goto slow;
     switch (*p) {
     case '"':
-        p = enr_skip_string(p + 1, end);
-        if (p >= end || *p != '"')
-            goto slow;
-        p++;
+        for (;;) {
+            p = enr_skip_string(p + 1, end);
+            if (p >= end || *p != '"')
+                goto slow;
+            p++;
+            /* an array of strings (tags): the next one at once */
+            if (level == 0 || (objects & 1) || end - p < 2 || p[0] != ',' || p[1] != '"')
+                break;
+            p++;
+        }
         break;
     case '{':
     case '[':
@@ -583,6 +643,12 @@ value:
             r->p = p;
             return 0;
         }
+        if (end - p > 1 && p[0] == ',' && p[1] > ' ') { /* no white space */
+            p++;
+            if (objects & 1)
+                goto key;
+            goto value;
+        }
         p = ws_end(p, end);
         if (p < end && *p == ',') {
             p = ws_end(p + 1, end);
@@ -604,6 +670,10 @@ key:
     p = enr_skip_string(p + 1, end);
     if (p >= end || *p != '"')
         goto slow;
+    if (end - p > 2 && p[1] == ':' && p[2] > ' ') { /* no white space */
+        p += 2;
+        goto value;
+    }
     p = ws_end(p + 1, end);
     if (p >= end || *p != ':')
         goto slow;
@@ -772,11 +842,58 @@ static int blocked_element(enr_reader *r, int depth, size_t index, void *arg)
     if (scan_string(r, &sp) < 0)
         return -1;
     v = short_text(r, &sp, &n);
-    if (n == 2)
+    if (n == 2) {
+        /* a region's two letters as one 16-bit number: one compare each */
+        unsigned code = (unsigned char)v[0] | (unsigned char)v[1] << 8;
+
         for (int i = 0; i < ENR_REGIONS; i++)
-            if (v[0] == region_names[i][0] && v[1] == region_names[i][1])
+            if (code == region_codes[i])
                 *mask |= (uint8_t)(1u << i);
+    }
     return 0;
+}
+
+/* A printable ASCII byte that a string holds as it is (no quote, no
+ * backslash). */
+static inline int plain_ascii(unsigned c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+/*
+ * The blocked array as clients send it: strings of two plain ASCII
+ * bytes, no white space ("[\"JP\",\"KR\"]").  Anything else (-1) leaves
+ * r->p and *mask as they were, and walk_array reads the array; the fast
+ * fuzz target compares the two.
+ */
+static int blocked_fast(enr_reader *r, uint8_t *mask)
+{
+    const unsigned char *p = r->p + 1, *end = r->end;
+    uint8_t m = 0;
+
+    if (end - p >= 1 && *p == ']') {
+        r->p = p + 1;
+        return 0;
+    }
+    for (;;) {
+        unsigned code;
+
+        if (end - p < 5 || p[0] != '"' || !plain_ascii(p[1]) || !plain_ascii(p[2]) || p[3] != '"')
+            return -1;
+        code = p[1] | p[2] << 8;
+        for (int i = 0; i < ENR_REGIONS; i++)
+            if (code == region_codes[i])
+                m |= (uint8_t)(1u << i);
+        p += 4;
+        if (*p == ']') {
+            r->p = p + 1;
+            *mask = m;
+            return 0;
+        }
+        if (*p != ',')
+            return -1;
+        p++;
+    }
 }
 
 static int record_member(enr_reader *r, const span *key, int depth, void *arg)
@@ -811,8 +928,11 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
         if (memcmp(k, "blocked", 7) == 0) {
             f->blocked = 0;
             f->blocked_arr = r->p < r->end && *r->p == '[';
-            if (f->blocked_arr)
+            if (f->blocked_arr) {
+                if (!r->slow && depth < ENR_MAX_DEPTH && blocked_fast(r, &f->blocked) == 0)
+                    return 0;
                 return walk_array(r, depth + 1, blocked_element, &f->blocked);
+            }
             return skip_value(r, depth);
         }
         break;

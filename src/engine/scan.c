@@ -152,39 +152,70 @@ avx2(const unsigned char *p, const unsigned char *end, unsigned *high, int *esca
  * escape) hands over to the stepping loop at its backslash; so does a
  * backslash run reaching the last 32 bytes of the body.
  */
+/* The constants of the block masks, set once per call rather than per
+ * block. */
+typedef struct skip_consts {
+    __m256i nib, hi_tab, lo_tab, two, sp, bsl, zero;
+} skip_consts;
+
 /* A 32-byte block's backslashes, its quotes and control bytes, and the
- * bytes that may follow a backslash without a \u (" / \ b f n r t). */
+ * bytes that may not follow a backslash without a \u (all but
+ * " / \ b f n r t). */
 typedef struct skip_masks {
-    uint32_t bs, qc, ok;
+    uint32_t bs, qc, bad;
 } skip_masks;
 
-__attribute__((target("avx2"))) static inline skip_masks skip_block(const unsigned char *p)
+__attribute__((target("avx2"))) static inline skip_consts skip_init(void)
 {
-    const __m256i nib = _mm256_set1_epi8(0x0f);
+    skip_consts k;
+
+    k.nib = _mm256_set1_epi8(0x0f);
     /* a bit per high nibble (2, 5, 6, 7), set in the low-nibble table for
      * the bytes of that row that are escapes */
-    const __m256i hi_tab = _mm256_setr_epi8(0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1,
-                                            0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m256i lo_tab = _mm256_setr_epi8(0, 0, 0x0d, 0, 8, 0, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1, 0, 0,
-                                            0x0d, 0, 8, 0, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1);
+    k.hi_tab = _mm256_setr_epi8(0, 0, 1, 0, 0, 2, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 2, 4,
+                                8, 0, 0, 0, 0, 0, 0, 0, 0);
+    k.lo_tab = _mm256_setr_epi8(0, 0, 0x0d, 0, 8, 0, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1, 0, 0, 0x0d, 0, 8,
+                                0, 4, 0, 0, 0, 0, 0, 2, 0, 4, 1);
+    k.two = _mm256_set1_epi8(2);
+    k.sp = _mm256_set1_epi8(0x20);
+    k.bsl = _mm256_set1_epi8('\\');
+    k.zero = _mm256_setzero_si256();
+    /* opaque to the compiler, so that it keeps them in registers instead
+     * of rebuilding them inside the loop */
+    __asm__(""
+            : "+x"(k.nib), "+x"(k.hi_tab), "+x"(k.lo_tab), "+x"(k.two), "+x"(k.sp), "+x"(k.bsl),
+              "+x"(k.zero));
+    return k;
+}
+
+/* Quotes and control bytes at once: v ^ 2 maps '"' to 0x20 and the
+ * control bytes onto themselves, and nothing else to 0x20 or below. */
+__attribute__((target("avx2"))) static inline uint32_t quote_ctl(const skip_consts *k, __m256i v)
+{
+    __m256i x = _mm256_xor_si256(v, k->two);
+
+    return (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x, k->sp), x));
+}
+
+__attribute__((target("avx2"))) static inline skip_masks skip_block(const skip_consts *k,
+                                                                    const unsigned char *p)
+{
     __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)p);
-    __m256i ctl = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
     __m256i cls = _mm256_and_si256(
-        _mm256_shuffle_epi8(hi_tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib)),
-        _mm256_shuffle_epi8(lo_tab, _mm256_and_si256(v, nib)));
+        _mm256_shuffle_epi8(k->hi_tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), k->nib)),
+        _mm256_shuffle_epi8(k->lo_tab, _mm256_and_si256(v, k->nib)));
     skip_masks m;
 
-    m.bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\\')));
-    m.qc = (uint32_t)_mm256_movemask_epi8(
-        _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('"')), ctl));
-    m.ok = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(cls, _mm256_setzero_si256()));
+    m.bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, k->bsl));
+    m.qc = quote_ctl(k, v);
+    m.bad = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(cls, k->zero));
     return m;
 }
 
 /* The first stop of a block of 64 bytes (bit masks): an unescaped quote
  * or control byte, or an escaped byte the masks do not resolve; *carry
  * in and out: the block's first byte / the next block's is escaped. */
-#define SKIP_STOP(T, bs, qc, ok, carry, escaped)                                                   \
+#define SKIP_STOP(T, bs, qc, bad, carry, escaped)                                                  \
     do {                                                                                           \
         const T even_ = (T)0x5555555555555555ull;                                                  \
         T follows_, odd_, seq_;                                                                    \
@@ -193,12 +224,13 @@ __attribute__((target("avx2"))) static inline skip_masks skip_block(const unsign
         odd_ = bs & ~even_ & ~follows_;                                                            \
         carry = (T)__builtin_add_overflow(odd_, bs, &seq_);                                        \
         escaped = (even_ ^ (T)(seq_ << 1)) & follows_;                                             \
-        qc = (qc & ~escaped) | (escaped & ~ok);                                                    \
+        qc = (qc & ~escaped) | (escaped & bad);                                                    \
     } while (0)
 
 __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsigned char *p,
                                                                       const unsigned char *end)
 {
+    const skip_consts k = skip_init();
     uint64_t carry = 0; /* the block's first byte is escaped */
     long n;
 
@@ -206,18 +238,11 @@ __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsi
      * within 64 bytes with no backslash before it, told without the
      * escape masks. */
     if (end - p >= 64) {
-        const __m256i q = _mm256_set1_epi8('"'), b = _mm256_set1_epi8('\\'),
-                      c = _mm256_set1_epi8(0x1f);
         __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
                 v1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
-        uint64_t qc =
-            (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(
-                _mm256_cmpeq_epi8(v0, q), _mm256_cmpeq_epi8(_mm256_min_epu8(v0, c), v0))) |
-            (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_or_si256(
-                _mm256_cmpeq_epi8(v1, q), _mm256_cmpeq_epi8(_mm256_min_epu8(v1, c), v1)))
-                << 32;
-        uint64_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, b)) |
-                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, b)) << 32;
+        uint64_t qc = quote_ctl(&k, v0) | (uint64_t)quote_ctl(&k, v1) << 32;
+        uint64_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, k.bsl)) |
+                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, k.bsl)) << 32;
 
         if (qc != 0 && (bs & ((qc & (0 - qc)) - 1)) == 0)
             return p + __builtin_ctzll(qc);
@@ -227,20 +252,28 @@ __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsi
         unsigned i;
 
         while (end - p >= 64) {
-            skip_masks a = skip_block(p), b = skip_block(p + 32);
-            uint64_t bs = a.bs | (uint64_t)b.bs << 32, ok = a.ok | (uint64_t)b.ok << 32;
+            skip_masks a = skip_block(&k, p), b = skip_block(&k, p + 32);
+            uint64_t bs = a.bs | (uint64_t)b.bs << 32, bad = a.bad | (uint64_t)b.bad << 32;
 
             stop = a.qc | (uint64_t)b.qc << 32;
-            SKIP_STOP(uint64_t, bs, stop, ok, carry, escaped);
+            if ((bs & (bs << 1 | carry)) == 0) {
+                /* no backslash escaped (nearly always): each escapes the
+                 * byte after it, the last one the next block's first */
+                escaped = bs << 1 | carry;
+                carry = bs >> 63;
+                stop = (stop & ~escaped) | (escaped & bad);
+            } else {
+                SKIP_STOP(uint64_t, bs, stop, bad, carry, escaped);
+            }
             if (stop != 0)
                 goto found;
             p += 64;
         }
         if (end - p >= 32) {
-            skip_masks a = skip_block(p);
+            skip_masks a = skip_block(&k, p);
             uint32_t bs = a.bs, c32 = (uint32_t)carry, e32, s32 = a.qc;
 
-            SKIP_STOP(uint32_t, bs, s32, a.ok, c32, e32);
+            SKIP_STOP(uint32_t, bs, s32, a.bad, c32, e32);
             carry = c32;
             escaped = e32;
             stop = s32;

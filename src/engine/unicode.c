@@ -61,10 +61,12 @@
 #define ENR_UNI_PAGES 256
 #define ENR_UNI_NOT_YES 255 /* no combining class is 255 */
 #define ENR_UNI_MAPPED 254  /* nor 254: see nfkc_class */
+#define ENR_UNI_MAPPED2 253 /* nor 253 */
 
 typedef struct uni_page {
-    uint8_t cls[256];  /* nfkc_class of each code point */
-    uint16_t map[256]; /* ... and for ENR_UNI_MAPPED, what NFKC makes of it */
+    uint8_t cls[256];   /* nfkc_class of each code point */
+    uint16_t map[256];  /* ... and for ENR_UNI_MAPPED(2), what NFKC makes of it */
+    uint16_t map2[256]; /* ... and for ENR_UNI_MAPPED2, its second code point */
 } uni_page;
 
 struct enr_uni {
@@ -418,40 +420,64 @@ static int stable(UChar32 c)
  * second of a composition); ENR_UNI_NOT_YES otherwise.  White space
  * that NFKC maps to U+0020 (U+00A0, U+3000, ...) counts as U+0020 and is
  * not even replaced: rule 7.2 folds both the same way.
+ * ENR_UNI_MAPPED2: the same for a starter of 3 UTF-8 bytes whose NFKC
+ * alone is two stable BMP code points *map *map2, neither white space
+ * (Thai and Lao SARA AM, ligatures, two-dot leader): its NFKD is theirs,
+ * so a text whose replacement passes the quick check is the NFKC of the
+ * original.  Only title_one_pass replaces those; nfkc_yes_utf8 sends
+ * them to ICU.
  */
-static unsigned nfkc_class(const enr_uni *u, UChar32 c, uint16_t *map)
+/* Is BMP code point c white space (enr_ws_len, the one definition of
+ * rule 8, asked on its UTF-8 form)? */
+static int ws_bmp(unsigned c)
+{
+    unsigned char w[3];
+    size_t n;
+
+    if (c < 0x80) {
+        w[0] = (unsigned char)c;
+        n = 1;
+    } else if (c < 0x800) {
+        w[0] = (unsigned char)(0xc0 | (c >> 6));
+        w[1] = (unsigned char)(0x80 | (c & 0x3f));
+        n = 2;
+    } else {
+        w[0] = (unsigned char)(0xe0 | (c >> 12));
+        w[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+        w[2] = (unsigned char)(0x80 | (c & 0x3f));
+        n = 3;
+    }
+    return enr_ws_len(w, w + n) > 0;
+}
+
+static unsigned nfkc_class(const enr_uni *u, UChar32 c, uint16_t *map, uint16_t *map2)
 {
     UErrorCode err = U_ZERO_ERROR;
     UChar in[1] = {(UChar)c}, o[4];
-    unsigned char w[3];
     int32_t n;
 
     if (U_IS_SURROGATE(c))
         return ENR_UNI_NOT_YES;
     if (u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES) {
         unsigned cc = u_getCombiningClass(c);
-        return cc < ENR_UNI_MAPPED ? cc : ENR_UNI_NOT_YES;
+        return cc < ENR_UNI_MAPPED2 ? cc : ENR_UNI_NOT_YES;
     }
     if (c < 0x80 || c > 0xffff || u_getCombiningClass(c) != 0)
         return ENR_UNI_NOT_YES;
     n = unorm2_normalize(u->nfkc, in, 1, o, 4, &err);
-    if (U_FAILURE(err) || n != 1)
+    if (U_FAILURE(err) || n < 1 || n > 2)
         return ENR_UNI_NOT_YES;
-    /* c's WTF-8 form, to ask enr_ws_len (the one definition of rule 8) */
-    if (c < 0x800) {
-        w[0] = (unsigned char)(0xc0 | (c >> 6));
-        w[1] = (unsigned char)(0x80 | (c & 0x3f));
-    } else {
-        w[0] = (unsigned char)(0xe0 | (c >> 12));
-        w[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
-        w[2] = (unsigned char)(0x80 | (c & 0x3f));
-    }
-    if (enr_ws_len(w, w + (c < 0x800 ? 2 : 3)) > 0)
-        return o[0] == 0x20 ? 0 : ENR_UNI_NOT_YES;
+    if (ws_bmp((unsigned)c))
+        return n == 1 && o[0] == 0x20 ? 0 : ENR_UNI_NOT_YES;
     if (!stable(o[0]))
         return ENR_UNI_NOT_YES;
     *map = o[0];
-    return ENR_UNI_MAPPED;
+    if (n == 1)
+        return ENR_UNI_MAPPED;
+    if (c < 0x800 || !stable(o[1]) || ws_bmp(o[0]) || ws_bmp(o[1]))
+        return ENR_UNI_NOT_YES;
+    *map2 = o[1];
+    return ENR_UNI_MAPPED2;
 }
 
 static unsigned bmp_class_load(enr_uni *u, unsigned c)
@@ -462,7 +488,7 @@ static unsigned bmp_class_load(enr_uni *u, unsigned c)
     if (t == NULL)
         return ENR_UNI_NOT_YES; /* ICU's own check decides */
     for (unsigned i = 0; i < 256; i++)
-        t->cls[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i), &t->map[i]);
+        t->cls[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i), &t->map[i], &t->map2[i]);
     u->pages[page] = t;
     return t->cls[c & 255];
 }
@@ -508,12 +534,14 @@ static int nfkc_yes_utf8(enr_uni *u, const unsigned char *s, size_t len)
         } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
             cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
             s += 4;
-            cc = nfkc_class(u, (UChar32)cp, &(uint16_t){0});
+            cc = nfkc_class(u, (UChar32)cp, &(uint16_t){0}, &(uint16_t){0});
             if (cc == ENR_UNI_MAPPED) /* never: supplementary code points are not mapped */
                 return 0;
         } else {
             return 0; /* the reader never makes it: ICU decides */
         }
+        if (cc == ENR_UNI_MAPPED2) /* two code points: title_one_pass's */
+            return 0;
         if (cc == ENR_UNI_MAPPED) {
             mapped = 1;
             cc = 0; /* a starter takes its place */
@@ -773,6 +801,142 @@ static int32_t nfkc_piece(enr_uni *u, const UChar *src, int32_t n, size_t max)
     return U_FAILURE(err) ? -1 : m;
 }
 
+/* Appends code point cp (BMP) as UTF-8 at o; returns the new end. */
+static inline unsigned char *put_bmp(unsigned char *o, unsigned cp)
+{
+    if (cp < 0x80) {
+        *o++ = (unsigned char)cp;
+    } else if (cp < 0x800) {
+        *o++ = (unsigned char)(0xc0 | (cp >> 6));
+        *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+    } else {
+        *o++ = (unsigned char)(0xe0 | (cp >> 12));
+        *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+        *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+    }
+    return o;
+}
+
+/*
+ * nfkc_yes_utf8, map_text and fold_fast in one pass over a non-ASCII
+ * title, written straight into out: the same decoding, classes and
+ * white-space test, so it gives up (1: nothing appended, the three
+ * passes decide) exactly where nfkc_yes_utf8 says "not known", and is
+ * otherwise their output (the fast fuzz target compares it with the
+ * slow path).  A mapped code point that is white space also gives up:
+ * none is, but the three passes are the definition.  0, -1, or
+ * ENR_UNI_TOO_LONG (nothing appended) when the folded text passes max.
+ */
+static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t max, enr_buf *out)
+{
+    const unsigned char *end = s + len;
+    unsigned char *first, *o;
+    unsigned last = 0, cc;
+    int pending = 0;
+
+    /* a code point of 2 bytes becomes at most 3, one of 3 at most 6
+     * (ENR_UNI_MAPPED2); +4: the last one's copy writes 4 */
+    if (enr_buf_reserve(out, 2 * len + 4) != 0)
+        return -1;
+    first = o = (unsigned char *)out->data + out->len;
+    while (s < end) {
+        unsigned c = *s, cp, n;
+        const unsigned char *at = s;
+        size_t w;
+
+        if (c < 0x80) {
+            s++;
+            last = 0;
+            if (c == ' ' || (c >= 0x09 && c <= 0x0d)) {
+                pending = 1;
+                continue;
+            }
+            if (pending) {
+                if (o != first)
+                    *o++ = ' ';
+                pending = 0;
+            }
+            *o++ = (unsigned char)c;
+            /* the rest of an ASCII word at once */
+            while (s<end && * s> ' ' && *s < 0x80)
+                *o++ = *s++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
+            cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
+            n = 2;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
+            cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+            n = 3;
+            cc = bmp_class(u, cp);
+        } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
+            cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
+            n = 4;
+            cc = nfkc_class(u, (UChar32)cp, &(uint16_t){0}, &(uint16_t){0});
+            if (cc == ENR_UNI_MAPPED)
+                return 1;
+        } else {
+            return 1;
+        }
+        s += n;
+        if (cc == ENR_UNI_NOT_YES)
+            return 1;
+        if (cc == ENR_UNI_MAPPED2) { /* two stable code points, no white space */
+            const uni_page *t = u->pages[cp >> 8];
+
+            if (pending) {
+                if (o != first)
+                    *o++ = ' ';
+                pending = 0;
+            }
+            o = put_bmp(put_bmp(o, t->map[cp & 255]), t->map2[cp & 255]);
+            last = 0;
+            continue;
+        }
+        if (cc == ENR_UNI_MAPPED) {
+            unsigned char m[3];
+            unsigned char *me = put_bmp(m, u->pages[cp >> 8]->map[cp & 255]);
+
+            if (ws_lead[m[0]] && enr_ws_len(m, me) > 0)
+                return 1;
+            if (pending) {
+                if (o != first)
+                    *o++ = ' ';
+                pending = 0;
+            }
+            memcpy(o, m, 3);
+            o += me - m;
+            last = 0; /* a starter takes its place */
+            continue;
+        }
+        if (cc != 0 && last > cc)
+            return 1;
+        last = cc;
+        if (ws_lead[c] && (w = enr_ws_len(at, end)) > 0) {
+            s = at + w; /* n == w: the same code point */
+            pending = 1;
+            continue;
+        }
+        if (pending) {
+            if (o != first)
+                *o++ = ' ';
+            pending = 0;
+        }
+        o[0] = at[0];
+        o[1] = at[1];
+        if (n > 2)
+            o[2] = at[2];
+        if (n > 3)
+            o[3] = at[3];
+        o += n;
+    }
+    if ((size_t)(o - first) > max)
+        return ENR_UNI_TOO_LONG;
+    out->len = (size_t)(o - (unsigned char *)out->data);
+    return 0;
+}
+
 int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)
 {
     const unsigned char *s = (const unsigned char *)str;
@@ -785,7 +949,11 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
     /* most titles: already NFKC, or once fullwidth forms and the like are
      * replaced, known without ICU and the UTF-16 copy */
     if (!u->slow) {
-        int yes = nfkc_yes_utf8(u, s, len);
+        int yes;
+
+        if (len <= max / 2 && (yes = title_one_pass(u, s, len, max, out)) != 1)
+            return yes;
+        yes = nfkc_yes_utf8(u, s, len);
 
         if (yes == 1)
             return fold_fast(s, len, out, max);
