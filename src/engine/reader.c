@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "engine/contract.h"
+#include "engine/jstring.h"
 #include "engine/numfmt.h"
 #include "engine/scan.h"
 
@@ -104,16 +105,6 @@ static inline void skip_ws(enr_reader *r)
     r->p = p;
 }
 
-static inline int hexval(unsigned c)
-{
-    if (c - '0' < 10)
-        return (int)(c - '0');
-    c |= 0x20;
-    if (c - 'a' < 6)
-        return (int)(c - 'a' + 10);
-    return -1;
-}
-
 static int scan_string_wide(enr_reader *r, span *sp);
 
 /* Scans the string token at r->p (on its opening quote): validates escapes
@@ -176,166 +167,10 @@ static __attribute__((noinline)) int scan_string_wide(enr_reader *r, span *sp)
     return 0;
 }
 
-static void put_utf8(enr_buf *out, unsigned cp)
-{
-    char b[4];
-
-    if (cp < 0x80) {
-        enr_buf_putc(out, (char)cp);
-    } else if (cp < 0x800) {
-        b[0] = (char)(0xc0 | (cp >> 6));
-        b[1] = (char)(0x80 | (cp & 0x3f));
-        enr_buf_append(out, b, 2);
-    } else if (cp < 0x10000) { /* surrogates too: WTF-8 */
-        b[0] = (char)(0xe0 | (cp >> 12));
-        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[2] = (char)(0x80 | (cp & 0x3f));
-        enr_buf_append(out, b, 3);
-    } else {
-        b[0] = (char)(0xf0 | (cp >> 18));
-        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[3] = (char)(0x80 | (cp & 0x3f));
-        enr_buf_append(out, b, 4);
-    }
-}
-
-static inline int cont(const unsigned char *p, const unsigned char *e, unsigned lo, unsigned hi)
-{
-    return p < e && *p >= lo && *p <= hi;
-}
-
-/* Length of the well-formed UTF-8 sequence at p, or -(length of the
- * maximal ill-formed subpart) to replace by one U+FFFD (docs/contract.md §2). */
-static int utf8_seq(const unsigned char *p, const unsigned char *e)
-{
-    unsigned c = p[0], lo = 0x80, hi = 0xbf;
-
-    if (c >= 0xc2 && c <= 0xdf)
-        return cont(p + 1, e, 0x80, 0xbf) ? 2 : -1;
-    if (c >= 0xe0 && c <= 0xef) {
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-        if (!cont(p + 1, e, lo, hi))
-            return -1;
-        return cont(p + 2, e, 0x80, 0xbf) ? 3 : -2;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-        if (!cont(p + 1, e, lo, hi))
-            return -1;
-        if (!cont(p + 2, e, 0x80, 0xbf))
-            return -2;
-        return cont(p + 3, e, 0x80, 0xbf) ? 4 : -3;
-    }
-    return -1;
-}
-
-static unsigned hex4(const unsigned char *p)
-{
-    return (unsigned)(hexval(p[0]) << 12 | hexval(p[1]) << 8 | hexval(p[2]) << 4 | hexval(p[3]));
-}
-
 /* Decodes a scanned string span into WTF-8, appending to out. */
 static void decode_span(const enr_reader *r, const span *sp, enr_buf *out)
 {
-    const unsigned char *p = sp->s, *e = sp->e;
-
-    if (!sp->escaped && !sp->nonascii) {
-        enr_buf_append(out, p, (size_t)(e - p));
-        return;
-    }
-    if (!sp->escaped && !r->slow) {
-        /* Most non-ASCII strings are well-formed UTF-8: checked without
-         * copying, then appended at once. */
-        const unsigned char *q = p;
-        int n;
-
-        while (q < e) {
-            unsigned c = *q;
-
-            if (c < 0x80) {
-                q++;
-            } else if (c >= 0xc2 && c <= 0xdf && e - q >= 2 && (q[1] & 0xc0) == 0x80) {
-                q += 2; /* Latin, Greek, Cyrillic: without the call */
-            } else if (c >= 0xe1 && c <= 0xef && c != 0xed && e - q >= 3 && (q[1] & 0xc0) == 0x80 &&
-                       (q[2] & 0xc0) == 0x80) {
-                q += 3; /* most of CJK, Thai, Hangul: without the call */
-            } else if ((n = utf8_seq(q, e)) > 0) {
-                q += n;
-            } else {
-                break;
-            }
-        }
-        if (q == e) {
-            enr_buf_append(out, p, (size_t)(e - p));
-            return;
-        }
-    }
-    if (enr_buf_reserve(out, (size_t)(e - p)) != 0)
-        return;
-    while (p < e) {
-        const unsigned char *run = p;
-        unsigned cp;
-        int n;
-
-        while (p < e && *p < 0x80 && *p != '\\')
-            p++;
-        enr_buf_append(out, run, (size_t)(p - run));
-        if (p >= e)
-            break;
-        if (*p != '\\') {
-            n = utf8_seq(p, e);
-            if (n > 0) {
-                enr_buf_append(out, p, (size_t)n);
-                p += n;
-            } else {
-                enr_buf_lit(out, "\xef\xbf\xbd");
-                p += -n;
-            }
-            continue;
-        }
-        switch (p[1]) {
-        case 'b':
-            cp = '\b';
-            break;
-        case 'f':
-            cp = '\f';
-            break;
-        case 'n':
-            cp = '\n';
-            break;
-        case 'r':
-            cp = '\r';
-            break;
-        case 't':
-            cp = '\t';
-            break;
-        case 'u':
-            cp = hex4(p + 2);
-            p += 6;
-            if (cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\' && p[1] == 'u') {
-                unsigned lo = hex4(p + 2);
-
-                if (lo >= 0xdc00 && lo <= 0xdfff) {
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                    p += 6;
-                }
-            }
-            put_utf8(out, cp);
-            continue;
-        default: /* " \ / */
-            cp = p[1];
-            break;
-        }
-        enr_buf_putc(out, (char)cp);
-        p += 2;
-    }
+    enr_jstring_decode(sp->s, sp->e, sp->escaped, sp->nonascii, r->slow, out);
 }
 
 /* The text of a string that is only compared with a short name (a key,

@@ -10,10 +10,10 @@
 #define ENR_UNICODE_H
 
 #include "base/buf.h"
+#include "engine/wtf8.h" /* ENR_UNI_TOO_LONG */
 
 typedef struct enr_uni enr_uni;
 
-#define ENR_UNI_TOO_LONG (-2)
 #define ENR_UNI_NO_MAX ((size_t)-1 / 2) /* max for "no limit" */
 
 enr_uni *enr_uni_new(void); /* NULL if ICU's data cannot be loaded */
