@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import harness  # noqa: E402
 from bench import (CLOSED_S, SPEED, TARGET_RATE, as_client, as_server, cpu_s,  # noqa: E402
-                   descendants, replay)
+                   descendants, replay, start_floor)
 
 
 def sched(pids):
@@ -112,18 +112,8 @@ def main():
     best = {}
     envs = []
     try:
-        fenv = harness.Env(build=a.build, name="bench-pool-floor")
+        fenv, null = start_floor(a.build, "bench-pool-floor")
         envs.append(fenv)
-        as_server()
-        try:
-            null = subprocess.Popen([os.path.join(a.build, "bench-null"), fenv.sock],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    start_new_session=True)
-            fenv.procs.append(null)
-            harness.wait_for(lambda: os.path.exists(fenv.sock), 5, what="bench-null")
-            fenv.start_nginx()
-        finally:
-            as_client()
         floor_pids = lambda: descendants(null.pid) + descendants(fenv.nginx.pid)  # noqa: E731
         for rnd in range(a.rounds):
             order = ["floor"] + sizes if rnd % 2 == 0 else list(reversed(sizes)) + ["floor"]

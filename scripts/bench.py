@@ -214,6 +214,30 @@ class Peer:
         return "http://127.0.0.1:%d/" % self.port
 
 
+def start_floor(build, name):
+    """The floor: the shipped nginx configuration in front of
+    build/bench-null, a FastCGI responder that reads the body and answers
+    80 KB of nothing.  Returns (env, the responder's process); the caller
+    closes env."""
+    import harness  # imported where a stack starts, as main() does
+
+    fenv = harness.Env(build=build, name=name)
+    as_server()
+    try:
+        null = subprocess.Popen([os.path.join(build, "bench-null"), fenv.sock],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        fenv.procs.append(null)
+        harness.wait_for(lambda: os.path.exists(fenv.sock), 5, what="bench-null socket")
+        fenv.start_nginx()
+    except BaseException:
+        fenv.close()
+        raise
+    finally:
+        as_client()
+    return fenv, null
+
+
 def warm_ms(port, body):
     t0 = time.perf_counter()
     ok = http_ok(port, body)
@@ -483,18 +507,8 @@ def run(a, tmp, cleanup, t_start):
     # The floor: the same nginx configuration in front of build/bench-null,
     # a FastCGI responder that reads the body and answers 80 KB of nothing.
     if env is not None and os.access(os.path.join(build, "bench-null"), os.X_OK) and not a.no_floor:
-        fenv = harness.Env(build=build, name="bench-floor")
+        fenv, fnull = start_floor(build, "bench-floor")
         cleanup.append(fenv.close)
-        as_server()
-        try:
-            fnull = subprocess.Popen([os.path.join(build, "bench-null"), fenv.sock],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
-            fenv.procs.append(fnull)
-            harness.wait_for(lambda: os.path.exists(fenv.sock), 5, what="bench-null socket")
-            fenv.start_nginx()
-        finally:
-            as_client()
         targets.append(("floor", "http://127.0.0.1:%d/" % fenv.port,
                         lambda: descendants(fnull.pid) + descendants(fenv.nginx.pid),
                         lambda: descendants(fnull.pid)))
