@@ -22,6 +22,7 @@ requests at once keep the pool's total bounded.  A legitimately large
 output (7 MB, under the limit) is answered whole."""
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -244,8 +245,10 @@ def test_unit_memory_max(r):
                 unit[k] = v
     mem = unit.get("MemoryMax", "0")
     mb = int(mem[:-1]) * (1024 if mem.endswith("G") else 1) if mem[-1] in "MG" else 0
-    # workers = auto is 2 per CPU, at most 6 (ENR_WORKERS_AUTO_MAX, config.h)
-    workers = 6 if conf["workers"] == "auto" else int(conf["workers"])
+    # workers = auto is at most ENR_WORKERS_AUTO_MAX (config.h): read, not copied.
+    with open(os.path.join(root, "src", "base", "config.h")) as f:
+        auto_max = int(re.search(r"#define ENR_WORKERS_AUTO_MAX (\d+)", f.read()).group(1))
+    workers = auto_max if conf["workers"] == "auto" else int(conf["workers"])
     pool = workers * int(conf["rss_hard_mb"])
     r.check(pool + 32 <= mb <= pool * 2,
             "MemoryMax %s covers workers x rss_hard_mb (%d MB) + master, status, margin"
