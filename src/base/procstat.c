@@ -1,7 +1,7 @@
 /*
- * procstat.c: RSS, descriptor count and PSS from /proc (procstat.h).
+ * procstat.c: RSS and descriptor count from /proc (procstat.h).
  *
- * statm and smaps_rollup are read with open/read/close into a stack
+ * statm is read with open/read/close into a stack
  * buffer; the descriptor count walks /proc/PID/fd with getdents64 into a
  * stack buffer so that counting never opens a DIR* (a heap allocation)
  * and never reads link targets.  Every descriptor is opened O_CLOEXEC.
@@ -114,18 +114,4 @@ long enr_proc_fd_count(pid_t pid)
     if (pid == 0 || pid == getpid())
         count--;
     return count;
-}
-
-long enr_proc_pss_kb(pid_t pid)
-{
-    char path[64], buf[2048];
-    const char *p;
-
-    proc_path(path, sizeof path, pid, "smaps_rollup");
-    if (read_small(path, buf, sizeof buf) <= 0)
-        return -1;
-    p = strstr(buf, "\nPss:");
-    if (p == NULL)
-        return -1;
-    return strtol(p + 5, NULL, 10);
 }

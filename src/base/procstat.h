@@ -1,7 +1,7 @@
 /*
  * procstat.h: cheap measurements of a process from /proc, used by the
- * master's sampler (every worker, about once a second), by a worker on
- * itself after each request, and by the benchmark (PSS).
+ * master's sampler (every worker, about once a second) and by a worker on
+ * itself after each request.
  *
  * Each call costs one small read (statm) or one directory scan (fd); no
  * call allocates on the heap.  All return -1 when the process is gone or
@@ -17,10 +17,5 @@ long enr_proc_rss_kb(pid_t pid);
 
 /* Open descriptors (pid 0: this process), counted in /proc/PID/fd. */
 long enr_proc_fd_count(pid_t pid);
-
-/* Proportional set size in KiB from /proc/PID/smaps_rollup: shared pages
- * are divided among the processes that map them, so a sum over the pool
- * counts them once. */
-long enr_proc_pss_kb(pid_t pid);
 
 #endif

@@ -83,11 +83,6 @@ const char *enr_provider_name(int provider)
     return provider > 0 && provider <= ENR_PROV_DM ? provider_names[provider] : "";
 }
 
-const char *enr_provider_base(int provider)
-{
-    return provider > 0 && provider <= ENR_PROV_DM ? provider_bases[provider] : "";
-}
-
 enr_engine *enr_engine_new(void)
 {
     enr_engine *e = calloc(1, sizeof(*e));

@@ -105,8 +105,7 @@ void enr_error_json(const enr_error *err, enr_buf *out);
 void enr_batch_reset(enr_batch *b);
 void enr_batch_free(enr_batch *b);
 
-/* The poster base of a provider ("https://i.ytimg.com/vi"). */
+/* The contract's name of a provider ("yt"), "" for none. */
 const char *enr_provider_name(int provider);
-const char *enr_provider_base(int provider);
 
 #endif
