@@ -381,8 +381,9 @@ static void check_ready(master *m, uint64_t now)
 /* A busy worker is stuck past request_timeout_ms of work, or past twice
  * write_timeout_ms of writing its answer.  A write waits on nginx (a slow
  * client with nginx's buffers full), not on the worker, so it is not held
- * to the request's deadline; the worker itself resets a write that makes
- * no progress for write_timeout_ms, and this catches one that trickles.
+ * to the request's deadline; the worker itself resets a write not done
+ * within about write_timeout_ms (fcgi_stream.c), and this catches a worker
+ * that cannot even do that.
  * Both clocks are monotonic: an NTP step must not age (or hide) a request. */
 static int request_stuck(const enr_config *c, const enr_sb_slot *s, uint64_t mono_now)
 {
