@@ -11,6 +11,13 @@
  * warm-up alone).  `--once FILE` runs a batch of one's own (a payload of
  * a trace) twice, a warm-up of its own then the batch: half the
  * difference to `none` is one batch.
+ *
+ * `--trace FILE` times the payloads of a trace (scripts/gen-trace
+ * --shape big: the batches `make bench` sends), each in turn, as the
+ * bytes enrich-replay puts on the wire; `--once-trace FILE` runs them
+ * all once after a warm-up pass over them all, and `--once-trace-none
+ * FILE` the warm-up alone, for callgrind: the difference over the count
+ * is one batch of the trace.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -165,6 +172,120 @@ static int load(const char *path, enr_buf *b)
     return b->oom ? -1 : 0;
 }
 
+#define TRACE_MAX 64 /* payloads read from a trace (make bench-engine: 20) */
+
+/* The payloads of a trace, verbatim: each line is {"ts":N,"payload":P}
+ * (gen-trace writes exactly that) and P runs to the line's last '}'.  A
+ * payload that travels as a JSON string (a body that is not JSON) is
+ * left out: it is not a batch. */
+static size_t load_trace(const char *path, enr_buf *out, size_t max)
+{
+    static const char key[] = "\"payload\":";
+    enr_buf all = {0};
+    size_t n = 0;
+
+    if (load(path, &all) != 0)
+        return 0;
+    for (const char *p = all.data, *end = p + all.len; p < end && n < max;) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p)), *k, *last;
+
+        if (eol == NULL)
+            eol = end;
+        k = memmem(p, (size_t)(eol - p), key, sizeof key - 1);
+        last = eol;
+        while (last > p && last[-1] != '}')
+            last--;
+        if (k != NULL && last > k + sizeof key) {
+            const char *v = k + sizeof key - 1;
+
+            while (*v == ' ')
+                v++;
+            if (*v == '[' || *v == '{')
+                enr_buf_append(&out[n++], v, (size_t)(last - 1 - v));
+        }
+        p = eol + 1;
+    }
+    enr_buf_free(&all);
+    return n;
+}
+
+/* Every payload of the trace in turn, for at least BENCH_MIN_NS: the
+ * mean time per batch, and the best pass over them all. */
+static void bench_trace(enr_engine *e, const char *path)
+{
+    static enr_buf body[TRACE_MAX];
+    enr_batch batch = {0};
+    enr_buf out = {0};
+    enr_error err;
+    size_t n = load_trace(path, body, TRACE_MAX), bytes = 0, records = 0, rejected = 0;
+    uint64_t t0, passes = 0, best_ns = UINT64_MAX, total_ns;
+
+    if (n == 0) {
+        fprintf(stderr, "bench-engine: no batch in %s\n", path);
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        bytes += body[i].len;
+        if (enr_parse(e, body[i].data, body[i].len, 0, &batch, &err) < 0)
+            rejected++;
+        else
+            records += batch.n;
+    }
+    t0 = now_ns();
+    do {
+        uint64_t t1 = now_ns(), d;
+
+        for (size_t i = 0; i < n; i++) {
+            enr_buf_reset(&out);
+            if (enr_parse(e, body[i].data, body[i].len, 0, &batch, &err) == 0)
+                enr_emit(e, &batch, enr_wall_ms, &out, &err);
+        }
+        d = now_ns() - t1;
+        if (d < best_ns)
+            best_ns = d;
+        passes++;
+    } while (now_ns() - t0 < BENCH_MIN_NS);
+    total_ns = (now_ns() - t0) / passes;
+    printf("trace %s: %zu batches (%zu rejected), %zu records kept per batch\n", path, n, rejected,
+           records / n);
+    printf("%-22s %8zu B %4zu rec  engine %8.1f us  %7.1f MB/s\n", "trace batch (mean)", bytes / n,
+           records / n, total_ns / 1000.0 / (double)n, bytes / (total_ns / 1000.0));
+    printf("%-22s %8s   %4s      best %8.1f us  %7.1f MB/s\n", "", "", "",
+           best_ns / 1000.0 / (double)n, bytes / (best_ns / 1000.0));
+    for (size_t i = 0; i < n; i++)
+        enr_buf_free(&body[i]);
+    enr_batch_free(&batch);
+    enr_buf_free(&out);
+}
+
+/* --once-trace[-none]: a warm-up pass over the trace, then (unless none)
+ * one more; lazily built tables belong to the warm-up. */
+static int once_trace(enr_engine *e, const char *path, int run)
+{
+    static enr_buf body[TRACE_MAX];
+    enr_batch batch = {0};
+    enr_buf out = {0};
+    enr_error err;
+    size_t n = load_trace(path, body, TRACE_MAX);
+
+    if (n == 0) {
+        fprintf(stderr, "bench-engine: no batch in %s\n", path);
+        return 1;
+    }
+    for (int pass = 0; pass < 1 + run; pass++)
+        for (size_t i = 0; i < n; i++) {
+            enr_buf_reset(&out);
+            if (enr_parse(e, body[i].data, body[i].len, 0, &batch, &err) == 0)
+                enr_emit(e, &batch, enr_wall_ms, &out, &err);
+        }
+    printf("batches %zu\n", n);
+    for (size_t i = 0; i < n; i++)
+        enr_buf_free(&body[i]);
+    enr_batch_free(&batch);
+    enr_buf_free(&out);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     enr_engine *e = enr_engine_new();
@@ -173,6 +294,17 @@ int main(int argc, char **argv)
     if (e == NULL) {
         fprintf(stderr, "bench-engine: engine init failed\n");
         return 1;
+    }
+    if (argc == 3 && strncmp(argv[1], "--once-trace", 12) == 0) {
+        int r = once_trace(e, argv[2], strcmp(argv[1], "--once-trace") == 0);
+
+        enr_engine_free(e);
+        return r;
+    }
+    if (argc == 3 && strcmp(argv[1], "--trace") == 0) {
+        bench_trace(e, argv[2]);
+        enr_engine_free(e);
+        return 0;
     }
     gen(&big, 200, 400 * 1024);
     gen(&small, 50, 80 * 1024);
