@@ -90,8 +90,9 @@ int enr_reply_send(FCGX_Request *req, const enr_reply *r, unsigned timeout_ms)
     if (n < 0 || (size_t)n >= sizeof head)
         return -1; /* a caller's bug: nothing is written */
     /* Straight from the caller's buffer in 64 KB records (fcgi_stream.h),
-     * not through libfcgi's 8 KB stream: one writev for most answers. */
-    if (enr_fcgi_write_stdout(req, head, (size_t)n, r->body, blen, timeout_ms) != 0)
+     * not through libfcgi's 8 KB stream: one writev for most answers,
+     * the request's closing records included. */
+    if (enr_fcgi_write_answer(req, head, (size_t)n, r->body, blen, timeout_ms) != 0)
         return errno != 0 ? errno : -1;
     return 0;
 }

@@ -140,19 +140,53 @@ static int write_whole(int fd, struct iovec *iov, int n, uint64_t deadline_ms)
     return 0;
 }
 
-int enr_fcgi_write_stdout(FCGX_Request *req, const char *head, size_t hlen, const char *body,
-                          size_t blen, unsigned timeout_ms)
+/* The empty FCGI_STDOUT and the FCGI_END_REQUEST of req, as libfcgi's
+ * WriteCloseRecords writes them. */
+static void close_records(const FCGX_Request *req, unsigned char out[24])
+{
+    FCGI_Header *h = (FCGI_Header *)out;
+    FCGI_EndRequestRecord *e = (FCGI_EndRequestRecord *)(out + 8);
+
+    memset(out, 0, 24);
+    h->version = e->header.version = FCGI_VERSION_1;
+    h->type = FCGI_STDOUT;
+    e->header.type = FCGI_END_REQUEST;
+    h->requestIdB1 = e->header.requestIdB1 = (unsigned char)((req->requestId >> 8) & 0xff);
+    h->requestIdB0 = e->header.requestIdB0 = (unsigned char)(req->requestId & 0xff);
+    e->header.contentLengthB0 = sizeof e->body;
+    e->body.appStatusB3 = (unsigned char)((req->appStatus >> 24) & 0xff);
+    e->body.appStatusB2 = (unsigned char)((req->appStatus >> 16) & 0xff);
+    e->body.appStatusB1 = (unsigned char)((req->appStatus >> 8) & 0xff);
+    e->body.appStatusB0 = (unsigned char)(req->appStatus & 0xff);
+    e->body.protocolStatus = FCGI_REQUEST_COMPLETE;
+}
+
+/* What FCGX_FClose does to a stream, without its write: FCGX_Finish_r
+ * then writes nothing for it. */
+static void mark_closed(FCGX_Stream *s)
+{
+    s->wasFCloseCalled = 1;
+    s->isClosed = 1;
+    s->rdNext = s->stop = s->wrNext;
+}
+
+static int write_records(FCGX_Request *req, const char *head, size_t hlen, const char *body,
+                         size_t blen, unsigned timeout_ms, int closing)
 {
     static const unsigned char zeros[8];
+    unsigned char tail[24];
     FCGI_Header hdr[WRITE_GROUP];
-    struct iovec iov[WRITE_GROUP * 4];
+    struct iovec iov[WRITE_GROUP * 4 + 1];
     uint64_t deadline = enr_mono_ms() + timeout_ms;
     size_t off = 0, total = hlen + blen;
 
     /* Anything libfcgi holds goes first; nothing is expected there. */
-    if (FCGX_FFlush(req->out) != 0)
+    if (FCGX_FFlush(req->out) != 0 || (closing && FCGX_FFlush(req->err) != 0))
         return -1;
-    while (off < total) {
+    if (closing)
+        close_records(req, tail);
+    /* closing: at least one pass, so an empty answer still ends. */
+    for (int first = 1; off < total || (first && closing); first = 0) {
         int n = 0;
         for (int r = 0; r < WRITE_GROUP && off < total; r++) {
             size_t k = total - off > ENR_FCGI_RECORD_MAX ? ENR_FCGI_RECORD_MAX : total - off;
@@ -178,8 +212,26 @@ int enr_fcgi_write_stdout(FCGX_Request *req, const char *head, size_t hlen, cons
                 iov[n++] = (struct iovec){(void *)zeros, pad};
             off += k;
         }
+        if (closing && off == total)
+            iov[n++] = (struct iovec){tail, sizeof tail};
         if (write_whole(req->ipcFd, iov, n, deadline) != 0)
             return -1;
     }
+    if (closing) {
+        mark_closed(req->err);
+        mark_closed(req->out);
+    }
     return 0;
+}
+
+int enr_fcgi_write_stdout(FCGX_Request *req, const char *head, size_t hlen, const char *body,
+                          size_t blen, unsigned timeout_ms)
+{
+    return write_records(req, head, hlen, body, blen, timeout_ms, 0);
+}
+
+int enr_fcgi_write_answer(FCGX_Request *req, const char *head, size_t hlen, const char *body,
+                          size_t blen, unsigned timeout_ms)
+{
+    return write_records(req, head, hlen, body, blen, timeout_ms, 1);
 }

@@ -50,4 +50,13 @@ int enr_fcgi_reader_widen(FCGX_Stream *in);
 int enr_fcgi_write_stdout(FCGX_Request *req, const char *head, size_t hlen, const char *body,
                           size_t blen, unsigned timeout_ms);
 
+/* The same, and the request's closing records (the empty FCGI_STDOUT,
+ * FCGI_END_REQUEST{appStatus, FCGI_REQUEST_COMPLETE}) in the last
+ * writev(2) of the answer, instead of one more write(2) in
+ * FCGX_Finish_r: the request's out and err streams are closed, so
+ * nothing may be written to them after.  On failure they are left open
+ * (the caller aborts the connection). */
+int enr_fcgi_write_answer(FCGX_Request *req, const char *head, size_t hlen, const char *body,
+                          size_t blen, unsigned timeout_ms);
+
 #endif
