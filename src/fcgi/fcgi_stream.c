@@ -17,11 +17,19 @@
  * read path is unchanged: FillBuffProc reads up to bufflen bytes and
  * parses records out of them whatever the buffer's size.
  *
+ * Take and give use the same checks: a stream is taken only as
+ * FCGX_Accept_r leaves it (no FCGI_STDIN record begun), and given back
+ * at a record boundary, in the read buffer, with the state a fresh
+ * FCGI_STDIN stream has, so libfcgi's parsing goes on unchanged.
+ *
  * The writer frames the answer in FCGI_STDOUT records itself (8-byte
  * headers, padding only on the last record) and hands the kernel the
  * caller's bytes through iovecs: no copy into a stream buffer, and one
- * writev(2) for up to WRITE_GROUP records.  Everything after the content
- * (the empty FCGI_STDOUT, FCGI_END_REQUEST) stays libfcgi's.
+ * writev(2) for up to WRITE_GROUP records.  The closing records (the
+ * empty FCGI_STDOUT, FCGI_END_REQUEST) are libfcgi's for
+ * enr_fcgi_write_stdout(); enr_fcgi_write_answer() writes them as
+ * WriteCloseRecords would (the err stream, never written to, adds none)
+ * and marks both streams closed, as FCGX_FClose would.
  */
 #include "fcgi/fcgi_stream.h"
 
@@ -71,6 +79,13 @@ static stream_data *known(FCGX_Stream *s, int reader, int type)
     return d;
 }
 
+unsigned char *enr_fcgi_read_buf(void)
+{
+    if (read_buf == NULL)
+        read_buf = aligned_alloc(64, ENR_FCGI_READ_BUF);
+    return read_buf;
+}
+
 int enr_fcgi_reader_widen(FCGX_Stream *in)
 {
     stream_data *d = known(in, 1, FCGI_STDIN);
@@ -83,9 +98,8 @@ int enr_fcgi_reader_widen(FCGX_Stream *in)
         !inside(in->stop, in->rdNext, d->buffStop) || !inside(in->wrNext, b, d->buffStop) ||
         !inside(in->stopUnget, b, in->rdNext))
         return -1;
-    if (read_buf == NULL && (read_buf = aligned_alloc(64, ENR_FCGI_READ_BUF)) == NULL)
+    if ((nb = enr_fcgi_read_buf()) == NULL)
         return -1;
-    nb = read_buf;
     memcpy(nb, b, (size_t)(d->buffStop - b));
     in->rdNext = nb + (in->rdNext - b);
     in->stop = nb + (in->stop - b);
@@ -95,6 +109,52 @@ int enr_fcgi_reader_widen(FCGX_Stream *in)
     d->buff = nb;
     d->bufflen = (int)ENR_FCGI_READ_BUF;
     return 0;
+}
+
+int enr_fcgi_reader_take(FCGX_Stream *in, const unsigned char **raw, size_t *len)
+{
+    stream_data *d = known(in, 1, FCGI_STDIN);
+    unsigned char *b;
+
+    /* FCGX_Accept_r left it just so (SetReaderType): no record begun,
+     * nothing delivered; anything else is not ours to take. */
+    if (d == NULL || d->contentLen != 0 || d->paddingLen != 0 || d->skip || d->eorStop)
+        return -1;
+    b = d->buff;
+    if (!inside(d->buffStop, b, b + d->bufflen) || !inside(in->rdNext, b, d->buffStop) ||
+        in->stop != in->rdNext || in->wrNext != in->rdNext)
+        return -1;
+    *raw = in->rdNext;
+    *len = (size_t)(d->buffStop - in->rdNext);
+    in->rdNext = in->stop = in->wrNext = in->stopUnget = d->buffStop;
+    return 0;
+}
+
+int enr_fcgi_reader_give(FCGX_Stream *in, const unsigned char *hdr, const unsigned char *rest,
+                         size_t n)
+{
+    stream_data *d = (stream_data *)in->data;
+    unsigned char *nb = enr_fcgi_read_buf();
+
+    if (nb == NULL || n > ENR_FCGI_READ_BUF - FCGI_HEADER_LEN)
+        return -1;
+    memmove(nb + FCGI_HEADER_LEN, rest, n);
+    memcpy(nb, hdr, FCGI_HEADER_LEN);
+    d->buff = nb;
+    d->bufflen = (int)ENR_FCGI_READ_BUF;
+    d->buffStop = nb + FCGI_HEADER_LEN + n;
+    d->contentLen = d->paddingLen = d->skip = d->eorStop = 0;
+    in->rdNext = in->stop = in->wrNext = in->stopUnget = nb;
+    in->isClosed = 0;
+    return 0;
+}
+
+void enr_fcgi_reader_end(FCGX_Stream *in, int e)
+{
+    if (e != 0 && in->FCGI_errno == 0)
+        in->FCGI_errno = e;
+    in->isClosed = 1;
+    in->wrNext = in->stop = in->rdNext;
 }
 
 /* Records per writev(2): 4 iovecs each at most (header, head, body,

@@ -25,6 +25,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@
 #include "pool/capture.h"
 #include "base/curlapi.h"
 #include "engine/engine.h"
+#include "fcgi/fcgi_body.h"
 #include "fcgi/fcgi_conn.h"
 #include "fcgi/fcgi_http.h"
 #include "fcgi/fcgi_stream.h"
@@ -45,6 +47,8 @@
 #include "base/clock.h"
 
 #define BODY_READ_CHUNK 65536
+/* The body's share of request_timeout_ms (read_body). */
+#define BODY_TIMEOUT_SHARE 2
 /* nginx's "client closed request": the status of a request nobody got an
  * answer to, the caller gone or the answer's write failed. */
 #define STATUS_CLIENT_GONE 499
@@ -274,13 +278,17 @@ static int read_body_into(worker *w, size_t max)
     return 0;
 }
 
-/* The body moves through a wider libfcgi buffer (fcgi_stream.h): reads
- * of up to 256 KB instead of 8 KB; a stream that cannot be widened keeps
- * libfcgi's own. */
+/* The body is read straight into w->body (fcgi_body.h: no copy out of
+ * libfcgi's buffer); where fcgi_body.c gives the stream back, or cannot
+ * take it, libfcgi reads the rest through a wider buffer (fcgi_stream.h).
+ * The whole body within request_timeout_ms / BODY_TIMEOUT_SHARE, so a
+ * peer dripping it a byte at a time is cut by the worker itself before
+ * the master's stuck-request kill (each read has SO_RCVTIMEO too). */
 static int read_body(worker *w)
 {
-    size_t max = w->cfg->max_body_bytes;
+    size_t max = w->cfg->max_body_bytes, expect = SIZE_MAX;
     const char *cl = FCGX_GetParam("CONTENT_LENGTH", w->req.envp);
+    int r;
 
     enr_buf_reset(&w->body);
     if (cl != NULL && cl[0] != '\0') {
@@ -289,7 +297,12 @@ static int read_body(worker *w)
             return 1;
         if (enr_buf_reserve(&w->body, (size_t)n + 1) != 0)
             return -1;
+        expect = (size_t)n;
     }
+    r = enr_fcgi_body_read(&w->req, &w->body, max, expect,
+                           enr_mono_ms() + w->cfg->request_timeout_ms / BODY_TIMEOUT_SHARE);
+    if (r != ENR_FCGI_BODY_LIBFCGI)
+        return r == ENR_FCGI_BODY_ERROR ? -1 : r;
     enr_fcgi_reader_widen(w->req.in);
     return read_body_into(w, max);
 }
