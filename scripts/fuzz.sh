@@ -21,8 +21,9 @@
 #   statustext      `enrichd status`'s document reader (enr_status_text_parse)
 #   scan            the wide string scanners against the portable one (src/engine/scan.c)
 #   fast            the engine's fast paths against its slow paths (enr_engine_set_slow)
+#   fcgi_body       the worker's direct FCGI_STDIN reader against a plain record reading (src/fcgi/fcgi_body.c)
 #
-# Time: $1 is per target, so the run takes about 8 x $1 seconds plus the
+# Time: $1 is per target, so the run takes about 9 x $1 seconds plus the
 # builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
 # 4 minutes; every target gets the full 30 s rather than a share, since
 # the smaller parsers reach their coverage plateau quickly anyway and the
@@ -34,7 +35,7 @@ MALLOC_MB=${FUZZ_MALLOC_MB:-64}
 ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=8}
 export ASAN_OPTIONS
 [ $# -gt 0 ] && shift
-TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast}
+TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcgi_body}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
@@ -53,6 +54,7 @@ target_srcs() {
     trace) echo "$S/replay/replay_trace.c" ;;
     statustext) echo "$S/ops/statustext.c $S/base/buf.c" ;;
     scan) echo "$S/engine/scan.c" ;;
+    fcgi_body) echo "$S/fcgi/fcgi_body.c $S/fcgi/fcgi_stream.c $S/base/buf.c" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
     esac
 }
@@ -64,6 +66,7 @@ target_libs() {
     trace) echo "-lm" ;;
     statustext) echo "$(pkg-config --libs json-c)" ;;
     scan) echo "" ;;
+    fcgi_body) echo "-lfcgi" ;;
     esac
 }
 target_max_len() {
@@ -73,6 +76,7 @@ target_max_len() {
     trace) echo 65536 ;;
     statustext) echo 65536 ;;
     fast) echo 65536 ;; # four engine runs an input: short ones, more of them
+    fcgi_body) echo 16384 ;; # a script of 3 bytes a record builds streams up to 1 MB
     *) echo 500000 ;;
     esac
 }
@@ -131,6 +135,16 @@ seed_corpus() {
     scan)
         cp -n "$ROOT"/tests/vectors/*.in.json "$corpus"/ 2>/dev/null || true
         seed "$corpus" mixed 'abc\\"def\001ghi\303\251\342\202\254 0123456789abcdef\\u00e9\\uZZ12\\n0123456789abcdef"\\\\x\\q\\'
+        ;;
+    fcgi_body)
+        # 8 control bytes (max, CONTENT_LENGTH mode, buffered, stage, reads), then a
+        # script: nginx's 32 KB records and a short last one, padding, a foreign
+        # record mid-body, the end record followed by more; and a raw stream.
+        seed "$corpus" nginx '\377\377\100\007\000\100\003\001\000\000\000\000\000\000\000\000\000\010\003\100\005\000\000'
+        seed "$corpus" small '\000\020\000\001\000\011\002\001\020\007\001\150\377\003\005\000\000'
+        seed "$corpus" foreign '\377\377\200\003\000\003\001\001\000\000\000\006\003\001\000\000\000\005\004\000'
+        seed "$corpus" other '\377\377\000\041\000\000\005\001\007\020\000\000\000\000\005\000\000'
+        seed "$corpus" raw '\377\377\100\000\000\004\000\000\001\005\000\001\000\003\005\000abc\000\000\000\000\000\001\005\000\001\000\000\000\000'
         ;;
     statustext)
         seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'

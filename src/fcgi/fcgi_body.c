@@ -166,7 +166,8 @@ static void make_plan(const enr_fcgi_in *s, const enr_buf *body, const enr_fcgi_
     size_t rem = expect_left(r, body);
     size_t avail = body->cap > body->len ? body->cap - body->len - 1 : 0;
     size_t lim = r->stage_len - SCRATCH_MAX, total = 0;
-    unsigned char *w = (unsigned char *)body->data + body->len;
+    /* no content due and nothing announced: a body never reserved */
+    unsigned char *w = body->data != NULL ? (unsigned char *)body->data + body->len : NULL;
     int u = 0;
 
     avail = min_sz(avail, s->max - body->len);
