@@ -78,7 +78,8 @@ typedef struct enr_fcgi_run {
     int err;                   /* ERROR: an errno, or FCGX_PROTOCOL_ERROR at early EOF */
     const unsigned char *rest; /* LIBFCGI: the raw bytes read after s->hdr */
     size_t rest_len;
-    unsigned reads, mispredicted; /* readv calls, wrong predictions (tests) */
+    unsigned reads, mispredicted; /* readv calls, wrong predictions */
+    size_t copied;                /* body bytes moved in user space after them */
 } enr_fcgi_run;
 
 /* Reads the rest of the stream into body from state s (after feeding it
