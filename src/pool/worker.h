@@ -36,7 +36,8 @@
  *    nothing, one byte a second, or only management records);
  *  - READ: any one read of the request body (SO_RCVTIMEO; never more
  *    than half of request_timeout_ms, so the worker gives up before the
- *    master's stuck-request kill);
+ *    master's stuck-request kill); the whole body also within half of
+ *    request_timeout_ms (worker.c, BODY_TIMEOUT_SHARE);
  *  - LINGER: after the answer, waiting for the peer to close its side
  *    before ours closes (libfcgi's own wait has no total bound). */
 #define ENR_WORKER_HEADER_TIMEOUT_MS 1000
