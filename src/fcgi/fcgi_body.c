@@ -11,9 +11,9 @@
  * record that differs from the prediction costs a move of the rest of
  * that read to its place (memmove, ~40 KB of a 400 KB body behind nginx,
  * whose body buffers end in a short record), or when the move cannot be
- * done in place, a re-parse through the read buffer: never more copying
- * than libfcgi's own path did for the same bytes, twice at worst for one
- * read.
+ * done in place, a re-parse through the read buffer (two copies of the
+ * rest of that read, where libfcgi's path copies every byte once); the
+ * next read is laid out from the true state again.
  *
  * Invariants:
  *  - Only version-1 FCGI_STDIN records of the request's own id are
