@@ -15,7 +15,9 @@
 /* Resident set size in KiB (pid 0: this process), from /proc/PID/statm. */
 long enr_proc_rss_kb(pid_t pid);
 
-/* Open descriptors (pid 0: this process), counted in /proc/PID/fd. */
+/* Open descriptors, counted in /proc/PID/fd.  pid 0: this process,
+ * through a directory it keeps open (and does not count) from the first
+ * call on: another process counting this one sees one descriptor more. */
 long enr_proc_fd_count(pid_t pid);
 
 #endif
