@@ -8,15 +8,15 @@
  *
  * Binds SOCKET (a Unix path, mode 0666: it lives in the bench's private
  * directory), forks WORKERS processes (default 6, enrichd's default pool)
- * that each accept, read the whole body through libfcgi as enrichd does,
- * and answer ANSWER_BYTES (default 80 KB, about enrichd's answer to the
- * 400 KB batch) of NDJSON-shaped bytes; it reads through the same wide
- * libfcgi stdin buffer as enrichd and answers through the same 64 KB
- * records in one writev (fcgi_stream.h; --stock: libfcgi's own 8 KB
- * streams both ways).  Runs until killed; the bench
- * kills its process group.  A bench tool only: never installed.
+ * that each accept, read the whole body as enrichd does, and answer
+ * ANSWER_BYTES (default 80 KB, about enrichd's answer to the 400 KB
+ * batch) of NDJSON-shaped bytes: the body read straight into a buffer
+ * (fcgi_body.h), the answer and the closing records in 64 KB records by
+ * writev (fcgi_stream.h); --stock: libfcgi's own 8 KB streams both ways.  Runs until killed; the
+ * bench kills its process group.  A bench tool only: never installed.
  */
 #include <fcgiapp.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/buf.h"
+#include "fcgi/fcgi_body.h"
 #include "fcgi/fcgi_stream.h"
 
 #define NULL_DEFAULT_WORKERS 6
@@ -32,10 +34,32 @@
 #define NULL_BACKLOG 511
 #define NULL_READ_CHUNK (64 * 1024) /* enrichd's body read size */
 #define NULL_WRITE_TIMEOUT_MS 10000 /* enrichd's default write_timeout_ms */
+#define NULL_MAX_BODY (4u << 20)    /* nginx/enrichd.conf client_max_body_size */
+
+/* The body as enrichd reads it: straight into a buffer the process
+ * keeps (fcgi_body.h), libfcgi's wide stream where that gives it back. */
+static void read_body(FCGX_Request *req, enr_buf *body, char *scratch)
+{
+    const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
+    size_t expect = SIZE_MAX;
+
+    enr_buf_reset(body);
+    if (cl != NULL && cl[0] != '\0') {
+        expect = (size_t)strtoull(cl, NULL, 10);
+        if (expect > NULL_MAX_BODY || enr_buf_reserve(body, expect + 1) != 0)
+            expect = SIZE_MAX;
+    }
+    if (enr_fcgi_body_read(req, body, NULL_MAX_BODY, expect, 0) != ENR_FCGI_BODY_LIBFCGI)
+        return;
+    enr_fcgi_reader_widen(req->in);
+    while (FCGX_GetStr(scratch, NULL_READ_CHUNK, req->in) == NULL_READ_CHUNK)
+        ;
+}
 
 static void serve(int fd, const char *answer, size_t len, int wide)
 {
     static char scratch[NULL_READ_CHUNK];
+    enr_buf body = {0};
     FCGX_Request req;
     char head[128];
     int hlen;
@@ -43,17 +67,16 @@ static void serve(int fd, const char *answer, size_t len, int wide)
     if (FCGX_InitRequest(&req, fd, 0) != 0)
         exit(1);
     while (FCGX_Accept_r(&req) >= 0) {
-        if (wide)
-            enr_fcgi_reader_widen(req.in);
-        while (FCGX_GetStr(scratch, sizeof scratch, req.in) == (int)sizeof scratch)
-            ;
         hlen = snprintf(head, sizeof head,
                         "Status: 200 OK\r\nContent-Type: application/x-ndjson\r\n"
                         "Content-Length: %zu\r\n\r\n",
                         len);
-        if (wide)
-            enr_fcgi_write_stdout(&req, head, (size_t)hlen, answer, len, NULL_WRITE_TIMEOUT_MS);
-        else {
+        if (wide) {
+            read_body(&req, &body, scratch);
+            enr_fcgi_write_answer(&req, head, (size_t)hlen, answer, len, NULL_WRITE_TIMEOUT_MS);
+        } else {
+            while (FCGX_GetStr(scratch, sizeof scratch, req.in) == (int)sizeof scratch)
+                ;
             FCGX_PutStr(head, hlen, req.out);
             FCGX_PutStr(answer, (int)len, req.out);
         }
