@@ -58,6 +58,11 @@
 /* Runs of combining marks longer than this are put in canonical order
  * before ICU sees them (sort_mark_runs). */
 #define ENR_UNI_MARK_RUN_SORT 32
+/* title_one_pass gives ICU the few code points around one it cannot
+ * decide, from stable code point to stable code point, up to this many
+ * bytes (no longer run of marks can cost ICU much); past it the title
+ * goes to ICU whole, in pieces, with its marks sorted first. */
+#define ENR_UNI_SEGMENT_MAX 256
 
 /* The code points in pages of 256 for the NFKC check on UTF-8 bytes
  * (title_one_pass): a page's classes are read from ICU the first time a
@@ -66,6 +71,7 @@
 #define ENR_UNI_PAGES (0x110000 >> 8)
 #define ENR_UNI_NOT_YES 255 /* no combining class is 255 */
 #define ENR_UNI_MAPPED 254  /* nor 254: see nfkc_class */
+#define ENR_UNI_WS 253      /* nor 253: white space (rule 8) */
 /* NFKC makes at most 18 code points of one (U+FDFA, UAX #15), each at
  * most 4 bytes: a replacement's UTF-8 fits this. */
 #define ENR_UNI_MAP_MAX (ENR_UNI_NFKC_MAX * 4)
@@ -189,9 +195,10 @@ static int stable(UChar32 c)
  * neighbour (only a Maybe can be the second of a composition), so a text
  * whose replacement passes the quick check is the NFKC of the original.
  * The replacement may hold white space (U+FDFA does): rule 7.2 folds it
- * with its neighbours.  White space that NFKC maps to U+0020 (U+00A0,
- * U+3000, ...) counts as U+0020 and is not even replaced: rule 7.2 folds
- * both the same way.  ENR_UNI_NOT_YES otherwise: ICU decides.
+ * with its neighbours.  ENR_UNI_WS: white space (rule 8) that is stable
+ * or that NFKC maps to U+0020 (U+00A0, U+3000, ...): it counts as U+0020
+ * and is not even replaced, since rule 7.2 folds both the same way.
+ * ENR_UNI_NOT_YES otherwise: ICU decides.
  */
 /* Is BMP code point c white space (enr_ws_len, the one definition of
  * rule 8, asked on its UTF-8 form)? */
@@ -229,7 +236,10 @@ static unsigned nfkc_class(enr_uni *u, UChar32 c, uint32_t *map)
         return ENR_UNI_NOT_YES;
     if (u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES) {
         unsigned cc = u_getCombiningClass(c);
-        return cc < ENR_UNI_MAPPED ? cc : ENR_UNI_NOT_YES;
+
+        if (cc == 0 && c <= 0xffff && ws_bmp((unsigned)c))
+            return ENR_UNI_WS;
+        return cc < ENR_UNI_WS ? cc : ENR_UNI_NOT_YES;
     }
     if (c < 0x80 || u_getCombiningClass(c) != 0)
         return ENR_UNI_NOT_YES;
@@ -238,7 +248,7 @@ static unsigned nfkc_class(enr_uni *u, UChar32 c, uint32_t *map)
     if (U_FAILURE(err) || n < 1)
         return ENR_UNI_NOT_YES;
     if (c <= 0xffff && ws_bmp((unsigned)c))
-        return n == 1 && o[0] == 0x20 ? 0 : ENR_UNI_NOT_YES;
+        return n == 1 && o[0] == 0x20 ? ENR_UNI_WS : ENR_UNI_NOT_YES;
     while (i < n) {
         UChar32 d;
 
@@ -498,43 +508,88 @@ static int room_for(enr_buf *out, unsigned char **first, unsigned char **o, unsi
     return 0;
 }
 
+static inline unsigned decode_at(const unsigned char *s, const unsigned char *end, unsigned *cp)
+{
+    unsigned c = *s;
+
+    if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
+        *cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
+        return 2;
+    }
+    if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
+        *cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+        return 3;
+    }
+    if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
+        *cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
+        return *cp <= 0x10ffff ? 4 : 0;
+    }
+    return 0;
+}
+
+/* The next stable code point (ASCII, or class 0: normalization has a
+ * boundary before it) from s on, or end; NULL when what comes first is
+ * a lone surrogate (the whole title then goes to ICU). */
+static const unsigned char *segment_end(enr_uni *u, const unsigned char *s,
+                                        const unsigned char *end)
+{
+    while (s < end && *s >= 0x80) {
+        unsigned cp, n = decode_at(s, end, &cp);
+
+        if (n == 0)
+            return NULL;
+        if (class_of(u, cp) == 0)
+            break;
+        s += n;
+    }
+    return s;
+}
+
 /*
  * NFKC, the quick check on the UTF-8 bytes, and rule 7.2's fold in one
  * pass over a non-ASCII title, written straight into out.  UAX #15's
  * quick check: every code point's class is known (nfkc_class) and
  * combining classes never decrease within a run of marks; a Yes is never
  * wrong.  ENR_UNI_MAPPED code points are replaced by their NFKC as it
- * goes.  1 (nothing appended) says only "not known": a lone surrogate, a
- * Maybe or a No sends the title to ICU, which alone decides; otherwise
- * the result is ICU's (the fast fuzz target compares it with the slow
- * path).  0, -1, or ENR_UNI_TOO_LONG (nothing appended) when the folded
- * text passes max.
+ * goes.  Where the check says Maybe or No (a combining mark that may
+ * compose, U+00A8, marks out of order), only the segment from the last
+ * stable code point to the next one goes through ICU: normalization has
+ * a boundary before a stable code point, so the NFKC of the title is
+ * that of its segments put together.  1 (nothing appended) says only
+ * "not known": a lone surrogate, or a segment longer than
+ * ENR_UNI_SEGMENT_MAX, sends the whole title to ICU, which alone
+ * decides; otherwise the result is ICU's (the fast fuzz target compares
+ * it with the slow path).  0, -1, or ENR_UNI_TOO_LONG (nothing appended)
+ * when the folded text passes max.
  */
 static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t max, enr_buf *out)
 {
     const unsigned char *end = s + len;
+    const unsigned char *seg = s; /* where the last stable code point starts */
+    size_t seg_o = 0;             /* ... what was written before it */
     unsigned char *first, *o, *lim;
     unsigned last = 0, cc;
-    int pending = 0, rc;
+    int pending = 0, seg_pending = 0, rc;
 
-    /* Most code points keep their length; room grows (room_for) when
-     * replacements make more.  +8: a pending space and one code point. */
-    if (enr_buf_reserve(out, (len < max ? len : max) + 8) != 0)
+    /* Room for the input and 8 more is kept ahead of o: a code point
+     * written as it is takes the room of its own bytes, a space that of
+     * the white space before it; only replacements and ICU's segments
+     * take more, and make the room again (room_for). */
+    if (enr_buf_reserve(out, len + 8) != 0)
         return -1;
     first = o = (unsigned char *)out->data + out->len;
     lim = (unsigned char *)out->data + out->cap;
     while (s < end) {
         unsigned c = *s, cp, n;
         const unsigned char *at = s;
-        size_t w;
 
-        if ((size_t)(lim - o) < 8 + (c < 0x80 ? (size_t)(end - s) : 4) &&
-            (rc = room_for(out, &first, &o, &lim, 8, (size_t)(end - s), max)) != 0)
-            return rc;
         if (c < 0x80) {
             s++;
             last = 0;
             if (c == ' ' || (c >= 0x09 && c <= 0x0d)) {
+                seg = at;
+                seg_o = (size_t)(o - first);
+                seg_pending = pending;
                 pending = 1;
                 continue;
             }
@@ -547,32 +602,29 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
             /* the rest of an ASCII word at once */
             while (s<end && * s> ' ' && *s < 0x80)
                 *o++ = *s++;
+            seg = s - 1; /* its last letter, written as it is */
+            seg_o = (size_t)(o - 1 - first);
+            seg_pending = 0;
             continue;
         }
-        if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
-            cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
-            n = 2;
-        } else if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
-            cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
-            n = 3;
-        } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
-            cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
-            n = 4;
-            if (cp > 0x10ffff)
-                return 1; /* the reader never makes it: ICU decides */
-        } else {
-            return 1; /* a lone surrogate; the reader makes nothing else */
-        }
+        if ((n = decode_at(s, end, &cp)) == 0)
+            return 1; /* a lone surrogate: ICU decides */
         cc = class_of(u, cp);
         s += n;
-        if (cc == ENR_UNI_NOT_YES)
-            return 1;
-        if (cc == ENR_UNI_MAPPED) {
+        if (cc == 0) { /* a stable starter, as it is: most of CJK, Hangul, Thai */
+            seg = at;
+            seg_o = (size_t)(o - first);
+            seg_pending = pending;
+        } else if (cc == ENR_UNI_WS) {
+            pending = 1;
+            last = 0;
+            continue;
+        } else if (cc == ENR_UNI_MAPPED) {
             const unsigned char *m =
                 (const unsigned char *)u->maps.data + u->pages[cp >> 8]->map[cp & 255];
             const unsigned char *mp = m + 2, *me = mp + m[0];
 
-            if ((size_t)(lim - o) < 8 + (size_t)m[0] &&
+            if ((size_t)(lim - o) < 8 + (size_t)m[0] + (size_t)(end - s) &&
                 (rc = room_for(out, &first, &o, &lim, 8 + (size_t)m[0], (size_t)(end - s), max)) !=
                     0)
                 return rc;
@@ -588,7 +640,9 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
                 continue;
             }
             while (mp < me) { /* white space within: folded with the rest */
-                if ((w = enr_ws_len(mp, me)) > 0) {
+                size_t w = enr_ws_len(mp, me);
+
+                if (w > 0) {
                     pending = 1;
                     mp += w;
                     continue;
@@ -603,15 +657,39 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
                 while (mp < me && (*mp & 0xc0) == 0x80);
             }
             continue;
-        }
-        if (cc != 0 && last > cc)
-            return 1;
-        last = cc;
-        if (enr_ws_lead[c] && (w = enr_ws_len(at, end)) > 0) {
-            s = at + w; /* n == w: the same code point */
-            pending = 1;
+        } else if (cc == ENR_UNI_NOT_YES || last > cc) {
+            /* ICU normalizes from the last stable code point to the next
+             * one, and the rest goes on here */
+            const unsigned char *stop = segment_end(u, s, end);
+            enr_text_out t = {out->len, seg_pending};
+            size_t keep = out->len;
+            int32_t n16, m;
+
+            if (stop == NULL || (size_t)(stop - seg) > ENR_UNI_SEGMENT_MAX)
+                return 1;
+            if (seg_o > max)
+                return ENR_UNI_TOO_LONG;
+            if ((n16 = load_src(u, seg, (size_t)(stop - seg))) < 0)
+                return -1;
+            if ((m = nfkc_piece(u, u->src, n16, max - seg_o)) < 0)
+                return m;
+            out->len = keep + seg_o;
+            rc = enr_utf16_to_wtf8(u->dst, m, out, 1, &t, max);
+            first = (unsigned char *)out->data + keep;
+            o = (unsigned char *)out->data + out->len;
+            lim = (unsigned char *)out->data + out->cap;
+            out->len = keep;
+            if (rc != 0)
+                return rc;
+            if ((size_t)(lim - o) < 8 + (size_t)(end - stop) &&
+                (rc = room_for(out, &first, &o, &lim, 8, (size_t)(end - stop), max)) != 0)
+                return rc;
+            pending = t.pending;
+            last = 0;
+            s = stop;
             continue;
         }
+        last = cc;
         if (pending) {
             if (o != first)
                 *o++ = ' ';
@@ -619,8 +697,7 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
         }
         o[0] = at[0];
         o[1] = at[1];
-        if (n > 2)
-            o[2] = at[2];
+        o[2] = at[2];
         if (n > 3)
             o[3] = at[3];
         o += n;
