@@ -515,7 +515,7 @@ static void put_hash(enr_buf *out, const char *prov, const char *id, size_t n)
 #define HASH_BLOCK 64
 #define HASH_ONE_BLOCK (HASH_BLOCK - 9) /* the 0x80 byte and the bit length */
 
-static void put_hash_fast(enr_buf *out, const char *prov, const char *id, size_t n)
+static void put_hash_fast(enr_buf *out, const char *prov, const char *id, size_t n, int clean)
 {
     unsigned char block[HASH_BLOCK] = {0};
     uint64_t bits = (uint64_t)(n + 3) * 8;
@@ -530,11 +530,15 @@ static void put_hash_fast(enr_buf *out, const char *prov, const char *id, size_t
     block[0] = (unsigned char)prov[0];
     block[1] = (unsigned char)prov[1];
     block[2] = ':';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)id[i];
+    if (clean) { /* no 0xED byte either */
+        memcpy(block + 3, id, n);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)id[i];
 
-        block[3 + i] = c;
-        ed |= c == 0xed;
+            block[3 + i] = c;
+            ed |= c == 0xed;
+        }
     }
     if (ed || SHA1_Init(&ctx) != 1) {
         put_hash(out, prov, id, n);
@@ -652,41 +656,73 @@ static void put_escaped_at(enr_buf *out, const unsigned char *s, size_t n)
  * poster: keys, hash, base, duration, availability, fetched_at. */
 #define LINE_FIXED 512
 
+#ifdef __SSE2__
+/* The bytes of v that rule 11 escapes (and 0xED), as a movemask. */
+static inline int escape_mask16(__m128i v)
+{
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
+                                          _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
+                             _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')),
+                                          _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xed))));
+
+    return _mm_movemask_epi8(m);
+}
+#endif
+
+/* Does the word hold a byte rule 11 escapes (or 0xED)?  Each term is
+ * the classic "has a zero (or smaller) byte" test, exact as a yes/no. */
+static inline uint64_t escape_word(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\'), e = x ^ (ones * 0xed);
+
+    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | ((e - ones) & ~e)) &
+           high;
+}
+
+/* Is there nothing to escape in s (rule 11, and no 0xED)?  Words at a
+ * time, the last one overlapping the one before. */
+static int text_clean(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    uint64_t w, w2;
+
+#ifdef __SSE2__
+    if (n >= 16) {
+        for (; i + 16 <= n; i += 16)
+            if (escape_mask16(_mm_loadu_si128((const __m128i *)(const void *)(s + i))) != 0)
+                return 0;
+        return i == n ||
+               escape_mask16(_mm_loadu_si128((const __m128i *)(const void *)(s + n - 16))) == 0;
+    }
+#endif
+    if (n >= 8) {
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, s + i, 8);
+            if (escape_word(w))
+                return 0;
+        }
+        memcpy(&w2, s + n - 8, 8);
+        return i == n || !escape_word(w2);
+    }
+    for (; i < n; i++)
+        if (escape_byte[s[i]])
+            return 0;
+    return 1;
+}
+
 /* put_escaped for a line that has its room reserved and cannot reach
- * the output limit: text without anything to escape is copied at once. */
-static void put_text(enr_buf *out, const char *str, size_t n)
+ * the output limit; clean: text_clean said so. */
+static void put_text(enr_buf *out, const char *str, size_t n, int clean)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
 
-#ifdef __SSE2__
-    /* 16 bytes a step: control bytes, '"', '\\' and 0xED */
-    for (; i + 16 <= n; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        __m128i m =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
-                         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xed))));
-
-        if (_mm_movemask_epi8(m) != 0)
-            break;
-    }
-    /* the last bytes: the 16 that end the text, checked again in part */
-    if (i < n && n >= 16 && i == (n & ~(size_t)15)) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16));
-        __m128i m =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
-                         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xed))));
-
-        if (_mm_movemask_epi8(m) == 0)
-            i = n;
-    }
-#endif
-    while (i < n && !escape_byte[s[i]])
-        i++;
+    if (!clean)
+        while (i < n && !escape_byte[s[i]])
+            i++;
+    else
+        i = n;
     memcpy(out->data + out->len, str, i);
     out->len += i;
     if (i < n)
@@ -722,22 +758,26 @@ static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_
     size_t bound = LINE_FIXED + ESCAPED_MAX(2 * r->id_len + r->title_len + r->poster_len);
     char num[ENR_NUM_MAX];
     uint64_t ms;
+    int id_clean;
 
     if (bound < r->id_len || out->len > stop || stop - out->len <= bound ||
         enr_buf_reserve(out, bound) != 0)
         return -1;
+    id_clean = text_clean((const unsigned char *)text + r->id_off, r->id_len);
     PUT_LIT(out, "{\"hash\":\"");
-    put_hash_fast(out, prov, text + r->id_off, r->id_len);
+    put_hash_fast(out, prov, text + r->id_off, r->id_len, id_clean);
     PUT_LIT(out, "\",\"provider\":\"");
     memcpy(out->data + out->len, prov, 2);
     out->len += 2;
     PUT_LIT(out, "\",\"id\":\"");
-    put_text(out, text + r->id_off, r->id_len);
+    put_text(out, text + r->id_off, r->id_len, id_clean);
     PUT_LIT(out, "\",\"title\":\"");
-    put_text(out, text + r->title_off, r->title_len);
+    put_text(out, text + r->title_off, r->title_len,
+             text_clean((const unsigned char *)text + r->title_off, r->title_len));
     PUT_LIT(out, "\",\"poster\":\"");
     if (r->poster_len > 0) {
-        put_text(out, text + r->poster_off, r->poster_len);
+        put_text(out, text + r->poster_off, r->poster_len,
+                 text_clean((const unsigned char *)text + r->poster_off, r->poster_len));
     } else {
         const char *base = provider_bases[r->provider];
         size_t n = strlen(base);
@@ -745,7 +785,7 @@ static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_
         memcpy(out->data + out->len, base, n);
         out->len += n;
         out->data[out->len++] = '/';
-        put_text(out, text + r->id_off, r->id_len);
+        put_text(out, text + r->id_off, r->id_len, id_clean);
         PUT_LIT(out, "/hqdefault.jpg");
     }
     PUT_LIT(out, "\",\"duration\":");
