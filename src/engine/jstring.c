@@ -7,10 +7,15 @@
  * ill-formed UTF-8 becomes U+FFFD by maximal subparts (docs/contract.md
  * section 2), lone surrogates from \u escapes keep their WTF-8 form, and
  * a surrogate pair becomes one 4-byte sequence.  Well-formed strings
- * without escapes, most of them, are checked and then copied at once
+ * without escapes, most of them, are checked and then copied at once,
+ * and the others copied in runs between escapes and ill-formed bytes,
  * unless the slow path is asked for (the fast fuzz target's reference).
  */
 #include "engine/jstring.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 static inline int hexval(unsigned c)
 {
@@ -87,6 +92,88 @@ static unsigned hex4(const unsigned char *p)
     return (unsigned)(hexval(p[0]) << 12 | hexval(p[1]) << 8 | hexval(p[2]) << 4 | hexval(p[3]));
 }
 
+/* The \ escape at p (complete and valid: the scanner checked it)
+ * decoded into out; returns what follows it. */
+static const unsigned char *put_escape(const unsigned char *p, const unsigned char *e, enr_buf *out)
+{
+    unsigned cp;
+
+    switch (p[1]) {
+    case 'b':
+        cp = '\b';
+        break;
+    case 'f':
+        cp = '\f';
+        break;
+    case 'n':
+        cp = '\n';
+        break;
+    case 'r':
+        cp = '\r';
+        break;
+    case 't':
+        cp = '\t';
+        break;
+    case 'u':
+        cp = hex4(p + 2);
+        p += 6;
+        if (cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+            unsigned lo = hex4(p + 2);
+
+            if (lo >= 0xdc00 && lo <= 0xdfff) {
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                p += 6;
+            }
+        }
+        put_utf8(out, cp);
+        return p;
+    default: /* " \ / */
+        cp = p[1];
+        break;
+    }
+    enr_buf_putc(out, (char)cp);
+    return p + 2;
+}
+
+/* The end of the run from p on that is copied as it is: ASCII but a
+ * backslash, and well-formed UTF-8 (ASCII 16 bytes at a time). */
+static const unsigned char *plain_run(const unsigned char *p, const unsigned char *e)
+{
+    while (p < e) {
+        unsigned c = *p;
+        int n;
+
+        if (c < 0x80) {
+            if (c == '\\')
+                return p;
+            p++;
+#ifdef __SSE2__
+            while (e - p >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+                unsigned m = (unsigned)(_mm_movemask_epi8(v) |
+                                        _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+
+                if (m != 0) {
+                    p += __builtin_ctz(m);
+                    break;
+                }
+                p += 16;
+            }
+#endif
+        } else if (c >= 0xc2 && c <= 0xdf && e - p >= 2 && (p[1] & 0xc0) == 0x80) {
+            p += 2; /* Latin, Greek, Cyrillic: without the call */
+        } else if (c >= 0xe1 && c <= 0xef && c != 0xed && e - p >= 3 && (p[1] & 0xc0) == 0x80 &&
+                   (p[2] & 0xc0) == 0x80) {
+            p += 3; /* most of CJK, Thai, Hangul: without the call */
+        } else if ((n = utf8_seq(p, e)) > 0) {
+            p += n;
+        } else {
+            return p;
+        }
+    }
+    return p;
+}
+
 void enr_jstring_decode(const unsigned char *p, const unsigned char *e, int escaped, int nonascii,
                         int slow, enr_buf *out)
 {
@@ -94,38 +181,40 @@ void enr_jstring_decode(const unsigned char *p, const unsigned char *e, int esca
         enr_buf_append(out, p, (size_t)(e - p));
         return;
     }
-    if (!escaped && !slow) {
-        /* Most non-ASCII strings are well-formed UTF-8: checked without
-         * copying, then appended at once. */
-        const unsigned char *q = p;
-        int n;
+    if (!slow) {
+        /* Most strings are well-formed UTF-8 without escapes: checked
+         * without copying, then appended at once; the others in runs
+         * between what needs decoding. */
+        const unsigned char *q = plain_run(p, e);
 
-        while (q < e) {
-            unsigned c = *q;
-
-            if (c < 0x80) {
-                q++;
-            } else if (c >= 0xc2 && c <= 0xdf && e - q >= 2 && (q[1] & 0xc0) == 0x80) {
-                q += 2; /* Latin, Greek, Cyrillic: without the call */
-            } else if (c >= 0xe1 && c <= 0xef && c != 0xed && e - q >= 3 && (q[1] & 0xc0) == 0x80 &&
-                       (q[2] & 0xc0) == 0x80) {
-                q += 3; /* most of CJK, Thai, Hangul: without the call */
-            } else if ((n = utf8_seq(q, e)) > 0) {
-                q += n;
-            } else {
-                break;
-            }
-        }
         if (q == e) {
             enr_buf_append(out, p, (size_t)(e - p));
             return;
         }
+        if (enr_buf_reserve(out, (size_t)(e - p)) != 0)
+            return;
+        for (;;) {
+            int n;
+
+            enr_buf_append(out, p, (size_t)(q - p));
+            p = q;
+            if (p >= e)
+                break;
+            if (*p == '\\') {
+                p = put_escape(p, e, out);
+            } else {
+                n = utf8_seq(p, e); /* ill-formed: one U+FFFD for its maximal subpart */
+                enr_buf_lit(out, "\xef\xbf\xbd");
+                p += n < 0 ? -n : n;
+            }
+            q = plain_run(p, e);
+        }
+        return;
     }
     if (enr_buf_reserve(out, (size_t)(e - p)) != 0)
         return;
     while (p < e) {
         const unsigned char *run = p;
-        unsigned cp;
         int n;
 
         while (p < e && *p < 0x80 && *p != '\\')
@@ -144,40 +233,6 @@ void enr_jstring_decode(const unsigned char *p, const unsigned char *e, int esca
             }
             continue;
         }
-        switch (p[1]) {
-        case 'b':
-            cp = '\b';
-            break;
-        case 'f':
-            cp = '\f';
-            break;
-        case 'n':
-            cp = '\n';
-            break;
-        case 'r':
-            cp = '\r';
-            break;
-        case 't':
-            cp = '\t';
-            break;
-        case 'u':
-            cp = hex4(p + 2);
-            p += 6;
-            if (cp >= 0xd800 && cp <= 0xdbff && e - p >= 6 && p[0] == '\\' && p[1] == 'u') {
-                unsigned lo = hex4(p + 2);
-
-                if (lo >= 0xdc00 && lo <= 0xdfff) {
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                    p += 6;
-                }
-            }
-            put_utf8(out, cp);
-            continue;
-        default: /* " \ / */
-            cp = p[1];
-            break;
-        }
-        enr_buf_putc(out, (char)cp);
-        p += 2;
+        p = put_escape(p, e, out);
     }
 }
