@@ -141,7 +141,6 @@ static const unsigned char *plain_run(const unsigned char *p, const unsigned cha
 {
     while (p < e) {
         unsigned c = *p;
-        int n;
 
         if (c < 0x80) {
             if (c == '\\')
@@ -161,14 +160,16 @@ static const unsigned char *plain_run(const unsigned char *p, const unsigned cha
             }
 #endif
         } else if (c >= 0xc2 && c <= 0xdf && e - p >= 2 && (p[1] & 0xc0) == 0x80) {
-            p += 2; /* Latin, Greek, Cyrillic: without the call */
-        } else if (c >= 0xe1 && c <= 0xef && c != 0xed && e - p >= 3 && (p[1] & 0xc0) == 0x80 &&
-                   (p[2] & 0xc0) == 0x80) {
-            p += 3; /* most of CJK, Thai, Hangul: without the call */
-        } else if ((n = utf8_seq(p, e)) > 0) {
-            p += n;
+            p += 2; /* Latin, Greek, Cyrillic */
+        } else if (c >= 0xe0 && c <= 0xef && e - p >= 3 && p[1] >= (c == 0xe0 ? 0xa0 : 0x80) &&
+                   p[1] <= (c == 0xed ? 0x9f : 0xbf) && (p[2] & 0xc0) == 0x80) {
+            p += 3; /* CJK, Thai, Hangul: utf8_seq's 3 without the call */
+        } else if (c >= 0xf0 && c <= 0xf4 && e - p >= 4 && p[1] >= (c == 0xf0 ? 0x90 : 0x80) &&
+                   p[1] <= (c == 0xf4 ? 0x8f : 0xbf) && (p[2] & 0xc0) == 0x80 &&
+                   (p[3] & 0xc0) == 0x80) {
+            p += 4; /* emoji: utf8_seq's 4 */
         } else {
-            return p;
+            return p; /* utf8_seq says ill-formed */
         }
     }
     return p;

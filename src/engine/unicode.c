@@ -558,9 +558,9 @@ static const unsigned char *segment_end(enr_uni *u, const unsigned char *s,
  * that of its segments put together.  1 (nothing appended) says only
  * "not known": a lone surrogate, or a segment longer than
  * ENR_UNI_SEGMENT_MAX, sends the whole title to ICU, which alone
- * decides; otherwise the result is ICU's (the fast fuzz target compares
- * it with the slow path).  0, -1, or ENR_UNI_TOO_LONG (nothing appended)
- * when the folded text passes max.
+ * decides, and so does a title longer than max; otherwise the result is
+ * ICU's (the fast fuzz target compares it with the slow path).  0, -1, or ENR_UNI_TOO_LONG (nothing
+ * appended) when the folded text passes max.
  */
 static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t max, enr_buf *out)
 {
@@ -574,7 +574,11 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
     /* Room for the input and 8 more is kept ahead of o: a code point
      * written as it is takes the room of its own bytes, a space that of
      * the white space before it; only replacements and ICU's segments
-     * take more, and make the room again (room_for). */
+     * take more, and make the room again (room_for).  A title longer
+     * than max (rare: white space must fold for it to fit) is left to
+     * the checked paths rather than given that much room. */
+    if (len > max)
+        return 1;
     if (enr_buf_reserve(out, len + 8) != 0)
         return -1;
     first = o = (unsigned char *)out->data + out->len;
@@ -599,9 +603,31 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
                 pending = 0;
             }
             *o++ = (unsigned char)c;
-            /* the rest of an ASCII word at once */
+            /* the rest of an ASCII word, 8 bytes at a time (the room
+             * ahead of o holds them) */
+            while (end - s >= 8) {
+                uint64_t w, m;
+
+                memcpy(&w, s, 8);
+                memcpy(o, &w, 8);
+                /* bytes <= ' ' or >= 0x80; the lowest flagged is exact */
+                m = (((w - 0x2121212121212121ull) & ~w) | w) & 0x8080808080808080ull;
+                if (m != 0) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                    size_t k = (size_t)__builtin_ctzll(m) / 8;
+#else
+                    size_t k = (size_t)__builtin_clzll(m) / 8;
+#endif
+                    s += k;
+                    o += k;
+                    goto word_done;
+                }
+                s += 8;
+                o += 8;
+            }
             while (s<end && * s> ' ' && *s < 0x80)
                 *o++ = *s++;
+        word_done:
             seg = s - 1; /* its last letter, written as it is */
             seg_o = (size_t)(o - 1 - first);
             seg_pending = 0;
@@ -715,16 +741,17 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
     UErrorCode err = U_ZERO_ERROR;
     enr_text_out t = {out->len, 0};
 
-    if (enr_wtf8_is_ascii(s, len))
-        return u->slow ? enr_wtf8_fold(s, len, out, max) : enr_wtf8_fold_fast(s, len, out, max);
     /* most titles: already NFKC, or once fullwidth forms and the like are
-     * replaced, known without ICU and the UTF-16 copy */
+     * replaced, known without ICU and the UTF-16 copy (ASCII too: the
+     * one pass is then enr_wtf8_fold) */
     if (!u->slow) {
         int rc = title_one_pass(u, s, len, max, out);
 
         if (rc != 1)
             return rc;
     }
+    if (enr_wtf8_is_ascii(s, len))
+        return u->slow ? enr_wtf8_fold(s, len, out, max) : enr_wtf8_fold_fast(s, len, out, max);
 
     if ((n = load_src(u, s, len)) < 0)
         return -1;
