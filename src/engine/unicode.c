@@ -301,6 +301,33 @@ static void lower_ascii(const unsigned char *s, size_t len, char *o)
         o[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
 }
 
+/* lower_ascii 8 bytes at a time, when every byte of s is ASCII: 1, or 0
+ * (o holds part of the text) when one is not. */
+static int lower_ascii_words(const unsigned char *s, size_t len, char *o)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w, up;
+
+        memcpy(&w, s + i, 8);
+        if (w & high)
+            return 0;
+        /* bytes 'A'..'Z': at least 'A' and not above 'Z', each byte's
+         * sum staying below 0x100 since it is ASCII */
+        up = (w + ones * (0x80 - 'A')) & ~(w + ones * (0x7f - 'Z')) & high;
+        w |= up >> 2;
+        memcpy(o + i, &w, 8);
+    }
+    for (; i < len; i++) {
+        if (s[i] >= 0x80)
+            return 0;
+        o[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+    }
+    return 1;
+}
+
 /* Full lower-casing of one piece through ICU; appends to out. */
 static int lower_icu(enr_uni *u, const unsigned char *s, size_t len, enr_buf *out)
 {
@@ -366,6 +393,14 @@ int enr_uni_id(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out
 
     if (len == 0)
         return 0;
+    if (!u->slow && len <= max) { /* most ids: ASCII, lower-cased in one pass */
+        if (enr_buf_reserve(out, len) != 0)
+            return -1;
+        if (lower_ascii_words(s, len, out->data + out->len)) {
+            out->len += len;
+            return 0;
+        }
+    }
     if (enr_wtf8_is_ascii(s, len)) {
         if (len > max)
             return ENR_UNI_TOO_LONG;
