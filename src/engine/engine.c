@@ -67,8 +67,13 @@ struct enr_engine {
 static const char output_limit_msg[] = "output larger than max_output_bytes";
 
 static const char *const provider_names[] = {"", "yt", "vm", "dm"};
-static const char *const provider_bases[] = {
-    "", "https://i.ytimg.com/vi", "https://i.vimeocdn.com/video", "https://s2.dmcdn.net/v"};
+#define BASE_YT "https://i.ytimg.com/vi"
+#define BASE_VM "https://i.vimeocdn.com/video"
+#define BASE_DM "https://s2.dmcdn.net/v"
+static const char *const provider_bases[] = {"", BASE_YT, BASE_VM, BASE_DM};
+/* their lengths, so that the line printer copies them without strlen */
+static const unsigned char provider_base_len[] = {0, sizeof(BASE_YT) - 1, sizeof(BASE_VM) - 1,
+                                                  sizeof(BASE_DM) - 1};
 static const char availability_keys[ENR_REGIONS][24] = {",\"availability\":{\"US\":",
                                                         ",\"GB\":",
                                                         ",\"JP\":",
@@ -780,7 +785,7 @@ static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_
                  text_clean((const unsigned char *)text + r->poster_off, r->poster_len));
     } else {
         const char *base = provider_bases[r->provider];
-        size_t n = strlen(base);
+        size_t n = provider_base_len[r->provider];
 
         memcpy(out->data + out->len, base, n);
         out->len += n;
