@@ -67,8 +67,13 @@ struct enr_engine {
 static const char output_limit_msg[] = "output larger than max_output_bytes";
 
 static const char *const provider_names[] = {"", "yt", "vm", "dm"};
-static const char *const provider_bases[] = {
-    "", "https://i.ytimg.com/vi", "https://i.vimeocdn.com/video", "https://s2.dmcdn.net/v"};
+#define BASE_YT "https://i.ytimg.com/vi"
+#define BASE_VM "https://i.vimeocdn.com/video"
+#define BASE_DM "https://s2.dmcdn.net/v"
+static const char *const provider_bases[] = {"", BASE_YT, BASE_VM, BASE_DM};
+/* their lengths, so that the line printer copies them without strlen */
+static const unsigned char provider_base_len[] = {0, sizeof(BASE_YT) - 1, sizeof(BASE_VM) - 1,
+                                                  sizeof(BASE_DM) - 1};
 static const char availability_keys[ENR_REGIONS][24] = {",\"availability\":{\"US\":",
                                                         ",\"GB\":",
                                                         ",\"JP\":",
@@ -515,7 +520,7 @@ static void put_hash(enr_buf *out, const char *prov, const char *id, size_t n)
 #define HASH_BLOCK 64
 #define HASH_ONE_BLOCK (HASH_BLOCK - 9) /* the 0x80 byte and the bit length */
 
-static void put_hash_fast(enr_buf *out, const char *prov, const char *id, size_t n)
+static void put_hash_fast(enr_buf *out, const char *prov, const char *id, size_t n, int clean)
 {
     unsigned char block[HASH_BLOCK] = {0};
     uint64_t bits = (uint64_t)(n + 3) * 8;
@@ -530,11 +535,15 @@ static void put_hash_fast(enr_buf *out, const char *prov, const char *id, size_t
     block[0] = (unsigned char)prov[0];
     block[1] = (unsigned char)prov[1];
     block[2] = ':';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)id[i];
+    if (clean) { /* no 0xED byte either */
+        memcpy(block + 3, id, n);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)id[i];
 
-        block[3 + i] = c;
-        ed |= c == 0xed;
+            block[3 + i] = c;
+            ed |= c == 0xed;
+        }
     }
     if (ed || SHA1_Init(&ctx) != 1) {
         put_hash(out, prov, id, n);
@@ -590,53 +599,139 @@ static const uint8_t escape_byte[256] = {
     [0x1c] = 1, [0x1d] = 1, [0x1e] = 1, [0x1f] = 1, ['"'] = 1,  ['\\'] = 1, [0xed] = 1,
 };
 
+/* The second byte of the two-byte escapes of rule 11. */
+static const char escape_short[256] = {
+    ['"'] = '"',  ['\\'] = '\\', ['\b'] = 'b', ['\t'] = 't',
+    ['\n'] = 'n', ['\f'] = 'f',  ['\r'] = 'r',
+};
+
+/* put_escaped's bytes for text from its first byte to escape on, written
+ * in place into room already reserved (ESCAPED_MAX), without a call per
+ * piece: the fast fuzz target compares the two. */
+static void put_escaped_at(enr_buf *out, const unsigned char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *end = s + n;
+    char *o = out->data + out->len;
+
+    while (s < end) {
+        unsigned c = *s;
+
+        if (!escape_byte[c]) {
+            *o++ = (char)c;
+            s++;
+        } else if (c == 0xed) {
+            if (end - s >= 3 && s[1] >= 0xa0) { /* lone surrogate (text.h) */
+                unsigned cp = 0xd000u | ((s[1] & 0x3fu) << 6) | (s[2] & 0x3fu);
+
+                o[0] = '\\';
+                o[1] = 'u';
+                o[2] = hex[cp >> 12];
+                o[3] = hex[(cp >> 8) & 15];
+                o[4] = hex[(cp >> 4) & 15];
+                o[5] = hex[cp & 15];
+                o += 6;
+                s += 3;
+            } else {
+                *o++ = (char)c;
+                s++;
+            }
+        } else if (escape_short[c]) {
+            o[0] = '\\';
+            o[1] = escape_short[c];
+            o += 2;
+            s++;
+        } else {
+            o[0] = '\\';
+            o[1] = 'u';
+            o[2] = '0';
+            o[3] = '0';
+            o[4] = hex[c >> 4];
+            o[5] = hex[c & 15];
+            o += 6;
+            s++;
+        }
+    }
+    out->len = (size_t)(o - out->data);
+}
+
 /* The longest escaped form of n bytes: a control byte gives 6. */
 #define ESCAPED_MAX(n) (6 * (n))
 /* A line but its id (three times: id, poster, hash input), title and
  * poster: keys, hash, base, duration, availability, fetched_at. */
 #define LINE_FIXED 512
 
+#ifdef __SSE2__
+/* The bytes of v that rule 11 escapes (and 0xED), as a movemask. */
+static inline int escape_mask16(__m128i v)
+{
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
+                                          _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
+                             _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')),
+                                          _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xed))));
+
+    return _mm_movemask_epi8(m);
+}
+#endif
+
+/* Does the word hold a byte rule 11 escapes (or 0xED)?  Each term is
+ * the classic "has a zero (or smaller) byte" test, exact as a yes/no. */
+static inline uint64_t escape_word(uint64_t x)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\'), e = x ^ (ones * 0xed);
+
+    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | ((e - ones) & ~e)) &
+           high;
+}
+
+/* Is there nothing to escape in s (rule 11, and no 0xED)?  Words at a
+ * time, the last one overlapping the one before. */
+static int text_clean(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    uint64_t w, w2;
+
+#ifdef __SSE2__
+    if (n >= 16) {
+        for (; i + 16 <= n; i += 16)
+            if (escape_mask16(_mm_loadu_si128((const __m128i *)(const void *)(s + i))) != 0)
+                return 0;
+        return i == n ||
+               escape_mask16(_mm_loadu_si128((const __m128i *)(const void *)(s + n - 16))) == 0;
+    }
+#endif
+    if (n >= 8) {
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, s + i, 8);
+            if (escape_word(w))
+                return 0;
+        }
+        memcpy(&w2, s + n - 8, 8);
+        return i == n || !escape_word(w2);
+    }
+    for (; i < n; i++)
+        if (escape_byte[s[i]])
+            return 0;
+    return 1;
+}
+
 /* put_escaped for a line that has its room reserved and cannot reach
- * the output limit: text without anything to escape is copied at once. */
-static void put_text(enr_buf *out, const char *str, size_t n)
+ * the output limit; clean: text_clean said so. */
+static void put_text(enr_buf *out, const char *str, size_t n, int clean)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
 
-#ifdef __SSE2__
-    /* 16 bytes a step: control bytes, '"', '\\' and 0xED */
-    for (; i + 16 <= n; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        __m128i m =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
-                         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xed))));
-
-        if (_mm_movemask_epi8(m) != 0)
-            break;
-    }
-    /* the last bytes: the 16 that end the text, checked again in part */
-    if (i < n && n >= 16 && i == (n & ~(size_t)15)) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + n - 16));
-        __m128i m =
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('"'))),
-                         _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\')),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xed))));
-
-        if (_mm_movemask_epi8(m) == 0)
-            i = n;
-    }
-#endif
-    while (i < n && !escape_byte[s[i]])
-        i++;
-    if (i == n) {
-        memcpy(out->data + out->len, str, n);
-        out->len += n;
-        return;
-    }
-    put_escaped(out, str, n, (size_t)-1 - 1);
+    if (!clean)
+        while (i < n && !escape_byte[s[i]])
+            i++;
+    else
+        i = n;
+    memcpy(out->data + out->len, str, i);
+    out->len += i;
+    if (i < n)
+        put_escaped_at(out, s + i, n - i);
 }
 
 #define PUT_LIT(o, s) (memcpy((o)->data + (o)->len, (s), sizeof(s) - 1), (o)->len += sizeof(s) - 1)
@@ -668,30 +763,34 @@ static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_
     size_t bound = LINE_FIXED + ESCAPED_MAX(2 * r->id_len + r->title_len + r->poster_len);
     char num[ENR_NUM_MAX];
     uint64_t ms;
+    int id_clean;
 
     if (bound < r->id_len || out->len > stop || stop - out->len <= bound ||
         enr_buf_reserve(out, bound) != 0)
         return -1;
+    id_clean = text_clean((const unsigned char *)text + r->id_off, r->id_len);
     PUT_LIT(out, "{\"hash\":\"");
-    put_hash_fast(out, prov, text + r->id_off, r->id_len);
+    put_hash_fast(out, prov, text + r->id_off, r->id_len, id_clean);
     PUT_LIT(out, "\",\"provider\":\"");
     memcpy(out->data + out->len, prov, 2);
     out->len += 2;
     PUT_LIT(out, "\",\"id\":\"");
-    put_text(out, text + r->id_off, r->id_len);
+    put_text(out, text + r->id_off, r->id_len, id_clean);
     PUT_LIT(out, "\",\"title\":\"");
-    put_text(out, text + r->title_off, r->title_len);
+    put_text(out, text + r->title_off, r->title_len,
+             text_clean((const unsigned char *)text + r->title_off, r->title_len));
     PUT_LIT(out, "\",\"poster\":\"");
     if (r->poster_len > 0) {
-        put_text(out, text + r->poster_off, r->poster_len);
+        put_text(out, text + r->poster_off, r->poster_len,
+                 text_clean((const unsigned char *)text + r->poster_off, r->poster_len));
     } else {
         const char *base = provider_bases[r->provider];
-        size_t n = strlen(base);
+        size_t n = provider_base_len[r->provider];
 
         memcpy(out->data + out->len, base, n);
         out->len += n;
         out->data[out->len++] = '/';
-        put_text(out, text + r->id_off, r->id_len);
+        put_text(out, text + r->id_off, r->id_len, id_clean);
         PUT_LIT(out, "/hqdefault.jpg");
     }
     PUT_LIT(out, "\",\"duration\":");

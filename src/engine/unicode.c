@@ -13,7 +13,9 @@
  * never reaches ICU (NFKC of ASCII is the identity, lower-casing ASCII is
  * tolower); non-ASCII titles already in NFKC skip the normalizer and are
  * folded on their original bytes, and most are known to be in NFKC from
- * their UTF-8 bytes alone (nfkc_yes_utf8), without the UTF-16 copy.
+ * their UTF-8 bytes alone (title_one_pass), without the UTF-16 copy,
+ * with the code points whose NFKC is a few stable code points (fullwidth
+ * forms, ligatures, Roman numerals, ...) replaced on the way.
  * With enr_uni_set_slow() ICU's own check and the first fold decide:
  * the reference the fast fuzz target holds the fast paths to.
  *
@@ -32,6 +34,8 @@
 #include <stdlib.h>
 
 #include <unicode/uchar.h>
+#include <unicode/utf16.h>
+#include <unicode/utf8.h>
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
 #include <unicode/uversion.h>
@@ -54,20 +58,27 @@
 /* Runs of combining marks longer than this are put in canonical order
  * before ICU sees them (sort_mark_runs). */
 #define ENR_UNI_MARK_RUN_SORT 32
+/* title_one_pass gives ICU the few code points around one it cannot
+ * decide, from stable code point to stable code point, up to this many
+ * bytes (no longer run of marks can cost ICU much); past it the title
+ * goes to ICU whole, in pieces, with its marks sorted first. */
+#define ENR_UNI_SEGMENT_MAX 256
 
-/* The BMP in pages of 256 code points for the NFKC check on UTF-8 bytes
- * (nfkc_yes_utf8): a page's classes are read from ICU the first time a
+/* The code points in pages of 256 for the NFKC check on UTF-8 bytes
+ * (title_one_pass): a page's classes are read from ICU the first time a
  * title uses it, so start-up pays nothing and a worker only the few
- * scripts its titles are written in (256 bytes each). */
-#define ENR_UNI_PAGES 256
+ * scripts its titles are written in (about 1.3 KB each). */
+#define ENR_UNI_PAGES (0x110000 >> 8)
 #define ENR_UNI_NOT_YES 255 /* no combining class is 255 */
 #define ENR_UNI_MAPPED 254  /* nor 254: see nfkc_class */
-#define ENR_UNI_MAPPED2 253 /* nor 253 */
+#define ENR_UNI_WS 253      /* nor 253: white space (rule 8) */
+/* NFKC makes at most 18 code points of one (U+FDFA, UAX #15), each at
+ * most 4 bytes: a replacement's UTF-8 fits this. */
+#define ENR_UNI_MAP_MAX (ENR_UNI_NFKC_MAX * 4)
 
 typedef struct uni_page {
-    uint8_t cls[256];   /* nfkc_class of each code point */
-    uint16_t map[256];  /* ... and for ENR_UNI_MAPPED(2), what NFKC makes of it */
-    uint16_t map2[256]; /* ... and for ENR_UNI_MAPPED2, its second code point */
+    uint8_t cls[256];  /* nfkc_class of each code point */
+    uint32_t map[256]; /* ... and for ENR_UNI_MAPPED, where u->maps holds its NFKC */
 } uni_page;
 
 struct enr_uni {
@@ -78,7 +89,10 @@ struct enr_uni {
     int slow;                       /* fast paths off: the fuzz target's reference */
     uint8_t ascii_ignorable[128];   /* Case_Ignorable, from ICU's data */
     uni_page *pages[ENR_UNI_PAGES]; /* NULL until a title uses the page */
-    enr_buf mapped;                 /* a title with its ENR_UNI_MAPPED code points replaced */
+    /* The NFKC of each ENR_UNI_MAPPED code point met so far: a length
+     * byte, a byte that says whether it holds white space, its UTF-8.
+     * Grows with the pages, never shrinks (a few KB at most). */
+    enr_buf maps;
 };
 
 /* Ensures *buf holds at least need units; 0 or -1. */
@@ -135,7 +149,7 @@ void enr_uni_free(enr_uni *u)
     free(u->dst);
     for (int i = 0; i < ENR_UNI_PAGES; i++)
         free(u->pages[i]);
-    enr_buf_free(&u->mapped);
+    enr_buf_free(&u->maps);
     free(u);
 }
 
@@ -146,7 +160,6 @@ void enr_uni_set_slow(enr_uni *u, int slow)
 
 void enr_uni_shrink(enr_uni *u, size_t keep)
 {
-    enr_buf_shrink(&u->mapped, keep);
     /* back to the start-up size: the next request grows them again */
     if ((size_t)u->src_cap * sizeof(UChar) > keep) {
         free(u->src);
@@ -172,21 +185,20 @@ static int stable(UChar32 c)
 }
 
 /*
- * The NFKC class of code point c for nfkc_yes_utf8: its combining
+ * The NFKC class of code point c for title_one_pass: its combining
  * class when its NFKC quick check is Yes; ENR_UNI_MAPPED when c is a
- * starter whose NFKC alone is one stable BMP code point *map (fullwidth
- * forms, circled digits, CJK compatibility): such a code point is
- * replaced, since NFKD gives both the same decomposition and a stable
- * code point never composes with a neighbour (only a Maybe can be the
- * second of a composition); ENR_UNI_NOT_YES otherwise.  White space
- * that NFKC maps to U+0020 (U+00A0, U+3000, ...) counts as U+0020 and is
- * not even replaced: rule 7.2 folds both the same way.
- * ENR_UNI_MAPPED2: the same for a starter of 3 UTF-8 bytes whose NFKC
- * alone is two stable BMP code points *map *map2, neither white space
- * (Thai and Lao SARA AM, ligatures, two-dot leader): its NFKD is theirs,
- * so a text whose replacement passes the quick check is the NFKC of the
- * original.  Only title_one_pass replaces those; nfkc_yes_utf8 sends
- * them to ICU.
+ * starter whose NFKC alone is a sequence of stable code points (quick
+ * check Yes, class 0: fullwidth forms, circled digits, ligatures, Roman
+ * numerals, CJK compatibility, U+FDFA), which *map then locates in
+ * u->maps.  Such a code point is replaced by that sequence: both have
+ * the same NFKD, and a stable code point never composes with a
+ * neighbour (only a Maybe can be the second of a composition), so a text
+ * whose replacement passes the quick check is the NFKC of the original.
+ * The replacement may hold white space (U+FDFA does): rule 7.2 folds it
+ * with its neighbours.  ENR_UNI_WS: white space (rule 8) that is stable
+ * or that NFKC maps to U+0020 (U+00A0, U+3000, ...): it counts as U+0020
+ * and is not even replaced, since rule 7.2 folds both the same way.
+ * ENR_UNI_NOT_YES otherwise: ICU decides.
  */
 /* Is BMP code point c white space (enr_ws_len, the one definition of
  * rule 8, asked on its UTF-8 form)? */
@@ -211,37 +223,50 @@ static int ws_bmp(unsigned c)
     return enr_ws_len(w, w + n) > 0;
 }
 
-static unsigned nfkc_class(const enr_uni *u, UChar32 c, uint16_t *map, uint16_t *map2)
+static unsigned nfkc_class(enr_uni *u, UChar32 c, uint32_t *map)
 {
     UErrorCode err = U_ZERO_ERROR;
-    UChar in[1] = {(UChar)c}, o[4];
-    int32_t n;
+    UChar in[2], o[2 * ENR_UNI_NFKC_MAX];
+    unsigned char m[2 + ENR_UNI_MAP_MAX];
+    int32_t n, nin = 0, i = 0;
+    size_t len = 0;
+    int ws = 0;
 
     if (U_IS_SURROGATE(c))
         return ENR_UNI_NOT_YES;
     if (u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES) {
         unsigned cc = u_getCombiningClass(c);
-        return cc < ENR_UNI_MAPPED2 ? cc : ENR_UNI_NOT_YES;
+
+        if (cc == 0 && c <= 0xffff && ws_bmp((unsigned)c))
+            return ENR_UNI_WS;
+        return cc < ENR_UNI_WS ? cc : ENR_UNI_NOT_YES;
     }
-    if (c < 0x80 || c > 0xffff || u_getCombiningClass(c) != 0)
+    if (c < 0x80 || u_getCombiningClass(c) != 0)
         return ENR_UNI_NOT_YES;
-    n = unorm2_normalize(u->nfkc, in, 1, o, 4, &err);
-    if (U_FAILURE(err) || n < 1 || n > 2)
+    U16_APPEND_UNSAFE(in, nin, c);
+    n = unorm2_normalize(u->nfkc, in, nin, o, (int32_t)(sizeof o / sizeof o[0]), &err);
+    if (U_FAILURE(err) || n < 1)
         return ENR_UNI_NOT_YES;
-    if (ws_bmp((unsigned)c))
-        return n == 1 && o[0] == 0x20 ? 0 : ENR_UNI_NOT_YES;
-    if (!stable(o[0]))
-        return ENR_UNI_NOT_YES;
-    *map = o[0];
-    if (n == 1)
-        return ENR_UNI_MAPPED;
-    if (c < 0x800 || !stable(o[1]) || ws_bmp(o[0]) || ws_bmp(o[1]))
-        return ENR_UNI_NOT_YES;
-    *map2 = o[1];
-    return ENR_UNI_MAPPED2;
+    if (c <= 0xffff && ws_bmp((unsigned)c))
+        return n == 1 && o[0] == 0x20 ? ENR_UNI_WS : ENR_UNI_NOT_YES;
+    while (i < n) {
+        UChar32 d;
+
+        U16_NEXT(o, i, n, d);
+        if (!stable(d) || len + 4 > ENR_UNI_MAP_MAX)
+            return ENR_UNI_NOT_YES;
+        if (d <= 0xffff && ws_bmp((unsigned)d))
+            ws = 1;
+        U8_APPEND_UNSAFE(m + 2, len, d);
+    }
+    m[0] = (unsigned char)len;
+    m[1] = (unsigned char)ws;
+    *map = (uint32_t)u->maps.len;
+    enr_buf_append(&u->maps, m, len + 2);
+    return u->maps.oom || u->maps.len > UINT32_MAX ? ENR_UNI_NOT_YES : ENR_UNI_MAPPED;
 }
 
-static unsigned bmp_class_load(enr_uni *u, unsigned c)
+static unsigned class_load(enr_uni *u, unsigned c)
 {
     unsigned page = c >> 8;
     uni_page *t = calloc(1, sizeof(*t));
@@ -249,116 +274,17 @@ static unsigned bmp_class_load(enr_uni *u, unsigned c)
     if (t == NULL)
         return ENR_UNI_NOT_YES; /* ICU's own check decides */
     for (unsigned i = 0; i < 256; i++)
-        t->cls[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i), &t->map[i], &t->map2[i]);
+        t->cls[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i), &t->map[i]);
     u->pages[page] = t;
     return t->cls[c & 255];
 }
 
-static inline unsigned bmp_class(enr_uni *u, unsigned c)
+/* c < 0x110000 */
+static inline unsigned class_of(enr_uni *u, unsigned c)
 {
     const uni_page *t = u->pages[c >> 8];
 
-    return t != NULL ? t->cls[c & 255] : bmp_class_load(u, c);
-}
-
-/*
- * Is the WTF-8 text s certainly in NFKC (up to white space that rule 7.2
- * folds anyway, nfkc_class)?  UAX #15's quick check on the bytes, without
- * the UTF-16 copy: every code point's quick check is Yes and combining
- * classes never decrease within a run of marks; a Yes is never wrong.
- * 1: yes; 2: yes once its ENR_UNI_MAPPED code points are replaced
- * (map_text); 0 says only "not known": a lone surrogate, a Maybe or a No
- * sends the text to ICU, which alone decides.
- */
-static int nfkc_yes_utf8(enr_uni *u, const unsigned char *s, size_t len)
-{
-    const unsigned char *end = s + len;
-    unsigned last = 0, cc;
-    int mapped = 0;
-
-    while (s < end) {
-        unsigned c = *s, cp;
-
-        if (c < 0x80) {
-            s++;
-            last = 0;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
-            cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
-            s += 2;
-            cc = bmp_class(u, cp);
-        } else if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
-            cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
-            s += 3;
-            cc = bmp_class(u, cp);
-        } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
-            cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
-            s += 4;
-            cc = nfkc_class(u, (UChar32)cp, &(uint16_t){0}, &(uint16_t){0});
-            if (cc == ENR_UNI_MAPPED) /* never: supplementary code points are not mapped */
-                return 0;
-        } else {
-            return 0; /* the reader never makes it: ICU decides */
-        }
-        if (cc == ENR_UNI_MAPPED2) /* two code points: title_one_pass's */
-            return 0;
-        if (cc == ENR_UNI_MAPPED) {
-            mapped = 1;
-            cc = 0; /* a starter takes its place */
-        }
-        if (cc == ENR_UNI_NOT_YES || (cc != 0 && last > cc))
-            return 0;
-        last = cc;
-    }
-    return 1 + mapped;
-}
-
-/* s (checked by nfkc_yes_utf8, which loaded its pages) with its
- * ENR_UNI_MAPPED code points replaced, in u->mapped: its NFKC up to
- * white space.  0, or -1 (memory). */
-static int map_text(enr_uni *u, const unsigned char *s, size_t len)
-{
-    const unsigned char *end = s + len;
-    unsigned char *o;
-
-    enr_buf_reset(&u->mapped);
-    /* a code point of 2 bytes or more becomes at most 3 */
-    if (enr_buf_reserve(&u->mapped, len + len / 2 + 1) != 0)
-        return -1;
-    o = (unsigned char *)u->mapped.data;
-    while (s < end) {
-        unsigned c = *s, cp, n;
-        const uni_page *t;
-
-        if (c < 0xc2 || c > 0xef) { /* ASCII, or a 4-byte code point: as it is */
-            n = c < 0x80 ? 1 : 4;
-            memcpy(o, s, n);
-            o += n;
-            s += n;
-            continue;
-        }
-        n = c <= 0xdf ? 2 : 3;
-        cp = n == 2 ? (c & 0x1fu) << 6 | (s[1] & 0x3fu)
-                    : (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
-        t = u->pages[cp >> 8];
-        if (t->cls[cp & 255] != ENR_UNI_MAPPED) {
-            memcpy(o, s, n);
-            o += n;
-        } else if ((cp = t->map[cp & 255]) < 0x80) {
-            *o++ = (unsigned char)cp;
-        } else if (cp < 0x800) {
-            *o++ = (unsigned char)(0xc0 | (cp >> 6));
-            *o++ = (unsigned char)(0x80 | (cp & 0x3f));
-        } else {
-            *o++ = (unsigned char)(0xe0 | (cp >> 12));
-            *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-            *o++ = (unsigned char)(0x80 | (cp & 0x3f));
-        }
-        s += n;
-    }
-    u->mapped.len = (size_t)(o - (unsigned char *)u->mapped.data);
-    return 0;
+    return t != NULL ? t->cls[c & 255] : class_load(u, c);
 }
 
 /* Converts s into u->src; the unit count, or -1. */
@@ -373,6 +299,33 @@ static void lower_ascii(const unsigned char *s, size_t len, char *o)
 {
     for (size_t i = 0; i < len; i++)
         o[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+}
+
+/* lower_ascii 8 bytes at a time, when every byte of s is ASCII: 1, or 0
+ * (o holds part of the text) when one is not. */
+static int lower_ascii_words(const unsigned char *s, size_t len, char *o)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    size_t i = 0;
+
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w, up;
+
+        memcpy(&w, s + i, 8);
+        if (w & high)
+            return 0;
+        /* bytes 'A'..'Z': at least 'A' and not above 'Z', each byte's
+         * sum staying below 0x100 since it is ASCII */
+        up = (w + ones * (0x80 - 'A')) & ~(w + ones * (0x7f - 'Z')) & high;
+        w |= up >> 2;
+        memcpy(o + i, &w, 8);
+    }
+    for (; i < len; i++) {
+        if (s[i] >= 0x80)
+            return 0;
+        o[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+    }
+    return 1;
 }
 
 /* Full lower-casing of one piece through ICU; appends to out. */
@@ -440,6 +393,14 @@ int enr_uni_id(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out
 
     if (len == 0)
         return 0;
+    if (!u->slow && len <= max) { /* most ids: ASCII, lower-cased in one pass */
+        if (enr_buf_reserve(out, len) != 0)
+            return -1;
+        if (lower_ascii_words(s, len, out->data + out->len)) {
+            out->len += len;
+            return 0;
+        }
+    }
     if (enr_wtf8_is_ascii(s, len)) {
         if (len > max)
             return ENR_UNI_TOO_LONG;
@@ -562,53 +523,112 @@ static int32_t nfkc_piece(enr_uni *u, const UChar *src, int32_t n, size_t max)
     return U_FAILURE(err) ? -1 : m;
 }
 
-/* Appends code point cp (BMP) as UTF-8 at o; returns the new end. */
-static inline unsigned char *put_bmp(unsigned char *o, unsigned cp)
+/* Makes room for need more bytes at *o in out, whose text started at
+ * *first: moves both if the buffer moves.  0, -1 (memory), or
+ * ENR_UNI_TOO_LONG when what is written already passes max (written
+ * bytes are final: white space waits until a non-space follows), so
+ * the room never grows much past max. */
+static int room_for(enr_buf *out, unsigned char **first, unsigned char **o, unsigned char **lim,
+                    size_t need, size_t left, size_t max)
 {
-    if (cp < 0x80) {
-        *o++ = (unsigned char)cp;
-    } else if (cp < 0x800) {
-        *o++ = (unsigned char)(0xc0 | (cp >> 6));
-        *o++ = (unsigned char)(0x80 | (cp & 0x3f));
-    } else {
-        *o++ = (unsigned char)(0xe0 | (cp >> 12));
-        *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-        *o++ = (unsigned char)(0x80 | (cp & 0x3f));
+    size_t at = (size_t)(*first - (unsigned char *)out->data), done = (size_t)(*o - *first);
+
+    if (done > max)
+        return ENR_UNI_TOO_LONG;
+    if (enr_buf_reserve(out, done + need + left + 8) != 0)
+        return -1;
+    *first = (unsigned char *)out->data + at;
+    *o = *first + done;
+    *lim = (unsigned char *)out->data + out->cap;
+    return 0;
+}
+
+static inline unsigned decode_at(const unsigned char *s, const unsigned char *end, unsigned *cp)
+{
+    unsigned c = *s;
+
+    if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
+        *cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
+        return 2;
     }
-    return o;
+    if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
+        *cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+        return 3;
+    }
+    if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
+        *cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
+        return *cp <= 0x10ffff ? 4 : 0;
+    }
+    return 0;
+}
+
+/* The next stable code point (ASCII, or class 0: normalization has a
+ * boundary before it) from s on, or end; NULL when what comes first is
+ * a lone surrogate (the whole title then goes to ICU). */
+static const unsigned char *segment_end(enr_uni *u, const unsigned char *s,
+                                        const unsigned char *end)
+{
+    while (s < end && *s >= 0x80) {
+        unsigned cp, n = decode_at(s, end, &cp);
+
+        if (n == 0)
+            return NULL;
+        if (class_of(u, cp) == 0)
+            break;
+        s += n;
+    }
+    return s;
 }
 
 /*
- * nfkc_yes_utf8, map_text and fold_fast in one pass over a non-ASCII
- * title, written straight into out: the same decoding, classes and
- * white-space test, so it gives up (1: nothing appended, the three
- * passes decide) exactly where nfkc_yes_utf8 says "not known", and is
- * otherwise their output (the fast fuzz target compares it with the
- * slow path).  A mapped code point that is white space also gives up:
- * none is, but the three passes are the definition.  0, -1, or
- * ENR_UNI_TOO_LONG (nothing appended) when the folded text passes max.
+ * NFKC, the quick check on the UTF-8 bytes, and rule 7.2's fold in one
+ * pass over a non-ASCII title, written straight into out.  UAX #15's
+ * quick check: every code point's class is known (nfkc_class) and
+ * combining classes never decrease within a run of marks; a Yes is never
+ * wrong.  ENR_UNI_MAPPED code points are replaced by their NFKC as it
+ * goes.  Where the check says Maybe or No (a combining mark that may
+ * compose, U+00A8, marks out of order), only the segment from the last
+ * stable code point to the next one goes through ICU: normalization has
+ * a boundary before a stable code point, so the NFKC of the title is
+ * that of its segments put together.  1 (nothing appended) says only
+ * "not known": a lone surrogate, or a segment longer than
+ * ENR_UNI_SEGMENT_MAX, sends the whole title to ICU, which alone
+ * decides, and so does a title longer than max; otherwise the result is
+ * ICU's (the fast fuzz target compares it with the slow path).  0, -1, or ENR_UNI_TOO_LONG (nothing
+ * appended) when the folded text passes max.
  */
 static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t max, enr_buf *out)
 {
     const unsigned char *end = s + len;
-    unsigned char *first, *o;
+    const unsigned char *seg = s; /* where the last stable code point starts */
+    size_t seg_o = 0;             /* ... what was written before it */
+    unsigned char *first, *o, *lim;
     unsigned last = 0, cc;
-    int pending = 0;
+    int pending = 0, seg_pending = 0, rc;
 
-    /* a code point of 2 bytes becomes at most 3, one of 3 at most 6
-     * (ENR_UNI_MAPPED2); +4: the last one's copy writes 4 */
-    if (enr_buf_reserve(out, 2 * len + 4) != 0)
+    /* Room for the input and 8 more is kept ahead of o: a code point
+     * written as it is takes the room of its own bytes, a space that of
+     * the white space before it; only replacements and ICU's segments
+     * take more, and make the room again (room_for).  A title longer
+     * than max (rare: white space must fold for it to fit) is left to
+     * the checked paths rather than given that much room. */
+    if (len > max)
+        return 1;
+    if (enr_buf_reserve(out, len + 8) != 0)
         return -1;
     first = o = (unsigned char *)out->data + out->len;
+    lim = (unsigned char *)out->data + out->cap;
     while (s < end) {
         unsigned c = *s, cp, n;
         const unsigned char *at = s;
-        size_t w;
 
         if (c < 0x80) {
             s++;
             last = 0;
             if (c == ' ' || (c >= 0x09 && c <= 0x0d)) {
+                seg = at;
+                seg_o = (size_t)(o - first);
+                seg_pending = pending;
                 pending = 1;
                 continue;
             }
@@ -618,67 +638,119 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
                 pending = 0;
             }
             *o++ = (unsigned char)c;
-            /* the rest of an ASCII word at once */
+            /* the rest of an ASCII word, 8 bytes at a time (the room
+             * ahead of o holds them) */
+            while (end - s >= 8) {
+                uint64_t w, m;
+
+                memcpy(&w, s, 8);
+                memcpy(o, &w, 8);
+                /* bytes <= ' ' or >= 0x80; the lowest flagged is exact */
+                m = (((w - 0x2121212121212121ull) & ~w) | w) & 0x8080808080808080ull;
+                if (m != 0) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                    size_t k = (size_t)__builtin_ctzll(m) / 8;
+#else
+                    size_t k = (size_t)__builtin_clzll(m) / 8;
+#endif
+                    s += k;
+                    o += k;
+                    goto word_done;
+                }
+                s += 8;
+                o += 8;
+            }
             while (s<end && * s> ' ' && *s < 0x80)
                 *o++ = *s++;
+        word_done:
+            seg = s - 1; /* its last letter, written as it is */
+            seg_o = (size_t)(o - 1 - first);
+            seg_pending = 0;
             continue;
         }
-        if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
-            cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
-            n = 2;
-            cc = bmp_class(u, cp);
-        } else if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
-            cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
-            n = 3;
-            cc = bmp_class(u, cp);
-        } else if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
-            cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
-            n = 4;
-            cc = nfkc_class(u, (UChar32)cp, &(uint16_t){0}, &(uint16_t){0});
-            if (cc == ENR_UNI_MAPPED)
-                return 1;
-        } else {
-            return 1;
-        }
+        if ((n = decode_at(s, end, &cp)) == 0)
+            return 1; /* a lone surrogate: ICU decides */
+        cc = class_of(u, cp);
         s += n;
-        if (cc == ENR_UNI_NOT_YES)
-            return 1;
-        if (cc == ENR_UNI_MAPPED2) { /* two stable code points, no white space */
-            const uni_page *t = u->pages[cp >> 8];
-
-            if (pending) {
-                if (o != first)
-                    *o++ = ' ';
-                pending = 0;
-            }
-            o = put_bmp(put_bmp(o, t->map[cp & 255]), t->map2[cp & 255]);
+        if (cc == 0) { /* a stable starter, as it is: most of CJK, Hangul, Thai */
+            seg = at;
+            seg_o = (size_t)(o - first);
+            seg_pending = pending;
+        } else if (cc == ENR_UNI_WS) {
+            pending = 1;
             last = 0;
             continue;
-        }
-        if (cc == ENR_UNI_MAPPED) {
-            unsigned char m[3];
-            unsigned char *me = put_bmp(m, u->pages[cp >> 8]->map[cp & 255]);
+        } else if (cc == ENR_UNI_MAPPED) {
+            const unsigned char *m =
+                (const unsigned char *)u->maps.data + u->pages[cp >> 8]->map[cp & 255];
+            const unsigned char *mp = m + 2, *me = mp + m[0];
 
-            if (enr_ws_lead[m[0]] && enr_ws_len(m, me) > 0)
-                return 1;
-            if (pending) {
-                if (o != first)
-                    *o++ = ' ';
-                pending = 0;
+            if ((size_t)(lim - o) < 8 + (size_t)m[0] + (size_t)(end - s) &&
+                (rc = room_for(out, &first, &o, &lim, 8 + (size_t)m[0], (size_t)(end - s), max)) !=
+                    0)
+                return rc;
+            last = 0; /* starters take its place */
+            if (!m[1]) {
+                if (pending) {
+                    if (o != first)
+                        *o++ = ' ';
+                    pending = 0;
+                }
+                memcpy(o, mp, m[0]);
+                o += m[0];
+                continue;
             }
-            memcpy(o, m, 3);
-            o += me - m;
-            last = 0; /* a starter takes its place */
+            while (mp < me) { /* white space within: folded with the rest */
+                size_t w = enr_ws_len(mp, me);
+
+                if (w > 0) {
+                    pending = 1;
+                    mp += w;
+                    continue;
+                }
+                if (pending) {
+                    if (o != first)
+                        *o++ = ' ';
+                    pending = 0;
+                }
+                do
+                    *o++ = *mp++;
+                while (mp < me && (*mp & 0xc0) == 0x80);
+            }
+            continue;
+        } else if (cc == ENR_UNI_NOT_YES || last > cc) {
+            /* ICU normalizes from the last stable code point to the next
+             * one, and the rest goes on here */
+            const unsigned char *stop = segment_end(u, s, end);
+            enr_text_out t = {out->len, seg_pending};
+            size_t keep = out->len;
+            int32_t n16, m;
+
+            if (stop == NULL || (size_t)(stop - seg) > ENR_UNI_SEGMENT_MAX)
+                return 1;
+            if (seg_o > max)
+                return ENR_UNI_TOO_LONG;
+            if ((n16 = load_src(u, seg, (size_t)(stop - seg))) < 0)
+                return -1;
+            if ((m = nfkc_piece(u, u->src, n16, max - seg_o)) < 0)
+                return m;
+            out->len = keep + seg_o;
+            rc = enr_utf16_to_wtf8(u->dst, m, out, 1, &t, max);
+            first = (unsigned char *)out->data + keep;
+            o = (unsigned char *)out->data + out->len;
+            lim = (unsigned char *)out->data + out->cap;
+            out->len = keep;
+            if (rc != 0)
+                return rc;
+            if ((size_t)(lim - o) < 8 + (size_t)(end - stop) &&
+                (rc = room_for(out, &first, &o, &lim, 8, (size_t)(end - stop), max)) != 0)
+                return rc;
+            pending = t.pending;
+            last = 0;
+            s = stop;
             continue;
         }
-        if (cc != 0 && last > cc)
-            return 1;
         last = cc;
-        if (enr_ws_lead[c] && (w = enr_ws_len(at, end)) > 0) {
-            s = at + w; /* n == w: the same code point */
-            pending = 1;
-            continue;
-        }
         if (pending) {
             if (o != first)
                 *o++ = ' ';
@@ -686,8 +758,7 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
         }
         o[0] = at[0];
         o[1] = at[1];
-        if (n > 2)
-            o[2] = at[2];
+        o[2] = at[2];
         if (n > 3)
             o[3] = at[3];
         o += n;
@@ -705,26 +776,17 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
     UErrorCode err = U_ZERO_ERROR;
     enr_text_out t = {out->len, 0};
 
+    /* most titles: already NFKC, or once fullwidth forms and the like are
+     * replaced, known without ICU and the UTF-16 copy (ASCII too: the
+     * one pass is then enr_wtf8_fold) */
+    if (!u->slow) {
+        int rc = title_one_pass(u, s, len, max, out);
+
+        if (rc != 1)
+            return rc;
+    }
     if (enr_wtf8_is_ascii(s, len))
         return u->slow ? enr_wtf8_fold(s, len, out, max) : enr_wtf8_fold_fast(s, len, out, max);
-    /* most titles: already NFKC, or once fullwidth forms and the like are
-     * replaced, known without ICU and the UTF-16 copy */
-    if (!u->slow) {
-        int yes;
-
-        if (len <= max / 2 && (yes = title_one_pass(u, s, len, max, out)) != 1)
-            return yes;
-        yes = nfkc_yes_utf8(u, s, len);
-
-        if (yes == 1)
-            return enr_wtf8_fold_fast(s, len, out, max);
-        if (yes == 2) {
-            if (map_text(u, s, len) != 0)
-                return -1;
-            return enr_wtf8_fold_fast((const unsigned char *)u->mapped.data, u->mapped.len, out,
-                                      max);
-        }
-    }
 
     if ((n = load_src(u, s, len)) < 0)
         return -1;

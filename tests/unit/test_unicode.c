@@ -444,9 +444,16 @@ static void test_mark_run(void)
     free(ref8);
 }
 
-/* Appends the WTF-8 form of BMP code point c. */
+/* Appends the WTF-8 form of code point c. */
 static size_t put_bmp(char *o, unsigned c)
 {
+    if (c > 0xffff) {
+        o[0] = (char)(0xf0 | (c >> 18));
+        o[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+        o[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+        o[3] = (char)(0x80 | (c & 0x3f));
+        return 4;
+    }
     if (c < 0x80) {
         o[0] = (char)c;
         return 1;
@@ -464,14 +471,21 @@ static size_t put_bmp(char *o, unsigned c)
 
 /* The title fast paths (the NFKC check on UTF-8 bytes, fullwidth forms
  * and the like replaced, white space that NFKC makes a space) against
- * ICU's own check and normalizer (enr_uni_set_slow): every BMP code
- * point, a lone surrogate included, between letters, after a space,
- * doubled, and before a combining mark that could compose or reorder
- * with it. */
+ * ICU's own check and normalizer (enr_uni_set_slow): every code point
+ * of planes 0 to 3 and of the variation selectors, a lone surrogate
+ * included, between letters, after a space, doubled, before a combining
+ * mark that could compose or reorder with it, and between marks that
+ * make the segment ICU is given (kana and a voiced mark, marks out of
+ * order). */
 static void test_title_fast_is_icu(void)
 {
-    static const char *const ctx[][2] = {
-        {"a", "b"}, {" ", " "}, {"\xef\xbc\xa1", "\xcc\x8a"}, {"e\xcc\x81", "\xcc\xa3"}, {"", ""}};
+    static const char *const ctx[][2] = {{"a", "b"},
+                                         {" ", " "},
+                                         {"\xef\xbc\xa1", "\xcc\x8a"},
+                                         {"e\xcc\x81", "\xcc\xa3"},
+                                         {"", ""},
+                                         {"\xe3\x81\x8b\xe3\x82\x99 ", "\xe3\x82\x99x"},
+                                         {"x\xcc\x81\xcc\xa3", " \xef\xbc\xa1\xcc\x81\xcc\xa3y"}};
     enr_uni *slow = enr_uni_new();
     enr_buf of = {0}, os = {0};
     long diffs = 0, fast_rc = 0;
@@ -480,9 +494,11 @@ static void test_title_fast_is_icu(void)
     if (slow == NULL)
         return;
     enr_uni_set_slow(slow, 1);
-    for (unsigned c = 0x80; c < 0x10000; c++) {
+    for (unsigned c = 0x80; c < 0x40000; c = c == 0x3ffff ? 0xe0000 : c + 1) {
+        if (c == 0xe01f0)
+            break;
         for (size_t k = 0; k < sizeof ctx / sizeof ctx[0]; k++) {
-            char in[32];
+            char in[48];
             size_t n = strlen(ctx[k][0]);
             int rf, rs;
 
@@ -505,10 +521,68 @@ static void test_title_fast_is_icu(void)
             }
         }
     }
-    T_CHECK(diffs == 0 && fast_rc == 0, "every BMP code point: fast title path = ICU (%ld differ)",
+    T_CHECK(diffs == 0 && fast_rc == 0, "every code point: fast title path = ICU (%ld differ)",
             diffs);
     enr_buf_free(&of);
     enr_buf_free(&os);
+    enr_uni_free(slow);
+}
+
+/* Titles whose replacements make them longer (U+FDFA: 3 bytes to 33,
+ * with white space inside; ligatures, Roman numerals), with ICU segments
+ * and white space between, cut by every max up to their length (around
+ * it for the longest): the
+ * fast path grows its room and refuses past max exactly as ICU's does,
+ * and leaves the buffer's text alone when it refuses. */
+static void test_title_fast_max(void)
+{
+    static const char *const unit[] = {
+        "\xef\xb7\xba",          "\xef\xac\x81 ",  "\xe2\x85\xab\xe3\x80\x80",
+        "e\xcc\x81\xef\xbc\xa1", "\xe3\x8d\xbb\t", "\xc7\x84x\xcc\xa3\xcc\x81"};
+    enr_uni *slow = enr_uni_new();
+    enr_buf of = {0}, os = {0}, in = {0};
+    long diffs = 0, cases = 0;
+
+    T_CHECK(slow != NULL, "enr_uni_new");
+    if (slow == NULL)
+        return;
+    enr_uni_set_slow(slow, 1);
+    for (size_t k = 0; k < sizeof unit / sizeof unit[0]; k++) {
+        for (size_t reps = 1; reps <= 300; reps = reps * 3 + 1) {
+            size_t full;
+
+            enr_buf_reset(&in);
+            for (size_t r = 0; r < reps; r++) {
+                enr_buf_append(&in, unit[k], strlen(unit[k]));
+                enr_buf_append(&in, unit[(k + r) % 6], strlen(unit[(k + r) % 6]));
+            }
+            enr_buf_reset(&os);
+            T_CHECK(enr_uni_title(slow, in.data, in.len, ENR_UNI_NO_MAX, &os) == 0, "ICU");
+            full = os.len;
+            for (size_t max = full > 600 ? full - 40 : 0; max <= full + 40; max++) {
+                int rf, rs;
+
+                /* from the smallest buffer, so that the room grows */
+                enr_buf_free(&of);
+                enr_buf_free(&os);
+                enr_buf_lit(&of, "kept");
+                enr_buf_lit(&os, "kept");
+                rf = enr_uni_title(uni, in.data, in.len, max, &of);
+                rs = enr_uni_title(slow, in.data, in.len, max, &os);
+                cases++;
+                if (rf != rs || of.len != os.len || memcmp(of.data, os.data, of.len) != 0) {
+                    if (diffs++ < 5)
+                        T_CHECK(0, "unit %zu x %zu, max %zu: fast %d \"%s\", ICU %d \"%s\"", k,
+                                reps, max, rf, show(of.data, of.len), rs, show(os.data, os.len));
+                }
+            }
+        }
+    }
+    T_CHECK(diffs == 0 && cases > 1000, "long titles cut by max: fast = ICU (%ld of %ld differ)",
+            diffs, cases);
+    enr_buf_free(&of);
+    enr_buf_free(&os);
+    enr_buf_free(&in);
     enr_uni_free(slow);
 }
 
@@ -526,6 +600,7 @@ int main(void)
     test_mark_swaps_are_invisible();
     test_mark_run();
     test_title_fast_is_icu();
+    test_title_fast_max();
     enr_uni_free(uni);
     T_DONE();
 }
