@@ -597,6 +597,13 @@ static int setup(worker *w, const enr_worker_args *a)
         srandom((unsigned)getpid() ^ (unsigned)enr_mono_us());
         w->max_served = a->cfg->max_requests + (j ? (unsigned long)random() % (j + 1) : 0);
     }
+    /* The count after each request keeps its /proc directory open from
+     * its first call (procstat.h): taken now, so that the worker's
+     * descriptors are the same before its first request as after. */
+    if (a->cfg->fd_soft && enr_proc_fd_count(0) < 0)
+        enr_log(ENR_LOG_WARN,
+                "cannot count own descriptors in /proc/self/fd: fd_soft unchecked until it can",
+                "error=%s", strerror(errno));
 #ifdef ENR_TEST_HOOKS
     hooks_init(w);
 #endif
