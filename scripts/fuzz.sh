@@ -131,6 +131,7 @@ seed_corpus() {
     scan)
         cp -n "$ROOT"/tests/vectors/*.in.json "$corpus"/ 2>/dev/null || true
         seed "$corpus" mixed 'abc\\"def\001ghi\303\251\342\202\254 0123456789abcdef\\u00e9\\uZZ12\\n0123456789abcdef"\\\\x\\q\\'
+        seed "$corpus" uesc '\\u30cb\\u30e5\\u30fc\\u30b9 0123456789abcdef0123456789abcdef0123456789abcdef0123\\u00e9\\u00E9x\\u12\\u0e40\\u0e1e\\u0e25\\u0e07 \\ud83c\\udfac\\\\u0041\\u004g"'
         ;;
     statustext)
         seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'
