@@ -9,7 +9,9 @@
  * byte is never part of a multi-byte sequence), so skipped strings are
  * only scanned for the quote, escapes and raw control characters, 64
  * bytes at a time (scan.h), and a value nobody reads is skipped by one
- * loop (skip_fast) rather than a call per element.  Strings that are
+ * loop (skip_fast) rather than a call per element, with its short
+ * strings and its numbers told inline; a record's unread members in a
+ * row are skipped together (skip_unread).  Strings that are
  * read are decoded to WTF-8 with the maximal-subpart replacement; one
  * without escapes that is well-formed UTF-8 is checked, then copied at
  * once.  Each fast path has its slow path behind r->slow, the reference
@@ -393,6 +395,35 @@ static int skip_value(enr_reader *r, int depth)
     }
 }
 
+/* The end of the number at p as scan_number reads it, or NULL where
+ * scan_number fails: the same grammar without the reader's state, for
+ * the numbers skip_fast steps over (stats, view counts). */
+static inline __attribute__((always_inline)) const unsigned char *skip_num(const unsigned char *p,
+                                                                           const unsigned char *end)
+{
+    if (*p == '-' && ++p >= end)
+        return NULL;
+    if (*p == '0')
+        p++;
+    else if ((unsigned)(*p - '1') < 9)
+        p = digits_end(p + 1, end);
+    else
+        return NULL;
+    if (p < end && *p == '.') {
+        if (++p >= end || (unsigned)(*p - '0') >= 10)
+            return NULL;
+        p = digits_end(p + 1, end);
+    }
+    if (p < end && (*p | 0x20) == 'e') {
+        if (++p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || (unsigned)(*p - '0') >= 10)
+            return NULL;
+        p = digits_end(p + 1, end);
+    }
+    return p;
+}
+
 static inline const unsigned char *ws_end(const unsigned char *p, const unsigned char *end)
 {
     while (p < end && is_ws(*p))
@@ -410,9 +441,38 @@ static inline const unsigned char *ws_end(const unsigned char *p, const unsigned
  */
 #define SKIP_LEVELS 63 /* deeper: skip_value */
 
+/* The closing quote of the string whose body starts at p, or the byte
+ * where the reader must look (scan.h's enr_skip_string).  Keys and tags,
+ * most strings skipped, end within 16 bytes without a backslash: told
+ * inline, without the call. */
+static inline __attribute__((always_inline)) const unsigned char *skip_str(const unsigned char *p,
+                                                                           const unsigned char *end)
+{
+#ifdef __SSE2__
+    if (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                         ctl));
+
+        /* a quote or a control byte ends the scan as the wide scanner
+         * would; a backslash, or none of them, goes on with it from
+         * there (it starts anywhere outside an escape) */
+        if (m == 0)
+            return enr_skip_string(p + 16, end);
+        p += __builtin_ctz(m);
+        if (*p != '\\')
+            return p;
+    }
+#endif
+    return enr_skip_string(p, end);
+}
+
 static int skip_fast(enr_reader *r, int depth)
 {
-    const unsigned char *start = r->p, *p = start, *end = r->end, *s, *e;
+    const unsigned char *start = r->p, *p = start, *end = r->end;
     uint64_t objects = 0; /* bit 0: the innermost open container is an object */
     int level = 0;
 
@@ -424,7 +484,7 @@ value:
     switch (*p) {
     case '"':
         for (;;) {
-            p = enr_skip_string(p + 1, end);
+            p = skip_str(p + 1, end);
             if (p >= end || *p != '"')
                 goto slow;
             p++;
@@ -466,10 +526,8 @@ value:
         p += 4;
         break;
     default:
-        r->p = p;
-        if (scan_number(r, &s, &e) < 0)
+        if ((p = skip_num(p, end)) == NULL)
             goto slow;
-        p = r->p;
         break;
     }
     /* after a value: ',' and the next one, or the container's end */
@@ -502,7 +560,7 @@ value:
 key:
     if (p >= end || *p != '"')
         goto slow;
-    p = enr_skip_string(p + 1, end);
+    p = skip_str(p + 1, end);
     if (p >= end || *p != '"')
         goto slow;
     if (end - p > 2 && p[1] == ':' && p[2] > ' ') { /* no white space */
@@ -515,9 +573,6 @@ key:
     p = ws_end(p + 1, end);
     goto value;
 slow:
-    r->err_msg = NULL; /* scan_number may have set them */
-    r->err_offset = -1;
-    r->err_status = 0;
     r->p = start;
     return skip_value(r, depth);
 }
@@ -731,6 +786,78 @@ static int blocked_fast(enr_reader *r, uint8_t *mask)
     }
 }
 
+/* The closing quote of a key with neither escape nor control byte that
+ * ends within 16 bytes of k (the bulky fields' names), or NULL. */
+static inline __attribute__((always_inline)) const unsigned char *
+plain_key(const unsigned char *k, const unsigned char *end)
+{
+#ifdef __SSE2__
+    if (end - k >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)k);
+        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+        unsigned m = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
+                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                         ctl));
+
+        return m != 0 && k[__builtin_ctz(m)] == '"' ? k + __builtin_ctz(m) : NULL;
+    }
+#endif
+    for (const unsigned char *p = k; p < end && p - k < 16; p++) {
+        if (*p == '"')
+            return p;
+        if (*p == '\\' || *p < 0x20)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* Is this unescaped key one record_member reads? */
+static int key_read(const unsigned char *k, size_t n)
+{
+    switch (n) {
+    case 2:
+        return memcmp(k, "id", 2) == 0;
+    case 5:
+        return memcmp(k, "title", 5) == 0;
+    case 7:
+        return memcmp(k, "blocked", 7) == 0;
+    case 8:
+        return memcmp(k, "provider", 8) == 0 || memcmp(k, "duration", 8) == 0;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Skips the value of a record member nobody reads, then the members
+ * after it as long as they are unread too (a record's bulky fields come
+ * in a row: description, tags, stats, ...), without a return to
+ * walk_object and a call of record_member per member.  It only goes on
+ * over ',"key":' as clients send it (no white space, a short key without
+ * escapes, compared as it is); at anything else it leaves r->p after the last value skipped and
+ * walk_object reads on from there as it would have, errors included.
+ */
+static int skip_unread(enr_reader *r, int depth)
+{
+    const unsigned char *end = r->end;
+
+    for (;;) {
+        const unsigned char *p, *k;
+
+        if (skip_fast(r, depth) < 0)
+            return -1;
+        p = r->p;
+        if (r->slow || end - p < 2 || p[0] != ',' || p[1] != '"')
+            return 0;
+        k = p + 2;
+        p = plain_key(k, end);
+        if (p == NULL || end - p < 3 || p[1] != ':' || p[2] <= ' ' || key_read(k, (size_t)(p - k)))
+            return 0;
+        r->p = p + 2;
+    }
+}
+
 static int record_member(enr_reader *r, const span *key, int depth, void *arg)
 {
     enr_fields *f = arg;
@@ -780,7 +907,7 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
     default:
         break;
     }
-    return skip_fast(r, depth);
+    return skip_unread(r, depth);
 }
 
 int enr_reader_begin(enr_reader *r)
