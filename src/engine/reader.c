@@ -441,6 +441,21 @@ static inline const unsigned char *ws_end(const unsigned char *p, const unsigned
  */
 #define SKIP_LEVELS 63 /* deeper: skip_value */
 
+/* The first quote, backslash or control byte of the 16 bytes at p, as
+ * a bit mask (v ^ 2 maps '"' to 0x20 and the control bytes onto
+ * themselves, and nothing else to 0x20 or below). */
+#ifdef __SSE2__
+static inline __attribute__((always_inline)) unsigned stops16(const unsigned char *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i x = _mm_xor_si128(v, _mm_set1_epi8(2));
+
+    return (unsigned)_mm_movemask_epi8(
+        _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x20)), x),
+                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+}
+#endif
+
 /* The closing quote of the string whose body starts at p, or the byte
  * where the reader must look (scan.h's enr_skip_string).  Keys and tags,
  * most strings skipped, end within 16 bytes without a backslash: told
@@ -450,12 +465,7 @@ static inline __attribute__((always_inline)) const unsigned char *skip_str(const
 {
 #ifdef __SSE2__
     if (end - p >= 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
-                         ctl));
+        unsigned m = stops16(p);
 
         /* a quote or a control byte ends the scan as the wide scanner
          * would; a backslash, or none of them, goes on with it from
@@ -793,12 +803,7 @@ plain_key(const unsigned char *k, const unsigned char *end)
 {
 #ifdef __SSE2__
     if (end - k >= 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)k);
-        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
-                         ctl));
+        unsigned m = stops16(k);
 
         return m != 0 && k[__builtin_ctz(m)] == '"' ? k + __builtin_ctz(m) : NULL;
     }
@@ -838,7 +843,7 @@ static int key_read(const unsigned char *k, size_t n)
  * escapes, compared as it is); at anything else it leaves r->p after the last value skipped and
  * walk_object reads on from there as it would have, errors included.
  */
-static int skip_unread(enr_reader *r, int depth)
+static __attribute__((noinline)) int skip_unread(enr_reader *r, int depth)
 {
     const unsigned char *end = r->end;
 

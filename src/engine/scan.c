@@ -271,23 +271,30 @@ __attribute__((target("avx2"))) static inline uint64_t u_escapes(const unsigned 
 __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsigned char *p,
                                                                       const unsigned char *end)
 {
-    const skip_consts k = skip_init();
+    skip_consts k;
     uint64_t carry = 0; /* the block's first byte is escaped */
     long n;
 
-    /* Most strings skipped are tags and keys: a quote or a control byte
-     * within 64 bytes with no backslash before it, told without the
-     * escape masks. */
+    /* Most strings skipped are short: a quote or a control byte within
+     * 64 bytes with no backslash before it, told without the escape
+     * masks, and before their constants are set. */
     if (end - p >= 64) {
+        const __m256i two = _mm256_set1_epi8(2), sp = _mm256_set1_epi8(0x20),
+                      bsl = _mm256_set1_epi8('\\');
         __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
                 v1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
-        uint64_t qc = quote_ctl(&k, v0) | (uint64_t)quote_ctl(&k, v1) << 32;
-        uint64_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, k.bsl)) |
-                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, k.bsl)) << 32;
+        __m256i x0 = _mm256_xor_si256(v0, two), x1 = _mm256_xor_si256(v1, two);
+        uint64_t qc =
+            (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x0, sp), x0)) |
+            (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x1, sp), x1))
+                << 32;
+        uint64_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, bsl)) |
+                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, bsl)) << 32;
 
         if (qc != 0 && (bs & ((qc & (0 - qc)) - 1)) == 0)
             return p + __builtin_ctzll(qc);
     }
+    k = skip_init();
     for (;;) {
         uint64_t escaped, stop;
         unsigned i;
