@@ -278,16 +278,23 @@ static int scan_literal(enr_reader *r)
     FAIL(r, p, "unexpected character");
 }
 
+static int next_or_close_ws(enr_reader *r, unsigned char close);
+
 /* After a member or element: consumes ',' (1: another follows) or the
  * closing byte (0: the container ended); anything else is an error. */
-static int next_or_close(enr_reader *r, unsigned char close)
+static inline int next_or_close(enr_reader *r, unsigned char close)
 {
     /* what clients send: ',' right after the value, the next one right
-     * after it */
+     * after it; told inline */
     if (r->p + 1 < r->end && r->p[0] == ',' && r->p[1] > ' ') {
         r->p++;
         return 1;
     }
+    return next_or_close_ws(r, close);
+}
+
+static int next_or_close_ws(enr_reader *r, unsigned char close)
+{
     skip_ws(r);
     if (r->p < r->end && *r->p == ',') {
         r->p++;
@@ -310,7 +317,10 @@ static int next_or_close(enr_reader *r, unsigned char close)
  */
 typedef int (*member_fn)(enr_reader *r, const span *key, int depth, void *arg);
 
-static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
+/* Inlined where fn is known (a record's members: record_member), so
+ * that the call per member is gone too. */
+static inline __attribute__((always_inline)) int walk_members(enr_reader *r, int depth,
+                                                              member_fn fn, void *arg)
 {
     span key;
     int more;
@@ -343,6 +353,11 @@ static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
         if (more <= 0)
             return more;
     }
+}
+
+static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
+{
+    return walk_members(r, depth, fn, arg);
 }
 
 /* Walks the elements of the array at r->p (on '['), calling fn on each
@@ -403,13 +418,16 @@ static inline __attribute__((always_inline)) const unsigned char *skip_num(const
 {
     if (*p == '-' && ++p >= end)
         return NULL;
-    if (*p == '0')
-        p++;
-    else if ((unsigned)(*p - '1') < 9)
+    if ((unsigned)(*p - '1') < 9)
         p = digits_end(p + 1, end);
+    else if (*p == '0')
+        p++;
     else
         return NULL;
-    if (p < end && *p == '.') {
+    /* most are integers: one test for the fraction and the exponent */
+    if (p >= end || (*p != '.' && (*p | 0x20) != 'e'))
+        return p;
+    if (*p == '.') {
         if (++p >= end || (unsigned)(*p - '0') >= 10)
             return NULL;
         p = digits_end(p + 1, end);
@@ -994,7 +1012,7 @@ int enr_reader_next(enr_reader *r, enr_fields *f)
             FAIL(r, r->p, "value expected");
         if (*r->p == '{') {
             fields_reset(f);
-            if (walk_object(r, 2, record_member, f) < 0)
+            if (walk_members(r, 2, record_member, f) < 0)
                 return -1;
             /* over is not an error here: a field past its cap is refused
              * by the engine only if the record uses it */
