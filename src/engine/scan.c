@@ -154,7 +154,9 @@ avx2(const unsigned char *p, const unsigned char *end, unsigned *high, int *esca
  * loop at its backslash; so does a backslash run reaching the last 32
  * bytes of the body.  A block without quote, control byte or backslash
  * (most of a long description) is told by one test before any mask is
- * built.
+ * built, and after two such blocks in a row the test covers 128 bytes
+ * (not at once: a string with an escape every line would pay for the
+ * wider test without passing it).
  */
 /* The constants of the block masks, set once per call rather than per
  * block. */
@@ -273,6 +275,7 @@ __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsi
 {
     skip_consts k;
     uint64_t carry = 0; /* the block's first byte is escaped */
+    unsigned clean = 0; /* the blocks before were clean */
     long n;
 
     /* Most strings skipped are short: a quote or a control byte within
@@ -313,8 +316,34 @@ __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsi
              * backslash, nothing escaped from the block before */
             if (_mm256_testz_si256(any, any) && carry == 0) {
                 p += 64;
+                if (!clean++)
+                    continue;
+                /* the second clean block in a row: the rest of a long
+                 * string, two blocks at a time */
+                for (; end - p >= 128; p += 128) {
+                    __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
+                            w1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32)),
+                            w2 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64)),
+                            w3 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 96));
+                    __m256i y0 = _mm256_xor_si256(w0, k.two), y1 = _mm256_xor_si256(w1, k.two),
+                            y2 = _mm256_xor_si256(w2, k.two), y3 = _mm256_xor_si256(w3, k.two);
+                    __m256i m = _mm256_or_si256(
+                        _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y0, k.sp), y0),
+                                        _mm256_cmpeq_epi8(_mm256_min_epu8(y1, k.sp), y1)),
+                        _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y2, k.sp), y2),
+                                        _mm256_cmpeq_epi8(_mm256_min_epu8(y3, k.sp), y3)));
+
+                    m = _mm256_or_si256(
+                        m, _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(w0, k.bsl),
+                                                           _mm256_cmpeq_epi8(w1, k.bsl)),
+                                           _mm256_or_si256(_mm256_cmpeq_epi8(w2, k.bsl),
+                                                           _mm256_cmpeq_epi8(w3, k.bsl))));
+                    if (!_mm256_testz_si256(m, m))
+                        break;
+                }
                 continue;
             }
+            clean = 0;
             bs = (uint32_t)_mm256_movemask_epi8(b0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(b1)
                                                           << 32;
             stop = (uint32_t)_mm256_movemask_epi8(q0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(q1)
