@@ -554,8 +554,15 @@ value:
         p += 4;
         break;
     default:
-        if ((p = skip_num(p, end)) == NULL)
-            goto slow;
+        for (;;) {
+            if ((p = skip_num(p, end)) == NULL)
+                goto slow;
+            /* an array of numbers (a history): the next one at once */
+            if (level == 0 || (objects & 1) || end - p < 2 || p[0] != ',' ||
+                (unsigned)(p[1] - '0') >= 10)
+                break;
+            p++;
+        }
         break;
     }
     /* after a value: ',' and the next one, or the container's end */
