@@ -888,25 +888,18 @@ static __attribute__((noinline)) int skip_unread(enr_reader *r, int depth)
     }
 }
 
-static int record_member(enr_reader *r, const span *key, int depth, void *arg)
+static int record_member_escaped(enr_reader *r, const span *key, int depth, void *arg);
+
+/* Inlined into the walk of a record's members (walk_members). */
+static inline __attribute__((always_inline)) int record_member(enr_reader *r, const span *key,
+                                                               int depth, void *arg)
 {
     enr_fields *f = arg;
     const char *k = (const char *)key->s;
     size_t n = (size_t)(key->e - key->s);
-    span dec;
 
-    if (key->escaped) {
-        /* Rare: decode once, then match the decoded name. */
-        k = short_text(r, key, &n);
-        if (n == 0 || n > 8)
-            return skip_value(r, depth);
-        char name[8];
-        memcpy(name, k, n);
-        dec.s = (const unsigned char *)name;
-        dec.e = dec.s + n;
-        dec.escaped = dec.nonascii = 0;
-        return record_member(r, &dec, depth, arg);
-    }
+    if (key->escaped)
+        return record_member_escaped(r, key, depth, arg);
     switch (n) {
     case 2:
         if (memcmp(k, "id", 2) == 0)
@@ -938,6 +931,24 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
         break;
     }
     return skip_unread(r, depth);
+}
+
+/* Rare: a key with escapes, decoded once, then matched by its name. */
+static __attribute__((noinline)) int record_member_escaped(enr_reader *r, const span *key,
+                                                           int depth, void *arg)
+{
+    span dec;
+    size_t n;
+    const char *k = short_text(r, key, &n);
+    char name[8];
+
+    if (n == 0 || n > 8)
+        return skip_value(r, depth);
+    memcpy(name, k, n);
+    dec.s = (const unsigned char *)name;
+    dec.e = dec.s + n;
+    dec.escaped = dec.nonascii = 0;
+    return record_member(r, &dec, depth, arg);
 }
 
 int enr_reader_begin(enr_reader *r)
