@@ -135,6 +135,7 @@ seed_corpus() {
     scan)
         cp -n "$ROOT"/tests/vectors/*.in.json "$corpus"/ 2>/dev/null || true
         seed "$corpus" mixed 'abc\\"def\001ghi\303\251\342\202\254 0123456789abcdef\\u00e9\\uZZ12\\n0123456789abcdef"\\\\x\\q\\'
+        seed "$corpus" uesc '\\u30cb\\u30e5\\u30fc\\u30b9 0123456789abcdef0123456789abcdef0123456789abcdef0123\\u00e9\\u00E9x\\u12\\u0e40\\u0e1e\\u0e25\\u0e07 \\ud83c\\udfac\\\\u0041\\u004g"'
         ;;
     fcgi_body)
         # 8 control bytes (max, CONTENT_LENGTH mode, buffered, stage, reads), then a

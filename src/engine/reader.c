@@ -9,7 +9,9 @@
  * byte is never part of a multi-byte sequence), so skipped strings are
  * only scanned for the quote, escapes and raw control characters, 64
  * bytes at a time (scan.h), and a value nobody reads is skipped by one
- * loop (skip_fast) rather than a call per element.  Strings that are
+ * loop (skip_fast) rather than a call per element, with its short
+ * strings and its numbers told inline; a record's unread members in a
+ * row are skipped together (skip_unread).  Strings that are
  * read are decoded to WTF-8 with the maximal-subpart replacement; one
  * without escapes that is well-formed UTF-8 is checked, then copied at
  * once.  Each fast path has its slow path behind r->slow, the reference
@@ -276,16 +278,23 @@ static int scan_literal(enr_reader *r)
     FAIL(r, p, "unexpected character");
 }
 
+static int next_or_close_ws(enr_reader *r, unsigned char close);
+
 /* After a member or element: consumes ',' (1: another follows) or the
  * closing byte (0: the container ended); anything else is an error. */
-static int next_or_close(enr_reader *r, unsigned char close)
+static inline int next_or_close(enr_reader *r, unsigned char close)
 {
     /* what clients send: ',' right after the value, the next one right
-     * after it */
+     * after it; told inline */
     if (r->p + 1 < r->end && r->p[0] == ',' && r->p[1] > ' ') {
         r->p++;
         return 1;
     }
+    return next_or_close_ws(r, close);
+}
+
+static int next_or_close_ws(enr_reader *r, unsigned char close)
+{
     skip_ws(r);
     if (r->p < r->end && *r->p == ',') {
         r->p++;
@@ -308,7 +317,10 @@ static int next_or_close(enr_reader *r, unsigned char close)
  */
 typedef int (*member_fn)(enr_reader *r, const span *key, int depth, void *arg);
 
-static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
+/* Inlined where fn is known (a record's members: record_member), so
+ * that the call per member is gone too. */
+static inline __attribute__((always_inline)) int walk_members(enr_reader *r, int depth,
+                                                              member_fn fn, void *arg)
 {
     span key;
     int more;
@@ -341,6 +353,11 @@ static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
         if (more <= 0)
             return more;
     }
+}
+
+static int walk_object(enr_reader *r, int depth, member_fn fn, void *arg)
+{
+    return walk_members(r, depth, fn, arg);
 }
 
 /* Walks the elements of the array at r->p (on '['), calling fn on each
@@ -393,6 +410,38 @@ static int skip_value(enr_reader *r, int depth)
     }
 }
 
+/* The end of the number at p as scan_number reads it, or NULL where
+ * scan_number fails: the same grammar without the reader's state, for
+ * the numbers skip_fast steps over (stats, view counts). */
+static inline __attribute__((always_inline)) const unsigned char *skip_num(const unsigned char *p,
+                                                                           const unsigned char *end)
+{
+    if (*p == '-' && ++p >= end)
+        return NULL;
+    if ((unsigned)(*p - '1') < 9)
+        p = digits_end(p + 1, end);
+    else if (*p == '0')
+        p++;
+    else
+        return NULL;
+    /* most are integers: one test for the fraction and the exponent */
+    if (p >= end || (*p != '.' && (*p | 0x20) != 'e'))
+        return p;
+    if (*p == '.') {
+        if (++p >= end || (unsigned)(*p - '0') >= 10)
+            return NULL;
+        p = digits_end(p + 1, end);
+    }
+    if (p < end && (*p | 0x20) == 'e') {
+        if (++p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || (unsigned)(*p - '0') >= 10)
+            return NULL;
+        p = digits_end(p + 1, end);
+    }
+    return p;
+}
+
 static inline const unsigned char *ws_end(const unsigned char *p, const unsigned char *end)
 {
     while (p < end && is_ws(*p))
@@ -410,9 +459,48 @@ static inline const unsigned char *ws_end(const unsigned char *p, const unsigned
  */
 #define SKIP_LEVELS 63 /* deeper: skip_value */
 
+/* The first quote, backslash or control byte of the 16 bytes at p, as
+ * a bit mask (v ^ 2 maps '"' to 0x20 and the control bytes onto
+ * themselves, and nothing else to 0x20 or below). */
+#ifdef __SSE2__
+static inline __attribute__((always_inline)) unsigned stops16(const unsigned char *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i x = _mm_xor_si128(v, _mm_set1_epi8(2));
+
+    return (unsigned)_mm_movemask_epi8(
+        _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x20)), x),
+                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+}
+#endif
+
+/* The closing quote of the string whose body starts at p, or the byte
+ * where the reader must look (scan.h's enr_skip_string).  Keys and tags,
+ * most strings skipped, end within 16 bytes without a backslash: told
+ * inline, without the call. */
+static inline __attribute__((always_inline)) const unsigned char *skip_str(const unsigned char *p,
+                                                                           const unsigned char *end)
+{
+#ifdef __SSE2__
+    if (end - p >= 16) {
+        unsigned m = stops16(p);
+
+        /* a quote or a control byte ends the scan as the wide scanner
+         * would; a backslash, or none of them, goes on with it from
+         * there (it starts anywhere outside an escape) */
+        if (m == 0)
+            return enr_skip_string(p + 16, end);
+        p += __builtin_ctz(m);
+        if (*p != '\\')
+            return p;
+    }
+#endif
+    return enr_skip_string(p, end);
+}
+
 static int skip_fast(enr_reader *r, int depth)
 {
-    const unsigned char *start = r->p, *p = start, *end = r->end, *s, *e;
+    const unsigned char *start = r->p, *p = start, *end = r->end;
     uint64_t objects = 0; /* bit 0: the innermost open container is an object */
     int level = 0;
 
@@ -424,7 +512,7 @@ value:
     switch (*p) {
     case '"':
         for (;;) {
-            p = enr_skip_string(p + 1, end);
+            p = skip_str(p + 1, end);
             if (p >= end || *p != '"')
                 goto slow;
             p++;
@@ -466,10 +554,15 @@ value:
         p += 4;
         break;
     default:
-        r->p = p;
-        if (scan_number(r, &s, &e) < 0)
-            goto slow;
-        p = r->p;
+        for (;;) {
+            if ((p = skip_num(p, end)) == NULL)
+                goto slow;
+            /* an array of numbers (a history): the next one at once */
+            if (level == 0 || (objects & 1) || end - p < 2 || p[0] != ',' ||
+                (unsigned)(p[1] - '0') >= 10)
+                break;
+            p++;
+        }
         break;
     }
     /* after a value: ',' and the next one, or the container's end */
@@ -502,7 +595,7 @@ value:
 key:
     if (p >= end || *p != '"')
         goto slow;
-    p = enr_skip_string(p + 1, end);
+    p = skip_str(p + 1, end);
     if (p >= end || *p != '"')
         goto slow;
     if (end - p > 2 && p[1] == ':' && p[2] > ' ') { /* no white space */
@@ -515,9 +608,6 @@ key:
     p = ws_end(p + 1, end);
     goto value;
 slow:
-    r->err_msg = NULL; /* scan_number may have set them */
-    r->err_offset = -1;
-    r->err_status = 0;
     r->p = start;
     return skip_value(r, depth);
 }
@@ -731,25 +821,85 @@ static int blocked_fast(enr_reader *r, uint8_t *mask)
     }
 }
 
-static int record_member(enr_reader *r, const span *key, int depth, void *arg)
+/* The closing quote of a key with neither escape nor control byte that
+ * ends within 16 bytes of k (the bulky fields' names), or NULL. */
+static inline __attribute__((always_inline)) const unsigned char *
+plain_key(const unsigned char *k, const unsigned char *end)
+{
+#ifdef __SSE2__
+    if (end - k >= 16) {
+        unsigned m = stops16(k);
+
+        return m != 0 && k[__builtin_ctz(m)] == '"' ? k + __builtin_ctz(m) : NULL;
+    }
+#endif
+    for (const unsigned char *p = k; p < end && p - k < 16; p++) {
+        if (*p == '"')
+            return p;
+        if (*p == '\\' || *p < 0x20)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* Is this unescaped key one record_member reads? */
+static int key_read(const unsigned char *k, size_t n)
+{
+    switch (n) {
+    case 2:
+        return memcmp(k, "id", 2) == 0;
+    case 5:
+        return memcmp(k, "title", 5) == 0;
+    case 7:
+        return memcmp(k, "blocked", 7) == 0;
+    case 8:
+        return memcmp(k, "provider", 8) == 0 || memcmp(k, "duration", 8) == 0;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Skips the value of a record member nobody reads, then the members
+ * after it as long as they are unread too (a record's bulky fields come
+ * in a row: description, tags, stats, ...), without a return to
+ * walk_object and a call of record_member per member.  It only goes on
+ * over ',"key":' as clients send it (no white space, a short key without
+ * escapes, compared as it is); at anything else it leaves r->p after the last value skipped and
+ * walk_object reads on from there as it would have, errors included.
+ */
+static __attribute__((noinline)) int skip_unread(enr_reader *r, int depth)
+{
+    const unsigned char *end = r->end;
+
+    for (;;) {
+        const unsigned char *p, *k;
+
+        if (skip_fast(r, depth) < 0)
+            return -1;
+        p = r->p;
+        if (r->slow || end - p < 2 || p[0] != ',' || p[1] != '"')
+            return 0;
+        k = p + 2;
+        p = plain_key(k, end);
+        if (p == NULL || end - p < 3 || p[1] != ':' || p[2] <= ' ' || key_read(k, (size_t)(p - k)))
+            return 0;
+        r->p = p + 2;
+    }
+}
+
+static int record_member_escaped(enr_reader *r, const span *key, int depth, void *arg);
+
+/* Inlined into the walk of a record's members (walk_members). */
+static inline __attribute__((always_inline)) int record_member(enr_reader *r, const span *key,
+                                                               int depth, void *arg)
 {
     enr_fields *f = arg;
     const char *k = (const char *)key->s;
     size_t n = (size_t)(key->e - key->s);
-    span dec;
 
-    if (key->escaped) {
-        /* Rare: decode once, then match the decoded name. */
-        k = short_text(r, key, &n);
-        if (n == 0 || n > 8)
-            return skip_value(r, depth);
-        char name[8];
-        memcpy(name, k, n);
-        dec.s = (const unsigned char *)name;
-        dec.e = dec.s + n;
-        dec.escaped = dec.nonascii = 0;
-        return record_member(r, &dec, depth, arg);
-    }
+    if (key->escaped)
+        return record_member_escaped(r, key, depth, arg);
     switch (n) {
     case 2:
         if (memcmp(k, "id", 2) == 0)
@@ -780,7 +930,25 @@ static int record_member(enr_reader *r, const span *key, int depth, void *arg)
     default:
         break;
     }
-    return skip_fast(r, depth);
+    return skip_unread(r, depth);
+}
+
+/* Rare: a key with escapes, decoded once, then matched by its name. */
+static __attribute__((noinline)) int record_member_escaped(enr_reader *r, const span *key,
+                                                           int depth, void *arg)
+{
+    span dec;
+    size_t n;
+    const char *k = short_text(r, key, &n);
+    char name[8];
+
+    if (n == 0 || n > 8)
+        return skip_value(r, depth);
+    memcpy(name, k, n);
+    dec.s = (const unsigned char *)name;
+    dec.e = dec.s + n;
+    dec.escaped = dec.nonascii = 0;
+    return record_member(r, &dec, depth, arg);
 }
 
 int enr_reader_begin(enr_reader *r)
@@ -862,7 +1030,7 @@ int enr_reader_next(enr_reader *r, enr_fields *f)
             FAIL(r, r->p, "value expected");
         if (*r->p == '{') {
             fields_reset(f);
-            if (walk_object(r, 2, record_member, f) < 0)
+            if (walk_members(r, 2, record_member, f) < 0)
                 return -1;
             /* over is not an error here: a field past its cap is refused
              * by the engine only if the record uses it */

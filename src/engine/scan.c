@@ -148,9 +148,15 @@ avx2(const unsigned char *p, const unsigned char *end, unsigned *high, int *esca
  * resolved with bit masks (simdjson's odd-backslash-run method) instead
  * of one stop each, so a description with an escape every line is
  * crossed without a branch per escape, mispredicted half of the time.
- * An escaped byte other than " \ / b f n r t (a \u, or an invalid
- * escape) hands over to the stepping loop at its backslash; so does a
- * backslash run reaching the last 32 bytes of the body.
+ * A \u escape whose four hex digits are in the same 64-byte block is
+ * resolved with masks too (u_escapes); any other escaped byte (a \u cut
+ * by the block's end, or an invalid escape) hands over to the stepping
+ * loop at its backslash; so does a backslash run reaching the last 32
+ * bytes of the body.  A block without quote, control byte or backslash
+ * (most of a long description) is told by one test before any mask is
+ * built, and after two such blocks in a row the test covers 128 bytes
+ * (not at once: a string with an escape every line would pay for the
+ * wider test without passing it).
  */
 /* The constants of the block masks, set once per call rather than per
  * block. */
@@ -197,6 +203,16 @@ __attribute__((target("avx2"))) static inline uint32_t quote_ctl(const skip_cons
     return (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x, k->sp), x));
 }
 
+/* The bytes that may not follow a backslash without a \u. */
+__attribute__((target("avx2"))) static inline uint32_t bad_bytes(const skip_consts *k, __m256i v)
+{
+    __m256i cls = _mm256_and_si256(
+        _mm256_shuffle_epi8(k->hi_tab, _mm256_and_si256(_mm256_srli_epi16(v, 4), k->nib)),
+        _mm256_shuffle_epi8(k->lo_tab, _mm256_and_si256(v, k->nib)));
+
+    return (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(cls, k->zero));
+}
+
 __attribute__((target("avx2"))) static inline skip_masks skip_block(const skip_consts *k,
                                                                     const unsigned char *p)
 {
@@ -227,35 +243,112 @@ __attribute__((target("avx2"))) static inline skip_masks skip_block(const skip_c
         qc = (qc & ~escaped) | (escaped & bad);                                                    \
     } while (0)
 
+/* The escaped 'u' of a 64-byte block whose four next bytes are hex
+ * digits in the same block: valid \u escapes, which are no stop.  Only
+ * computed for a block where an escaped byte stops the masks: text sent
+ * as \u escapes (a description in CJK has one every 6 bytes) then costs
+ * one pass over its block instead of a stop per escape.  A \u whose
+ * digits reach the next block stays a stop, for the stepping loop. */
+__attribute__((target("avx2"))) static inline uint64_t u_escapes(const unsigned char *p,
+                                                                 uint64_t escaped)
+{
+    const __m256i zero = _mm256_set1_epi8('0'), nine = _mm256_set1_epi8(9),
+                  lower = _mm256_set1_epi8(0x20), a = _mm256_set1_epi8('a'),
+                  five = _mm256_set1_epi8(5), u = _mm256_set1_epi8('u');
+    uint64_t hex = 0, us = 0;
+
+    for (int h = 0; h < 2; h++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * h));
+        __m256i d = _mm256_sub_epi8(v, zero);
+        __m256i l = _mm256_sub_epi8(_mm256_or_si256(v, lower), a);
+        __m256i x = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(d, nine), d),
+                                    _mm256_cmpeq_epi8(_mm256_min_epu8(l, five), l));
+
+        hex |= (uint64_t)(uint32_t)_mm256_movemask_epi8(x) << (32 * h);
+        us |= (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, u)) << (32 * h);
+    }
+    return escaped & us & hex >> 1 & hex >> 2 & hex >> 3 & hex >> 4;
+}
+
 __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsigned char *p,
                                                                       const unsigned char *end)
 {
-    const skip_consts k = skip_init();
+    skip_consts k;
     uint64_t carry = 0; /* the block's first byte is escaped */
+    unsigned clean = 0; /* the blocks before were clean */
     long n;
 
-    /* Most strings skipped are tags and keys: a quote or a control byte
-     * within 64 bytes with no backslash before it, told without the
-     * escape masks. */
+    /* Most strings skipped are short: a quote or a control byte within
+     * 64 bytes with no backslash before it, told without the escape
+     * masks, and before their constants are set. */
     if (end - p >= 64) {
+        const __m256i two = _mm256_set1_epi8(2), sp = _mm256_set1_epi8(0x20),
+                      bsl = _mm256_set1_epi8('\\');
         __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
                 v1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
-        uint64_t qc = quote_ctl(&k, v0) | (uint64_t)quote_ctl(&k, v1) << 32;
-        uint64_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, k.bsl)) |
-                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, k.bsl)) << 32;
+        __m256i x0 = _mm256_xor_si256(v0, two), x1 = _mm256_xor_si256(v1, two);
+        uint64_t qc =
+            (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x0, sp), x0)) |
+            (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x1, sp), x1))
+                << 32;
+        uint64_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, bsl)) |
+                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, bsl)) << 32;
 
         if (qc != 0 && (bs & ((qc & (0 - qc)) - 1)) == 0)
             return p + __builtin_ctzll(qc);
     }
+    k = skip_init();
     for (;;) {
         uint64_t escaped, stop;
         unsigned i;
 
         while (end - p >= 64) {
-            skip_masks a = skip_block(&k, p), b = skip_block(&k, p + 32);
-            uint64_t bs = a.bs | (uint64_t)b.bs << 32, bad = a.bad | (uint64_t)b.bad << 32;
+            __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
+                    v1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
+            __m256i x0 = _mm256_xor_si256(v0, k.two), x1 = _mm256_xor_si256(v1, k.two);
+            __m256i q0 = _mm256_cmpeq_epi8(_mm256_min_epu8(x0, k.sp), x0),
+                    q1 = _mm256_cmpeq_epi8(_mm256_min_epu8(x1, k.sp), x1);
+            __m256i b0 = _mm256_cmpeq_epi8(v0, k.bsl), b1 = _mm256_cmpeq_epi8(v1, k.bsl);
+            __m256i any = _mm256_or_si256(_mm256_or_si256(q0, q1), _mm256_or_si256(b0, b1));
+            uint64_t bs, bad;
 
-            stop = a.qc | (uint64_t)b.qc << 32;
+            /* most blocks of a long string: no quote, control byte or
+             * backslash, nothing escaped from the block before */
+            if (_mm256_testz_si256(any, any) && carry == 0) {
+                p += 64;
+                if (!clean++)
+                    continue;
+                /* the second clean block in a row: the rest of a long
+                 * string, two blocks at a time */
+                for (; end - p >= 128; p += 128) {
+                    __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
+                            w1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32)),
+                            w2 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64)),
+                            w3 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 96));
+                    __m256i y0 = _mm256_xor_si256(w0, k.two), y1 = _mm256_xor_si256(w1, k.two),
+                            y2 = _mm256_xor_si256(w2, k.two), y3 = _mm256_xor_si256(w3, k.two);
+                    __m256i m = _mm256_or_si256(
+                        _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y0, k.sp), y0),
+                                        _mm256_cmpeq_epi8(_mm256_min_epu8(y1, k.sp), y1)),
+                        _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y2, k.sp), y2),
+                                        _mm256_cmpeq_epi8(_mm256_min_epu8(y3, k.sp), y3)));
+
+                    m = _mm256_or_si256(
+                        m, _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(w0, k.bsl),
+                                                           _mm256_cmpeq_epi8(w1, k.bsl)),
+                                           _mm256_or_si256(_mm256_cmpeq_epi8(w2, k.bsl),
+                                                           _mm256_cmpeq_epi8(w3, k.bsl))));
+                    if (!_mm256_testz_si256(m, m))
+                        break;
+                }
+                continue;
+            }
+            clean = 0;
+            bs = (uint32_t)_mm256_movemask_epi8(b0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(b1)
+                                                          << 32;
+            stop = (uint32_t)_mm256_movemask_epi8(q0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(q1)
+                                                            << 32;
+            bad = bad_bytes(&k, v0) | (uint64_t)bad_bytes(&k, v1) << 32;
             if ((bs & (bs << 1 | carry)) == 0) {
                 /* no backslash escaped (nearly always): each escapes the
                  * byte after it, the last one the next block's first */
@@ -265,8 +358,11 @@ __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsi
             } else {
                 SKIP_STOP(uint64_t, bs, stop, bad, carry, escaped);
             }
-            if (stop != 0)
-                goto found;
+            if (stop != 0) {
+                /* \u escapes: resolved for the whole block at once */
+                if ((stop & escaped) == 0 || (stop &= ~u_escapes(p, stop & escaped)) != 0)
+                    goto found;
+            }
             p += 64;
         }
         if (end - p >= 32) {

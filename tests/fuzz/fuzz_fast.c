@@ -1,11 +1,12 @@
 /*
  * fuzz_fast.c: the engine's fast paths against its slow paths, byte for
  * byte (enr_engine_set_slow): the reader's decoding, the NFKC check on
- * UTF-8 bytes, the white-space fold, the printer.  Each input is run
- * twice through both engines: as a whole body, and wrapped as the title
- * and the id of one record (so that most inputs reach the Unicode steps
- * instead of failing as JSON).  Same status, same error, same output,
- * also under a max_output_bytes that cuts the output.
+ * UTF-8 bytes, the white-space fold, the printer, the skipping of values
+ * nobody reads.  Each input is run three times through both engines: as
+ * a whole body, wrapped as the title and the id of one record (so that
+ * most inputs reach the Unicode steps instead of failing as JSON), and
+ * as the raw value of two unread members of a record.  Same status, same
+ * error, same output, also under a max_output_bytes that cuts the output.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -104,6 +105,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     enr_buf_lit(&body, "},{\"provider\":\"dm\",\"title\":\"t\",\"id\":");
     put_string(&body, data, size);
     enr_buf_lit(&body, "}]");
+    if (body.oom)
+        abort();
+    same(body.data, body.len);
+
+    /* and as the raw value of unread members between read ones: the
+     * skipping of nested values and of unread members in a row */
+    enr_buf_reset(&body);
+    enr_buf_lit(&body, "[{\"provider\":\"yt\",\"stats\":");
+    enr_buf_append(&body, (const char *)data, size);
+    enr_buf_lit(&body, ",\"tags\":");
+    enr_buf_append(&body, (const char *)data, size);
+    enr_buf_lit(&body, ",\"id\":\"x\",\"title\":\"t\"}]");
     if (body.oom)
         abort();
     same(body.data, body.len);
