@@ -340,6 +340,8 @@ int main(int argc, char **argv)
         enr_batch_free(&batch);
         enr_buf_free(&out);
         enr_buf_free(&file);
+        enr_buf_free(&big);
+        enr_buf_free(&small);
         enr_engine_free(e);
         return 0;
     }
@@ -347,6 +349,9 @@ int main(int argc, char **argv)
         const enr_buf *b = strcmp(argv[2], "small") == 0 ? &small : &big;
 
         fwrite(b->data, 1, b->len, stdout);
+        enr_buf_free(&big);
+        enr_buf_free(&small);
+        enr_engine_free(e);
         return 0;
     }
     printf("engine: parse + normalize + hash + print, per batch (memchr: one pass, same bytes)\n");
