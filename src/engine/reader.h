@@ -18,18 +18,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
-
-/* The JSON kind of a field's last occurrence. */
-enum enr_kind {
-    ENR_K_MISSING = 0,
-    ENR_K_NULL,
-    ENR_K_FALSE,
-    ENR_K_TRUE,
-    ENR_K_NUMBER,
-    ENR_K_STRING,
-    ENR_K_ARRAY,
-    ENR_K_OBJECT
-};
+#include "engine/lex.h" /* enum enr_kind, enr_reader */
 
 /* One field as the contract reads it.  For a string, text is the decoded
  * string; for an array, text is its ECMAScript String() form (elements
@@ -47,19 +36,6 @@ typedef struct enr_fields {
     uint8_t blocked_arr; /* blocked is an array */
     uint8_t blocked;     /* bit r: region r listed in blocked */
 } enr_fields;
-
-typedef struct enr_reader {
-    const unsigned char *p, *start, *end;
-    size_t element;        /* index of the current element */
-    size_t record_element; /* index of the record last returned */
-    size_t elements;       /* elements consumed so far */
-    size_t max_elements;   /* 0: no limit */
-    int slow;              /* fast paths off (the fuzz target's reference) */
-    enr_buf scratch;       /* decoded keys with escapes */
-    long err_offset;
-    int err_status;
-    const char *err_msg;
-} enr_reader;
 
 void enr_reader_init(enr_reader *r, const char *body, size_t len, size_t max_elements);
 void enr_reader_free(enr_reader *r);

@@ -1,5 +1,5 @@
 /*
- * scan.h: the wide scan of JSON string bytes (reader.c's hot loop).
+ * scan.h: the wide scan of JSON string bytes (the reader's hot loop: lex.c, reader.c).
  *
  * enr_scan_string scans the body of a string token from p (just after
  * its opening quote, or after a complete escape) and returns the first
