@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/jstring.h"
 #include "engine/numfmt.h"
 #include "engine/reader.h"
 #include "base/text.h"
@@ -276,13 +277,25 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
                 return enr_engine_output_fail(e, err, element, b->n, e->max_output + 1);
             room = e->max_output - used;
         }
-        if (f->title.text.len > 0) {
-            rc = enr_uni_title(e->uni, f->title.text.data, f->title.text.len, room, &b->text);
-            if (rc == ENR_UNI_TOO_LONG)
-                return enr_engine_output_fail(e, err, element, b->n, used + room + 1);
-            if (rc < 0)
-                return fail(err, 500, -1, element, "unicode: normalization failed");
+        rc = 0;
+        if (f->title.raw != NULL && f->title.raw_len > 0) {
+            rc = enr_uni_title_raw(e->uni, (const char *)f->title.raw, f->title.raw_len, room,
+                                   &b->text);
+            if (rc == 1) { /* decoded, as the reader would have, then as usual */
+                enr_jstring_decode(f->title.raw, f->title.raw + f->title.raw_len, 0, 1, 0,
+                                   &e->f.title.text);
+                if (e->f.title.text.over)
+                    return enr_engine_output_fail(e, err, element, b->n, e->max_output + 1);
+                if (e->f.title.text.oom)
+                    return fail(err, 500, -1, element, "out of memory");
+            }
         }
+        if ((f->title.raw == NULL || rc == 1) && f->title.text.len > 0)
+            rc = enr_uni_title(e->uni, f->title.text.data, f->title.text.len, room, &b->text);
+        if (rc == ENR_UNI_TOO_LONG)
+            return enr_engine_output_fail(e, err, element, b->n, used + room + 1);
+        if (rc < 0)
+            return fail(err, 500, -1, element, "unicode: normalization failed");
         break;
     }
     case ENR_K_NUMBER:
@@ -330,6 +343,7 @@ int enr_parse(enr_engine *e, const char *body, size_t len, size_t max_records, e
     } else {
         e->f.id.text.max = e->f.title.text.max = e->f.duration.text.max = 0;
     }
+    e->f.title.raw_ok = !e->slow; /* the title pass reads unescaped titles in the body */
     enr_reader_init(r, body, len, max_records);
     if (enr_reader_begin(r) < 0)
         return fail(err, r->err_status, r->err_offset, -1, r->err_msg);

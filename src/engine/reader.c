@@ -284,10 +284,30 @@ static int field_value(enr_reader *r, int depth, enr_field *f, int print_numbers
     enr_buf_reset(&f->text);
     f->tostring = 0;
     f->num = 0;
+    f->raw = NULL;
     if (r->p >= r->end)
         ENR_LEX_FAIL(r, r->p, "value expected");
     switch (*r->p) {
     case '"':
+        if (f->raw_ok) {
+            /* decoding it now would validate it only for its consumer to
+             * read it again: that one reads the body bytes and decodes
+             * only what it cannot take as it is */
+            enr_span sp;
+
+            if (enr_lex_scan_string(r, &sp) < 0)
+                return -1;
+            if (sp.escaped) {
+                enr_lex_decode_span(r, &sp, &f->text);
+            } else {
+                f->raw = sp.s;
+                f->raw_len = (size_t)(sp.e - sp.s);
+            }
+            k = ENR_K_STRING;
+            break;
+        }
+        k = text_value(r, depth, &f->text, &f->tostring);
+        break;
     case '[':
         k = text_value(r, depth, &f->text, &f->tostring);
         break;

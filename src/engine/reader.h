@@ -26,8 +26,13 @@
 typedef struct enr_field {
     uint8_t kind;
     uint8_t tostring; /* an object with a "toString" key was converted */
+    uint8_t raw_ok;   /* a string without escapes may stay in the body (raw) */
     double num;       /* ENR_K_NUMBER */
     enr_buf text;
+    /* raw_ok and a string without escapes: its bytes in the body, not
+     * yet decoded (text is empty); the body outlives the record */
+    const unsigned char *raw;
+    size_t raw_len;
 } enr_field;
 
 typedef struct enr_fields {

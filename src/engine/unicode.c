@@ -547,17 +547,19 @@ static inline unsigned decode_at(const unsigned char *s, const unsigned char *en
 {
     unsigned c = *s;
 
-    if (c >= 0xc2 && c <= 0xdf && end - s >= 2) {
+    if (c >= 0xc2 && c <= 0xdf && end - s >= 2 && (s[1] & 0xc0) == 0x80) {
         *cp = (c & 0x1fu) << 6 | (s[1] & 0x3fu);
         return 2;
     }
-    if (c >= 0xe0 && c <= 0xef && end - s >= 3 && !(c == 0xed && s[1] >= 0xa0)) {
+    if (c >= 0xe0 && c <= 0xef && end - s >= 3 && s[1] >= (c == 0xe0 ? 0xa0 : 0x80) &&
+        s[1] <= (c == 0xed ? 0x9f : 0xbf) && (s[2] & 0xc0) == 0x80) {
         *cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
         return 3;
     }
-    if (c >= 0xf0 && c <= 0xf4 && end - s >= 4) {
+    if (c >= 0xf0 && c <= 0xf4 && end - s >= 4 && s[1] >= (c == 0xf0 ? 0x90 : 0x80) &&
+        s[1] <= (c == 0xf4 ? 0x8f : 0xbf) && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80) {
         *cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 | (s[3] & 0x3fu);
-        return *cp <= 0x10ffff ? 4 : 0;
+        return 4;
     }
     return 0;
 }
@@ -591,7 +593,9 @@ static const unsigned char *segment_end(enr_uni *u, const unsigned char *s,
  * stable code point to the next one goes through ICU: normalization has
  * a boundary before a stable code point, so the NFKC of the title is
  * that of its segments put together.  1 (nothing appended) says only
- * "not known": a lone surrogate, or a segment longer than
+ * "not known": a lone surrogate or ill-formed UTF-8 (decode_at is
+ * strict, so the body's bytes can be read as they are: a title that
+ * passes is its decoded text), or a segment longer than
  * ENR_UNI_SEGMENT_MAX, sends the whole title to ICU, which alone
  * decides, and so does a title longer than max; otherwise the result is
  * ICU's (the fast fuzz target compares it with the slow path).  0, -1, or ENR_UNI_TOO_LONG (nothing
@@ -767,6 +771,11 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
         return ENR_UNI_TOO_LONG;
     out->len = (size_t)(o - (unsigned char *)out->data);
     return 0;
+}
+
+int enr_uni_title_raw(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)
+{
+    return u->slow ? 1 : title_one_pass(u, (const unsigned char *)str, len, max, out);
 }
 
 int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)

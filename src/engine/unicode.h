@@ -31,6 +31,12 @@ int enr_uni_id(enr_uni *u, const char *s, size_t len, size_t max, enr_buf *out);
  * by piece, before ICU's buffers grow for more than one piece. */
 int enr_uni_title(enr_uni *u, const char *s, size_t len, size_t max, enr_buf *out);
 
+/* enr_uni_title of a string's bytes in the body, without escapes and not
+ * yet decoded (not known to be well-formed): the same result, or 1
+ * (nothing appended) when they need decoding or the checked paths first
+ * (ill-formed UTF-8, a lone surrogate's bytes, slow mode, ...). */
+int enr_uni_title_raw(enr_uni *u, const char *s, size_t len, size_t max, enr_buf *out);
+
 /* slow = 1 turns the fast paths off (the NFKC check on UTF-8 bytes, the
  * table-driven white-space fold): the reference the fuzz target holds
  * them to.  Off by default. */
