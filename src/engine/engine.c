@@ -205,6 +205,11 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
         /* an empty buffer may have no allocation yet: never offset NULL */
         s = (const unsigned char *)(f->id.text.len ? f->id.text.data : "");
         t = s + f->id.text.len;
+        if (f->id.raw != NULL) { /* ASCII in the body, as decoding gives it */
+            truthy = f->id.raw_len > 0;
+            s = f->id.raw;
+            t = s + f->id.raw_len;
+        }
         break;
     case ENR_K_TRUE:
         truthy = 1;
@@ -343,7 +348,10 @@ int enr_parse(enr_engine *e, const char *body, size_t len, size_t max_records, e
     } else {
         e->f.id.text.max = e->f.title.text.max = e->f.duration.text.max = 0;
     }
-    e->f.title.raw_ok = !e->slow; /* the title pass reads unescaped titles in the body */
+    /* the title pass reads unescaped titles in the body, validating them
+     * as it goes; ids are read there when they are plain ASCII */
+    e->f.title.raw_ok = e->slow ? ENR_RAW_NONE : ENR_RAW_PLAIN;
+    e->f.id.raw_ok = e->slow ? ENR_RAW_NONE : ENR_RAW_ASCII;
     enr_reader_init(r, body, len, max_records);
     if (enr_reader_begin(r) < 0)
         return fail(err, r->err_status, r->err_offset, -1, r->err_msg);

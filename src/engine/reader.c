@@ -297,7 +297,7 @@ static int field_value(enr_reader *r, int depth, enr_field *f, int print_numbers
 
             if (enr_lex_scan_string(r, &sp) < 0)
                 return -1;
-            if (sp.escaped) {
+            if (sp.escaped || (sp.nonascii && f->raw_ok == ENR_RAW_ASCII)) {
                 enr_lex_decode_span(r, &sp, &f->text);
             } else {
                 f->raw = sp.s;

@@ -23,14 +23,20 @@
 /* One field as the contract reads it.  For a string, text is the decoded
  * string; for an array, text is its ECMAScript String() form (elements
  * joined by ","); for id only, a number is also printed into text. */
+enum enr_raw {
+    ENR_RAW_NONE,  /* every string decoded into text */
+    ENR_RAW_ASCII, /* ASCII without escapes: the same bytes decoded */
+    ENR_RAW_PLAIN  /* without escapes (not known to be well-formed) */
+};
+
 typedef struct enr_field {
     uint8_t kind;
     uint8_t tostring; /* an object with a "toString" key was converted */
-    uint8_t raw_ok;   /* a string without escapes may stay in the body (raw) */
+    uint8_t raw_ok;   /* ENR_RAW_*: which strings may stay in the body (raw) */
     double num;       /* ENR_K_NUMBER */
     enr_buf text;
-    /* raw_ok and a string without escapes: its bytes in the body, not
-     * yet decoded (text is empty); the body outlives the record */
+    /* a string raw_ok lets stay in the body: its bytes there, not yet
+     * decoded (text is empty); the body outlives the record */
     const unsigned char *raw;
     size_t raw_len;
 } enr_field;
