@@ -284,11 +284,21 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
         }
         rc = 0;
         if (f->title.raw != NULL && f->title.raw_len > 0) {
-            rc = enr_uni_title_raw(e->uni, (const char *)f->title.raw, f->title.raw_len, room,
-                                   &b->text);
+            const char *v = (const char *)f->title.raw;
+            size_t n = f->title.raw_len;
+
+            if (f->title.raw_escaped) { /* never longer than the body's bytes */
+                enr_jstring_decode_unchecked(f->title.raw, f->title.raw + n, &e->f.title.text);
+                if (e->f.title.text.oom)
+                    return fail(err, 500, -1, element, "out of memory");
+                v = e->f.title.text.data;
+                n = e->f.title.text.len;
+            }
+            rc = n > 0 ? enr_uni_title_raw(e->uni, v, n, room, &b->text) : 0;
             if (rc == 1) { /* decoded, as the reader would have, then as usual */
-                enr_jstring_decode(f->title.raw, f->title.raw + f->title.raw_len, 0, 1, 0,
-                                   &e->f.title.text);
+                enr_buf_reset(&e->f.title.text);
+                enr_jstring_decode(f->title.raw, f->title.raw + f->title.raw_len,
+                                   f->title.raw_escaped, 1, 0, &e->f.title.text);
                 if (e->f.title.text.over)
                     return enr_engine_output_fail(e, err, element, b->n, e->max_output + 1);
                 if (e->f.title.text.oom)
@@ -350,7 +360,7 @@ int enr_parse(enr_engine *e, const char *body, size_t len, size_t max_records, e
     }
     /* the title pass reads unescaped titles in the body, validating them
      * as it goes; ids are read there when they are plain ASCII */
-    e->f.title.raw_ok = e->slow ? ENR_RAW_NONE : ENR_RAW_PLAIN;
+    e->f.title.raw_ok = e->slow ? ENR_RAW_NONE : ENR_RAW_ANY;
     e->f.id.raw_ok = e->slow ? ENR_RAW_NONE : ENR_RAW_ASCII;
     enr_reader_init(r, body, len, max_records);
     if (enr_reader_begin(r) < 0)

@@ -310,3 +310,19 @@ void enr_jstring_decode(const unsigned char *p, const unsigned char *e, int esca
         p = put_escape(p, e, out);
     }
 }
+
+void enr_jstring_decode_unchecked(const unsigned char *p, const unsigned char *e, enr_buf *out)
+{
+    if (enr_buf_reserve(out, (size_t)(e - p)) != 0) /* escapes only shrink */
+        return;
+    while (p < e) {
+        const unsigned char *q = memchr(p, '\\', (size_t)(e - p));
+
+        if (q == NULL)
+            q = e;
+        enr_buf_append(out, p, (size_t)(q - p));
+        p = q;
+        if (p < e)
+            p = put_escape_fast(p, e, out);
+    }
+}

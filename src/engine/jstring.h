@@ -13,4 +13,11 @@
 void enr_jstring_decode(const unsigned char *p, const unsigned char *e, int escaped, int nonascii,
                         int slow, enr_buf *out);
 
+/* Appends [p, e) with its escapes decoded and every other byte copied
+ * as it is, unchecked: for a reader that validates UTF-8 as it goes
+ * (enr_uni_title_raw).  Where the body's bytes are well-formed UTF-8
+ * this is enr_jstring_decode's result; where they are not, they stay
+ * ill-formed, since an escape decodes to ASCII or a whole sequence. */
+void enr_jstring_decode_unchecked(const unsigned char *p, const unsigned char *e, enr_buf *out);
+
 #endif

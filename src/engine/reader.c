@@ -297,11 +297,12 @@ static int field_value(enr_reader *r, int depth, enr_field *f, int print_numbers
 
             if (enr_lex_scan_string(r, &sp) < 0)
                 return -1;
-            if (sp.escaped || (sp.nonascii && f->raw_ok == ENR_RAW_ASCII)) {
+            if (f->raw_ok == ENR_RAW_ASCII && (sp.escaped || sp.nonascii)) {
                 enr_lex_decode_span(r, &sp, &f->text);
             } else {
                 f->raw = sp.s;
                 f->raw_len = (size_t)(sp.e - sp.s);
+                f->raw_escaped = (uint8_t)sp.escaped;
             }
             k = ENR_K_STRING;
             break;

@@ -26,7 +26,7 @@
 enum enr_raw {
     ENR_RAW_NONE,  /* every string decoded into text */
     ENR_RAW_ASCII, /* ASCII without escapes: the same bytes decoded */
-    ENR_RAW_PLAIN  /* without escapes (not known to be well-formed) */
+    ENR_RAW_ANY    /* any string (not known to be well-formed; raw_escaped) */
 };
 
 typedef struct enr_field {
@@ -39,6 +39,7 @@ typedef struct enr_field {
      * decoded (text is empty); the body outlives the record */
     const unsigned char *raw;
     size_t raw_len;
+    uint8_t raw_escaped; /* raw holds a backslash */
 } enr_field;
 
 typedef struct enr_fields {
