@@ -393,6 +393,35 @@ static int shortest_digits(double v, char dig[20], int *n)
             }
         }
     }
+    /* And the same for large values with few digits (1e21, 2.5e20): m x
+     * 10^k with m < 10^15 is the correctly rounded product of two exact
+     * doubles, which is what strtod would give; d = -k below. */
+    if (v >= 1e15 && v < 1e37) {
+        for (int k = 1; k <= 22; k++) {
+            double x = v / pow10_exact[k];
+            if (x < 1)
+                break;
+            if (x >= 1e15)
+                continue;
+            uint64_t m = (uint64_t)(x + 0.5);
+            if (m != 0 && (double)m * pow10_exact[k] == v) {
+                char tmp[24];
+                int t = 0, j = 0, d = -k;
+                while (m % 10 == 0) {
+                    m /= 10;
+                    d--;
+                }
+                do {
+                    tmp[t++] = (char)('0' + m % 10);
+                    m /= 10;
+                } while (m > 0);
+                *n = t - d;
+                while (t > 0)
+                    dig[j++] = tmp[--t];
+                return j;
+            }
+        }
+    }
     if (v < DBL_MIN) {
         for (int p = 1; p < 17; p++)
             if (try_digits(v, p, txt))
