@@ -15,6 +15,11 @@
  * that fits), a running lower bound of the output (ENR_LINE_MIN + id +
  * title per record) refuses a batch as soon as it cannot fit, and the
  * printer stops at the limit.
+ *
+ * A title string, and an id of plain ASCII, is left in the body by the
+ * reader (enr_field.raw) and read there: the title pass validates UTF-8
+ * as it goes, and only a title it cannot take as it is gets decoded the
+ * reader's way first (slow mode: always, by the reader).
  */
 #include "engine/engine.h"
 #include "engine/engine_int.h"

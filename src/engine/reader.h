@@ -20,15 +20,17 @@
 #include "base/buf.h"
 #include "engine/lex.h" /* enum enr_kind, enr_reader */
 
-/* One field as the contract reads it.  For a string, text is the decoded
- * string; for an array, text is its ECMAScript String() form (elements
- * joined by ","); for id only, a number is also printed into text. */
+/* Which strings of a field the reader may leave in the body (raw) for
+ * the engine to read there. */
 enum enr_raw {
     ENR_RAW_NONE,  /* every string decoded into text */
     ENR_RAW_ASCII, /* ASCII without escapes: the same bytes decoded */
     ENR_RAW_ANY    /* any string (not known to be well-formed; raw_escaped) */
 };
 
+/* One field as the contract reads it.  For a string, text is the decoded
+ * string; for an array, text is its ECMAScript String() form (elements
+ * joined by ","); for id only, a number is also printed into text. */
 typedef struct enr_field {
     uint8_t kind;
     uint8_t tostring; /* an object with a "toString" key was converted */
