@@ -77,7 +77,10 @@ void enr_fields_free(enr_fields *f)
  * It accepts exactly what enr_lex_skip_value accepts and stops at the
  * same byte; on any byte it does not expect it starts over with
  * enr_lex_skip_value, which finds and reports the error (the fuzz target
- * compares the two).  It is here, beside skip_unread, its one caller,
+ * compares the two).  The shapes of a batch's bulk go without the
+ * switch per token: an array of integers 16 bytes a step
+ * (enr_lex_int_array), a short key and its ':' from one load, then a
+ * number or a string at once.  It is here, beside skip_unread, its one caller,
  * because it must be inlined there: a call per unread member costs 1 to
  * 2% of a batch's instructions.
  */
@@ -96,6 +99,7 @@ value:
         goto slow;
     switch (*p) {
     case '"':
+    string:
         for (;;) {
             p = enr_lex_skip_str(p + 1, end);
             if (p >= end || *p != '"')
@@ -111,8 +115,25 @@ value:
     case '[':
         if (level == SKIP_LEVELS || depth + level + 1 > ENR_MAX_DEPTH)
             goto slow;
+#ifdef __SSE2__
+        /* an array of integers (a history): all of it at once */
+        if (*p == '[' && end - p > 1 && (unsigned)(p[1] - '0') < 10) {
+            const unsigned char *q = enr_lex_int_array(p + 1, end);
+
+            if (q != NULL) {
+                p = q;
+                break;
+            }
+        }
+#endif
         objects = objects << 1 | (*p == '{');
         level++;
+        if (end - p > 1 && p[1] == '"') { /* a member or a tag, no white space */
+            p++;
+            if (objects & 1)
+                goto key;
+            goto string;
+        }
         p = enr_lex_ws_end(p + 1, end);
         if (p < end && *p == ((objects & 1) ? '}' : ']')) {
             p++;
@@ -139,6 +160,7 @@ value:
         p += 4;
         break;
     default:
+    number:
         for (;;) {
             if ((p = enr_lex_skip_num(p, end)) == NULL)
                 goto slow;
@@ -178,6 +200,22 @@ value:
         goto slow;
     }
 key:
+#ifdef __SSE2__
+    /* a short key without escapes right before its ':' (what clients
+     * send): its closing quote and the ':' told from one load */
+    if (end - p >= 19 && *p == '"') {
+        unsigned m = enr_lex_stops16(p + 1);
+
+        if (m != 0) {
+            const unsigned char *q = p + 1 + __builtin_ctz(m);
+
+            if (q[0] == '"' && q[1] == ':' && q[2] > ' ') {
+                p = q + 2;
+                goto member;
+            }
+        }
+    }
+#endif
     if (p >= end || *p != '"')
         goto slow;
     p = enr_lex_skip_str(p + 1, end);
@@ -185,12 +223,20 @@ key:
         goto slow;
     if (end - p > 2 && p[1] == ':' && p[2] > ' ') { /* no white space */
         p += 2;
-        goto value;
+        goto member;
     }
     p = enr_lex_ws_end(p + 1, end);
     if (p >= end || *p != ':')
         goto slow;
     p = enr_lex_ws_end(p + 1, end);
+    goto value;
+member:
+    /* p < end, on a member's value: a stat's number or a short string
+     * without the switch */
+    if ((unsigned)(*p - '1') < 9)
+        goto number;
+    if (*p == '"')
+        goto string;
     goto value;
 slow:
     r->p = start;
