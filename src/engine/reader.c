@@ -160,7 +160,6 @@ value:
         p += 4;
         break;
     default:
-    number:
         for (;;) {
             if ((p = enr_lex_skip_num(p, end)) == NULL)
                 goto slow;
@@ -173,6 +172,7 @@ value:
         break;
     }
     /* after a value: ',' and the next one, or the container's end */
+after:
     for (;;) {
         if (level == 0) {
             r->p = p;
@@ -231,13 +231,24 @@ key:
     p = enr_lex_ws_end(p + 1, end);
     goto value;
 member:
-    /* p < end, on a member's value: a stat's number or a short string
-     * without the switch */
-    if ((unsigned)(*p - '1') < 9)
-        goto number;
-    if (*p == '"')
-        goto string;
-    goto value;
+    /* p < end, on a member's value: a stat's number or a string without
+     * the switch, and the next member's key at once */
+    if ((unsigned)(*p - '1') < 9) {
+        if ((p = enr_lex_skip_num(p, end)) == NULL)
+            goto slow;
+    } else if (*p == '"') {
+        p = enr_lex_skip_str(p + 1, end);
+        if (p >= end || *p != '"')
+            goto slow;
+        p++;
+    } else {
+        goto value;
+    }
+    if (end - p > 1 && p[0] == ',' && p[1] == '"') {
+        p++;
+        goto key;
+    }
+    goto after;
 slow:
     r->p = start;
     return enr_lex_skip_value(r, depth);
