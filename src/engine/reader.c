@@ -112,12 +112,27 @@ value:
         }
         break;
     case '{':
+        if (level == SKIP_LEVELS || depth + level + 1 > ENR_MAX_DEPTH)
+            goto slow;
+        objects = objects << 1 | 1;
+        level++;
+        if (end - p > 1 && p[1] == '"') { /* a member, no white space */
+            p++;
+            goto key;
+        }
+        goto open;
     case '[':
         if (level == SKIP_LEVELS || depth + level + 1 > ENR_MAX_DEPTH)
             goto slow;
+        if (end - p > 1 && p[1] == '"') { /* a tag, no white space */
+            objects <<= 1;
+            level++;
+            p++;
+            goto string;
+        }
 #ifdef __SSE2__
         /* an array of integers (a history): all of it at once */
-        if (*p == '[' && end - p > 1 && (unsigned)(p[1] - '0') < 10) {
+        if (end - p > 1 && (unsigned)(p[1] - '0') < 10) {
             const unsigned char *q = enr_lex_int_array(p + 1, end);
 
             if (q != NULL) {
@@ -126,14 +141,9 @@ value:
             }
         }
 #endif
-        objects = objects << 1 | (*p == '{');
+        objects <<= 1;
         level++;
-        if (end - p > 1 && p[1] == '"') { /* a member or a tag, no white space */
-            p++;
-            if (objects & 1)
-                goto key;
-            goto string;
-        }
+    open:
         p = enr_lex_ws_end(p + 1, end);
         if (p < end && *p == ((objects & 1) ? '}' : ']')) {
             p++;
