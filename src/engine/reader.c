@@ -99,7 +99,6 @@ value:
         goto slow;
     switch (*p) {
     case '"':
-    string:
         for (;;) {
             p = enr_lex_skip_str(p + 1, end);
             if (p >= end || *p != '"')
@@ -128,7 +127,7 @@ value:
             objects <<= 1;
             level++;
             p++;
-            goto string;
+            goto tags;
         }
 #ifdef __SSE2__
         /* an array of integers (a history): all of it at once */
@@ -257,6 +256,28 @@ member:
     if (end - p > 1 && p[0] == ',' && p[1] == '"') {
         p++;
         goto key;
+    }
+    if (p < end && *p == '}') {
+        p++;
+        objects >>= 1;
+        level--;
+    }
+    goto after;
+tags:
+    /* on a string in an array (tags): the next one at once, then the ']' */
+    for (;;) {
+        p = enr_lex_skip_str(p + 1, end);
+        if (p >= end || *p != '"')
+            goto slow;
+        p++;
+        if (end - p < 2 || p[0] != ',' || p[1] != '"')
+            break;
+        p++;
+    }
+    if (p < end && *p == ']') {
+        p++;
+        objects >>= 1;
+        level--;
     }
     goto after;
 slow:
