@@ -70,6 +70,16 @@ void enr_fields_free(enr_fields *f)
     enr_buf_free(&f->duration.text);
 }
 
+/* Are the two bytes at p those of s: one 16-bit compare. */
+static inline int two_bytes(const unsigned char *p, const char *s)
+{
+    uint16_t a, b;
+
+    memcpy(&a, p, 2);
+    memcpy(&b, s, 2);
+    return a == b;
+}
+
 /*
  * enr_lex_skip_value for the values a record holds and nobody reads
  * (tags, stats, descriptions: most of a batch): one loop with the
@@ -218,7 +228,7 @@ key:
         if (m != 0) {
             const unsigned char *q = p + 1 + __builtin_ctz(m);
 
-            if (q[0] == '"' && q[1] == ':' && q[2] > ' ') {
+            if (two_bytes(q, "\":") && q[2] > ' ') {
                 p = q + 2;
                 goto member;
             }
@@ -253,7 +263,7 @@ member:
     } else {
         goto value;
     }
-    if (end - p > 1 && p[0] == ',' && p[1] == '"') {
+    if (end - p > 1 && two_bytes(p, ",\"")) {
         p++;
         goto key;
     }
@@ -270,7 +280,7 @@ tags:
         if (p >= end || *p != '"')
             goto slow;
         p++;
-        if (end - p < 2 || p[0] != ',' || p[1] != '"')
+        if (end - p < 2 || !two_bytes(p, ",\""))
             break;
         p++;
     }
@@ -552,7 +562,7 @@ static __attribute__((noinline)) int skip_unread(enr_reader *r, int depth)
         if (skip_fast(r, depth) < 0)
             return -1;
         p = r->p;
-        if (r->slow || end - p < 2 || p[0] != ',' || p[1] != '"')
+        if (r->slow || end - p < 2 || !two_bytes(p, ",\""))
             return 0;
         k = p + 2;
         p = plain_key(k, end);
