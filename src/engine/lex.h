@@ -5,7 +5,7 @@
  * but through reader.h, which it sits below (it never includes it).
  *
  * What is called per token or per byte is here as static inline (white
- * space, the 16 bytes of a short string, digits, ',' after a value, the
+ * space, the 16 bytes of a short string, digits, an array of integers, ',' after a value, the
  * walk of an object's members, which a record's walk inlines with its
  * member callback), so that the split into two files costs no call; what
  * is called once per value or on a slow path is out of line in lex.c.
@@ -72,7 +72,7 @@ typedef struct enr_reader {
 typedef struct enr_span {
     const unsigned char *s, *e;
     int escaped;  /* holds a backslash */
-    int nonascii; /* holds a byte >= 0x80 */
+    int nonascii; /* holds a byte >= 0x80 (may, for a key without escapes) */
 } enr_span;
 
 /* Out of line (lex.c): once per value, or the slow path of an inline one. */
@@ -128,11 +128,25 @@ static inline void enr_lex_skip_ws(enr_reader *r)
     r->p = p;
 }
 
-/* Scans the string token at r->p (on its opening quote): validates escapes
- * and rejects raw control characters; leaves r->p after the closing quote.
- * Inlined: keys and short values are most calls, and end in the first 16
- * bytes. */
-static inline __attribute__((always_inline)) int enr_lex_scan_string(enr_reader *r, enr_span *sp)
+/* The first quote, backslash or control byte of the 16 bytes at p, as
+ * a bit mask (v ^ 2 maps '"' to 0x20 and the control bytes onto
+ * themselves, and nothing else to 0x20 or below). */
+#ifdef __SSE2__
+static inline __attribute__((always_inline)) unsigned enr_lex_stops16(const unsigned char *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i x = _mm_xor_si128(v, _mm_set1_epi8(2));
+
+    return (unsigned)_mm_movemask_epi8(
+        _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x20)), x),
+                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+}
+#endif
+
+/* enr_lex_scan_string, and for a key (key != 0) without its nonascii,
+ * which is only read when a key has escapes (it is decoded then): 1. */
+static inline __attribute__((always_inline)) int enr_lex_scan_token(enr_reader *r, enr_span *sp,
+                                                                    int key)
 {
 #ifdef __SSE2__
     const unsigned char *p = r->p + 1, *end = r->end;
@@ -140,12 +154,7 @@ static inline __attribute__((always_inline)) int enr_lex_scan_string(enr_reader 
     /* Keys and short values (most strings of a record) end within 16
      * bytes with nothing to step over: told inline, without the call. */
     if (end - p >= 16 && !r->slow) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
-                         ctl));
+        unsigned m = enr_lex_stops16(p);
 
         if (m != 0 && p[__builtin_ctz(m)] == '"') {
             unsigned i = (unsigned)__builtin_ctz(m);
@@ -153,13 +162,25 @@ static inline __attribute__((always_inline)) int enr_lex_scan_string(enr_reader 
             sp->s = p;
             sp->e = p + i;
             sp->escaped = 0;
-            sp->nonascii = ((unsigned)_mm_movemask_epi8(v) & ((1u << i) - 1)) != 0;
+            sp->nonascii =
+                key ||
+                ((unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(const void *)p)) &
+                 ((1u << i) - 1)) != 0;
             r->p = p + i + 1;
             return 0;
         }
     }
 #endif
     return enr_lex_scan_string_wide(r, sp);
+}
+
+/* Scans the string token at r->p (on its opening quote): validates escapes
+ * and rejects raw control characters; leaves r->p after the closing quote.
+ * Inlined: keys and short values are most calls, and end in the first 16
+ * bytes. */
+static inline __attribute__((always_inline)) int enr_lex_scan_string(enr_reader *r, enr_span *sp)
+{
+    return enr_lex_scan_token(r, sp, 0);
 }
 
 /* Decodes a scanned string span into WTF-8, appending to out. */
@@ -252,7 +273,7 @@ static inline __attribute__((always_inline)) int enr_lex_walk_members(enr_reader
     for (;;) {
         if (r->p >= r->end || *r->p != '"')
             ENR_LEX_FAIL(r, r->p, "object key expected");
-        if (enr_lex_scan_string(r, &key) < 0)
+        if (enr_lex_scan_token(r, &key, 1) < 0)
             return -1;
         if (r->end - r->p > 1 && r->p[0] == ':' && r->p[1] > ' ') { /* no white space */
             r->p++;
@@ -357,21 +378,6 @@ static inline const unsigned char *enr_lex_ws_end(const unsigned char *p, const 
         p++;
     return p;
 }
-
-/* The first quote, backslash or control byte of the 16 bytes at p, as
- * a bit mask (v ^ 2 maps '"' to 0x20 and the control bytes onto
- * themselves, and nothing else to 0x20 or below). */
-#ifdef __SSE2__
-static inline __attribute__((always_inline)) unsigned enr_lex_stops16(const unsigned char *p)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i x = _mm_xor_si128(v, _mm_set1_epi8(2));
-
-    return (unsigned)_mm_movemask_epi8(
-        _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x20)), x),
-                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
-}
-#endif
 
 /* The closing quote of the string whose body starts at p, or the byte
  * where the reader must look (scan.h's enr_skip_string).  Keys and tags,
