@@ -5,10 +5,11 @@
  * but through reader.h, which it sits below (it never includes it).
  *
  * What is called per token or per byte is here as static inline (white
- * space, the 16 bytes of a short string, digits, an array of integers, ',' after a value, the
- * walk of an object's members, which a record's walk inlines with its
- * member callback), so that the split into two files costs no call; what
- * is called once per value or on a slow path is out of line in lex.c.
+ * space, the 16 bytes of a short string, digits, an array of integers,
+ * ',' after a value, the walk of an object's members, which a record's
+ * walk inlines with its member callback), so that the split into two
+ * files costs no call; what is called once per value or on a slow path
+ * is out of line in lex.c.
  *
  * Invariants: nothing here reads past r->end; every error goes through
  * ENR_LEX_FAIL, which sets r->err_* (offset from r->start, status 400)
