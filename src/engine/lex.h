@@ -5,10 +5,11 @@
  * but through reader.h, which it sits below (it never includes it).
  *
  * What is called per token or per byte is here as static inline (white
- * space, the 16 bytes of a short string, digits, ',' after a value, the
- * walk of an object's members, which a record's walk inlines with its
- * member callback), so that the split into two files costs no call; what
- * is called once per value or on a slow path is out of line in lex.c.
+ * space, the 16 bytes of a short string, digits, an array of integers,
+ * ',' after a value, the walk of an object's members, which a record's
+ * walk inlines with its member callback), so that the split into two
+ * files costs no call; what is called once per value or on a slow path
+ * is out of line in lex.c.
  *
  * Invariants: nothing here reads past r->end; every error goes through
  * ENR_LEX_FAIL, which sets r->err_* (offset from r->start, status 400)
@@ -72,7 +73,7 @@ typedef struct enr_reader {
 typedef struct enr_span {
     const unsigned char *s, *e;
     int escaped;  /* holds a backslash */
-    int nonascii; /* holds a byte >= 0x80 */
+    int nonascii; /* holds a byte >= 0x80 (may, for a key without escapes) */
 } enr_span;
 
 /* Out of line (lex.c): once per value, or the slow path of an inline one. */
@@ -128,11 +129,25 @@ static inline void enr_lex_skip_ws(enr_reader *r)
     r->p = p;
 }
 
-/* Scans the string token at r->p (on its opening quote): validates escapes
- * and rejects raw control characters; leaves r->p after the closing quote.
- * Inlined: keys and short values are most calls, and end in the first 16
- * bytes. */
-static inline __attribute__((always_inline)) int enr_lex_scan_string(enr_reader *r, enr_span *sp)
+/* The first quote, backslash or control byte of the 16 bytes at p, as
+ * a bit mask (v ^ 2 maps '"' to 0x20 and the control bytes onto
+ * themselves, and nothing else to 0x20 or below). */
+#ifdef __SSE2__
+static inline __attribute__((always_inline)) unsigned enr_lex_stops16(const unsigned char *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i x = _mm_xor_si128(v, _mm_set1_epi8(2));
+
+    return (unsigned)_mm_movemask_epi8(
+        _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x20)), x),
+                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+}
+#endif
+
+/* enr_lex_scan_string, and for a key (key != 0) without its nonascii,
+ * which is only read when a key has escapes (it is decoded then): 1. */
+static inline __attribute__((always_inline)) int enr_lex_scan_token(enr_reader *r, enr_span *sp,
+                                                                    int key)
 {
 #ifdef __SSE2__
     const unsigned char *p = r->p + 1, *end = r->end;
@@ -140,12 +155,7 @@ static inline __attribute__((always_inline)) int enr_lex_scan_string(enr_reader 
     /* Keys and short values (most strings of a record) end within 16
      * bytes with nothing to step over: told inline, without the call. */
     if (end - p >= 16 && !r->slow) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                                      _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
-                         ctl));
+        unsigned m = enr_lex_stops16(p);
 
         if (m != 0 && p[__builtin_ctz(m)] == '"') {
             unsigned i = (unsigned)__builtin_ctz(m);
@@ -153,13 +163,25 @@ static inline __attribute__((always_inline)) int enr_lex_scan_string(enr_reader 
             sp->s = p;
             sp->e = p + i;
             sp->escaped = 0;
-            sp->nonascii = ((unsigned)_mm_movemask_epi8(v) & ((1u << i) - 1)) != 0;
+            sp->nonascii =
+                key ||
+                ((unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(const void *)p)) &
+                 ((1u << i) - 1)) != 0;
             r->p = p + i + 1;
             return 0;
         }
     }
 #endif
     return enr_lex_scan_string_wide(r, sp);
+}
+
+/* Scans the string token at r->p (on its opening quote): validates escapes
+ * and rejects raw control characters; leaves r->p after the closing quote.
+ * Inlined: keys and short values are most calls, and end in the first 16
+ * bytes. */
+static inline __attribute__((always_inline)) int enr_lex_scan_string(enr_reader *r, enr_span *sp)
+{
+    return enr_lex_scan_token(r, sp, 0);
 }
 
 /* Decodes a scanned string span into WTF-8, appending to out. */
@@ -252,7 +274,7 @@ static inline __attribute__((always_inline)) int enr_lex_walk_members(enr_reader
     for (;;) {
         if (r->p >= r->end || *r->p != '"')
             ENR_LEX_FAIL(r, r->p, "object key expected");
-        if (enr_lex_scan_string(r, &key) < 0)
+        if (enr_lex_scan_token(r, &key, 1) < 0)
             return -1;
         if (r->end - r->p > 1 && r->p[0] == ':' && r->p[1] > ' ') { /* no white space */
             r->p++;
@@ -303,6 +325,53 @@ enr_lex_skip_num(const unsigned char *p, const unsigned char *end)
     return p;
 }
 
+#ifdef __SSE2__
+/*
+ * An array of integers as clients send it (a view history): from its
+ * first element p to its ']', 16 bytes a step with bit masks instead of
+ * a number at a time; the byte after the ']', or NULL for anything else
+ * (a sign, a fraction, white space, fewer than 16 bytes left), which the
+ * caller then reads as it would have.  Accepts only what the number
+ * grammar does: every element starts with a digit, a leading 0 is the
+ * whole element, no empty element, and the ']' follows a digit.
+ */
+static inline __attribute__((always_inline)) const unsigned char *
+enr_lex_int_array(const unsigned char *p, const unsigned char *end)
+{
+    unsigned start = 1; /* the next byte must start an element */
+    unsigned zero = 0;  /* the byte before is an element's leading 0 */
+
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i d = _mm_sub_epi8(v, _mm_set1_epi8('0'));
+        unsigned dig =
+            (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d));
+        unsigned com = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(',')));
+        unsigned zer = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('0')));
+        unsigned other = ~(dig | com) & 0xffffu;
+        unsigned lim = other ? (1u << __builtin_ctz(other)) - 1 : 0xffffu;
+        unsigned starts = (com << 1 | start) & (lim << 1 | 1);
+        unsigned lead = starts & zer;
+
+        /* an element that does not start with a digit (",," ",]" "[,"),
+         * a digit after a leading 0 */
+        if ((starts & ~dig & lim) != 0 || ((lead << 1 | zero) & dig & lim) != 0)
+            return NULL;
+        if (other) {
+            unsigned i = (unsigned)__builtin_ctz(other);
+
+            if (p[i] != ']' || (starts >> i & 1))
+                return NULL;
+            return p + i + 1;
+        }
+        start = com >> 15;
+        zero = lead >> 15;
+        p += 16;
+    }
+    return NULL;
+}
+#endif
+
 /* enr_lex_skip_ws on a bare pointer. */
 static inline const unsigned char *enr_lex_ws_end(const unsigned char *p, const unsigned char *end)
 {
@@ -310,21 +379,6 @@ static inline const unsigned char *enr_lex_ws_end(const unsigned char *p, const 
         p++;
     return p;
 }
-
-/* The first quote, backslash or control byte of the 16 bytes at p, as
- * a bit mask (v ^ 2 maps '"' to 0x20 and the control bytes onto
- * themselves, and nothing else to 0x20 or below). */
-#ifdef __SSE2__
-static inline __attribute__((always_inline)) unsigned enr_lex_stops16(const unsigned char *p)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i x = _mm_xor_si128(v, _mm_set1_epi8(2));
-
-    return (unsigned)_mm_movemask_epi8(
-        _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x20)), x),
-                     _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
-}
-#endif
 
 /* The closing quote of the string whose body starts at p, or the byte
  * where the reader must look (scan.h's enr_skip_string).  Keys and tags,
