@@ -73,6 +73,7 @@ typedef struct worker {
     enr_sb_slot *slot;
     enr_fcgi_conn conn; /* fcgi_conn.h: accept to close */
     int answer_lost;    /* the answer's write failed: it counts as 499, not as sent */
+    int fds_unknown;    /* the last count of our descriptors failed (said once) */
     enr_engine *engine;
     enr_upstream *upstream;
     enr_upstream_stats up_published; /* its counters as last added to the slot */
@@ -481,6 +482,22 @@ static void serve_one(worker *w)
 #endif
 }
 
+/* Our open descriptors, or -1; a failure is said when it starts, not
+ * after every request (the master's fd_hard, counted from outside, still
+ * holds meanwhile). */
+static long own_fds(worker *w)
+{
+    long n = enr_proc_fd_count(0);
+
+    if (n < 0 && !w->fds_unknown)
+        enr_log(ENR_LOG_WARN, "cannot count own descriptors in /proc/self/fd",
+                "error=%s fd_soft=unchecked", strerror(errno));
+    else if (n >= 0 && w->fds_unknown)
+        enr_log(ENR_LOG_INFO, "own descriptors counted again", "fds=%ld", n);
+    w->fds_unknown = n < 0;
+    return n;
+}
+
 /* After a request: over a soft limit, finish gracefully (nothing is in
  * hand now).  Returns the exit reason, or ENR_EXIT_NONE to go on. */
 static int soft_limit_reached(worker *w)
@@ -503,7 +520,7 @@ static int soft_limit_reached(worker *w)
         }
     }
     if (c->fd_soft) {
-        long n = enr_proc_fd_count(0);
+        long n = own_fds(w);
         if (n > 0 && (unsigned long)n > c->fd_soft)
             return ENR_EXIT_FD;
     }
@@ -600,10 +617,8 @@ static int setup(worker *w, const enr_worker_args *a)
     /* The count after each request keeps its /proc directory open from
      * its first call (procstat.h): taken now, so that the worker's
      * descriptors are the same before its first request as after. */
-    if (a->cfg->fd_soft && enr_proc_fd_count(0) < 0)
-        enr_log(ENR_LOG_WARN,
-                "cannot count own descriptors in /proc/self/fd: fd_soft unchecked until it can",
-                "error=%s", strerror(errno));
+    if (a->cfg->fd_soft)
+        own_fds(w);
 #ifdef ENR_TEST_HOOKS
     hooks_init(w);
 #endif
