@@ -345,6 +345,27 @@ static int try_digits(double v, int p, char txt[40])
     return strtod(txt, NULL) == v;
 }
 
+/* The digits of v = m x 10^-d (m > 0) without trailing zeros into dig,
+ * *n the decimal exponent as shortest_digits gives it; the count. */
+static int mantissa_digits(uint64_t m, int d, char dig[20], int *n)
+{
+    char tmp[24];
+    int t = 0, k = 0;
+
+    while (m % 10 == 0) {
+        m /= 10;
+        d--;
+    }
+    do {
+        tmp[t++] = (char)('0' + m % 10);
+        m /= 10;
+    } while (m > 0);
+    *n = t - d;
+    while (t > 0)
+        dig[k++] = tmp[--t];
+    return k;
+}
+
 /*
  * The shortest digits that round-trip, the closest to v among equally
  * short ones.  Normal doubles: if some candidate of at most 15 digits
@@ -375,22 +396,8 @@ static int shortest_digits(double v, char dig[20], int *n)
             if (x >= 1e15)
                 break;
             uint64_t m = (uint64_t)(x + 0.5);
-            if (m != 0 && (double)m / pow10_exact[d] == v) {
-                char tmp[24];
-                int t = 0, k = 0;
-                while (m % 10 == 0) {
-                    m /= 10;
-                    d--;
-                }
-                do {
-                    tmp[t++] = (char)('0' + m % 10);
-                    m /= 10;
-                } while (m > 0);
-                *n = t - d;
-                while (t > 0)
-                    dig[k++] = tmp[--t];
-                return k;
-            }
+            if (m != 0 && (double)m / pow10_exact[d] == v)
+                return mantissa_digits(m, d, dig, n);
         }
     }
     /* And the same for large values with few digits (1e21, 2.5e20): m x
@@ -404,22 +411,8 @@ static int shortest_digits(double v, char dig[20], int *n)
             if (x >= 1e15)
                 continue;
             uint64_t m = (uint64_t)(x + 0.5);
-            if (m != 0 && (double)m * pow10_exact[k] == v) {
-                char tmp[24];
-                int t = 0, j = 0, d = -k;
-                while (m % 10 == 0) {
-                    m /= 10;
-                    d--;
-                }
-                do {
-                    tmp[t++] = (char)('0' + m % 10);
-                    m /= 10;
-                } while (m > 0);
-                *n = t - d;
-                while (t > 0)
-                    dig[j++] = tmp[--t];
-                return j;
-            }
+            if (m != 0 && (double)m * pow10_exact[k] == v)
+                return mantissa_digits(m, -k, dig, n);
         }
     }
     if (v < DBL_MIN) {

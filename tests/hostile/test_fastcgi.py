@@ -20,7 +20,6 @@ enrichd's unix socket (no nginx in between) and by cgi-fcgi (libfcgi-bin).
   workers alive, and no exit of any kind in the log."""
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -55,18 +54,7 @@ def fd_total(pids):
 
 def raw(env, data, rid=1, timeout=8.0, shut=False):
     """Sends data on a new connection; returns (recv_until_end result, seconds)."""
-    c = harness.FcgiConn(env.sock, timeout)
-    t0 = time.monotonic()
-    try:
-        c.send(data)
-        if shut:
-            c.sock.shutdown(socket.SHUT_WR)
-        out = c.recv_until_end(rid, timeout)
-        if not out["eof"] and not out["timeout"] and rid not in out["ends"]:
-            out["eof"] = c.wait_eof(timeout)
-        return out, time.monotonic() - t0
-    finally:
-        c.close()
+    return harness.fcgi_exchange(env.sock, data, shut=shut, timeout=timeout, rid=rid)
 
 
 def test_keep_conn(r, env):

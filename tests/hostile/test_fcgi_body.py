@@ -19,7 +19,6 @@ socket, against the answers of the plain case.
   stuck-request kill: the same worker lives on, no exit in the log."""
 import os
 import re
-import socket
 import subprocess
 import struct
 import sys
@@ -78,39 +77,13 @@ def end(rid=1):
     return H.fcgi_record(H.FCGI_STDIN, b"", rid)
 
 
-def exchange(env, data, chunk=None, pause=0.0, shut=False, timeout=10.0, rid=1):
-    """Sends data (in chunks of `chunk` bytes, `pause` s apart), reads the
-    answer; returns (result, seconds)."""
-    c = H.FcgiConn(env.sock, timeout)
-    t0 = time.monotonic()
-    try:
-        try:
-            if chunk is None:
-                c.send(data)
-            else:
-                for i in range(0, len(data), chunk):
-                    c.send(data[i:i + chunk])
-                    if pause:
-                        time.sleep(pause)
-            if shut:
-                c.sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass  # the worker closed first: the answer (or EOF) tells
-        out = c.recv_until_end(rid, timeout)
-        if not out["eof"] and not out["timeout"] and rid not in out["ends"]:
-            out["eof"] = c.wait_eof(timeout)
-        return out, time.monotonic() - t0
-    finally:
-        c.close()
-
-
 def strip_time(stdout):
     return re.sub(rb'"fetched_at":\d+', b"", stdout)
 
 
 def test_layouts(r, env, body):
     params = H.fcgi_enrich_params(body)
-    ref, _ = exchange(env, head(params) + stdin_records(body, 65535) + end())
+    ref, _ = H.fcgi_exchange(env.sock, head(params) + stdin_records(body, 65535) + end())
     r.check(H.fcgi_status(ref["stdout"]) == 200 and ref["ends"].get(1) == (0, 0),
             "reference: 65535-byte records answered 200 (%r)" % (ref["ends"],))
     want = strip_time(ref["stdout"])
@@ -155,7 +128,7 @@ def test_layouts(r, env, body):
             finally:
                 c.close()
         else:
-            out, _ = exchange(env, data)
+            out, _ = H.fcgi_exchange(env.sock, data)
         ok = strip_time(out["stdout"]) == want and out["ends"].get(1) == (0, 0)
         r.check(ok, "%s: the same 200 answer (status %r, %d vs %d bytes, ends %r)"
                 % (name, H.fcgi_status(out["stdout"]), len(out["stdout"]), len(ref["stdout"]),
@@ -170,7 +143,7 @@ def test_cut_short(r, env, body):
     params = H.fcgi_enrich_params(body)
     half = stdin_records(body[:150001], 32768)
     bound = READ_S + LINGER_S + SLACK_S
-    out, took = exchange(env, head(params) + half + end() + stdin_records(body[150001:], 32768)
+    out, took = H.fcgi_exchange(env.sock, head(params) + half + end() + stdin_records(body[150001:], 32768)
                          + end())
     r.check(H.fcgi_status(out["stdout"]) == 400 and 1 in out["ends"],
             "empty FCGI_STDIN mid-body: the body ends there, a 400 (%r, %r)"
@@ -178,7 +151,7 @@ def test_cut_short(r, env, body):
     r.check(took < bound, "empty FCGI_STDIN mid-body: settled in %.2f s (< %.1f)" % (took, bound))
     nolen = {k: v for k, v in params.items() if k != "CONTENT_LENGTH"}
     big = body * (MAX_BODY // len(body) + 1)
-    out, took = exchange(env, head(nolen) + stdin_records(big, 32768) + end(), timeout=15)
+    out, took = H.fcgi_exchange(env.sock, head(nolen) + stdin_records(big, 32768) + end(), timeout=15)
     r.check(H.fcgi_status(out["stdout"]) == 413,
             "%d bytes without CONTENT_LENGTH, max_body_bytes %d: 413 (%r)"
             % (len(big), MAX_BODY, H.fcgi_status(out["stdout"])))
@@ -187,7 +160,7 @@ def test_cut_short(r, env, body):
             ("peer gone mid-body", b"", True),
             ("a header cut mid-body, then gone", H.fcgi_record(H.FCGI_STDIN, b"abc")[:5], True),
             ("bad version mid-body", H.fcgi_record(H.FCGI_STDIN, b"abc", version=2), False)):
-        out, took = exchange(env, head(params) + half + tail, shut=shut)
+        out, took = H.fcgi_exchange(env.sock, head(params) + half + tail, shut=shut)
         r.check(not out["stdout"] and (out["eof"] or 1 in out["ends"]),
                 "%s: no answer, END_REQUEST or closed (stdout %d bytes, ends %r, eof %s)"
                 % (name, len(out["stdout"]), out["ends"], out["eof"]))
@@ -246,7 +219,7 @@ def main():
         pids = env.wait_workers(1)
         for fn in (test_layouts, test_cut_short, test_drip):
             res.run(fn, env, body)
-        out, _ = exchange(env, head(H.fcgi_enrich_params(body)) + stdin_records(body, 32768)
+        out, _ = H.fcgi_exchange(env.sock, head(H.fcgi_enrich_params(body)) + stdin_records(body, 32768)
                           + end())
         res.check(H.fcgi_status(out["stdout"]) == 200 and env.worker_pids() == pids,
                   "after all of it: the same worker answers a batch")

@@ -946,3 +946,32 @@ def proc_status_kb(pid, key):
     except OSError:
         pass
     return 0
+
+
+def fcgi_exchange(sock, data, chunk=None, pause=0.0, shut=False, timeout=10.0, rid=1):
+    """Sends raw FastCGI bytes on a new connection to sock (in chunks of
+    `chunk` bytes, `pause` s apart; `shut`: then half-closes), reads the
+    answer; returns (FcgiConn.recv_until_end's result, seconds).  A send
+    the worker refused by closing first is not an error: the answer (or
+    EOF) tells."""
+    c = FcgiConn(sock, timeout)
+    t0 = time.monotonic()
+    try:
+        try:
+            if chunk is None:
+                c.send(data)
+            else:
+                for i in range(0, len(data), chunk):
+                    c.send(data[i:i + chunk])
+                    if pause:
+                        time.sleep(pause)
+            if shut:
+                c.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        out = c.recv_until_end(rid, timeout)
+        if not out["eof"] and not out["timeout"] and rid not in out["ends"]:
+            out["eof"] = c.wait_eof(timeout)
+        return out, time.monotonic() - t0
+    finally:
+        c.close()
