@@ -63,7 +63,7 @@ mode_changed = threading.Condition(lock)
 
 
 def zero_stats():
-    return {"requests": 0, "data_requests": 0, "connections": 0, "open_connections": 0,
+    return {"requests": 0, "data_requests": 0, "heads": 0, "connections": 0, "open_connections": 0,
             "max_open_connections": 0, "server_closes": 0, "ids": 0, "bad_requests": 0,
             "bad_encoding": 0, "dropped": 0, "answered_200": 0, "answered_5xx": 0,
             "calls_by_provider": {}, "max_ids_per_call": 0, "last_targets": [],
@@ -195,6 +195,17 @@ class Handler(BaseHTTPRequestHandler):
                 stats.update(fresh)
             return self.reply(200, b"{}")
         return self.reply(404, b'{"error":"not found"}')
+
+    def do_HEAD(self):
+        # enrichd opens its connections ahead of batches with a HEAD of
+        # upstream_url: counted apart, never a data call.  It counts toward
+        # close_after, as a real server's keepalive_requests does.
+        with lock:
+            stats["heads"] += 1
+        if settings["mode"] == "refuse":
+            self.close_connection = True
+            return
+        return self.reply(200, b"")
 
     def do_GET(self):
         with lock:

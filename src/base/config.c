@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -59,6 +60,11 @@ const char enr_config_default_text[] =
     "ids_per_call = 50\n"
     "max_calls_per_batch = 4\n"
     "upstream_max_connections = 4\n"
+    "upstream_connect_timeout_ms = 2000\n"
+    "upstream_warm_connections = 4\n"
+    "upstream_ca_file =\n"
+    "upstream_client_cert =\n"
+    "upstream_client_key =\n"
     "cache_entries = 50000\n"
     "cache_bytes = 16777216\n"
     "cache_ttl_s = 3600\n"
@@ -130,6 +136,11 @@ static const key_def keys[] = {
     {"ids_per_call", K_UINT, F(ids_per_call), 1, 10000},
     {"max_calls_per_batch", K_UINT, F(max_calls_per_batch), 1, 1000},
     {"upstream_max_connections", K_UINT, F(upstream_max_connections), 1, 1000},
+    {"upstream_connect_timeout_ms", K_UINT, F(upstream_connect_timeout_ms), 1, 600000},
+    {"upstream_warm_connections", K_UINT, F(upstream_warm_connections), 0, 1000},
+    {"upstream_ca_file", K_PATH, F(upstream_ca_file), 0, 0},
+    {"upstream_client_cert", K_PATH, F(upstream_client_cert), 0, 0},
+    {"upstream_client_key", K_PATH, F(upstream_client_key), 0, 0},
     {"cache_entries", K_UINT, F(cache_entries), 0, 100000000},
     {"cache_bytes", K_SIZE, F(cache_bytes), 0, 1ULL << 34},
     {"cache_ttl_s", K_UINT, F(cache_ttl_s), 0, 31536000},
@@ -408,6 +419,36 @@ static unsigned line_of(const parse_state *ps, const char *key)
 
 #define FAIL_AT(ps, key, ...) ((ps)->line = line_of((ps), (key)), fail((ps), (key), __VA_ARGS__))
 
+/* The TLS files are read by each worker at start: one that cannot be
+ * read would only show as failed calls, so it fails the configuration. */
+static int check_tls_files(parse_state *ps, const enr_config *c)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } files[] = {
+        {"upstream_ca_file", offsetof(enr_config, upstream_ca_file)},
+        {"upstream_client_cert", offsetof(enr_config, upstream_client_cert)},
+        {"upstream_client_key", offsetof(enr_config, upstream_client_key)},
+    };
+    int https = strncasecmp(c->upstream_url, "https://", 8) == 0;
+
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        const char *path = (const char *)c + files[i].off;
+        if (path[0] == '\0')
+            continue;
+        if (!https)
+            return FAIL_AT(ps, files[i].key, "needs an https:// upstream_url");
+        if (access(path, R_OK) != 0)
+            return FAIL_AT(ps, files[i].key, "\"%s\" cannot be read: %s", path, strerror(errno));
+    }
+    if ((c->upstream_client_cert[0] == '\0') != (c->upstream_client_key[0] == '\0'))
+        return FAIL_AT(ps,
+                       c->upstream_client_cert[0] ? "upstream_client_key" : "upstream_client_cert",
+                       "upstream_client_cert and upstream_client_key go together");
+    return 0;
+}
+
 static int check_whole(parse_state *ps, const enr_config *c)
 {
     /* Limits a worker is over the moment it starts would recycle or kill
@@ -441,6 +482,12 @@ static int check_whole(parse_state *ps, const enr_config *c)
     if (c->upstream_timeout_ms >= c->request_timeout_ms)
         return FAIL_AT(ps, "upstream_timeout_ms", "must be below request_timeout_ms (%u)",
                        c->request_timeout_ms);
+    if (c->upstream_warm_connections > c->upstream_max_connections)
+        return FAIL_AT(ps, "upstream_warm_connections",
+                       "must not exceed upstream_max_connections (%u)",
+                       c->upstream_max_connections);
+    if (check_tls_files(ps, c) != 0)
+        return -1;
     if (c->min_ready_workers > c->workers)
         return FAIL_AT(ps, "min_ready_workers", "must not exceed workers (%u)", c->workers);
     if (strcmp(c->listen, c->status_listen) == 0)

@@ -49,19 +49,24 @@ typedef struct enr_config {
     unsigned idle_exit_s;      /* socket-activated: exit after this long without a request */
 
     /* upstream enrichment */
-    char upstream_url[1024];           /* empty: enrichment off */
-    unsigned upstream_timeout_ms;      /* batch deadline, default 150 */
-    unsigned ids_per_call;             /* default 50 */
-    unsigned max_calls_per_batch;      /* default 4 */
-    unsigned upstream_max_connections; /* default 4 */
-    unsigned cache_entries;            /* default 50000 */
-    size_t cache_bytes;                /* default 16 MiB */
-    unsigned cache_ttl_s;              /* default 3600 */
-    unsigned cache_negative_ttl_s;     /* default 300 */
-    unsigned breaker_failures;         /* default 5 consecutive */
-    unsigned breaker_cooldown_ms;      /* default 5000 */
-    unsigned breaker_window;           /* calls judged by the ratio rule; default 20, 0 off */
-    double breaker_failure_ratio;      /* default 0.5 */
+    char upstream_url[1024];                 /* empty: enrichment off */
+    unsigned upstream_timeout_ms;            /* batch deadline, default 150 */
+    unsigned ids_per_call;                   /* default 50 */
+    unsigned max_calls_per_batch;            /* default 4 */
+    unsigned upstream_max_connections;       /* default 4 */
+    unsigned upstream_connect_timeout_ms;    /* DNS + TCP + TLS of one connection, default 2000 */
+    unsigned upstream_warm_connections;      /* kept open ahead of batches, default 4 */
+    char upstream_ca_file[ENR_PATH_MAX];     /* PEM bundle; empty: the system store */
+    char upstream_client_cert[ENR_PATH_MAX]; /* mutual TLS, PEM; with the key */
+    char upstream_client_key[ENR_PATH_MAX];
+    unsigned cache_entries;        /* default 50000 */
+    size_t cache_bytes;            /* default 16 MiB */
+    unsigned cache_ttl_s;          /* default 3600 */
+    unsigned cache_negative_ttl_s; /* default 300 */
+    unsigned breaker_failures;     /* default 5 consecutive */
+    unsigned breaker_cooldown_ms;  /* default 5000 */
+    unsigned breaker_window;       /* calls judged by the ratio rule; default 20, 0 off */
+    double breaker_failure_ratio;  /* default 0.5 */
 
     /* operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */

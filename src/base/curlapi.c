@@ -39,6 +39,10 @@
     X(curl_multi_perform)                                                                          \
     X(curl_multi_poll)                                                                             \
     X(curl_multi_info_read)                                                                        \
+    X(curl_multi_socket_action)                                                                    \
+    X(curl_share_init)                                                                             \
+    X(curl_share_setopt)                                                                           \
+    X(curl_share_cleanup)                                                                          \
     X(curl_multi_strerror)                                                                         \
     X(curl_url)                                                                                    \
     X(curl_url_cleanup)                                                                            \
@@ -211,6 +215,39 @@ CURLMcode curl_multi_poll(CURLM *m, struct curl_waitfd extra_fds[], unsigned int
                           int timeout_ms, int *ret)
 {
     return REAL(curl_multi_poll)(m, extra_fds, extra_nfds, timeout_ms, ret);
+}
+
+CURLMcode curl_multi_socket_action(CURLM *m, curl_socket_t s, int ev_bitmask, int *running)
+{
+    return REAL(curl_multi_socket_action)(m, s, ev_bitmask, running);
+}
+
+CURLSH *curl_share_init(void)
+{
+    return REAL(curl_share_init)();
+}
+
+/* CURLSHOPT_SHARE and _UNSHARE take a long, the lock functions a function
+ * pointer, USERDATA an object pointer. */
+CURLSHcode curl_share_setopt(CURLSH *sh, CURLSHoption opt, ...)
+{
+    CURLSHcode rc;
+    va_list ap;
+
+    va_start(ap, opt);
+    if (opt == CURLSHOPT_SHARE || opt == CURLSHOPT_UNSHARE)
+        rc = REAL(curl_share_setopt)(sh, opt, va_arg(ap, long));
+    else if (opt == CURLSHOPT_LOCKFUNC || opt == CURLSHOPT_UNLOCKFUNC)
+        rc = REAL(curl_share_setopt)(sh, opt, va_arg(ap, void (*)(void)));
+    else
+        rc = REAL(curl_share_setopt)(sh, opt, va_arg(ap, void *));
+    va_end(ap);
+    return rc;
+}
+
+CURLSHcode curl_share_cleanup(CURLSH *sh)
+{
+    return REAL(curl_share_cleanup)(sh);
 }
 
 CURLMsg *curl_multi_info_read(CURLM *m, int *left)

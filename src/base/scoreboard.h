@@ -114,6 +114,9 @@ typedef struct enr_sb_slot {
     /* upstream client, added later:
      * replies refused for their size, calls not made for lack of time */
     enr_sb_u64 up_fail_too_large, up_skip_deadline;
+    /* TLS failures; calls that outlived their batch, and of those the
+     * ones answered later (cached); connections opened ahead of batches */
+    enr_sb_u64 up_fail_tls, up_detached, up_late, up_warmups;
 } enr_sb_slot;
 
 /* The master's health verdict and the window it judged (health.c writes

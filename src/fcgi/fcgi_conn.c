@@ -106,7 +106,7 @@ int enr_fcgi_conn_init(enr_fcgi_conn *c)
     c->refused_logged_ms = c->rejected_logged_ms = 0;
     /* Without it every idle sibling wakes for each connection and all but
      * one lose the accept race (docs/benchmarks.md); -1 falls back to poll. */
-    c->waiter = enr_listen_waiter(c->listen_fd);
+    c->waiter = enr_listen_waiter(c->listen_fd, c->side_fd);
     if (c->waiter < 0)
         enr_log(ENR_LOG_INFO, "EPOLLEXCLUSIVE refused: every idle process wakes per connection",
                 "error=%s", enr_log_errno(errno));
@@ -186,9 +186,11 @@ int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms)
             return ENR_FCGI_STOP;
         /* Draining: take what is already queued, never wait for more. */
         if (!draining)
-            r = enr_listen_wait(c->waiter, c->listen_fd, timeout_ms, c->wait_mask);
+            r = enr_listen_wait(c->waiter, c->listen_fd, c->side_fd, timeout_ms, c->wait_mask);
         if (r == 0)
             return ENR_FCGI_IDLE;
+        if (r == ENR_LISTEN_SIDE)
+            return ENR_FCGI_SIDE;
         if (r < 0) {
             if (errno == EINTR) {
                 if (timeout_ms >= 0 && !*c->stop)

@@ -24,6 +24,7 @@
 /* enr_fcgi_conn_next() when there is no connection to serve. */
 #define ENR_FCGI_STOP (-1) /* *stop was set, draining found none, or the socket failed */
 #define ENR_FCGI_IDLE (-2) /* timeout_ms passed (or a signal) without a connection */
+#define ENR_FCGI_SIDE (-3) /* side_fd is readable, no connection waits */
 
 typedef struct enr_fcgi_conn {
     int listen_fd;                /* non-blocking; may be shared with siblings */
@@ -38,6 +39,7 @@ typedef struct enr_fcgi_conn {
     volatile sig_atomic_t *stop;  /* the owner's stop flag (set by its signal handler) */
     volatile sig_atomic_t *drain; /* when set: take what is queued, never wait; or NULL */
     const sigset_t *wait_mask;    /* the signal mask while waiting; NULL: the current one */
+    int side_fd;                  /* also woken by its readability (-1: none) */
     /* ---- the module's own ---- */
     int is_tcp;
     int input_done; /* the request's FCGI_STDIN was read to its end */
@@ -54,7 +56,8 @@ int enr_fcgi_conn_init(enr_fcgi_conn *c);
 void enr_fcgi_conn_free(enr_fcgi_conn *c);
 
 /* Waits up to timeout_ms (-1: no bound) for a connection and accepts it.
- * Returns its descriptor (SOCK_CLOEXEC), ENR_FCGI_IDLE or ENR_FCGI_STOP. */
+ * Returns its descriptor (SOCK_CLOEXEC), ENR_FCGI_IDLE, ENR_FCGI_SIDE or
+ * ENR_FCGI_STOP. */
 int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms);
 
 /* Reads the request on fd into c->req.  0: a RESPONDER request to answer;

@@ -218,33 +218,43 @@ int enr_listen_activated(void)
     return sd_listen_fds(0) > 0;
 }
 
-int enr_listen_waiter(int listen_fd)
+int enr_listen_waiter(int listen_fd, int side_fd)
 {
     struct epoll_event ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = listen_fd};
+    struct epoll_event side = {.events = EPOLLIN, .data.fd = side_fd};
     int ep = epoll_create1(EPOLL_CLOEXEC);
 
     if (ep < 0)
         return -1;
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev) != 0) {
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev) != 0 ||
+        (side_fd >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, side_fd, &side) != 0)) {
         close(ep);
         return -1;
     }
     return ep;
 }
 
-int enr_listen_wait(int waiter, int listen_fd, int timeout_ms, const sigset_t *mask)
+int enr_listen_wait(int waiter, int listen_fd, int side_fd, int timeout_ms, const sigset_t *mask)
 {
-    struct pollfd p = {.fd = listen_fd, .events = POLLIN};
+    struct pollfd p[2] = {{.fd = listen_fd, .events = POLLIN}, {.fd = side_fd, .events = POLLIN}};
     struct timespec ts;
     int r;
 
     if (waiter >= 0) {
-        struct epoll_event ev;
-        r = epoll_pwait(waiter, &ev, 1, timeout_ms, mask);
-        return r < 0 ? -1 : r > 0;
+        struct epoll_event ev[2];
+        r = epoll_pwait(waiter, ev, 2, timeout_ms, mask);
+        if (r <= 0)
+            return r < 0 ? -1 : 0;
+        /* A connection first: the side's work can wait for its answer. */
+        for (int i = 0; i < r; i++)
+            if (ev[i].data.fd == listen_fd)
+                return ENR_LISTEN_READY;
+        return ENR_LISTEN_SIDE;
     }
     ts.tv_sec = timeout_ms / 1000;
     ts.tv_nsec = (long)(timeout_ms % 1000) * 1000000L;
-    r = ppoll(&p, 1, timeout_ms >= 0 ? &ts : NULL, mask);
-    return r < 0 ? -1 : r > 0;
+    r = ppoll(p, side_fd >= 0 ? 2 : 1, timeout_ms >= 0 ? &ts : NULL, mask);
+    if (r <= 0)
+        return r < 0 ? -1 : 0;
+    return (p[0].revents & POLLIN) || !(p[1].revents & POLLIN) ? ENR_LISTEN_READY : ENR_LISTEN_SIDE;
 }

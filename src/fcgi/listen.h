@@ -28,14 +28,21 @@ int enr_listen_activated(void);
  * connection and all but one lose the accept (EAGAIN); the waiter is an
  * epoll instance of the calling process holding the socket with
  * EPOLLEXCLUSIVE, so the kernel wakes one idle worker per connection.
+ * side_fd (-1: none) joins the set without EPOLLEXCLUSIVE: the process's
+ * own work between connections (the upstream client's transfers).
  * Returns the waiter's descriptor (close-on-exec), or -1 when epoll
  * refused it (enr_listen_wait then polls as before). */
-int enr_listen_waiter(int listen_fd);
+int enr_listen_waiter(int listen_fd, int side_fd);
+
+/* enr_listen_wait()'s answers besides 0 (time ran out) and -1. */
+#define ENR_LISTEN_READY 1 /* listen_fd may have a connection */
+#define ENR_LISTEN_SIDE 2  /* side_fd is readable (and listen_fd has nothing) */
 
 /* Waits up to timeout_ms (-1: no bound) until listen_fd may have a
- * connection, with mask as the signal mask meanwhile (ppoll semantics: a
+ * connection or side_fd (-1: none; the same one the waiter was made with)
+ * is readable, with mask as the signal mask meanwhile (ppoll semantics: a
  * signal ends the wait with EINTR; mask NULL: the current one).  Returns
- * 1, 0 when the time ran out, or -1 with errno set. */
-int enr_listen_wait(int waiter, int listen_fd, int timeout_ms, const sigset_t *mask);
+ * ENR_LISTEN_READY, ENR_LISTEN_SIDE, 0, or -1 with errno set. */
+int enr_listen_wait(int waiter, int listen_fd, int side_fd, int timeout_ms, const sigset_t *mask);
 
 #endif

@@ -92,6 +92,13 @@ static const counter_row pool_counters[] = {
      SLOT_OFF(up_cache_misses)},
     {"enrichd_upstream_breaker_opens_total", "Times an upstream breaker opened (current workers).",
      SLOT_OFF(up_breaker_opens)},
+    {"enrichd_upstream_detached_total",
+     "Upstream calls still running at their batch's deadline, left to finish in the background.",
+     SLOT_OFF(up_detached)},
+    {"enrichd_upstream_late_total",
+     "Detached upstream calls answered after their batch: the answers cached.", SLOT_OFF(up_late)},
+    {"enrichd_upstream_warmups_total",
+     "Upstream connections opened ahead of batches (HEAD of upstream_url).", SLOT_OFF(up_warmups)},
 };
 
 static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
@@ -213,9 +220,13 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
         const char *kind;
         size_t off;
     } fails[] = {
-        {"timeout", SLOT_OFF(up_fail_timeout)},     {"connect", SLOT_OFF(up_fail_connect)},
-        {"status", SLOT_OFF(up_fail_status)},       {"body", SLOT_OFF(up_fail_body)},
-        {"too_large", SLOT_OFF(up_fail_too_large)}, {"deadline", SLOT_OFF(up_skip_deadline)},
+        {"timeout", SLOT_OFF(up_fail_timeout)},
+        {"connect", SLOT_OFF(up_fail_connect)},
+        {"status", SLOT_OFF(up_fail_status)},
+        {"body", SLOT_OFF(up_fail_body)},
+        {"too_large", SLOT_OFF(up_fail_too_large)},
+        {"deadline", SLOT_OFF(up_skip_deadline)},
+        {"tls", SLOT_OFF(up_fail_tls)},
     };
     uint64_t per_state[ENR_BREAKER_STATES] = {0}, hits, misses;
     const enr_sb_slot *s;

@@ -111,6 +111,10 @@ static void publish_upstream(worker *w)
     UP_PUBLISH(up_fail_body, fail_body);
     UP_PUBLISH(up_fail_too_large, fail_too_large);
     UP_PUBLISH(up_skip_deadline, skip_deadline);
+    UP_PUBLISH(up_fail_tls, fail_tls);
+    UP_PUBLISH(up_detached, detached);
+    UP_PUBLISH(up_late, late);
+    UP_PUBLISH(up_warmups, warmups);
     UP_PUBLISH(up_breaker_opens, breaker_opens);
 #undef UP_PUBLISH
     ENR_SB_SET(s->up_breaker_state, (uint64_t)now->breaker_state);
@@ -606,6 +610,8 @@ static int setup(worker *w, const enr_worker_args *a)
     w->conn.stop = &worker_stop;
     w->conn.drain = &worker_drain;
     w->conn.wait_mask = &w->wait_mask;
+    /* The upstream's transfers go on while the worker waits. */
+    w->conn.side_fd = w->upstream ? enr_upstream_fd(w->upstream) : -1;
     if (enr_fcgi_conn_init(&w->conn) != 0)
         return -1;
     if (a->cfg->max_requests) {
@@ -678,7 +684,14 @@ int enr_worker_main(const enr_worker_args *a)
         close(a->ready_fd);
     }
     while (reason == ENR_EXIT_NONE) {
-        int fd = enr_fcgi_conn_next(&w.conn, -1);
+        int fd, wait_ms = -1;
+        if (w.upstream != NULL) {
+            wait_ms = enr_upstream_idle(w.upstream);
+            publish_upstream(&w);
+        }
+        fd = enr_fcgi_conn_next(&w.conn, wait_ms);
+        if (fd == ENR_FCGI_SIDE || fd == ENR_FCGI_IDLE)
+            continue; /* the upstream's work, or a signal: the loop's top decides */
         if (fd < 0)
             break;
         serve_connection(&w, fd);

@@ -1,25 +1,26 @@
 /*
  * upstream.c: the outbound enrichment client of one worker (docs/upstream.md).
  *
- * One libcurl multi handle lives as long as the worker; its connection
- * cache is the only place connections live, bounded by
- * upstream_max_connections, with an idle age and a lifetime so a
- * connection the upstream cycles is dropped, never leaked.  Every socket
- * curl opens goes through up_opensocket()/up_closesocket(), so the client
- * knows exactly how many descriptors it holds (up_fds) and every one is
- * SOCK_CLOEXEC.
+ * The connections, their TLS and the loop that drives transfers are
+ * upconn.c's; this file plans a batch's calls and reads their answers.
  *
  * A batch: cache lookups first; the distinct ids that missed are grouped
  * by provider, chunked to ids_per_call, capped at max_calls_per_batch
  * calls, gated by the breaker, and run concurrently under ONE deadline
- * (min of upstream_timeout_ms and the caller's deadline).  At the
- * deadline every unfinished call is removed from the multi handle, which
- * closes its connection.  A call whose connection died before any byte of
- * the response is retried once, within the same deadline.  Every failure
- * is counted by kind and every record that kept its local values is
- * counted in the return value; nothing is swallowed.  A call that the
- * deadline left no time for is counted (kind deadline) but is not the
- * upstream's failure, so the breaker never hears of it.
+ * (min of upstream_timeout_ms and the caller's deadline).  A call still
+ * running at the deadline is detached, not killed: its records keep
+ * their local values in this batch, but the transfer (often a handshake
+ * a batch could never wait for) goes on between batches and its answer
+ * fills the cache; killing it would close the connection and make the
+ * next batch start the same handshake again.  At most
+ * upstream_max_connections calls are detached; a batch that needs the
+ * room ends the oldest (fresh work first).  A call whose connection died
+ * before any byte of the response is retried once, within the same
+ * deadline.  Every call is counted once, by how it ended, and every
+ * record that kept its local values is counted in the return value;
+ * nothing is swallowed.  A call that the deadline left no time for is
+ * counted (kind deadline) but is not the upstream's failure, so the
+ * breaker never hears of it.
  *
  * A reply is hostile input: it is held only up to what its call can
  * legitimately need (enr_upstream_reply_cap(), checked on Content-Length
@@ -29,10 +30,11 @@
  * no longer waits for (CURLOPT_QUICK_EXIT), so a stalled resolver costs a
  * batch its deadline, not the lookup's time.
  *
- * Invariants: between batches no easy handle is attached to the multi
- * handle; record posters are stored as offsets into b->text (appends may
- * move it); a want (a distinct provider+id that missed) is resolved to
- * exactly one of found/unknown/failed/skipped before the batch returns.
+ * Invariants: between batches only detached calls are attached to the
+ * multi handle, and they hold copies of their ids (the batch is gone);
+ * record posters are stored as offsets into b->text (appends may move
+ * it); a want (a distinct provider+id that missed) is resolved to exactly
+ * one of found/unknown/failed/skipped before the batch returns.
  */
 #include "upstream/upstream.h"
 
@@ -43,12 +45,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "upstream/breaker.h"
 #include "upstream/cache.h"
+#include "upstream/upconn.h"
 #include "base/curlapi.h"
 #include "base/log.h"
 #include "upstream/upstream_reply.h"
@@ -56,16 +58,14 @@
 #include "base/clock.h"
 #include "base/hash.h"
 
-#define UP_MAX_BODY (4u << 20)     /* no reply is larger, whatever the call asked */
-#define UP_MAX_URL 8000            /* common server limit on a request line */
-#define UP_MAXAGE_CONN_S 30L       /* idle connections older than this are not reused */
-#define UP_MAXLIFETIME_CONN_S 120L /* no connection is reused past this age */
-#define UP_RETRY_MIN_MS 2          /* no retry with less time than this left */
+#define UP_MAX_BODY (4u << 20) /* no reply is larger, whatever the call asked */
+#define UP_MAX_URL 8000        /* common server limit on a request line */
+#define UP_RETRY_MIN_MS 2      /* no retry with less time than this left */
 
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
 /* F_DEADLINE is not a failure of the upstream: a call the batch had no
  * time left to make.  It is counted, and never fed to the breaker. */
-enum fail_kind { F_TIMEOUT = 0, F_CONNECT, F_STATUS, F_BODY, F_TOO_LARGE, F_DEADLINE };
+enum fail_kind { F_TIMEOUT = 0, F_CONNECT, F_STATUS, F_BODY, F_TOO_LARGE, F_DEADLINE, F_TLS };
 
 typedef struct want {
     size_t rec; /* first record with this provider+key */
@@ -84,20 +84,26 @@ typedef struct up_call {
     size_t first, n;   /* its wants: u->order[first .. first+n) */
     int provider;
     int active, retried;
+    int detached;         /* its batch has answered; the ids are in lids */
+    uint64_t detached_ms; /* when, to end the oldest first */
+    enr_buf idtext;       /* a detached call's ids, back to back */
+    enr_reply_id *lids;   /* ... and their places in idtext (ids_per_call) */
     char errbuf[CURL_ERROR_SIZE];
 } up_call;
 
 struct enr_upstream {
-    CURLM *multi;
-    up_call *calls; /* max_calls_per_batch of them, each with its easy handle */
-    unsigned ncalls_max;
+    enr_upconn *conn;
+    up_call *calls;  /* nslots of them, each with its easy handle */
+    unsigned nslots; /* max_calls_per_batch for a batch + as many detached */
+    unsigned *batch; /* this batch's calls: slot indices */
+    unsigned ncalls_max, max_detached, ndetached;
     enr_buf base; /* upstream_url + '?' or '&' */
     struct curl_slist *headers;
     enr_cache *cache;
     enr_breaker br;
-    enr_upstream_stats st; /* st.fds: sockets opened through up_opensocket, not closed */
-    int global_init;       /* curl_global_init() to balance in free */
+    enr_upstream_stats st; /* st.fds: the connections' descriptors (upconn) */
     unsigned timeout_ms, ids_per_call, cache_ttl_s, cache_neg_ttl_s;
+    long call_bound_ms; /* one transfer, detached or not: set-up + one deadline */
     uint64_t seed;
 
     /* per-batch scratch, grown to the largest batch and reused */
@@ -111,30 +117,6 @@ struct enr_upstream {
     enr_reply_id *rids; /* one call's ids, for enr_upstream_reply_parse */
     enr_buf posters;    /* accepted posters of one reply, before b->text */
 };
-
-/* ---- descriptors: every socket curl uses is opened and closed here ---- */
-
-static curl_socket_t up_opensocket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
-{
-    enr_upstream *u = clientp;
-    int fd;
-
-    (void)purpose;
-    fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
-    if (fd < 0)
-        return CURL_SOCKET_BAD; /* curl reports it as a connect failure */
-    u->st.fds++;
-    return fd;
-}
-
-static int up_closesocket(void *clientp, curl_socket_t fd)
-{
-    enr_upstream *u = clientp;
-
-    if (u->st.fds > 0) /* every socket curl closes here was opened here */
-        u->st.fds--;
-    return close(fd);
-}
 
 /* A reply is held whole until it is parsed, so its size is bounded by
  * what the call asked for (c->cap), never by what the upstream sends:
@@ -177,44 +159,22 @@ static size_t up_header(char *p, size_t size, size_t n, void *ud)
 
 /* ---- set-up ---- */
 
-static int easy_setup(enr_upstream *u, up_call *c, long maxconn)
+static int easy_setup(enr_upstream *u, up_call *c)
 {
     CURL *e = curl_easy_init();
 
     c->easy = e;
-    if (e == NULL)
+    c->lids = calloc(u->ids_per_call, sizeof(*c->lids));
+    if (e == NULL || c->lids == NULL)
         return -1;
-    /* Every option is checked: a silently ignored option is how a client
-     * ends up unbounded. */
-    if (curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_PRIVATE, c) != CURLE_OK ||
+    if (enr_upconn_easy(u->conn, e) != 0 || curl_easy_setopt(e, CURLOPT_PRIVATE, c) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_PROXY, "") != CURLE_OK || /* ignore *_proxy env */
-        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, u->headers) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, up_write) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_WRITEDATA, c) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, up_header) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_HEADERDATA, c) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, up_opensocket) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, u) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, up_closesocket) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, u) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_MAXCONNECTS, maxconn) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, UP_MAXAGE_CONN_S) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_MAXLIFETIME_CONN, UP_MAXLIFETIME_CONN_S) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L) != CURLE_OK)
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, u->call_bound_ms) != CURLE_OK)
         return -1;
-    /* libcurl resolves names in a thread; removing a transfer whose lookup
-     * is still running would wait for that lookup (seconds, with a stalled
-     * resolver), past the batch deadline.  QUICK_EXIT lets the thread go
-     * (it ends, and frees itself, when the lookup returns).  Without it
-     * (libcurl older than 7.87) a name can stall a batch: docs/upstream.md. */
-    if (curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L) != CURLE_OK)
-        enr_log(ENR_LOG_WARN, "upstream: libcurl without CURLOPT_QUICK_EXIT",
-                "effect=\"a stalled DNS lookup can hold a batch past its deadline\"");
     return 0;
 }
 
@@ -246,7 +206,6 @@ static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
 enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen)
 {
     enr_upstream *u;
-    long maxconn = c->upstream_max_connections ? (long)c->upstream_max_connections : 1;
 
     if (errlen)
         err[0] = '\0';
@@ -254,20 +213,17 @@ enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen)
         return NULL;
     if (enr_curl_load(err, errlen) != 0)
         return NULL;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        snprintf(err, errlen, "upstream: curl_global_init failed");
-        return NULL;
-    }
     u = calloc(1, sizeof(*u));
     if (u == NULL) {
-        curl_global_cleanup();
         snprintf(err, errlen, "upstream: out of memory");
         return NULL;
     }
-    u->global_init = 1;
     u->timeout_ms = c->upstream_timeout_ms;
     u->ids_per_call = c->ids_per_call ? c->ids_per_call : 1;
     u->ncalls_max = c->max_calls_per_batch ? c->max_calls_per_batch : 1;
+    u->max_detached = c->upstream_max_connections ? c->upstream_max_connections : 1;
+    u->nslots = u->ncalls_max + u->max_detached;
+    u->call_bound_ms = (long)c->upstream_connect_timeout_ms + (long)c->upstream_timeout_ms;
     u->cache_ttl_s = c->cache_ttl_s;
     u->cache_neg_ttl_s = c->cache_negative_ttl_s;
     enr_breaker_init(&u->br, c->breaker_failures, c->breaker_cooldown_ms);
@@ -279,20 +235,17 @@ enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen)
         goto fail;
     u->headers = curl_slist_append(NULL, "Accept: application/json");
     u->cache = enr_cache_new(c->cache_entries, c->cache_bytes);
-    u->multi = curl_multi_init();
-    u->calls = calloc(u->ncalls_max, sizeof(*u->calls));
-    if (u->headers == NULL || u->cache == NULL || u->multi == NULL || u->calls == NULL) {
+    u->calls = calloc(u->nslots, sizeof(*u->calls));
+    u->batch = calloc(u->ncalls_max, sizeof(*u->batch));
+    if (u->headers == NULL || u->cache == NULL || u->calls == NULL || u->batch == NULL) {
         snprintf(err, errlen, "upstream: out of memory");
         goto fail;
     }
-    if (curl_multi_setopt(u->multi, CURLMOPT_MAXCONNECTS, maxconn) != CURLM_OK ||
-        curl_multi_setopt(u->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxconn) != CURLM_OK ||
-        curl_multi_setopt(u->multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxconn) != CURLM_OK) {
-        snprintf(err, errlen, "upstream: curl_multi_setopt failed");
+    u->conn = enr_upconn_new(c, u->headers, err, errlen);
+    if (u->conn == NULL)
         goto fail;
-    }
-    for (unsigned i = 0; i < u->ncalls_max; i++)
-        if (easy_setup(u, &u->calls[i], maxconn) != 0) {
+    for (unsigned i = 0; i < u->nslots; i++)
+        if (easy_setup(u, &u->calls[i]) != 0) {
             snprintf(err, errlen, "upstream: curl_easy_setopt failed");
             goto fail;
         }
@@ -307,26 +260,25 @@ void enr_upstream_free(enr_upstream *u)
 {
     if (u == NULL)
         return;
-    for (unsigned i = 0; u->calls && i < u->ncalls_max; i++) {
+    for (unsigned i = 0; u->calls && i < u->nslots; i++) {
         up_call *c = &u->calls[i];
         if (c->easy) {
-            if (c->active && u->multi)
-                curl_multi_remove_handle(u->multi, c->easy);
+            if (c->active)
+                enr_upconn_remove(u->conn, c->easy);
             curl_easy_cleanup(c->easy);
         }
         enr_buf_free(&c->url);
         enr_buf_free(&c->body);
+        enr_buf_free(&c->idtext);
+        free(c->lids);
     }
-    /* Closes the cached connections through up_closesocket, so u must
-     * still be alive here. */
-    if (u->multi)
-        curl_multi_cleanup(u->multi);
+    /* After the easy handles: it closes the connections they left. */
+    enr_upconn_free(u->conn);
     curl_slist_free_all(u->headers);
     enr_cache_free(u->cache);
     enr_buf_free(&u->base);
-    if (u->global_init)
-        curl_global_cleanup();
     free(u->calls);
+    free(u->batch);
     free(u->wants);
     free(u->rec_want);
     free(u->table);
@@ -338,7 +290,7 @@ void enr_upstream_free(enr_upstream *u)
 
 unsigned enr_upstream_fds(const enr_upstream *u)
 {
-    return u ? u->st.fds : 0;
+    return u ? enr_upconn_fds(u->conn) : 0;
 }
 
 const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u)
@@ -472,7 +424,7 @@ static void call_begin_url(enr_upstream *u, up_call *c, int provider)
  * Returns the number of calls built. */
 static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
 {
-    unsigned ncalls = 0;
+    unsigned ncalls = 0, slot = 0;
     size_t norder = 0;
     int gate_closed = 0; /* the breaker said no: no more calls this batch */
 
@@ -505,7 +457,10 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
                     continue;
                 }
                 breaker_note(u, prev, "cooldown");
-                c = &u->calls[ncalls++];
+                while (u->calls[slot].active || u->calls[slot].detached)
+                    slot++; /* ndetached <= max_detached leaves ncalls_max free */
+                u->batch[ncalls++] = slot;
+                c = &u->calls[slot++];
                 c->first = norder;
                 c->n = 0;
                 c->provider = p;
@@ -524,34 +479,40 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
 
 /* ---- results ---- */
 
-static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
+static const char *const fail_name[] = {"timeout",   "connect",  "status", "body",
+                                        "too_large", "deadline", "tls"};
+
+/* Counts a call that failed, once, and tells the breaker (but for kind
+ * deadline, which says nothing about the upstream). */
+static void count_failure(enr_upstream *u, up_call *c, int kind, uint64_t now)
 {
-    static const char *const why[] = {"timeout", "connect",   "status",
-                                      "body",    "too_large", "deadline"};
+    uint64_t *const counter[] = {&u->st.fail_timeout, &u->st.fail_connect,   &u->st.fail_status,
+                                 &u->st.fail_body,    &u->st.fail_too_large, &u->st.skip_deadline,
+                                 &u->st.fail_tls};
     char qerr[CURL_ERROR_SIZE + 8];
     int prev;
 
-    {
-        uint64_t *const counter[] = {&u->st.fail_timeout,   &u->st.fail_connect,
-                                     &u->st.fail_status,    &u->st.fail_body,
-                                     &u->st.fail_too_large, &u->st.skip_deadline};
-        (*counter[kind])++;
-    }
-
+    (*counter[kind])++;
     /* Debug only: failures are counted per kind for operators; this line
      * says why one call failed when someone is looking. */
-    enr_log(ENR_LOG_DEBUG, "upstream call failed", "kind=%s ids=%zu retried=%d error=%s", why[kind],
-            c->n, c->retried, enr_log_quote(qerr, sizeof(qerr), c->errbuf));
-
-    for (size_t i = 0; i < c->n; i++)
-        u->wants[u->order[c->first + i]].state = W_FAILED;
+    enr_log(ENR_LOG_DEBUG, "upstream call failed", "kind=%s ids=%zu retried=%d late=%d error=%s",
+            fail_name[kind], c->n, c->retried, c->detached,
+            enr_log_quote(qerr, sizeof(qerr), c->errbuf));
     if (kind == F_DEADLINE) {
         /* Says nothing about the upstream; a probe it held is given back. */
         enr_breaker_release(&u->br);
         return;
     }
     prev = enr_breaker_failure(&u->br, now);
-    breaker_note(u, prev, why[kind]);
+    breaker_note(u, prev, fail_name[kind]);
+}
+
+/* A call of the batch in hand failed: counted, its wants failed. */
+static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
+{
+    count_failure(u, c, kind, now);
+    for (size_t i = 0; i < c->n; i++)
+        u->wants[u->order[c->first + i]].state = W_FAILED;
 }
 
 /* Parse a 200 body; 0 and the call's wants resolved, or -1 (bad body).
@@ -593,14 +554,13 @@ static int call_parse(enr_upstream *u, up_call *c, enr_batch *b)
 
 static int fail_kind_of(CURLcode rc)
 {
-    switch (rc) {
-    case CURLE_OPERATION_TIMEDOUT:
+    switch (enr_upconn_fail_kind(rc)) {
+    case ENR_UPCONN_TIMEOUT:
         return F_TIMEOUT;
-    case CURLE_PARTIAL_FILE:
-    case CURLE_WRITE_ERROR:
-    case CURLE_BAD_CONTENT_ENCODING:
-    case CURLE_WEIRD_SERVER_REPLY:
+    case ENR_UPCONN_BODY:
         return F_BODY;
+    case ENR_UPCONN_TLS:
+        return F_TLS;
     default:
         return F_CONNECT;
     }
@@ -627,9 +587,8 @@ static size_t call_cap(const enr_upstream *u, const up_call *c, const enr_batch 
     return cap < UP_MAX_BODY ? cap : UP_MAX_BODY;
 }
 
-static int call_start(enr_upstream *u, up_call *c, uint64_t now, uint64_t dl)
+static int call_start(enr_upstream *u, up_call *c)
 {
-    long left = (long)(dl - now);
     /* The retry goes on a new connection: the pool may hold more
      * connections the upstream has already closed, and the one retry must
      * not be spent on another of them. */
@@ -646,48 +605,178 @@ static int call_start(enr_upstream *u, up_call *c, uint64_t now, uint64_t dl)
         return -1;
     c->url.len--; /* keep it a string without counting the NUL */
     if (curl_easy_setopt(c->easy, CURLOPT_URL, c->url.data) != CURLE_OK ||
-        curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, left) != CURLE_OK ||
-        curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, left) != CURLE_OK ||
         curl_easy_setopt(c->easy, CURLOPT_FRESH_CONNECT, fresh) != CURLE_OK ||
-        curl_multi_add_handle(u->multi, c->easy) != CURLM_OK)
+        enr_upconn_add(u->conn, c->easy) != 0)
         return -1;
     c->active = 1;
     return 0;
 }
 
-static void call_done(enr_upstream *u, up_call *c, enr_batch *b, CURLcode rc, uint64_t now)
+/* How a transfer ended, as a failure kind, or -1 for a 200 to read. */
+static int outcome(const up_call *c, CURLcode rc)
 {
     long status = 0;
-    int prev;
 
-    if (c->too_large) {
-        call_failed(u, c, F_TOO_LARGE, now);
-        return;
-    }
-    if (rc != CURLE_OK) {
-        call_failed(u, c, fail_kind_of(rc), now);
-        return;
-    }
-    if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || status != 200) {
-        call_failed(u, c, F_STATUS, now);
-        return;
-    }
-    if (call_parse(u, c, b) != 0) {
-        call_failed(u, c, F_BODY, now);
+    if (c->too_large)
+        return F_TOO_LARGE;
+    if (rc != CURLE_OK)
+        return fail_kind_of(rc);
+    if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || status != 200)
+        return F_STATUS;
+    return -1;
+}
+
+static void call_done(enr_upstream *u, up_call *c, enr_batch *b, CURLcode rc, uint64_t now)
+{
+    int kind = outcome(c, rc), prev;
+
+    if (kind < 0 && call_parse(u, c, b) != 0)
+        kind = F_BODY;
+    if (kind >= 0) {
+        enr_upconn_explain(u->conn, c->easy, rc, c->errbuf);
+        call_failed(u, c, kind, now);
         return;
     }
     prev = enr_breaker_success(&u->br, now);
     breaker_note(u, prev, "success");
 }
 
+/* ---- calls that outlive their batch ---- */
+
+/* The batch is answering without c: its ids are copied out of the
+ * batch's text, which the next request reuses, so the answer can still
+ * fill the cache. */
+static void detach(enr_upstream *u, up_call *c, const enr_batch *b, uint64_t now)
+{
+    size_t off = 0;
+
+    enr_buf_reset(&c->idtext);
+    for (size_t i = 0; i < c->n; i++) {
+        const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
+        enr_buf_append(&c->idtext, b->text.data + r->key_off, r->key_len);
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
+        memset(&c->lids[i], 0, sizeof c->lids[i]);
+        c->lids[i].id = c->idtext.oom ? "" : c->idtext.data + off;
+        c->lids[i].id_len = c->idtext.oom ? 0 : r->key_len;
+        off += r->key_len;
+    }
+    for (size_t i = 0; i < c->n; i++)
+        u->wants[u->order[c->first + i]].state = W_FAILED;
+    c->detached = 1;
+    c->detached_ms = now;
+    u->ndetached++;
+    u->st.detached++;
+}
+
+static void undetach(enr_upstream *u, up_call *c)
+{
+    c->detached = 0;
+    u->ndetached--;
+}
+
+/* A detached call ended: its answer goes into the cache. */
+static void late_done(enr_upstream *u, up_call *c, CURLcode rc, uint64_t now)
+{
+    int kind = outcome(c, rc), prev;
+
+    undetach(u, c);
+    enr_buf_reset(&u->posters);
+    if (kind < 0 && (c->idtext.oom || enr_upstream_reply_parse(c->body.data, c->body.len, c->lids,
+                                                               c->n, u->seed, &u->posters) != 0))
+        kind = F_BODY;
+    if (kind >= 0) {
+        enr_upconn_explain(u->conn, c->easy, rc, c->errbuf);
+        count_failure(u, c, kind, now);
+        return;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        const enr_reply_id *r = &c->lids[i];
+        enr_cache_val v = {0};
+        int found = r->has_poster || r->has_duration;
+        v.poster = r->has_poster ? u->posters.data + r->poster_off : NULL;
+        v.poster_len = r->has_poster ? r->poster_len : 0;
+        v.duration = r->duration;
+        v.has_duration = r->has_duration;
+        v.negative = !found;
+        enr_cache_put(u->cache, c->provider, r->id, r->id_len, &v,
+                      now + (uint64_t)(found ? u->cache_ttl_s : u->cache_neg_ttl_s) * 1000u);
+    }
+    u->st.late++;
+    prev = enr_breaker_success(&u->br, now);
+    breaker_note(u, prev, "success");
+}
+
+/* Room for a batch: at most max_detached calls outlive their batches; the
+ * oldest go first, counted as what they are (no answer in time). */
+static void make_room(enr_upstream *u, unsigned needed, uint64_t now)
+{
+    while (u->ndetached > 0 && u->ndetached + needed > u->max_detached) {
+        up_call *old = NULL;
+        for (unsigned i = 0; i < u->nslots; i++)
+            if (u->calls[i].detached && (old == NULL || u->calls[i].detached_ms < old->detached_ms))
+                old = &u->calls[i];
+        enr_upconn_remove(u->conn, old->easy);
+        old->active = 0;
+        undetach(u, old);
+        count_failure(u, old, F_TIMEOUT, now);
+    }
+}
+
+/* The request has left: the connection is up and the upstream has it. */
+static int request_sent(const up_call *c)
+{
+    long sent = 0;
+
+    return curl_easy_getinfo(c->easy, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0;
+}
+
+/* ---- driving transfers ---- */
+
+typedef struct drive_ctx {
+    enr_upstream *u;
+    enr_batch *b;    /* NULL between batches */
+    unsigned active; /* the batch's calls still running */
+    uint64_t dl;
+} drive_ctx;
+
+static void on_done(void *ud, CURL *easy, CURLcode rc)
+{
+    drive_ctx *x = ud;
+    enr_upstream *u = x->u;
+    up_call *c = NULL;
+    uint64_t now = enr_mono_ms();
+
+    if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&c) != CURLE_OK || c == NULL)
+        return; /* not ours: cannot happen with one owner */
+    enr_upconn_remove(u->conn, easy);
+    c->active = 0;
+    if (c->detached) {
+        late_done(u, c, rc, now);
+        return;
+    }
+    x->active--;
+    if (died_before_reply(c, rc) && !c->retried && now + UP_RETRY_MIN_MS < x->dl) {
+        c->retried = 1;
+        u->st.retries++;
+        if (call_start(u, c) == 0) {
+            x->active++;
+            return;
+        }
+    }
+    call_done(u, c, x->b, rc, now);
+}
+
 /* Run the planned calls until all are done or the deadline passes. */
 static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t dl)
 {
-    unsigned active = 0;
+    drive_ctx x = {.u = u, .b = b, .active = 0, .dl = dl};
     uint64_t now = enr_mono_ms();
 
+    make_room(u, ncalls, now);
     for (unsigned i = 0; i < ncalls; i++) {
-        up_call *c = &u->calls[i];
+        up_call *c = &u->calls[u->batch[i]];
         c->retried = 0;
         c->cap = call_cap(u, c, b);
         if (now >= dl) {
@@ -697,66 +786,48 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
             continue;
         }
         u->st.calls++;
-        if (call_start(u, c, now, dl) != 0) {
+        if (call_start(u, c) != 0) {
             call_failed(u, c, F_CONNECT, now);
             continue;
         }
-        active++;
+        x.active++;
     }
-    while (active > 0) {
-        int still, q;
-        CURLMsg *m;
-        CURLMcode mc = curl_multi_perform(u->multi, &still);
-
-        if (mc != CURLM_OK) {
-            enr_log(ENR_LOG_ERROR, "upstream multi_perform failed", "error=%d", (int)mc);
-            break; /* the rest are failed below */
-        }
-        while ((m = curl_multi_info_read(u->multi, &q)) != NULL) {
-            up_call *c = NULL;
-            CURLcode rc;
-            if (m->msg != CURLMSG_DONE)
-                continue;
-            rc = m->data.result;
-            if (curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&c) != CURLE_OK ||
-                c == NULL)
-                continue; /* not ours: cannot happen with one owner */
-            curl_multi_remove_handle(u->multi, c->easy);
-            c->active = 0;
-            active--;
-            now = enr_mono_ms();
-            if (died_before_reply(c, rc) && !c->retried && now + UP_RETRY_MIN_MS < dl) {
-                c->retried = 1;
-                u->st.retries++;
-                if (call_start(u, c, now, dl) == 0) {
-                    active++;
-                    continue;
-                }
-            }
-            call_done(u, c, b, rc, now);
-        }
-        if (active == 0)
-            break;
-        now = enr_mono_ms();
-        if (now >= dl)
-            break;
-        mc = curl_multi_poll(u->multi, NULL, 0, (int)(dl - now), NULL);
-        if (mc != CURLM_OK) {
-            enr_log(ENR_LOG_ERROR, "upstream multi_poll failed", "error=%d", (int)mc);
-            break;
-        }
-    }
-    /* Past the deadline (or a multi error): removing an unfinished
-     * transfer makes curl close its connection, so nothing lingers. */
+    while (x.active > 0 && (now = enr_mono_ms()) < dl)
+        enr_upconn_drive(u->conn, (int)(dl - now), on_done, &x);
+    /* Past the deadline.  A call still setting its connection up goes on
+     * without the batch: the handshake is the next batch's connection.  A
+     * call the upstream has and did not answer in time is a timeout, the
+     * breaker's business; removing it closes its connection, so nothing
+     * lingers. */
     now = enr_mono_ms();
     for (unsigned i = 0; i < ncalls; i++) {
-        up_call *c = &u->calls[i];
-        if (!c->active)
+        up_call *c = &u->calls[u->batch[i]];
+        if (!c->active || c->detached)
             continue;
-        curl_multi_remove_handle(u->multi, c->easy);
+        if (!request_sent(c)) {
+            detach(u, c, b, now);
+            continue;
+        }
+        enr_upconn_remove(u->conn, c->easy);
         c->active = 0;
         call_failed(u, c, F_TIMEOUT, now);
     }
+    make_room(u, 0, now);
+}
+
+int enr_upstream_idle(enr_upstream *u)
+{
+    drive_ctx x = {.u = u, .b = NULL, .active = 0, .dl = 0};
+
+    enr_upconn_drive(u->conn, 0, on_done, &x);
+    u->st.fds = enr_upconn_fds(u->conn);
+    u->st.warmups = enr_upconn_warmups(u->conn);
+    return enr_upconn_maintain(u->conn, enr_mono_ms());
+}
+
+int enr_upstream_fd(const enr_upstream *u)
+{
+    return enr_upconn_fd(u->conn);
 }
 
 /* ---- the batch ---- */
@@ -820,6 +891,7 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
     }
     u->st.cache_hits += hits;
     u->st.cache_misses += misses;
+    u->st.fds = enr_upconn_fds(u->conn);
     if (u->nwants == 0)
         return degraded;
 
@@ -834,6 +906,7 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
             u->wants[wi].state = W_SKIPPED;
     if (ncalls)
         run_calls(u, b, ncalls, dl);
+    u->st.fds = enr_upconn_fds(u->conn);
 
     now = enr_mono_ms();
     for (size_t wi = 0; wi < u->nwants; wi++) {

@@ -1,9 +1,10 @@
 /*
  * upstream.h: the outbound enrichment client of one worker (docs/upstream.md).
  *
- * One long-lived libcurl multi handle per worker; calls of one batch run
- * concurrently under one deadline; a per-worker cache and circuit breaker
- * sit in front.  It counts into its own enr_upstream_stats; the caller
+ * One long-lived libcurl multi handle per worker (upconn.h); calls of one
+ * batch run concurrently under one deadline, and what a batch could not
+ * wait for goes on while the worker is idle (enr_upstream_idle); a cache
+ * and a circuit breaker sit in front.  It counts into its own enr_upstream_stats; the caller
  * (the worker) publishes them: this module knows nothing of the scoreboard.
  */
 #ifndef ENR_UPSTREAM_H
@@ -20,8 +21,11 @@ typedef struct enr_upstream enr_upstream;
  * are current values. */
 typedef struct enr_upstream_stats {
     uint64_t calls, retries, cache_hits, cache_misses;
-    uint64_t fail_timeout, fail_connect, fail_status, fail_body, fail_too_large;
+    uint64_t fail_timeout, fail_connect, fail_status, fail_body, fail_too_large, fail_tls;
     uint64_t skip_deadline; /* calls not made for lack of time */
+    uint64_t detached;      /* calls that outlived their batch's deadline */
+    uint64_t late;          /* ... and then answered: the answer cached */
+    uint64_t warmups;       /* connections opened ahead of batches */
     uint64_t breaker_opens;
     int breaker_state; /* enum enr_breaker_state */
     unsigned fds;      /* descriptors held now */
@@ -40,6 +44,15 @@ void enr_upstream_free(enr_upstream *u);
  * (CLOCK_MONOTONIC, ms).  Returns the number of records that kept their
  * local values for any reason (X-Enrich-Degraded). */
 size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms);
+
+/* Between requests: runs what is ready of the transfers that outlived
+ * their batches and the connection warm-ups, starts the warm-ups due.
+ * Returns the longest the caller may wait before calling again, unless
+ * enr_upstream_fd() turns readable first (-1: no bound). */
+int enr_upstream_idle(enr_upstream *u);
+
+/* Readable when enr_upstream_idle() has work. */
+int enr_upstream_fd(const enr_upstream *u);
 
 /* Descriptors the client holds now (for recycling and leak attribution). */
 unsigned enr_upstream_fds(const enr_upstream *u);

@@ -176,8 +176,11 @@ def test_dns_stall(r):
         class F:  # upstream_conf reads .url only
             pass
         F.url = url
+        # No warm connections: every batch's call must look the name up,
+        # so each meets the stalled resolver on the batch's own path.
         env.start_enrichd(upstream_conf(F, upstream_timeout_ms=TIMEOUT_MS, breaker_failures=1000,
-                                        breaker_window=0) + "workers = 1\nmin_ready_workers = 1\n",
+                                        breaker_window=0, upstream_warm_connections=0) +
+                          "workers = 1\nmin_ready_workers = 1\n",
                           env={"LD_PRELOAD": so, "ENR_SLOW_DNS_HOST": "stall.enrichd.test",
                                "ENR_SLOW_DNS_MS": str(STALL_MS), "ENR_SLOW_DNS_FILE": stall_flag,
                                "ENR_SLOW_DNS_LOG": stall_log})

@@ -1,0 +1,78 @@
+/*
+ * upconn.h: the connections of one worker to the upstream
+ * (docs/upstream.md): the libcurl multi handle they live in, the TLS
+ * settings every transfer shares, the descriptors they hold, and the
+ * connections kept warm ahead of batches.
+ *
+ * The module owns one epoll descriptor (enr_upconn_fd) that is readable
+ * whenever a transfer needs attention (a socket curl watches, or curl's
+ * timer, through a timerfd in the same set), so a worker can drive its
+ * transfers while it waits for a request: a call a batch could not wait
+ * for, or a handshake, goes on between batches.
+ *
+ * Transfers are the caller's easy handles, set up by enr_upconn_easy();
+ * the caller adds and removes them, and is told of each that ended
+ * through the done callback given to enr_upconn_drive().  Warm-up
+ * transfers are the module's own and never reach the callback.
+ *
+ * Invariants: every socket curl opens goes through this module (counted,
+ * SOCK_CLOEXEC); at most upstream_warm_connections warm-ups run, and none
+ * while the connections open reach their target; a failed warm-up backs
+ * off before the next.
+ */
+#ifndef ENR_UPCONN_H
+#define ENR_UPCONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/config.h"
+#include "base/curlapi.h"
+
+typedef struct enr_upconn enr_upconn;
+
+/* What one failed transfer was, for the failure kinds of docs/upstream.md. */
+enum enr_upconn_fail {
+    ENR_UPCONN_CONNECT = 0,
+    ENR_UPCONN_TIMEOUT,
+    ENR_UPCONN_BODY,
+    ENR_UPCONN_TLS
+};
+
+typedef void enr_upconn_done_fn(void *ud, CURL *easy, CURLcode rc);
+
+/* NULL with the reason in err.  headers: sent on every transfer (kept by
+ * the caller for the life of the object). */
+enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, char *err,
+                           size_t errlen);
+void enr_upconn_free(enr_upconn *p);
+
+/* Sets the options every transfer has (sockets, TLS, bounds) on e. */
+int enr_upconn_easy(enr_upconn *p, CURL *e);
+
+int enr_upconn_add(enr_upconn *p, CURL *e);
+void enr_upconn_remove(enr_upconn *p, CURL *e);
+
+/* Waits up to wait_ms (0: only what is ready) for transfer activity, runs
+ * it, and reports each caller transfer that ended through done. */
+void enr_upconn_drive(enr_upconn *p, int wait_ms, enr_upconn_done_fn *done, void *ud);
+
+/* Starts the warm-ups the connections need now; returns how long the
+ * caller may wait before calling again (-1: only when enr_upconn_fd is
+ * readable). */
+int enr_upconn_maintain(enr_upconn *p, uint64_t now_ms);
+
+/* The descriptor to poll for readability between batches. */
+int enr_upconn_fd(const enr_upconn *p);
+
+/* Descriptors (connections) held now, and warm-ups made so far. */
+unsigned enr_upconn_fds(const enr_upconn *p);
+uint64_t enr_upconn_warmups(const enr_upconn *p);
+
+/* The kind of a failed transfer, and, for a TLS failure, the reason in
+ * an operator's words (logged at most once per ENR_UPCONN_LOG_GAP_MS per
+ * kind by enr_upconn_explain). */
+int enr_upconn_fail_kind(CURLcode rc);
+void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf);
+
+#endif
