@@ -25,6 +25,8 @@ refuses connections):
                   "close_after":100, "close_style":"silent|header",
                   "latency_ms":2, "drop_every":0, "flood_bytes":4194304, "drip_ms":20}
   GET  /_stats   counters (requests, connections, ids, bad requests, ...)
+  HEAD {path}    200 with no body, kept alive: a client warming a
+                 connection; counted as "heads", never as a data request
   POST /_reset   zero the counters
 close_after N: a connection is closed after its N-th response (the
 incident: the upstream cycles connections every 100 requests); "silent"
@@ -63,7 +65,8 @@ mode_changed = threading.Condition(lock)
 
 
 def zero_stats():
-    return {"requests": 0, "data_requests": 0, "heads": 0, "connections": 0, "open_connections": 0,
+    return {"requests": 0, "data_requests": 0, "connections": 0, "open_connections": 0,
+            "heads": 0,
             "max_open_connections": 0, "server_closes": 0, "ids": 0, "bad_requests": 0,
             "bad_encoding": 0, "dropped": 0, "answered_200": 0, "answered_5xx": 0,
             "calls_by_provider": {}, "max_ids_per_call": 0, "last_targets": [],
@@ -196,17 +199,6 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, b"{}")
         return self.reply(404, b'{"error":"not found"}')
 
-    def do_HEAD(self):
-        # enrichd opens its connections ahead of batches with a HEAD of
-        # upstream_url: counted apart, never a data call.  It counts toward
-        # close_after, as a real server's keepalive_requests does.
-        with lock:
-            stats["heads"] += 1
-        if settings["mode"] == "refuse":
-            self.close_connection = True
-            return
-        return self.reply(200, b"")
-
     def do_GET(self):
         with lock:
             stats["requests"] += 1
@@ -215,6 +207,17 @@ class Handler(BaseHTTPRequestHandler):
                 body = json.dumps(dict(stats, settings=dict(settings))).encode()
             return self.reply(200, body)
         return self.data_request()
+
+    def do_HEAD(self):
+        # A client warming or checking a connection: 200, no body, kept
+        # alive (close_after still counts it, as a provider would).  Counted
+        # apart: it asks for no id, so it is not a data call.
+        with lock:
+            stats["requests"] += 1
+            stats["heads"] += 1
+        if self.path.partition("?")[0] != self.server.owner.path:
+            return self.reply(404, b"")
+        return self.reply(200, b"")
 
     def data_request(self):
         owner = self.server.owner

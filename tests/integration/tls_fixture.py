@@ -1,0 +1,338 @@
+"""tls_fixture.py: the metadata provider as it really is, for tests and
+benchmarks: HTTPS, a network path away, cycling its connections.
+
+  Pki        a certificate chain made with openssl at run time: a CA of
+             the test's own, a server certificate for localhost /
+             127.0.0.1 / ::1, one for another name (metadata.invalid), an
+             expired one, and a client certificate for mutual TLS; all
+             EC P-256, valid for two days (the expired one ended a year ago)
+  Terminator the machine's nginx as TLS terminator in front of the fake
+             upstream (tests/fake_upstream.py), TLS 1.2 and 1.3 only,
+             `keepalive_requests 100` (the provider closes every
+             connection after 100 requests, saying so in the last reply),
+             one listener per kind of server (KINDS), and an access log
+             per listener that says, per request, which TLS connection
+             carried it and whether its session was resumed
+  DelayProxy tests/delay_proxy.py in its own session: a round trip added
+             on the path to one listener
+  Provider   the three together: Provider(rtt_ms).url(kind) is what
+             upstream_url is set to
+
+Every process runs in its own session and is killed by close(), which
+runs even when a test fails; each also exits by itself when the process
+that started it dies.  Traffic stays on loopback.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+ROOT = harness.ROOT
+DELAY_PROXY = os.path.join(ROOT, "tests", "delay_proxy.py")
+HOST = "localhost"              # the name in upstream_url, and in the good certificate
+WRONG_NAME = "metadata.invalid"  # RFC 2606: can never be a real host
+KEEPALIVE_REQUESTS = 100        # the incident's provider
+# Listener kinds: which certificate, and whether a client certificate is required.
+KINDS = ("https", "wrong_name", "expired", "mtls", "http")
+OPENSSL_TIMEOUT_S = 30
+
+
+def _openssl(args, cwd):
+    p = subprocess.run(["openssl"] + args, cwd=cwd, capture_output=True, text=True,
+                       timeout=OPENSSL_TIMEOUT_S)
+    if p.returncode != 0:
+        raise RuntimeError("openssl %s: %s" % (" ".join(args), p.stderr.strip()))
+    return p.stdout
+
+
+CA_CONF = """[ca]
+default_ca = test_ca
+[test_ca]
+dir = {dir}
+database = {dir}/index.txt
+new_certs_dir = {dir}/issued
+serial = {dir}/serial
+certificate = {dir}/ca.pem
+private_key = {dir}/ca.key
+default_md = sha256
+policy = any_name
+unique_subject = no
+copy_extensions = none
+[any_name]
+commonName = supplied
+[server]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = {san}
+[client]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = clientAuth
+"""
+
+
+class Pki:
+    """Files (absolute paths): ca (the CA's PEM, for upstream_ca_file and
+    nginx's ssl_client_certificate), and a (cert, key) pair per name in
+    cert: server, wrong_name, expired, client."""
+
+    def __init__(self, d):
+        self.dir = d
+        os.makedirs(os.path.join(d, "issued"), exist_ok=True)
+        open(os.path.join(d, "index.txt"), "w").close()
+        with open(os.path.join(d, "serial"), "w") as f:
+            f.write("1000\n")
+        self.ca = os.path.join(d, "ca.pem")
+        _openssl(["req", "-x509", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                  "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-sha256",
+                  "-subj", "/CN=enrichd test CA",
+                  "-addext", "basicConstraints=critical,CA:TRUE",
+                  "-addext", "keyUsage=critical,keyCertSign,cRLSign"], d)
+        self.cert = {}
+        good = "DNS:%s,IP:127.0.0.1,IP:::1" % HOST
+        self._issue("server", HOST, "server", good, [])
+        self._issue("wrong_name", WRONG_NAME, "server", "DNS:" + WRONG_NAME, [])
+        # Valid for a day, a year ago: refused only for its dates.
+        self._issue("expired", HOST, "server", good,
+                    ["-startdate", _utc(-366), "-enddate", _utc(-365)])
+        self._issue("client", "enrichd test client", "client", good, [])
+
+    def _issue(self, name, cn, ext, san, dates):
+        d = self.dir
+        with open(os.path.join(d, "ca-%s.cnf" % name), "w") as f:
+            f.write(CA_CONF.format(dir=d, san=san))
+        _openssl(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                  "-nodes", "-keyout", name + ".key", "-out", name + ".csr",
+                  "-subj", "/CN=" + cn], d)
+        _openssl(["ca", "-config", "ca-%s.cnf" % name, "-batch", "-notext", "-extensions", ext,
+                  "-in", name + ".csr", "-out", name + ".pem"]
+                 + (dates or ["-days", "2"]), d)
+        self.cert[name] = (os.path.join(d, name + ".pem"), os.path.join(d, name + ".key"))
+
+
+def _utc(days):
+    import datetime
+    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=days)
+    return t.strftime("%Y%m%d%H%M%SZ")
+
+
+NGINX_TOP = """{user}worker_processes 1;
+daemon off;
+master_process on;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 512; }}
+http {{
+  client_body_temp_path {dir}/body;
+  proxy_temp_path {dir}/proxy;
+  fastcgi_temp_path {dir}/fastcgi;
+  uwsgi_temp_path {dir}/uwsgi;
+  scgi_temp_path {dir}/scgi;
+  # Per request: the TLS connection that carried it, its n-th request,
+  # whether its session was resumed ("r") and the protocol.
+  log_format conn '$connection $connection_requests $request_method $status '
+                  '"$ssl_protocol" "$ssl_session_reused" $request_time';
+  keepalive_requests {keepalive_requests};
+  keepalive_timeout 60s;
+  ssl_protocols TLSv1.2 TLSv1.3;
+  ssl_session_cache shared:provider:1m;
+  ssl_session_timeout 10m;
+  upstream fake {{ server 127.0.0.1:{fake_port}; keepalive 16; }}
+{servers}}}
+"""
+
+NGINX_SERVER = """  server {{
+    listen 127.0.0.1:{port}{ssl};
+    listen [::1]:{port}{ssl};
+    server_name {host};
+{tls}    access_log {dir}/access-{kind}.log conn;
+    location / {{
+      proxy_pass http://fake;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $host;
+    }}
+  }}
+"""
+
+
+class Terminator:
+    """nginx in front of the fake upstream: one listener per kind of KINDS,
+    port[kind]; requests(kind) parses its access log."""
+
+    def __init__(self, d, pki, fake_port):
+        self.dir = d
+        self.port = {}
+        servers = []
+        for kind in KINDS:
+            self.port[kind] = harness.free_port()
+            tls = ""
+            if kind != "http":
+                cert, key = pki.cert["server" if kind in ("https", "mtls") else kind]
+                tls = "    ssl_certificate %s;\n    ssl_certificate_key %s;\n" % (cert, key)
+                if kind == "mtls":
+                    tls += ("    ssl_client_certificate %s;\n    ssl_verify_client on;\n"
+                            % pki.ca)
+            servers.append(NGINX_SERVER.format(port=self.port[kind], host=HOST, dir=d,
+                                               kind=kind, ssl=" ssl" if tls else "", tls=tls))
+        conf = os.path.join(d, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_TOP.format(user="user www-data www-data;\n" if harness.IS_ROOT else "",
+                                     dir=d, keepalive_requests=KEEPALIVE_REQUESTS,
+                                     fake_port=fake_port, servers="".join(servers)))
+        self.proc = subprocess.Popen(["nginx", "-p", d, "-c", conf, "-e", d + "/error.log"],
+                                     stdout=subprocess.DEVNULL,
+                                     stderr=open(os.path.join(d, "error.log"), "ab"),
+                                     start_new_session=True)
+        for kind in KINDS:
+            harness.wait_for(lambda: _port_open(self.port[kind]) or self.proc.poll() is not None,
+                             10, what="TLS terminator port (%s)" % kind)
+        if self.proc.poll() is not None:
+            raise RuntimeError("nginx (TLS terminator) exited: %s" % self.error_log()[-2000:])
+
+    def error_log(self):
+        try:
+            with open(os.path.join(self.dir, "error.log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def requests(self, kind):
+        """[{'conn', 'nth', 'method', 'status', 'protocol', 'reused', 'time'}]
+        of the listener's access log (nginx writes each line when the
+        request ends)."""
+        out = []
+        try:
+            with open(os.path.join(self.dir, "access-%s.log" % kind)) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return out
+        for line in lines:
+            p = line.split()
+            if len(p) < 7:
+                continue
+            out.append({"conn": int(p[0]), "nth": int(p[1]), "method": p[2],
+                        "status": int(p[3]), "protocol": p[4].strip('"'),
+                        "reused": p[5].strip('"') == "r", "time": float(p[6])})
+        return out
+
+    def close(self):
+        _kill(self.proc)
+
+
+def _port_open(port):
+    import socket
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def _kill(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.wait(5)
+    except Exception:
+        pass
+
+
+class DelayProxy:
+    """tests/delay_proxy.py to 127.0.0.1:target_port adding rtt_ms; .port."""
+
+    def __init__(self, d, target_port, rtt_ms):
+        os.makedirs(d, exist_ok=True)
+        ready = os.path.join(d, "ready.json")
+        self.stats_file = os.path.join(d, "stats.json")
+        self.proc = subprocess.Popen(
+            [sys.executable, DELAY_PROXY, "--target", "127.0.0.1:%d" % target_port,
+             "--rtt-ms", str(rtt_ms), "--ready-file", ready, "--stats-file", self.stats_file],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "proxy.log"), "ab"),
+            start_new_session=True)
+        try:
+            harness.wait_for(lambda: os.path.exists(ready) or self.proc.poll() is not None, 10,
+                             what="delay proxy")
+            with open(ready) as f:
+                self.port = json.load(f)["port"]
+        except Exception:
+            self.close()
+            raise
+
+    def stats(self):
+        """The proxy's counters (connections accepted, bytes each way)."""
+        try:
+            os.unlink(self.stats_file)
+        except OSError:
+            pass
+        os.kill(self.proc.pid, signal.SIGUSR1)
+        harness.wait_for(lambda: os.path.exists(self.stats_file), 5, what="delay proxy stats")
+        with open(self.stats_file) as f:
+            return json.load(f)
+
+    def close(self):
+        _kill(self.proc)
+
+
+class Provider:
+    """The fake upstream behind nginx as TLS terminator, with delay
+    proxies in front made on demand.  url(kind, rtt_ms) is an upstream_url;
+    fake is the harness.FakeUpstream (its own close_after is off: nginx's
+    keepalive_requests does the cycling)."""
+
+    def __init__(self, fake_args=()):
+        self.dir = tempfile.mkdtemp(prefix="enr-provider-")
+        os.chmod(self.dir, 0o755)  # nginx's workers (www-data) create their temp dirs here
+        self.fake = self.nginx = None
+        self.proxies = {}
+        try:
+            self.pki = Pki(os.path.join(self.dir, "pki"))
+            self.fake = harness.FakeUpstream("--close-after", "0", *fake_args)
+            self.nginx = Terminator(self.dir, self.pki, self.fake.port)
+        except Exception:
+            self.close()
+            raise
+
+    def proxy(self, kind, rtt_ms):
+        key = (kind, rtt_ms)
+        if key not in self.proxies:
+            self.proxies[key] = DelayProxy(os.path.join(self.dir, "proxy-%s-%s" % key),
+                                           self.nginx.port[kind], rtt_ms)
+        return self.proxies[key]
+
+    def port(self, kind, rtt_ms=None):
+        """The port a client connects to: the listener's own, or (rtt_ms
+        not None) that of a delay proxy in front of it."""
+        return self.nginx.port[kind] if rtt_ms is None else self.proxy(kind, rtt_ms).port
+
+    def url(self, kind, rtt_ms=None):
+        scheme = "http" if kind == "http" else "https"
+        return "%s://%s:%d/v1/meta" % (scheme, HOST, self.port(kind, rtt_ms))
+
+    def close(self):
+        for p in self.proxies.values():
+            p.close()
+        if self.nginx is not None:
+            self.nginx.close()
+        if self.fake is not None:
+            self.fake.close()
+        if os.environ.get("ENR_KEEP_TMP"):
+            print("kept", self.dir)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
