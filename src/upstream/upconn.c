@@ -471,7 +471,9 @@ void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf)
     (void)curl_easy_getinfo(e, CURLINFO_SSL_VERIFYRESULT, &vr);
     switch (rc) {
     case CURLE_PEER_FAILED_VERIFICATION:
-        if (vr != 0) {
+        /* A name mismatch comes as X509_V_ERR_HOSTNAME_MISMATCH (62) or as
+         * curl's own check of the names after a good chain (0). */
+        if (vr != 0 && vr != 62 && strstr(errbuf, "host name") == NULL) {
             snprintf(reason, sizeof reason, "%s", verify_words(vr));
         } else {
             cert_names(e, names, sizeof names);
