@@ -18,6 +18,9 @@ Then a name that stalls in getaddrinfo (an LD_PRELOAD shim,
 slow_getaddrinfo.c, built here with cc): every batch within the deadline
 plus a margin, degraded, the worker answering the next batches, its
 threads and descriptors back to where they were once the lookups end.
+And a lookup that returns after the deadline: the batch answers degraded
+on time, the call finishes while the worker is idle and its answer is
+cached for the same ids next time.
 """
 import json
 import os
@@ -229,10 +232,62 @@ def test_dns_stall(r):
     subprocess.run(["rm", "-rf", tmp])
 
 
+LATE_STALL_MS = 400  # past the batch's deadline, well inside upstream_connect_timeout_ms
+
+
+def test_late_answer(r):
+    """A connection still being set up at the batch's deadline (here: a
+    lookup that returns after 400 ms) is not thrown away: the batch answers
+    degraded at its deadline, the call goes on while the worker is idle,
+    and its answer fills the cache, so the same ids are enriched next time
+    without another call."""
+    tmp = tempfile.mkdtemp(prefix="enr-late-")
+    so = build_shim(tmp)
+    stall_flag = os.path.join(tmp, "stall")
+    open(stall_flag, "w").close()
+    with harness.FakeUpstream() as fake, harness.Env(name="up-late") as env:
+        class F:  # upstream_conf reads .url only
+            pass
+        F.url = "http://stall.enrichd.test:%d/v1/meta" % fake.port
+        env.start_enrichd(upstream_conf(F, upstream_timeout_ms=TIMEOUT_MS,
+                                        upstream_warm_connections=0) + "workers = 1\n",
+                          env={"LD_PRELOAD": so, "ENR_SLOW_DNS_HOST": "stall.enrichd.test",
+                               "ENR_SLOW_DNS_MS": str(LATE_STALL_MS),
+                               "ENR_SLOW_DNS_FILE": stall_flag})
+        env.start_nginx()
+        env.wait_workers(1)
+        m0 = metrics(env)
+        st, h, body, ms = timed_post(env, recs("late"))
+        deg = int(h.get("x-enrich-degraded", "0")) if st == 200 else -1
+        r.check(st == 200 and deg == 10 and ms <= TIMEOUT_MS + MARGIN_MS,
+                "the batch answers degraded at its deadline: %d, degraded %d, %.0f ms"
+                % (st, deg, ms))
+        late = harness.poll(lambda: metrics(env).get("enrichd_upstream_late_total", 0) >
+                            m0.get("enrichd_upstream_late_total", 0), 3)
+        m1 = metrics(env)
+        r.check(bool(late), "the call finished while the worker was idle: late %s -> %s, "
+                "detached %s -> %s" % (m0.get("enrichd_upstream_late_total"),
+                                        m1.get("enrichd_upstream_late_total"),
+                                        m0.get("enrichd_upstream_detached_total"),
+                                        m1.get("enrichd_upstream_detached_total")))
+        asked = fake.stats()["data_requests"]
+        r.check(asked == 1, "the upstream was asked once: %d" % asked)
+        st, h, body, ms = timed_post(env, recs("late"))
+        lines = [json.loads(x) for x in body.splitlines()] if st == 200 else []
+        good = [x for x in lines if x.get("poster", "").startswith("https://img.example/")]
+        r.check(st == 200 and len(good) == 10 and h.get("x-enrich-degraded", "0") == "0",
+                "the same ids next time: enriched from the cache (%d of 10, degraded %s)"
+                % (len(good), h.get("x-enrich-degraded")))
+        r.check(fake.stats()["data_requests"] == asked,
+                "... without another call: %d" % fake.stats()["data_requests"])
+    subprocess.run(["rm", "-rf", tmp])
+
+
 def main():
     r = harness.Results()
     r.run(test_hostile_replies)
     r.run(test_dns_stall)
+    r.run(test_late_answer)
     r.done()
 
 
