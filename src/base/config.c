@@ -442,10 +442,10 @@ static int check_tls_files(parse_state *ps, const enr_config *c)
         if (access(path, R_OK) != 0)
             return FAIL_AT(ps, files[i].key, "\"%s\" cannot be read: %s", path, strerror(errno));
     }
-    if ((c->upstream_client_cert[0] == '\0') != (c->upstream_client_key[0] == '\0'))
-        return FAIL_AT(ps,
-                       c->upstream_client_cert[0] ? "upstream_client_key" : "upstream_client_cert",
-                       "upstream_client_cert and upstream_client_key go together");
+    if (c->upstream_client_cert[0] && !c->upstream_client_key[0])
+        return FAIL_AT(ps, "upstream_client_cert", "needs upstream_client_key too");
+    if (c->upstream_client_key[0] && !c->upstream_client_cert[0])
+        return FAIL_AT(ps, "upstream_client_key", "needs upstream_client_cert too");
     return 0;
 }
 
