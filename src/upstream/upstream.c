@@ -717,6 +717,8 @@ static void make_room(enr_upstream *u, unsigned needed, uint64_t now)
         for (unsigned i = 0; i < u->nslots; i++)
             if (u->calls[i].detached && (old == NULL || u->calls[i].detached_ms < old->detached_ms))
                 old = &u->calls[i];
+        if (old == NULL)
+            break; /* ndetached says otherwise: cannot happen */
         enr_upconn_remove(u->conn, old->easy);
         old->active = 0;
         undetach(u, old);
