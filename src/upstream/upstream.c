@@ -93,7 +93,7 @@ struct enr_upstream {
     unsigned ncalls_max;
     enr_buf base; /* upstream_url + '?' or '&' */
     struct curl_slist *headers;
-    enr_cache *cache;
+    enr_cache *cache; /* the host's, borrowed (cache.h); NULL: none */
     enr_breaker br;
     enr_upstream_stats st; /* st.fds: sockets opened through up_opensocket, not closed */
     int global_init;       /* curl_global_init() to balance in free */
@@ -243,7 +243,7 @@ static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
     return 0;
 }
 
-enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen)
+enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen)
 {
     enr_upstream *u;
     long maxconn = c->upstream_max_connections ? (long)c->upstream_max_connections : 1;
@@ -278,10 +278,10 @@ enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen)
     if (base_url(u, c->upstream_url, err, errlen) != 0)
         goto fail;
     u->headers = curl_slist_append(NULL, "Accept: application/json");
-    u->cache = enr_cache_new(c->cache_entries, c->cache_bytes);
+    u->cache = cache;
     u->multi = curl_multi_init();
     u->calls = calloc(u->ncalls_max, sizeof(*u->calls));
-    if (u->headers == NULL || u->cache == NULL || u->multi == NULL || u->calls == NULL) {
+    if (u->headers == NULL || u->multi == NULL || u->calls == NULL) {
         snprintf(err, errlen, "upstream: out of memory");
         goto fail;
     }
@@ -322,7 +322,6 @@ void enr_upstream_free(enr_upstream *u)
     if (u->multi)
         curl_multi_cleanup(u->multi);
     curl_slist_free_all(u->headers);
-    enr_cache_free(u->cache);
     enr_buf_free(&u->base);
     if (u->global_init)
         curl_global_cleanup();

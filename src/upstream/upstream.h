@@ -2,8 +2,8 @@
  * upstream.h: the outbound enrichment client of one worker (docs/upstream.md).
  *
  * One long-lived libcurl multi handle per worker; calls of one batch run
- * concurrently under one deadline; a per-worker cache and circuit breaker
- * sit in front.  It counts into its own enr_upstream_stats; the caller
+ * concurrently under one deadline; the host's shared cache (cache.h) and
+ * a per-worker circuit breaker sit in front.  It counts into its own enr_upstream_stats; the caller
  * (the worker) publishes them: this module knows nothing of the scoreboard.
  */
 #ifndef ENR_UPSTREAM_H
@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "base/config.h"
+#include "upstream/cache.h"
 #include "engine/engine.h"
 
 typedef struct enr_upstream enr_upstream;
@@ -28,8 +29,10 @@ typedef struct enr_upstream_stats {
 } enr_upstream_stats;
 
 /* NULL when c->upstream_url is empty (enrichment off) or on failure;
- * failure is reported through err (non-empty). */
-enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen);
+ * failure is reported through err (non-empty).  cache is the host's
+ * (made by the master before forking), borrowed: it outlives the client;
+ * NULL means no cache. */
+enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen);
 
 /* The client's counters (valid until enr_upstream_free). */
 const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u);
