@@ -7,9 +7,9 @@
 # The trace: G groups of 20 video ids (the three providers mixed); every
 # group appears in the batches of eight regions (the seed's US GB JP KR TW
 # SG VN TH), each region's copy with its own record order and titles.  The
-# regions run staggered (region r sends group g at step g + 3r), so the
-# eight batches of a group are never in flight together: a second fetch of
-# an id can only come from a cache that did not have it.  Four clients
+# regions run staggered (region r sends group g at step g + 6r), so the
+# eight batches of a group are (almost) never in flight together: a second
+# fetch of an id comes from a cache that did not have it.  Four clients
 # send the batches in order through nginx to four workers, each batch
 # served by whichever worker is free.  The fake upstream (one process, so
 # its /_stats counts every call) answers after 2 ms.
@@ -20,8 +20,12 @@
 # one (3.6 for W = 4; never more than min(W, R)), and once with the
 # host's cache: the ids asked per 1,000 records fall by that factor, and
 # the calls by about as much (every group misses as a whole, one call per
-# provider).  Exits non-zero when a batch failed or was degraded, or when
-# the shared cache asked for an id twice.
+# provider).  The free worker is not a random one (accept() favours some),
+# so the expectation is also given from the shares of batches each worker
+# actually served: sum over workers of 1 - (1 - share)^R.  Exits non-zero
+# when a batch failed or was degraded, or when the shared cache asked for
+# more than 2% of the ids twice (two batches of a group in flight at once
+# on a loaded machine: no cache can answer an id still being fetched).
 # Knobs (env): BENCH_GROUPS (default 100), BENCH_WORKERS (4), BENCH_CLIENTS (4),
 # BENCH_BASELINE (a build directory whose enrichd has caches per worker;
 # default: built from BENCH_BASELINE_REV, the parent of the commit that put
@@ -62,7 +66,7 @@ GROUPS = int(os.environ.get("BENCH_GROUPS", "100"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "4"))
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
 REGIONS = ["US", "GB", "JP", "KR", "TW", "SG", "VN", "TH"]
-PER_GROUP, STAGGER = 20, 3
+PER_GROUP, STAGGER = 20, 6
 
 
 def trace():
@@ -130,6 +134,8 @@ with FakeUpstream("--latency-ms", "2", "--close-after", "100") as fake:
     shared = run(build, fake, batches)
 W, R = WORKERS, len(REGIONS)
 predicted = W * (1 - (1 - 1.0 / W) ** R)
+shares = [s / max(1, sum(per_worker["served"])) for s in per_worker["served"]]
+observed = sum(1 - (1 - p) ** R for p in shares)
 k = 1000.0 / records
 print("bench-upstream-cache: %d batches of %d records (%d groups x %d regions, %d distinct ids), "
       "%d clients, %d workers" % (len(batches), PER_GROUP, GROUPS, R, distinct, CLIENTS, W))
@@ -140,12 +146,14 @@ for name, x in (("per worker", per_worker), ("shared", shared)):
                                                  x["degraded"], x["served"]))
 fc = per_worker["calls"] / max(1, shared["calls"])
 fi = per_worker["ids"] / max(1, shared["ids"])
-print("  factor: %.2f fewer calls, %.2f fewer ids asked; expected W(1-(1-1/W)^R) = %.2f for "
-      "W=%d, R=%d (at most %d); ideal shared: %.1f ids/1000 rec" % (fc, fi, predicted, W, R,
-                                                                   min(W, R), distinct * k))
+print("  factor: %.2f fewer calls, %.2f fewer ids asked; expected %.2f for a random free worker "
+      "(W=%d, R=%d, at most %d), %.2f from the per-worker run's shares"
+      % (fc, fi, predicted, W, R, min(W, R), observed))
+print("  shared: %d ids asked for %d distinct (%d twice); ideal %.1f ids/1000 rec"
+      % (shared["ids"], distinct, shared["ids"] - distinct, distinct * k))
 ok = (per_worker["bad"] == shared["bad"] == 0 and per_worker["degraded"] == shared["degraded"] == 0
-      and shared["ids"] <= distinct)
+      and shared["ids"] <= distinct * 1.02)
 print("bench-upstream-cache: %s" % ("PASS" if ok else
-                                    "FAIL (non-200, degraded, or an id asked twice when shared)"))
+                                    "FAIL (non-200, degraded, or ids asked twice when shared)"))
 sys.exit(0 if ok else 1)
 PY
