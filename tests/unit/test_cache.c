@@ -3,7 +3,7 @@
  * first out; then the cache as the host shares it: processes forked after
  * it was made see each other's entries, and writers SIGKILLed at random
  * in the middle of their puts never make a reader see a torn entry, nor
- * leave the lock held.
+ * leave the lock held; one stopped holding the lock delays no lookup.
  */
 #include <errno.h>
 #include <signal.h>
@@ -351,6 +351,78 @@ static void test_shared_kill(void)
     enr_cache_free(c);
 }
 
+static long mono_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* A writer stopped while it holds the lock (SIGSTOP until a put of ours
+ * times out): lookups go on, puts give up after ENR_CACHE_LOCK_MS; then
+ * SIGKILLed there, the next put repairs what it left and stores. */
+static void test_stopped_holder(void)
+{
+    enr_cache *c = enr_cache_new(2000, 256 << 10);
+    char poster[1024];
+    enr_cache_stats st0, st1;
+    enr_cache_val v, got;
+    long dt = -1;
+    int caught = 0, tries = 0, status, hit = 0;
+    pid_t w;
+
+    T_CHECK(c != NULL, "setup");
+    w = spawn_writer(c, 9);
+    srandom(9);
+    while (!caught && tries++ < 2000) {
+        struct timespec d = {0, 100000 + random() % 400000};
+        long t0;
+        nanosleep(&d, NULL);
+        kill(w, SIGSTOP);
+        waitpid(w, &status, WUNTRACED);
+        t0 = mono_ms();
+        value_of(2, poster, sizeof poster, &v);
+        if (enr_cache_put(c, 1, "Parent-2", 8, &v, UINT64_MAX) == -1) {
+            dt = mono_ms() - t0;
+            caught = 1;
+            break;
+        }
+        kill(w, SIGCONT);
+    }
+    T_CHECK(caught, "caught the writer holding the lock (%d tries)", tries);
+    T_CHECK(dt >= ENR_CACHE_LOCK_MS - 1 && dt < 20 * ENR_CACHE_LOCK_MS,
+            "a put waits %d ms for a stopped holder, then gives up: %ld ms", ENR_CACHE_LOCK_MS, dt);
+    {
+        long t0 = mono_ms();
+        int bad = 0;
+        for (int k = 0; k < KEYS; k++) {
+            char id[32];
+            key_of(k, id, sizeof id);
+            if (enr_cache_get(c, 1 + k % 3, id, strlen(id), 1, &got) == 1) {
+                hit++;
+                bad += check_hit(k, &got) != 0;
+            }
+        }
+        dt = mono_ms() - t0;
+        T_CHECK(hit > 100 && bad == 0 && dt < 100,
+                "lookups do not wait for it: %d hits, %d bad, %d lookups in %ld ms", hit, bad, KEYS,
+                dt);
+    }
+    enr_cache_stats_of(c, &st0);
+    kill(w, SIGKILL);
+    waitpid(w, &status, 0);
+    value_of(2, poster, sizeof poster, &v);
+    T_CHECK(enr_cache_put(c, 1, "Parent-2", 8, &v, UINT64_MAX) == 0 &&
+                enr_cache_get(c, 1, "Parent-2", 8, 1, &got) == 1 && check_hit(2, &got) == 0,
+            "killed holding the lock: the next put stores");
+    enr_cache_stats_of(c, &st1);
+    T_CHECK(st0.busy >= 1 && st1.recoveries == st0.recoveries + 1,
+            "counted: busy %lu, recoveries %lu -> %lu", (unsigned long)st0.busy,
+            (unsigned long)st0.recoveries, (unsigned long)st1.recoveries);
+    enr_cache_free(c);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -359,5 +431,6 @@ int main(void)
     test_disabled();
     test_churn();
     test_shared_kill();
+    test_stopped_holder();
     T_DONE();
 }
