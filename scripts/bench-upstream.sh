@@ -10,11 +10,14 @@
 # was degraded or a batch needed more than 4 calls.
 # Knobs (env): BENCH_REQUESTS (default 2000), BENCH_CLIENTS (4), BENCH_WORKERS (4),
 # BENCH_FAKE_PROCESSES (4: one Python process cannot keep up with the workers).
+# Then the cache section, a script of its own (bench-upstream-cache.sh):
+# upstream calls per 1,000 records with the cache per worker and shared.
 set -eu
 B=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export ENR_BUILD="$B"
-exec python3 - "$ROOT" <<'PY'
+rc=0
+python3 - "$ROOT" <<'PY' || rc=$?
 import http.client, json, os, sys, threading, time
 root = sys.argv[1]
 sys.path.insert(0, os.path.join(root, "tests", "integration"))
@@ -101,3 +104,5 @@ print("bench-upstream: p50 target (on <= 1.5 x off): %s"
 print("bench-upstream: %s" % ("PASS" if correct else "FAIL (non-200, degraded or > 4 calls)"))
 sys.exit(0 if correct else 1)
 PY
+"$ROOT/scripts/bench-upstream-cache.sh" "$B" || rc=$?
+exit "$rc"

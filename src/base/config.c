@@ -497,6 +497,15 @@ static int check_whole(parse_state *ps, const enr_config *c)
     if (c->capture_dir[0] != '\0' && access(c->capture_dir, W_OK | X_OK) != 0)
         return FAIL_AT(ps, "capture_dir", "\"%s\" is not a writable directory: %s", c->capture_dir,
                        strerror(errno));
+    /* The host's cache is one shared mapping whose pages count in the RSS
+     * of every worker that reads them: as large as the recycling bound, it
+     * would recycle (or, past rss_hard_mb, kill) workers for reading it. */
+    if (c->upstream_url[0] != '\0' && c->rss_soft_mb &&
+        c->cache_bytes >= (size_t)c->rss_soft_mb << 20)
+        return FAIL_AT(ps, "cache_bytes",
+                       "must be below rss_soft_mb (%u MiB): the shared cache's pages count in "
+                       "the RSS of every worker that reads them",
+                       c->rss_soft_mb);
     if (c->breaker_window > 0 && c->breaker_failure_ratio <= 0)
         return FAIL_AT(ps, "breaker_failure_ratio",
                        "must be above 0 while breaker_window is on (it would open on successes)");

@@ -214,6 +214,31 @@ static void render_latency(enr_buf *b, const enr_scoreboard *sb)
     sample_u(b, "enrichd_request_duration_seconds_count", NULL, cum);
 }
 
+/* The cache is one per host (cache.h): its gauges are the host's, not
+ * sums over the slots. */
+static void render_cache(enr_buf *b, const enr_metrics_extra *x)
+{
+    enr_cache_stats st;
+
+    enr_cache_stats_of(x ? x->cache : NULL, &st);
+    one_u(b, "enrichd_upstream_cache_entries", "gauge",
+          "Entries in the host's upstream cache, shared by every worker.", st.entries);
+    one_u(b, "enrichd_upstream_cache_max_entries", "gauge",
+          "Entries the host's upstream cache can hold.", st.max_entries);
+    one_u(b, "enrichd_upstream_cache_bytes", "gauge",
+          "Bytes of answers the host's upstream cache holds.", st.bytes);
+    one_u(b, "enrichd_upstream_cache_size_bytes", "gauge",
+          "Size of the host's upstream cache in shared memory (cache_bytes).", st.max_bytes);
+    one_u(b, "enrichd_upstream_cache_evictions_total", "counter",
+          "Cache entries pushed out for room before they expired or were replaced.", st.evictions);
+    one_u(b, "enrichd_upstream_cache_recoveries_total", "counter",
+          "Writers that died holding the cache lock, their half-done work undone by the next.",
+          st.recoveries);
+    one_u(b, "enrichd_upstream_cache_busy_total", "counter",
+          "Answers not cached because the cache lock was held too long by another writer.",
+          st.busy);
+}
+
 static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
 {
     static const struct {
@@ -354,6 +379,7 @@ void enr_metrics_render(enr_buf *out, const enr_scoreboard *sb, const enr_config
     render_pool(out, sb, x);
     render_latency(out, sb);
     render_upstream(out, sb);
+    render_cache(out, x);
     render_health(out, sb, x);
     render_workers(out, sb, x);
 }

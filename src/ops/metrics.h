@@ -14,6 +14,7 @@
 #include "ops/health.h"
 #include "base/scoreboard.h"
 #include "base/sockdiag.h"
+#include "upstream/cache.h"
 
 #define ENR_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -26,6 +27,7 @@ typedef struct enr_metrics_extra {
     const enr_health *health;  /* the master's verdict read back, or NULL: its summary in sb */
     const enr_fd_kinds *fds;   /* per slot (sb->nslots entries) or NULL */
     const int *fds_ok;         /* fds[i] valid when fds_ok[i] */
+    const enr_cache *cache;    /* the host's upstream cache, or NULL: none (zeros) */
 } enr_metrics_extra;
 
 /* Appends the whole exposition to out (check out->oom after). */

@@ -59,6 +59,7 @@ static void on_stop(int sig)
 typedef struct status_ctx {
     const enr_config *c;
     enr_scoreboard *sb;
+    const enr_cache *cache; /* the host's upstream cache, or NULL */
     int main_fd;
     enr_fcgi_conn conn; /* the status socket: the workers' connection policy */
     enr_health health;  /* the master's verdict, read back (enr_health_read) */
@@ -181,6 +182,7 @@ static void view_of(const status_ctx *x, enr_status_view *v, const enr_fd_kinds 
     v->max_active_seen = x->busy_max;
     v->fds = fds;
     v->fds_ok = ok;
+    v->cache = x->cache;
 }
 
 static void serve_status(status_ctx *x, const char *query, const char *accept)
@@ -225,6 +227,7 @@ static void serve_metrics(status_ctx *x)
     e.health = &x->health;
     e.fds = fds;
     e.fds_ok = ok;
+    e.cache = x->cache;
     enr_metrics_render(&b, x->sb, x->c, &e);
     if (b.oom)
         respond(x, 500, "text/plain", "out of memory\n", 14);
@@ -325,8 +328,8 @@ static int install_signals(void)
     return sigaction(SIGCHLD, &sa, NULL);
 }
 
-int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int main_fd,
-                    pid_t master_pid)
+int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *cache, int status_fd,
+                    int main_fd, pid_t master_pid)
 {
     static status_ctx x; /* the health ring is a few KiB: keep it off the stack */
     FCGX_Request req;
@@ -335,6 +338,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, int status_fd, int 
     memset(&x, 0, sizeof x);
     x.c = c;
     x.sb = sb;
+    x.cache = cache;
     x.main_fd = main_fd;
     if (install_signals() != 0) {
         enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));

@@ -317,6 +317,20 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_d(x, "cache_hit_ratio",
           t.hits + t.misses ? (double)t.hits / (double)(t.hits + t.misses) : 0.0);
     add_u(x, "fds", t.upfds);
+    {
+        /* one per host: the same for every worker */
+        json_object *k = json_object_new_object();
+        enr_cache_stats cs;
+        enr_cache_stats_of(v->cache, &cs);
+        add_u(k, "entries", cs.entries);
+        add_u(k, "max_entries", cs.max_entries);
+        add_u(k, "bytes", cs.bytes);
+        add_u(k, "max_bytes", cs.max_bytes);
+        add_u(k, "evictions", cs.evictions);
+        add_u(k, "recoveries", cs.recoveries);
+        add_u(k, "busy", cs.busy);
+        json_object_object_add(x, "cache", k);
+    }
     json_object_object_add(o, "upstream", x);
 
     if (v->health)

@@ -16,6 +16,7 @@
 #include "base/scoreboard.h"
 #include "base/sockdiag.h"
 #include "ops/statustext.h"
+#include "upstream/cache.h"
 
 typedef struct enr_status_view {
     const enr_config *c;
@@ -26,6 +27,7 @@ typedef struct enr_status_view {
     uint64_t max_active_seen; /* busy workers this process saw at once */
     const enr_fd_kinds *fds;  /* per slot, or NULL (no ?full) */
     const int *fds_ok;
+    const enr_cache *cache; /* the host's upstream cache, or NULL */
 } enr_status_view;
 
 /* The /status document; with full, the per-worker "processes" array. */

@@ -127,7 +127,9 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
         for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
             sigaction(master_signals[i], &sa, NULL);
         if (kind == CHILD_WORKER) {
-            enr_worker_args a = {cfg, m->sb, slot, m->listen_fd, m->ready_w, gen, parent};
+            enr_worker_args a = {
+                cfg,        m->sb, slot,   m->listen_fd,
+                m->ready_w, gen,   parent, gen == m->generation ? m->cache : m->next_cache};
             close(m->status_fd);
             /* The worker sets its own mask before it unblocks anything. */
             code = enr_worker_main(&a);
@@ -141,7 +143,7 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
             sigaction(SIGHUP, &sa, NULL);
             sigemptyset(&none);
             sigprocmask(SIG_SETMASK, &none, NULL);
-            code = enr_status_main(&m->cfg, m->sb, m->status_fd, m->listen_fd, parent);
+            code = enr_status_main(&m->cfg, m->sb, m->cache, m->status_fd, m->listen_fd, parent);
         }
         _exit(code);
     }
@@ -169,6 +171,20 @@ static int spawn(master *m, int kind, unsigned slot)
 int enr_master_spawn_worker(master *m, unsigned slot, const enr_config *cfg, unsigned gen)
 {
     return spawn_with(m, CHILD_WORKER, slot, cfg, gen);
+}
+
+int enr_master_cache_new(const enr_config *c, enr_cache **out)
+{
+    *out = NULL;
+    if (c->upstream_url[0] == '\0' || c->cache_entries == 0 || c->cache_bytes == 0)
+        return 0;
+    *out = enr_cache_new(c->cache_entries, c->cache_bytes);
+    if (*out == NULL) {
+        enr_log(ENR_LOG_ERROR, "upstream cache mmap failed", "error=%s cache_bytes=%zu",
+                enr_log_errno(errno), c->cache_bytes);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- exits ------------------------------------------------------------ */
@@ -726,6 +742,10 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "error=%s", enr_log_errno(errno));
         return 1;
     }
+    /* Before the first fork, like the scoreboard: every worker shares it. */
+    if (enr_master_cache_new(&m.cfg, &m.cache) != 0)
+        return 1;
+    m.next_cache = m.cache;
     ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
     ENR_SB_SET(m.sb->pool.start_mono_ms, m.start_ms);
     ENR_SB_SET(m.sb->pool.workers, m.cfg.workers);

@@ -8,7 +8,8 @@
  * Invariants: w[i] is the process in scoreboard slot i; a pid > 0 is a
  * child not yet reaped; generation counts the committed configurations,
  * and cfg is the one of the running generation (next_cfg waits for its
- * probe while pending).
+ * probe while pending); cache is cfg's upstream cache and next_cache
+ * next_cfg's (the same pointer when the reload keeps the cache).
  */
 #ifndef ENR_MASTER_STATE_H
 #define ENR_MASTER_STATE_H
@@ -19,11 +20,13 @@
 #include "base/config.h"
 #include "ops/health.h"
 #include "base/scoreboard.h"
+#include "upstream/cache.h"
 
 typedef struct enr_master {
     enr_config cfg;
     const char *cfg_path;
     enr_scoreboard *sb;
+    enr_cache *cache; /* the running generation's upstream cache, NULL: none */
     int listen_fd, status_fd;
     char listen_path[ENR_PATH_MAX], status_path[ENR_PATH_MAX]; /* unlinked at exit */
     int ready_r, ready_w;
@@ -49,8 +52,9 @@ typedef struct enr_master {
     enr_health health;
     int was_healthy; /* last verdict, to log transitions only */
     /* reload: a new configuration is tried on one probe worker first */
-    enr_config next_cfg; /* validated, not yet committed */
-    int pending;         /* next_cfg waits for its probe */
+    enr_config next_cfg;   /* validated, not yet committed */
+    enr_cache *next_cache; /* next_cfg's: cache, or one of its own (reload.c) */
+    int pending;           /* next_cfg waits for its probe */
     unsigned probe_slot;
     uint64_t probe_deadline, retry_at, retry_ms;
     unsigned probe_failures; /* of the pending configuration */
@@ -60,6 +64,11 @@ typedef struct enr_master {
 /* master.c: the one fork site, for a worker of configuration cfg and
  * generation gen in slot; 0 or -1 (logged). */
 int enr_master_spawn_worker(enr_master *m, unsigned slot, const enr_config *cfg, unsigned gen);
+
+/* master.c: the host's upstream cache for configuration c, made before
+ * the workers that use it are forked: *out is NULL when enrichment or the
+ * cache is off.  0, or -1 (logged) when it cannot be mapped. */
+int enr_master_cache_new(const enr_config *c, enr_cache **out);
 
 /* master.c: how many workers are alive (ready_only: and have reported
  * ready). */

@@ -18,6 +18,11 @@
  *    them, with a warning.
  *  - Workers are started only through the master's fork site
  *    (enr_master_spawn_worker) and ended only through child.h.
+ *  - The upstream cache is kept across a reload that leaves upstream_url,
+ *    cache_entries and cache_bytes as they were; otherwise the new
+ *    configuration gets a new, empty cache, made before its probe is
+ *    forked, and the old one lives on in the old generation's workers
+ *    until the last of them exits (docs/upstream.md).
  */
 #include "pool/reload.h"
 
@@ -93,12 +98,35 @@ static int keep_listen(enr_config *to, const enr_config *from)
     return changed;
 }
 
+/* A cache of next's own, unless next could use the running one as it is
+ * (the same provider, the same bounds: its answers and layout still
+ * hold; TTLs are stamped at each put, so a new one applies from now on). */
+static int cache_kept(const enr_config *next, const enr_config *cur)
+{
+    return strcmp(next->upstream_url, cur->upstream_url) == 0 &&
+           next->cache_entries == cur->cache_entries && next->cache_bytes == cur->cache_bytes;
+}
+
+/* The pending configuration's cache, when it has one of its own, is
+ * unmapped here (a probe that used it has its own mapping). */
+static void drop_next_cache(enr_master *m)
+{
+    if (m->next_cache != m->cache)
+        enr_cache_free(m->next_cache);
+    m->next_cache = m->cache;
+}
+
 /* The probe reported ready: the new configuration becomes the running
  * one, and only now is the old generation asked to finish. */
 static void commit_reload(enr_master *m)
 {
     enr_sb_pool *p = &m->sb->pool;
 
+    if (m->next_cache != m->cache) {
+        /* The master's view only: the old workers keep theirs until they exit. */
+        enr_cache_free(m->cache);
+        m->cache = m->next_cache;
+    }
     m->cfg = m->next_cfg;
     m->generation++;
     m->pending = 0;
@@ -188,6 +216,7 @@ void enr_reload_check(enr_master *m, uint64_t now)
 
 void enr_reload(enr_master *m, uint64_t now)
 {
+    enr_cache *ncache = NULL;
     enr_config next;
     char err[512], q[600];
 
@@ -208,6 +237,17 @@ void enr_reload(enr_master *m, uint64_t now)
     }
     if (keep_listen(&next, &m->cfg))
         enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
+    if (cache_kept(&next, &m->cfg)) {
+        ncache = m->cache;
+    } else if (enr_master_cache_new(&next, &ncache) != 0) {
+        enr_log(ENR_LOG_ERROR, "reload refused: the new upstream cache cannot be mapped", NULL);
+        enr_notify_status("reload refused: upstream cache cannot be mapped (see log)");
+        enr_notify_ready();
+        return;
+    } else if (ncache != NULL) {
+        enr_log(ENR_LOG_INFO, "reload: a new, empty upstream cache for the new configuration",
+                "cache_entries=%u cache_bytes=%zu", next.cache_entries, next.cache_bytes);
+    }
     if (m->pending) {
         /* A newer file replaces the one still being tried. */
         enr_child *ch = &m->w[m->probe_slot];
@@ -216,6 +256,8 @@ void enr_reload(enr_master *m, uint64_t now)
             enr_child_ask(ch, ENR_EXIT_RELOAD, ENR_STEP_TERM);
         }
     }
+    drop_next_cache(m);
+    m->next_cache = ncache;
     m->next_cfg = next;
     m->pending = 1;
     m->probe_failures = 0;
@@ -238,6 +280,7 @@ int enr_reload_probe_exited(enr_master *m, unsigned slot, const char *why, const
 
 void enr_reload_drop(enr_master *m)
 {
+    drop_next_cache(m);
     m->pending = 0;
     ENR_SB_SET(m->sb->pool.reload_pending, 0);
 }

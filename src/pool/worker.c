@@ -584,7 +584,7 @@ static int setup(worker *w, const enr_worker_args *a)
         enr_log(ENR_LOG_ERROR, "engine start failed", NULL);
         return -1;
     }
-    w->upstream = enr_upstream_new(a->cfg, err, sizeof err);
+    w->upstream = enr_upstream_new(a->cfg, a->cache, err, sizeof err);
     if (w->upstream == NULL && err[0] != '\0') {
         char q[300];
         enr_log(ENR_LOG_ERROR, "upstream client start failed", "error=%s",

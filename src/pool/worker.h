@@ -14,6 +14,7 @@
 
 #include "base/config.h"
 #include "base/scoreboard.h"
+#include "upstream/cache.h"
 
 /* Exit codes: 0 = stopped because the master asked (the master knows the
  * reason it asked for); ENR_WORKER_EXIT_RECYCLE + enum enr_exit_reason =
@@ -52,6 +53,7 @@ typedef struct enr_worker_args {
     int ready_fd;  /* write end of the master's readiness pipe, or -1 */
     unsigned generation;
     pid_t master_pid; /* getpid() of the master before fork */
+    enr_cache *cache; /* the host's upstream cache (the master's mapping), or NULL */
 } enr_worker_args;
 
 /* Called by the master before its first fork (and for a new

@@ -1,215 +1,505 @@
 /*
- * cache.c: a bounded LRU hash map for upstream answers (see cache.h).
+ * cache.c: the host's cache of upstream answers in one shared mapping
+ * (see cache.h).
  *
- * Invariants: every entry is in exactly one bucket chain and in the LRU
- * list (head = most recently used); count <= max_entries and
- * bytes <= max_bytes after every put; bytes is the sum of entry_size()
- * of the live entries.  The bucket array is sized once at creation (a
- * power of two >= max_entries, capped), so a put never rehashes and a
- * request never pays for a resize.  The hash is seeded per process so
- * that ids chosen by a client cannot be aimed at one chain.
+ * Layout: a header, an index of fixed slots (buckets of ENR_CACHE_WAYS),
+ * and a ring of variable records (key, poster) addressed by absolute,
+ * ever-growing positions: [tail, head) holds the records, the physical
+ * offset is pos % ring_size, and a record never straddles the end (a
+ * padding record, or a gap shorter than a record header, fills it).
+ *
+ * Writers hold a robust process-shared mutex (never more than
+ * ENR_CACHE_LOCK_MS to get it); readers take no lock:
+ *  - a slot is a sequence lock: seq odd while a writer changes it; a
+ *    reader copies the slot and keeps the copy only if seq was even and
+ *    the same before and after;
+ *  - the tail is the ring's sequence: a writer moves it past a region
+ *    before writing over it, and a reader keeps the bytes it copied only
+ *    if the record still begins at or after the tail once copied;
+ *  - the record repeats the slot's hash and the key's length, and the
+ *    key is compared, so a slot and a record of different writes never
+ *    pass for an entry.
+ * A put writes its record, then moves head past it, then publishes the
+ * slot; a writer killed between any two steps leaves at worst an odd
+ * seq (a miss for readers) or a record nobody points to (reclaimed when
+ * the tail passes it).  The next writer gets EOWNERDEAD and repairs:
+ * odd slots cleared, slots outside [tail, head) cleared, entries
+ * recounted, then the mutex is marked consistent.
+ *
+ * Invariants (outside a writer's critical section): every used slot
+ * points into [tail, head) at a record that names it; entries is the
+ * number of used slots, <= max_entries; head - tail <= ring_size.
+ * Eviction is oldest first: the record at the tail frees its slot when
+ * the ring needs room or the entries bound is reached; a full bucket
+ * gives up its entry that expires first (the oldest of those).  The hash is seeded per host, so
+ * ids chosen by a client cannot be aimed at one bucket.
  */
 #include "upstream/cache.h"
 #include "base/hash.h"
 
-#include <stdlib.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
-#define CACHE_MAX_BUCKETS (1u << 20) /* past this, chains just get longer */
+#define CACHE_MAGIC 0x6e72646361636865ull
+#define CACHE_MAX_BUCKETS (1u << 24) /* past this the index is over a gigabyte anyway */
+#define ALIGN8(n) (((n) + 7u) & ~(uint64_t)7u)
+#define ALIGN64(n) (((n) + 63u) & ~(uint64_t)63u)
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define STORE(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
+#define ADD(x, v) atomic_fetch_add_explicit(&(x), (v), memory_order_relaxed)
 
-typedef struct centry {
-    struct centry *hnext;       /* bucket chain */
-    struct centry *prev, *next; /* LRU list */
+/* A record in the ring; the key then the poster follow. */
+typedef struct crec {
+    uint32_t len;  /* bytes, this header included, a multiple of 8 */
+    uint32_t slot; /* index slot + 1 it was written for; 0: padding to the ring's end */
     uint64_t hash;
-    uint64_t expires_ms;
-    double duration;
     uint32_t key_len, poster_len;
-    uint8_t provider, has_duration, has_poster, negative;
-    char data[]; /* key, then poster */
-} centry;
+} crec;
+
+enum { F_POSTER = 1, F_DURATION = 2, F_NEGATIVE = 4 };
+
+/* An index slot; every field but seq is read under the sequence lock. */
+typedef struct cslot {
+    _Atomic uint32_t seq; /* odd while a writer changes the slot */
+    uint32_t len;         /* of its record */
+    uint32_t key_len;
+    uint8_t used, provider, flags, unused_;
+    uint64_t hash, pos, expires_ms;
+    double duration;
+} cslot;
 
 struct enr_cache {
-    centry **buckets;
-    size_t nbuckets; /* power of two */
-    centry *head, *tail;
-    size_t count, bytes;
-    size_t max_entries, max_bytes;
-    uint64_t seed;
-    uint64_t evictions;
+    /* set once by enr_cache_new, read-only after */
+    uint64_t magic, seed;
+    uint64_t map_bytes, max_entries, nbuckets, ring_size;
+    uint64_t index_off, ring_off;
+    int disabled;
+    pthread_mutex_t lock; /* writers only; robust, process-shared */
+    _Atomic uint64_t head, tail;
+    _Atomic uint64_t entries, evictions, recoveries, busy;
 };
 
-static size_t entry_size(size_t key_len, size_t poster_len)
+/* A get's copy of a record: what out->poster points into.  One per
+ * process (workers are single-threaded). */
+static _Alignas(8) char scratch[ENR_CACHE_RECORD_MAX];
+
+static cslot *slots(const enr_cache *c)
 {
-    return sizeof(centry) + key_len + poster_len;
+    return (cslot *)((char *)c + c->index_off);
+}
+
+static char *ring(const enr_cache *c)
+{
+    return (char *)c + c->ring_off;
+}
+
+static uint64_t nslots(const enr_cache *c)
+{
+    return c->nbuckets * ENR_CACHE_WAYS;
 }
 
 enr_cache *enr_cache_new(size_t max_entries, size_t max_bytes)
 {
-    enr_cache *c = calloc(1, sizeof(*c));
-    size_t nb = 1;
+    uint64_t hdr = ALIGN64(sizeof(enr_cache)), nb = 1, map = hdr, ring_off = hdr;
+    int disabled = max_entries == 0 || max_bytes == 0;
+    pthread_mutexattr_t at;
+    enr_cache *c;
+    void *p;
+    int rc;
 
-    if (c == NULL)
-        return NULL;
-    c->max_entries = max_entries;
-    c->max_bytes = max_bytes;
-    while (nb < max_entries && nb < CACHE_MAX_BUCKETS)
-        nb <<= 1;
-    c->nbuckets = nb;
-    c->buckets = calloc(nb, sizeof(*c->buckets));
-    if (c->buckets == NULL) {
-        free(c);
-        return NULL;
+    if (!disabled) {
+        if (max_bytes < ENR_CACHE_MIN_BYTES)
+            max_bytes = ENR_CACHE_MIN_BYTES;
+        /* a quarter more slots than entries: few buckets are ever full */
+        while (nb * ENR_CACHE_WAYS < max_entries + max_entries / 4 && nb < CACHE_MAX_BUCKETS)
+            nb <<= 1;
+        /* The index takes at most half of the bytes: a small cache_bytes
+         * holds fewer entries rather than no data. */
+        while (nb > 1 && hdr + nb * ENR_CACHE_WAYS * sizeof(cslot) > max_bytes / 2)
+            nb >>= 1;
+        if (max_entries > nb * ENR_CACHE_WAYS)
+            max_entries = nb * ENR_CACHE_WAYS;
+        ring_off = ALIGN64(hdr + nb * ENR_CACHE_WAYS * sizeof(cslot));
+        map = max_bytes;
     }
+    p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    /* Anonymous pages are zero: every slot unused with seq 0, head = tail = 0.
+     * Only the header is touched here; the rest is paid for as it fills. */
+    c = p;
+    c->magic = CACHE_MAGIC;
+    c->map_bytes = map;
+    c->disabled = disabled;
+    c->max_entries = disabled ? 0 : max_entries;
+    c->nbuckets = nb;
+    c->index_off = hdr;
+    c->ring_off = ring_off;
+    c->ring_size = disabled ? 0 : (map - ring_off) & ~(uint64_t)7;
     if (getrandom(&c->seed, sizeof(c->seed), GRND_NONBLOCK) != (ssize_t)sizeof(c->seed)) {
         /* No entropy yet (early boot): a time-based seed still differs
-         * per process, which is all the flooding defence needs here. */
+         * per host start, which is all the flooding defence needs here. */
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        c->seed = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec;
+        c->seed =
+            (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec ^ (uint64_t)getpid();
+    }
+    rc = pthread_mutexattr_init(&at);
+    if (rc == 0) {
+        rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+        if (rc == 0)
+            rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
+        if (rc == 0)
+            rc = pthread_mutex_init(&c->lock, &at);
+        pthread_mutexattr_destroy(&at);
+    }
+    if (rc != 0) {
+        munmap(p, map);
+        errno = rc;
+        return NULL;
     }
     return c;
 }
 
-static void lru_unlink(enr_cache *c, centry *e)
-{
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        c->head = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        c->tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
-static void lru_push_head(enr_cache *c, centry *e)
-{
-    e->prev = NULL;
-    e->next = c->head;
-    if (c->head)
-        c->head->prev = e;
-    c->head = e;
-    if (c->tail == NULL)
-        c->tail = e;
-}
-
-static void entry_remove(enr_cache *c, centry *e)
-{
-    centry **pp = &c->buckets[e->hash & (c->nbuckets - 1)];
-
-    while (*pp != e)
-        pp = &(*pp)->hnext;
-    *pp = e->hnext;
-    lru_unlink(c, e);
-    c->count--;
-    c->bytes -= entry_size(e->key_len, e->poster_len);
-    free(e);
-}
-
 void enr_cache_free(enr_cache *c)
 {
-    centry *e, *next;
-
-    if (c == NULL)
-        return;
-    for (e = c->head; e; e = next) {
-        next = e->next;
-        free(e);
-    }
-    free(c->buckets);
-    free(c);
+    if (c != NULL)
+        munmap(c, c->map_bytes);
 }
 
-static centry *entry_find(enr_cache *c, uint64_t h, int provider, const char *key, size_t len)
+/* ---- the sequence locks ------------------------------------------------ */
+
+/* A consistent copy of *s into *out, or 0 (being written, or changed). */
+static int slot_read(cslot *s, cslot *out)
 {
-    for (centry *e = c->buckets[h & (c->nbuckets - 1)]; e; e = e->hnext)
-        if (e->hash == h && e->provider == provider && e->key_len == len &&
-            memcmp(e->data, key, len) == 0)
-            return e;
+    uint32_t a = atomic_load_explicit(&s->seq, memory_order_acquire), b;
+
+    if (a & 1u)
+        return 0;
+    memcpy((char *)out + offsetof(cslot, len), (const char *)s + offsetof(cslot, len),
+           sizeof(cslot) - offsetof(cslot, len));
+    atomic_thread_fence(memory_order_acquire);
+    b = LOAD(s->seq);
+    return a == b;
+}
+
+/* Writers only (lock held): seq goes odd, the fields change, seq goes even. */
+static void slot_write(cslot *s, const cslot *v)
+{
+    uint32_t q = LOAD(s->seq);
+
+    STORE(s->seq, q + 1);
+    atomic_thread_fence(memory_order_release);
+    memcpy((char *)s + offsetof(cslot, len), (const char *)v + offsetof(cslot, len),
+           sizeof(cslot) - offsetof(cslot, len));
+    atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+}
+
+static void slot_clear(enr_cache *c, cslot *s)
+{
+    cslot none;
+
+    memset(&none, 0, sizeof none);
+    slot_write(s, &none);
+    if (LOAD(c->entries) > 0)
+        STORE(c->entries, LOAD(c->entries) - 1);
+}
+
+/* The tail moves before the bytes behind it are written over: a reader
+ * that copied a record and still sees it at or after the tail copied it
+ * whole (pairs with the acquire fence in enr_cache_get). */
+static void tail_to(enr_cache *c, uint64_t t)
+{
+    STORE(c->tail, t);
+    atomic_thread_fence(memory_order_release);
+}
+
+/* ---- writers (lock held) --------------------------------------------- */
+
+/* Every slot emptied, the ring too: only for a ring found inconsistent,
+ * which no sequence of writes or deaths should produce. */
+static void reset(enr_cache *c)
+{
+    cslot *sl = slots(c);
+
+    for (uint64_t i = 0; i < nslots(c); i++)
+        if (sl[i].used)
+            slot_clear(c, &sl[i]);
+    STORE(c->entries, 0);
+    tail_to(c, LOAD(c->head));
+}
+
+/* The tail past the oldest record; its slot is freed if it still points
+ * at it (a slot reused since points elsewhere). */
+static void evict_oldest(enr_cache *c)
+{
+    uint64_t t = LOAD(c->tail), h = LOAD(c->head), off = t % c->ring_size;
+    crec r;
+
+    if (t >= h)
+        return;
+    if (c->ring_size - off < sizeof r) {
+        tail_to(c, t + (c->ring_size - off));
+        return;
+    }
+    memcpy(&r, ring(c) + off, sizeof r);
+    if (r.len < sizeof r || r.len % 8 || off + r.len > c->ring_size || t + r.len > h) {
+        reset(c);
+        return;
+    }
+    if (r.slot != 0 && r.slot <= nslots(c)) {
+        cslot *s = &slots(c)[r.slot - 1];
+        if (s->used && s->pos == t) {
+            slot_clear(c, s);
+            ADD(c->evictions, 1);
+        }
+    }
+    tail_to(c, t + r.len);
+}
+
+/* Room for need bytes in one piece; returns where they go. */
+static uint64_t make_room(enr_cache *c, uint64_t need)
+{
+    uint64_t R = c->ring_size;
+
+    for (;;) {
+        uint64_t h = LOAD(c->head), t = LOAD(c->tail), off = h % R;
+        uint64_t start = R - off < need ? h + (R - off) : h;
+        /* need <= R / 4 and start - h < need: an empty ring always fits,
+         * so the loop ends; each turn moves the tail forward. */
+        if (start + need - t <= R) {
+            if (start != h && R - off >= sizeof(crec)) {
+                crec pad = {(uint32_t)(R - off), 0, 0, 0, 0};
+                memcpy(ring(c) + off, &pad, sizeof pad);
+            }
+            return start;
+        }
+        evict_oldest(c);
+    }
+}
+
+/* The used slot of the bucket holding provider + key, or NULL. */
+static cslot *find_locked(enr_cache *c, cslot *bucket, uint64_t h, int provider, const char *key,
+                          size_t key_len)
+{
+    for (unsigned w = 0; w < ENR_CACHE_WAYS; w++) {
+        cslot *s = &bucket[w];
+        if (s->used && s->hash == h && s->provider == provider && s->key_len == key_len &&
+            memcmp(ring(c) + s->pos % c->ring_size + sizeof(crec), key, key_len) == 0)
+            return s;
+    }
     return NULL;
 }
 
-int enr_cache_get(enr_cache *c, int provider, const char *key, size_t key_len, uint64_t now_ms,
-                  enr_cache_val *out)
+/* A writer died holding the lock: whatever it left half done is undone. */
+static void recover(enr_cache *c)
 {
-    uint64_t h;
-    centry *e;
+    cslot *sl = slots(c);
+    uint64_t n = 0, t = LOAD(c->tail), h = LOAD(c->head);
 
-    if (c->max_entries == 0)
-        return 0;
-    h = enr_hash_key(c->seed, provider, key, key_len);
-    e = entry_find(c, h, provider, key, key_len);
-    if (e == NULL)
-        return 0;
-    if (now_ms >= e->expires_ms) {
-        entry_remove(c, e);
+    if (t > h || h - t > c->ring_size) {
+        tail_to(c, h);
+        t = h;
+    }
+    for (uint64_t i = 0; i < nslots(c); i++) {
+        cslot *s = &sl[i];
+        uint32_t q = LOAD(s->seq);
+        if (q & 1u) {
+            /* torn: readers saw it odd; emptied, and even again */
+            s->used = 0;
+            atomic_store_explicit(&s->seq, q + 1, memory_order_release);
+        } else if (s->used && (s->pos < t || s->pos + s->len > h)) {
+            slot_clear(c, s);
+        } else if (s->used) {
+            n++;
+        }
+    }
+    STORE(c->entries, n);
+}
+
+static int lock(enr_cache *c)
+{
+    struct timespec ts;
+    int rc;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += ENR_CACHE_LOCK_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    rc = pthread_mutex_clocklock(&c->lock, CLOCK_MONOTONIC, &ts);
+    if (rc == EOWNERDEAD) {
+        recover(c);
+        pthread_mutex_consistent(&c->lock);
+        ADD(c->recoveries, 1);
         return 0;
     }
-    lru_unlink(c, e);
-    lru_push_head(c, e);
-    out->poster = e->has_poster ? e->data + e->key_len : NULL;
-    out->poster_len = e->has_poster ? e->poster_len : 0;
-    out->duration = e->duration;
-    out->has_duration = e->has_duration;
-    out->negative = e->negative;
-    return 1;
+    if (rc != 0) {
+        /* ETIMEDOUT (a writer stopped or very slow), ENOTRECOVERABLE: the
+         * answer is simply not cached. */
+        ADD(c->busy, 1);
+        return -1;
+    }
+    return 0;
 }
 
 int enr_cache_put(enr_cache *c, int provider, const char *key, size_t key_len,
                   const enr_cache_val *v, uint64_t expires_ms)
 {
     size_t plen = v->poster ? v->poster_len : 0;
-    size_t need = entry_size(key_len, plen);
-    uint64_t h;
-    centry *e;
+    uint64_t need, h, at;
+    cslot *bucket, *victim = NULL, nv;
+    crec r;
 
-    if (c->max_entries == 0 || need > c->max_bytes || key_len > UINT32_MAX || plen > UINT32_MAX)
+    if (c == NULL || c->disabled || key_len > ENR_CACHE_RECORD_MAX || plen > ENR_CACHE_RECORD_MAX)
+        return -1;
+    need = ALIGN8(sizeof(crec) + key_len + plen);
+    if (need > ENR_CACHE_RECORD_MAX || need > c->ring_size / 4)
         return -1;
     h = enr_hash_key(c->seed, provider, key, key_len);
-    e = entry_find(c, h, provider, key, key_len);
-    if (e)
-        entry_remove(c, e);
-    while (c->tail && (c->count >= c->max_entries || c->bytes + need > c->max_bytes)) {
-        entry_remove(c, c->tail);
-        c->evictions++;
-    }
-    e = malloc(need);
-    if (e == NULL)
+    if (lock(c) != 0)
         return -1;
-    e->hash = h;
-    e->expires_ms = expires_ms;
-    e->duration = v->has_duration ? v->duration : 0;
-    e->key_len = (uint32_t)key_len;
-    e->poster_len = (uint32_t)plen;
-    e->provider = (uint8_t)provider;
-    e->has_duration = v->has_duration ? 1 : 0;
-    e->has_poster = v->poster ? 1 : 0;
-    e->negative = v->negative ? 1 : 0;
-    memcpy(e->data, key, key_len);
-    if (plen)
-        memcpy(e->data + key_len, v->poster, plen);
-    e->hnext = c->buckets[h & (c->nbuckets - 1)];
-    c->buckets[h & (c->nbuckets - 1)] = e;
-    lru_push_head(c, e);
-    c->count++;
-    c->bytes += need;
+    bucket = &slots(c)[(h & (c->nbuckets - 1)) * ENR_CACHE_WAYS];
+    victim = find_locked(c, bucket, h, provider, key, key_len);
+    if (victim != NULL)
+        slot_clear(c, victim);
+    while (LOAD(c->entries) >= c->max_entries && LOAD(c->tail) < LOAD(c->head))
+        evict_oldest(c);
+    at = make_room(c, need);
+    /* The slot: the one just freed, else an unused one, else the one
+     * that expires first. */
+    if (victim == NULL || victim->used) {
+        victim = &bucket[0];
+        for (unsigned w = 1; w < ENR_CACHE_WAYS && victim->used; w++)
+            if (!bucket[w].used || bucket[w].expires_ms < victim->expires_ms ||
+                (bucket[w].expires_ms == victim->expires_ms && bucket[w].pos < victim->pos))
+                victim = &bucket[w];
+    }
+    if (victim->used) {
+        slot_clear(c, victim);
+        ADD(c->evictions, 1);
+    }
+    r.len = (uint32_t)need;
+    r.slot = (uint32_t)(victim - slots(c)) + 1;
+    r.hash = h;
+    r.key_len = (uint32_t)key_len;
+    r.poster_len = (uint32_t)plen;
+    {
+        char *dst = ring(c) + at % c->ring_size;
+        memcpy(dst, &r, sizeof r);
+        memcpy(dst + sizeof r, key, key_len);
+        if (plen)
+            memcpy(dst + sizeof r + key_len, v->poster, plen);
+    }
+    STORE(c->head, at + need);
+    memset(&nv, 0, sizeof nv);
+    nv.len = (uint32_t)need;
+    nv.key_len = (uint32_t)key_len;
+    nv.used = 1;
+    nv.provider = (uint8_t)provider;
+    nv.flags = (uint8_t)((v->poster ? F_POSTER : 0) | (v->has_duration ? F_DURATION : 0) |
+                         (v->negative ? F_NEGATIVE : 0));
+    nv.hash = h;
+    nv.pos = at;
+    nv.expires_ms = expires_ms;
+    nv.duration = v->has_duration ? v->duration : 0;
+    slot_write(victim, &nv);
+    ADD(c->entries, 1);
+    pthread_mutex_unlock(&c->lock);
     return 0;
+}
+
+/* ---- readers (no lock) ------------------------------------------------ */
+
+int enr_cache_get(enr_cache *c, int provider, const char *key, size_t key_len, uint64_t now_ms,
+                  enr_cache_val *out)
+{
+    uint64_t h;
+    cslot *bucket;
+
+    if (c == NULL || c->disabled)
+        return 0;
+    h = enr_hash_key(c->seed, provider, key, key_len);
+    bucket = &slots(c)[(h & (c->nbuckets - 1)) * ENR_CACHE_WAYS];
+    for (unsigned w = 0; w < ENR_CACHE_WAYS; w++) {
+        cslot s;
+        crec r;
+        uint64_t off;
+
+        if (!slot_read(&bucket[w], &s) || !s.used || s.hash != h || s.provider != provider ||
+            s.key_len != key_len)
+            continue;
+        if (now_ms >= s.expires_ms)
+            return 0; /* reclaimed by a writer when its room is needed */
+        off = s.pos % c->ring_size;
+        if (s.len < sizeof r || s.len > sizeof scratch || off + s.len > c->ring_size)
+            return 0;
+        memcpy(scratch, ring(c) + off, s.len);
+        atomic_thread_fence(memory_order_acquire);
+        if (s.pos < LOAD(c->tail))
+            return 0; /* written over while we copied */
+        memcpy(&r, scratch, sizeof r);
+        if (r.len != s.len || r.hash != h || r.key_len != key_len ||
+            sizeof r + (uint64_t)key_len + r.poster_len > s.len ||
+            memcmp(scratch + sizeof r, key, key_len) != 0)
+            return 0;
+        out->poster = s.flags & F_POSTER ? scratch + sizeof r + key_len : NULL;
+        out->poster_len = s.flags & F_POSTER ? r.poster_len : 0;
+        out->duration = s.duration;
+        out->has_duration = (s.flags & F_DURATION) != 0;
+        out->negative = (s.flags & F_NEGATIVE) != 0;
+        return 1;
+    }
+    return 0;
+}
+
+void enr_cache_stats_of(const enr_cache *cc, enr_cache_stats *st)
+{
+    enr_cache *c = (enr_cache *)cc; /* atomic loads want a non-const object */
+    uint64_t t, h;
+
+    memset(st, 0, sizeof *st);
+    if (c == NULL)
+        return;
+    /* tail first: head only grows, so head >= that tail */
+    t = atomic_load_explicit(&c->tail, memory_order_acquire);
+    h = atomic_load_explicit(&c->head, memory_order_acquire);
+    st->entries = LOAD(c->entries);
+    st->max_entries = c->max_entries;
+    st->bytes = h >= t ? h - t : 0;
+    st->max_bytes = c->map_bytes;
+    st->evictions = LOAD(c->evictions);
+    st->recoveries = LOAD(c->recoveries);
+    st->busy = LOAD(c->busy);
 }
 
 size_t enr_cache_entries(const enr_cache *c)
 {
-    return c->count;
+    enr_cache_stats st;
+
+    enr_cache_stats_of(c, &st);
+    return (size_t)st.entries;
 }
 
 size_t enr_cache_bytes(const enr_cache *c)
 {
-    return c->bytes;
+    enr_cache_stats st;
+
+    enr_cache_stats_of(c, &st);
+    return (size_t)st.bytes;
 }
 
 uint64_t enr_cache_evictions(const enr_cache *c)
 {
-    return c->evictions;
+    enr_cache_stats st;
+
+    enr_cache_stats_of(c, &st);
+    return st.evictions;
 }

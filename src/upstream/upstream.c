@@ -99,7 +99,7 @@ struct enr_upstream {
     unsigned ncalls_max, max_detached, ndetached;
     enr_buf base; /* upstream_url + '?' or '&' */
     struct curl_slist *headers;
-    enr_cache *cache;
+    enr_cache *cache; /* the host's, borrowed (cache.h); NULL: none */
     enr_breaker br;
     enr_upstream_stats st; /* st.fds: the connections' descriptors (upconn) */
     unsigned timeout_ms, ids_per_call, cache_ttl_s, cache_neg_ttl_s;
@@ -203,7 +203,7 @@ static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
     return 0;
 }
 
-enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen)
+enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen)
 {
     enr_upstream *u;
 
@@ -234,10 +234,10 @@ enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen)
     if (base_url(u, c->upstream_url, err, errlen) != 0)
         goto fail;
     u->headers = curl_slist_append(NULL, "Accept: application/json");
-    u->cache = enr_cache_new(c->cache_entries, c->cache_bytes);
+    u->cache = cache;
     u->calls = calloc(u->nslots, sizeof(*u->calls));
     u->batch = calloc(u->ncalls_max, sizeof(*u->batch));
-    if (u->headers == NULL || u->cache == NULL || u->calls == NULL || u->batch == NULL) {
+    if (u->headers == NULL || u->calls == NULL || u->batch == NULL) {
         snprintf(err, errlen, "upstream: out of memory");
         goto fail;
     }
@@ -275,7 +275,6 @@ void enr_upstream_free(enr_upstream *u)
     /* After the easy handles: it closes the connections they left. */
     enr_upconn_free(u->conn);
     curl_slist_free_all(u->headers);
-    enr_cache_free(u->cache);
     enr_buf_free(&u->base);
     free(u->calls);
     free(u->batch);

@@ -3,8 +3,9 @@
  *
  * One long-lived libcurl multi handle per worker (upconn.h); calls of one
  * batch run concurrently under one deadline, and what a batch could not
- * wait for goes on while the worker is idle (enr_upstream_idle); a cache
- * and a circuit breaker sit in front.  It counts into its own enr_upstream_stats; the caller
+ * wait for goes on while the worker is idle (enr_upstream_idle); the
+ * host's shared cache (cache.h) and a per-worker circuit breaker sit in
+ * front.  It counts into its own enr_upstream_stats; the caller
  * (the worker) publishes them: this module knows nothing of the scoreboard.
  */
 #ifndef ENR_UPSTREAM_H
@@ -13,6 +14,7 @@
 #include <stdint.h>
 
 #include "base/config.h"
+#include "upstream/cache.h"
 #include "engine/engine.h"
 
 typedef struct enr_upstream enr_upstream;
@@ -32,8 +34,10 @@ typedef struct enr_upstream_stats {
 } enr_upstream_stats;
 
 /* NULL when c->upstream_url is empty (enrichment off) or on failure;
- * failure is reported through err (non-empty). */
-enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen);
+ * failure is reported through err (non-empty).  cache is the host's
+ * (made by the master before forking), borrowed: it outlives the client;
+ * NULL means no cache. */
+enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen);
 
 /* The client's counters (valid until enr_upstream_free). */
 const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u);

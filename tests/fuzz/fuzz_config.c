@@ -131,6 +131,9 @@ static void check_ok(const enr_config *c)
     check_uint(c->cache_entries, 0, 100000000);
     if (c->cache_bytes > (1ull << 34))
         abort();
+    if (c->upstream_url[0] != '\0' && c->rss_soft_mb &&
+        c->cache_bytes >= (size_t)c->rss_soft_mb << 20)
+        abort();
     check_uint(c->cache_ttl_s, 0, 31536000);
     check_uint(c->cache_negative_ttl_s, 0, 31536000);
     check_uint(c->breaker_failures, 1, 1000000);

@@ -94,6 +94,12 @@ int main(void)
     bad("upstream_url = http://\n", "t.conf:1: upstream_url: no host");
     bad("upstream_url = https://[::1\n", "t.conf:1: upstream_url: bad IPv6");
     bad("rss_hard_mb = 2\nrss_soft_mb = 1\n", "t.conf:2: rss_soft_mb: 1 is below");
+    bad("upstream_url = http://127.0.0.1:1/m\ncache_bytes = 64m\n",
+        "t.conf:2: cache_bytes: must be below rss_soft_mb (64 MiB)");
+    T_CHECK(
+        parse("cache_bytes = 64m\n") == 0 &&
+            parse("upstream_url = http://127.0.0.1:1/m\ncache_bytes = 64m\nrss_soft_mb = 0\n") == 0,
+        "a large cache is fine with enrichment off or no soft RSS bound: %s", err);
     bad("fd_hard = 8\n", "t.conf:1: fd_hard: 8 is below");
     T_CHECK(parse("upstream_url = http://[::1]:8080/v1/meta?key=a\n") == 0,
             "a bracketed IPv6 URL with a port and a query: %s", err);

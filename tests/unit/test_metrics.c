@@ -158,7 +158,16 @@ static void test_metrics(void)
     x.listen_queue = 4;
     x.listen_queue_limit = 511;
     x.health = &h;
+    {
+        /* the host's cache: read from its mapping, not summed over slots */
+        enr_cache_val cv = {0};
+        x.cache = enr_cache_new(100, 1 << 20);
+        cv.negative = 1;
+        enr_cache_put((enr_cache *)x.cache, 1, "a", 1, &cv, 1000);
+        enr_cache_put((enr_cache *)x.cache, 2, "b", 1, &cv, 1000);
+    }
     enr_metrics_render(&b, &sb, &cfg, &x);
+    enr_cache_free((enr_cache *)x.cache);
     enr_buf_putc(&b, '\0');
     T_CHECK(!b.oom, "oom");
     T_CHECK(has_line(b.data, "enrichd_requests_accepted_total 21"), "accepted");
@@ -183,6 +192,9 @@ static void test_metrics(void)
     T_CHECK(has_line(b.data, "enrichd_workers{state=\"idle\"} 1"), "idle");
     T_CHECK(has_line(b.data, "enrichd_upstream_breakers{state=\"open\"} 1"), "breaker open");
     T_CHECK(has_line(b.data, "enrichd_upstream_cache_hit_ratio 0.75"), "hit ratio");
+    T_CHECK(has_line(b.data, "enrichd_upstream_cache_entries 2"), "cache entries, host-wide");
+    T_CHECK(has_line(b.data, "enrichd_upstream_cache_size_bytes 1048576"), "cache size");
+    T_CHECK(has_line(b.data, "enrichd_upstream_cache_evictions_total 0"), "cache evictions");
     T_CHECK(has_line(b.data, "enrichd_worker_resident_memory_bytes{slot=\"0\"} 2097152"), "rss");
     T_CHECK(has_line(b.data, "enrichd_worker_up{slot=\"2\"} 0"), "empty slot");
     T_CHECK(has_line(b.data, "enrichd_start_time_seconds 1700000000.123"), "start time");
@@ -230,6 +242,13 @@ static void test_status_doc(void)
     T_CHECK(json_object_object_get_ex(doc, "processes", &procs) &&
                 json_object_array_length(procs) == 3,
             "processes");
+    {
+        json_object *up, *cache, *e;
+        T_CHECK(json_object_object_get_ex(doc, "upstream", &up) &&
+                    json_object_object_get_ex(up, "cache", &cache) &&
+                    json_object_object_get_ex(cache, "entries", &e) && json_object_get_int(e) == 0,
+                "upstream.cache reported (no cache: zeros)");
+    }
     val = json_object_array_get_idx(procs, 0);
     T_STREQ(json_object_get_string(json_object_object_get(val, "request_id")), "req-abc??");
     T_STREQ(json_object_get_string(json_object_object_get(val, "state")), "busy");

@@ -283,11 +283,18 @@ static void base_config(enr_config *c)
     c->breaker_cooldown_ms = 5000;
 }
 
+/* Each client gets a fresh cache of its own, as a fresh host would (the
+ * previous client is always freed before the next is made). */
+static enr_cache *cache;
+
 static enr_upstream *make(const enr_config *c)
 {
     char err[256] = "x";
     enr_upstream *u;
-    u = enr_upstream_new(c, err, sizeof(err));
+    enr_cache_free(cache);
+    cache = enr_cache_new(c->cache_entries, c->cache_bytes);
+    T_CHECK(cache != NULL, "enr_cache_new");
+    u = enr_upstream_new(c, cache, err, sizeof(err));
     T_CHECK(u != NULL && err[0] == '\0', "enr_upstream_new: %s", err);
     return u;
 }
@@ -307,13 +314,13 @@ static void test_config(void)
     base_config(&c);
     c.upstream_url[0] = '\0';
     strcpy(err, "x");
-    T_CHECK(enr_upstream_new(&c, err, sizeof(err)) == NULL && err[0] == '\0',
+    T_CHECK(enr_upstream_new(&c, NULL, err, sizeof(err)) == NULL && err[0] == '\0',
             "empty upstream_url: enrichment off, no error");
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         base_config(&c);
         snprintf(c.upstream_url, sizeof(c.upstream_url), "%s", bad[i]);
         err[0] = '\0';
-        T_CHECK(enr_upstream_new(&c, err, sizeof(err)) == NULL && err[0] != '\0',
+        T_CHECK(enr_upstream_new(&c, NULL, err, sizeof(err)) == NULL && err[0] != '\0',
                 "bad upstream_url rejected: %s", bad[i]);
     }
     T_CHECK(enr_upstream_enrich(NULL, NULL, 0) == 0, "NULL client: nothing to do");

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""test_upstream_cache.py: the host's one upstream cache, through nginx.
+
+HTTP client -> nginx -> enrichd workers -> the fake upstream, whose
+/_stats counts every call.  Checks:
+  - the ids a batch made one worker fetch are hits for the others: with
+    max_requests = 1 every batch is served by a new worker process, and
+    the same batch again costs the upstream no call (the cache outlives
+    the workers that filled it);
+  - under concurrent load spread over several live workers, a batch
+    fetched once is never fetched again, and its answers are the same;
+  - /metrics and /status report the cache host-wide (entries = the
+    distinct ids fetched, its size = cache_bytes);
+  - HUP with the cache settings unchanged keeps the cache (no call);
+    HUP with cache_bytes changed gives the new generation a new, empty
+    cache of the new size (the ids are fetched once again).
+"""
+
+import json
+import os
+import signal
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+from harness import (  # noqa: E402
+    FakeUpstream, upstream_conf, post, degraded, fake_poster, metrics, strip_clock, get_json)
+
+RECS = [{"provider": ("yt", "vm", "dm")[i % 3], "id": "Shared%03d" % i, "duration": 0}
+        for i in range(45)] + [{"provider": "dm", "id": "unkShared%d" % i} for i in range(5)]
+DISTINCT = len(RECS)
+
+
+def calls(fake):
+    return fake.stats()["data_requests"]
+
+
+def exits_max_requests(env):
+    m = metrics(env)
+    return int(m.get('enrichd_worker_exits_total{reason="max_requests"}', 0))
+
+
+def test_hits_across_recycled_workers(r, fake):
+    extra = "workers = 2\nmax_requests = 1\nmax_requests_jitter = 0\n"
+    with harness.Env(name="upc-recycle") as env:
+        env.start_enrichd(extra + upstream_conf(fake))
+        env.start_nginx()
+        fake.reset()
+        st, h, first = post(env, RECS)
+        c1 = calls(fake)
+        r.check(st == 200 and degraded(h) == 0 and c1 >= 3,
+                "first batch enriched by the upstream (%d calls, degraded %s)" % (c1, degraded(h)))
+        r.check(first[0]["poster"] == fake_poster("yt", "Shared000"), "poster from the upstream")
+        pids = set()
+        for i in range(6):
+            pids |= set(env.worker_pids())
+            st, h, again = post(env, RECS)
+            r.check(st == 200 and degraded(h) == 0 and
+                    [strip_clock(x) for x in again] == [strip_clock(x) for x in first],
+                    "batch %d: the same lines from the cache" % i)
+        harness.wait_for(lambda: exits_max_requests(env) >= 6, 10, what="workers recycled")
+        r.check(exits_max_requests(env) >= 6,
+                "every batch was served by a new worker (%d exits at max_requests, pids seen %d)"
+                % (exits_max_requests(env), len(pids)))
+        r.check(calls(fake) == c1,
+                "no upstream call after the first batch: %d then %d" % (c1, calls(fake)))
+        m = metrics(env)
+        r.check(m.get("enrichd_upstream_cache_entries") == DISTINCT,
+                "cache entries host-wide: %r (want %d)" % (m.get("enrichd_upstream_cache_entries"),
+                                                         DISTINCT))
+        r.check(m.get("enrichd_upstream_cache_size_bytes") == 16 << 20,
+                "cache size = cache_bytes: %r" % m.get("enrichd_upstream_cache_size_bytes"))
+        r.check(m.get("enrichd_upstream_cache_recoveries_total") == 0 and
+                m.get("enrichd_upstream_cache_evictions_total") == 0,
+                "no eviction, no recovery: %r" % {k: v for k, v in m.items() if "cache" in k})
+        doc = get_json(env, "/status")
+        cache = doc["upstream"]["cache"]
+        r.check(cache["entries"] == DISTINCT and cache["max_bytes"] == 16 << 20 and
+                cache["bytes"] > 0, "/status upstream.cache: %r" % cache)
+
+
+def test_hits_across_live_workers(r, fake):
+    extra = "workers = 4\nmax_requests = 0\n"
+    with harness.Env(name="upc-live") as env:
+        env.start_enrichd(extra + upstream_conf(fake))
+        env.start_nginx()
+        env.wait_workers(4)
+        fake.reset()
+        st, h, first = post(env, RECS)
+        c1 = calls(fake)
+        r.check(st == 200 and degraded(h) == 0 and c1 >= 3, "first batch fetched (%d calls)" % c1)
+        m0 = metrics(env)
+        bad, lock = [], threading.Lock()
+
+        def client():
+            conn = harness.http.client.HTTPConnection("127.0.0.1", env.port, timeout=15)
+            for _ in range(25):
+                s, hh, lines = post(env, RECS, conn=conn)
+                if s != 200 or degraded(hh) or \
+                        [strip_clock(x) for x in lines] != [strip_clock(x) for x in first]:
+                    with lock:
+                        bad.append((s, hh.get("x-enrich-degraded")))
+            conn.close()
+
+        ts = [threading.Thread(target=client) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        m1 = metrics(env)
+        served = [m1.get('enrichd_worker_requests_total{slot="%d"}' % i, 0) -
+                  m0.get('enrichd_worker_requests_total{slot="%d"}' % i, 0) for i in range(4)]
+        r.check(not bad, "100 concurrent batches answered the same, nothing degraded: %r" % bad[:3])
+        r.check(sum(1 for s in served if s > 0) >= 2,
+                "the load was spread over several workers: %r" % served)
+        r.check(calls(fake) == c1, "workers that never fetched them hit: %d calls, then %d"
+                % (c1, calls(fake)))
+        hits = (m1.get("enrichd_upstream_cache_hits_total", 0) -
+                m0.get("enrichd_upstream_cache_hits_total", 0))
+        r.check(hits == 100 * DISTINCT, "every lookup a hit: %d of %d" % (hits, 100 * DISTINCT))
+
+
+def test_reload(r, fake):
+    base = "workers = 2\nmax_requests = 0\n"
+    with harness.Env(name="upc-reload") as env:
+        env.start_enrichd(base + upstream_conf(fake))
+        env.start_nginx()
+        fake.reset()
+        post(env, RECS)
+        c1 = calls(fake)
+        # the same cache settings (another key changed): the cache is kept
+        env.write_config(base + upstream_conf(fake, breaker_failures=6))
+        env.signal(signal.SIGHUP)
+        env.wait_log("reload done", count=1, timeout=15)
+        st, h, _ = post(env, RECS)
+        r.check(st == 200 and degraded(h) == 0 and calls(fake) == c1,
+                "reload without cache changes keeps the cache: %d calls, then %d"
+                % (c1, calls(fake)))
+        r.check(metrics(env).get("enrichd_upstream_cache_entries") == DISTINCT,
+                "entries kept across the reload")
+        r.check(not env.log_events("reload: a new, empty upstream cache for the new configuration"),
+                "no new cache logged")
+        # cache_bytes changed: a new, empty cache of the new size
+        env.write_config(base + upstream_conf(fake, cache_bytes=8 << 20))
+        env.signal(signal.SIGHUP)
+        env.wait_log("reload done", count=2, timeout=15)
+        r.check(len(env.log_events("reload: a new, empty upstream cache for the new "
+                                   "configuration")) == 1, "the new cache is logged")
+        m = metrics(env)
+        r.check(m.get("enrichd_upstream_cache_size_bytes") == 8 << 20 and
+                m.get("enrichd_upstream_cache_entries") == 0,
+                "the new generation's cache: 8 MiB, empty: %r"
+                % {k: v for k, v in m.items() if k.startswith("enrichd_upstream_cache_")})
+        st, h, lines = post(env, RECS)
+        c2 = calls(fake)
+        r.check(st == 200 and degraded(h) == 0 and c2 > c1 and
+                lines[0]["poster"] == fake_poster("yt", "Shared000"),
+                "the ids are fetched once again into the new cache: %d then %d calls" % (c1, c2))
+        post(env, RECS)
+        r.check(calls(fake) == c2 and metrics(env).get("enrichd_upstream_cache_entries") == DISTINCT,
+                "and then served from it")
+
+
+def main():
+    r = harness.Results()
+    with FakeUpstream() as fake:
+        r.run(test_hits_across_recycled_workers, fake)
+        r.run(test_hits_across_live_workers, fake)
+        r.run(test_reload, fake)
+    r.done()
+
+
+if __name__ == "__main__":
+    main()
