@@ -114,6 +114,9 @@ typedef struct enr_sb_slot {
     /* upstream client, added later:
      * replies refused for their size, calls not made for lack of time */
     enr_sb_u64 up_fail_too_large, up_skip_deadline;
+    /* calls the provider's quota stopped: answered 429 (or 503 with
+     * Retry-After), or not made during its pause or past the rate limit */
+    enr_sb_u64 up_fail_throttled;
 } enr_sb_slot;
 
 /* The master's health verdict and the window it judged (health.c writes
@@ -152,10 +155,22 @@ typedef struct enr_sb_pool {
     enr_sb_health health;       /* the verdict healthy / unhealthy_reason summarize */
 } enr_sb_pool;
 
+/* The upstream provider's quota, one for the host (src/upstream/quota.h).
+ * The exception to the ownership rule above: every worker writes it, each
+ * update one compare-and-swap (never a lock), so a worker killed in the
+ * middle leaves a value as valid as the one before.  Times are
+ * CLOCK_MONOTONIC, which every process of the host shares. */
+typedef struct enr_sb_quota {
+    enr_sb_u64 pause_until_ms; /* no call before this (the provider's Retry-After), 0: none */
+    enr_sb_u64 pauses;         /* pauses begun or lengthened */
+    enr_sb_u64 tat_us;         /* upstream_max_calls_per_s: the bucket's theoretical arrival time */
+} enr_sb_quota;
+
 typedef struct enr_scoreboard {
     enr_sb_pool pool;
     uint32_t nslots; /* slots in use: max(workers) since start, <= ENR_SB_MAX_WORKERS */
     enr_sb_slot slot[ENR_SB_MAX_WORKERS];
+    enr_sb_quota quota; /* written by the workers: see enr_sb_quota */
 } enr_scoreboard;
 
 extern const unsigned enr_sb_lat_bounds_ms[ENR_SB_LAT_BUCKETS - 1];

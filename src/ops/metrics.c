@@ -216,6 +216,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
         {"timeout", SLOT_OFF(up_fail_timeout)},     {"connect", SLOT_OFF(up_fail_connect)},
         {"status", SLOT_OFF(up_fail_status)},       {"body", SLOT_OFF(up_fail_body)},
         {"too_large", SLOT_OFF(up_fail_too_large)}, {"deadline", SLOT_OFF(up_skip_deadline)},
+        {"throttled", SLOT_OFF(up_fail_throttled)},
     };
     uint64_t per_state[ENR_BREAKER_STATES] = {0}, hits, misses;
     const enr_sb_slot *s;

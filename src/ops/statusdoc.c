@@ -59,7 +59,7 @@ typedef struct totals {
     uint64_t accepted, completed, s2xx, s4xx, s5xx, rin, rout, rrej, rdeg, slow;
     uint64_t refused, rejected;
     uint64_t calls, retries, hits, misses, ftimeout, fconnect, fstatus, fbody, opens, upfds;
-    uint64_t ftoolarge, fdeadline;
+    uint64_t ftoolarge, fdeadline, fthrottled;
     uint64_t idle, busy, starting, exiting, breaker[ENR_BREAKER_STATES];
 } totals;
 
@@ -90,6 +90,7 @@ static void sum_slots(const enr_scoreboard *sb, totals *t)
     t->fbody = ENR_SB_TOTAL(sb, up_fail_body);
     t->ftoolarge = ENR_SB_TOTAL(sb, up_fail_too_large);
     t->fdeadline = ENR_SB_TOTAL(sb, up_skip_deadline);
+    t->fthrottled = ENR_SB_TOTAL(sb, up_fail_throttled);
     t->opens = ENR_SB_TOTAL(sb, up_breaker_opens);
     t->upfds = ENR_SB_TOTAL(sb, up_fds);
     for (ENR_SB_EACH_SLOT(sb, i, s)) {
@@ -302,6 +303,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         add_u(f, "body", t.fbody);
         add_u(f, "too_large", t.ftoolarge);
         add_u(f, "deadline", t.fdeadline);
+        add_u(f, "throttled", t.fthrottled);
         json_object_object_add(x, "failures", f);
     }
     add_u(x, "cache_hits", t.hits);

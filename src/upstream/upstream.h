@@ -4,7 +4,8 @@
  * One long-lived libcurl multi handle per worker; calls of one batch run
  * concurrently under one deadline; a per-worker cache and circuit breaker
  * sit in front.  It counts into its own enr_upstream_stats; the caller
- * (the worker) publishes them: this module knows nothing of the scoreboard.
+ * (the worker) publishes them.  Of the scoreboard it knows only the
+ * provider's quota, which every worker shares (quota.h).
  */
 #ifndef ENR_UPSTREAM_H
 #define ENR_UPSTREAM_H
@@ -12,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/config.h"
+#include "base/scoreboard.h"
 #include "engine/engine.h"
 
 typedef struct enr_upstream enr_upstream;
@@ -22,6 +24,9 @@ typedef struct enr_upstream_stats {
     uint64_t calls, retries, cache_hits, cache_misses;
     uint64_t fail_timeout, fail_connect, fail_status, fail_body, fail_too_large;
     uint64_t skip_deadline; /* calls not made for lack of time */
+    /* answered 429 (or 503 with Retry-After), or not made: the provider's
+     * pause or upstream_max_calls_per_s (once per batch that met it) */
+    uint64_t fail_throttled;
     uint64_t breaker_opens;
     int breaker_state; /* enum enr_breaker_state */
     unsigned fds;      /* descriptors held now */
@@ -30,6 +35,11 @@ typedef struct enr_upstream_stats {
 /* NULL when c->upstream_url is empty (enrichment off) or on failure;
  * failure is reported through err (non-empty). */
 enr_upstream *enr_upstream_new(const enr_config *c, char *err, size_t errlen);
+
+/* The provider's pause and the rate limit go through shared (the
+ * scoreboard's, made before the first fork) instead of the client's own
+ * state, so they hold for every worker of the host (quota.h). */
+void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota *shared);
 
 /* The client's counters (valid until enr_upstream_free). */
 const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u);
