@@ -311,6 +311,12 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_d(x, "cache_hit_ratio",
           t.hits + t.misses ? (double)t.hits / (double)(t.hits + t.misses) : 0.0);
     add_u(x, "fds", t.upfds);
+    {
+        /* the provider's pause (Retry-After), the host's: quota.h */
+        uint64_t until = ENR_SB_GET(v->sb->quota.pause_until_ms);
+        add_u(x, "pause_ms_left", until > now ? until - now : 0);
+        add_u(x, "pauses", ENR_SB_GET(v->sb->quota.pauses));
+    }
     json_object_object_add(o, "upstream", x);
 
     if (v->health)
