@@ -112,7 +112,7 @@ static int http_date(rd *c, int64_t *t)
         if (digits(c, 2, &d) || lit(c, "-") || one_of(c, months, 12, &m) || lit(c, "-") ||
             digits(c, 2, &y) || lit(c, " ") || time_of_day(c, &h, &mi, &s) || lit(c, " GMT"))
             return -1;
-        y += y < 70 ? 2000 : 1900;
+        y += y < 69 ? 2000 : 1900; /* as POSIX strptime %y reads it */
     } else {
         *c = save;
         if (one_of(c, day_names, 7, &wd) != 0)
