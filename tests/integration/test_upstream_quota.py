@@ -7,8 +7,8 @@ counted where they arrive (the fake's /_stats).
     at the fake, though both workers keep serving new ids), the records
     degraded and counted as kind throttled, the breakers stay closed, one
     log line for the pause; then calls come back by themselves.
-  - 503 + Retry-After as an HTTP-date: the same pause; a plain 5xx is not
-    a pause (test_upstream.py covers it as kind status).
+  - 503 + Retry-After as an HTTP-date: the same pause; a 503 whose
+    Retry-After is no value is kind status and no pause.
   - upstream_max_calls_per_s: 4 clients asking for 4 calls a batch for
     3 s get at most rate x t + burst calls to the fake, and no batch
     waits past the deadline for a token.
@@ -140,9 +140,21 @@ def test_503_http_date(r, fake):
         r.check(m.get(THROTTLED, 0) >= n0 + sent and
                 m.get('enrichd_upstream_failures_total{kind="status"}', 0) == 0,
                 "counted throttled, not status: %s" % m.get(THROTTLED))
-        # A Retry-After that is no date at all: a 503 like any other.
-        fake.control(mode="ok")
-        harness.time.sleep(2.5)
+        # A Retry-After that is neither a number nor a date: a 503 like any
+        # other (kind status, the breaker hears of it), no pause.
+        harness.wait_for(lambda: harness.get_json(env, "/status")["upstream"]["pause_ms_left"] == 0,
+                         5, what="the pause to end")
+        fake.control(mode="429", throttle_status=503, retry_after="soon")
+        n2 = fake.stats()["data_requests"]
+        post(env, fresh("bad-ra-1"))
+        post(env, fresh("bad-ra-2"))
+        n3 = fake.stats()["data_requests"]
+        m2 = metrics(env)
+        r.check(n3 - n2 == 6 and m2.get('enrichd_upstream_failures_total{kind="status"}', 0) == 6
+                and m2.get(THROTTLED) == m.get(THROTTLED),
+                "503 with a Retry-After that is no value: status, no pause (%d calls, status %s)"
+                % (n3 - n2, m2.get('enrichd_upstream_failures_total{kind="status"}')))
+        fake.control(mode="ok", retry_after="", throttle_status=429)
 
 
 def test_rate_limit(r, fake):

@@ -13,7 +13,7 @@ keeps the headers and extra query parameters of the last calls.
     searched for in everything the test can see: the daemon's stderr at
     log level debug with failing calls (5xx, time-outs, refused), nginx's
     logs, /status (full), /metrics, /healthz, /readyz, `enrichd status`,
-    the answers, `enrichd -t` output, every capture file, and
+    the answers and error bodies, `enrichd -t` output, every capture file, and
     /proc/PID/cmdline and environ of every enrichd process.
   - A secret file open to others, or missing, is refused by -t without a
     byte of the secret in the message.
@@ -129,6 +129,11 @@ def exercise(env, fake, tag):
                                       for p in ("yt", "vm", "dm")])
             answers.append(repr((st, h, lines)).encode())
     fake.control(mode="ok")
+    # error bodies: a batch that is not JSON, a wrong method, a missing path
+    for path, body, method in (("/v1/enrich", b"[{", "POST"), ("/v1/enrich", b"", "GET"),
+                               ("/nope", b"[]", "POST")):
+        st, h, data = env.request(path, body=body, method=method)
+        answers.append(repr((st, h)).encode() + data)
     return b"\n".join(answers)
 
 
