@@ -22,8 +22,10 @@
 #   scan            the wide string scanners against the portable one (src/engine/scan.c)
 #   fast            the engine's fast paths against its slow paths (enr_engine_set_slow)
 #   fcgi_body       the worker's direct FCGI_STDIN reader against a plain record reading (src/fcgi/fcgi_body.c)
+#   retry_after     a provider's Retry-After against glibc's strptime (enr_retry_after_parse)
+#   upstream_header upstream_header lines, the secret's header and query, redaction (src/base/secret.c)
 #
-# Time: $1 is per target, so the run takes about 9 x $1 seconds plus the
+# Time: $1 is per target, so the run takes about 11 x $1 seconds plus the
 # builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
 # 4 minutes; every target gets the full 30 s rather than a share, since
 # the smaller parsers reach their coverage plateau quickly anyway and the
@@ -35,7 +37,7 @@ MALLOC_MB=${FUZZ_MALLOC_MB:-64}
 ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=8}
 export ASAN_OPTIONS
 [ $# -gt 0 ] && shift
-TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcgi_body}
+TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcgi_body retry_after upstream_header}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
@@ -49,7 +51,9 @@ ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
 target_srcs() {
     case $1 in
     engine | numtext | fast) echo "$ENGINE" ;;
-    config) echo "$S/base/config.c $S/base/sockaddr.c $S/base/allow.c $S/base/upstream_url.c $S/base/curlapi.c" ;;
+    config) echo "$S/base/config.c $S/base/sockaddr.c $S/base/allow.c $S/base/upstream_url.c $S/base/curlapi.c $S/base/secret.c" ;;
+    retry_after) echo "$S/upstream/quota.c $S/base/log.c" ;;
+    upstream_header) echo "$S/base/secret.c" ;;
     upstream_reply) echo "$S/upstream/upstream_reply.c $S/base/buf.c" ;;
     trace) echo "$S/replay/replay_trace.c" ;;
     statustext) echo "$S/ops/statustext.c $S/base/buf.c" ;;
@@ -67,11 +71,14 @@ target_libs() {
     statustext) echo "$(pkg-config --libs json-c)" ;;
     scan) echo "" ;;
     fcgi_body) echo "-lfcgi" ;;
+    retry_after | upstream_header) echo "" ;;
     esac
 }
 target_max_len() {
     case $1 in
     config) echo 16384 ;;
+    retry_after) echo 64 ;;
+    upstream_header) echo 2048 ;;
     upstream_reply) echo 65536 ;;
     trace) echo 65536 ;;
     statustext) echo 65536 ;;
@@ -146,6 +153,23 @@ seed_corpus() {
         seed "$corpus" foreign '\377\377\200\003\000\003\001\001\000\000\000\006\003\001\000\000\000\005\004\000'
         seed "$corpus" other '\377\377\000\041\000\000\005\001\007\020\000\000\000\000\005\000\000'
         seed "$corpus" raw '\377\377\100\000\000\004\000\000\001\005\000\001\000\003\005\000abc\000\000\000\000\000\001\005\000\001\000\000\000\000'
+        ;;
+    retry_after)
+        for s in 120 ' 7\r\n' 0 99999999999999999999 'Sun, 06 Nov 1994 08:49:37 GMT' \
+            'Sunday, 06-Nov-94 08:49:37 GMT' 'Sun Nov  6 08:49:37 1994' 'Tue, 29 Feb 2028 00:00:10 GMT' \
+            'Sat, 31 Dec 2016 23:59:60 GMT' 'Sun, 31 Feb 1994 08:49:37 GMT' '1.5' '-1'; do
+            printf '%b' "$s" > "$corpus/seed-$(printf '%s' "$s" | od -An -tx1 | tr -d ' \n' | cut -c1-40)"
+        done
+        ;;
+    upstream_header)
+        seed "$corpus" line '\000X-Client: enrichd/1'
+        seed "$corpus" crlf '\000X-A: v\r\nHost: evil'
+        seed "$corpus" owned '\000Content-Length: 5'
+        seed "$corpus" tmpl '\001Authorization: Bearer {secret}'
+        seed "$corpus" tmpl2 '\001X: {secret}{secret}'
+        seed "$corpus" query '\002api_key'
+        seed "$corpus" url '\003https://h.example/v1?key=abc#x'
+        seed "$corpus" scrub '\004k3y+/= failed https://h/?key=k3y%2B%2F%3D and k3y+/= again'
         ;;
     statustext)
         seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'

@@ -28,6 +28,13 @@ refuses connections):
   HEAD {path}    200 with no body, kept alive: a client warming a
                  connection; counted as "heads", never as a data request
   POST /_reset   zero the counters
+Quotas and credentials (a provider with an API key and a quota):
+  mode 429       every data request is answered throttle_status (429, or
+                 503) with "Retry-After: {retry_after}" (omitted when "")
+  extra_params   query parameters accepted besides provider and ids (the
+                 key of upstream_secret_query); any other is a bad request
+  /_stats        answered_429, and of the last 16 data requests their
+                 headers (last_headers) and extra parameters (last_extra)
 close_after N: a connection is closed after its N-th response (the
 incident: the upstream cycles connections every 100 requests); "silent"
 closes without a Connection: close header, so the client finds out only
@@ -55,12 +62,15 @@ from urllib.parse import quote, unquote_to_bytes
 UNRESERVED = set(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 HEX = set(b"0123456789ABCDEFabcdef")
 MODES = ("ok", "hang", "5xx", "malformed", "badshape", "truncated", "partial", "refuse",
-         "flood", "flood_chunked", "oversize", "drip", "biglength")
+         "flood", "flood_chunked", "oversize", "drip", "biglength", "429")
 HANG_MAX_S = 60.0
 
 lock = threading.Lock()
 settings = {"mode": "ok", "close_after": 100, "close_style": "silent", "latency_ms": 0,
-            "drop_every": 0, "flood_bytes": 4 << 20, "drip_ms": 20}
+            "drop_every": 0, "flood_bytes": 4 << 20, "drip_ms": 20,
+            "retry_after": "", "throttle_status": 429, "extra_params": []}
+QUOTA_KEYS = ("retry_after", "throttle_status", "extra_params")
+LAST_KEPT = 16
 mode_changed = threading.Condition(lock)
 
 
@@ -70,7 +80,8 @@ def zero_stats():
             "max_open_connections": 0, "server_closes": 0, "ids": 0, "bad_requests": 0,
             "bad_encoding": 0, "dropped": 0, "answered_200": 0, "answered_5xx": 0,
             "calls_by_provider": {}, "max_ids_per_call": 0, "last_targets": [],
-            "hosts": [], "events": []}
+            "hosts": [], "events": [], "answered_429": 0, "last_headers": [],
+            "last_extra": []}
 
 
 stats = zero_stats()
@@ -180,7 +191,7 @@ class Handler(BaseHTTPRequestHandler):
             with mode_changed:
                 old = settings["mode"]
                 for k in ("mode", "close_after", "close_style", "latency_ms", "drop_every",
-                          "flood_bytes", "drip_ms"):
+                          "flood_bytes", "drip_ms") + QUOTA_KEYS:
                     if k in req:
                         settings[k] = req[k]
                 mode_changed.notify_all()
@@ -248,7 +259,12 @@ class Handler(BaseHTTPRequestHandler):
         for part in query.split("&") if query else []:
             k, _, v = part.partition("=")
             params.setdefault(k, []).append(v)
-        ok = (path == owner.path and set(params) == {"provider", "ids"}
+        with lock:
+            extra_ok = set(settings["extra_params"])
+            stats["last_headers"] = (stats["last_headers"] + [dict(self.headers.items())])[-LAST_KEPT:]
+            stats["last_extra"] = (stats["last_extra"] + [{k: v for k, v in params.items()
+                                                           if k in extra_ok}])[-LAST_KEPT:]
+        ok = (path == owner.path and set(params) - extra_ok == {"provider", "ids"}
               and len(params["provider"]) == 1 and len(params["ids"]) == 1
               and params["provider"][0] in ("yt", "vm", "dm") and params["ids"][0] != "")
         if not ok:
@@ -284,6 +300,8 @@ class Handler(BaseHTTPRequestHandler):
                     mode_changed.wait(0.5)
             self.close_connection = True
             return
+        if mode == "429":
+            return self.throttle()
         if mode == "5xx":
             with lock:
                 stats["answered_5xx"] += 1
@@ -312,6 +330,20 @@ class Handler(BaseHTTPRequestHandler):
             stats["answered_200"] += 1
         return self.reply(200, body)
 
+
+    def throttle(self):
+        """The provider's quota: 429 (or 503) and, unless empty, Retry-After."""
+        with lock:
+            stats["answered_429"] += 1
+            status, after = settings["throttle_status"], str(settings["retry_after"])
+        body = b'{"error":"quota exceeded"}'
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if after:
+            self.send_header("Retry-After", after)
+        self._headers_buffer.append(b"\r\n" + body)
+        self.flush_headers()
 
     def flood(self, chunked):
         """{"items":[{},{},...]} of about flood_bytes bytes."""

@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/secret.h"
 #include "base/upstream_url.h"
 
 #define CONFIG_LINE_MAX 2048
@@ -73,6 +74,12 @@ const char enr_config_default_text[] =
     "breaker_cooldown_ms = 5000\n"
     "breaker_window = 20\n"
     "breaker_failure_ratio = 0.5\n"
+    "upstream_max_calls_per_s = 0\n"
+    "upstream_header =\n"
+    "upstream_secret_file =\n"
+    "upstream_secret_credential =\n"
+    "upstream_secret_header =\n"
+    "upstream_secret_query =\n"
     "status_listen = /run/enrichd/status.sock\n"
     "slow_request_ms = 500\n"
     "health_window_s = 30\n"
@@ -97,7 +104,8 @@ enum key_type {
     K_URL,
     K_GROUP,
     K_PATH,
-    K_ALLOW
+    K_ALLOW,
+    K_HEADER /* may be given up to ENR_UP_HEADERS_MAX times; each line adds one */
 };
 
 typedef struct key_def {
@@ -149,6 +157,12 @@ static const key_def keys[] = {
     {"breaker_cooldown_ms", K_UINT, F(breaker_cooldown_ms), 1, 3600000},
     {"breaker_window", K_UINT, F(breaker_window), 0, 128},
     {"breaker_failure_ratio", K_RATIO, F(breaker_failure_ratio), 0, 0},
+    {"upstream_max_calls_per_s", K_UINT, F(upstream_max_calls_per_s), 0, 1000000},
+    {"upstream_header", K_HEADER, F(upstream_headers), 0, 0},
+    {"upstream_secret_file", K_PATH, F(upstream_secret_file), 0, 0},
+    {"upstream_secret_credential", K_STR, F(upstream_secret_credential), 0, 0},
+    {"upstream_secret_header", K_STR, F(upstream_secret_header), 0, 0},
+    {"upstream_secret_query", K_STR, F(upstream_secret_query), 0, 0},
     {"status_listen", K_LISTEN, F(status_listen), 0, 0},
     {"slow_request_ms", K_UINT, F(slow_request_ms), 0, 3600000},
     {"health_window_s", K_UINT, F(health_window_s), 1, 60},
@@ -263,6 +277,21 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
     char why[200];
 
     switch (k->type) {
+    case K_HEADER: {
+        size_t n = strlen(v), name_len;
+        if (n == 0)
+            return 0; /* the built-in default: no header */
+        if (c->upstream_nheaders >= ENR_UP_HEADERS_MAX)
+            return fail(ps, k->name, "more than %d lines", ENR_UP_HEADERS_MAX);
+        if (enr_upstream_header_check(v, n, &name_len, why, sizeof why) != 0)
+            return fail(ps, k->name, "%s", why);
+        for (unsigned i = 0; i < c->upstream_nheaders; i++)
+            if (strncasecmp(c->upstream_headers[i], v, name_len) == 0 &&
+                c->upstream_headers[i][name_len] == ':')
+                return fail(ps, k->name, "header %.*s given twice", (int)name_len, v);
+        memcpy(c->upstream_headers[c->upstream_nheaders++], v, n + 1);
+        return 0;
+    }
     case K_STR:
     case K_LISTEN:
     case K_URL:
@@ -379,7 +408,7 @@ static int parse_line(parse_state *ps, enr_config *c, char *line)
             break;
     if (i == NKEYS)
         return fail(ps, key, "unknown key");
-    if (ps->seen[i] == 2)
+    if (ps->seen[i] == 2 && keys[i].type != K_HEADER)
         return fail(ps, key, "duplicate key");
     ps->seen[i] = 2;
     ps->seen_line[i] = ps->line;
@@ -512,6 +541,62 @@ static int check_whole(parse_state *ps, const enr_config *c)
     return 0;
 }
 
+/* Where the secret comes from and where it goes: both or neither, one of
+ * each; then the secret is read (secret.h).  No message quotes it. */
+static int load_secret(parse_state *ps, enr_config *c)
+{
+    const int from_file = c->upstream_secret_file[0] != '\0';
+    const int from_cred = c->upstream_secret_credential[0] != '\0';
+    const int to_header = c->upstream_secret_header[0] != '\0';
+    const int to_query = c->upstream_secret_query[0] != '\0';
+    char path[ENR_PATH_MAX + 64], why[ENR_PATH_MAX + 200];
+    const char *key = from_file ? "upstream_secret_file" : "upstream_secret_credential";
+
+    c->upstream_secret[0] = '\0';
+    c->upstream_secret_len = 0;
+    if (to_header && enr_secret_header_check(c->upstream_secret_header, why, sizeof why) != 0)
+        return FAIL_AT(ps, "upstream_secret_header", "%s", why);
+    if (to_header) {
+        size_t n = strcspn(c->upstream_secret_header, ":");
+        for (unsigned i = 0; i < c->upstream_nheaders; i++)
+            if (strncasecmp(c->upstream_headers[i], c->upstream_secret_header, n) == 0 &&
+                c->upstream_headers[i][n] == ':')
+                return FAIL_AT(ps, "upstream_secret_header",
+                               "header %.*s is also an upstream_header line", (int)n,
+                               c->upstream_secret_header);
+    }
+    if (to_query && enr_secret_query_check(c->upstream_secret_query, why, sizeof why) != 0)
+        return FAIL_AT(ps, "upstream_secret_query", "%s", why);
+    if (!from_file && !from_cred) {
+        if (to_header || to_query)
+            return FAIL_AT(ps, to_header ? "upstream_secret_header" : "upstream_secret_query",
+                           "needs upstream_secret_file or upstream_secret_credential");
+        return 0;
+    }
+    if (from_file && from_cred)
+        return FAIL_AT(ps, "upstream_secret_credential",
+                       "set upstream_secret_file or upstream_secret_credential, not both");
+    if (!to_header && !to_query)
+        return FAIL_AT(ps, key,
+                       "needs upstream_secret_header or upstream_secret_query (where "
+                       "the secret goes)");
+    if (to_header && to_query)
+        return FAIL_AT(ps, "upstream_secret_query",
+                       "set upstream_secret_header or upstream_secret_query, not both");
+    if (c->upstream_url[0] == '\0')
+        return FAIL_AT(ps, key, "needs upstream_url");
+    if (from_file) {
+        snprintf(path, sizeof path, "%s", c->upstream_secret_file);
+    } else if (enr_secret_credential_path(c->upstream_secret_credential, path, sizeof path, why,
+                                          sizeof why) != 0) {
+        return FAIL_AT(ps, key, "%s", why);
+    }
+    if (enr_secret_read(path, c->upstream_secret, sizeof c->upstream_secret,
+                        &c->upstream_secret_len, why, sizeof why) != 0)
+        return FAIL_AT(ps, key, "%s", why);
+    return 0;
+}
+
 static int read_file(const char *path, char **out, char *why, size_t whylen)
 {
     FILE *f = fopen(path, "re");
@@ -589,9 +674,13 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
     } else {
         snprintf(next.source, sizeof next.source, "(built-in)");
     }
-    if (check_whole(&ps, &next) != 0)
+    if (check_whole(&ps, &next) != 0 || load_secret(&ps, &next) != 0) {
+        enr_secret_wipe(&next, sizeof next);
         return -1;
+    }
     *c = next;
+    /* The stack copy would keep the secret past its use. */
+    enr_secret_wipe(&next, sizeof next);
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/allow.h"
+#include "base/secret.h"
 
 #define ENR_PATH_MAX 256
 
@@ -49,24 +50,39 @@ typedef struct enr_config {
     unsigned idle_exit_s;      /* socket-activated: exit after this long without a request */
 
     /* upstream enrichment */
-    char upstream_url[1024];                 /* empty: enrichment off */
-    unsigned upstream_timeout_ms;            /* batch deadline, default 150 */
-    unsigned ids_per_call;                   /* default 50 */
-    unsigned max_calls_per_batch;            /* default 4 */
-    unsigned upstream_max_connections;       /* default 4 */
+    char upstream_url[1024];           /* empty: enrichment off */
+    unsigned upstream_timeout_ms;      /* batch deadline, default 150 */
+    unsigned ids_per_call;             /* default 50 */
+    unsigned max_calls_per_batch;      /* default 4 */
+    unsigned upstream_max_connections; /* default 4 */
     unsigned upstream_connect_timeout_ms;    /* DNS + TCP + TLS of one connection, default 2000 */
     unsigned upstream_warm_connections;      /* kept open ahead of batches, default 4 */
     char upstream_ca_file[ENR_PATH_MAX];     /* PEM bundle; empty: the system store */
     char upstream_client_cert[ENR_PATH_MAX]; /* mutual TLS, PEM; with the key */
     char upstream_client_key[ENR_PATH_MAX];
-    unsigned cache_entries;        /* default 50000 */
-    size_t cache_bytes;            /* default 16 MiB */
-    unsigned cache_ttl_s;          /* default 3600 */
-    unsigned cache_negative_ttl_s; /* default 300 */
-    unsigned breaker_failures;     /* default 5 consecutive */
-    unsigned breaker_cooldown_ms;  /* default 5000 */
-    unsigned breaker_window;       /* calls judged by the ratio rule; default 20, 0 off */
-    double breaker_failure_ratio;  /* default 0.5 */
+    unsigned cache_entries;            /* default 50000 */
+    size_t cache_bytes;                /* default 16 MiB */
+    unsigned cache_ttl_s;              /* default 3600 */
+    unsigned cache_negative_ttl_s;     /* default 300 */
+    unsigned breaker_failures;         /* default 5 consecutive */
+    unsigned breaker_cooldown_ms;      /* default 5000 */
+    unsigned breaker_window;           /* calls judged by the ratio rule; default 20, 0 off */
+    double breaker_failure_ratio;      /* default 0.5 */
+    unsigned upstream_max_calls_per_s; /* host-wide, 0 = no limit (default) */
+    /* what a call carries besides the ids (secret.h): header lines, and
+     * one secret from a file or a systemd credential, put in a header or
+     * in the query */
+    char upstream_headers[ENR_UP_HEADERS_MAX][ENR_UP_HEADER_MAX];
+    unsigned upstream_nheaders;
+    char upstream_secret_file[ENR_PATH_MAX];
+    char upstream_secret_credential[ENR_SECRET_CRED_NAME_MAX];
+    char upstream_secret_header[ENR_UP_HEADER_MAX]; /* "Name" or "Name: ...{secret}..." */
+    char upstream_secret_query[ENR_SECRET_CRED_NAME_MAX];
+    /* The secret itself, read when the configuration is loaded (so -t and
+     * HUP check it, and a rotated file is read on HUP).  Never shown: no
+     * reader of enr_config prints it. */
+    char upstream_secret[ENR_SECRET_MAX + 1];
+    size_t upstream_secret_len;
 
     /* operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */

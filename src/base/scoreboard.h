@@ -9,6 +9,8 @@
  *     that ever used the slot (never reset), so pool totals are sums;
  *   - the "master" fields of a slot and enr_sb_pool are written only by
  *     the master;
+ *   - enr_sb_quota (the provider's pause and rate) is written by every
+ *     worker, each update one compare-and-swap;
  *   - the status process and the master only read the rest.
  * Every field is a lock-free atomic read and written with relaxed order:
  * readers want a recent value, not a consistent snapshot across fields.
@@ -117,6 +119,9 @@ typedef struct enr_sb_slot {
     /* TLS failures; calls that outlived their batch, and of those the
      * ones answered later (cached); connections opened ahead of batches */
     enr_sb_u64 up_fail_tls, up_detached, up_late, up_warmups;
+    /* calls the provider's quota stopped: answered 429 (or 503 with
+     * Retry-After), or not made during its pause or past the rate limit */
+    enr_sb_u64 up_fail_throttled;
 } enr_sb_slot;
 
 /* The master's health verdict and the window it judged (health.c writes
@@ -155,10 +160,22 @@ typedef struct enr_sb_pool {
     enr_sb_health health;       /* the verdict healthy / unhealthy_reason summarize */
 } enr_sb_pool;
 
+/* The upstream provider's quota, one for the host (src/upstream/quota.h).
+ * The exception to the ownership rule above: every worker writes it, each
+ * update one compare-and-swap (never a lock), so a worker killed in the
+ * middle leaves a value as valid as the one before.  Times are
+ * CLOCK_MONOTONIC, which every process of the host shares. */
+typedef struct enr_sb_quota {
+    enr_sb_u64 pause_until_ms; /* no call before this (the provider's Retry-After), 0: none */
+    enr_sb_u64 pauses;         /* pauses begun or lengthened */
+    enr_sb_u64 tat_us;         /* upstream_max_calls_per_s: the bucket's theoretical arrival time */
+} enr_sb_quota;
+
 typedef struct enr_scoreboard {
     enr_sb_pool pool;
     uint32_t nslots; /* slots in use: max(workers) since start, <= ENR_SB_MAX_WORKERS */
     enr_sb_slot slot[ENR_SB_MAX_WORKERS];
+    enr_sb_quota quota; /* written by the workers: see enr_sb_quota */
 } enr_scoreboard;
 
 extern const unsigned enr_sb_lat_bounds_ms[ENR_SB_LAT_BUCKETS - 1];

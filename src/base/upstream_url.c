@@ -8,8 +8,9 @@
  * would refuse or split them), no '#' at all (an empty fragment hides
  * the appended query from the server), nothing outside ASCII, an
  * authority in the text (curl would read "http:///x" as host x), and
- * libcurl's own parser must accept it.  Credentials are refused: the
- * upstream protocol has no authentication and the URL is shown in logs.
+ * libcurl's own parser must accept it.  Credentials in the authority are
+ * refused (upstream_secret_* is the way to send a key); a URL quoted in a
+ * message has its query redacted (enr_url_redact).
  *
  * Invariant: every refusal says what is wrong in operator words; the
  * caller prefixes FILE:LINE: upstream_url or "upstream_url:".
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "base/curlapi.h"
+#include "base/secret.h"
 
 static const char *curlu_problem(CURLUcode rc)
 {
@@ -60,7 +62,9 @@ int enr_upstream_url_check(const char *url, int *has_query, char *why, size_t wh
     } else if (strncmp(url, "https://", 8) == 0) {
         auth = url + 8;
     } else {
-        snprintf(why, whylen, "\"%.200s\" is not an http:// or https:// URL (empty: off)", url);
+        char shown[208];
+        enr_url_redact(url, shown, sizeof shown); /* a query may carry a key */
+        snprintf(why, whylen, "\"%s\" is not an http:// or https:// URL (empty: off)", shown);
         return -1;
     }
     for (const char *p = url; *p; p++) {

@@ -252,6 +252,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
         {"too_large", SLOT_OFF(up_fail_too_large)},
         {"deadline", SLOT_OFF(up_skip_deadline)},
         {"tls", SLOT_OFF(up_fail_tls)},
+        {"throttled", SLOT_OFF(up_fail_throttled)},
     };
     uint64_t per_state[ENR_BREAKER_STATES] = {0}, hits, misses;
     const enr_sb_slot *s;
@@ -281,6 +282,15 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
           hits + misses ? (double)hits / (double)(hits + misses) : 0.0);
     one_u(b, "enrichd_upstream_open_fds", "gauge", "Descriptors held by the upstream clients.",
           enr_sb_total(sb, SLOT_OFF(up_fds)));
+    {
+        uint64_t until = ENR_SB_GET(sb->quota.pause_until_ms), now = enr_mono_ms();
+        one_d(b, "enrichd_upstream_pause_seconds", "gauge",
+              "Time left of the provider's pause (Retry-After): no call before it ends.",
+              until > now ? (double)(until - now) / 1000.0 : 0.0);
+        one_u(b, "enrichd_upstream_pauses_total", "counter",
+              "Pauses the provider asked for (429 or 503 with Retry-After), begun or lengthened.",
+              ENR_SB_GET(sb->quota.pauses));
+    }
 }
 
 static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)

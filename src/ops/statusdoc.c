@@ -60,6 +60,7 @@ typedef struct totals {
     uint64_t refused, rejected;
     uint64_t calls, retries, hits, misses, ftimeout, fconnect, fstatus, fbody, opens, upfds;
     uint64_t ftoolarge, fdeadline, ftls, detached, late, warmups;
+    uint64_t fthrottled;
     uint64_t idle, busy, starting, exiting, breaker[ENR_BREAKER_STATES];
 } totals;
 
@@ -94,6 +95,7 @@ static void sum_slots(const enr_scoreboard *sb, totals *t)
     t->detached = ENR_SB_TOTAL(sb, up_detached);
     t->late = ENR_SB_TOTAL(sb, up_late);
     t->warmups = ENR_SB_TOTAL(sb, up_warmups);
+    t->fthrottled = ENR_SB_TOTAL(sb, up_fail_throttled);
     t->opens = ENR_SB_TOTAL(sb, up_breaker_opens);
     t->upfds = ENR_SB_TOTAL(sb, up_fds);
     for (ENR_SB_EACH_SLOT(sb, i, s)) {
@@ -307,6 +309,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         add_u(f, "too_large", t.ftoolarge);
         add_u(f, "deadline", t.fdeadline);
         add_u(f, "tls", t.ftls);
+        add_u(f, "throttled", t.fthrottled);
         json_object_object_add(x, "failures", f);
         add_u(x, "detached", t.detached);
         add_u(x, "late", t.late);
@@ -330,6 +333,10 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         add_u(k, "recoveries", cs.recoveries);
         add_u(k, "busy", cs.busy);
         json_object_object_add(x, "cache", k);
+        /* the provider's pause (Retry-After), the host's: quota.h */
+        uint64_t until = ENR_SB_GET(v->sb->quota.pause_until_ms);
+        add_u(x, "pause_ms_left", until > now ? until - now : 0);
+        add_u(x, "pauses", ENR_SB_GET(v->sb->quota.pauses));
     }
     json_object_object_add(o, "upstream", x);
 

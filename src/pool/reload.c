@@ -35,6 +35,7 @@
 #include "base/log.h"
 #include "pool/notify.h"
 #include "base/scoreboard.h"
+#include "base/secret.h"
 #include "pool/worker.h"
 
 /* The probe of a pending configuration ended without reporting ready
@@ -233,6 +234,7 @@ void enr_reload(enr_master *m, uint64_t now)
                 "error=%s", enr_log_quote(q, sizeof q, err));
         enr_notify_status("reload refused: libcurl cannot be loaded (see log)");
         enr_notify_ready();
+        enr_secret_wipe(&next, sizeof next); /* it may hold the upstream secret */
         return;
     }
     if (keep_listen(&next, &m->cfg))
@@ -259,6 +261,7 @@ void enr_reload(enr_master *m, uint64_t now)
     drop_next_cache(m);
     m->next_cache = ncache;
     m->next_cfg = next;
+    enr_secret_wipe(&next, sizeof next); /* the stack copy of the upstream secret */
     m->pending = 1;
     m->probe_failures = 0;
     m->retry_ms = 0;

@@ -115,6 +115,7 @@ static void publish_upstream(worker *w)
     UP_PUBLISH(up_detached, detached);
     UP_PUBLISH(up_late, late);
     UP_PUBLISH(up_warmups, warmups);
+    UP_PUBLISH(up_fail_throttled, fail_throttled);
     UP_PUBLISH(up_breaker_opens, breaker_opens);
 #undef UP_PUBLISH
     ENR_SB_SET(s->up_breaker_state, (uint64_t)now->breaker_state);
@@ -591,8 +592,11 @@ static int setup(worker *w, const enr_worker_args *a)
                 enr_log_quote(q, sizeof q, err));
         return -1;
     }
-    if (w->upstream != NULL)
+    if (w->upstream != NULL) {
+        /* The provider's quota is the host's: every worker, one pause. */
+        enr_upstream_share_quota(w->upstream, &a->sb->quota);
         publish_upstream(w);
+    }
     w->capture = enr_capture_new(a->cfg, a->slot, w->slot);
     /* The worker's bounds on its peer (worker.h); a body read gives up
      * before the master's stuck-request kill. */

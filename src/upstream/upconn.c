@@ -36,6 +36,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/secret.h"
 
 #define UPCONN_MAXAGE_S                                                                            \
     55L                         /* idle connections older than this are not reused:                \
@@ -60,6 +61,7 @@ struct enr_upconn {
     unsigned fds;
     const enr_config *cfg;
     struct curl_slist *headers;
+    char *warm_url;
     char host[256]; /* for messages: the name the certificate must carry */
     int https;
     int global_init;
@@ -213,7 +215,7 @@ static int warm_setup(enr_upconn *p, warm *w)
     w->easy = curl_easy_init();
     if (w->easy == NULL || enr_upconn_easy(p, w->easy) != 0)
         return -1;
-    return curl_easy_setopt(w->easy, CURLOPT_URL, p->cfg->upstream_url) != CURLE_OK ||
+    return curl_easy_setopt(w->easy, CURLOPT_URL, p->warm_url) != CURLE_OK ||
                    curl_easy_setopt(w->easy, CURLOPT_NOBODY, 1L) != CURLE_OK ||
                    curl_easy_setopt(w->easy, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
                    curl_easy_setopt(w->easy, CURLOPT_TIMEOUT_MS, total) != CURLE_OK ||
@@ -239,8 +241,8 @@ static void url_host(enr_upconn *p, const char *url)
     curl_url_cleanup(h);
 }
 
-enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, char *err,
-                           size_t errlen)
+enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, const char *warm_url,
+                           char *err, size_t errlen)
 {
     enr_upconn *p = calloc(1, sizeof *p);
     long maxconn = (long)c->upstream_max_connections;
@@ -252,6 +254,11 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, char
     p->ep = p->tfd = -1;
     p->cfg = c;
     p->headers = headers;
+    p->warm_url = strdup(warm_url);
+    if (p->warm_url == NULL) {
+        snprintf(err, errlen, "upstream: out of memory");
+        goto fail;
+    }
     p->https = strncasecmp(c->upstream_url, "https://", 8) == 0;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(err, errlen, "upstream: curl_global_init failed");
@@ -335,6 +342,9 @@ void enr_upconn_free(enr_upconn *p)
         close(p->ep);
     if (p->global_init)
         curl_global_cleanup();
+    if (p->warm_url != NULL)
+        enr_secret_wipe(p->warm_url, strlen(p->warm_url));
+    free(p->warm_url);
     free(p);
 }
 

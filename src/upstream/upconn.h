@@ -42,9 +42,11 @@ enum enr_upconn_fail {
 typedef void enr_upconn_done_fn(void *ud, CURL *easy, CURLcode rc);
 
 /* NULL with the reason in err.  headers: sent on every transfer (kept by
- * the caller for the life of the object). */
-enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, char *err,
-                           size_t errlen);
+ * the caller for the life of the object); warm_url: what a warm-up asks
+ * for (upstream_url with the query every call carries, which may hold
+ * the secret: copied, and wiped when freed). */
+enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, const char *warm_url,
+                           char *err, size_t errlen);
 void enr_upconn_free(enr_upconn *p);
 
 /* Sets the options every transfer has (sockets, TLS, bounds) on e. */

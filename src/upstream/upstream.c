@@ -51,6 +51,8 @@
 #include "upstream/breaker.h"
 #include "upstream/cache.h"
 #include "upstream/upconn.h"
+#include "upstream/quota.h"
+#include "base/secret.h"
 #include "base/curlapi.h"
 #include "base/log.h"
 #include "upstream/upstream_reply.h"
@@ -65,7 +67,18 @@
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
 /* F_DEADLINE is not a failure of the upstream: a call the batch had no
  * time left to make.  It is counted, and never fed to the breaker. */
-enum fail_kind { F_TIMEOUT = 0, F_CONNECT, F_STATUS, F_BODY, F_TOO_LARGE, F_DEADLINE, F_TLS };
+/* F_THROTTLED neither: the provider's quota (quota.h), which pauses
+ * every worker itself, so the breaker does not hear of it either. */
+enum fail_kind {
+    F_TIMEOUT = 0,
+    F_CONNECT,
+    F_STATUS,
+    F_BODY,
+    F_TOO_LARGE,
+    F_DEADLINE,
+    F_TLS,
+    F_THROTTLED
+};
 
 typedef struct want {
     size_t rec; /* first record with this provider+key */
@@ -88,6 +101,8 @@ typedef struct up_call {
     uint64_t detached_ms; /* when, to end the oldest first */
     enr_buf idtext;       /* a detached call's ids, back to back */
     enr_reply_id *lids;   /* ... and their places in idtext (ids_per_call) */
+    int has_retry_after;    /* this reply's Retry-After, valid once its status line came */
+    unsigned retry_after_s; /* quota.h */
     char errbuf[CURL_ERROR_SIZE];
 } up_call;
 
@@ -101,6 +116,10 @@ struct enr_upstream {
     struct curl_slist *headers;
     enr_cache *cache; /* the host's, borrowed (cache.h); NULL: none */
     enr_breaker br;
+    enr_quota quota; /* the provider's pause and the host's rate (quota.h) */
+    char *secret;    /* upstream_secret, kept to scrub libcurl's messages; wiped in free */
+    size_t secret_len;
+    unsigned max_calls_per_s;
     enr_upstream_stats st; /* st.fds: the connections' descriptors (upconn) */
     unsigned timeout_ms, ids_per_call, cache_ttl_s, cache_neg_ttl_s;
     long call_bound_ms; /* one transfer, detached or not: set-up + one deadline */
@@ -135,14 +154,20 @@ static size_t up_write(char *p, size_t size, size_t n, void *ud)
     return c->body.oom ? 0 : len;
 }
 
-/* A Content-Length over the cap refuses the reply before its body. */
+/* A Content-Length over the cap refuses the reply before its body; a
+ * Retry-After is kept for call_done (a 429 or 503 pauses the host). */
 static size_t up_header(char *p, size_t size, size_t n, void *ud)
 {
-    static const char cl[] = "content-length:";
+    static const char cl[] = "content-length:", ra[] = "retry-after:";
     up_call *c = ud;
     size_t len = size * n, i = sizeof(cl) - 1;
 
     c->resp_bytes += len;
+    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) /* a new response: forget the last one's */
+        c->has_retry_after = 0;
+    if (len > sizeof(ra) - 1 && strncasecmp(p, ra, sizeof(ra) - 1) == 0)
+        c->has_retry_after = enr_retry_after_parse(p + sizeof(ra) - 1, len - (sizeof(ra) - 1),
+                                                   (int64_t)time(NULL), &c->retry_after_s) == 0;
     if (len > i && strncasecmp(p, cl, i) == 0) {
         unsigned long long v = 0;
         while (i < len && (p[i] == ' ' || p[i] == '\t'))
@@ -203,6 +228,72 @@ static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
     return 0;
 }
 
+/* What a call carries besides the ids (secret.h): the configured header
+ * lines, and the secret in its header or as the query's first parameter
+ * (after base_url).  The secret is copied into libcurl's header list or
+ * u->base and into u->secret (to scrub messages), nowhere else. */
+static int add_header(enr_upstream *u, const char *line)
+{
+    struct curl_slist *h = curl_slist_append(u->headers, line);
+
+    if (h == NULL)
+        return -1; /* u->headers is intact, freed with u */
+    u->headers = h;
+    return 0;
+}
+
+static int call_extras(enr_upstream *u, const enr_config *c, char *err, size_t errlen)
+{
+    char line[ENR_UP_HEADER_MAX + ENR_SECRET_MAX];
+    int rc = -1;
+
+    line[0] = '\0';
+    if (add_header(u, "Accept: application/json") != 0)
+        goto oom;
+    for (unsigned i = 0; i < c->upstream_nheaders; i++)
+        if (add_header(u, c->upstream_headers[i]) != 0)
+            goto oom;
+    if (c->upstream_secret_len == 0)
+        return 0;
+    u->secret = malloc(c->upstream_secret_len + 1);
+    if (u->secret == NULL)
+        goto oom;
+    memcpy(u->secret, c->upstream_secret, c->upstream_secret_len + 1);
+    u->secret_len = c->upstream_secret_len;
+    if (c->upstream_secret_header[0] != '\0') {
+        if (enr_secret_header_line(c->upstream_secret_header, u->secret, u->secret_len, line,
+                                   sizeof line) != 0) {
+            snprintf(err, errlen, "upstream_secret_header: the header does not fit");
+            goto out;
+        }
+        if (add_header(u, line) != 0)
+            goto oom;
+    } else if (c->upstream_secret_query[0] != '\0') {
+        snprintf(line, sizeof line, "%s=", c->upstream_secret_query);
+        if (enr_secret_pct(u->secret, u->secret_len, line, sizeof line) != 0) {
+            snprintf(err, errlen, "upstream_secret_query: the parameter does not fit");
+            goto out;
+        }
+        enr_buf_append(&u->base, line, strlen(line));
+        enr_buf_putc(&u->base, '&');
+        if (u->base.oom)
+            goto oom;
+    }
+    rc = 0;
+    goto out;
+oom:
+    snprintf(err, errlen, "upstream: out of memory");
+out:
+    enr_secret_wipe(line, sizeof line);
+    return rc;
+}
+
+void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota *shared)
+{
+    if (u != NULL)
+        enr_quota_init(&u->quota, shared, u->max_calls_per_s);
+}
+
 enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen)
 {
     enr_upstream *u;
@@ -231,9 +322,10 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
     if (getrandom(&u->seed, sizeof(u->seed), GRND_NONBLOCK) != (ssize_t)sizeof(u->seed))
         u->seed = enr_mono_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
 
-    if (base_url(u, c->upstream_url, err, errlen) != 0)
+    if (base_url(u, c->upstream_url, err, errlen) != 0 || call_extras(u, c, err, errlen) != 0)
         goto fail;
-    u->headers = curl_slist_append(NULL, "Accept: application/json");
+    u->max_calls_per_s = c->upstream_max_calls_per_s;
+    enr_quota_init(&u->quota, NULL, u->max_calls_per_s);
     u->cache = cache;
     u->calls = calloc(u->nslots, sizeof(*u->calls));
     u->batch = calloc(u->ncalls_max, sizeof(*u->batch));
@@ -241,7 +333,22 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
         snprintf(err, errlen, "upstream: out of memory");
         goto fail;
     }
-    u->conn = enr_upconn_new(c, u->headers, err, errlen);
+    {
+        /* A warm-up asks for the URL every call starts with, its query
+         * (a secret parameter included) but no ids. */
+        size_t n = u->base.len;
+        char *warm;
+        while (n > 0 && (u->base.data[n - 1] == '&' || u->base.data[n - 1] == '?'))
+            n--;
+        warm = strndup(u->base.data, n);
+        if (warm == NULL) {
+            snprintf(err, errlen, "upstream: out of memory");
+            goto fail;
+        }
+        u->conn = enr_upconn_new(c, u->headers, warm, err, errlen);
+        enr_secret_wipe(warm, n);
+        free(warm);
+    }
     if (u->conn == NULL)
         goto fail;
     for (unsigned i = 0; i < u->nslots; i++)
@@ -267,6 +374,8 @@ void enr_upstream_free(enr_upstream *u)
                 enr_upconn_remove(u->conn, c->easy);
             curl_easy_cleanup(c->easy);
         }
+        if (c->url.data != NULL) /* may hold the secret (upstream_secret_query) */
+            enr_secret_wipe(c->url.data, c->url.len);
         enr_buf_free(&c->url);
         enr_buf_free(&c->body);
         enr_buf_free(&c->idtext);
@@ -275,7 +384,12 @@ void enr_upstream_free(enr_upstream *u)
     /* After the easy handles: it closes the connections they left. */
     enr_upconn_free(u->conn);
     curl_slist_free_all(u->headers);
+    if (u->base.data != NULL) /* it may hold the secret (upstream_secret_query) */
+        enr_secret_wipe(u->base.data, u->base.len);
     enr_buf_free(&u->base);
+    if (u->secret != NULL)
+        enr_secret_wipe(u->secret, u->secret_len);
+    free(u->secret);
     free(u->calls);
     free(u->batch);
     free(u->wants);
@@ -455,6 +569,17 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
                     w->state = W_SKIPPED;
                     continue;
                 }
+                if (enr_quota_take(&u->quota, now) != ENR_QUOTA_OK) {
+                    /* The provider's pause or the host's rate: this call
+                     * and the rest of the batch are not made, counted
+                     * once, and a probe granted is given back. */
+                    enr_breaker_release(&u->br);
+                    breaker_note(u, prev, "cooldown");
+                    u->st.fail_throttled++;
+                    gate_closed = 1;
+                    w->state = W_SKIPPED;
+                    continue;
+                }
                 breaker_note(u, prev, "cooldown");
                 while (u->calls[slot].active || u->calls[slot].detached)
                     slot++; /* ndetached <= max_detached leaves ncalls_max free */
@@ -478,27 +603,31 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
 
 /* ---- results ---- */
 
-static const char *const fail_name[] = {"timeout",   "connect",  "status", "body",
-                                        "too_large", "deadline", "tls"};
+static const char *const fail_name[] = {"timeout",  "connect", "status",   "body",
+                                        "too_large", "deadline", "tls", "throttled"};
 
 /* Counts a call that failed, once, and tells the breaker (but for kind
  * deadline, which says nothing about the upstream). */
 static void count_failure(enr_upstream *u, up_call *c, int kind, uint64_t now)
 {
-    uint64_t *const counter[] = {&u->st.fail_timeout, &u->st.fail_connect,   &u->st.fail_status,
-                                 &u->st.fail_body,    &u->st.fail_too_large, &u->st.skip_deadline,
-                                 &u->st.fail_tls};
+    uint64_t *const counter[] = {&u->st.fail_timeout,   &u->st.fail_connect,
+                                 &u->st.fail_status,    &u->st.fail_body,
+                                 &u->st.fail_too_large, &u->st.skip_deadline,
+                                 &u->st.fail_tls,       &u->st.fail_throttled};
     char qerr[CURL_ERROR_SIZE + 8];
     int prev;
 
     (*counter[kind])++;
     /* Debug only: failures are counted per kind for operators; this line
-     * says why one call failed when someone is looking. */
+     * says why one call failed when someone is looking.  libcurl's text
+     * may quote the URL, and with it the secret: scrubbed first. */
+    enr_secret_scrub(c->errbuf, u->secret, u->secret_len);
     enr_log(ENR_LOG_DEBUG, "upstream call failed", "kind=%s ids=%zu retried=%d late=%d error=%s",
             fail_name[kind], c->n, c->retried, c->detached,
             enr_log_quote(qerr, sizeof(qerr), c->errbuf));
-    if (kind == F_DEADLINE) {
-        /* Says nothing about the upstream; a probe it held is given back. */
+    if (kind == F_DEADLINE || kind == F_THROTTLED) {
+        /* Says nothing about the upstream's health; a probe it held is
+         * given back (a throttled one: the pause holds every call). */
         enr_breaker_release(&u->br);
         return;
     }
@@ -620,9 +749,25 @@ static int outcome(const up_call *c, CURLcode rc)
         return F_TOO_LARGE;
     if (rc != CURLE_OK)
         return fail_kind_of(rc);
-    if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || status != 200)
+    if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
+        return F_STATUS;
+    if (status == 429 || (status == 503 && c->has_retry_after))
+        return F_THROTTLED;
+    if (status != 200)
         return F_STATUS;
     return -1;
+}
+
+/* A failed call, counted; a provider that asked for a pause gets it,
+ * host-wide (quota.h). */
+static void call_ended_badly(enr_upstream *u, up_call *c, CURLcode rc, int kind, uint64_t now)
+{
+    if (kind == F_THROTTLED) {
+        long status = 0;
+        (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+        enr_quota_pause(&u->quota, now, c->has_retry_after ? c->retry_after_s : 0, status);
+    }
+    enr_upconn_explain(u->conn, c->easy, rc, c->errbuf);
 }
 
 static void call_done(enr_upstream *u, up_call *c, enr_batch *b, CURLcode rc, uint64_t now)
@@ -632,7 +777,7 @@ static void call_done(enr_upstream *u, up_call *c, enr_batch *b, CURLcode rc, ui
     if (kind < 0 && call_parse(u, c, b) != 0)
         kind = F_BODY;
     if (kind >= 0) {
-        enr_upconn_explain(u->conn, c->easy, rc, c->errbuf);
+        call_ended_badly(u, c, rc, kind, now);
         call_failed(u, c, kind, now);
         return;
     }
@@ -686,7 +831,7 @@ static void late_done(enr_upstream *u, up_call *c, CURLcode rc, uint64_t now)
                                                                c->n, u->seed, &u->posters) != 0))
         kind = F_BODY;
     if (kind >= 0) {
-        enr_upconn_explain(u->conn, c->easy, rc, c->errbuf);
+        call_ended_badly(u, c, rc, kind, now);
         count_failure(u, c, kind, now);
         return;
     }

@@ -5,8 +5,9 @@
  * batch run concurrently under one deadline, and what a batch could not
  * wait for goes on while the worker is idle (enr_upstream_idle); the
  * host's shared cache (cache.h) and a per-worker circuit breaker sit in
- * front.  It counts into its own enr_upstream_stats; the caller
- * (the worker) publishes them: this module knows nothing of the scoreboard.
+ * front.  It counts into its own enr_upstream_stats; the caller (the
+ * worker) publishes them.  Of the scoreboard it knows only the provider's
+ * quota, which every worker shares (quota.h).
  */
 #ifndef ENR_UPSTREAM_H
 #define ENR_UPSTREAM_H
@@ -15,6 +16,7 @@
 
 #include "base/config.h"
 #include "upstream/cache.h"
+#include "base/scoreboard.h"
 #include "engine/engine.h"
 
 typedef struct enr_upstream enr_upstream;
@@ -28,6 +30,9 @@ typedef struct enr_upstream_stats {
     uint64_t detached;      /* calls that outlived their batch's deadline */
     uint64_t late;          /* ... and then answered: the answer cached */
     uint64_t warmups;       /* connections opened ahead of batches */
+    /* answered 429 (or 503 with Retry-After), or not made: the provider's
+     * pause or upstream_max_calls_per_s (once per batch that met it) */
+    uint64_t fail_throttled;
     uint64_t breaker_opens;
     int breaker_state; /* enum enr_breaker_state */
     unsigned fds;      /* descriptors held now */
@@ -38,6 +43,11 @@ typedef struct enr_upstream_stats {
  * (made by the master before forking), borrowed: it outlives the client;
  * NULL means no cache. */
 enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen);
+
+/* The provider's pause and the rate limit go through shared (the
+ * scoreboard's, made before the first fork) instead of the client's own
+ * state, so they hold for every worker of the host (quota.h). */
+void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota *shared);
 
 /* The client's counters (valid until enr_upstream_free). */
 const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u);

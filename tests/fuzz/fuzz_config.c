@@ -142,6 +142,17 @@ static void check_ok(const enr_config *c)
     check_ratio(c->breaker_failure_ratio);
     if (c->breaker_window > 0 && !(c->breaker_failure_ratio > 0))
         abort(); /* the ratio rule would open on successes */
+    check_uint(c->upstream_max_calls_per_s, 0, 1000000);
+    check_uint(c->upstream_nheaders, 0, ENR_UP_HEADERS_MAX);
+    for (unsigned i = 0; i < c->upstream_nheaders; i++) {
+        const char *h = c->upstream_headers[i];
+        if (strchr(h, ':') == NULL || strpbrk(h, "\r\n") != NULL || h[0] == ':')
+            abort(); /* a header line that could split the request */
+    }
+    if ((c->upstream_secret_len != 0) !=
+            (c->upstream_secret_file[0] || c->upstream_secret_credential[0]) ||
+        strlen(c->upstream_secret) != c->upstream_secret_len)
+        abort(); /* a secret exactly when a source is set */
     check_uint(c->slow_request_ms, 0, 3600000);
     check_uint(c->health_window_s, 1, 60);
     check_ratio(c->health_max_5xx_ratio);

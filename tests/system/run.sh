@@ -323,6 +323,47 @@ check "$([ "${r%% *}" = 200 ] && [ "$(ct systemctl is-active enrichd.service)" =
 ct sed -i 's/^idle_exit_s = .*/idle_exit_s = 0/' /etc/enrichd/enrichd.conf
 ct systemctl restart enrichd.service
 
+# --- the upstream secret as a systemd credential ---------------------------------------------
+# LoadCredential= in a drop-in, under the shipped unit's DynamicUser and
+# ProtectSystem=strict: the key reaches the provider (an nginx server in
+# the container standing in for it, logging the header it got) and
+# nothing else: not the journal, /status, /metrics, any enrichd process's
+# cmdline or environment, nor `enrichd -t`.
+SECRET="sk-systest-$(od -An -tx1 -N12 /dev/urandom | tr -d ' \n')"
+ct sh -c "umask 077; mkdir -p /etc/enrichd/credentials; printf '%s\n' '$SECRET' >/etc/enrichd/credentials/upstream-key"
+ct sh -c 'cat >/etc/nginx/conf.d/systest-upstream.conf' <<'NGINX'
+log_format systest_upkey '$http_x_api_key $args';
+server {
+    listen 127.0.0.1:8099;
+    access_log /var/log/nginx/systest-upstream.log systest_upkey;
+    location = /v1/meta { default_type application/json; return 200 '{"items":[]}'; }
+}
+NGINX
+ct mkdir -p /etc/systemd/system/enrichd.service.d
+ct sh -c 'printf "[Service]\nLoadCredential=upstream-key:/etc/enrichd/credentials/upstream-key\n" >/etc/systemd/system/enrichd.service.d/systest-credential.conf'
+ct cp /etc/enrichd/enrichd.conf /root/enrichd.conf.orig
+ct sed -i -e 's|^upstream_url =.*|upstream_url = http://127.0.0.1:8099/v1/meta|' \
+    -e 's|^upstream_secret_credential =.*|upstream_secret_credential = upstream-key|' \
+    -e 's|^upstream_secret_header =.*|upstream_secret_header = X-Api-Key|' /etc/enrichd/enrichd.conf
+out=$(ct sh -c 'systemctl reload nginx && systemctl daemon-reload && systemctl restart enrichd.service' 2>&1)
+check $? "enrichd restarted with LoadCredential= and upstream_secret_credential" || echo "$out"
+code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 10 \
+    --data-binary '[{"provider":"yt","id":"systest-cred-1"},{"provider":"vm","id":"systest-cred-2"}]' \
+    http://127.0.0.1:$PORT/v1/enrich)
+got=$(ct sh -c 'tail -1 /var/log/nginx/systest-upstream.log 2>/dev/null' | cut -d' ' -f1)
+check "$([ "$code" = 200 ] && [ "$got" = "$SECRET" ] && echo 0)" \
+    "the credential reaches the provider in X-Api-Key under DynamicUser + ProtectSystem=strict: $code, $([ "$got" = "$SECRET" ] && echo 'the key' || echo "got '${got:-nothing}'")"
+seen=$(ct sh -c "journalctl -u enrichd.service --no-pager -q -o verbose; \
+    curl -s 'http://127.0.0.1:$PORT/status?full=1'; curl -s http://127.0.0.1:$PORT/metrics; \
+    for p in \$(pgrep -x enrichd); do tr '\\0' '\\n' </proc/\$p/environ; tr '\\0' ' ' </proc/\$p/cmdline; done; \
+    enrichd -t -c /etc/enrichd/enrichd.conf 2>&1" 2>&1 | grep -c "$SECRET")
+nproc=$(ct pgrep -xc enrichd)
+check "$([ "$seen" = 0 ] && [ "${nproc:-0}" -ge 2 ] && echo 0)" \
+    "the key is in no journal record, /status, /metrics, nor the cmdline or environment of the $nproc enrichd processes: $seen found"
+ct rm -f /etc/systemd/system/enrichd.service.d/systest-credential.conf /etc/nginx/conf.d/systest-upstream.conf
+ct cp /root/enrichd.conf.orig /etc/enrichd/enrichd.conf
+ct sh -c 'systemctl daemon-reload; systemctl reload nginx; systemctl restart enrichd.service'
+
 # --- the unit --------------------------------------------------------------------------------
 score=$(ct systemd-analyze security enrichd.service 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: *\([0-9.]* [A-Z]*\).*/\1/p')
 check "$([ -n "$score" ] && echo 0)" "systemd-analyze security enrichd.service (installed): $score"

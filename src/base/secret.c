@@ -1,0 +1,329 @@
+/*
+ * secret.c: upstream header lines, the upstream secret and its redaction
+ * (secret.h, docs/upstream.md "Credentials").
+ *
+ * Invariants: no message written here contains a byte of a header value
+ * or of a secret; a secret file is opened without following it into a
+ * FIFO or device (O_NONBLOCK, then fstat: a regular file only), read
+ * within ENR_SECRET_MAX + 1 bytes, and refused when others may read or
+ * write it; every scratch copy of the secret is wiped before return.
+ */
+#include "base/secret.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Headers the client writes or that frame the exchange: one set through
+ * upstream_header would change the protocol, not authenticate it. */
+static const char *const owned_headers[] = {
+    "host",       "content-length",   "transfer-encoding",
+    "connection", "keep-alive",       "te",
+    "trailer",    "upgrade",          "expect",
+    "accept",     "proxy-connection",
+};
+
+/* RFC 9110 tchar */
+static int tchar(unsigned char ch)
+{
+    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+           (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+static int unreserved(unsigned char ch)
+{
+    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+           ch == '-' || ch == '.' || ch == '_' || ch == '~';
+}
+
+/* The name at s[0..n): a token the client does not own. */
+static int name_check(const char *s, size_t n, char *why, size_t whylen)
+{
+    if (n == 0) {
+        snprintf(why, whylen, "expected \"Name: value\" (no header name)");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!tchar((unsigned char)s[i])) {
+            snprintf(why, whylen,
+                     "the header name has a byte that is not a token character "
+                     "(at byte %zu)",
+                     i);
+            return -1;
+        }
+    for (size_t i = 0; i < sizeof owned_headers / sizeof owned_headers[0]; i++)
+        if (strlen(owned_headers[i]) == n && strncasecmp(s, owned_headers[i], n) == 0) {
+            snprintf(why, whylen, "header %.*s is the client's own, not configurable", (int)n, s);
+            return -1;
+        }
+    return 0;
+}
+
+int enr_upstream_header_check(const char *line, size_t len, size_t *name_len, char *why,
+                              size_t whylen)
+{
+    const char *colon = memchr(line, ':', len);
+    size_t n;
+
+    if (len >= ENR_UP_HEADER_MAX) {
+        snprintf(why, whylen, "longer than %d bytes", ENR_UP_HEADER_MAX - 1);
+        return -1;
+    }
+    if (colon == NULL) {
+        snprintf(why, whylen, "expected \"Name: value\" (no ':')");
+        return -1;
+    }
+    n = (size_t)(colon - line);
+    if (name_check(line, n, why, whylen) != 0)
+        return -1;
+    for (size_t i = n + 1; i < len; i++) {
+        unsigned char ch = (unsigned char)line[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+            snprintf(why, whylen, "the value has a control byte (CR, LF, NUL, ...) at byte %zu", i);
+            return -1;
+        }
+    }
+    if (name_len != NULL)
+        *name_len = n;
+    return 0;
+}
+
+int enr_secret_header_check(const char *spec, char *why, size_t whylen)
+{
+    const char *colon = strchr(spec, ':');
+    size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+    const char *ph;
+
+    if (name_check(spec, n, why, whylen) != 0)
+        return -1;
+    if (colon == NULL)
+        return 0; /* "Name": the value is the secret */
+    if (enr_upstream_header_check(spec, strlen(spec), NULL, why, whylen) != 0)
+        return -1;
+    ph = strstr(colon, ENR_SECRET_PLACEHOLDER);
+    if (ph == NULL || strstr(ph + 1, ENR_SECRET_PLACEHOLDER) != NULL) {
+        snprintf(why, whylen, "a value must hold %s exactly once (or give the name alone)",
+                 ENR_SECRET_PLACEHOLDER);
+        return -1;
+    }
+    return 0;
+}
+
+int enr_secret_query_check(const char *name, char *why, size_t whylen)
+{
+    size_t n = strlen(name);
+
+    if (n == 0 || n >= ENR_SECRET_CRED_NAME_MAX) {
+        snprintf(why, whylen, "a parameter name of 1 to %d bytes", ENR_SECRET_CRED_NAME_MAX - 1);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!unreserved((unsigned char)name[i])) {
+            snprintf(why, whylen, "a parameter name is letters, digits, '-', '.', '_', '~'");
+            return -1;
+        }
+    if (strcmp(name, "provider") == 0 || strcmp(name, "ids") == 0) {
+        snprintf(why, whylen, "\"%s\" is a parameter the client writes itself", name);
+        return -1;
+    }
+    return 0;
+}
+
+int enr_secret_credential_path(const char *name, char *out, size_t outlen, char *why, size_t whylen)
+{
+    const char *dir = getenv("CREDENTIALS_DIRECTORY");
+    size_t n = strlen(name);
+    int w;
+
+    if (n == 0 || n >= ENR_SECRET_CRED_NAME_MAX || strcmp(name, ".") == 0 ||
+        strcmp(name, "..") == 0) {
+        snprintf(why, whylen, "a credential name of 1 to %d bytes", ENR_SECRET_CRED_NAME_MAX - 1);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!unreserved((unsigned char)name[i]) && name[i] != ':') {
+            snprintf(why, whylen, "a credential name is letters, digits, '-', '.', '_', '~', ':'");
+            return -1;
+        }
+    if (dir == NULL || dir[0] != '/') {
+        snprintf(why, whylen,
+                 "CREDENTIALS_DIRECTORY is not set (LoadCredential=%s:FILE in the "
+                 "unit, systemd 247 or later)",
+                 name);
+        return -1;
+    }
+    w = snprintf(out, outlen, "%s/%s", dir, name);
+    if (w < 0 || (size_t)w >= outlen) {
+        snprintf(why, whylen, "CREDENTIALS_DIRECTORY is too long");
+        return -1;
+    }
+    return 0;
+}
+
+void enr_secret_wipe(void *p, size_t n)
+{
+    volatile unsigned char *v = p;
+
+    while (n--)
+        *v++ = 0;
+}
+
+int enr_secret_read(const char *path, char *out, size_t outcap, size_t *len, char *why,
+                    size_t whylen)
+{
+    char buf[ENR_SECRET_MAX + 1];
+    struct stat st;
+    size_t n = 0;
+    int fd, rc = -1;
+
+    *len = 0;
+    if (outcap <= ENR_SECRET_MAX) {
+        snprintf(why, whylen, "internal: secret buffer too small");
+        return -1;
+    }
+    /* O_NONBLOCK: a FIFO put there must not hang the start; fstat then
+     * refuses anything but a regular file. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(why, whylen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, whylen, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, whylen, "%s is not a regular file", path);
+        goto out;
+    }
+    if (st.st_mode & S_IRWXO) {
+        snprintf(why, whylen, "%s is open to others (mode %04o): chmod o-rwx it", path,
+                 (unsigned)(st.st_mode & 07777));
+        goto out;
+    }
+    while (n < sizeof buf) {
+        ssize_t r = read(fd, buf + n, sizeof buf - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(why, whylen, "%s: %s", path, strerror(errno));
+            goto out;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (n > ENR_SECRET_MAX) {
+        snprintf(why, whylen, "%s is larger than %d bytes", path, ENR_SECRET_MAX);
+        goto out;
+    }
+    if (n > 0 && buf[n - 1] == '\n')
+        n--;
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    if (n == 0) {
+        snprintf(why, whylen, "%s is empty", path);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)buf[i] < 0x21 || (unsigned char)buf[i] > 0x7e) {
+            snprintf(why, whylen,
+                     "%s: byte %zu is not visible ASCII (a secret is one line "
+                     "without spaces)",
+                     path, i);
+            goto out;
+        }
+    memcpy(out, buf, n);
+    out[n] = '\0';
+    *len = n;
+    rc = 0;
+out:
+    enr_secret_wipe(buf, sizeof buf);
+    close(fd);
+    return rc;
+}
+
+int enr_secret_header_line(const char *spec, const char *secret, size_t slen, char *out,
+                           size_t outlen)
+{
+    const char *colon = strchr(spec, ':');
+    const char *ph;
+    int w;
+
+    if (colon == NULL) {
+        w = snprintf(out, outlen, "%s: %.*s", spec, (int)slen, secret);
+        return w < 0 || (size_t)w >= outlen ? -1 : 0;
+    }
+    ph = strstr(colon, ENR_SECRET_PLACEHOLDER);
+    if (ph == NULL)
+        return -1;
+    w = snprintf(out, outlen, "%.*s%.*s%s", (int)(ph - spec), spec, (int)slen, secret,
+                 ph + strlen(ENR_SECRET_PLACEHOLDER));
+    return w < 0 || (size_t)w >= outlen ? -1 : 0;
+}
+
+int enr_secret_pct(const char *s, size_t n, char *out, size_t outlen)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = strlen(out);
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        size_t need = unreserved(ch) ? 1 : 3;
+        if (o + need >= outlen) {
+            out[o] = '\0';
+            return -1;
+        }
+        if (need == 1) {
+            out[o++] = (char)ch;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[ch >> 4];
+            out[o++] = hex[ch & 15];
+        }
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+static void mask_all(char *text, const char *needle, size_t n)
+{
+    char *p = text;
+
+    if (n == 0)
+        return;
+    while ((p = strstr(p, needle)) != NULL) {
+        memset(p, '*', n);
+        p += n;
+    }
+}
+
+void enr_secret_scrub(char *text, const char *secret, size_t slen)
+{
+    char enc[3 * ENR_SECRET_MAX + 1];
+
+    if (text == NULL || secret == NULL || slen == 0)
+        return;
+    enc[0] = '\0';
+    mask_all(text, secret, slen);
+    if (enr_secret_pct(secret, slen, enc, sizeof enc) == 0)
+        mask_all(text, enc, strlen(enc));
+    enr_secret_wipe(enc, sizeof enc);
+}
+
+void enr_url_redact(const char *url, char *out, size_t outlen)
+{
+    size_t q = strcspn(url, "?");
+
+    if (outlen == 0)
+        return;
+    if (url[q] == '?')
+        snprintf(out, outlen, "%.*s?[redacted]", (int)q, url);
+    else
+        snprintf(out, outlen, "%s", url);
+}

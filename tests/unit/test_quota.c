@@ -1,0 +1,205 @@
+/*
+ * test_quota.c: Retry-After (every form RFC 9110 allows, and what it does
+ * not), the host-wide pause and the token bucket, the last two also
+ * across processes sharing one mapping as the workers share the
+ * scoreboard.
+ */
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "upstream/quota.h"
+#include "t.h"
+
+/* 1994-11-06 08:49:37 UTC, the RFC's example date */
+#define RFC_T 784111777
+
+static int ra(const char *s, int64_t now, unsigned *d)
+{
+    return enr_retry_after_parse(s, strlen(s), now, d);
+}
+
+static void test_retry_after(void)
+{
+    unsigned d = 99;
+
+    T_CHECK(ra("120", 0, &d) == 0 && d == 120, "delta-seconds: %u", d);
+    T_CHECK(ra(" 7\r\n", 0, &d) == 0 && d == 7, "white space and CRLF around it");
+    T_CHECK(ra("0", 0, &d) == 0 && d == 0, "zero");
+    T_CHECK(ra("3600", 0, &d) == 0 && d == 3600, "the bound itself");
+    T_CHECK(ra("3601", 0, &d) == 0 && d == ENR_RETRY_AFTER_MAX_S, "clamped");
+    T_CHECK(ra("99999999999999999999999999999", 0, &d) == 0 && d == ENR_RETRY_AFTER_MAX_S,
+            "no overflow on a long number");
+    T_CHECK(ra("Sun, 06 Nov 1994 08:49:37 GMT", RFC_T - 30, &d) == 0 && d == 30,
+            "IMF-fixdate 30 s ahead: %u", d);
+    T_CHECK(ra("Sunday, 06-Nov-94 08:49:37 GMT", RFC_T - 45, &d) == 0 && d == 45,
+            "RFC 850 date: %u", d);
+    T_CHECK(ra("Sun Nov  6 08:49:37 1994", RFC_T - 60, &d) == 0 && d == 60, "asctime: %u", d);
+    T_CHECK(ra("Sun Nov 16 08:49:37 1994", RFC_T, &d) == 0 && d == ENR_RETRY_AFTER_MAX_S,
+            "asctime two-digit day, 10 days ahead: clamped");
+    T_CHECK(ra("Sun, 06 Nov 1994 08:49:37 GMT", RFC_T + 5, &d) == 0 && d == 0,
+            "a date passed: no wait");
+    T_CHECK(ra("Thu, 01 Jan 1970 00:00:00 GMT", 0, &d) == 0 && d == 0, "the epoch");
+    T_CHECK(ra("Thu, 01 Jan 1970 00:01:00 GMT", 0, &d) == 0 && d == 60, "a minute after it");
+    T_CHECK(ra("Tue, 29 Feb 2028 00:00:10 GMT", 1835395200, &d) == 0 && d == 10,
+            "leap day 2028: %u", d);
+    T_CHECK(ra("Sat, 31 Dec 2016 23:59:60 GMT", 1483228790, &d) == 0 && d == 10,
+            "a leap second: %u", d);
+
+    static const char *const bad[] = {
+        "",
+        "   ",
+        "-1",
+        "+5",
+        "1.5",
+        "12 s",
+        "0x10",
+        "Sun, 06 Nov 1994 08:49:37 UTC",
+        "Sun, 6 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 94 08:49:37 GMT",
+        "Sun, 31 Feb 1994 08:49:37 GMT",
+        "Sun, 29 Feb 1900 08:49:37 GMT",
+        "Sun, 06 Nov 1994 24:00:00 GMT",
+        "Sun, 06 Nov 1994 08:60:00 GMT",
+        "Sun, 06 Nov 1994 08:49:61 GMT",
+        "Sun, 00 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Foo 1994 08:49:37 GMT",
+        "Xyz, 06 Nov 1994 08:49:37 GMT",
+        "sun, 06 nov 1994 08:49:37 gmt",
+        "Sun, 06 Nov 1994 08:49:37 GMT x",
+        "Sun, 06 Nov 1994 08:49:37",
+        "Sun, 06 Nov 1994",
+        "Sunday, 06 Nov 1994 08:49:37 GMT",
+        "Sun Nov 6 08:49:37 1994",
+        "Sun Nov  6 08:49:37 94",
+        "Sun, 06 Nov 1899 08:49:37 GMT",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        T_CHECK(ra(bad[i], RFC_T, &d) == -1, "refused: \"%s\"", bad[i]);
+    /* not NUL-terminated: only n bytes are read */
+    T_CHECK(enr_retry_after_parse("12345", 2, 0, &d) == 0 && d == 12, "reads n bytes only");
+}
+
+static void test_pause(void)
+{
+    enr_quota q;
+    uint64_t now = enr_mono_ms();
+
+    enr_quota_init(&q, NULL, 0);
+    T_CHECK(enr_quota_take(&q, now) == ENR_QUOTA_OK, "no pause, no limit");
+    enr_quota_pause(&q, now, 30, 429);
+    T_CHECK(enr_quota_paused_until(&q) == now + 30000, "paused for 30 s");
+    T_CHECK(enr_quota_take(&q, now + 29999) == ENR_QUOTA_PAUSED, "paused just before the end");
+    T_CHECK(enr_quota_take(&q, now + 30000) == ENR_QUOTA_OK, "calls again at the end");
+    enr_quota_pause(&q, now, 5, 429);
+    T_CHECK(enr_quota_paused_until(&q) == now + 30000, "a shorter pause never shortens it");
+    enr_quota_pause(&q, now, 60, 503);
+    T_CHECK(enr_quota_paused_until(&q) == now + 60000, "a longer one lengthens it");
+    enr_quota_pause(&q, now, 0, 429);
+    T_CHECK(enr_quota_paused_until(&q) == now + 60000, "0 changes nothing while paused");
+    enr_quota_init(&q, NULL, 0);
+    enr_quota_pause(&q, now, 0, 429);
+    T_CHECK(enr_quota_paused_until(&q) == now + ENR_THROTTLE_DEFAULT_S * 1000u,
+            "Retry-After 0 (or none) pauses for the default");
+    enr_quota_init(&q, NULL, 0);
+    enr_quota_pause(&q, now, 1000000, 429);
+    T_CHECK(enr_quota_paused_until(&q) == now + ENR_RETRY_AFTER_MAX_S * 1000u, "bounded");
+}
+
+/* The bucket, in one process: the burst at once, then one call per
+ * interval, and never more than rate * t + burst. */
+static void test_bucket(void)
+{
+    enr_quota q;
+    unsigned ok = 0, rate = 200;
+    uint64_t start, end;
+
+    enr_quota_init(&q, NULL, rate);
+    for (int i = 0; i < 100; i++)
+        ok += enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_OK;
+    T_CHECK(ok >= rate / ENR_QUOTA_BURST_DIV && ok <= rate / ENR_QUOTA_BURST_DIV + 1,
+            "a burst of rate/10 at once: %u", ok);
+    T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_RATE, "then refused");
+    ok = 0;
+    start = enr_mono_us();
+    end = start + 300000;
+    while (enr_mono_us() < end)
+        ok += enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_OK;
+    /* 0.3 s at 200/s: 60 calls, plus one booked at the edge */
+    T_CHECK(ok >= 55 && ok <= 62, "0.3 s at 200/s: %u calls", ok);
+
+    enr_quota_init(&q, NULL, 1);
+    T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_OK, "rate 1: one call");
+    T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_RATE, "rate 1: then none");
+    enr_quota_pause(&q, enr_mono_ms(), 10, 429);
+    T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_PAUSED, "the pause wins");
+}
+
+/* Processes sharing one mapping (as workers share the scoreboard): one
+ * pause stops all of them, and their calls together keep the rate. */
+static void test_shared(void)
+{
+    enr_sb_quota *sh =
+        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    unsigned *counts;
+    const unsigned rate = 1000, nproc = 3;
+    const uint64_t span_us = 500000;
+    uint64_t t0;
+    unsigned total = 0;
+
+    T_CHECK(sh != MAP_FAILED, "mapping");
+    if (sh == MAP_FAILED)
+        return;
+    counts = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    memset(sh, 0, sizeof *sh);
+    t0 = enr_mono_us() + 20000; /* every child starts at the same instant */
+    for (unsigned p = 0; p < nproc; p++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            enr_quota q;
+            unsigned ok = 0;
+            enr_quota_init(&q, sh, rate);
+            while (enr_mono_us() < t0)
+                ;
+            while (enr_mono_us() < t0 + span_us)
+                ok += enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_OK;
+            counts[p] = ok;
+            _exit(0);
+        }
+    }
+    for (unsigned p = 0; p < nproc; p++)
+        wait(NULL);
+    for (unsigned p = 0; p < nproc; p++)
+        total += counts[p];
+    /* 0.5 s at 1000/s = 500, the burst 100, one at the edge */
+    T_CHECK(total <= 601, "3 processes, 0.5 s at 1000/s: at most 601 calls, made %u", total);
+    T_CHECK(total >= 450, "and the rate is used: %u", total);
+
+    {
+        enr_quota a, b;
+        uint64_t now = enr_mono_ms();
+        enr_quota_init(&a, sh, 0);
+        enr_quota_init(&b, sh, 0);
+        enr_quota_pause(&a, now, 2, 429);
+        T_CHECK(enr_quota_take(&b, now + 1) == ENR_QUOTA_PAUSED,
+                "a pause one process heard of stops the other");
+        T_CHECK(enr_quota_take(&b, now + 2000) == ENR_QUOTA_OK, "until it ends");
+        T_CHECK(ENR_SB_GET(sh->pauses) == 1, "one pause counted");
+    }
+    munmap(counts, 4096);
+    munmap(sh, sizeof *sh);
+}
+
+int main(void)
+{
+    enr_log_set_level(ENR_LOG_ERROR); /* the pause warnings are expected here */
+    test_retry_after();
+    test_pause();
+    test_bucket();
+    test_shared();
+    T_DONE();
+}
