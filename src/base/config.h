@@ -50,11 +50,11 @@ typedef struct enr_config {
     unsigned idle_exit_s;      /* socket-activated: exit after this long without a request */
 
     /* upstream enrichment */
-    char upstream_url[1024];           /* empty: enrichment off */
-    unsigned upstream_timeout_ms;      /* batch deadline, default 150 */
-    unsigned ids_per_call;             /* default 50 */
-    unsigned max_calls_per_batch;      /* default 4 */
-    unsigned upstream_max_connections; /* default 4 */
+    char upstream_url[1024];                 /* empty: enrichment off */
+    unsigned upstream_timeout_ms;            /* batch deadline, default 150 */
+    unsigned ids_per_call;                   /* default 50 */
+    unsigned max_calls_per_batch;            /* default 4 */
+    unsigned upstream_max_connections;       /* default 4 */
     unsigned upstream_connect_timeout_ms;    /* DNS + TCP + TLS of one connection, default 2000 */
     unsigned upstream_warm_connections;      /* kept open ahead of batches, default 4 */
     char upstream_ca_file[ENR_PATH_MAX];     /* PEM bundle; empty: the system store */

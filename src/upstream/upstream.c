@@ -97,10 +97,10 @@ typedef struct up_call {
     size_t first, n;   /* its wants: u->order[first .. first+n) */
     int provider;
     int active, retried;
-    int detached;         /* its batch has answered; the ids are in lids */
-    uint64_t detached_ms; /* when, to end the oldest first */
-    enr_buf idtext;       /* a detached call's ids, back to back */
-    enr_reply_id *lids;   /* ... and their places in idtext (ids_per_call) */
+    int detached;           /* its batch has answered; the ids are in lids */
+    uint64_t detached_ms;   /* when, to end the oldest first */
+    enr_buf idtext;         /* a detached call's ids, back to back */
+    enr_reply_id *lids;     /* ... and their places in idtext (ids_per_call) */
     int has_retry_after;    /* this reply's Retry-After, valid once its status line came */
     unsigned retry_after_s; /* quota.h */
     char errbuf[CURL_ERROR_SIZE];
@@ -603,17 +603,16 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
 
 /* ---- results ---- */
 
-static const char *const fail_name[] = {"timeout",  "connect", "status",   "body",
-                                        "too_large", "deadline", "tls", "throttled"};
+static const char *const fail_name[] = {"timeout",   "connect",  "status", "body",
+                                        "too_large", "deadline", "tls",    "throttled"};
 
 /* Counts a call that failed, once, and tells the breaker (but for kind
  * deadline, which says nothing about the upstream). */
 static void count_failure(enr_upstream *u, up_call *c, int kind, uint64_t now)
 {
-    uint64_t *const counter[] = {&u->st.fail_timeout,   &u->st.fail_connect,
-                                 &u->st.fail_status,    &u->st.fail_body,
-                                 &u->st.fail_too_large, &u->st.skip_deadline,
-                                 &u->st.fail_tls,       &u->st.fail_throttled};
+    uint64_t *const counter[] = {&u->st.fail_timeout, &u->st.fail_connect,   &u->st.fail_status,
+                                 &u->st.fail_body,    &u->st.fail_too_large, &u->st.skip_deadline,
+                                 &u->st.fail_tls,     &u->st.fail_throttled};
     char qerr[CURL_ERROR_SIZE + 8];
     int prev;
 
