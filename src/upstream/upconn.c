@@ -38,9 +38,11 @@
 #include "base/log.h"
 #include "base/secret.h"
 
-#define UPCONN_MAXAGE_S                                                                            \
-    55L                         /* idle connections older than this are not reused:                \
-                                 * below the common 60 s server idle timeouts */
+/* Idle connections older than this are not reused: below the idle
+ * timeouts of the NAT gateways a path may cross (350 s and more), which
+ * drop a connection without a word.  A server that closes an idle
+ * connection sooner says so (FIN), and curl checks for that before reuse. */
+#define UPCONN_MAXAGE_S 300L
 #define UPCONN_LIFETIME_S 600L  /* no connection is reused past this age */
 #define UPCONN_CA_CACHE_S 3600L /* the parsed CA store is kept this long */
 #define UPCONN_WARM_BACKOFF_MIN_MS 1000

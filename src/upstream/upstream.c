@@ -99,6 +99,7 @@ typedef struct up_call {
     int active, retried;
     int detached;           /* its batch has answered; the ids are in lids */
     uint64_t detached_ms;   /* when, to end the oldest first */
+    uint64_t started_ms;    /* when its transfer (or its retry) started */
     enr_buf idtext;         /* a detached call's ids, back to back */
     enr_reply_id *lids;     /* ... and their places in idtext (ids_per_call) */
     int has_retry_after;    /* this reply's Retry-After, valid once its status line came */
@@ -736,6 +737,7 @@ static int call_start(enr_upstream *u, up_call *c)
         enr_upconn_add(u->conn, c->easy) != 0)
         return -1;
     c->active = 1;
+    c->started_ms = enr_mono_ms();
     return 0;
 }
 
@@ -869,12 +871,21 @@ static void make_room(enr_upstream *u, unsigned needed, uint64_t now)
     }
 }
 
-/* The request has left: the connection is up and the upstream has it. */
-static int request_sent(const up_call *c)
+/* The call's time went on setting its connection up: its request not
+ * yet sent, or sent after a set-up (DNS, TCP, TLS) that took more than
+ * half of the time it had, leaving the upstream less than half a deadline
+ * to answer.  Such a call is detached at the deadline, not killed, since
+ * its connection is the next batch's.  A call the upstream had in time
+ * and did not answer is the upstream's timeout, whatever its connection. */
+static int setting_up(const up_call *c, uint64_t now)
 {
     long sent = 0;
+    curl_off_t setup_us = 0;
 
-    return curl_easy_getinfo(c->easy, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0;
+    if (curl_easy_getinfo(c->easy, CURLINFO_REQUEST_SIZE, &sent) != CURLE_OK || sent == 0)
+        return 1;
+    return curl_easy_getinfo(c->easy, CURLINFO_PRETRANSFER_TIME_T, &setup_us) == CURLE_OK &&
+           (uint64_t)setup_us * 2 > (now - c->started_ms) * 1000u;
 }
 
 /* ---- driving transfers ---- */
@@ -949,7 +960,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
         up_call *c = &u->calls[u->batch[i]];
         if (!c->active || c->detached)
             continue;
-        if (!request_sent(c)) {
+        if (setting_up(c, now)) {
             detach(u, c, b, now);
             continue;
         }
