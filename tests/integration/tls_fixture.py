@@ -15,13 +15,19 @@ benchmarks: HTTPS, a network path away, cycling its connections.
              carried it and whether its session was resumed
   DelayProxy tests/delay_proxy.py in its own session: a round trip added
              on the path to one listener
-  Provider   the three together: Provider(rtt_ms).url(kind) is what
+  Provider   the three together: Provider().url(kind, rtt_ms) is what
              upstream_url is set to
+  side_by_side  sequential batches of new ids against several enrichd at
+             once (plain HTTP and HTTPS, say), interleaved batch by batch
+             so that the machine's load weighs on each alike; latency,
+             enriched share, the provider's view (connections, resumed
+             sessions, HEADs) and the workers' descriptors
 
 Every process runs in its own session and is killed by close(), which
 runs even when a test fails; each also exits by itself when the process
 that started it dies.  Traffic stays on loopback.
 """
+import http.client
 import json
 import os
 import shutil
@@ -29,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -336,3 +343,114 @@ class Provider:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+# ---- measuring enrichd against a Provider ------------------------------
+
+BATCH_IDS = 20
+
+
+def batch(tag, i, n=BATCH_IDS):
+    """n records with ids no batch has had (tag, i), over the three
+    providers (three calls per batch)."""
+    return [{"provider": ("yt", "vm", "dm")[k % 3], "id": "Tls-%s-%d-%d" % (tag, i, k),
+             "duration": 0} for k in range(n)]
+
+
+class Client:
+    """Sequential batches on one kept-alive connection to env's nginx;
+    res: {'lat': [ms], 'records', 'enriched', 'degraded_batches', 'bad'}."""
+
+    def __init__(self, env):
+        self.env, self.conn = env, None
+        self.res = {"lat": [], "records": 0, "enriched": 0, "degraded_batches": 0, "bad": 0}
+
+    def send(self, recs):
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.env.port, timeout=15)
+        t0 = time.monotonic()
+        try:
+            st, h, lines = harness.post(self.env, recs, conn=self.conn)
+        except Exception as e:  # a transport failure is a failed batch
+            print("client error:", repr(e))
+            self.close()
+            st, h, lines = 0, {}, []
+        res = self.res
+        res["lat"].append((time.monotonic() - t0) * 1000)
+        if st != 200 or len(lines) != len(recs):
+            res["bad"] += 1
+            return
+        res["records"] += len(recs)
+        res["enriched"] += sum(1 for rec, l in zip(recs, lines)
+                               if l["poster"] == harness.fake_poster(rec["provider"], rec["id"]))
+        res["degraded_batches"] += harness.degraded(h) > 0
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+
+
+def percentile(lat, q):
+    s = sorted(lat)
+    return s[min(len(s) - 1, int(len(s) * q))] if s else float("inf")
+
+
+def worker_fds(env, port):
+    """{worker pid: (descriptors, of which sockets to port)}, sampled with
+    no batch in flight."""
+    time.sleep(0.3)
+    return {p: (harness.fd_count(p), harness.upstream_fds(p, port))
+            for p in sorted(env.worker_pids())}
+
+
+def side_by_side(prov, runs, rtt_ms, batches, warm_batches, workers):
+    """One enrichd (and its nginx) per run of runs, [(listener kind, label,
+    enrichd.conf text)], their upstream_url through a delay proxy of
+    rtt_ms; warm_batches each, then `batches` each, interleaved.  Returns
+    {label: res}: Client's counts plus share, p50, p99 (ms), took (s), m0
+    and m1 (/metrics before and after), log (the listener's requests
+    during the run), s0 and s1 (worker_fds before and after), heads
+    (HEAD requests from the start of enrichd)."""
+    envs, out = [], {}
+    start = [len(prov.nginx.requests(kind)) for kind, _, _ in runs]
+    try:
+        for kind, label, conf in runs:
+            env = harness.Env(name="up-" + label)
+            envs.append(env)
+            env.start_enrichd(conf)
+            env.start_nginx()
+        for env in envs:
+            env.wait_workers(workers)
+        clients = [Client(env) for env in envs]
+        for i in range(warm_batches):
+            for c, run in zip(clients, runs):
+                c.send(batch(run[1] + "warm", i))
+        time.sleep(0.5)  # connections the warm-up saw closed are replaced
+        before = [(harness.metrics(env), len(prov.nginx.requests(kind)),
+                   worker_fds(env, prov.port(kind, rtt_ms)))
+                  for env, (kind, _, _) in zip(envs, runs)]
+        for c in clients:
+            c.close()
+        clients = [Client(env) for env in envs]
+        t0 = time.monotonic()
+        for i in range(batches):
+            for c, run in zip(clients, runs):
+                c.send(batch(run[1], i))
+        took = time.monotonic() - t0
+        for c in clients:
+            c.close()
+        for env, c, (kind, label, _), (m0, seen0, s0), first in zip(envs, clients, runs, before,
+                                                                     start):
+            res = c.res
+            whole = prov.nginx.requests(kind)
+            res.update(took=took, m0=m0, m1=harness.metrics(env), log=whole[seen0:], s0=s0,
+                       s1=worker_fds(env, prov.port(kind, rtt_ms)), kind=kind,
+                       heads=sum(1 for x in whole[first:] if x["method"] == "HEAD"),
+                       share=res["enriched"] / max(1, res["records"]),
+                       p50=percentile(res["lat"], 0.5), p99=percentile(res["lat"], 0.99))
+            out[label] = res
+    finally:
+        for env in envs:
+            env.close()
+    return out
