@@ -99,6 +99,13 @@ def check_run(r, label, res):
                          res["degraded_batches"], res["p50"], res["p99"], len(log),
                          sum(1 for x in log if x["method"] == "HEAD"),
                          len(set(x["conn"] for x in log)), cycled))
+    # What the provider saw around each degraded batch: which connections
+    # were new then (n-th request 1), resumed or not.
+    for t0, t1 in res["degraded_at"][:5]:
+        near = [x for x in log if t0 - 0.05 <= x["at"] <= t1 + 0.05]
+        print("  %s: degraded batch at +%.2f s, %.0f ms: provider requests ending then %s"
+              % (label, t0 - res["t0"], (t1 - t0) * 1000,
+                 [(x["conn"], x["nth"], x["method"], "r" if x["reused"] else "-") for x in near]))
 
 
 def test_near(r, prov, state):

@@ -48,6 +48,11 @@ KEEPALIVE_REQUESTS = 100        # the incident's provider
 # Listener kinds: which certificate, and whether a client certificate is required.
 KINDS = ("https", "wrong_name", "expired", "mtls", "http")
 OPENSSL_TIMEOUT_S = 30
+# The provider's side (the path, the terminator, the fake) stands for
+# another machine and a network, whose times do not grow with this
+# machine's load: it runs before the machine's other work (it uses little
+# CPU), so that what the tests measure is enrichd's.
+REMOTE_NICE = -10
 
 
 def _openssl(args, cwd):
@@ -131,6 +136,7 @@ def _utc(days):
 
 
 NGINX_TOP = """{user}worker_processes 1;
+worker_priority {nice};
 daemon off;
 master_process on;
 pid {dir}/nginx.pid;
@@ -143,9 +149,9 @@ http {{
   uwsgi_temp_path {dir}/uwsgi;
   scgi_temp_path {dir}/scgi;
   # Per request: the TLS connection that carried it, its n-th request,
-  # whether its session was resumed ("r") and the protocol.
+  # whether its session was resumed ("r"), the protocol, when it ended.
   log_format conn '$connection $connection_requests $request_method $status '
-                  '"$ssl_protocol" "$ssl_session_reused" $request_time';
+                  '"$ssl_protocol" "$ssl_session_reused" $request_time $msec';
   keepalive_requests {keepalive_requests};
   keepalive_timeout 60s;
   ssl_protocols TLSv1.2 TLSv1.3;
@@ -192,7 +198,8 @@ class Terminator:
         conf = os.path.join(d, "nginx.conf")
         with open(conf, "w") as f:
             f.write(NGINX_TOP.format(user="user www-data www-data;\n" if harness.IS_ROOT else "",
-                                     dir=d, keepalive_requests=KEEPALIVE_REQUESTS,
+                                     nice=REMOTE_NICE if harness.IS_ROOT else 0, dir=d,
+                                     keepalive_requests=KEEPALIVE_REQUESTS,
                                      fake_port=fake_port, servers="".join(servers)))
         self.proc = subprocess.Popen(["nginx", "-p", d, "-c", conf, "-e", d + "/error.log"],
                                      stdout=subprocess.DEVNULL,
@@ -212,9 +219,9 @@ class Terminator:
             return ""
 
     def requests(self, kind):
-        """[{'conn', 'nth', 'method', 'status', 'protocol', 'reused', 'time'}]
-        of the listener's access log (nginx writes each line when the
-        request ends)."""
+        """[{'conn', 'nth', 'method', 'status', 'protocol', 'reused', 'time',
+        'at'}] of the listener's access log (nginx writes each line when the
+        request ends, 'at', in seconds since the epoch)."""
         out = []
         try:
             with open(os.path.join(self.dir, "access-%s.log" % kind)) as f:
@@ -223,15 +230,26 @@ class Terminator:
             return out
         for line in lines:
             p = line.split()
-            if len(p) < 7:
+            if len(p) < 8:
                 continue
             out.append({"conn": int(p[0]), "nth": int(p[1]), "method": p[2],
                         "status": int(p[3]), "protocol": p[4].strip('"'),
-                        "reused": p[5].strip('"') == "r", "time": float(p[6])})
+                        "reused": p[5].strip('"') == "r", "time": float(p[6]),
+                        "at": float(p[7])})
         return out
 
     def close(self):
         _kill(self.proc)
+
+
+def renice_threads(pid, nice):
+    """Every thread of pid to nice (the threads they start inherit it);
+    quietly nothing when not permitted."""
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+    except OSError:
+        pass
 
 
 def _port_open(port):
@@ -263,7 +281,8 @@ class DelayProxy:
         self.stats_file = os.path.join(d, "stats.json")
         self.proc = subprocess.Popen(
             [sys.executable, DELAY_PROXY, "--target", "127.0.0.1:%d" % target_port,
-             "--rtt-ms", str(rtt_ms), "--ready-file", ready, "--stats-file", self.stats_file],
+             "--rtt-ms", str(rtt_ms), "--ready-file", ready, "--stats-file", self.stats_file,
+             "--nice", str(REMOTE_NICE)],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "proxy.log"), "ab"),
             start_new_session=True)
         try:
@@ -304,6 +323,7 @@ class Provider:
         try:
             self.pki = Pki(os.path.join(self.dir, "pki"))
             self.fake = harness.FakeUpstream("--close-after", "0", *fake_args)
+            renice_threads(self.fake.proc.pid, REMOTE_NICE)
             self.nginx = Terminator(self.dir, self.pki, self.fake.port)
         except Exception:
             self.close()
@@ -359,16 +379,18 @@ def batch(tag, i, n=BATCH_IDS):
 
 class Client:
     """Sequential batches on one kept-alive connection to env's nginx;
-    res: {'lat': [ms], 'records', 'enriched', 'degraded_batches', 'bad'}."""
+    res: {'lat': [ms], 'records', 'enriched', 'degraded_batches', 'bad',
+    'degraded_at': [(start, end) of each degraded batch, epoch seconds]}."""
 
     def __init__(self, env):
         self.env, self.conn = env, None
-        self.res = {"lat": [], "records": 0, "enriched": 0, "degraded_batches": 0, "bad": 0}
+        self.res = {"lat": [], "records": 0, "enriched": 0, "degraded_batches": 0, "bad": 0,
+                    "degraded_at": []}
 
     def send(self, recs):
         if self.conn is None:
             self.conn = http.client.HTTPConnection("127.0.0.1", self.env.port, timeout=15)
-        t0 = time.monotonic()
+        t0, wall = time.monotonic(), time.time()
         try:
             st, h, lines = harness.post(self.env, recs, conn=self.conn)
         except Exception as e:  # a transport failure is a failed batch
@@ -383,7 +405,9 @@ class Client:
         res["records"] += len(recs)
         res["enriched"] += sum(1 for rec, l in zip(recs, lines)
                                if l["poster"] == harness.fake_poster(rec["provider"], rec["id"]))
-        res["degraded_batches"] += harness.degraded(h) > 0
+        if harness.degraded(h) > 0:
+            res["degraded_batches"] += 1
+            res["degraded_at"].append((wall, time.time()))
 
     def close(self):
         if self.conn is not None:
@@ -408,7 +432,8 @@ def side_by_side(prov, runs, rtt_ms, batches, warm_batches, workers):
     """One enrichd (and its nginx) per run of runs, [(listener kind, label,
     enrichd.conf text)], their upstream_url through a delay proxy of
     rtt_ms; warm_batches each, then `batches` each, interleaved.  Returns
-    {label: res}: Client's counts plus share, p50, p99 (ms), took (s), m0
+    {label: res}: Client's counts plus share, p50, p99 (ms), took (s), t0
+    (its start, epoch seconds), m0
     and m1 (/metrics before and after), log (the listener's requests
     during the run), s0 and s1 (worker_fds before and after), heads
     (HEAD requests from the start of enrichd)."""
@@ -433,7 +458,7 @@ def side_by_side(prov, runs, rtt_ms, batches, warm_batches, workers):
         for c in clients:
             c.close()
         clients = [Client(env) for env in envs]
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         for i in range(batches):
             for c, run in zip(clients, runs):
                 c.send(batch(run[1], i))
@@ -444,7 +469,7 @@ def side_by_side(prov, runs, rtt_ms, batches, warm_batches, workers):
                                                                      start):
             res = c.res
             whole = prov.nginx.requests(kind)
-            res.update(took=took, m0=m0, m1=harness.metrics(env), log=whole[seen0:], s0=s0,
+            res.update(took=took, t0=wall0, m0=m0, m1=harness.metrics(env), log=whole[seen0:], s0=s0,
                        s1=worker_fds(env, prov.port(kind, rtt_ms)), kind=kind,
                        heads=sum(1 for x in whole[first:] if x["method"] == "HEAD"),
                        share=res["enriched"] / max(1, res["records"]),
