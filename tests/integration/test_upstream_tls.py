@@ -94,6 +94,9 @@ def check_run(r, label, res):
                 % (label, p, a[0] - a[1], b[0] - b[1], a[0], b[0]))
         r.check(max(a[1], b[1]) <= MAX_CONNECTIONS, "%s: worker %d: provider sockets within %d: "
                 "%d %d" % (label, p, MAX_CONNECTIONS, a[1], b[1]))
+    r.check(res["proxy"]["accepted"] >= res["conns"] > 0,
+            "%s: every connection the provider saw came through the %d ms path (%d accepted "
+            "there, %d seen)" % (label, RTT_MS, res["proxy"]["accepted"], res["conns"]))
     cycled = sum(1 for x in log if x["nth"] == tls_fixture.KEEPALIVE_REQUESTS)
     r.check(cycled >= 1, "%s: the provider closed connections after %d requests during the run "
             "(%d times, %d requests)" % (label, tls_fixture.KEEPALIVE_REQUESTS, cycled, len(log)))

@@ -435,8 +435,9 @@ def side_by_side(prov, runs, rtt_ms, batches, warm_batches, workers):
     {label: res}: Client's counts plus share, p50, p99 (ms), took (s), t0
     (its start, epoch seconds), m0
     and m1 (/metrics before and after), log (the listener's requests
-    during the run), s0 and s1 (worker_fds before and after), heads
-    (HEAD requests from the start of enrichd)."""
+    during the run), s0 and s1 (worker_fds before and after), heads and
+    conns (HEAD requests and connections the listener saw from the start
+    of enrichd), proxy (the delay proxy's counters)."""
     envs, out = [], {}
     start = [len(prov.nginx.requests(kind)) for kind, _, _ in runs]
     try:
@@ -472,6 +473,8 @@ def side_by_side(prov, runs, rtt_ms, batches, warm_batches, workers):
             res.update(took=took, t0=wall0, m0=m0, m1=harness.metrics(env), log=whole[seen0:], s0=s0,
                        s1=worker_fds(env, prov.port(kind, rtt_ms)), kind=kind,
                        heads=sum(1 for x in whole[first:] if x["method"] == "HEAD"),
+                       conns=len(set(x["conn"] for x in whole[first:])),
+                       proxy=prov.proxy(kind, rtt_ms).stats(),
                        share=res["enriched"] / max(1, res["records"]),
                        p50=percentile(res["lat"], 0.5), p99=percentile(res["lat"], 0.99))
             out[label] = res
