@@ -163,8 +163,7 @@ http {{
 
 NGINX_SERVER = """  server {{
     listen 127.0.0.1:{port}{ssl};
-    listen [::1]:{port}{ssl};
-    server_name {host};
+{listen6}    server_name {host};
 {tls}    access_log {dir}/access-{kind}.log conn;
     location / {{
       proxy_pass http://fake;
@@ -184,6 +183,7 @@ class Terminator:
         self.dir = d
         self.port = {}
         servers = []
+        ipv6 = _has_ipv6_loopback()
         for kind in KINDS:
             self.port[kind] = harness.free_port()
             tls = ""
@@ -193,8 +193,11 @@ class Terminator:
                 if kind == "mtls":
                     tls += ("    ssl_client_certificate %s;\n    ssl_verify_client on;\n"
                             % pki.ca)
+            ssl = " ssl" if tls else ""
+            # A client resolving localhost may try ::1 first.
+            listen6 = "    listen [::1]:%d%s;\n" % (self.port[kind], ssl) if ipv6 else ""
             servers.append(NGINX_SERVER.format(port=self.port[kind], host=HOST, dir=d,
-                                               kind=kind, ssl=" ssl" if tls else "", tls=tls))
+                                               kind=kind, ssl=ssl, tls=tls, listen6=listen6))
         conf = os.path.join(d, "nginx.conf")
         with open(conf, "w") as f:
             f.write(NGINX_TOP.format(user="user www-data www-data;\n" if harness.IS_ROOT else "",
@@ -250,6 +253,16 @@ def renice_threads(pid, nice):
             os.setpriority(os.PRIO_PROCESS, int(tid), nice)
     except OSError:
         pass
+
+
+def _has_ipv6_loopback():
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
 
 
 def _port_open(port):
