@@ -53,7 +53,7 @@ TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
 .PHONY: all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
-	programs man install uninstall deb system-test fleet-test
+	programs man install uninstall deb system-test fleet-test bench-upstream
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -146,6 +146,13 @@ bench: all
 
 bench-engine: all
 	@scripts/bench-engine.sh $(B)
+
+# Outbound enrichment, one script a section: a cached hot set against
+# enrichment off; the provider across a network path (round trip 0-150 ms,
+# HTTP against HTTPS, connections cycled every 100 requests).
+bench-upstream: all
+	@scripts/bench-upstream.sh $(B)
+	@scripts/bench-upstream-net.sh $(B)
 
 FUZZ_SECONDS ?= 60
 fuzz:

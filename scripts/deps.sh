@@ -8,11 +8,12 @@ set -eu
 # (`make test`, CI): sanitizer runtimes and libFuzzer, valgrind, linters,
 # systemd's tools for the unit checks, promtool for /metrics, cgi-fcgi
 # (libfcgi-bin) as a second FastCGI client, and for the fleet test
-# Prometheus itself, curl and ip (network namespaces).
+# Prometheus itself, curl and ip (network namespaces), openssl (the TLS
+# tests make their certificates with it).
 RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
 nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
-libfcgi-bin curl iproute2 groff-base man-db"
+libfcgi-bin curl iproute2 groff-base man-db openssl"
 # `make deb`: debhelper and lintian; `make system-test`: a Debian root
 # file system booted under systemd-nspawn.
 DEB_PKGS="debhelper lintian fakeroot dpkg-dev"

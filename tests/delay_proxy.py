@@ -186,6 +186,9 @@ def main():
     ap.add_argument("--max-buffer-bytes", type=int, default=4 << 20)
     ap.add_argument("--idle-s", type=float, default=120.0)
     ap.add_argument("--max-seconds", type=float, default=1800.0)
+    ap.add_argument("--nice", type=int, default=0,
+                    help="scheduling priority (negative: before the machine's other work, so "
+                         "that its load does not lengthen the path; needs root)")
     a = ap.parse_args()
     a.host, _, tport = a.target.rpartition(":")
     a.host = a.host.strip("[]")
@@ -205,6 +208,11 @@ def main():
         sys.stdout.write(info + "\n")
         sys.stdout.flush()
 
+    if a.nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, a.nice)
+        except OSError:
+            pass  # not permitted: the machine's load then shows on the path
     asyncio.run(serve(a, ready))
     os._exit(0)
 

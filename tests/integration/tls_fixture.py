@@ -15,13 +15,19 @@ benchmarks: HTTPS, a network path away, cycling its connections.
              carried it and whether its session was resumed
   DelayProxy tests/delay_proxy.py in its own session: a round trip added
              on the path to one listener
-  Provider   the three together: Provider(rtt_ms).url(kind) is what
+  Provider   the three together: Provider().url(kind, rtt_ms) is what
              upstream_url is set to
+  side_by_side  sequential batches of new ids against several enrichd at
+             once (plain HTTP and HTTPS, say), interleaved batch by batch
+             so that the machine's load weighs on each alike; latency,
+             enriched share, the provider's view (connections, resumed
+             sessions, HEADs) and the workers' descriptors
 
 Every process runs in its own session and is killed by close(), which
 runs even when a test fails; each also exits by itself when the process
 that started it dies.  Traffic stays on loopback.
 """
+import http.client
 import json
 import os
 import shutil
@@ -29,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -41,6 +48,11 @@ KEEPALIVE_REQUESTS = 100        # the incident's provider
 # Listener kinds: which certificate, and whether a client certificate is required.
 KINDS = ("https", "wrong_name", "expired", "mtls", "http")
 OPENSSL_TIMEOUT_S = 30
+# The provider's side (the path, the terminator, the fake) stands for
+# another machine and a network, whose times do not grow with this
+# machine's load: it runs before the machine's other work (it uses little
+# CPU), so that what the tests measure is enrichd's.
+REMOTE_NICE = -10
 
 
 def _openssl(args, cwd):
@@ -124,6 +136,7 @@ def _utc(days):
 
 
 NGINX_TOP = """{user}worker_processes 1;
+worker_priority {nice};
 daemon off;
 master_process on;
 pid {dir}/nginx.pid;
@@ -136,9 +149,9 @@ http {{
   uwsgi_temp_path {dir}/uwsgi;
   scgi_temp_path {dir}/scgi;
   # Per request: the TLS connection that carried it, its n-th request,
-  # whether its session was resumed ("r") and the protocol.
+  # whether its session was resumed ("r"), the protocol, when it ended.
   log_format conn '$connection $connection_requests $request_method $status '
-                  '"$ssl_protocol" "$ssl_session_reused" $request_time';
+                  '"$ssl_protocol" "$ssl_session_reused" $request_time $msec';
   keepalive_requests {keepalive_requests};
   keepalive_timeout 60s;
   ssl_protocols TLSv1.2 TLSv1.3;
@@ -150,8 +163,7 @@ http {{
 
 NGINX_SERVER = """  server {{
     listen 127.0.0.1:{port}{ssl};
-    listen [::1]:{port}{ssl};
-    server_name {host};
+{listen6}    server_name {host};
 {tls}    access_log {dir}/access-{kind}.log conn;
     location / {{
       proxy_pass http://fake;
@@ -171,6 +183,7 @@ class Terminator:
         self.dir = d
         self.port = {}
         servers = []
+        ipv6 = _has_ipv6_loopback()
         for kind in KINDS:
             self.port[kind] = harness.free_port()
             tls = ""
@@ -180,12 +193,16 @@ class Terminator:
                 if kind == "mtls":
                     tls += ("    ssl_client_certificate %s;\n    ssl_verify_client on;\n"
                             % pki.ca)
+            ssl = " ssl" if tls else ""
+            # A client resolving localhost may try ::1 first.
+            listen6 = "    listen [::1]:%d%s;\n" % (self.port[kind], ssl) if ipv6 else ""
             servers.append(NGINX_SERVER.format(port=self.port[kind], host=HOST, dir=d,
-                                               kind=kind, ssl=" ssl" if tls else "", tls=tls))
+                                               kind=kind, ssl=ssl, tls=tls, listen6=listen6))
         conf = os.path.join(d, "nginx.conf")
         with open(conf, "w") as f:
             f.write(NGINX_TOP.format(user="user www-data www-data;\n" if harness.IS_ROOT else "",
-                                     dir=d, keepalive_requests=KEEPALIVE_REQUESTS,
+                                     nice=REMOTE_NICE if harness.IS_ROOT else 0, dir=d,
+                                     keepalive_requests=KEEPALIVE_REQUESTS,
                                      fake_port=fake_port, servers="".join(servers)))
         self.proc = subprocess.Popen(["nginx", "-p", d, "-c", conf, "-e", d + "/error.log"],
                                      stdout=subprocess.DEVNULL,
@@ -205,9 +222,9 @@ class Terminator:
             return ""
 
     def requests(self, kind):
-        """[{'conn', 'nth', 'method', 'status', 'protocol', 'reused', 'time'}]
-        of the listener's access log (nginx writes each line when the
-        request ends)."""
+        """[{'conn', 'nth', 'method', 'status', 'protocol', 'reused', 'time',
+        'at'}] of the listener's access log (nginx writes each line when the
+        request ends, 'at', in seconds since the epoch)."""
         out = []
         try:
             with open(os.path.join(self.dir, "access-%s.log" % kind)) as f:
@@ -216,15 +233,36 @@ class Terminator:
             return out
         for line in lines:
             p = line.split()
-            if len(p) < 7:
+            if len(p) < 8:
                 continue
             out.append({"conn": int(p[0]), "nth": int(p[1]), "method": p[2],
                         "status": int(p[3]), "protocol": p[4].strip('"'),
-                        "reused": p[5].strip('"') == "r", "time": float(p[6])})
+                        "reused": p[5].strip('"') == "r", "time": float(p[6]),
+                        "at": float(p[7])})
         return out
 
     def close(self):
         _kill(self.proc)
+
+
+def renice_threads(pid, nice):
+    """Every thread of pid to nice (the threads they start inherit it);
+    quietly nothing when not permitted."""
+    try:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+    except OSError:
+        pass
+
+
+def _has_ipv6_loopback():
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
 
 
 def _port_open(port):
@@ -256,7 +294,8 @@ class DelayProxy:
         self.stats_file = os.path.join(d, "stats.json")
         self.proc = subprocess.Popen(
             [sys.executable, DELAY_PROXY, "--target", "127.0.0.1:%d" % target_port,
-             "--rtt-ms", str(rtt_ms), "--ready-file", ready, "--stats-file", self.stats_file],
+             "--rtt-ms", str(rtt_ms), "--ready-file", ready, "--stats-file", self.stats_file,
+             "--nice", str(REMOTE_NICE)],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "proxy.log"), "ab"),
             start_new_session=True)
         try:
@@ -297,6 +336,7 @@ class Provider:
         try:
             self.pki = Pki(os.path.join(self.dir, "pki"))
             self.fake = harness.FakeUpstream("--close-after", "0", *fake_args)
+            renice_threads(self.fake.proc.pid, REMOTE_NICE)
             self.nginx = Terminator(self.dir, self.pki, self.fake.port)
         except Exception:
             self.close()
@@ -336,3 +376,122 @@ class Provider:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+# ---- measuring enrichd against a Provider ------------------------------
+
+BATCH_IDS = 20
+
+
+def batch(tag, i, n=BATCH_IDS):
+    """n records with ids no batch has had (tag, i), over the three
+    providers (three calls per batch)."""
+    return [{"provider": ("yt", "vm", "dm")[k % 3], "id": "Tls-%s-%d-%d" % (tag, i, k),
+             "duration": 0} for k in range(n)]
+
+
+class Client:
+    """Sequential batches on one kept-alive connection to env's nginx;
+    res: {'lat': [ms], 'records', 'enriched', 'degraded_batches', 'bad',
+    'degraded_at': [(start, end) of each degraded batch, epoch seconds]}."""
+
+    def __init__(self, env):
+        self.env, self.conn = env, None
+        self.res = {"lat": [], "records": 0, "enriched": 0, "degraded_batches": 0, "bad": 0,
+                    "degraded_at": []}
+
+    def send(self, recs):
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.env.port, timeout=15)
+        t0, wall = time.monotonic(), time.time()
+        try:
+            st, h, lines = harness.post(self.env, recs, conn=self.conn)
+        except Exception as e:  # a transport failure is a failed batch
+            print("client error:", repr(e))
+            self.close()
+            st, h, lines = 0, {}, []
+        res = self.res
+        res["lat"].append((time.monotonic() - t0) * 1000)
+        if st != 200 or len(lines) != len(recs):
+            res["bad"] += 1
+            return
+        res["records"] += len(recs)
+        res["enriched"] += sum(1 for rec, l in zip(recs, lines)
+                               if l["poster"] == harness.fake_poster(rec["provider"], rec["id"]))
+        if harness.degraded(h) > 0:
+            res["degraded_batches"] += 1
+            res["degraded_at"].append((wall, time.time()))
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+
+
+def percentile(lat, q):
+    s = sorted(lat)
+    return s[min(len(s) - 1, int(len(s) * q))] if s else float("inf")
+
+
+def worker_fds(env, port):
+    """{worker pid: (descriptors, of which sockets to port)}, sampled with
+    no batch in flight."""
+    time.sleep(0.3)
+    return {p: (harness.fd_count(p), harness.upstream_fds(p, port))
+            for p in sorted(env.worker_pids())}
+
+
+def side_by_side(prov, runs, rtt_ms, batches, warm_batches, workers):
+    """One enrichd (and its nginx) per run of runs, [(listener kind, label,
+    enrichd.conf text)], their upstream_url through a delay proxy of
+    rtt_ms; warm_batches each, then `batches` each, interleaved.  Returns
+    {label: res}: Client's counts plus share, p50, p99 (ms), took (s), t0
+    (its start, epoch seconds), m0
+    and m1 (/metrics before and after), log (the listener's requests
+    during the run), s0 and s1 (worker_fds before and after), heads and
+    conns (HEAD requests and connections the listener saw from the start
+    of enrichd), proxy (the delay proxy's counters)."""
+    envs, out = [], {}
+    start = [len(prov.nginx.requests(kind)) for kind, _, _ in runs]
+    try:
+        for kind, label, conf in runs:
+            env = harness.Env(name="up-" + label)
+            envs.append(env)
+            env.start_enrichd(conf)
+            env.start_nginx()
+        for env in envs:
+            env.wait_workers(workers)
+        clients = [Client(env) for env in envs]
+        for i in range(warm_batches):
+            for c, run in zip(clients, runs):
+                c.send(batch(run[1] + "warm", i))
+        time.sleep(0.5)  # connections the warm-up saw closed are replaced
+        before = [(harness.metrics(env), len(prov.nginx.requests(kind)),
+                   worker_fds(env, prov.port(kind, rtt_ms)))
+                  for env, (kind, _, _) in zip(envs, runs)]
+        for c in clients:
+            c.close()
+        clients = [Client(env) for env in envs]
+        t0, wall0 = time.monotonic(), time.time()
+        for i in range(batches):
+            for c, run in zip(clients, runs):
+                c.send(batch(run[1], i))
+        took = time.monotonic() - t0
+        for c in clients:
+            c.close()
+        for env, c, (kind, label, _), (m0, seen0, s0), first in zip(envs, clients, runs, before,
+                                                                     start):
+            res = c.res
+            whole = prov.nginx.requests(kind)
+            res.update(took=took, t0=wall0, m0=m0, m1=harness.metrics(env), log=whole[seen0:], s0=s0,
+                       s1=worker_fds(env, prov.port(kind, rtt_ms)), kind=kind,
+                       heads=sum(1 for x in whole[first:] if x["method"] == "HEAD"),
+                       conns=len(set(x["conn"] for x in whole[first:])),
+                       proxy=prov.proxy(kind, rtt_ms).stats(),
+                       share=res["enriched"] / max(1, res["records"]),
+                       p50=percentile(res["lat"], 0.5), p99=percentile(res["lat"], 0.99))
+            out[label] = res
+    finally:
+        for env in envs:
+            env.close()
+    return out
