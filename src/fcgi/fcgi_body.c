@@ -335,6 +335,7 @@ int enr_fcgi_in_run(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r)
             continue;
         }
         want = min_sz(s->content > 0 ? s->content : expect_left(r, body), r->stage_len);
+        want = min_sz(want, s->max - body->len); /* never reserved past max */
         if (want > 0 && enr_buf_reserve(body, want + 1) != 0) {
             s->state = ENR_FCGI_IN_OOM;
             continue;
@@ -413,4 +414,21 @@ int enr_fcgi_body_read(FCGX_Request *req, enr_buf *body, size_t max, size_t expe
         break;
     }
     return rc;
+}
+
+size_t enr_fcgi_content_length(const char *cl)
+{
+    size_t n = 0;
+
+    if (cl == NULL || *cl == '\0')
+        return SIZE_MAX;
+    for (const char *p = cl; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return SIZE_MAX;
+        if (n > (SIZE_MAX - 1 - 9) / 10)
+            n = SIZE_MAX - 1;
+        else
+            n = n * 10 + (size_t)(*p - '0');
+    }
+    return n;
 }

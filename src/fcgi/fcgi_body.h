@@ -96,4 +96,11 @@ int enr_fcgi_in_run(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r);
 int enr_fcgi_body_read(FCGX_Request *req, enr_buf *body, size_t max, size_t expect,
                        uint64_t deadline_ms);
 
+/* The body length CONTENT_LENGTH announces: digits only, or the length is
+ * unknown (absent, empty, "-1" as Caddy sends for a chunked upload, or
+ * anything else that is not a number): SIZE_MAX, the body then read to
+ * its end.  Digits past SIZE_MAX - 1 read as SIZE_MAX - 1 (too large
+ * for any max_body_bytes). */
+size_t enr_fcgi_content_length(const char *cl);
+
 #endif

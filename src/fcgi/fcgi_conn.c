@@ -38,6 +38,8 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "fcgi/fcgi_body.h"
+#include "fcgi/fcgi_stream.h"
 #include "fcgi/listen.h"
 #include "base/log.h"
 
@@ -331,8 +333,10 @@ int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd)
     int rc;
 
     set_timeout(fd, SO_RCVTIMEO, c->read_ms, "SO_RCVTIMEO failed");
-    /* A write that makes no progress for write_ms fails (EAGAIN) instead
-     * of holding the process: see enr_fcgi_conn_abort(). */
+    /* libfcgi's own writes (its management answers, the closing records
+     * of a request without an answer) block: one that makes no progress
+     * for write_ms fails instead of holding the process.  The answer's
+     * write has its own deadline (fcgi_stream.h). */
     set_timeout(fd, SO_SNDTIMEO, c->write_ms, "SO_SNDTIMEO failed");
 
     /* keepConnection makes FCGX_Accept_r take our connection instead of
@@ -377,9 +381,34 @@ int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd)
     return 0;
 }
 
+int enr_fcgi_conn_body(enr_fcgi_conn *c, enr_buf *body, size_t max, size_t expect,
+                       uint64_t deadline_ms)
+{
+    c->input_read = 1;
+    return enr_fcgi_body_read(c->req, body, max, expect, deadline_ms);
+}
+
+/* The input nobody read, to its end (fcgi_conn.h: enr_fcgi_conn_finish). */
+static void drain_input(enr_fcgi_conn *c)
+{
+    static enr_buf sink; /* kept: ENR_FCGI_DRAIN_MAX at most */
+    FCGX_Request *req = c->req;
+
+    if (c->input_read || req->in == NULL || FCGX_HasSeenEOF(req->in) == EOF ||
+        FCGX_GetError(req->in) != 0)
+        return;
+    enr_buf_reset(&sink);
+    /* Past the bound, or given back to libfcgi: the linger takes the rest. */
+    (void)enr_fcgi_body_read(req, &sink, ENR_FCGI_DRAIN_MAX, SIZE_MAX,
+                             enr_mono_ms() + c->linger_ms);
+}
+
 void enr_fcgi_conn_finish(enr_fcgi_conn *c)
 {
     FCGX_Request *req = c->req;
+
+    drain_input(c);
+    c->input_read = 0;
 
     /* After FCGX_Finish_r the stream is gone. */
     c->input_done = req->in != NULL && FCGX_HasSeenEOF(req->in) == EOF;

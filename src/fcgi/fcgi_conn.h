@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "base/allow.h"
+#include "base/buf.h"
 #include "base/scoreboard.h"
 
 /* enr_fcgi_conn_next() when there is no connection to serve. */
@@ -31,7 +32,7 @@ typedef struct enr_fcgi_conn {
     FCGX_Request *req;            /* the owner's request object */
     unsigned header_ms;           /* accept to the end of FCGI_PARAMS, in total */
     unsigned read_ms;             /* any one read after that (SO_RCVTIMEO) */
-    unsigned write_ms;            /* any one write that makes no progress (SO_SNDTIMEO) */
+    unsigned write_ms;            /* the answer's whole write (fcgi_stream.h) */
     unsigned linger_ms;           /* waiting for the peer to close after the answer */
     enr_sb_u64 *refused;          /* peers not allowed: a counter, or NULL */
     enr_sb_u64 *rejected;         /* malformed, stalled, wrong role: a counter, or NULL */
@@ -41,6 +42,7 @@ typedef struct enr_fcgi_conn {
     /* ---- the module's own ---- */
     int is_tcp;
     int input_done; /* the request's FCGI_STDIN was read to its end */
+    int input_read; /* the owner read it (enr_fcgi_conn_body) */
     int waiter;     /* enr_listen_waiter(): one idle process woken per connection */
     uint64_t refused_logged_ms, rejected_logged_ms; /* one line a second at most */
 } enr_fcgi_conn;
@@ -61,8 +63,19 @@ int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms);
  * -1: rejected (counted, logged at most once a second) and fd closed. */
 int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd);
 
+/* The request's body (FCGI_STDIN) appended to body: enr_fcgi_body_read()
+ * on the request in hand, so that the close knows it was read. */
+int enr_fcgi_conn_body(enr_fcgi_conn *c, enr_buf *body, size_t max, size_t expect,
+                       uint64_t deadline_ms);
+
 /* Ends the request in hand (FCGX_Finish_r: the closing records), noting
- * first whether its input was read to its end, for the close. */
+ * first whether its input was read to its end, for the close.  An input
+ * the owner never read (a GET, a 404) is read to its end first, up to
+ * ENR_FCGI_DRAIN_MAX bytes within linger_ms: a peer that keeps its
+ * connection (Apache's enablereuse) sends its empty FCGI_STDIN and no
+ * close, and the close would otherwise linger for it. */
+#define ENR_FCGI_DRAIN_MAX 65536
+
 void enr_fcgi_conn_finish(enr_fcgi_conn *c);
 
 /* After enr_fcgi_conn_finish(): closes the connection.  At once when the

@@ -38,8 +38,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/uio.h>
 
 #include "base/clock.h"
@@ -161,21 +161,33 @@ void enr_fcgi_reader_end(FCGX_Stream *in, int e)
  * padding), well under IOV_MAX; 64 records carry 4 MB. */
 #define WRITE_GROUP 64
 
-/* Writes iov[0..n) whole.  A short write (SO_SNDTIMEO ran out after some
- * progress) is continued with the timeout lowered to what is left until
- * deadline_ms, so the answer never takes much longer than one timeout. */
+/* Writes iov[0..n) whole by deadline_ms, progress or not: each writev is
+ * non-blocking and each wait for room is a poll(2) with the time left, so
+ * a peer that drains a byte now and then cannot stretch the answer past
+ * the deadline, nor one that drains nothing hold it at all. */
 static int write_whole(int fd, struct iovec *iov, int n, uint64_t deadline_ms)
 {
     while (n > 0) {
-        ssize_t w = writev(fd, iov, n);
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
         size_t left;
-        uint64_t now;
-        struct timeval tv;
 
         if (w < 0) {
+            uint64_t now;
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+
             if (errno == EINTR)
                 continue;
-            return -1;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return -1;
+            now = enr_mono_ms();
+            if (now >= deadline_ms) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            if (poll(&p, 1, (int)(deadline_ms - now)) < 0 && errno != EINTR)
+                return -1;
+            continue;
         }
         left = (size_t)w;
         while (n > 0 && left >= iov->iov_len) {
@@ -187,15 +199,6 @@ static int write_whole(int fd, struct iovec *iov, int n, uint64_t deadline_ms)
             return 0;
         iov->iov_base = (char *)iov->iov_base + left;
         iov->iov_len -= left;
-        now = enr_mono_ms();
-        if (now >= deadline_ms) {
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        tv.tv_sec = (time_t)((deadline_ms - now) / 1000);
-        tv.tv_usec = (suseconds_t)((deadline_ms - now) % 1000) * 1000;
-        if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-            return -1;
     }
     return 0;
 }

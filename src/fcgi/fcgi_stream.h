@@ -7,8 +7,8 @@
  *
  * The answer does not go through libfcgi's 8 KB stdout stream (one
  * write(2) per 8 KB record, and a short write taken as complete:
- * EmptyBuffProc checks only for -1, and a write cut by SO_SNDTIMEO after
- * some progress is short).  enr_fcgi_write_stdout() frames it in
+ * EmptyBuffProc checks only for -1, and a write cut by a socket timeout
+ * after some progress is short).  enr_fcgi_write_stdout() frames it in
  * FCGI_STDOUT records of up to 64 KB straight from the caller's buffer
  * and sends them with writev(2), finishing short writes;
  * enr_fcgi_write_answer() adds the closing records (empty FCGI_STDOUT,
@@ -74,9 +74,9 @@ unsigned char *enr_fcgi_read_buf(void);
 /* Sends head then body as the request's FCGI_STDOUT content, in as few
  * records and writev(2) calls as they take, nothing copied.  Nothing may
  * have been put into req->out before (it is flushed first, for order).
- * A short write is finished; the whole call takes at most about
- * timeout_ms (SO_SNDTIMEO is lowered to what is left after a short
- * write).  Returns 0, or -1 with errno set (the answer is then cut: the
+ * A short write is finished; the whole call ends by timeout_ms from its
+ * start, whatever the peer drains meanwhile (non-blocking writes, poll(2)
+ * with the time left).  Returns 0, or -1 with errno set (the answer is then cut: the
  * caller resets the connection). */
 int enr_fcgi_write_stdout(FCGX_Request *req, const char *head, size_t hlen, const char *body,
                           size_t blen, unsigned timeout_ms);

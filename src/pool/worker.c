@@ -279,7 +279,8 @@ static int read_body_into(worker *w, size_t max)
     return 0;
 }
 
-/* The body is read straight into w->body (fcgi_body.h: no copy out of
+/* Returns 0, 1 when too large, 2 when the body is not CONTENT_LENGTH
+ * bytes long, -1 on error.  The body is read straight into w->body (fcgi_body.h: no copy out of
  * libfcgi's buffer); where fcgi_body.c gives the stream back, or cannot
  * take it, libfcgi reads the rest through a wider buffer (fcgi_stream.h).
  * The whole body within request_timeout_ms / BODY_TIMEOUT_SHARE, so a
@@ -287,25 +288,29 @@ static int read_body_into(worker *w, size_t max)
  * the master's stuck-request kill (each read has SO_RCVTIMEO too). */
 static int read_body(worker *w)
 {
-    size_t max = w->cfg->max_body_bytes, expect = SIZE_MAX;
-    const char *cl = FCGX_GetParam("CONTENT_LENGTH", w->req.envp);
+    size_t max = w->cfg->max_body_bytes;
+    size_t expect = enr_fcgi_content_length(FCGX_GetParam("CONTENT_LENGTH", w->req.envp));
     int r;
 
     enr_buf_reset(&w->body);
-    if (cl != NULL && cl[0] != '\0') {
-        unsigned long long n = strtoull(cl, NULL, 10);
-        if (n > max)
+    if (expect != SIZE_MAX) {
+        if (expect > max)
             return 1;
-        if (enr_buf_reserve(&w->body, (size_t)n + 1) != 0)
+        if (enr_buf_reserve(&w->body, expect + 1) != 0)
             return -1;
-        expect = (size_t)n;
     }
-    r = enr_fcgi_body_read(&w->req, &w->body, max, expect,
+    r = enr_fcgi_conn_body(&w->conn, &w->body, max, expect,
                            enr_mono_ms() + w->cfg->request_timeout_ms / BODY_TIMEOUT_SHARE);
-    if (r != ENR_FCGI_BODY_LIBFCGI)
-        return r == ENR_FCGI_BODY_ERROR ? -1 : r;
-    enr_fcgi_reader_widen(w->req.in);
-    return read_body_into(w, max);
+    if (r == ENR_FCGI_BODY_LIBFCGI) {
+        enr_fcgi_reader_widen(w->req.in);
+        r = read_body_into(w, max);
+    } else if (r == ENR_FCGI_BODY_ERROR)
+        r = -1;
+    /* A body is whole or refused: one cut short (or longer) than it was
+     * announced is never parsed as if it were the batch. */
+    if (r == 0 && expect != SIZE_MAX && w->body.len != expect)
+        return 2;
+    return r;
 }
 
 typedef struct outcome {
@@ -334,7 +339,14 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
     }
     r = read_body(w);
     if (r != 0) {
-        if (r > 0) {
+        if (r == 2) {
+            char msg[96];
+            size_t cl = enr_fcgi_content_length(FCGX_GetParam("CONTENT_LENGTH", w->req.envp));
+            o->status = 400;
+            snprintf(msg, sizeof msg, "body of %zu bytes received, CONTENT_LENGTH %zu", w->body.len,
+                     cl);
+            send_json_error(w, 400, msg);
+        } else if (r > 0) {
             char msg[64];
             o->status = 413;
             snprintf(msg, sizeof msg, "body larger than %zu bytes", c->max_body_bytes);
