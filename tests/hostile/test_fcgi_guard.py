@@ -138,6 +138,82 @@ def test_percent_paths(r, env):
                 "REQUEST_URI %s: %d (%r)" % (raw, want, H.fcgi_status(out["stdout"])))
 
 
+WRITE_MS = 1500  # write_timeout_ms of the write suite; the master's kill comes at twice it
+
+
+def big_answer_body():
+    """About 7.5 MB of answer from 0.7 MB (test_slow_reader.py's batch):
+    far more than the socket's buffer holds."""
+    import json
+    return json.dumps([{"provider": "yt", "id": "big%03d" % i, "title": "\ufdfa" * 9400}
+                       for i in range(24)], ensure_ascii=False).encode()
+
+
+def test_write_deadline(r):
+    """A peer that reads nothing of the answer: the socket buffer fills
+    with the answer's first bytes, every write after makes no progress at
+    all, and the worker gives up write_timeout_ms after the write began
+    (not at the master's kill, twice that), resets the connection and
+    serves the next request."""
+    body = big_answer_body()
+    req = head(H.fcgi_enrich_params(body)) + stdin(body)
+    with H.Env(name="fcgi-write") as env:
+        env.start_enrichd("workers = 1\nwrite_timeout_ms = %d\nrss_soft_mb = 0\n"
+                          "rss_hard_mb = 0\n" % WRITE_MS)
+        pids = env.wait_workers(1)
+        t0 = time.monotonic()
+        ref, _ = H.fcgi_exchange(env.sock, req, timeout=20)
+        work = time.monotonic() - t0
+        r.check(H.fcgi_status(ref["stdout"]) == 200 and len(ref["stdout"]) > 4 << 20,
+                "the big answer, read: 200, %d bytes in %.2f s" % (len(ref["stdout"]), work))
+        w = WRITE_MS / 1000.0
+        for name, drip in (("reads nothing", False), ("reads 2 KB every 50 ms", True)):
+            stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            stalled.connect(env.sock)
+            stop = []
+
+            def drain(sk=stalled):
+                sk.settimeout(0.05)
+                while not stop:
+                    try:
+                        if not sk.recv(2048):
+                            return
+                    except socket.timeout:
+                        pass
+                    except OSError:
+                        return
+                    time.sleep(0.05)
+            import threading
+            th = threading.Thread(target=drain, daemon=True)
+            try:
+                stalled.sendall(req)
+                if drip:
+                    th.start()
+                t0 = time.monotonic()
+                nxt, _ = H.fcgi_exchange(env.sock, H.fcgi_request_bytes(
+                    H.fcgi_enrich_params(BODY), BODY), timeout=4 * w + 10)
+                took = time.monotonic() - t0
+            finally:
+                stop.append(1)
+                if drip:
+                    th.join(2)
+                stalled.close()
+            r.check(H.fcgi_status(nxt["stdout"]) == 200,
+                    "%s: the next request is answered (%r)" % (name, H.fcgi_status(nxt["stdout"])))
+            r.check(w <= took < w + work + SLACK_S,
+                    "%s: the answer given up %.2f s after it was sent (write_timeout_ms %.1f s, "
+                    "the work %.2f s; the master's kill would come at %.1f s)"
+                    % (name, took, w, work, 2 * w))
+            print("write deadline, peer %s: given up after %.2f s" % (name, took))
+        r.check(env.worker_pids() == pids and not H.worker_exit_reasons(env),
+                "the same worker lives on (%r -> %r, exits %r)"
+                % (pids, env.worker_pids(), H.worker_exit_reasons(env)))
+        logged = env.wait_log("answer write failed: connection reset", count=2, timeout=5)
+        r.check(len(logged) == 2, "each aborted write is logged (%r)"
+                % [e.get("error") for e in logged])
+
+
 def main():
     res = H.Results()
     with H.Env(name="fcgi-guard") as env:
@@ -151,6 +227,7 @@ def main():
                   "after all of it: the same worker answers a batch")
         res.check(not H.worker_exit_reasons(env), "no worker exit (%r)"
                   % H.worker_exit_reasons(env))
+    res.run(test_write_deadline)
     res.done()
 
 
