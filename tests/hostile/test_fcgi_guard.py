@@ -29,6 +29,7 @@ import harness  # noqa: E402
 H = harness
 SLACK_S = 1.5  # scheduling on a loaded 2-core machine, sanitizer builds
 MAX_BODY = 1 << 20
+REQUEST_TIMEOUT_MS = 2000
 BODY = H.sample_body(50)
 
 
@@ -138,6 +139,137 @@ def test_percent_paths(r, env):
                 "REQUEST_URI %s: %d (%r)" % (raw, want, H.fcgi_status(out["stdout"])))
 
 
+def big_pairs_record():
+    """CVE-2025-23016's record: FCGI_GET_VALUES (request id 0), one pair
+    whose name and value lengths are both 0x7ffffff0 (24 bytes)."""
+    return H.fcgi_record(9, b"\xff\xff\xff\xf0" * 2, 0, padding=8)
+
+
+def status_metrics(env):
+    """/metrics of the status socket, raw (no front end)."""
+    p = {"REQUEST_METHOD": "GET", "DOCUMENT_URI": "/metrics", "SCRIPT_NAME": "/metrics",
+         "REQUEST_URI": "/metrics"}
+    out, _ = H.fcgi_exchange(env.status_sock, head(p) + H.fcgi_record(H.FCGI_STDIN, b""))
+    return out["stdout"].split(b"\r\n\r\n", 1)[-1].decode()
+
+
+def rejected_by(env, reason):
+    m = re.search(r'^enrichd_fastcgi_rejected_reason_total\{reason="%s"\} (\d+)$' % reason,
+                  status_metrics(env), re.M)
+    return int(m.group(1)) if m else None
+
+
+def test_hostile_records(r, env):
+    """Records libfcgi gets wrong, at every point of a request: the peer
+    is cut off, counted with its reason, and the worker lives on."""
+    params = H.fcgi_enrich_params(BODY)
+    req = head(params) + stdin(BODY)
+    pids = env.worker_pids()
+    before = rejected_by(env, "bad_pairs") or 0
+    for where, at in (("before BEGIN_REQUEST", 0), ("between BEGIN and PARAMS",
+                                                    len(H.fcgi_begin(1))),
+                      ("mid-body", len(head(params)) + 8 + 1000)):
+        req = head(params) + stdin(BODY, 1000)  # the body in 1000-byte records
+        data = req[:at] + big_pairs_record() + req[at:]
+        out, took = H.fcgi_exchange(env.sock, data)
+        r.check(not out["stdout"] and (out["eof"] or 1 in out["ends"]) and not out["timeout"],
+                "GET_VALUES with 0x7ffffff0-byte lengths %s: no answer, cut off (eof=%s, "
+                "ends=%r)" % (where, out["eof"], out["ends"]))
+        r.check(env.worker_pids() == pids, "%s: the same worker (%r -> %r)"
+                % (where, pids, env.worker_pids()))
+    out, _ = H.fcgi_exchange(env.sock, req)
+    r.check(H.fcgi_status(out["stdout"]) == 200, "then a request is served")
+    r.check(not H.worker_exit_reasons(env), "no worker exit, no crash (%r)"
+            % H.worker_exit_reasons(env))
+    after = rejected_by(env, "bad_pairs")
+    r.check(after is not None and after - before == 3,
+            "counted: enrichd_fastcgi_rejected_reason_total{reason=\"bad_pairs\"} %r -> %r"
+            % (before, after))
+    # pairs that lie inside PARAMS, and names libfcgi would mix up
+    for name, pairs in (("a value length past the record", b"\x04\x7fHOST" + b"x" * 10),
+                        ("a 4-byte length cut", b"\x80\x00"),
+                        ("'=' in a name", b"\x10\x01CONTENT_LENGTH=99x"),
+                        ("NUL in a value", b"\x01\x03Ax\x00y")):
+        data = (H.fcgi_begin(1) + H.fcgi_record(H.FCGI_PARAMS, H.fcgi_pairs(params) + pairs)
+                + H.fcgi_record(H.FCGI_PARAMS, b"") + stdin(BODY))
+        out, _ = H.fcgi_exchange(env.sock, data)
+        r.check(not out["stdout"] and not out["timeout"],
+                "PARAMS with %s: refused, no answer (%r)" % (name, out["stdout"][:40]))
+    big = {"HTTP_X_BIG": "x" * (70 * 1024)}
+    out, _ = H.fcgi_exchange(env.sock, H.fcgi_request_bytes(dict(params, **big), BODY))
+    r.check(not out["stdout"] and not out["timeout"],
+            "70 KB of parameters (past ENR_FCGI_PARAMS_MAX): refused (%r)" % out["stdout"][:40])
+    r.check((rejected_by(env, "too_large") or 0) >= 1, "counted as too_large")
+    # FCGI_GET_VALUES answered by enrichd, with its values
+    out, _ = H.fcgi_exchange(env.sock, H.fcgi_record(9, H.fcgi_pairs(
+        {"FCGI_MAX_CONNS": "", "FCGI_MPXS_CONNS": "", "FCGI_MAX_REQS": "", "OTHER": ""}), 0)
+        + req)
+    vals = [c for t, rid, c in out["records"] if t == 10 and rid == 0]
+    r.check(H.fcgi_status(out["stdout"]) == 200 and vals and
+            vals[0] == H.fcgi_pairs({"FCGI_MAX_CONNS": "1", "FCGI_MPXS_CONNS": "0",
+                                     "FCGI_MAX_REQS": "1"}),
+            "FCGI_GET_VALUES: enrichd's values (workers = 1, no multiplexing), then the request "
+            "(%r)" % vals[:1])
+    r.check(env.worker_pids() == pids, "after all: the same worker")
+
+
+def test_foreign_records_mid_body(r, env):
+    """A zero-length record of another request id between two body
+    records (libfcgi then skipped the next body record and answered 200
+    with other bytes), and other ids' records of every length: the body
+    is whole, the answer the same as without them."""
+    body = H.sample_body(400)
+    params = H.fcgi_enrich_params(body)
+    ref, _ = H.fcgi_exchange(env.sock, head(params) + stdin(body))
+    want = strip_time(ref["stdout"])
+    r.check(H.fcgi_status(ref["stdout"]) == 200, "reference: 200")
+    recs = [H.fcgi_record(H.FCGI_STDIN, body[i:i + 32768]) for i in range(0, len(body), 32768)]
+    for name, foreign in (("a zero-length STDIN of id 7", H.fcgi_record(H.FCGI_STDIN, b"", 7)),
+                          ("a zero-length PARAMS of id 2", H.fcgi_record(H.FCGI_PARAMS, b"", 2)),
+                          ("id 9's stdin, padded", H.fcgi_record(H.FCGI_STDIN, b"z" * 77, 9, padding=3)),
+                          ("an empty FCGI_GET_VALUES", H.fcgi_record(9, b"", 0))):
+        data = head(params) + recs[0] + foreign + b"".join(recs[1:]) + \
+            H.fcgi_record(H.FCGI_STDIN, b"")
+        out, _ = H.fcgi_exchange(env.sock, data)
+        r.check(strip_time(out["stdout"]) == want,
+                "%s between two body records: the same 200 (status %r, %d vs %d bytes)"
+                % (name, H.fcgi_status(out["stdout"]), len(out["stdout"]), len(ref["stdout"])))
+
+
+def test_drip_after_foreign(r, env):
+    """After a record that is not the body's, the rest of the body dripped
+    a byte every 50 ms: cut by the worker's own body deadline
+    (request_timeout_ms / 2), not the master's kill."""
+    params = H.fcgi_enrich_params(BODY)
+    data = head(params) + H.fcgi_record(H.FCGI_STDIN, b"", 5) + stdin(BODY)
+    pids = env.worker_pids()
+    c = H.FcgiConn(env.sock, 10)
+    t0 = time.monotonic()
+    cut = None
+    try:
+        c.send(data[:600])
+        for i in range(600, 600 + 200):  # 10 s at most
+            try:
+                c.send(data[i:i + 1])
+            except OSError:
+                cut = time.monotonic() - t0
+                break
+            time.sleep(0.05)
+            import select
+            if select.select([c.sock], [], [], 0)[0]:
+                cut = time.monotonic() - t0
+                break
+    finally:
+        c.close()
+    bound = REQUEST_TIMEOUT_MS / 2000.0 + 1.0 + SLACK_S
+    r.check(cut is not None and REQUEST_TIMEOUT_MS / 2000.0 - 0.1 <= cut < bound,
+            "drip after a foreign record: cut at the body deadline, %.1f..%.1f s (%r)"
+            % (REQUEST_TIMEOUT_MS / 2000.0, bound, cut))
+    time.sleep(0.3)
+    r.check(env.worker_pids() == pids and not H.worker_exit_reasons(env),
+            "the same worker lives on (%r)" % H.worker_exit_reasons(env))
+
+
 WRITE_MS = 1500  # write_timeout_ms of the write suite; the master's kill comes at twice it
 
 
@@ -217,10 +349,11 @@ def test_write_deadline(r):
 def main():
     res = H.Results()
     with H.Env(name="fcgi-guard") as env:
-        env.start_enrichd("workers = 1\nmax_body_bytes = %d\nrss_soft_mb = 0\nrss_hard_mb = 0\n"
-                          % MAX_BODY)
+        env.start_enrichd("workers = 1\nmax_body_bytes = %d\nrequest_timeout_ms = %d\n"
+                          "rss_soft_mb = 0\nrss_hard_mb = 0\n" % (MAX_BODY, REQUEST_TIMEOUT_MS))
         pids = env.wait_workers(1)
-        for fn in (test_content_length, test_bodyless_close, test_percent_paths):
+        for fn in (test_content_length, test_bodyless_close, test_percent_paths,
+                   test_hostile_records, test_foreign_records_mid_body, test_drip_after_foreign):
             res.run(fn, env)
         out, _ = H.fcgi_exchange(env.sock, H.fcgi_request_bytes(H.fcgi_enrich_params(BODY), BODY))
         res.check(H.fcgi_status(out["stdout"]) == 200 and env.worker_pids() == pids,
