@@ -15,8 +15,11 @@
  *    prefork worker); the layer closes it itself, after a bounded
  *    linger, so no descriptor outlives its request.
  *  - No peer holds the process without bound: the header phase has a
- *    total timer, each read and each write a timeout, the close a linger
- *    limit in time and bytes.
+ *    total deadline, the body its own, every wait for the peer is a
+ *    poll(2) with the time left (each read also within read_ms), and the
+ *    close a linger limit in time and bytes.
+ *  - libfcgi never reads the peer: the record reader (fcgi_body.h) does,
+ *    and hands libfcgi a checked request (fcgi_guard.h).
  *  - Only a RESPONDER request reaches the caller; anything else gets
  *    END_REQUEST{FCGI_UNKNOWN_ROLE} or a closed connection, is counted
  *    and logged at most once a second (a hostile peer repeats at will).
