@@ -112,8 +112,7 @@ valgrind: all
 # Every suite on an ASan+UBSan build: unit tests and vectors with leak
 # checks; then the integration suites with that build's daemon (leak checks
 # off: workers are killed on purpose), every sanitizer report written to
-# build-san/sanitizer-logs, which must hold no error (the CVE test's
-# refused huge allocation leaves a warning there, on purpose).  ASan's
+# build-san/sanitizer-logs, which must hold no error.  ASan's
 # quarantine is cut from 256 to 16 MB: the suites hold the workers to the
 # product's rss_soft_mb, and a worker that serves most of a load (one
 # idle worker is woken per connection) grew ~23 MB per 1,000 requests.

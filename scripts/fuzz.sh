@@ -21,7 +21,7 @@
 #   statustext      `enrichd status`'s document reader (enr_status_text_parse)
 #   scan            the wide string scanners against the portable one (src/engine/scan.c)
 #   fast            the engine's fast paths against its slow paths (enr_engine_set_slow)
-#   fcgi_body       the worker's direct FCGI_STDIN reader against a plain record reading (src/fcgi/fcgi_body.c)
+#   fcgi_body       enrichd's FastCGI record reader, then libfcgi on what it lets through, against a plain record reading (src/fcgi/fcgi_body.c, fcgi_guard.c)
 #   retry_after     a provider's Retry-After against glibc's strptime (enr_retry_after_parse)
 #   upstream_header upstream_header lines, the secret's header and query, redaction (src/base/secret.c)
 #
@@ -58,7 +58,7 @@ target_srcs() {
     trace) echo "$S/replay/replay_trace.c" ;;
     statustext) echo "$S/ops/statustext.c $S/base/buf.c" ;;
     scan) echo "$S/engine/scan.c" ;;
-    fcgi_body) echo "$S/fcgi/fcgi_body.c $S/fcgi/fcgi_stream.c $S/base/buf.c" ;;
+    fcgi_body) echo "$S/fcgi/fcgi_body.c $S/fcgi/fcgi_guard.c $S/base/buf.c" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
     esac
 }
@@ -145,14 +145,15 @@ seed_corpus() {
         seed "$corpus" uesc '\\u30cb\\u30e5\\u30fc\\u30b9 0123456789abcdef0123456789abcdef0123456789abcdef0123\\u00e9\\u00E9x\\u12\\u0e40\\u0e1e\\u0e25\\u0e07 \\ud83c\\udfac\\\\u0041\\u004g"'
         ;;
     fcgi_body)
-        # 8 control bytes (max, CONTENT_LENGTH mode, buffered, stage, reads), then a
-        # script: nginx's 32 KB records and a short last one, padding, a foreign
-        # record mid-body, the end record followed by more; and a raw stream.
-        seed "$corpus" nginx '\377\377\100\007\000\100\003\001\000\000\000\000\000\000\000\000\000\010\003\100\005\000\000'
-        seed "$corpus" small '\000\020\000\001\000\011\002\001\020\007\001\150\377\003\005\000\000'
-        seed "$corpus" foreign '\377\377\200\003\000\003\001\001\000\000\000\006\003\001\000\000\000\005\004\000'
-        seed "$corpus" other '\377\377\000\041\000\000\005\001\007\020\000\000\000\000\005\000\000'
-        seed "$corpus" raw '\377\377\100\000\000\004\000\000\001\005\000\001\000\003\005\000abc\000\000\000\000\000\001\005\000\001\000\000\000\000'
+        # 8 control bytes (max, CONTENT_LENGTH mode, first read, stage, reads, script),
+        # then a script: the parameters (well-formed pairs or raw bytes), then 3
+        # bytes a body record: nginx's 32 KB records and one more, padding,
+        # other ids' records (zero-length too), management records, aborts;
+        # and raw streams (the 24-byte GET_VALUES of 0x7ffffff0 lengths).
+        seed "$corpus" nginx '\377\377\100\007\000\100\003\001\001\003\000\000\016\004\016\006\000\000\000\000\000\000\000\010\003\100\005\000\000'
+        seed "$corpus" foreign '\377\377\200\003\000\003\001\001\001\002\000\014\003\001\010\000\000\000\000\000\011\001\001\016\000\000'
+        seed "$corpus" raw '\377\377\100\000\000\004\000\000\001\001\000\001\000\010\000\000\000\001\000\000\000\000\000\000\001\004\000\001\000\000\000\000\001\005\000\001\000\003\005\000abc\000\000\000\000\000\001\005\000\001\000\000\000\000'
+        seed "$corpus" cve '\377\377\100\000\000\004\000\000\001\011\000\000\000\010\010\000\377\377\377\360\377\377\377\360\000\000\000\000\000\000\000\000'
         ;;
     retry_after)
         for s in 120 ' 7\r\n' 0 99999999999999999999 'Sun, 06 Nov 1994 08:49:37 GMT' \

@@ -25,6 +25,7 @@
 #define ENR_SB_MAX_WORKERS 256
 #define ENR_SB_REQID_MAX 40
 #define ENR_SB_LAT_BUCKETS 14 /* bounds in enr_sb_lat_bounds_ms, last is +Inf */
+#define ENR_SB_FCGI_REASONS 6 /* fcgi_rejected_by: one per ENR_FCGI_REJECT_* (fcgi_guard.h) */
 
 typedef _Atomic uint64_t enr_sb_u64;
 typedef _Atomic int64_t enr_sb_i64;
@@ -122,6 +123,8 @@ typedef struct enr_sb_slot {
     /* calls the provider's quota stopped: answered 429 (or 503 with
      * Retry-After), or not made during its pause or past the rate limit */
     enr_sb_u64 up_fail_throttled;
+    /* fcgi_rejected by reason (fcgi_guard.h: ENR_FCGI_REJECT_*) */
+    enr_sb_u64 fcgi_rejected_by[ENR_SB_FCGI_REASONS];
 } enr_sb_slot;
 
 /* The master's health verdict and the window it judged (health.c writes

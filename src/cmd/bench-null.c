@@ -11,11 +11,14 @@
  * that each accept, read the whole body as enrichd does, and answer
  * ANSWER_BYTES (default 80 KB, about enrichd's answer to the 400 KB
  * batch) of NDJSON-shaped bytes: the body read straight into a buffer
- * (fcgi_body.h), the answer and the closing records in 64 KB records by
- * writev (fcgi_stream.h); --stock: libfcgi's own 8 KB streams both ways.  Runs until killed; the
+ * by enrichd's record reader (fcgi_body.h), the answer and the closing
+ * records in 64 KB records by writev (fcgi_stream.h), through enrichd's
+ * connection layer (fcgi_conn.h); --stock: libfcgi's own accept and 8 KB
+ * streams both ways.  Runs until killed; the
  * bench kills its process group.  A bench tool only: never installed.
  */
 #include <fcgiapp.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@
 
 #include "base/buf.h"
 #include "fcgi/fcgi_body.h"
+#include "fcgi/fcgi_conn.h"
 #include "fcgi/fcgi_stream.h"
 
 #define NULL_DEFAULT_WORKERS 6
@@ -35,31 +39,53 @@
 #define NULL_READ_CHUNK (64 * 1024) /* enrichd's body read size */
 #define NULL_WRITE_TIMEOUT_MS 10000 /* enrichd's default write_timeout_ms */
 #define NULL_MAX_BODY (4u << 20)    /* nginx/enrichd.conf client_max_body_size */
+#define NULL_HEADER_TIMEOUT_MS 1000 /* enrichd's worker.h bounds */
+#define NULL_LINGER_MS 500
 
-/* The body as enrichd reads it: straight into a buffer the process
- * keeps (fcgi_body.h), libfcgi's wide stream where that gives it back. */
-static void read_body(FCGX_Request *req, enr_buf *body, char *scratch)
+/* enrichd's transport (fcgi_conn.h): accept, the checked records, the
+ * body straight into a buffer the process keeps, the answer and its
+ * closing records in 64 KB records, the bounded close. */
+static void serve_wide(int fd, const char *answer, size_t len)
 {
-    const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
-    size_t expect = SIZE_MAX;
+    static volatile sig_atomic_t never;
+    enr_buf body = {0};
+    FCGX_Request req;
+    enr_fcgi_conn c;
+    char head[128];
+    int hlen = snprintf(head, sizeof head,
+                        "Status: 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                        "Content-Length: %zu\r\n\r\n",
+                        len);
 
-    enr_buf_reset(body);
-    if (cl != NULL && cl[0] != '\0') {
-        expect = (size_t)strtoull(cl, NULL, 10);
-        if (expect > NULL_MAX_BODY || enr_buf_reserve(body, expect + 1) != 0)
-            expect = SIZE_MAX;
+    memset(&c, 0, sizeof c);
+    c.listen_fd = fd;
+    c.req = &req;
+    c.header_ms = NULL_HEADER_TIMEOUT_MS;
+    c.read_ms = NULL_HEADER_TIMEOUT_MS;
+    c.write_ms = NULL_WRITE_TIMEOUT_MS;
+    c.linger_ms = NULL_LINGER_MS;
+    c.max_conns = 1;
+    c.stop = &never;
+    if (enr_fcgi_conn_init(&c) != 0)
+        exit(1);
+    for (;;) {
+        int cfd = enr_fcgi_conn_next(&c, -1);
+        if (cfd < 0)
+            exit(1);
+        if (enr_fcgi_conn_open(&c, cfd) != 0)
+            continue;
+        enr_buf_reset(&body);
+        if (enr_fcgi_conn_body(&c, &body, NULL_MAX_BODY, SIZE_MAX, 0) == ENR_FCGI_BODY_DONE)
+            enr_fcgi_write_answer(&req, head, (size_t)hlen, answer, len, NULL_WRITE_TIMEOUT_MS);
+        enr_fcgi_conn_finish(&c);
+        enr_fcgi_conn_close(&c);
     }
-    if (enr_fcgi_body_read(req, body, NULL_MAX_BODY, expect, 0) != ENR_FCGI_BODY_LIBFCGI)
-        return;
-    enr_fcgi_reader_widen(req->in);
-    while (FCGX_GetStr(scratch, NULL_READ_CHUNK, req->in) == NULL_READ_CHUNK)
-        ;
 }
 
-static void serve(int fd, const char *answer, size_t len, int wide)
+/* libfcgi's own 8 KB streams both ways (--stock). */
+static void serve_stock(int fd, const char *answer, size_t len)
 {
     static char scratch[NULL_READ_CHUNK];
-    enr_buf body = {0};
     FCGX_Request req;
     char head[128];
     int hlen;
@@ -71,15 +97,10 @@ static void serve(int fd, const char *answer, size_t len, int wide)
                         "Status: 200 OK\r\nContent-Type: application/x-ndjson\r\n"
                         "Content-Length: %zu\r\n\r\n",
                         len);
-        if (wide) {
-            read_body(&req, &body, scratch);
-            enr_fcgi_write_answer(&req, head, (size_t)hlen, answer, len, NULL_WRITE_TIMEOUT_MS);
-        } else {
-            while (FCGX_GetStr(scratch, sizeof scratch, req.in) == (int)sizeof scratch)
-                ;
-            FCGX_PutStr(head, hlen, req.out);
-            FCGX_PutStr(answer, (int)len, req.out);
-        }
+        while (FCGX_GetStr(scratch, sizeof scratch, req.in) == (int)sizeof scratch)
+            ;
+        FCGX_PutStr(head, hlen, req.out);
+        FCGX_PutStr(answer, (int)len, req.out);
         FCGX_Finish_r(&req);
     }
     exit(0);
@@ -120,6 +141,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench-null: cannot listen on %s\n", argv[1]);
         return 1;
     }
+    /* enrichd's listening sockets are non-blocking (fcgi_conn.h). */
+    if (wide && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+        perror("bench-null: O_NONBLOCK");
+        return 1;
+    }
     if (chmod(argv[1], 0666) != 0) {
         perror("bench-null: chmod");
         return 1;
@@ -130,8 +156,11 @@ int main(int argc, char **argv)
             perror("bench-null: fork");
             return 1;
         }
-        if (pid == 0)
-            serve(fd, answer, (size_t)alen, wide);
+        if (pid == 0) {
+            if (wide)
+                serve_wide(fd, answer, (size_t)alen);
+            serve_stock(fd, answer, (size_t)alen);
+        }
     }
     /* The parent only waits: the bench kills the whole process group. */
     while (wait(NULL) > 0)

@@ -1,55 +1,92 @@
 /*
- * fcgi_body.c: the request body read past libfcgi's stream (fcgi_body.h).
+ * fcgi_body.c: enrichd's FastCGI record reader (fcgi_body.h).
  *
- * What it trades.  One copy of the body less (libfcgi's buffer to the
- * body buffer: ~40 us of a 400 KB request) and reads as large as the
- * socket holds, for a second FCGI_STDIN record parser next to libfcgi's,
- * a hold on libfcgi's private stream state (fcgi_stream.c, checked
- * against its known layout; an unknown one leaves the whole body to
- * libfcgi), and a prediction: each readv(2) places the records it
- * expects (content in the body, headers and padding in scratch).  A
- * record that differs from the prediction costs a move of the rest of
- * that read to its place (memmove, ~40 KB of a 400 KB body behind nginx,
- * whose body buffers end in a short record), or when the move cannot be
- * done in place, a re-parse through the read buffer (two copies of the
- * rest of that read, where libfcgi's path copies every byte once); the
- * next read is laid out from the true state again.
+ * The rules each record is checked by, in order of the connection:
+ *  - version 1 only; a record of request id 0 is a management record:
+ *    FCGI_GET_VALUES (at most ENR_FCGI_MGMT_MAX, its pairs checked) is
+ *    answered with enrichd's values, any other type FCGI_UNKNOWN_TYPE;
+ *  - first a BEGIN_REQUEST (8 bytes of content, a non-zero id); any
+ *    other record before it cuts the peer off;
+ *  - then that id's FCGI_PARAMS, at most ENR_FCGI_PARAMS_MAX in all,
+ *    whose pairs must tile their content exactly (fcgi_guard.c), ended
+ *    by the empty one; the parser stops there (HEAD);
+ *  - then that id's FCGI_STDIN, ended by the empty one, or its
+ *    FCGI_ABORT_REQUEST; a record of another type for the id cuts the
+ *    peer off;
+ *  - at any time, another BEGIN_REQUEST is answered
+ *    END_REQUEST{FCGI_CANT_MPX_CONN} and another id's records are
+ *    skipped whole, whatever their length (zero included).
+ *
+ * The body's fast path trades a prediction for the copy: each readv(2)
+ * places the records it expects (content in the body, headers and
+ * padding in scratch).  A record that differs from the prediction costs
+ * a move of the rest of that read to its place (memmove, ~40 KB of a 400
+ * KB body behind nginx, whose body buffers end in a short record), or
+ * when the move cannot be done in place, a re-parse through the stage
+ * (two copies of the rest of that read); the next read is laid out from
+ * the true state again.  A record that is not the body's ends the fast
+ * path for the rest of that read: it goes through the byte parser.
  *
  * Invariants:
- *  - Only version-1 FCGI_STDIN records of the request's own id are
- *    parsed here; the first other record (a management record, another
- *    id, a BEGIN_REQUEST, FCGI_ABORT_REQUEST, a bad version) goes back to
- *    libfcgi at its header with every byte read after it, so libfcgi
- *    treats it exactly as it did before this file existed.
- *  - A readv never asks for more than the read buffer holds (the stage),
- *    so whatever one read brought fits there for a re-parse or a hand
- *    back; content is never read into the body past max.
- *  - Each read is bounded by the connection's SO_RCVTIMEO, the whole
- *    body by the caller's deadline (a peer dripping a byte per read).
+ *  - A readv never asks for more than the stage holds, so whatever one
+ *    read brought fits there for a re-parse; content is never read into
+ *    the body past max, nor the parameters past their bound.
+ *  - Bytes are read only when none read before are left unparsed.
+ *  - The whole run is bounded by the caller's deadline, checked before
+ *    each read (a peer dripping a byte per read), and each read by the
+ *    caller's read function.
  */
 #include "fcgi/fcgi_body.h"
 
 #include <errno.h>
 #include <fastcgi.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include "base/clock.h"
-#include "fcgi/fcgi_stream.h"
 
 /* Records planned per readv: 32 of nginx's 32 KB ones fill the stage. */
 #define PLAN_UNITS 32
 /* A record's end: up to 255 bytes of padding, then the next header. */
 #define SCRATCH_MAX (255 + FCGI_HEADER_LEN)
 
-void enr_fcgi_in_init(enr_fcgi_in *s, unsigned request_id, size_t max)
+/* What the content of the record in hand is for. */
+enum { REC_SKIP, REC_BODY, REC_PARAMS, REC_BEGIN, REC_VALUES };
+
+static unsigned char *read_buf; /* ENR_FCGI_READ_BUF, kept across requests */
+
+unsigned char *enr_fcgi_read_buf(void)
 {
-    memset(s, 0, sizeof *s);
-    s->request_id = request_id;
-    s->max = max;
+    if (read_buf == NULL)
+        read_buf = aligned_alloc(64, ENR_FCGI_READ_BUF);
+    return read_buf;
+}
+
+void enr_fcgi_in_init(enr_fcgi_in *s, enr_buf *params, unsigned max_conns)
+{
+    s->phase = ENR_FCGI_PH_BEGIN;
+    s->state = ENR_FCGI_IN_RUN;
+    s->reason = 0;
+    s->request_id = s->role = s->flags = 0;
+    s->max_conns = max_conns;
+    s->params = params;
+    enr_buf_reset(params);
+    s->max = 0;
+    s->content = 0;
+    s->pad = 0;
+    s->rec = REC_SKIP;
+    s->hdr_len = 0;
     s->spec = ENR_FCGI_BODY_SPEC;
-    s->state = ENR_FCGI_IN_BODY;
+    s->hold_len = 0;
+    s->reply_len = 0;
+}
+
+void enr_fcgi_in_body(enr_fcgi_in *s, size_t max)
+{
+    s->max = max;
+    if (s->state == ENR_FCGI_IN_HEAD)
+        s->state = ENR_FCGI_IN_RUN;
 }
 
 static size_t min_sz(size_t a, size_t b)
@@ -57,29 +94,117 @@ static size_t min_sz(size_t a, size_t b)
     return a < b ? a : b;
 }
 
-/* A whole header in s->hdr. */
+static void bad(enr_fcgi_in *s, int reason)
+{
+    s->state = ENR_FCGI_IN_BAD;
+    s->reason = reason;
+}
+
+/* The content of the record in hand is all in (or there was none). */
+static void record_done(enr_fcgi_in *s)
+{
+    if (s->rec == REC_BEGIN) {
+        s->role = (unsigned)s->hold[0] << 8 | s->hold[1];
+        s->flags = s->hold[2];
+        s->phase = ENR_FCGI_PH_PARAMS;
+    } else if (s->rec == REC_VALUES) {
+        if (enr_fcgi_pairs_check(s->hold, s->hold_len) < 0)
+            bad(s, ENR_FCGI_REJECT_PAIRS);
+        else
+            s->reply_len = enr_fcgi_get_values_result(s->hold, s->hold_len, s->max_conns, s->reply);
+    }
+    s->rec = REC_SKIP;
+}
+
+/* A management record's header (request id 0). */
+static void management(enr_fcgi_in *s, int type, size_t len)
+{
+    if (type == FCGI_GET_VALUES) {
+        if (len > ENR_FCGI_MGMT_MAX) {
+            bad(s, ENR_FCGI_REJECT_TOO_LARGE);
+            return;
+        }
+        s->rec = REC_VALUES;
+        s->hold_len = 0;
+    } else if (type == FCGI_BEGIN_REQUEST) {
+        bad(s, ENR_FCGI_REJECT_RECORD); /* a request needs an id */
+    } else {
+        enr_fcgi_unknown_type(s->reply, type);
+        s->reply_len = 16;
+    }
+}
+
+/* A record of the request in hand (after BEGIN_REQUEST). */
+static void own(enr_fcgi_in *s, int type, size_t len)
+{
+    if (s->phase == ENR_FCGI_PH_PARAMS) {
+        if (type != FCGI_PARAMS) {
+            bad(s, ENR_FCGI_REJECT_RECORD);
+        } else if (len == 0) {
+            if (enr_fcgi_pairs_check((const unsigned char *)s->params->data, s->params->len) < 0)
+                bad(s, ENR_FCGI_REJECT_PAIRS);
+            else {
+                s->phase = ENR_FCGI_PH_BODY;
+                s->state = ENR_FCGI_IN_HEAD; /* its padding is skipped with the body */
+            }
+        } else if (len > ENR_FCGI_PARAMS_MAX - s->params->len) {
+            bad(s, ENR_FCGI_REJECT_TOO_LARGE);
+        } else {
+            s->rec = REC_PARAMS;
+        }
+        return;
+    }
+    if (type == FCGI_ABORT_REQUEST) {
+        s->state = ENR_FCGI_IN_ABORTED;
+    } else if (type != FCGI_STDIN) {
+        bad(s, ENR_FCGI_REJECT_RECORD);
+    } else if (len == 0) {
+        s->state = ENR_FCGI_IN_END;
+    } else {
+        s->rec = REC_BODY;
+        if (len > s->spec)
+            s->spec = len;
+    }
+}
+
+/* A whole header in s->hdr: the record it starts, by the rules above. */
 static void header(enr_fcgi_in *s)
 {
     const unsigned char *h = s->hdr;
+    int type = h[1];
     unsigned id = (unsigned)h[2] << 8 | h[3];
     size_t len = (size_t)h[4] << 8 | h[5];
 
-    /* libfcgi's ProcessHeader takes such a record as the stream's; all
-     * else is its business (file comment). */
-    if (h[0] != FCGI_VERSION_1 || h[1] != FCGI_STDIN || id != s->request_id ||
-        id == FCGI_NULL_REQUEST_ID) {
-        s->state = ENR_FCGI_IN_FOREIGN;
-        return;
-    }
     s->hdr_len = 0;
-    if (len == 0) {
-        s->state = ENR_FCGI_IN_END; /* libfcgi ignores this record's padding too */
-        return;
-    }
     s->content = len;
     s->pad = h[6];
-    if (len > s->spec)
-        s->spec = len;
+    s->rec = REC_SKIP;
+    if (h[0] != FCGI_VERSION_1) {
+        bad(s, ENR_FCGI_REJECT_RECORD);
+        return;
+    }
+    if (id == FCGI_NULL_REQUEST_ID) {
+        management(s, type, len);
+    } else if (type == FCGI_BEGIN_REQUEST) {
+        if (len != 8) {
+            bad(s, ENR_FCGI_REJECT_RECORD);
+        } else if (s->phase == ENR_FCGI_PH_BEGIN) {
+            s->rec = REC_BEGIN;
+            s->request_id = id;
+            s->hold_len = 0;
+        } else {
+            enr_fcgi_end_request(s->reply, id, 0, FCGI_CANT_MPX_CONN);
+            s->reply_len = 16;
+        }
+    } else if (s->phase == ENR_FCGI_PH_BEGIN) {
+        bad(s, ENR_FCGI_REJECT_RECORD);
+    } else if (id == s->request_id) {
+        own(s, type, len);
+    } /* else another request's record: skipped, content and padding */
+    if (s->state != ENR_FCGI_IN_RUN && s->state != ENR_FCGI_IN_HEAD)
+        return;
+    if (s->state == ENR_FCGI_IN_RUN && s->content == 0)
+        record_done(s);
 }
 
 /* Content raw[0..k) appended to body, within max. */
@@ -98,13 +223,41 @@ static int put(enr_fcgi_in *s, enr_buf *body, const unsigned char *raw, size_t k
     return 0;
 }
 
+/* Content raw[0..k) of the record in hand, for what it is. */
+static int take_content(enr_fcgi_in *s, enr_buf *body, const unsigned char *raw, size_t k)
+{
+    switch (s->rec) {
+    case REC_BODY:
+        return put(s, body, raw, k);
+    case REC_PARAMS:
+        enr_buf_append(s->params, raw, k);
+        if (s->params->oom) {
+            s->state = ENR_FCGI_IN_OOM;
+            return -1;
+        }
+        return 0;
+    case REC_BEGIN:
+    case REC_VALUES:
+        memcpy(s->hold + s->hold_len, raw, k); /* bounded by the header's checks */
+        s->hold_len += k;
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+static int running(const enr_fcgi_in *s)
+{
+    return s->state == ENR_FCGI_IN_RUN && s->reply_len == 0;
+}
+
 /* Padding and header bytes from raw[0..n), while no content is due.
  * Returns the bytes consumed. */
 static size_t frame(enr_fcgi_in *s, const unsigned char *raw, size_t n)
 {
     size_t i = 0;
 
-    while (i < n && s->state == ENR_FCGI_IN_BODY && s->content == 0) {
+    while (i < n && running(s) && s->content == 0) {
         size_t k;
         if (s->pad > 0) {
             k = min_sz(s->pad, n - i);
@@ -113,8 +266,11 @@ static size_t frame(enr_fcgi_in *s, const unsigned char *raw, size_t n)
             k = min_sz(FCGI_HEADER_LEN - s->hdr_len, n - i);
             memcpy(s->hdr + s->hdr_len, raw + i, k);
             s->hdr_len += (unsigned)k;
-            if (s->hdr_len == FCGI_HEADER_LEN)
+            if (s->hdr_len == FCGI_HEADER_LEN) {
+                i += k;
                 header(s);
+                continue;
+            }
         }
         i += k;
     }
@@ -125,17 +281,26 @@ size_t enr_fcgi_in_feed(enr_fcgi_in *s, const unsigned char *raw, size_t n, enr_
 {
     size_t i = 0;
 
-    while (i < n && s->state == ENR_FCGI_IN_BODY) {
+    while (i < n && running(s)) {
         if (s->content > 0) {
             size_t k = min_sz(s->content, n - i);
-            if (put(s, body, raw + i, k) != 0)
+            if (take_content(s, body, raw + i, k) != 0)
                 break;
             s->content -= k;
             i += k;
+            if (s->content == 0)
+                record_done(s);
         } else
             i += frame(s, raw + i, n - i);
     }
     return i;
+}
+
+/* The fast path's state: in a body record, or between records of the
+ * body phase with nothing else due. */
+static int in_body(const enr_fcgi_in *s)
+{
+    return running(s) && s->phase == ENR_FCGI_PH_BODY && (s->content == 0 || s->rec == REC_BODY);
 }
 
 /* One planned part of a readv. */
@@ -229,7 +394,8 @@ static size_t gather(const seg *sg, int n, size_t off, size_t count, unsigned ch
 }
 
 /* The bytes read from offset off of sg[i] on (count of them), parsed
- * again from the stage: what cannot be moved into place. */
+ * again from the stage: what cannot be moved into place, or is not the
+ * body's.  What the parser does not take stays pending there. */
 static void restage(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r, plan *pl, int i, size_t off,
                     size_t count)
 {
@@ -237,8 +403,8 @@ static void restage(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r, plan *pl, in
 
     c = enr_fcgi_in_feed(s, r->stage, m, body);
     r->copied += m + m;
-    r->rest = r->stage + c;
-    r->rest_len = m - c;
+    r->pend = r->stage + c;
+    r->pend_len = m - c;
 }
 
 /* Takes got bytes that the readv of pl brought into the state.  Where
@@ -248,7 +414,8 @@ static void restage(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r, plan *pl, in
  * place is never above it while the stream's headers come no later than
  * the predicted ones, the common case of a record shorter than
  * predicted); content found in scratch is copied in when that does not
- * reach body bytes not parsed yet.  Anything else goes through the stage. */
+ * reach body bytes not parsed yet.  Anything else, and everything from a
+ * record that is not the body's on, goes through the stage. */
 static void take_read(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r, plan *pl, size_t got)
 {
     /* (a body never reserved gets no content in place: make_plan) */
@@ -257,15 +424,15 @@ static void take_read(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r, plan *pl, 
     for (int i = 0; i < pl->n && got > 0; i++) {
         seg *g = &pl->sg[i];
         size_t take = min_sz(got, g->len), off = 0;
-        int in_body = g->kind != SEG_SCRATCH;
+        int in_place = g->kind != SEG_SCRATCH;
         const unsigned char *limit = end;
 
-        if (!in_body && got > take && i + 1 < pl->n)
+        if (!in_place && got > take && i + 1 < pl->n)
             limit = pl->sg[i + 1].p; /* the next body bytes, not parsed yet */
-        if (g->kind == SEG_SPEC && (s->state != ENR_FCGI_IN_BODY || s->hdr_len != 0 ||
-                                    s->content != g->want || s->pad != g->pad))
+        if (g->kind == SEG_SPEC && (!running(s) || s->hdr_len != 0 || s->content != g->want ||
+                                    s->pad != g->pad || s->rec != REC_BODY))
             r->mispredicted++;
-        while (off < take && s->state == ENR_FCGI_IN_BODY) {
+        while (off < take && in_body(s)) {
             unsigned char *src = g->p + off, *dst;
             size_t k;
 
@@ -278,12 +445,8 @@ static void take_read(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r, plan *pl, 
                 s->state = ENR_FCGI_IN_TOO_LARGE;
                 return;
             }
-            if (body->data == NULL) {
-                restage(s, body, r, pl, i, off, got - off);
-                return;
-            }
-            dst = (unsigned char *)body->data + body->len;
-            if (in_body ? dst > src : dst + k > limit) {
+            dst = body->data != NULL ? (unsigned char *)body->data + body->len : NULL;
+            if (dst == NULL || (in_place ? dst > src : dst + k > limit)) {
                 restage(s, body, r, pl, i, off, got - off);
                 return;
             }
@@ -295,56 +458,83 @@ static void take_read(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r, plan *pl, 
             s->content -= k;
             off += k;
         }
-        if (s->state != ENR_FCGI_IN_BODY) {
-            /* END (what follows is not the body's), FOREIGN (it goes back
-             * to libfcgi after the header), TOO_LARGE */
-            size_t m = gather(pl->sg + i, pl->n - i, off, got - off, r->stage);
-            r->rest = r->stage;
-            r->rest_len = m;
+        if (!in_body(s)) {
+            /* END, HEAD cannot come here; TOO_LARGE, BAD, ABORTED end the
+             * run; a reply or a record that is not the body's: the rest
+             * of the read goes through the byte parser. */
+            if (s->state == ENR_FCGI_IN_RUN)
+                restage(s, body, r, pl, i, off, got - off);
             return;
         }
         got -= take;
     }
 }
 
+static int flush_reply(enr_fcgi_in *s, enr_fcgi_run *r)
+{
+    int rc = r->wr(r->ctx, s->reply, s->reply_len);
+
+    s->reply_len = 0;
+    if (rc != 0)
+        r->err = errno != 0 ? errno : EIO;
+    return rc;
+}
+
 int enr_fcgi_in_run(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r)
 {
     plan pl;
 
-    r->rest = NULL;
-    r->rest_len = 0;
     for (;;) {
-        size_t want;
         ssize_t got;
+        int fast;
 
+        if (s->reply_len > 0 && flush_reply(s, r) != 0)
+            return ENR_FCGI_BODY_ERROR;
+        if (r->pend_len > 0 && running(s)) {
+            size_t c = enr_fcgi_in_feed(s, r->pend, r->pend_len, body);
+            r->pend += c;
+            r->pend_len -= c;
+            continue;
+        }
         switch (s->state) {
         case ENR_FCGI_IN_END:
             return ENR_FCGI_BODY_DONE;
-        case ENR_FCGI_IN_FOREIGN:
-            return ENR_FCGI_BODY_LIBFCGI;
+        case ENR_FCGI_IN_HEAD:
+            return ENR_FCGI_BODY_HEAD;
         case ENR_FCGI_IN_TOO_LARGE:
             return ENR_FCGI_BODY_TOO_LARGE;
+        case ENR_FCGI_IN_BAD:
+            return ENR_FCGI_BODY_REJECT;
+        case ENR_FCGI_IN_ABORTED:
+            return ENR_FCGI_BODY_ABORTED;
         case ENR_FCGI_IN_OOM:
             r->err = ENOMEM;
             return ENR_FCGI_BODY_ERROR;
         default:
             break;
         }
-        if (s->content > 0 && body->len >= s->max) {
+        if (s->rec == REC_BODY && s->content > 0 && body->len >= s->max) {
             s->state = ENR_FCGI_IN_TOO_LARGE; /* a content byte is due */
-            continue;
-        }
-        want = min_sz(s->content > 0 ? s->content : expect_left(r, body), r->stage_len);
-        if (want > 0 && enr_buf_reserve(body, want + 1) != 0) {
-            s->state = ENR_FCGI_IN_OOM;
             continue;
         }
         if (r->deadline_ms != 0 && enr_mono_ms() >= r->deadline_ms) {
             r->err = ETIMEDOUT;
             return ENR_FCGI_BODY_ERROR;
         }
-        make_plan(s, body, r, &pl);
-        got = r->rd(r->ctx, pl.iov, pl.n);
+        fast = in_body(s);
+        if (fast) {
+            size_t want = min_sz(s->content > 0 ? s->content : expect_left(r, body), r->stage_len);
+            want = min_sz(want, s->max - body->len); /* never reserved past max */
+            if (want > 0 && enr_buf_reserve(body, want + 1) != 0) {
+                s->state = ENR_FCGI_IN_OOM;
+                continue;
+            }
+            make_plan(s, body, r, &pl);
+            got = r->rd(r->ctx, pl.iov, pl.n);
+        } else {
+            struct iovec one = {r->stage, r->stage_len};
+            got = r->rd(r->ctx, &one, 1);
+        }
         r->reads++;
         if (got < 0) {
             if (errno == EINTR)
@@ -353,64 +543,31 @@ int enr_fcgi_in_run(enr_fcgi_in *s, enr_buf *body, enr_fcgi_run *r)
             return ENR_FCGI_BODY_ERROR;
         }
         if (got == 0) {
-            r->err = FCGX_PROTOCOL_ERROR; /* as libfcgi: EOF inside the stream */
+            r->err = 0; /* EOF inside the stream */
             return ENR_FCGI_BODY_ERROR;
         }
-        take_read(s, body, r, &pl, (size_t)got);
+        if (fast)
+            take_read(s, body, r, &pl, (size_t)got);
+        else {
+            r->pend = r->stage;
+            r->pend_len = (size_t)got;
+        }
     }
 }
 
-static ssize_t fd_readv(void *ctx, const struct iovec *iov, int n)
+size_t enr_fcgi_content_length(const char *cl)
 {
-    return readv(*(const int *)ctx, iov, n);
-}
+    size_t n = 0;
 
-int enr_fcgi_body_read(FCGX_Request *req, enr_buf *body, size_t max, size_t expect,
-                       uint64_t deadline_ms)
-{
-    enr_fcgi_in s;
-    enr_fcgi_run r;
-    const unsigned char *raw, *rest;
-    size_t len, c, rest_len;
-    int fd = req->ipcFd, rc;
-    unsigned char *stage = enr_fcgi_read_buf();
-
-    if (stage == NULL || body->len > max || enr_fcgi_reader_take(req->in, &raw, &len) != 0)
-        return ENR_FCGI_BODY_LIBFCGI;
-    enr_fcgi_in_init(&s, (unsigned)req->requestId, max);
-    /* What libfcgi read past the parameters: the body's first bytes. */
-    c = enr_fcgi_in_feed(&s, raw, len, body);
-    rest = raw + c;
-    rest_len = len - c;
-    memset(&r, 0, sizeof r);
-    if (s.state == ENR_FCGI_IN_FOREIGN) {
-        rc = ENR_FCGI_BODY_LIBFCGI;
-    } else {
-        r.rd = fd_readv;
-        r.ctx = &fd;
-        r.expect = expect;
-        r.deadline_ms = deadline_ms;
-        r.stage = stage;
-        r.stage_len = ENR_FCGI_READ_BUF - FCGI_HEADER_LEN; /* the hand back's header fits */
-        rc = enr_fcgi_in_run(&s, body, &r);
-        rest = r.rest;
-        rest_len = r.rest_len;
+    if (cl == NULL || *cl == '\0')
+        return SIZE_MAX;
+    for (const char *p = cl; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9')
+            return SIZE_MAX;
+        if (n > (SIZE_MAX - 1 - 9) / 10)
+            n = SIZE_MAX - 1;
+        else
+            n = n * 10 + (size_t)(*p - '0');
     }
-    switch (rc) {
-    case ENR_FCGI_BODY_DONE:
-        enr_fcgi_reader_end(req->in, 0);
-        break;
-    case ENR_FCGI_BODY_ERROR:
-        enr_fcgi_reader_end(req->in, r.err);
-        break;
-    case ENR_FCGI_BODY_LIBFCGI:
-        if (enr_fcgi_reader_give(req->in, s.hdr, rest, rest_len) != 0) {
-            enr_fcgi_reader_end(req->in, ENOMEM);
-            return ENR_FCGI_BODY_ERROR;
-        }
-        break;
-    default: /* TOO_LARGE: the rest stays unread, as libfcgi leaves it */
-        break;
-    }
-    return rc;
+    return n;
 }

@@ -15,8 +15,11 @@
  *    prefork worker); the layer closes it itself, after a bounded
  *    linger, so no descriptor outlives its request.
  *  - No peer holds the process without bound: the header phase has a
- *    total timer, each read and each write a timeout, the close a linger
- *    limit in time and bytes.
+ *    total deadline, the body its own, every wait for the peer is a
+ *    poll(2) with the time left (each read also within read_ms), and the
+ *    close a linger limit in time and bytes.
+ *  - libfcgi never reads the peer: the record reader (fcgi_body.h) does,
+ *    and hands libfcgi a checked request (fcgi_guard.h).
  *  - Only a RESPONDER request reaches the caller; anything else gets
  *    END_REQUEST{FCGI_UNKNOWN_ROLE} or a closed connection, is counted
  *    and logged at most once a second (a hostile peer repeats at will).
@@ -38,6 +41,9 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "fcgi/fcgi_body.h"
+#include "fcgi/fcgi_guard.h"
+#include "fcgi/fcgi_stream.h"
 #include "fcgi/listen.h"
 #include "base/log.h"
 
@@ -48,21 +54,6 @@
  * sanitizer build's slower timing).  linger_ms bounds the time whatever
  * a peer sends. */
 #define LINGER_DISCARD_MAX (16u << 20)
-
-static volatile sig_atomic_t header_alarm;   /* the header timer fired */
-static volatile sig_atomic_t header_fd = -1; /* the connection it guards */
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    /* A signal only interrupts a call that blocks, and a peer that
-     * floods libfcgi with records it answers itself (management
-     * records) never lets it block: shutting the connection down
-     * ends the reading either way (shutdown is async-signal-safe). */
-    header_alarm = 1;
-    if (header_fd >= 0)
-        shutdown(header_fd, SHUT_RDWR);
-}
 
 const char *enr_fcgi_error_value(int e)
 {
@@ -96,7 +87,6 @@ const char *enr_fcgi_error_value(int e)
 
 int enr_fcgi_conn_init(enr_fcgi_conn *c)
 {
-    struct sigaction sa;
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
 
@@ -110,11 +100,15 @@ int enr_fcgi_conn_init(enr_fcgi_conn *c)
     if (c->waiter < 0)
         enr_log(ENR_LOG_INFO, "EPOLLEXCLUSIVE refused: every idle process wakes per connection",
                 "error=%s", enr_log_errno(errno));
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_alarm; /* no SA_RESTART: the blocked read must return */
-    if (sigaction(SIGALRM, &sa, NULL) != 0) {
-        enr_log(ENR_LOG_ERROR, "SIGALRM handler failed", "error=%s", enr_log_errno(errno));
+    c->params = (enr_buf){.max = ENR_FCGI_PARAMS_MAX};
+    /* Opened now, so that the process's descriptors are the same before
+     * its first request as after (the fd limits count them). */
+    if (enr_fcgi_pipe_open(c->pipe_fds) != 0) {
+        enr_log(ENR_LOG_ERROR, "pipe for libfcgi failed", "error=%s", enr_log_errno(errno));
+        return -1;
+    }
+    if (enr_fcgi_read_buf() == NULL) {
+        enr_log(ENR_LOG_ERROR, "read buffer allocation failed", NULL);
         return -1;
     }
     /* No listening socket for libfcgi: after a bad connection it would
@@ -173,6 +167,11 @@ void enr_fcgi_conn_free(enr_fcgi_conn *c)
     if (c->waiter >= 0)
         close(c->waiter);
     c->waiter = -1;
+    for (int i = 0; i < 2; i++)
+        if (c->pipe_fds[i] >= 0)
+            close(c->pipe_fds[i]);
+    c->pipe_fds[0] = c->pipe_fds[1] = -1;
+    enr_buf_free(&c->params);
 }
 
 int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms)
@@ -240,26 +239,6 @@ int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms)
     }
 }
 
-/* Arms the header timer for fd (ms > 0, clearing header_alarm), or
- * disarms it (fd < 0; header_alarm is kept for the caller to read). */
-static int header_timer(int fd, unsigned ms)
-{
-    struct itimerval it;
-    int rc;
-
-    memset(&it, 0, sizeof it);
-    if (fd >= 0) {
-        it.it_value.tv_sec = ms / 1000;
-        it.it_value.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-        header_alarm = 0;
-        header_fd = fd;
-    }
-    rc = setitimer(ITIMER_REAL, &it, NULL);
-    if (fd < 0)
-        header_fd = -1; /* after the timer is off: it never sees a stale fd */
-    return rc;
-}
-
 /* Our half closed first, then whatever the peer still sends is read and
  * dropped until it closes its half: closing with unread input would
  * reset the connection, and the peer could lose the end of the answer.
@@ -293,99 +272,199 @@ static void linger_close(int fd, unsigned ms)
     close(fd);
 }
 
-/* END_REQUEST{FCGI_UNKNOWN_ROLE} for the request libfcgi just read: it
- * knows the AUTHORIZER and FILTER roles by name but would let us answer
- * them as a RESPONDER. */
-static void refuse_role(int fd, int request_id)
-{
-    FCGI_EndRequestRecord rec;
-    size_t off = 0;
+/* The reader's I/O on a connection: every read and write by the run's
+ * deadline, each read also within read_ms (fcgi_body.h). */
+typedef struct conn_io {
+    int fd;
+    uint64_t deadline_ms;
+    unsigned read_ms;
+} conn_io;
 
-    memset(&rec, 0, sizeof rec);
-    rec.header.version = FCGI_VERSION_1;
-    rec.header.type = FCGI_END_REQUEST;
-    rec.header.requestIdB1 = (unsigned char)((request_id >> 8) & 0xff);
-    rec.header.requestIdB0 = (unsigned char)(request_id & 0xff);
-    rec.header.contentLengthB0 = sizeof rec.body;
-    rec.body.protocolStatus = FCGI_UNKNOWN_ROLE;
-    while (off < sizeof rec) {
-        ssize_t n = write(fd, (const char *)&rec + off, sizeof rec - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return; /* the peer is gone: closing is all that is left */
-        off += (size_t)n;
+static ssize_t conn_readv(void *ctx, const struct iovec *iov, int n)
+{
+    const conn_io *io = ctx;
+
+    for (;;) {
+        struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
+        struct pollfd p = {.fd = io->fd, .events = POLLIN};
+        ssize_t got = recvmsg(io->fd, &m, MSG_DONTWAIT);
+        uint64_t now, wait;
+        int r;
+
+        if (got >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+            return got;
+        now = enr_mono_ms();
+        if (now >= io->deadline_ms) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        wait = io->deadline_ms - now < io->read_ms ? io->deadline_ms - now : io->read_ms;
+        r = poll(&p, 1, (int)wait);
+        if (r == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        if (r < 0 && errno != EINTR)
+            return -1;
     }
 }
 
-static void reject_connection(enr_fcgi_conn *c, const char *why, int fcgi_err)
+static int conn_write(void *ctx, const unsigned char *p, size_t n)
+{
+    const conn_io *io = ctx;
+    struct iovec v = {(void *)p, n};
+
+    return enr_fcgi_send(io->fd, &v, 1, io->deadline_ms);
+}
+
+/* Reads of the header phase: as libfcgi's stream read, so that little of
+ * the body goes through the byte parser's copy before the fast path. */
+#define HEAD_READ 8192
+
+static int conn_run(enr_fcgi_conn *c, int fd, enr_buf *body, size_t expect, uint64_t deadline_ms,
+                    unsigned read_ms, size_t stage_len)
+{
+    conn_io io = {fd, deadline_ms, read_ms};
+    enr_fcgi_run r = {.rd = conn_readv,
+                      .wr = conn_write,
+                      .ctx = &io,
+                      .expect = expect,
+                      .deadline_ms = deadline_ms,
+                      .stage = enr_fcgi_read_buf(),
+                      .stage_len = stage_len,
+                      .pend = c->pend,
+                      .pend_len = c->pend_len};
+    int rc = enr_fcgi_in_run(&c->in, body, &r);
+
+    c->pend = r.pend;
+    c->pend_len = r.pend_len;
+    c->input_err = r.err;
+    return rc;
+}
+
+static void reject_connection(enr_fcgi_conn *c, int reason, int err)
 {
     if (c->rejected != NULL)
         ENR_SB_ADD(*c->rejected, 1);
+    if (c->rejected_by != NULL && reason >= 0 && reason < ENR_FCGI_REJECT_REASONS)
+        ENR_SB_ADD(c->rejected_by[reason], 1);
     if (log_gate(&c->rejected_logged_ms))
-        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s error=%s", why,
-                enr_fcgi_error_value(fcgi_err));
+        enr_log(ENR_LOG_INFO, "FastCGI connection rejected", "reason=%s error=%s",
+                enr_fcgi_reject_name(reason), enr_fcgi_error_value(err));
+}
+
+/* Why a run that did not reach its end cut the peer off. */
+static int reject_reason(const enr_fcgi_conn *c, int rc)
+{
+    if (rc == ENR_FCGI_BODY_REJECT)
+        return c->in.reason;
+    if (c->input_err == ETIMEDOUT)
+        return ENR_FCGI_REJECT_TIMEOUT;
+    return ENR_FCGI_REJECT_EOF;
 }
 
 int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd)
 {
+    static enr_buf no_body; /* none is read before the parameters end */
     FCGX_Request *req = c->req;
+    uint64_t deadline = enr_mono_ms() + c->header_ms;
     int rc;
 
-    set_timeout(fd, SO_RCVTIMEO, c->read_ms, "SO_RCVTIMEO failed");
-    /* A write that makes no progress for write_ms fails (EAGAIN) instead
-     * of holding the process: see enr_fcgi_conn_abort(). */
+    /* libfcgi's own writes (the closing records of a request that got no
+     * answer) block: one that makes no progress for write_ms fails
+     * instead of holding the process.  Every other write has its own
+     * deadline (enr_fcgi_send). */
     set_timeout(fd, SO_SNDTIMEO, c->write_ms, "SO_SNDTIMEO failed");
-
-    /* keepConnection makes FCGX_Accept_r take our connection instead of
-     * calling accept() (it re-reads the flag from BEGIN_REQUEST);
-     * detached makes any close libfcgi does a plain close(), without
-     * its unbounded wait for the peer. */
-    req->ipcFd = fd;
-    req->keepConnection = 1;
-    req->detached = 1;
-    if (header_timer(fd, c->header_ms) != 0)
-        enr_log(ENR_LOG_WARN, "header timer failed", "error=%s", enr_log_errno(errno));
-    rc = FCGX_Accept_r(req);
-    header_timer(-1, 0);
-    if (rc < 0) {
-        /* Bad or missing BEGIN/PARAMS: libfcgi closed the connection, and
-         * without a listening socket of its own it could not take another. */
-        reject_connection(c, header_alarm ? "header_timeout" : "malformed", rc);
-        FCGX_Free(req, 1);
-        return -1;
-    }
-    if (FCGX_GetError(req->in) != 0) {
-        /* libfcgi ends the parameters at a stream error as if they were
-         * complete: a cut or garbled request is not served. */
-        reject_connection(c, header_alarm ? "header_timeout" : "malformed_params",
-                          FCGX_GetError(req->in));
-        FCGX_Free(req, 0);
+    c->pend = NULL;
+    c->pend_len = 0;
+    c->input_read = c->input_done = 0;
+    enr_fcgi_in_init(&c->in, &c->params, c->max_conns);
+    rc = conn_run(c, fd, &no_body, SIZE_MAX, deadline, c->header_ms, HEAD_READ);
+    if (rc != ENR_FCGI_BODY_HEAD) {
+        reject_connection(c, reject_reason(c, rc), c->input_err);
         close(fd);
-        req->ipcFd = -1;
         return -1;
     }
-    if (req->role != FCGI_RESPONDER) {
-        refuse_role(fd, req->requestId);
-        reject_connection(c, "unknown_role", 0);
-        FCGX_Free(req, 0);
+    if (c->in.role != FCGI_RESPONDER) {
+        /* libfcgi knows AUTHORIZER and FILTER by name but would let us
+         * answer them as a RESPONDER. */
+        unsigned char rec[16];
+        struct iovec v = {rec, sizeof rec};
+
+        enr_fcgi_end_request(rec, c->in.request_id, 0, FCGI_UNKNOWN_ROLE);
+        if (enr_fcgi_send(fd, &v, 1, enr_mono_ms() + c->write_ms) != 0)
+            enr_log(ENR_LOG_DEBUG, "END_REQUEST write failed", "error=%s", enr_log_errno(errno));
+        reject_connection(c, ENR_FCGI_REJECT_ROLE, 0);
         linger_close(fd, c->linger_ms);
-        req->ipcFd = -1;
         return -1;
     }
-    /* One request per connection (file comment): FCGX_Finish_r must not
-     * close it, we do, boundedly; it still closes on a stream error. */
-    req->keepConnection = 1;
+    if (enr_fcgi_libfcgi_accept(req, c->pipe_fds, fd, c->in.request_id, (int)c->in.role,
+                                (int)c->in.flags, (const unsigned char *)c->params.data,
+                                c->params.len) != 0) {
+        enr_log(ENR_LOG_ERROR, "libfcgi refused a checked request", "error=%s",
+                enr_log_errno(errno));
+        close(fd);
+        return -1;
+    }
     return 0;
+}
+
+int enr_fcgi_conn_body(enr_fcgi_conn *c, enr_buf *body, size_t max, size_t expect,
+                       uint64_t deadline_ms)
+{
+    int rc;
+
+    c->input_read = 1;
+    if (c->in.phase != ENR_FCGI_PH_BODY || c->in.state != ENR_FCGI_IN_HEAD) {
+        c->input_err = EINVAL; /* read once per request */
+        return ENR_FCGI_BODY_ERROR;
+    }
+    enr_fcgi_in_body(&c->in, max);
+    rc = conn_run(c, c->req->ipcFd, body, expect, deadline_ms, c->read_ms, ENR_FCGI_READ_BUF);
+    switch (rc) {
+    case ENR_FCGI_BODY_DONE:
+    case ENR_FCGI_BODY_TOO_LARGE:
+        return rc;
+    case ENR_FCGI_BODY_REJECT:
+        reject_connection(c, c->in.reason, 0);
+        c->input_err = EPROTO;
+        return ENR_FCGI_BODY_ERROR;
+    case ENR_FCGI_BODY_ABORTED:
+        c->input_err = ECONNABORTED;
+        return ENR_FCGI_BODY_ERROR;
+    default:
+        return ENR_FCGI_BODY_ERROR;
+    }
+}
+
+/* The input nobody read, to its end (fcgi_conn.h: enr_fcgi_conn_finish). */
+static void drain_input(enr_fcgi_conn *c)
+{
+    static enr_buf sink; /* kept: ENR_FCGI_DRAIN_MAX at most */
+
+    if (c->input_read)
+        return;
+    enr_buf_reset(&sink);
+    /* Past the bound: the linger takes the rest. */
+    (void)enr_fcgi_conn_body(c, &sink, ENR_FCGI_DRAIN_MAX, SIZE_MAX, enr_mono_ms() + c->linger_ms);
 }
 
 void enr_fcgi_conn_finish(enr_fcgi_conn *c)
 {
     FCGX_Request *req = c->req;
+    int failed;
 
-    /* After FCGX_Finish_r the stream is gone. */
-    c->input_done = req->in != NULL && FCGX_HasSeenEOF(req->in) == EOF;
+    drain_input(c);
+    c->input_done = c->in.state == ENR_FCGI_IN_END;
+    /* Cut off: a peer that sent a record the rules refuse, aborted, or
+     * broke its stream is closed at once after the closing records. */
+    failed = c->in.state == ENR_FCGI_IN_BAD || c->in.state == ENR_FCGI_IN_ABORTED ||
+             (c->in.state == ENR_FCGI_IN_RUN && c->input_read);
     FCGX_Finish_r(req);
+    if (failed && req->ipcFd >= 0) {
+        close(req->ipcFd);
+        req->ipcFd = -1;
+    }
 }
 
 void enr_fcgi_conn_close(enr_fcgi_conn *c)

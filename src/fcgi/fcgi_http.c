@@ -43,29 +43,79 @@ static const char *reason_of(int status)
     }
 }
 
-static const char *request_path(FCGX_ParamArray envp, size_t *len)
+/* The longest path a route table may hold (a longer request path is no
+ * route). */
+#define ROUTE_PATH_MAX 64
+
+static int hex_digit(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* p[0..len) percent-decoded into out (ROUTE_PATH_MAX bytes); its length,
+ * or -1 when it is longer, has a bad escape, or decodes to a NUL (no
+ * route has one). */
+static long percent_decode(const char *p, size_t len, char *out)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)p[i];
+        if (c == '%') {
+            int hi = i + 2 < len ? hex_digit(p[i + 1]) : -1;
+            int lo = hi >= 0 ? hex_digit(p[i + 2]) : -1;
+            if (lo < 0 || (hi == 0 && lo == 0))
+                return -1;
+            c = hi << 4 | lo;
+            i += 2;
+        }
+        if (o == ROUTE_PATH_MAX)
+            return -1;
+        out[o++] = (char)c;
+    }
+    return (long)o;
+}
+
+/* The request's path into buf (ROUTE_PATH_MAX bytes): DOCUMENT_URI and
+ * SCRIPT_NAME are decoded already (nginx's $document_uri, RFC 3875
+ * 4.1.13); REQUEST_URI is as the client sent it (Caddy passes it raw),
+ * so it is decoded here, after its query is cut off.  Its length, or -1. */
+static long request_path(FCGX_ParamArray envp, char *buf)
 {
     static const char *const names[] = {"DOCUMENT_URI", "SCRIPT_NAME", "REQUEST_URI"};
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *p = FCGX_GetParam(names[i], envp);
-        if (p != NULL && *p != '\0') {
-            *len = strcspn(p, "?");
-            return p;
+        size_t len;
+        if (p == NULL || *p == '\0')
+            continue;
+        if (i < 2) {
+            len = strlen(p);
+            if (len > ROUTE_PATH_MAX)
+                return -1;
+            memcpy(buf, p, len);
+            return (long)len;
         }
+        return percent_decode(p, strcspn(p, "?"), buf);
     }
-    return NULL;
+    return -1;
 }
 
 int enr_route_find(FCGX_ParamArray envp, const enr_route *routes, size_t n)
 {
-    size_t len;
-    const char *path = request_path(envp, &len);
+    char path[ROUTE_PATH_MAX];
+    long len = request_path(envp, path);
 
-    if (path == NULL)
+    if (len < 0)
         return -1;
     for (size_t i = 0; i < n; i++)
-        if (strlen(routes[i].path) == len && memcmp(routes[i].path, path, len) == 0)
+        if (strlen(routes[i].path) == (size_t)len && memcmp(routes[i].path, path, (size_t)len) == 0)
             return routes[i].id;
     return -1;
 }

@@ -3,10 +3,12 @@
  * enrichd server process (the workers, the status process): which route
  * a request asks for, and the CGI response written back.
  *
- * The routing rule: the request's path is DOCUMENT_URI, else SCRIPT_NAME,
- * else REQUEST_URI up to its '?' (the first one present and not empty),
- * and it names a route only when it equals one of the process's table
- * whole: no prefix, no trailing slash, no case folding.  nginx passes
+ * The routing rule: the request's path is DOCUMENT_URI, else SCRIPT_NAME
+ * (both decoded by the front end), else REQUEST_URI up to its '?',
+ * percent-decoded (the first one present and not empty), and it names a
+ * route only when it equals one of the process's table whole: no
+ * prefix, no trailing slash, no case folding; a bad escape or an encoded
+ * NUL names none.  nginx passes
  * the location's URI (nginx/snippets/enrichd-fastcgi.conf), so its
  * `location =` blocks and this table name the same paths.
  */
@@ -39,7 +41,7 @@ typedef struct enr_reply {
 
 /* Writes the reply to req (Status with its reason phrase, Content-Type,
  * Content-Length, extra, a blank line, then the body unless the request
- * is a HEAD) as FCGI_STDOUT records, within about timeout_ms in all
+ * is a HEAD) as FCGI_STDOUT records, within timeout_ms in all
  * (enr_fcgi_write_stdout).  Returns 0, or the errno of the failed write
  * (never 0; enr_fcgi_error_value() names it): the rest of the answer is
  * lost and the caller must not end it as complete. */

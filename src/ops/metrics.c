@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fcgi/fcgi_guard.h"
 #include "upstream/breaker.h"
 #include "base/clock.h"
 
@@ -157,6 +158,13 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
     for (size_t i = 0; i < sizeof pool_counters / sizeof pool_counters[0]; i++)
         one_u(b, pool_counters[i].name, "counter", pool_counters[i].help,
               enr_sb_total(sb, pool_counters[i].off));
+    family(b, "enrichd_fastcgi_rejected_reason_total", "counter",
+           "FastCGI connections closed unserved, by why (the peer is cut off).");
+    for (int i = 0; i < ENR_FCGI_REJECT_REASONS; i++) {
+        snprintf(l, sizeof l, "{reason=\"%s\"}", enr_fcgi_reject_name(i));
+        sample_u(b, "enrichd_fastcgi_rejected_reason_total", l,
+                 enr_sb_total(sb, SLOT_OFF(fcgi_rejected_by) + (size_t)i * sizeof(enr_sb_u64)));
+    }
     accepted = enr_sb_total(sb, SLOT_OFF(accepted));
     completed = enr_sb_total(sb, SLOT_OFF(completed));
     /* In flight is what live workers are serving now; what a dead worker

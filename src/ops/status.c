@@ -372,6 +372,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     x.conn.linger_ms = STATUS_LINGER_MS;
     x.conn.stop = &status_stop;
     x.conn.side_fd = -1;
+    x.conn.max_conns = 1;
     if (FCGX_Init() != 0 || enr_fcgi_conn_init(&x.conn) != 0) {
         enr_log(ENR_LOG_ERROR, "FastCGI init failed", NULL);
         return 1;

@@ -46,7 +46,6 @@
 #include "upstream/upstream.h"
 #include "base/clock.h"
 
-#define BODY_READ_CHUNK 65536
 /* The body's share of request_timeout_ms (read_body). */
 #define BODY_TIMEOUT_SHARE 2
 /* nginx's "client closed request": the status of a request nobody got an
@@ -263,54 +262,35 @@ static int caller_gone(int fd)
  * the same paths in its `location =` blocks. */
 static const enr_route engine_routes[] = {{"/", 0}, {"/v1/enrich", 0}, {"/normalize", 0}};
 
-/* Reads stdin up to max_body_bytes: 0, 1 when too large, -1 on error. */
-static int read_body_into(worker *w, size_t max)
-{
-    for (;;) {
-        int got;
-        if (enr_buf_reserve(&w->body, BODY_READ_CHUNK) != 0)
-            return -1;
-        got = FCGX_GetStr(w->body.data + w->body.len, BODY_READ_CHUNK, w->req.in);
-        if (got < 0)
-            return -1;
-        w->body.len += (size_t)got;
-        if (w->body.len > max)
-            return 1;
-        if (got < BODY_READ_CHUNK)
-            break;
-    }
-    if (FCGX_GetError(w->req.in) != 0)
-        return -1;
-    return 0;
-}
-
-/* The body is read straight into w->body (fcgi_body.h: no copy out of
- * libfcgi's buffer); where fcgi_body.c gives the stream back, or cannot
- * take it, libfcgi reads the rest through a wider buffer (fcgi_stream.h).
- * The whole body within request_timeout_ms / BODY_TIMEOUT_SHARE, so a
- * peer dripping it a byte at a time is cut by the worker itself before
- * the master's stuck-request kill (each read has SO_RCVTIMEO too). */
+/* Returns 0, 1 when too large, 2 when the body is not CONTENT_LENGTH
+ * bytes long, -1 on error.  The body is read straight into w->body by
+ * enrichd's record reader (fcgi_body.h: its records checked, no copy out
+ * of a stream buffer), the whole of it within request_timeout_ms /
+ * BODY_TIMEOUT_SHARE whatever records come between, so a peer dripping
+ * it a byte at a time is cut by the worker itself before the master's
+ * stuck-request kill (each wait is also bounded by the read timeout). */
 static int read_body(worker *w)
 {
-    size_t max = w->cfg->max_body_bytes, expect = SIZE_MAX;
-    const char *cl = FCGX_GetParam("CONTENT_LENGTH", w->req.envp);
+    size_t max = w->cfg->max_body_bytes;
+    size_t expect = enr_fcgi_content_length(FCGX_GetParam("CONTENT_LENGTH", w->req.envp));
     int r;
 
     enr_buf_reset(&w->body);
-    if (cl != NULL && cl[0] != '\0') {
-        unsigned long long n = strtoull(cl, NULL, 10);
-        if (n > max)
+    if (expect != SIZE_MAX) {
+        if (expect > max)
             return 1;
-        if (enr_buf_reserve(&w->body, (size_t)n + 1) != 0)
+        if (enr_buf_reserve(&w->body, expect + 1) != 0)
             return -1;
-        expect = (size_t)n;
     }
-    r = enr_fcgi_body_read(&w->req, &w->body, max, expect,
+    r = enr_fcgi_conn_body(&w->conn, &w->body, max, expect,
                            enr_mono_ms() + w->cfg->request_timeout_ms / BODY_TIMEOUT_SHARE);
-    if (r != ENR_FCGI_BODY_LIBFCGI)
-        return r == ENR_FCGI_BODY_ERROR ? -1 : r;
-    enr_fcgi_reader_widen(w->req.in);
-    return read_body_into(w, max);
+    if (r == ENR_FCGI_BODY_ERROR)
+        return -1;
+    /* A body is whole or refused: one cut short (or longer) than it was
+     * announced is never parsed as if it were the batch. */
+    if (r == 0 && expect != SIZE_MAX && w->body.len != expect)
+        return 2;
+    return r;
 }
 
 typedef struct outcome {
@@ -339,7 +319,14 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
     }
     r = read_body(w);
     if (r != 0) {
-        if (r > 0) {
+        if (r == 2) {
+            char msg[96];
+            size_t cl = enr_fcgi_content_length(FCGX_GetParam("CONTENT_LENGTH", w->req.envp));
+            o->status = 400;
+            snprintf(msg, sizeof msg, "body of %zu bytes received, CONTENT_LENGTH %zu", w->body.len,
+                     cl);
+            send_json_error(w, 400, msg);
+        } else if (r > 0) {
             char msg[64];
             o->status = 413;
             snprintf(msg, sizeof msg, "body larger than %zu bytes", c->max_body_bytes);
@@ -354,7 +341,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
         } else {
             /* nginx gave up sending the body: nobody to answer */
             enr_log(ENR_LOG_WARN, "request body read failed", "error=%s",
-                    enr_fcgi_error_value(FCGX_GetError(w->req.in)));
+                    w->conn.input_err != 0 ? enr_log_errno(w->conn.input_err) : "eof");
             o->status = STATUS_CLIENT_GONE;
         }
         return;
@@ -611,6 +598,8 @@ static int setup(worker *w, const enr_worker_args *a)
     w->conn.linger_ms = ENR_WORKER_LINGER_MS;
     w->conn.refused = &w->slot->listen_refused;
     w->conn.rejected = &w->slot->fcgi_rejected;
+    w->conn.rejected_by = w->slot->fcgi_rejected_by;
+    w->conn.max_conns = a->cfg->workers;
     w->conn.stop = &worker_stop;
     w->conn.drain = &worker_drain;
     w->conn.wait_mask = &w->wait_mask;

@@ -31,12 +31,12 @@
 /* Bounds on what a FastCGI peer may make a worker wait for.  nginx sends
  * a whole request at once (fastcgi_request_buffering on), so only a
  * broken or hostile peer ever comes near them.
- *  - HEADER: from accept to the end of FCGI_PARAMS, in total (a timer
- *    that shuts the connection down: the slot looks idle then, so the
- *    master's request clock would never stop a client that sends
+ *  - HEADER: from accept to the end of FCGI_PARAMS, in total (a
+ *    deadline every wait is polled against: the slot looks idle then, so
+ *    the master's request clock would never stop a client that sends
  *    nothing, one byte a second, or only management records);
- *  - READ: any one read of the request body (SO_RCVTIMEO; never more
- *    than half of request_timeout_ms, so the worker gives up before the
+ *  - READ: any one wait for the request body's bytes (never more than
+ *    half of request_timeout_ms, so the worker gives up before the
  *    master's stuck-request kill); the whole body also within half of
  *    request_timeout_ms (worker.c, BODY_TIMEOUT_SHARE);
  *  - LINGER: after the answer, waiting for the peer to close its side

@@ -243,7 +243,7 @@ def test_raw_suite(r):
         r.check(not harness.worker_exit_reasons(env), "no worker exit at all: %r"
                 % harness.worker_exit_reasons(env))
         reasons = set(e.get("reason") for e in env.log_events("FastCGI connection rejected"))
-        r.check({"header_timeout", "unknown_role"} <= reasons,
+        r.check({"timeout", "unknown_role"} <= reasons,
                 "rejections logged with their reason (rate-limited): %r" % sorted(reasons))
         st, _, data = env.request("/metrics", method="GET")
         m = re.search(rb"^enrichd_fastcgi_rejected_total (\d+)$", data, re.M)
