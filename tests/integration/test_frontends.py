@@ -16,6 +16,11 @@ front of one pool, with nginx (nginx/enrichd.conf) as the control:
   normal pace gets its 200;
 - /healthz /readyz /status /metrics: 200 and the same documents as
   through nginx (`promtool check metrics` on /metrics);
+- a client that reads a 7.7 MB answer at 160 KB/s: nginx and lighttpd
+  take the whole answer at once (the worker is free in well under a
+  second); Apache passes it on at the client's pace, and the worker gives
+  up by itself at write_timeout_ms, not at twice that or by the master's
+  kill, and lives on;
 - 8 clients at once, each on one kept-alive connection to the front end,
   polling /healthz (and the workers' bodyless 405): 40 answers each in
   well under the time a 500 ms close linger per request would take, and
@@ -26,6 +31,7 @@ front of one pool, with nginx (nginx/enrichd.conf) as the control:
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +48,11 @@ BODY_DEADLINE_S = REQUEST_TIMEOUT_MS / 2000.0
 SLACK_S = 1.0  # scheduling on a loaded 2-core machine
 MAX_BODY = 4194304  # max_body_bytes (the default), the front ends' limit too
 WORKERS = 3
+WRITE_TIMEOUT_MS = 2000  # set below
+# The slow reader's batch: short records, long answers (7.7 MB of NDJSON
+# from 3 MB), so max_records is raised to take it.
+READER_RECORDS = 20000
+READER_CHUNK, READER_PAUSE_S = 8192, 0.05  # 160 KB/s: the answer would take 47 s
 DRIP_PARTS, DRIP_PAUSE_S = 15, 0.25  # ~3.5 s, well past BODY_DEADLINE_S + SLACK_S
 POLL_CLIENTS, POLL_EACH = 8, 5
 # 40 requests through one status process: with a 500 ms linger on each
@@ -209,6 +220,70 @@ def test_slow(r, env, fe, big, buffers):
         print("%s: %d in %.2f s, busy while arriving %s" % (what, st, took, sorted(set(drip))))
 
 
+def reader_body():
+    recs = [{"provider": ("yt", "vm", "dm")[i % 3], "id": "r%05d" % i, "title": "t" * 100}
+            for i in range(READER_RECORDS)]
+    return json.dumps(recs).encode()
+
+
+def test_slow_reader(r, env, fe, body, buffers):
+    """buffers: the front end takes the whole answer at once."""
+    st, _, whole = env.request("/v1/enrich", body=body, timeout=30)
+    r.check(st == 200 and len(whole) > 7000000, "the slow reader's batch: nginx answers %d, "
+            "%d bytes" % (st, len(whole)))
+    pids, exits = env.worker_pids(), len(H.worker_exit_reasons(env))
+    failed = len(env.log_events("answer write failed: connection reset"))
+    # The worker must be free by `bound`; the client reads on for 1.5 s
+    # more, so a worker still busy is seen busy.
+    bound = SLACK_S if buffers else WRITE_TIMEOUT_MS / 1000.0 + 0.8
+    read_for = bound + 1.5
+    sampler = BusySampler(env)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # A small receive buffer (set before connect, so the kernel does not
+    # grow it): what the client has not read stays in the path.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, READER_CHUNK)
+    s.settimeout(1)
+    got = 0
+    try:
+        s.connect(("127.0.0.1", fe.port))
+        t0 = time.monotonic()
+        s.sendall(b"POST /v1/enrich HTTP/1.1\r\nHost: enrichd\r\nContent-Type: application/json"
+                  b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        for _ in range(int(read_for / READER_PAUSE_S)):
+            if time.monotonic() - t0 > read_for:
+                break
+            try:
+                d = s.recv(READER_CHUNK)
+            except socket.timeout:
+                d = None
+            if d == b"":
+                break
+            got += len(d or b"")
+            time.sleep(READER_PAUSE_S)
+    finally:
+        s.close()
+        sampler.stop()
+    busy = [a - t0 for a, _, n in sampler.samples if n]
+    idle_after = [a - t0 for a, _, n in sampler.samples if n == 0 and busy and a - t0 > max(busy)]
+    what = "%s: a client reading the %.1f MB answer at %d KB/s" % (
+        fe.name, len(whole) / 1e6, READER_CHUNK / READER_PAUSE_S / 1000)
+    r.check(got < len(whole), "%s: still reading when it stops (%d of %d bytes)"
+            % (what, got, len(whole)))
+    r.check(busy and max(busy) < bound and idle_after,
+            "%s: the worker is free %.1f s in (%s; busy until %s)"
+            % (what, bound, "it takes the whole answer" if buffers
+               else "its own write deadline, write_timeout_ms %d" % WRITE_TIMEOUT_MS,
+               "%.2f s" % max(busy) if busy else "never seen busy"))
+    r.check(env.worker_pids() == pids and len(H.worker_exit_reasons(env)) == exits,
+            "%s: the same workers live on (%r -> %r, exits %r)"
+            % (what, pids, env.worker_pids(), H.worker_exit_reasons(env)[exits:]))
+    if not buffers:
+        r.check(len(env.log_events("answer write failed: connection reset")) > failed,
+                "%s: the worker logged the answer it gave up on" % what)
+    print("%s: busy until %s s, client read %d bytes" % (
+        what, "%.2f" % max(busy) if busy else "-", got))
+
+
 def test_status(r, env, fe):
     for path in ("/healthz", "/readyz", "/status", "/metrics"):
         st, h, body = fe.request(path, method="GET")
@@ -318,9 +393,12 @@ def main():
     r = H.Results()
     big = big_body()
     huge = huge_body(big)
+    reader = reader_body()
     with H.Env(name="frontends") as env:
         env.start_enrichd("workers = %d\nrequest_timeout_ms = %d\nmax_body_bytes = %d\n"
-                          % (WORKERS, REQUEST_TIMEOUT_MS, MAX_BODY))
+                          "write_timeout_ms = %d\nmax_records = %d\n"
+                          % (WORKERS, REQUEST_TIMEOUT_MS, MAX_BODY, WRITE_TIMEOUT_MS,
+                             READER_RECORDS))
         env.start_nginx()
         fronts = [(H.start_apache(env), False), (H.start_lighttpd(env), True)]
         control = H.FrontEnd("nginx", env.nginx, env.port, env.dir)
@@ -329,7 +407,9 @@ def main():
                 r.run(fn, env, fe)
             r.run(test_large, env, fe, big, huge)
             r.run(test_slow, env, fe, big, buffers)
+            r.run(test_slow_reader, env, fe, reader, buffers)
         r.run(test_slow, env, control, big, True)
+        r.run(test_slow_reader, env, control, reader, True)
         for fe, _ in fronts:
             log = fe.error_log()
             if r.failed:
