@@ -41,19 +41,6 @@ def render_nginx_site(text, subst):
     return render_site(text, NGINX_TOKENS, subst, "nginx/enrichd.conf")
 
 
-def render_site(text, tokens, subst, name):
-    """A front end's shipped site (name) with its deployment strings
-    (tokens: {key: string}, each exactly once outside comments) replaced
-    by subst[key]."""
-    lines = text.split("\n")
-    for key, token in tokens.items():
-        hits = [i for i, l in enumerate(lines) if token in l and not l.lstrip().startswith("#")]
-        if len(hits) != 1:
-            raise AssertionError("%s: %r must occur exactly once" % (name, token))
-        lines[hits[0]] = lines[hits[0]].replace(token, subst[key])
-    return "\n".join(lines)
-
-
 def copy_snippets(dest, edit=None):
     """nginx/snippets/ into dest (the snippets/ folder next to a generated
     nginx.conf), each file through edit(name, text) when given."""
@@ -1003,6 +990,20 @@ class FrontEnd:
 
     def error_log(self):
         return _tail(os.path.join(self.dir, "error.log")) + _tail(os.path.join(self.dir, "stderr.log"))
+
+
+def render_site(text, tokens, subst, name):
+    """A front end's shipped site (name) with its deployment strings
+    (tokens: {key: string}, each exactly once outside comments) replaced
+    by subst[key]."""
+    lines = text.split("\n")
+    for key, token in tokens.items():
+        hits = [i for i, l in enumerate(lines) if token in l and not l.lstrip().startswith("#")]
+        if len(hits) != 1:
+            raise AssertionError("%s: %r must occur exactly once" % (name, token))
+        lines[hits[0]] = lines[hits[0]].replace(token, subst[key])
+    return "\n".join(lines)
+
 
 APACHE_CONF = os.path.join(ROOT, "conf", "apache", "enrichd.conf")
 APACHE_TOKENS = {
