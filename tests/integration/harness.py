@@ -1029,8 +1029,8 @@ LIGHTTPD_BIN = "/usr/sbin/lighttpd"
 
 
 def _frontend_dir(env, name):
-    """env.dir/name, writable by the front end's unprivileged user (its
-    logs, pid file and spooled bodies are written after it drops root)."""
+    """env.dir/name, writable by the front end's user (its logs, pid
+    file, spooled bodies)."""
     d = os.path.join(env.dir, name)
     os.makedirs(d, exist_ok=True)
     if IS_ROOT:
@@ -1039,9 +1039,12 @@ def _frontend_dir(env, name):
 
 
 def _start_frontend(env, argv, port, d, what):
+    """argv as www-data when the tests run as root (no process of it is
+    privileged: the port is above 1024 and its files are in d)."""
     log = os.path.join(d, "stderr.log")
+    who = dict(user="www-data", group="www-data", extra_groups=[]) if IS_ROOT else {}
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "ab"),
-                         start_new_session=True)
+                         start_new_session=True, **who)
     env.procs.append(p)
 
     def up():
@@ -1084,8 +1087,6 @@ def start_apache(env, site_edit=None):
     lines = ["ServerRoot %s" % d, "DefaultRuntimeDir %s" % d, "PidFile %s/httpd.pid" % d,
              "ErrorLog %s/error.log" % d, "LogLevel warn", "Mutex file:%s default" % d,
              "ServerName localhost"]
-    if IS_ROOT:
-        lines += ["User www-data", "Group www-data"]
     lines += ["LoadModule %s_module %s/mod_%s.so" % (m, APACHE_MODULES_DIR, m)
               for m in APACHE_MODULES]
     # One child of 25 threads, a second when busy: enough for the tests'
@@ -1118,10 +1119,7 @@ def start_lighttpd(env, site_edit=None):
     # uses: the site serves on its own $SERVER["socket"].
     lines = ['server.document-root = "%s"' % d, 'server.bind = "%s/unused.sock"' % d,
              'server.pid-file = "%s/lighttpd.pid"' % d, 'server.errorlog = "%s/error.log"' % d,
-             'server.upload-dirs = ("%s")' % d]
-    if IS_ROOT:
-        lines += ['server.username = "www-data"', 'server.groupname = "www-data"']
-    lines += ['include "%s"' % site]
+             'server.upload-dirs = ("%s")' % d, 'include "%s"' % site]
     with open(top, "w") as f:
         f.write("\n".join(lines) + "\n")
     return _start_frontend(env, [LIGHTTPD_BIN, "-D", "-f", top], port, d, "lighttpd")
