@@ -27,7 +27,8 @@ front of one pool, with nginx (nginx/enrichd.conf) as the control:
   well under the time a 500 ms close linger per request would take, and
   nginx's /healthz answers in time meanwhile;
 - the HTTP rules: the worker's 405, the front end's 413 above
-  max_body_bytes and 404 off the routes, the request id through Apache.
+  max_body_bytes and 404 off the routes, the request id through Apache;
+- the lighttpd site loads after Debian's own lighttpd.conf.
 """
 import io
 import json
@@ -457,6 +458,19 @@ def test_http_rules(r, env, fe):
                 "apache: its own request id when none is sent (%r)" % h.get("x-request-id"))
 
 
+def test_lighttpd_stock(r, env, fe):
+    """The site as Debian would load it: included after the package's own
+    lighttpd.conf (its modules, conf-enabled/), `lighttpd -tt` passes."""
+    stock = "/etc/lighttpd/lighttpd.conf"
+    wrap = os.path.join(fe.dir, "stock-check.conf")
+    with open(wrap, "w") as f:
+        f.write('include "%s"\ninclude "%s"\n' % (stock, os.path.join(fe.dir, "enrichd-site.conf")))
+    p = subprocess.run([H.LIGHTTPD_BIN, "-tt", "-f", wrap], capture_output=True, text=True,
+                       timeout=30)
+    r.check(p.returncode == 0, "lighttpd: the site loads after Debian's %s: rc %d %s"
+            % (stock, p.returncode, (p.stdout + p.stderr)[-500:]))
+
+
 def main():
     r = H.Results()
     big = big_body()
@@ -477,6 +491,7 @@ def main():
             r.run(test_large, env, fe, big, huge)
             r.run(test_slow, env, fe, big, buffers)
             r.run(test_slow_reader, env, fe, reader, buffers)
+        r.run(test_lighttpd_stock, env, fronts[1][0])
         r.run(test_operators_only, env, control)
         r.run(test_slow, env, control, big, True)
         r.run(test_slow_reader, env, control, reader, True)
