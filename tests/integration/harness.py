@@ -1006,12 +1006,8 @@ def render_site(text, tokens, subst, name):
 
 
 APACHE_CONF = os.path.join(ROOT, "conf", "apache", "enrichd.conf")
-APACHE_TOKENS = {
-    "listen": "127.0.0.1:8080",
-    "fastcgi": "/run/enrichd/enrichd.sock",
-    "status": "/run/enrichd/status.sock",
-    "access_log": "/var/log/apache2/enrichd.access.log",
-}
+# The same deployment strings as nginx's site, but for the access log.
+APACHE_TOKENS = dict(NGINX_TOKENS, access_log="/var/log/apache2/enrichd.access.log")
 APACHE_BIN = "/usr/sbin/apache2"
 APACHE_MODULES_DIR = "/usr/lib/apache2/modules"
 # What the site needs besides Debian's built-in modules (mod_unixd,
@@ -1019,12 +1015,7 @@ APACHE_MODULES_DIR = "/usr/lib/apache2/modules"
 APACHE_MODULES = ("mpm_event", "authz_core", "authz_host", "proxy", "proxy_fcgi", "headers",
                   "unique_id")
 LIGHTTPD_CONF = os.path.join(ROOT, "conf", "lighttpd", "enrichd.conf")
-LIGHTTPD_TOKENS = {
-    "listen": "127.0.0.1:8080",
-    "fastcgi": "/run/enrichd/enrichd.sock",
-    "status": "/run/enrichd/status.sock",
-    "access_log": "/var/log/lighttpd/enrichd.access.log",
-}
+LIGHTTPD_TOKENS = dict(NGINX_TOKENS, access_log="/var/log/lighttpd/enrichd.access.log")
 LIGHTTPD_BIN = "/usr/sbin/lighttpd"
 
 
@@ -1038,9 +1029,30 @@ def _frontend_dir(env, name):
     return d
 
 
-def _start_frontend(env, argv, port, d, what):
-    """argv as www-data when the tests run as root (no process of it is
+def _frontend_site(env, name, conf, tokens, site_edit):
+    """The front end's folder, a free port, and its shipped site (conf)
+    rendered for env there, through site_edit(text) when given."""
+    d = _frontend_dir(env, name)
+    with open(conf) as f:
+        text = f.read()
+    port = free_port()
+    text = render_site(text, tokens, {
+        "listen": "127.0.0.1:%d" % port, "fastcgi": env.sock, "status": env.status_sock,
+        "access_log": os.path.join(d, "access.log")}, os.path.relpath(conf, ROOT))
+    if site_edit is not None:
+        text = site_edit(text)
+    site = os.path.join(d, "enrichd-site.conf")
+    with open(site, "w") as f:
+        f.write(text)
+    return d, port, site
+
+
+def _start_frontend(env, top, lines, argv, port, d, what):
+    """Writes the top-level configuration (lines) to top, then runs argv
+    as www-data when the tests run as root (no process of it is
     privileged: the port is above 1024 and its files are in d)."""
+    with open(top, "w") as f:
+        f.write("\n".join(lines) + "\n")
     log = os.path.join(d, "stderr.log")
     who = dict(user="www-data", group="www-data", extra_groups=[]) if IS_ROOT else {}
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "ab"),
@@ -1071,18 +1083,7 @@ def start_apache(env, site_edit=None):
     """Apache 2.4 with conf/apache/enrichd.conf in front of env's sockets,
     on a free port: a FrontEnd.  site_edit(text) may change the site
     (its deployment strings substituted) first."""
-    d = _frontend_dir(env, "apache")
-    with open(APACHE_CONF) as f:
-        text = f.read()
-    port = free_port()
-    text = render_site(text, APACHE_TOKENS, {
-        "listen": "127.0.0.1:%d" % port, "fastcgi": env.sock, "status": env.status_sock,
-        "access_log": os.path.join(d, "access.log")}, "conf/apache/enrichd.conf")
-    if site_edit is not None:
-        text = site_edit(text)
-    site = os.path.join(d, "enrichd-site.conf")
-    with open(site, "w") as f:
-        f.write(text)
+    d, port, site = _frontend_site(env, "apache", APACHE_CONF, APACHE_TOKENS, site_edit)
     top = os.path.join(d, "httpd.conf")
     lines = ["ServerRoot %s" % d, "DefaultRuntimeDir %s" % d, "PidFile %s/httpd.pid" % d,
              "ErrorLog %s/error.log" % d, "LogLevel warn", "Mutex file:%s default" % d,
@@ -1094,32 +1095,18 @@ def start_apache(env, site_edit=None):
     lines += ["StartServers 1", "ServerLimit 2", "ThreadsPerChild 25",
               "MaxRequestWorkers 50", "MinSpareThreads 1", "MaxSpareThreads 50",
               "Include %s" % site]
-    with open(top, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return _start_frontend(env, [APACHE_BIN, "-f", top, "-DFOREGROUND"], port, d, "apache")
+    return _start_frontend(env, top, lines, [APACHE_BIN, "-f", top, "-DFOREGROUND"], port, d,
+                           "apache")
 
 
 def start_lighttpd(env, site_edit=None):
     """lighttpd 1.4 with conf/lighttpd/enrichd.conf in front of env's
     sockets, on a free port: a FrontEnd (site_edit as start_apache's)."""
-    d = _frontend_dir(env, "lighttpd")
-    with open(LIGHTTPD_CONF) as f:
-        text = f.read()
-    port = free_port()
-    text = render_site(text, LIGHTTPD_TOKENS, {
-        "listen": "127.0.0.1:%d" % port, "fastcgi": env.sock, "status": env.status_sock,
-        "access_log": os.path.join(d, "access.log")}, "conf/lighttpd/enrichd.conf")
-    if site_edit is not None:
-        text = site_edit(text)
-    site = os.path.join(d, "enrichd-site.conf")
-    with open(site, "w") as f:
-        f.write(text)
+    d, port, site = _frontend_site(env, "lighttpd", LIGHTTPD_CONF, LIGHTTPD_TOKENS, site_edit)
     top = os.path.join(d, "lighttpd.conf")
     # The main listener (Debian's is port 80) on a unix socket nobody
     # uses: the site serves on its own $SERVER["socket"].
     lines = ['server.document-root = "%s"' % d, 'server.bind = "%s/unused.sock"' % d,
              'server.pid-file = "%s/lighttpd.pid"' % d, 'server.errorlog = "%s/error.log"' % d,
              'server.upload-dirs = ("%s")' % d, 'include "%s"' % site]
-    with open(top, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return _start_frontend(env, [LIGHTTPD_BIN, "-D", "-f", top], port, d, "lighttpd")
+    return _start_frontend(env, top, lines, [LIGHTTPD_BIN, "-D", "-f", top], port, d, "lighttpd")
