@@ -7,13 +7,15 @@ set -eu
 # What building and serving need (`make run`), then what the tests add
 # (`make test`, CI): sanitizer runtimes and libFuzzer, valgrind, linters,
 # systemd's tools for the unit checks, promtool for /metrics, cgi-fcgi
-# (libfcgi-bin) as a second FastCGI client, and for the fleet test
-# Prometheus itself, curl and ip (network namespaces), openssl (the TLS
-# tests make their certificates with it).
+# (libfcgi-bin) as a second FastCGI client, Apache (apache2-bin: the
+# server and its modules, no service, no site) and lighttpd as front ends
+# besides nginx, for the fleet test Prometheus itself, curl and ip
+# (network namespaces), and openssl (the TLS tests make their
+# certificates with it).
 RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
 nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
-libfcgi-bin curl iproute2 groff-base man-db openssl"
+libfcgi-bin apache2-bin lighttpd curl iproute2 groff-base man-db openssl"
 # `make deb`: debhelper and lintian; `make system-test`: a Debian root
 # file system booted under systemd-nspawn.
 DEB_PKGS="debhelper lintian fakeroot dpkg-dev"
@@ -48,3 +50,21 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -q --no-install-recommends $missing
+
+# The tests start lighttpd themselves, on loopback ports of their own;
+# the package enables and starts a system service on port 80 (where a
+# policy-rc.d allows it).  Installed here for the tests, it is stopped
+# and disabled at once, so it never holds port 80 on a CI machine or
+# starts at the next boot.  A lighttpd that was already installed is
+# left as it is.
+case " $missing " in
+*" lighttpd "*)
+    if [ -d /run/systemd/system ]; then
+        $SUDO systemctl disable --now lighttpd.service >/dev/null 2>&1 || true
+    else
+        $SUDO invoke-rc.d lighttpd stop >/dev/null 2>&1 || true
+        $SUDO update-rc.d lighttpd disable >/dev/null 2>&1 || true
+    fi
+    echo "deps: lighttpd's own service stopped and disabled (the tests run their own)" >&2
+    ;;
+esac
