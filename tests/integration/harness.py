@@ -673,7 +673,8 @@ class FcgiConn:
     def __init__(self, addr, timeout=5.0, source=None):
         import struct
         self._struct = struct
-        fam = socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET
+        fam = socket.AF_UNIX if isinstance(addr, str) else \
+            socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         self.sock = socket.socket(fam, socket.SOCK_STREAM)
         if source is not None:
             self.sock.bind((source, 0))
