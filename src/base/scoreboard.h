@@ -59,7 +59,8 @@ enum enr_exit_reason {
     ENR_EXIT_CRASH,   /* killed by a signal the master did not send */
     ENR_EXIT_RELOAD,
     ENR_EXIT_STOP,
-    ENR_EXIT_ERROR, /* exited non-zero on its own (start-up failure) */
+    ENR_EXIT_ERROR,  /* exited non-zero on its own (start-up failure) */
+    ENR_EXIT_SIGNAL, /* stopped cleanly on a signal the master did not send */
     ENR_EXIT_REASONS
 };
 
