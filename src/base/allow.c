@@ -66,7 +66,7 @@ static const char *never_matches(const enr_allow_net *net, char *hint, size_t hi
         if (net->prefix == 128)
             snprintf(hint, hintlen, " (write %s)", v4);
         else
-            snprintf(hint, hintlen, " (write %s/%u)", v4, net->prefix - MAPPED_BITS);
+            snprintf(hint, hintlen, " (write %s/%u)", v4, (unsigned)net->prefix - MAPPED_BITS);
         return "is IPv4-mapped: such peers are matched as IPv4 addresses";
     }
     return "";

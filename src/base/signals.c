@@ -90,7 +90,7 @@ int enr_signals_install(const enr_sig_rule *rules, size_t n, sigset_t *handled)
             continue;
         memset(&sa, 0, sizeof sa);
         sigemptyset(&sa.sa_mask);
-        flags[sig] = what == ENR_SIG_FLAG ? r->flag : NULL;
+        flags[sig] = r != NULL && what == ENR_SIG_FLAG ? r->flag : NULL;
         whys[sig] = r != NULL ? r->why : NULL;
         if (r == NULL && keeps_default(sig)) {
             /* Set, not left: a forked child must not keep its parent's. */
