@@ -91,6 +91,7 @@ typedef struct enr_sb_slot {
 
     /* capture (capture.h): cumulative */
     enr_sb_u64 cap_written, cap_dropped_queue, cap_dropped_error;
+    enr_sb_u64 cap_dropped_nodir; /* capture_dir gone (removed or replaced) */
 
     /* master: sampled from /proc and kept across processes */
     enr_sb_u64 rss_kb, fds;
