@@ -23,24 +23,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "integration"))
 import harness  # noqa: E402
 
-NOBODY = 65534
-
-
-def as_user(uid, gid, fn):
-    """fn() in a child process as uid/gid; True when it returned True."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-            os._exit(0 if fn() else 1)
-        except BaseException:  # noqa: BLE001
-            os._exit(2)
-    _, st = os.waitpid(pid, 0)
-    return os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
-
-
 def start_in(env, d, extra=""):
     """enrichd with both sockets in d; returns (exit code or None, log)."""
     env.sock = os.path.join(d, "enrichd.sock")
@@ -56,7 +38,8 @@ def start_in(env, d, extra=""):
 
 def test_unsafe_directories_refused(r):
     for mode, gid, what in ((0o777, 0, "writable by every user without the sticky bit"),
-                            (0o775, NOBODY, "writable by another group without the sticky bit")):
+                            (0o775, harness.NOBODY,
+                             "writable by another group without the sticky bit")):
         d = tempfile.mkdtemp(prefix="sockdir-")
         os.chown(d, 0, gid)
         os.chmod(d, mode)
@@ -79,8 +62,8 @@ def test_sticky_directory(r):
         f.write("x")
     os.chmod(target, 0o600)
     # Planted first, at the socket's path: a link to a file of root's.
-    r.check(as_user(NOBODY, NOBODY, lambda: os.symlink(target, os.path.join(d, "enrichd.sock"))
-                    or True), "nobody plants a link at the socket's path")
+    r.check(harness.as_user(lambda: os.symlink(target, os.path.join(d, "enrichd.sock"))),
+            "nobody plants a link at the socket's path")
     with harness.Env(name="sock-planted") as env:
         rc, ev = start_in(env, d)
         err = ev[0].get("error", "") if ev else ""
@@ -114,8 +97,8 @@ def test_sticky_directory(r):
                 return False
             finally:
                 s.close()
-        r.check(not as_user(NOBODY, NOBODY, connects), "nobody cannot connect")
-        r.check(as_user(NOBODY, www, connects), "the socket's group can")
+        r.check(not harness.as_user(connects), "nobody cannot connect")
+        r.check(harness.as_user(connects, gid=www), "the socket's group can")
         out = subprocess.run(["ss", "-xl"], capture_output=True, text=True).stdout
         r.check(env.sock in out, "ss shows the socket under its own path")
 

@@ -123,6 +123,25 @@ def children(pid):
     return sorted(out)
 
 
+NOBODY = 65534  # the other user tests plant files and links as (root only)
+
+
+def as_user(fn, uid=NOBODY, gid=NOBODY):
+    """fn() in a forked child as uid/gid (another user, for planting what
+    an attacker would); True unless it raised or returned False."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            os._exit(1 if fn() is False else 0)
+        except BaseException:  # noqa: BLE001
+            os._exit(2)
+    _, st = os.waitpid(pid, 0)
+    return os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
+
+
 def pid_alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
