@@ -49,7 +49,7 @@ ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
 target_srcs() {
     case $1 in
     engine | numtext | fast) echo "$ENGINE" ;;
-    config) echo "$S/base/config.c $S/base/sockaddr.c $S/base/allow.c $S/base/upstream_url.c $S/base/curlapi.c" ;;
+    config) echo "$S/base/config.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/base/upstream_url.c $S/base/curlapi.c" ;;
     upstream_reply) echo "$S/upstream/upstream_reply.c $S/base/buf.c" ;;
     trace) echo "$S/replay/replay_trace.c" ;;
     statustext) echo "$S/ops/statustext.c $S/base/buf.c" ;;

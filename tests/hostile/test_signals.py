@@ -89,7 +89,8 @@ def test_every_process(r):
             r.check(not ({name(s) for s in SILENT} & got),
                     "%s: WINCH, URG and CONT are ignored without a line" % role)
             me = str(os.getpid())
-            r.check(lines and all(e.get("sender_pid") == me and e.get("count") == "1" for e in lines),
+            r.check(lines and all(e.get("sender_pid") == me and e.get("count") == "1"
+                                  for e in lines),
                     "%s: each line names the sender's pid and the count: %r" % (role, lines[:2]))
             if role != "master":
                 why = {e.get("signal"): e.get("why", "") for e in lines}
