@@ -5,10 +5,11 @@
  * Invariants: the handler reads only what enr_signals_install() wrote
  * before any signal was taken, writes only sig_atomic_t counters and the
  * owner's flags, and calls only async-signal-safe functions (sigaction,
- * raise) for a real fault.  A signal is counted in its own slot, and a
- * handler never runs inside itself for the same signal (no SA_NODEFER),
- * so counting needs no atomics.  The log lines are written by
- * enr_signals_report(), from the process's loop, never from the handler.
+ * raise) for a real fault, which goes to the action that was there before
+ * (the default, or a sanitizer's handler, so its report is not lost).  A signal is counted in its
+ * own slot, and a handler never runs inside itself for the same signal (no SA_NODEFER), so counting
+ * needs no atomics.  The log lines are written by enr_signals_report(), from the process's loop,
+ * never from the handler.
  */
 #include "base/signals.h"
 
@@ -30,6 +31,9 @@ static volatile sig_atomic_t noted[NSIG];     /* counted by the handler */
 static volatile sig_atomic_t noted_pid[NSIG]; /* the last sender */
 static sig_atomic_t reported[NSIG];           /* the count as last logged */
 static uint64_t reported_ms[NSIG];
+/* A fault signal's action before ours (the default, or a sanitizer's):
+ * what a real fault gets. */
+static struct sigaction before[NSIG];
 
 static int is_fault(int sig)
 {
@@ -49,14 +53,14 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     if (sig <= 0 || sig >= NSIG)
         return;
     /* si_code > 0: made by the kernel for this thread (a real fault):
-     * the default ends the process, with its core, as it would have. */
+     * the action before ours (the default: the process ends with its
+     * core; a sanitizer's: its report) takes it as it would have.  The
+     * faulting instruction runs again on return and faults again; a
+     * SIGSYS or SIGTRAP does not, and is raised. */
     if (is_fault(sig) && si != NULL && si->si_code > 0) {
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        sigemptyset(&dfl.sa_mask);
-        sigaction(sig, &dfl, NULL);
-        raise(sig); /* pending until we return, then delivered */
+        sigaction(sig, &before[sig], NULL);
+        if (sig == SIGSYS || sig == SIGTRAP)
+            raise(sig); /* pending until we return, then delivered */
         return;
     }
     if (flags[sig] != NULL) {
@@ -88,6 +92,13 @@ int enr_signals_install(const enr_sig_rule *rules, size_t n, sigset_t *handled)
             continue;
         if (what == ENR_SIG_KEEP)
             continue;
+        if (is_fault(sig) && r == NULL) {
+            struct sigaction cur;
+            if (sigaction(sig, NULL, &cur) != 0)
+                return -1;
+            if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_signal)
+                before[sig] = cur; /* not ours already (a forked child's) */
+        }
         memset(&sa, 0, sizeof sa);
         sigemptyset(&sa.sa_mask);
         flags[sig] = r != NULL && what == ENR_SIG_FLAG ? r->flag : NULL;
