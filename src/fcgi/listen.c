@@ -127,7 +127,7 @@ static int bind_unix(const char *path, gid_t gid, mode_t mode, char *err, size_t
     if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode) ||
         st.st_uid != geteuid()) {
         snprintf(err, errlen, "%s: not the socket just bound", path);
-        goto fail_bound;
+        goto fail_closed; /* what is there is not ours to remove */
     }
     if (gid != (gid_t)-1 && fchownat(dfd, base, (uid_t)-1, gid, AT_SYMLINK_NOFOLLOW) != 0) {
         snprintf(err, errlen, "chown %s to gid %ld: %s", path, (long)gid, strerror(errno));
