@@ -4,7 +4,13 @@
  * Invariants: a parsed entry never has bits set past its prefix (the
  * parser refuses "10.0.0.1/8" instead of guessing what was meant), so a
  * match is a plain prefix comparison; matching reads only the list and
- * the address, so it is safe on every accept.
+ * the address, so it is safe on every accept.  Every entry the parser
+ * accepts can match some TCP peer: an IPv4-mapped IPv6 peer is compared
+ * as the IPv4 address it carries (and with any IPv6 entry that holds the
+ * whole mapped range, such as ::/0), so an entry inside that range is
+ * refused with its IPv4 spelling, and so are the unspecified address and
+ * multicast and broadcast networks, which are never the source of a
+ * connection.
  */
 #include "base/allow.h"
 
@@ -14,11 +20,56 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ENTRY_MAX 64 /* longer than any IPv6 address with a prefix */
+#define ENTRY_MAX 64   /* longer than any IPv6 address with a prefix */
+#define MAPPED_BITS 96 /* ::ffff:0:0/96, the IPv4-mapped IPv6 range */
+
+static const uint8_t mapped_prefix[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 static int is_sep(char ch)
 {
     return ch == ',' || ch == ' ' || ch == '\t';
+}
+
+static int prefix_equal(const uint8_t *a, const uint8_t *b, unsigned bits)
+{
+    unsigned whole = bits / 8, rest = bits % 8;
+
+    if (memcmp(a, b, whole) != 0)
+        return 0;
+    if (rest == 0)
+        return 1;
+    return ((a[whole] ^ b[whole]) & (uint8_t)(0xffu << (8 - rest))) == 0;
+}
+
+/* Entries no TCP peer can ever match, or "" for one that some peer can. */
+static const char *never_matches(const enr_allow_net *net, char *hint, size_t hintlen)
+{
+    const uint8_t *a = net->addr;
+    unsigned max = net->family == AF_INET ? 32 : 128;
+    static const uint8_t zero[16];
+
+    hint[0] = '\0';
+    if (net->prefix == max && memcmp(a, zero, max / 8) == 0)
+        return "is the unspecified address, never a peer's";
+    if (net->family == AF_INET) {
+        if (net->prefix >= 4 && (a[0] & 0xf0) == 0xe0)
+            return "is multicast, never a TCP peer";
+        if (net->prefix == 32 && memcmp(a, "\xff\xff\xff\xff", 4) == 0)
+            return "is the broadcast address, never a TCP peer";
+        return "";
+    }
+    if (net->prefix >= 8 && a[0] == 0xff)
+        return "is multicast, never a TCP peer";
+    if (net->prefix > MAPPED_BITS && prefix_equal(a, mapped_prefix, MAPPED_BITS)) {
+        char v4[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, a + 12, v4, sizeof v4);
+        if (net->prefix == 128)
+            snprintf(hint, hintlen, " (write %s)", v4);
+        else
+            snprintf(hint, hintlen, " (write %s/%u)", v4, (unsigned)net->prefix - MAPPED_BITS);
+        return "is IPv4-mapped: such peers are matched as IPv4 addresses";
+    }
+    return "";
 }
 
 static int parse_entry(const char *s, enr_allow_net *net, char *why, size_t whylen)
@@ -69,6 +120,14 @@ static int parse_entry(const char *s, enr_allow_net *net, char *why, size_t whyl
             return -1;
         }
     }
+    {
+        char hint[48];
+        const char *never = never_matches(net, hint, sizeof hint);
+        if (never[0] != '\0') {
+            snprintf(why, whylen, "\"%s\" %s%s", s, never, hint);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -110,21 +169,10 @@ int enr_allow_parse(const char *text, enr_allow *out, char *why, size_t whylen)
     return 0;
 }
 
-static int prefix_equal(const uint8_t *a, const uint8_t *b, unsigned bits)
-{
-    unsigned whole = bits / 8, rest = bits % 8;
-
-    if (memcmp(a, b, whole) != 0)
-        return 0;
-    if (rest == 0)
-        return 1;
-    return ((a[whole] ^ b[whole]) & (uint8_t)(0xffu << (8 - rest))) == 0;
-}
-
 int enr_allow_match(const enr_allow *a, const struct sockaddr *sa, socklen_t len)
 {
     uint8_t addr[16];
-    int family;
+    int family, mapped = 0;
 
     if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
         family = AF_INET;
@@ -132,6 +180,7 @@ int enr_allow_match(const enr_allow *a, const struct sockaddr *sa, socklen_t len
     } else if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
         const struct in6_addr *in6 = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
         if (IN6_IS_ADDR_V4MAPPED(in6)) {
+            mapped = 1;
             family = AF_INET;
             memcpy(addr, in6->s6_addr + 12, 4);
         } else {
@@ -141,8 +190,15 @@ int enr_allow_match(const enr_allow *a, const struct sockaddr *sa, socklen_t len
     } else {
         return 0;
     }
-    for (unsigned i = 0; i < a->n && i < ENR_ALLOW_MAX; i++)
-        if (a->net[i].family == family && prefix_equal(a->net[i].addr, addr, a->net[i].prefix))
+    for (unsigned i = 0; i < a->n && i < ENR_ALLOW_MAX; i++) {
+        const enr_allow_net *n = &a->net[i];
+        if (n->family == family && prefix_equal(n->addr, addr, n->prefix))
             return 1;
+        /* A dual-stack listener's IPv4 peer, under an IPv6 entry that
+         * holds every mapped address (::/0, ::ffff:0:0/96). */
+        if (mapped && n->family == AF_INET6 && n->prefix <= MAPPED_BITS &&
+            prefix_equal(n->addr, mapped_prefix, n->prefix))
+            return 1;
+    }
     return 0;
 }

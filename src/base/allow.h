@@ -31,12 +31,17 @@ typedef struct enr_allow {
 /* Parses "ADDR[/BITS]" entries separated by commas and/or white space
  * into out.  Returns 0, or -1 with the problem in why (out is then
  * undefined).  An empty list, host bits set past the prefix, a prefix
- * out of range and more than ENR_ALLOW_MAX entries are errors. */
+ * out of range, more than ENR_ALLOW_MAX entries and an entry no TCP peer
+ * can match (the unspecified address, multicast, broadcast, an
+ * IPv4-mapped IPv6 network: the problem names its IPv4 spelling) are
+ * errors. */
 int enr_allow_parse(const char *text, enr_allow *out, char *why, size_t whylen);
 
-/* 1 when the peer address sa (AF_INET, or AF_INET6 with IPv4-mapped
- * addresses compared as IPv4) is in the list; 0 otherwise, and for any
- * other family. */
+/* 1 when the peer address sa is in the list; 0 otherwise, and for any
+ * other family than AF_INET and AF_INET6.  An IPv4-mapped IPv6 peer (an
+ * IPv4 client of a dual-stack listener) matches the IPv4 entries that
+ * hold its IPv4 address, and the IPv6 entries that hold the whole mapped
+ * range ::ffff:0:0/96 (::/0 among them). */
 int enr_allow_match(const enr_allow *a, const struct sockaddr *sa, socklen_t len);
 
 #endif

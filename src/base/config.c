@@ -9,6 +9,7 @@
  * default in enr_config_default_text.
  */
 #include "base/config.h"
+#include "base/safedir.h"
 #include "base/sockaddr.h"
 
 #include <errno.h>
@@ -523,9 +524,19 @@ static int check_whole(parse_state *ps, const enr_config *c)
         return FAIL_AT(ps, "status_listen", "must differ from listen");
     if (c->capture_sample > 0 && c->capture_dir[0] == '\0')
         return FAIL_AT(ps, "capture_sample", "needs capture_dir");
-    if (c->capture_dir[0] != '\0' && access(c->capture_dir, W_OK | X_OK) != 0)
-        return FAIL_AT(ps, "capture_dir", "\"%s\" is not a writable directory: %s", c->capture_dir,
-                       strerror(errno));
+    if (c->capture_dir[0] != '\0') {
+        char why[ENR_PATH_MAX + 200];
+        int dfd = enr_safedir_open(c->capture_dir, why, sizeof why);
+        if (dfd < 0)
+            return FAIL_AT(ps, "capture_dir", "%s", why);
+        if (faccessat(dfd, ".", W_OK | X_OK, 0) != 0) {
+            int e = errno;
+            close(dfd);
+            return FAIL_AT(ps, "capture_dir", "\"%s\" is not a writable directory: %s",
+                           c->capture_dir, strerror(e));
+        }
+        close(dfd);
+    }
     /* The host's cache is one shared mapping whose pages count in the RSS
      * of every worker that reads them: as large as the recycling bound, it
      * would recycle (or, past rss_hard_mb, kill) workers for reading it. */

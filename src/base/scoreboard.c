@@ -33,7 +33,7 @@ static const char *const worker_state_names[ENR_WS_STATES] = {"empty", "starting
 static const char *const pool_state_names[ENR_POOL_STATES] = {"starting", "running", "reloading",
                                                               "draining"};
 static const char *const exit_reason_names[ENR_EXIT_REASONS] = {
-    "none", "max_requests", "rss", "fd", "timeout", "crash", "reload", "stop", "error",
+    "none", "max_requests", "rss", "fd", "timeout", "crash", "reload", "stop", "error", "signal",
 };
 
 const char *enr_worker_state_name(uint64_t state)

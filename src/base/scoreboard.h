@@ -62,7 +62,8 @@ enum enr_exit_reason {
     ENR_EXIT_CRASH,   /* killed by a signal the master did not send */
     ENR_EXIT_RELOAD,
     ENR_EXIT_STOP,
-    ENR_EXIT_ERROR, /* exited non-zero on its own (start-up failure) */
+    ENR_EXIT_ERROR,  /* exited non-zero on its own (start-up failure) */
+    ENR_EXIT_SIGNAL, /* stopped cleanly on a signal the master did not send */
     ENR_EXIT_REASONS
 };
 
@@ -93,6 +94,7 @@ typedef struct enr_sb_slot {
 
     /* capture (capture.h): cumulative */
     enr_sb_u64 cap_written, cap_dropped_queue, cap_dropped_error;
+    enr_sb_u64 cap_dropped_nodir; /* capture_dir gone (removed or replaced) */
 
     /* master: sampled from /proc and kept across processes */
     enr_sb_u64 rss_kb, fds;

@@ -12,11 +12,16 @@
  *   closed loop (--closed): each target keeps exactly --concurrency
  *     requests in flight, cycling through the trace, for --duration s.
  *   compare (--compare, open loop, two targets): also keeps both bodies and
- *     counts responses that differ other than in "fetched_at" values.
+ *     counts responses that differ other than in "fetched_at" values.  Only
+ *     two answers are compared: an entry a target gave no answer to (a
+ *     connect error, a timeout, an answer past --max-answer-bytes) is
+ *     counted as failed, never as identical, and fails the run as a
+ *     mismatch does.
  *
  * Invariants: one thread, one epoll set; every request ends as exactly one
- * record; the trace is read-only; SIGINT/SIGTERM only set a flag (the loop
- * stops issuing, lets in-flight requests finish, and reports).
+ * record; no answer is read past --max-answer-bytes (kept or not), so
+ * memory is bounded by concurrency x targets x that cap; the trace is read-only; SIGINT/SIGTERM
+ * only set a flag (the loop stops issuing, lets in-flight requests finish, and reports).
  */
 #include "base/cli.h"
 #include "replay/replay_http.h"
@@ -48,6 +53,8 @@
  * long before the next due time, then poll without sleeping. */
 #define SPIN_NS 300000LL
 #define SHOW_MISMATCHES 3
+/* 8 x enrichd's max_output_bytes default: any answer of a sane server. */
+#define DEFAULT_MAX_ANSWER_BYTES (64u << 20)
 
 static volatile sig_atomic_t stop_flag;
 
@@ -73,6 +80,7 @@ typedef struct cmp_slot {
     char *body[2];
     size_t len[2];
     int status[2];
+    int err[2]; /* enum of replay_stats.h: no answer from that target */
     int have;
 } cmp_slot;
 
@@ -88,10 +96,11 @@ static struct {
     int64_t timeout_ns;
     int progress;
     int compare;
+    size_t max_answer;
     enr_replay_rec *rec;
     size_t nrec, caprec;
     cmp_slot *cmp;
-    size_t cmp_same, cmp_diff, cmp_both_rejected, cmp_shown;
+    size_t cmp_same, cmp_diff, cmp_both_rejected, cmp_failed, cmp_shown;
     int epfd;
     int64_t t0;
 } R;
@@ -109,6 +118,7 @@ static void usage(FILE *f)
         "      --name NAME       name the next target (repeat, in URL order)\n"
         "      --timeout MS      per-request timeout (default 30000)\n"
         "      --compare         two targets: compare bodies, ignoring fetched_at\n"
+        "      --max-answer-bytes N  an answer's body past N bytes fails it (default 64 MiB)\n"
         "      --tsv FILE        raw per-request records\n"
         "      --json FILE       summary as JSON\n"
         "      --histogram[=P]   print log histograms; write P.*.hgrm, P.cdf.dat, P.gp\n"
@@ -182,7 +192,13 @@ static void compare_done(uint32_t job)
     cmp_slot *s = &R.cmp[job];
     int ok0 = s->status[0] >= 200 && s->status[0] < 300;
     int ok1 = s->status[1] >= 200 && s->status[1] < 300;
-    if (!ok0 && !ok1 && s->status[0] && s->status[1]) {
+    if (s->err[0] || s->err[1]) {
+        R.cmp_failed++;
+        if (R.cmp_shown++ < SHOW_MISMATCHES)
+            fprintf(stderr, "failed: trace entry %u: no answer to compare: %s %s, %s %s\n", job,
+                    R.ts[0].tgt.name, s->err[0] ? enr_replay_err_names[s->err[0]] : "answered",
+                    R.ts[1].tgt.name, s->err[1] ? enr_replay_err_names[s->err[1]] : "answered");
+    } else if (!ok0 && !ok1) {
         R.cmp_both_rejected++;
     } else if (ok0 != ok1) {
         R.cmp_diff++;
@@ -238,6 +254,7 @@ static void finish(tstate *t, enr_replay_conn *c, int status, int err)
         cmp_slot *s = &R.cmp[c->job];
         unsigned k = c->target;
         s->status[k] = r.status;
+        s->err[k] = err;
         s->body[k] = c->kb;
         s->len[k] = err ? 0 : c->kb_len;
         c->kb = NULL;
@@ -265,6 +282,7 @@ static void start(tstate *t, unsigned ti, uint32_t job, int64_t due, int capped)
     c->body_len = e->len;
     c->target = ti;
     c->keep = R.compare;
+    c->max_answer = R.max_answer;
     t->inflight++;
     t->issued++;
     int err = 0;
@@ -432,6 +450,7 @@ int main(int argc, char **argv)
         {"name", required_argument, 0, 'N'},
         {"timeout", required_argument, 0, 'T'},
         {"compare", no_argument, 0, 'K'},
+        {"max-answer-bytes", required_argument, 0, 'M'},
         {"tsv", required_argument, 0, 'V'},
         {"json", required_argument, 0, 'J'},
         {"histogram", optional_argument, 0, 'H'},
@@ -448,6 +467,7 @@ int main(int argc, char **argv)
     R.speed = 1.0;
     R.duration = DEFAULT_CLOSED_S;
     R.timeout_ns = (int64_t)DEFAULT_TIMEOUT_MS * 1000000;
+    R.max_answer = DEFAULT_MAX_ANSWER_BYTES;
     R.progress = isatty(STDERR_FILENO);
     int o;
     while ((o = getopt_long(argc, argv, "c:s:n:d:h", opts, NULL)) != -1) {
@@ -473,6 +493,14 @@ int main(int argc, char **argv)
             break;
         case 'K':
             R.compare = 1;
+            break;
+        case 'M':
+            /* Digits only: strtoull would take "-1" as the largest cap. */
+            if (optarg[0] < '0' || optarg[0] > '9') {
+                fprintf(stderr, "enrich-replay: bad number '%s'\n", optarg);
+                return 2;
+            }
+            R.max_answer = strtoull(optarg, &ep, 10);
             break;
         case 'N':
             if (nnames < MAX_TARGETS)
@@ -504,7 +532,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (argc - optind < 2 || R.conc == 0 || R.speed < 0 || R.duration <= 0 || R.timeout_ns <= 0)
+    if (argc - optind < 2 || R.conc == 0 || R.speed < 0 || R.duration <= 0 || R.timeout_ns <= 0 ||
+        R.max_answer == 0)
         return enr_cli_usage(usage, ENR_CLI_USAGE);
     R.nt = (size_t)(argc - optind - 1);
     if (R.nt > MAX_TARGETS) {
@@ -620,9 +649,10 @@ int main(int argc, char **argv)
     int rc = 0;
     if (R.compare) {
         printf("compare %s vs %s: %zu identical (ignoring fetched_at), %zu both rejected, %zu "
-               "MISMATCHES\n",
-               R.ts[0].tgt.name, R.ts[1].tgt.name, R.cmp_same, R.cmp_both_rejected, R.cmp_diff);
-        rc = R.cmp_diff ? 3 : 0;
+               "FAILED (no answer to compare), %zu MISMATCHES\n",
+               R.ts[0].tgt.name, R.ts[1].tgt.name, R.cmp_same, R.cmp_both_rejected, R.cmp_failed,
+               R.cmp_diff);
+        rc = R.cmp_diff || R.cmp_failed ? 3 : 0;
     }
     if (tsv && enr_replay_write_tsv(tsv, R.rec, R.nrec, sum) != 0) {
         fprintf(stderr, "enrich-replay: %s: %s\n", tsv, strerror(errno));

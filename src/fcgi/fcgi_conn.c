@@ -46,6 +46,7 @@
 #include "fcgi/fcgi_stream.h"
 #include "fcgi/listen.h"
 #include "base/log.h"
+#include "base/signals.h"
 
 /* Bytes read and dropped while lingering.  A body refused on its
  * Content-Length (413 past max_body_bytes) is still on its way, up to
@@ -192,6 +193,7 @@ int enr_fcgi_conn_next(enr_fcgi_conn *c, int timeout_ms)
             return ENR_FCGI_SIDE;
         if (r < 0) {
             if (errno == EINTR) {
+                enr_signals_report(); /* what ended the wait, if it was not ours */
                 if (timeout_ms >= 0 && !*c->stop)
                     return ENR_FCGI_IDLE; /* the caller's clock decides what is due */
                 continue;

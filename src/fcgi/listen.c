@@ -1,9 +1,13 @@
 /*
  * listen.c: the listening sockets (listen.h).
  *
- * Invariants: a unix socket is born owner-only (umask 0177), then given
- * its group, then opened to listen_mode, so it is never reachable by the
- * wrong users even for a moment (CVE-2025-23016: the socket is the trust
+ * Invariants: a unix socket is made in a directory no other user can
+ * plant entries in (safedir.h: the socket's directory is checked first),
+ * born with no permission at all (umask 0777), then given its group and
+ * listen_mode through that directory's descriptor without following a
+ * link, and listens only then: no one reaches it before it has the mode
+ * and group it must have, and nothing planted in its place is ever
+ * chown'ed or chmod'ed (CVE-2025-23016: the socket is the trust
  * boundary).  A live socket of another instance is never unlinked.  A TCP
  * listener takes any address sockaddr.c parses; each accepted TCP peer is
  * checked against listen_allow by the worker that accepted it (worker.c,
@@ -32,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/safedir.h"
 #include "base/sockaddr.h"
 
 static int set_flags(int fd)
@@ -76,6 +81,73 @@ static int unlink_stale(const char *path)
     return unlink(path);
 }
 
+/* The socket at path, bound in its checked directory, given gid (or
+ * left in ours: (gid_t)-1) and mode; not listening yet.  Returns the
+ * descriptor, or -1 with err (and no file left behind). */
+static int bind_unix(const char *path, gid_t gid, mode_t mode, char *err, size_t errlen)
+{
+    struct sockaddr_un sa;
+    struct stat st;
+    char dir[ENR_PATH_MAX], why[ENR_PATH_MAX + 200];
+    const char *slash = strrchr(path, '/'), *base = slash + 1;
+    mode_t old;
+    int fd, dfd;
+
+    if (strlen(path) >= sizeof sa.sun_path) {
+        snprintf(err, errlen, "%s: longer than a unix socket path may be (%zu)", path,
+                 sizeof sa.sun_path - 1);
+        return -1;
+    }
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    dfd = enr_safedir_open(dir, why, sizeof why);
+    if (dfd < 0) {
+        snprintf(err, errlen, "%s: %s", path, why);
+        return -1;
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        close(dfd);
+        return -1;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    /* Born with no permission: until the mode below, only root reaches
+     * it, and no one connects before listen(). */
+    old = umask(0777);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        umask(old);
+        snprintf(err, errlen, "bind %s: %s", path, strerror(errno));
+        goto fail_closed;
+    }
+    umask(old);
+    /* The entry is ours in a directory where no one else may replace it;
+     * still, what is changed is checked to be our socket, not followed. */
+    if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISSOCK(st.st_mode) ||
+        st.st_uid != geteuid()) {
+        snprintf(err, errlen, "%s: not the socket just bound", path);
+        goto fail_closed; /* what is there is not ours to remove */
+    }
+    if (gid != (gid_t)-1 && fchownat(dfd, base, (uid_t)-1, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+        snprintf(err, errlen, "chown %s to gid %ld: %s", path, (long)gid, strerror(errno));
+        goto fail_bound;
+    }
+    if (fchmodat(dfd, base, mode, 0) != 0) {
+        snprintf(err, errlen, "chmod %s: %s", path, strerror(errno));
+        goto fail_bound;
+    }
+    close(dfd);
+    return fd;
+
+fail_bound:
+    unlinkat(dfd, base, 0);
+fail_closed:
+    close(fd);
+    close(dfd);
+    return -1;
+}
+
 static int bind_socket(const enr_config *c, const char *addr, char *created, char *err,
                        size_t errlen)
 {
@@ -83,8 +155,6 @@ static int bind_socket(const enr_config *c, const char *addr, char *created, cha
 
     created[0] = '\0';
     if (addr[0] == '/') {
-        struct sockaddr_un sa;
-        mode_t old;
         gid_t gid = (gid_t)-1;
 
         if (c->listen_group[0]) {
@@ -101,36 +171,10 @@ static int bind_socket(const enr_config *c, const char *addr, char *created, cha
                                          : strerror(errno));
             return -1;
         }
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0) {
-            snprintf(err, errlen, "socket: %s", strerror(errno));
+        fd = bind_unix(addr, gid, c->listen_mode, err, errlen);
+        if (fd < 0)
             return -1;
-        }
-        memset(&sa, 0, sizeof sa);
-        sa.sun_family = AF_UNIX;
-        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", addr);
-        /* Born owner-only; opened to the group only after chown, so the
-         * socket is never briefly reachable by the wrong users. */
-        old = umask(0177);
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-            umask(old);
-            snprintf(err, errlen, "bind %s: %s", addr, strerror(errno));
-            close(fd);
-            return -1;
-        }
-        umask(old);
         snprintf(created, ENR_PATH_MAX, "%s", addr);
-        if (gid != (gid_t)-1 && chown(addr, (uid_t)-1, gid) != 0) {
-            snprintf(err, errlen, "chown %s to group %s: %s", addr, c->listen_group,
-                     strerror(errno));
-            close(fd);
-            return -1;
-        }
-        if (chmod(addr, c->listen_mode) != 0) {
-            snprintf(err, errlen, "chmod %s: %s", addr, strerror(errno));
-            close(fd);
-            return -1;
-        }
     } else {
         enr_sockaddr sa;
         char why[160];

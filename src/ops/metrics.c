@@ -76,8 +76,12 @@ static const counter_row pool_counters[] = {
      "Sampled batches dropped because the capture queue was full (slow disk).",
      SLOT_OFF(cap_dropped_queue)},
     {"enrichd_capture_dropped_error_total",
-     "Sampled batches dropped on a write error (disk full) or out of memory.",
+     "Sampled batches dropped on a write error (disk full), a refused directory or file, or out of "
+     "memory.",
      SLOT_OFF(cap_dropped_error)},
+    {"enrichd_capture_dropped_nodir_total",
+     "Sampled batches dropped because capture_dir was gone (removed or replaced).",
+     SLOT_OFF(cap_dropped_nodir)},
     {"enrichd_listen_refused_total", "TCP connections refused: peer not in listen_allow.",
      SLOT_OFF(listen_refused)},
     {"enrichd_fastcgi_rejected_total",

@@ -33,6 +33,7 @@
 #include "ops/health.h"
 #include "base/log.h"
 #include "ops/metrics.h"
+#include "base/signals.h"
 #include "base/sockdiag.h"
 #include "ops/statusdoc.h"
 #include "base/clock.h"
@@ -49,12 +50,6 @@
 #define STATUS_LINGER_MS 500
 
 static volatile sig_atomic_t status_stop;
-
-static void on_stop(int sig)
-{
-    (void)sig;
-    status_stop = 1;
-}
 
 typedef struct status_ctx {
     const enr_config *c;
@@ -303,35 +298,35 @@ static void handle(status_ctx *x)
     }
 }
 
-static int install_signals(void)
-{
-    struct sigaction sa;
-    sigset_t all;
+/* The status process's signals; every other one has its kind's default
+ * (signals.h).  Handled signals are blocked except while it waits for a
+ * client, so a request in hand is always answered. */
+static const enr_sig_rule status_signals[] = {
+    {SIGTERM, ENR_SIG_FLAG, &status_stop, NULL},
+    {SIGQUIT, ENR_SIG_FLAG, &status_stop, NULL},
+    {SIGPIPE, ENR_SIG_IGNORE, NULL, NULL}, /* a client that hangs up must not kill us */
+    {SIGALRM, ENR_SIG_KEEP, NULL, NULL},   /* fcgi_conn.c's header timer */
+    {SIGHUP, ENR_SIG_NOTE, NULL, "the master's: it reloads the pool"},
+    {SIGINT, ENR_SIG_NOTE, NULL, "the master's: it drains the pool"},
+    {SIGUSR2, ENR_SIG_NOTE, NULL, "the workers': the status process has no backlog to drain"},
+};
 
-    /* The master may have blocked signals around fork; this process waits
-     * in poll() and must see SIGTERM there. */
-    sigemptyset(&all);
-    if (sigprocmask(SIG_SETMASK, &all, NULL) != 0)
+static int install_signals(sigset_t *wait_mask)
+{
+    sigset_t handled;
+
+    if (enr_signals_install(status_signals, sizeof status_signals / sizeof status_signals[0],
+                            &handled) != 0)
         return -1;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop; /* no SA_RESTART: poll and accept return EINTR */
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
-        return -1;
-    sa.sa_handler = SIG_IGN;
-    /* A client that hangs up must not kill us; reload and reopen are the
-     * master's business. */
-    if (sigaction(SIGPIPE, &sa, NULL) != 0 || sigaction(SIGHUP, &sa, NULL) != 0 ||
-        sigaction(SIGUSR1, &sa, NULL) != 0 || sigaction(SIGUSR2, &sa, NULL) != 0)
-        return -1;
-    sa.sa_handler = SIG_DFL;
-    return sigaction(SIGCHLD, &sa, NULL);
+    sigemptyset(wait_mask);
+    return sigprocmask(SIG_SETMASK, &handled, NULL);
 }
 
 int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *cache, int status_fd,
                     int main_fd, pid_t master_pid)
 {
     static status_ctx x; /* the health ring is a few KiB: keep it off the stack */
+    static sigset_t wait_mask;
     FCGX_Request req;
 
     enr_log_role("status");
@@ -340,7 +335,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     x.sb = sb;
     x.cache = cache;
     x.main_fd = main_fd;
-    if (install_signals() != 0) {
+    if (install_signals(&wait_mask) != 0) {
         enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
         return 1;
     }
@@ -373,6 +368,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     x.conn.stop = &status_stop;
     x.conn.side_fd = -1;
     x.conn.max_conns = 1;
+    x.conn.wait_mask = &wait_mask;
     if (FCGX_Init() != 0 || enr_fcgi_conn_init(&x.conn) != 0) {
         enr_log(ENR_LOG_ERROR, "FastCGI init failed", NULL);
         return 1;

@@ -7,7 +7,19 @@
  * written whole or the file is cut back to the last whole line, so a
  * full disk leaves a valid trace; the thread blocks every signal (they
  * are the worker's); the directory holds at most two files per slot,
- * each at most half the slot's share of capture_max_bytes.
+ * each at most half the slot's share of capture_max_bytes (a file that
+ * cannot be rotated takes no more samples).
+ *
+ * Nothing on disk is trusted (safedir.h): the directory is opened once
+ * and checked (owner, mode) before every sample; the files are opened
+ * under its descriptor without following links and must be regular files
+ * of ours with one link, else the sample is dropped.  A directory that is
+ * gone (removed, or another one in its place) is noticed before the
+ * write, so a sample is counted as written only when it reached a file
+ * in the directory; samples are dropped and counted (cap_dropped_nodir)
+ * until it is back, then it is opened again.  Each kind of trouble is
+ * said once when it starts, then at most once a CAPTURE_LOG_INTERVAL_MS
+ * with the count dropped meanwhile.
  */
 #include "pool/capture.h"
 
@@ -19,10 +31,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/log.h"
+#include "base/safedir.h"
+
+#define CAPTURE_FILE_MODE 0640
+/* A trouble that goes on is said again at most this often. */
+#define CAPTURE_LOG_INTERVAL_MS 60000
+
+/* What went wrong with a sample, for the counters and the log. */
+enum trouble { T_NONE, T_NODIR, T_DIR, T_FILE, T_WRITE, T_ROTATE, T_MEMORY };
 
 typedef struct item {
     struct item *next;
@@ -37,7 +59,8 @@ struct enr_capture {
     double sample;
     size_t queue_max, queued;
     uint64_t file_max; /* rotate past this */
-    char path[ENR_PATH_MAX + 32], rotated[ENR_PATH_MAX + 40];
+    char dir[ENR_PATH_MAX];
+    char name[32], rotated[40]; /* under dir */
     uint64_t rng;
 
     pthread_t thread;
@@ -47,9 +70,14 @@ struct enr_capture {
     int stop;
 
     /* the writer thread's own */
-    int fd;
+    int dfd, fd;
+    dev_t dir_dev;
+    ino_t dir_ino;
+    int dir_lost; /* the directory went away: say so when it is back */
     uint64_t file_size;
     enr_buf line;
+    int last_trouble;
+    uint64_t said_ms, held_back; /* the last line said, samples dropped since */
 };
 
 /* xorshift64*: sampling needs no quality beyond "about this share". */
@@ -143,57 +171,173 @@ static void format_line(enr_buf *b, const item *it)
     enr_buf_lit(b, "}\n");
 }
 
-static int open_file(enr_capture *c)
+static void close_file(enr_capture *c)
 {
-    c->fd = open(c->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (c->fd < 0) {
-        char q[ENR_PATH_MAX + 64];
-        enr_log(ENR_LOG_ERROR, "capture file open failed", "path=%s error=%s",
-                enr_log_quote(q, sizeof q, c->path), enr_log_errno(errno));
-        return -1;
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+}
+
+static void close_dir(enr_capture *c)
+{
+    close_file(c);
+    if (c->dfd >= 0)
+        close(c->dfd);
+    c->dfd = -1;
+}
+
+/* The directory, open and checked, and still the one at its path.
+ * Returns T_NONE, T_NODIR (gone) or T_DIR (there but not safe), with the
+ * reason in why. */
+static int ensure_dir(enr_capture *c, char *why, size_t whylen)
+{
+    struct stat st, at;
+
+    if (c->dfd >= 0) {
+        /* Removed (no links left), or another directory at the path:
+         * what is written now would never be found. */
+        if (fstat(c->dfd, &st) == 0 && st.st_nlink > 0 && stat(c->dir, &at) == 0 &&
+            at.st_dev == c->dir_dev && at.st_ino == c->dir_ino) {
+            /* Its owner or mode may have changed since it was opened. */
+            if (enr_safedir_check(c->dfd, c->dir, why, whylen) == 0)
+                return T_NONE;
+            close_dir(c);
+            return T_DIR;
+        }
+        close_dir(c);
+        c->dir_lost = 1; /* the one at the path now, if any, is opened below */
     }
-    c->file_size = (uint64_t)lseek(c->fd, 0, SEEK_END);
-    return 0;
+    c->dfd = enr_safedir_open(c->dir, why, whylen);
+    if (c->dfd < 0) {
+        if (errno == EPERM)
+            return T_DIR;
+        c->dir_lost = 1;
+        return T_NODIR;
+    }
+    if (fstat(c->dfd, &st) != 0) {
+        snprintf(why, whylen, "\"%s\": %s", c->dir, strerror(errno));
+        close_dir(c);
+        c->dir_lost = 1;
+        return T_NODIR;
+    }
+    c->dir_dev = st.st_dev;
+    c->dir_ino = st.st_ino;
+    if (c->dir_lost) {
+        char q[ENR_PATH_MAX + 8];
+        c->dir_lost = 0;
+        enr_log(ENR_LOG_INFO, "capture directory back", "dir=%s",
+                enr_log_quote(q, sizeof q, c->dir));
+    }
+    return T_NONE;
+}
+
+/* The file to append to, opened under the directory without following a
+ * link; a file someone else made (or linked) there is never written. */
+static int open_file(enr_capture *c, char *why, size_t whylen)
+{
+    struct stat st;
+    char what[96];
+
+    /* O_NONBLOCK: a FIFO in the file's place must not hang the thread. */
+    c->fd = openat(c->dfd, c->name,
+                   O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK,
+                   CAPTURE_FILE_MODE);
+    if (c->fd < 0) {
+        snprintf(why, whylen, "%s/%s: %s", c->dir, c->name,
+                 errno == ELOOP ? "a symbolic link: not followed" : strerror(errno));
+        return T_FILE;
+    }
+    if (fstat(c->fd, &st) != 0 || enr_safedir_file_ok(&st, what, sizeof what) != 0) {
+        snprintf(why, whylen, "%s/%s: %s", c->dir, c->name, what);
+        close_file(c);
+        return T_FILE;
+    }
+    /* Ours, but opened wider by someone: no one else reads production bodies. */
+    if ((st.st_mode & 07777 & ~CAPTURE_FILE_MODE) != 0 && fchmod(c->fd, CAPTURE_FILE_MODE) != 0) {
+        snprintf(why, whylen, "%s/%s: chmod: %s", c->dir, c->name, strerror(errno));
+        close_file(c);
+        return T_FILE;
+    }
+    c->file_size = (uint64_t)st.st_size;
+    return T_NONE;
+}
+
+/* The open file, full ones rotated first. */
+static int ensure_file(enr_capture *c, char *why, size_t whylen)
+{
+    struct stat st;
+    int t;
+
+    if (c->fd >= 0 && (fstat(c->fd, &st) != 0 || st.st_nlink == 0))
+        close_file(c); /* removed under us: a new one, or the sample is lost */
+    if (c->fd < 0 && (t = open_file(c, why, whylen)) != T_NONE)
+        return t;
+    if (c->file_size < c->file_max)
+        return T_NONE;
+    close_file(c);
+    if (renameat(c->dfd, c->name, c->dfd, c->rotated) != 0) {
+        snprintf(why, whylen, "%s/%s to %s: %s", c->dir, c->name, c->rotated, strerror(errno));
+        return T_ROTATE; /* the file is full: no more samples until it rotates */
+    }
+    return open_file(c, why, whylen);
 }
 
 /* Writes one line whole, or cuts the file back to where it was. */
-static int write_line(enr_capture *c, const enr_buf *b)
+static int write_line(enr_capture *c, const enr_buf *b, char *why, size_t whylen)
 {
     size_t off = 0;
+    int t;
 
-    if (c->fd < 0 && open_file(c) != 0)
-        return -1;
+    if ((t = ensure_dir(c, why, whylen)) != T_NONE || (t = ensure_file(c, why, whylen)) != T_NONE)
+        return t;
     while (off < b->len) {
         ssize_t n = write(c->fd, b->data + off, b->len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            int e = errno;
+            int e = n < 0 ? errno : EIO;
             if (off > 0 && ftruncate(c->fd, (off_t)c->file_size) != 0)
                 enr_log(ENR_LOG_WARN, "capture truncate failed", "error=%s", enr_log_errno(errno));
-            errno = e;
-            return -1;
+            snprintf(why, whylen, "%s/%s: %s", c->dir, c->name, strerror(e));
+            return T_WRITE;
         }
         off += (size_t)n;
     }
     c->file_size += b->len;
-    if (c->file_size >= c->file_max) {
-        close(c->fd);
-        c->fd = -1;
-        if (rename(c->path, c->rotated) != 0) {
-            char q[ENR_PATH_MAX + 64];
-            enr_log(ENR_LOG_WARN, "capture rotate failed", "path=%s error=%s",
-                    enr_log_quote(q, sizeof q, c->path), enr_log_errno(errno));
-        }
-    }
-    return 0;
+    return T_NONE;
+}
+
+/* One line when a kind of trouble starts, then at most one a
+ * CAPTURE_LOG_INTERVAL_MS while it lasts, with what was dropped since. */
+static void complain(enr_capture *c, int trouble, const char *why)
+{
+    static const char *const what[] = {
+        [T_NODIR] = "capture directory gone: samples dropped until it is back",
+        [T_DIR] = "capture directory refused: samples dropped",
+        [T_FILE] = "capture file refused: samples dropped",
+        [T_WRITE] = "capture write failed: sample dropped",
+        [T_ROTATE] = "capture rotate failed: samples dropped until it can",
+        [T_MEMORY] = "capture sample dropped: out of memory",
+    };
+    uint64_t now = enr_mono_ms();
+    char q[ENR_PATH_MAX + 200];
+
+    c->held_back++;
+    if (trouble == c->last_trouble && now < c->said_ms + CAPTURE_LOG_INTERVAL_MS)
+        return;
+    enr_log(ENR_LOG_WARN, what[trouble], "error=%s dropped=%" PRIu64,
+            enr_log_quote(q, sizeof q, why), c->held_back);
+    c->last_trouble = trouble;
+    c->said_ms = now;
+    c->held_back = 0;
 }
 
 static void *writer(void *arg)
 {
     enr_capture *c = arg;
     sigset_t all;
-    int last_errno = 0;
+    char why[ENR_PATH_MAX + 160];
+    int trouble;
 
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
@@ -213,15 +357,16 @@ static void *writer(void *arg)
         pthread_mutex_unlock(&c->lock);
 
         format_line(&c->line, it);
-        if (c->line.oom || write_line(c, &c->line) != 0) {
-            int e = c->line.oom ? ENOMEM : errno;
-            ENR_SB_ADD(c->sb->cap_dropped_error, 1);
-            if (e != last_errno) /* one line per kind of trouble, not per sample */
-                enr_log(ENR_LOG_WARN, "capture sample dropped", "error=%s", enr_log_errno(e));
-            last_errno = e;
-        } else {
+        trouble = c->line.oom ? T_MEMORY : write_line(c, &c->line, why, sizeof why);
+        if (trouble == T_NONE) {
             ENR_SB_ADD(c->sb->cap_written, 1);
-            last_errno = 0;
+            c->last_trouble = T_NONE;
+        } else {
+            if (trouble == T_NODIR)
+                ENR_SB_ADD(c->sb->cap_dropped_nodir, 1);
+            else
+                ENR_SB_ADD(c->sb->cap_dropped_error, 1);
+            complain(c, trouble, trouble == T_MEMORY ? "ENOMEM" : why);
         }
         pthread_mutex_lock(&c->lock);
         c->queued -= it->len;
@@ -247,10 +392,11 @@ enr_capture *enr_capture_new(const enr_config *cfg, unsigned slot, enr_sb_slot *
     c->sample = cfg->capture_sample;
     c->queue_max = cfg->capture_queue_bytes;
     c->file_max = cfg->capture_max_bytes / (cfg->workers ? cfg->workers : 1) / 2;
-    c->fd = -1;
+    c->fd = c->dfd = -1;
     c->rng = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c ^ 0x9e3779b97f4a7c15ULL;
-    snprintf(c->path, sizeof c->path, "%s/capture-%u.ndjson", cfg->capture_dir, slot);
-    snprintf(c->rotated, sizeof c->rotated, "%s.1", c->path);
+    snprintf(c->dir, sizeof c->dir, "%s", cfg->capture_dir);
+    snprintf(c->name, sizeof c->name, "capture-%u.ndjson", slot);
+    snprintf(c->rotated, sizeof c->rotated, "%s.1", c->name);
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->wake, NULL);
     /* The thread starts with every signal blocked, so no signal meant for
@@ -318,8 +464,7 @@ void enr_capture_free(enr_capture *c)
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->lock);
     pthread_join(c->thread, NULL);
-    if (c->fd >= 0)
-        close(c->fd);
+    close_dir(c);
     enr_buf_free(&c->line);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->wake);

@@ -127,8 +127,9 @@ int enr_child_classify(const enr_child *ch, int status, char *detail, size_t len
     if (WIFEXITED(status)) {
         int code = WEXITSTATUS(status);
         snprintf(detail, len, "exit_code=%d", code);
-        if (code == ENR_WORKER_EXIT_STOPPED && ch->asked != ENR_EXIT_NONE)
-            return ch->asked;
+        if (code == ENR_WORKER_EXIT_STOPPED)
+            /* Unasked: someone else's TERM, QUIT or USR2, obeyed. */
+            return ch->asked != ENR_EXIT_NONE ? ch->asked : ENR_EXIT_SIGNAL;
         if (code > ENR_WORKER_EXIT_RECYCLE && code < ENR_WORKER_EXIT_RECYCLE + ENR_EXIT_REASONS)
             return code - ENR_WORKER_EXIT_RECYCLE;
         return ENR_EXIT_ERROR;

@@ -48,6 +48,7 @@
 #include "base/procstat.h"
 #include "pool/reload.h"
 #include "base/scoreboard.h"
+#include "base/signals.h"
 #include "ops/status.h"
 #include "pool/worker.h"
 #include "base/clock.h"
@@ -59,28 +60,22 @@ typedef enr_child child;
 
 static volatile sig_atomic_t sig_hup, sig_term, sig_quit, sig_chld;
 
-static void on_signal(int sig)
-{
-    switch (sig) {
-    case SIGHUP:
-        sig_hup = 1;
-        break;
-    case SIGTERM:
-    case SIGINT:
-        sig_term = 1;
-        break;
-    case SIGQUIT:
-        sig_quit = 1;
-        break;
-    case SIGCHLD:
-        sig_chld = 1;
-        break;
-    default:
-        break;
-    }
-}
-
-static const int master_signals[] = {SIGHUP, SIGTERM, SIGINT, SIGQUIT, SIGCHLD};
+/* The master's signals; every other one has its kind's default
+ * (signals.h), and enrichd(8) says what each does. */
+static const enr_sig_rule master_signals[] = {
+    {SIGHUP, ENR_SIG_FLAG, &sig_hup, NULL},
+    {SIGTERM, ENR_SIG_FLAG, &sig_term, NULL},
+    {SIGINT, ENR_SIG_FLAG, &sig_term, NULL},
+    {SIGQUIT, ENR_SIG_FLAG, &sig_quit, NULL},
+    {SIGCHLD, ENR_SIG_FLAG, &sig_chld, NULL},
+    {SIGPIPE, ENR_SIG_IGNORE, NULL, NULL},
+    {SIGUSR1, ENR_SIG_NOTE, NULL, "logs go to stderr or the journal: nothing to reopen"},
+    {SIGUSR2, ENR_SIG_NOTE, NULL, "no binary upgrade: restart the service"},
+    {SIGXFSZ, ENR_SIG_NOTE, NULL, "a write past RLIMIT_FSIZE fails with EFBIG instead"},
+    {SIGTSTP, ENR_SIG_NOTE, NULL, "the pool is not stopped from a terminal"},
+    {SIGTTIN, ENR_SIG_NOTE, NULL, "the pool is not stopped from a terminal"},
+    {SIGTTOU, ENR_SIG_NOTE, NULL, "the pool is not stopped from a terminal"},
+};
 #define N_MASTER_SIGNALS (sizeof master_signals / sizeof master_signals[0])
 
 /* ---- the fork site ------------------------------------------------------ */
@@ -116,16 +111,12 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
         return -1;
     }
     if (pid == 0) {
-        struct sigaction sa;
         int code;
 
+        /* The child keeps the master's handlers and mask (the signals
+         * stay blocked) until it installs its own table. */
         enr_notify_forget();
         close(m->ready_r);
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = SIG_DFL;
-        sigemptyset(&sa.sa_mask);
-        for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
-            sigaction(master_signals[i], &sa, NULL);
         if (kind == CHILD_WORKER) {
             enr_worker_args a = {
                 cfg,        m->sb, slot,   m->listen_fd,
@@ -134,15 +125,8 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
             /* The worker sets its own mask before it unblocks anything. */
             code = enr_worker_main(&a);
         } else {
-            sigset_t none;
             close(m->ready_w);
             enr_log_role("status");
-            /* Terminal signals are for the master, which stops us in order. */
-            sa.sa_handler = SIG_IGN;
-            sigaction(SIGINT, &sa, NULL);
-            sigaction(SIGHUP, &sa, NULL);
-            sigemptyset(&none);
-            sigprocmask(SIG_SETMASK, &none, NULL);
             code = enr_status_main(&m->cfg, m->sb, m->cache, m->status_fd, m->listen_fd, parent);
         }
         _exit(code);
@@ -697,25 +681,15 @@ static int stop(master *m, int code)
 
 static int setup_signals(sigset_t *wait_mask)
 {
-    struct sigaction sa;
-    sigset_t block;
+    sigset_t handled;
 
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_signal;
-    sigemptyset(&block);
-    for (size_t i = 0; i < N_MASTER_SIGNALS; i++) {
-        sigaddset(&block, master_signals[i]);
-        if (sigaction(master_signals[i], &sa, NULL) != 0)
-            return -1;
-    }
-    sa.sa_handler = SIG_IGN;
-    if (sigaction(SIGPIPE, &sa, NULL) != 0)
+    if (enr_signals_install(master_signals, N_MASTER_SIGNALS, &handled) != 0)
         return -1;
-    if (sigprocmask(SIG_BLOCK, &block, wait_mask) != 0)
+    if (sigprocmask(SIG_BLOCK, &handled, wait_mask) != 0)
         return -1;
-    for (size_t i = 0; i < N_MASTER_SIGNALS; i++)
-        sigdelset(wait_mask, master_signals[i]);
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sigismember(&handled, sig) == 1)
+            sigdelset(wait_mask, sig);
     return 0;
 }
 
@@ -793,6 +767,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         struct timespec ts;
         uint64_t now, wait;
 
+        enr_signals_report();
         if (sig_chld) {
             sig_chld = 0;
             reap_children(&m, WNOHANG);

@@ -43,6 +43,7 @@
 #include "fcgi/fcgi_stream.h"
 #include "base/log.h"
 #include "base/procstat.h"
+#include "base/signals.h"
 #include "upstream/upstream.h"
 #include "base/clock.h"
 
@@ -59,13 +60,17 @@
 static volatile sig_atomic_t worker_stop;  /* TERM: end after the request in hand */
 static volatile sig_atomic_t worker_drain; /* USR2: also serve what waits in the backlog */
 
-static void on_signal(int sig)
-{
-    if (sig == SIGUSR2)
-        worker_drain = 1;
-    else
-        worker_stop = 1;
-}
+/* A worker's signals; every other one has its kind's default
+ * (signals.h), and enrichd(8) says what each does. */
+static const enr_sig_rule worker_signals[] = {
+    {SIGTERM, ENR_SIG_FLAG, &worker_stop, NULL},
+    {SIGQUIT, ENR_SIG_FLAG, &worker_stop, NULL},
+    {SIGUSR2, ENR_SIG_FLAG, &worker_drain, NULL},
+    {SIGPIPE, ENR_SIG_IGNORE, NULL, NULL}, /* a vanished nginx is an error return, not a death */
+    {SIGALRM, ENR_SIG_KEEP, NULL, NULL},   /* fcgi_conn.c's header timer */
+    {SIGHUP, ENR_SIG_NOTE, NULL, "the master's: it reloads the pool"},
+    {SIGINT, ENR_SIG_NOTE, NULL, "the master's: it drains the pool"},
+};
 
 typedef struct worker {
     const enr_config *cfg;
@@ -530,7 +535,6 @@ static void serve_connection(worker *w, int fd)
 
 static int setup(worker *w, const enr_worker_args *a)
 {
-    struct sigaction sa;
     sigset_t block;
     char err[256] = "";
     unsigned read_ms = ENR_WORKER_READ_TIMEOUT_MS;
@@ -545,26 +549,14 @@ static int setup(worker *w, const enr_worker_args *a)
         enr_log(ENR_LOG_ERROR, "FCGX_Init failed", NULL);
         return -1;
     }
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_signal; /* no SA_RESTART: ppoll must return */
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR2, &sa, NULL);
-    sa.sa_handler = SIG_IGN;
-    sigaction(SIGPIPE, &sa, NULL); /* a vanished nginx is an error return, not a death */
-    sigaction(SIGHUP, &sa, NULL);  /* HUP and INT are for the master (terminal, reload) */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-    sa.sa_handler = SIG_DFL;
-    sigaction(SIGCHLD, &sa, NULL);
-    sigaction(SIGQUIT, &sa, NULL);
-
-    /* TERM is blocked except inside ppoll(): see the file comment. */
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGUSR2);
-    if (sigprocmask(SIG_SETMASK, &block, &w->wait_mask) != 0)
+    /* Every handled signal is blocked except inside the wait for a
+     * connection: see the file comment. */
+    if (enr_signals_install(worker_signals, sizeof worker_signals / sizeof worker_signals[0],
+                            &block) != 0 ||
+        sigprocmask(SIG_SETMASK, &block, &w->wait_mask) != 0) {
+        enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
         return -1;
+    }
     sigemptyset(&w->wait_mask);
 
     w->engine = enr_engine_new();

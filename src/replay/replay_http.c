@@ -5,7 +5,8 @@
  * The response parser is incremental: headers are accumulated until
  * CRLFCRLF (bounded by RC_MAX_HEADER), then the body is framed by
  * Content-Length, chunked encoding, or the end of the connection.  Body
- * bytes are only counted unless the caller asked to keep them.
+ * bytes are only counted unless the caller asked to keep them, and never
+ * more than c->max_answer of them.
  */
 #include "replay/replay_http.h"
 #include "replay/replay_stats.h"
@@ -26,6 +27,9 @@
 #define RC_READ_CHUNK (256 * 1024)
 
 enum { CH_SIZE, CH_DATA, CH_DATA_CRLF, CH_TRAILER, CH_DONE };
+
+/* feed()'s answer for a body past c->max_answer (-1 is a framing error). */
+#define FEED_TOO_LARGE (-2)
 
 int64_t enr_replay_now_ns(void)
 {
@@ -205,8 +209,13 @@ int enr_replay_conn_start(enr_replay_conn *c, int epfd, const enr_replay_target 
     return open_conn(c, epfd, t, err);
 }
 
+/* Counts n more body bytes and keeps them in compare mode; FEED_TOO_LARGE
+ * past the cap, -1 out of memory. */
 static int keep_bytes(enr_replay_conn *c, const char *p, size_t n)
 {
+    if (n > c->max_answer - c->got)
+        return FEED_TOO_LARGE;
+    c->got += n;
     if (!c->keep || n == 0)
         return 0;
     if (c->kb_len + n > c->kb_cap) {
@@ -271,15 +280,17 @@ static int parse_headers(enr_replay_conn *c, size_t len)
     return 0;
 }
 
-/* Feed body bytes; 1 when the body is complete, -1 on a framing error. */
+/* Feed body bytes; 1 when the body is complete, -1 on a framing error,
+ * FEED_TOO_LARGE past the cap. */
 static int feed_body(enr_replay_conn *c, const char *p, size_t n)
 {
+    int k;
+
     if (!c->chunked) {
         if (c->clen >= 0 && (long long)(c->got + n) > c->clen)
             n = (size_t)(c->clen - (long long)c->got); /* ignore trailing garbage */
-        if (keep_bytes(c, p, n) < 0)
-            return -1;
-        c->got += n;
+        if ((k = keep_bytes(c, p, n)) < 0)
+            return k;
         return c->clen >= 0 && (long long)c->got == c->clen;
     }
     const char *end = p + n;
@@ -315,9 +326,8 @@ static int feed_body(enr_replay_conn *c, const char *p, size_t n)
         }
         case CH_DATA: {
             size_t take = (size_t)(end - p) < c->crem ? (size_t)(end - p) : (size_t)c->crem;
-            if (keep_bytes(c, p, take) < 0)
-                return -1;
-            c->got += take;
+            if ((k = keep_bytes(c, p, take)) < 0)
+                return k;
             c->crem -= take;
             p += take;
             if (c->crem == 0)
@@ -432,7 +442,7 @@ int enr_replay_conn_event(enr_replay_conn *c, int epfd, const enr_replay_target 
         }
         int f = feed(c, buf, (size_t)r);
         if (f < 0)
-            return fail(c, epfd, ENR_RERR_PROTOCOL, err);
+            return fail(c, epfd, f == FEED_TOO_LARGE ? ENR_RERR_TOO_LARGE : ENR_RERR_PROTOCOL, err);
         if (f == 1) {
             c->served++;
             /* An answer before the whole body went out (413, or a server

@@ -61,7 +61,8 @@ typedef struct enr_replay_conn {
     unsigned long long crem; /* bytes left in the current chunk */
     char cline[24];
     size_t cline_len;
-    int keep; /* keep the body (compare mode) */
+    int keep;          /* keep the body (compare mode) */
+    size_t max_answer; /* body bytes an answer may have (kept or not) */
     char *kb;
     size_t kb_len, kb_cap;
 } enr_replay_conn;
@@ -76,7 +77,9 @@ int enr_replay_conn_start(enr_replay_conn *c, int epfd, const enr_replay_target 
 
 /* Handle epoll events on c.  DONE: the response is complete (c->status,
  * c->got; the connection is IDLE or CLOSED).  FAILED: *err has the kind
- * and the connection is closed. */
+ * and the connection is closed; an answer whose body grows past
+ * c->max_answer bytes fails as ENR_RERR_TOO_LARGE the moment it does, so
+ * an endless answer costs neither memory nor the whole timeout. */
 int enr_replay_conn_event(enr_replay_conn *c, int epfd, const enr_replay_target *t, uint32_t events,
                           int *err);
 

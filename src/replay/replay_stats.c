@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 const char *const enr_replay_err_names[ENR_RERR_COUNT] = {
-    "none", "connect", "reset", "eof", "timeout", "protocol",
+    "none", "connect", "reset", "eof", "timeout", "protocol", "too_large",
 };
 
 static int cmp_u32(const void *a, const void *b)

@@ -14,11 +14,12 @@
 
 enum enr_replay_err {
     ENR_RERR_NONE = 0,
-    ENR_RERR_CONNECT,  /* connect() failed or refused */
-    ENR_RERR_RESET,    /* ECONNRESET / EPIPE while talking */
-    ENR_RERR_EOF,      /* peer closed before the response was complete */
-    ENR_RERR_TIMEOUT,  /* no complete response within --timeout */
-    ENR_RERR_PROTOCOL, /* unparseable response */
+    ENR_RERR_CONNECT,   /* connect() failed or refused */
+    ENR_RERR_RESET,     /* ECONNRESET / EPIPE while talking */
+    ENR_RERR_EOF,       /* peer closed before the response was complete */
+    ENR_RERR_TIMEOUT,   /* no complete response within --timeout */
+    ENR_RERR_PROTOCOL,  /* unparseable response */
+    ENR_RERR_TOO_LARGE, /* an answer longer than --max-answer-bytes */
     ENR_RERR_COUNT
 };
 

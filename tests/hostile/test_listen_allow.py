@@ -9,6 +9,9 @@ listen_allow (default: loopback only).
 - nginx in front, connecting from 127.0.0.2 (fastcgi_bind), serves a
   batch with zero failures;
 - a HUP that names 127.0.0.1 lets that peer in (new workers, new list);
+- a dual-stack listener ([::]:PORT): an IPv4 client (::ffff:127.0.0.1)
+  is matched as 127.0.0.1 against IPv4 entries and by ::/0, refused by
+  ::1 alone;
 - a unix socket is not filtered (its mode and group decide);
 - bad values fail `enrichd -t` with FILE:LINE: listen_allow: problem."""
 import json
@@ -107,6 +110,28 @@ def test_tcp(r):
                 "no worker exit but the reload: %r" % harness.worker_exit_reasons(env))
 
 
+def test_dual_stack(r):
+    """[::]:PORT takes IPv4 clients as ::ffff:A.B.C.D: each list below is
+    matched the way allow.h says (a HUP per list: new workers)."""
+    port = harness.free_port()
+    with harness.Env(name="allow-dual") as env:
+        base = "listen = [::]:%d\nworkers = 1\n" % port
+        env.start_enrichd(base + "listen_allow = ::/0\n")
+        env.wait_workers(1)
+        cases = (("::/0", 200), ("127.0.0.0/8", 200), ("::1", None), ("10.0.0.0/8 ::1", None),
+                 ("::ffff:0:0/96", 200))
+        for i, (allow, want) in enumerate(cases):
+            if i:
+                env.write_config(base + "listen_allow = %s\n" % allow)
+                env.signal(1)
+                env.wait_log("reload done", count=i, timeout=10)
+            st, _, _ = raw(("127.0.0.1", port))
+            r.check(st == want, "dual stack, listen_allow = %s: the IPv4 client 127.0.0.1 is %s "
+                    "(status %r)" % (allow, "served" if want else "refused", st))
+        st6, _, _ = raw(("::1", port))
+        r.check(st6 is None, "the mapped range takes no native IPv6 peer: ::1 refused (%r)" % st6)
+
+
 def test_unix_not_filtered(r):
     with harness.Env(name="allow-unix") as env:
         env.start_enrichd("listen_allow = 127.0.0.2\nworkers = 1\n")
@@ -122,7 +147,11 @@ def test_bad_values(r):
                             ("127.0.0.1/33", "prefix must be 0..32"),
                             ("::1/200", "prefix must be 0..128"),
                             ("", "empty"),
-                            ("127.0.0.1;::1", "not an IPv4 or IPv6 address")):
+                            ("127.0.0.1;::1", "not an IPv4 or IPv6 address"),
+                            ("::ffff:127.0.0.1", "IPv4-mapped: such peers are matched as IPv4 "
+                             "addresses (write 127.0.0.1)"),
+                            ("0.0.0.0", "the unspecified address"),
+                            ("224.0.0.0/4", "multicast")):
             env.write_config("workers = 1\nlisten_allow = %s\n" % value)
             cp = subprocess.run([exe, "-t", "-c", env.conf], capture_output=True, text=True,
                                 timeout=10)
@@ -142,5 +171,6 @@ if __name__ == "__main__":
     res = harness.Results()
     res.run(test_bad_values)
     res.run(test_tcp)
+    res.run(test_dual_stack)
     res.run(test_unix_not_filtered)
     res.done()

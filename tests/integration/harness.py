@@ -117,6 +117,25 @@ def children(pid):
     return sorted(out)
 
 
+NOBODY = 65534  # the other user tests plant files and links as (root only)
+
+
+def as_user(fn, uid=NOBODY, gid=NOBODY):
+    """fn() in a forked child as uid/gid (another user, for planting what
+    an attacker would); True unless it raised or returned False."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            os._exit(1 if fn() is False else 0)
+        except BaseException:  # noqa: BLE001
+            os._exit(2)
+    _, st = os.waitpid(pid, 0)
+    return os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
+
+
 def pid_alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -667,7 +686,8 @@ class FcgiConn:
     def __init__(self, addr, timeout=5.0, source=None):
         import struct
         self._struct = struct
-        fam = socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET
+        fam = socket.AF_UNIX if isinstance(addr, str) else \
+            socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
         self.sock = socket.socket(fam, socket.SOCK_STREAM)
         if source is not None:
             self.sock.bind((source, 0))

@@ -8,7 +8,17 @@
   the same statuses;
 - rotation keeps the directory under capture_max_bytes;
 - a full disk (a tiny tmpfs) and a full queue drop samples, count them in
-  /metrics and never fail a request; the files hold whole lines only.
+  /metrics and never fail a request; the files hold whole lines only;
+- nothing on disk is trusted (links and files planted as another user,
+  nobody): a directory writable by every user without the sticky bit is
+  refused by -t and at start, and when it becomes so while running; in a
+  sticky one (as /tmp) a planted symlink is not followed and a planted
+  file of another user not written, the samples dropped and counted; a
+  file of ours opened wider is narrowed to 0640;
+- a directory removed while running is noticed before the write: the
+  samples are counted as dropped (nodir), never as written, said in one
+  line; when it is back it is opened again, said in one line, and every
+  sample counted as written is a line in a file.
 """
 import json
 import os
@@ -64,7 +74,6 @@ def metric(env, name):
 
 def test_every_body_round_trips(r):
     cap = tempfile.mkdtemp(prefix="capture-")
-    os.chmod(cap, 0o777)
     with harness.Env(name="capture") as env:
         env.start_enrichd("workers = 2\ncapture_dir = %s\ncapture_sample = 1\n" % cap)
         env.start_nginx()
@@ -106,7 +115,6 @@ def test_every_body_round_trips(r):
 
 def test_rotation_bounds_the_directory(r):
     cap = tempfile.mkdtemp(prefix="capture-rot-")
-    os.chmod(cap, 0o777)
     body = harness.sample_body(200)  # ~60 KB
     with harness.Env(name="capture-rot") as env:
         env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n"
@@ -131,7 +139,7 @@ def test_full_disk_and_full_queue_never_fail_a_request(r):
         r.check(False, "the full-disk case needs root (a tmpfs mount)")
         return
     cap = tempfile.mkdtemp(prefix="capture-full-")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0777", "tmpfs", cap], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs", cap], check=True)
     body = harness.sample_body(200)
     try:
         with harness.Env(name="capture-full") as env:
@@ -147,8 +155,9 @@ def test_full_disk_and_full_queue_never_fail_a_request(r):
             lines = read_capture(cap)
             r.check(all(payload_bytes(l)[0] == body for l in lines),
                     "the files hold whole samples only (%d)" % len(lines))
-            ev = env.log_events("capture sample dropped")
-            r.check(1 <= len(ev) <= 2, "the drop is logged once per kind, not per sample (%d)" % len(ev))
+            ev = env.log_events("capture write failed: sample dropped")
+            r.check(1 <= len(ev) <= 2, "the drop is logged once per worker, not per sample (%d)"
+                    % len(ev))
         with harness.Env(name="capture-queue") as env:
             env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n"
                               "capture_queue_bytes = 1k\n" % cap)
@@ -159,6 +168,170 @@ def test_full_disk_and_full_queue_never_fail_a_request(r):
                     "samples larger than the queue are dropped and counted")
     finally:
         subprocess.run(["umount", cap], check=False)
+
+
+def settle(cond, timeout=5):
+    """Waits until cond() (the writer thread is behind the answer); the
+    caller checks the values itself."""
+    try:
+        harness.wait_for(cond, timeout)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def secret_file(d):
+    """A root-owned file outside the capture directory, 0600."""
+    path = os.path.join(d, "secret")
+    with open(path, "w") as f:
+        f.write("root only\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def test_planted_links_and_files(r):
+    if not harness.IS_ROOT:
+        r.check(False, "planting as another user needs root")
+        return
+    outside = tempfile.mkdtemp(prefix="capture-outside-")
+    secret = secret_file(outside)
+    exe = os.path.join(harness.build_dir(), "enrichd")
+    body = harness.sample_body(3)
+
+    # Writable by everyone, no sticky bit: a symlink planted in enrichd's
+    # file's place.  Refused before anything is written.
+    cap = tempfile.mkdtemp(prefix="capture-0777-")
+    os.chmod(cap, 0o777)
+    r.check(harness.as_user(lambda: os.symlink(secret, os.path.join(cap, "capture-0.ndjson"))),
+            "nobody plants a symlink")
+    with harness.Env(name="capture-0777") as env:
+        env.write_config("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n" % cap)
+        p = subprocess.run([exe, "-t", "-c", env.conf], capture_output=True, text=True, timeout=10)
+        r.check(p.returncode != 0 and ": capture_dir: " in p.stderr and
+                "writable by every user without the sticky bit" in p.stderr,
+                "-t refuses a capture_dir writable by all: %s" % p.stderr.strip()[-200:])
+        proc = env.start_enrichd(wait_ready=False)
+        try:
+            rc = proc.wait(10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        r.check(rc == 1, "enrichd does not start on it: exit %r" % rc)
+    r.check(open(secret).read() == "root only\n", "the link's target is untouched")
+
+    # Sticky and writable by all (as /tmp): a symlink in the file's place,
+    # then a file of nobody's, mode 0666.  Neither is written.
+    cap = tempfile.mkdtemp(prefix="capture-sticky-")
+    os.chmod(cap, 0o1777)
+    planted = os.path.join(cap, "capture-0.ndjson")
+
+    def plant_file():
+        os.unlink(planted)
+        fd = os.open(planted, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        os.fchmod(fd, 0o666)
+        os.close(fd)
+    for what, plant, reasons in (
+            # The kernel's protected_symlinks may refuse it first (EACCES).
+            ("a symlink", lambda: os.symlink(secret, planted),
+             ("a symbolic link: not followed", "Permission denied")),
+            # protected_regular may refuse the open itself (EACCES).
+            ("a 0666 file of nobody's", plant_file,
+             ("owned by uid %d" % harness.NOBODY, "Permission denied"))):
+        r.check(harness.as_user(plant), "nobody plants %s" % what)
+        with harness.Env(name="capture-sticky") as env:
+            env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n" % cap)
+            env.start_nginx()
+            sts = [env.request("/v1/enrich", body)[0] for _ in range(6)]
+            r.check(sts == [200] * 6, "%s: every request answered: %r" % (what, sorted(set(sts))))
+            settle(lambda: metric(env, "enrichd_capture_dropped_error_total") == 6)
+            r.check(metric(env, "enrichd_capture_written_total") == 0 and
+                    metric(env, "enrichd_capture_dropped_error_total") == 6,
+                    "%s: 6 samples dropped and counted, none written (written %r, dropped %r)"
+                    % (what, metric(env, "enrichd_capture_written_total"),
+                       metric(env, "enrichd_capture_dropped_error_total")))
+            ev = env.log_events("capture file refused: samples dropped")
+            err = ev[0].get("error", "") if ev else ""
+            r.check(len(ev) == 1 and any(x in err for x in reasons),
+                    "%s: said once, with why: %d lines, %r" % (what, len(ev), err))
+        r.check(open(secret).read() == "root only\n", "%s: the secret is untouched" % what)
+    r.check(os.path.getsize(planted) == 0, "the planted file got no production body")
+
+    # In a directory only we may write, what the kernel does not guard: a
+    # symlink and a hard link to the secret in the file's place (made by a
+    # careless admin, or anything running as enrichd's user).
+    for what, make, reason in (("a symlink", os.symlink, "a symbolic link: not followed"),
+                               ("a hard link", os.link, "has 2 links")):
+        cap = tempfile.mkdtemp(prefix="capture-link-")
+        make(secret, os.path.join(cap, "capture-0.ndjson"))
+        with harness.Env(name="capture-link") as env:
+            env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n" % cap)
+            env.start_nginx()
+            for _ in range(3):
+                env.request("/v1/enrich", body)
+            settle(lambda: metric(env, "enrichd_capture_dropped_error_total") == 3)
+            ev = env.log_events("capture file refused: samples dropped")
+            r.check(metric(env, "enrichd_capture_written_total") == 0 and len(ev) == 1 and
+                    reason in ev[0].get("error", ""),
+                    "%s in the file's place: refused (%s), said once: %r"
+                    % (what, reason, [e.get("error") for e in ev]))
+        r.check(open(secret).read() == "root only\n", "%s: the secret is untouched" % what)
+
+    # A file of ours, opened wider by someone: narrowed before the write.
+    cap = tempfile.mkdtemp(prefix="capture-mode-")
+    mine = os.path.join(cap, "capture-0.ndjson")
+    open(mine, "w").close()
+    os.chmod(mine, 0o666)
+    with harness.Env(name="capture-mode") as env:
+        env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n" % cap)
+        env.start_nginx()
+        env.request("/v1/enrich", body)
+        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 1, 5,
+                         what="written")
+        r.check(os.stat(mine).st_mode & 0o7777 == 0o640, "our 0666 file narrowed to 0640: %o"
+                % (os.stat(mine).st_mode & 0o7777))
+        # Opened to everyone while running: the next samples are refused.
+        os.chmod(cap, 0o777)
+        for _ in range(4):
+            env.request("/v1/enrich", body)
+        settle(lambda: metric(env, "enrichd_capture_dropped_error_total") == 4)
+        r.check(metric(env, "enrichd_capture_written_total") == 1,
+                "a directory opened to all while running takes no more samples")
+        r.check(len(env.log_events("capture directory refused: samples dropped")) == 1,
+                "said in one line")
+        os.chmod(cap, 0o700)
+        env.request("/v1/enrich", body)
+        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 2, 5,
+                         what="written again once fixed")
+
+
+def test_directory_gone_and_back(r):
+    import shutil
+    cap = tempfile.mkdtemp(prefix="capture-gone-")
+    body = harness.sample_body(3)
+    with harness.Env(name="capture-gone") as env:
+        env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n" % cap)
+        env.start_nginx()
+        for _ in range(3):
+            env.request("/v1/enrich", body)
+        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 3, 5,
+                         what="3 written")
+        shutil.rmtree(cap)
+        sts = [env.request("/v1/enrich", body)[0] for _ in range(5)]
+        r.check(sts == [200] * 5, "requests answered while the directory is gone")
+        settle(lambda: metric(env, "enrichd_capture_dropped_nodir_total") == 5)
+        r.check(metric(env, "enrichd_capture_written_total") == 3,
+                "no sample counted as written into a directory that is gone (%r)"
+                % metric(env, "enrichd_capture_written_total"))
+        ev = env.log_events("capture directory gone: samples dropped until it is back")
+        r.check(len(ev) == 1, "said in one line, not one per sample: %d" % len(ev))
+        os.mkdir(cap, 0o700)
+        for _ in range(2):
+            env.request("/v1/enrich", body)
+        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 5, 5,
+                         what="written again")
+        r.check(len(env.log_events("capture directory back")) == 1, "its return said once")
+        lines = read_capture(cap)
+        r.check(len(lines) == 2 and all(payload_bytes(l)[0] == body for l in lines),
+                "the two samples counted since are the two lines in the new directory: %d"
+                % len(lines))
 
 
 def test_config_is_checked(r):
@@ -179,6 +352,8 @@ def main():
     r.run(test_every_body_round_trips)
     r.run(test_rotation_bounds_the_directory)
     r.run(test_full_disk_and_full_queue_never_fail_a_request)
+    r.run(test_planted_links_and_files)
+    r.run(test_directory_gone_and_back)
     r.run(test_config_is_checked)
     r.done()
 

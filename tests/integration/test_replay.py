@@ -8,6 +8,7 @@ Connection: close responses, TSV/JSON/histogram outputs.
 """
 import hashlib
 import json
+import resource
 import os
 import shutil
 import signal
@@ -50,6 +51,18 @@ class H(http.server.BaseHTTPRequestHandler):
                 out = b'{"x":1,"fetched_at":%d}\n' % int(time.time() * 1e6)
             if self.path == "/differ":
                 out = b'{"x":2,"fetched_at":5}\n'
+            if self.path == "/endless":
+                self.send_response(200)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                chunk = b"%x\r\n%s\r\n" % (65536, b"x" * 65536)
+                try:
+                    for _ in range(1 << 16):  # 4 GiB at most: the client must stop first
+                        self.wfile.write(chunk)
+                except OSError:
+                    pass
+                self.close_connection = True
+                return
             log.write(json.dumps({"t": t, "path": self.path, "len": len(body),
                                   "sha1": hashlib.sha1(body).hexdigest(),
                                   "inflight": state["inflight"]}) + "\n")
@@ -248,6 +261,37 @@ def main():
         m = [l for l in r.stdout.splitlines() if "MISMATCHES" in l]
         n = int(m[0].split(",")[-1].split()[0]) if m else -1
         check(n == 60, "compare counts every differing body (%d of 60)" % n)
+
+        # -- compare: only answers are compared; every answer is capped ---------------
+        dead1 = "http://127.0.0.1:%d/" % free_port()
+        dead2 = "http://127.0.0.1:%d/" % free_port()
+        r, s = replay(["--compare", "--speed", "0", "-n", "5", t, dead1, dead2], tmp, expect_rc=3)
+        check("0 identical" in r.stdout and "5 FAILED" in r.stdout and "0 MISMATCHES" in r.stdout,
+              "two dead targets: 5 failed, none identical: %r" % r.stdout.splitlines()[-1:])
+        r, s = replay(["--compare", "--speed", "0", "-n", "5", t, srv.url("/echo"), dead1], tmp,
+                      expect_rc=3)
+        check("0 identical" in r.stdout and "5 FAILED" in r.stdout and "failed: trace entry" in
+              r.stderr and "connect" in r.stderr, "one dead target: 5 failed, said with the kind: %r %r"
+              % (r.stdout.splitlines()[-1:], r.stderr[-300:]))
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        t0 = time.monotonic()
+        r, s = replay(["--compare", "--speed", "0", "-n", "3", "-c", "3", "--max-answer-bytes",
+                       "1000000", t, srv.url("/echo"), srv.url("/endless")], tmp, expect_rc=3)
+        took = time.monotonic() - t0
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        check("3 FAILED" in r.stdout and "too_large=3" in r.stdout,
+              "an endless answer fails as too_large past --max-answer-bytes: %r"
+              % r.stdout[-400:])
+        check(took < 10, "the cap ends it at once, not the 30 s timeout (%.1f s)" % took)
+        check(rss < max(before, 0) + 64 * 1024 or rss < 100 * 1024,
+              "the replayer's peak RSS stays small (%d KB)" % rss)
+        r, s = replay(["--speed", "0", "-n", "2", "--max-answer-bytes", "4", t, srv.url("/echo")], tmp)
+        check(s and s[0]["errors"] == 2 and "too_large=2" in r.stdout,
+              "the cap holds without --compare too, Content-Length or not: %r" % r.stdout[-300:])
+        for bad in ("-1", "0", "x"):
+            r = subprocess.run([REPLAY, "--max-answer-bytes", bad, t, srv.url()], capture_output=True,
+                               text=True, timeout=10)
+            check(r.returncode == 2, "--max-answer-bytes %s is a usage error (rc %d)" % (bad, r.returncode))
 
         # -- errors by kind -----------------------------------------------------------
         dead = "http://127.0.0.1:%d/" % free_port()

@@ -8,8 +8,13 @@
 #ifndef ENR_T_H
 #define ENR_T_H
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
 
 static int t_pass, t_fail;
 
@@ -38,9 +43,13 @@ static inline int t_funcs_failed(void)
     return n;
 }
 
-#define T_CHECK(cond, ...)                                                                         \
+#define T_CHECK(cond, ...) T_CHECK_IN(__func__, cond, __VA_ARGS__)
+
+/* A check counted for the test func (a helper passes its caller's
+ * __func__). */
+#define T_CHECK_IN(func, cond, ...)                                                                \
     do {                                                                                           \
-        int t_i_ = t_func(__func__);                                                               \
+        int t_i_ = t_func(func);                                                                   \
         if (cond) {                                                                                \
             t_pass++;                                                                              \
         } else {                                                                                   \
@@ -49,8 +58,32 @@ static inline int t_funcs_failed(void)
             printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
             printf(__VA_ARGS__);                                                                   \
             printf("\n");                                                                          \
+            fflush(stdout);                                                                        \
         }                                                                                          \
     } while (0)
+
+/* Waits at most ms for child pid to end; 0 with its wait status in
+ * *status, or -1 when it did not: it is then killed and reaped, never
+ * left running after the test. */
+static inline int t_wait_child(pid_t pid, unsigned ms, int *status)
+{
+    struct timespec tick = {0, 1000000L};
+
+    for (unsigned waited = 0;; waited++) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (waited >= ms)
+            break;
+        nanosleep(&tick, NULL);
+    }
+    kill(pid, SIGKILL);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+    return -1;
+}
 
 #define T_STREQ(got, want)                                                                         \
     T_CHECK(strcmp((got), (want)) == 0, "got \"%s\", want \"%s\"", (got), (want))

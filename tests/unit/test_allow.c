@@ -70,6 +70,34 @@ int main(void)
         T_CHECK(!enr_allow_match(&a, &sa, sizeof sa), "no other family matches");
     }
 
+    /* Dual stack: an IPv4 client of [::]:PORT is ::ffff:A.B.C.D, matched
+     * as A.B.C.D, and by an IPv6 entry that holds the whole mapped range. */
+    T_CHECK(enr_allow_parse("::/0", &a, why, sizeof why) == 0 && match6(&a, "::ffff:8.8.8.8") &&
+                match6(&a, "2001:db8::1") && !match4(&a, "8.8.8.8"),
+            "::/0 is every IPv6 peer, IPv4-mapped ones included: %s", why);
+    T_CHECK(enr_allow_parse("::ffff:0:0/96", &a, why, sizeof why) == 0 &&
+                match6(&a, "::ffff:10.1.1.1") && !match6(&a, "::1"),
+            "the mapped range itself: %s", why);
+    T_CHECK(enr_allow_parse("::/96", &a, why, sizeof why) == 0 && match6(&a, "::1") &&
+                !match6(&a, "::ffff:127.0.0.1"),
+            "an IPv6 entry short of the mapped range does not take mapped peers: %s", why);
+    T_CHECK(enr_allow_parse("::/95 10.0.0.0/8", &a, why, sizeof why) == 0 &&
+                match6(&a, "::ffff:10.2.3.4") && !match6(&a, "::ffff:11.2.3.4"),
+            "a mapped peer under IPv4 entries: %s", why);
+    /* Entries that no TCP peer can ever match are refused, saying why. */
+    bad("::ffff:127.0.0.1",
+        "IPv4-mapped: such peers are matched as IPv4 addresses (write 127.0.0.1)");
+    bad("::ffff:10.0.0.0/104", "(write 10.0.0.0/8)");
+    bad("::ffff:0:0/97", "IPv4-mapped");
+    bad("0.0.0.0", "unspecified address");
+    bad("::", "unspecified address");
+    bad("224.0.0.0/4", "multicast");
+    bad("239.1.2.3", "multicast");
+    bad("ff02::1", "multicast");
+    bad("255.255.255.255", "broadcast");
+    T_CHECK(enr_allow_parse("0.0.0.0/0 ::/0 192.0.0.0/3", &a, why, sizeof why) == 0,
+            "networks that hold such addresses and others are fine: %s", why);
+
     bad("", "empty");
     bad(" , ", "empty");
     bad("localhost", "not an IPv4 or IPv6 address");

@@ -45,11 +45,18 @@ static pid_t start(void)
     return pid;
 }
 
-static int reap(pid_t pid)
+/* A child the step just taken must end: it has REAP_MS to do it, else
+ * the check fails (in the caller's test) and the child is killed. */
+#define REAP_MS 3000
+#define reap(pid) reap_in(__func__, pid)
+
+static int reap_in(const char *func, pid_t pid)
 {
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        ;
+
+    T_CHECK_IN(func, t_wait_child(pid, REAP_MS, &status) == 0,
+               "child %ld still running %d ms after the step that must end it: killed", (long)pid,
+               REAP_MS);
     return status;
 }
 
@@ -119,6 +126,20 @@ static void test_drain(void)
     T_STREQ(detail, "exit_code=0");
 }
 
+/* A worker that obeys a TERM, QUIT or USR2 someone else sent (kill -USR2
+ * of one worker) exits 0 unasked: a stop on a signal, not an error. */
+static void test_outside_stop(void)
+{
+    enr_child ch = {.pid = start()};
+    char detail[64];
+
+    kill(ch.pid, SIGUSR2);
+    T_CHECK(enr_child_classify(&ch, reap(ch.pid), detail, sizeof detail) == ENR_EXIT_SIGNAL,
+            "unasked exit 0: reason signal");
+    T_STREQ(enr_exit_reason_name(ENR_EXIT_SIGNAL), "signal");
+    T_STREQ(detail, "exit_code=0");
+}
+
 /* The master's way out: KILL at once, STOP unless a reason was asked;
  * a stop after KILL changes the reason but sends nothing more. */
 static void test_kill_now(void)
@@ -155,6 +176,7 @@ int main(void)
     test_term_then_kill();
     test_outside_kill_is_crash();
     test_drain();
+    test_outside_stop();
     test_kill_now();
     test_backoff();
     T_DONE();

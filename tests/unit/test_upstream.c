@@ -95,7 +95,8 @@ static void fake_stop(void)
     int st;
     if (fake_pid > 0) {
         kill(fake_pid, SIGTERM);
-        waitpid(fake_pid, &st, 0);
+        T_CHECK(t_wait_child(fake_pid, 5000, &st) == 0,
+                "the fake upstream ends within 5 s of TERM (killed)");
         fake_pid = 0;
     }
     if (ready_path[0])
