@@ -79,10 +79,12 @@ static int has_line(const char *text, const char *line)
 
 /* Each family: HELP and TYPE once, before its samples; counters end in
  * _total; every sample name belongs to a declared family. */
+#define LINT_FAMILIES 256 /* well above what /metrics declares */
+
 static void lint(const char *text)
 {
-    char fam[64][96];
-    char types[64][16];
+    char fam[LINT_FAMILIES][96];
+    char types[LINT_FAMILIES][16];
     int nf = 0, bad = 0;
     const char *p = text;
 
@@ -94,12 +96,14 @@ static void lint(const char *text)
             n = sizeof line - 1;
         memcpy(line, p, n);
         line[n] = '\0';
-        if (sscanf(line, "# TYPE %95s %15s", name, types[nf < 64 ? nf : 63]) == 2) {
+        if (sscanf(line, "# TYPE %95s %15s", name, types[nf < LINT_FAMILIES ? nf : LINT_FAMILIES - 1]) == 2) {
             for (int i = 0; i < nf; i++)
                 if (strcmp(fam[i], name) == 0)
                     bad++, printf("duplicate family %s\n", name);
-            if (nf < 64)
+            if (nf < LINT_FAMILIES)
                 strcpy(fam[nf++], name);
+            else
+                bad++, printf("more families than the lint holds: %s\n", name);
             if (strcmp(types[nf - 1], "counter") == 0 && strstr(name, "_total") == NULL)
                 bad++, printf("counter without _total: %s\n", name);
             if (strncmp(name, "enrichd_", 8) != 0)
