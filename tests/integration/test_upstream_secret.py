@@ -141,7 +141,7 @@ def test_header_and_rotation(r, fake):
     secret, tail = make_secret()
     d = tempfile.mkdtemp(prefix="enr-secret-")
     cap = tempfile.mkdtemp(prefix="enr-secret-cap-")
-    os.chmod(cap, 0o777)
+    os.chmod(cap, 0o700)  # capture_dir must not be open to others (safedir)
     path = os.path.join(d, "api-key")
     write_secret(path, secret)
     extra = ("upstream_secret_file = %s\n"
@@ -196,7 +196,7 @@ def test_credential_query(r, fake):
     write_secret(os.path.join(creds, "upstream-key"), secret, 0o400)
     extra = "upstream_secret_credential = upstream-key\nupstream_secret_query = key\n"
     cap = tempfile.mkdtemp(prefix="enr-secret-cap-")
-    os.chmod(cap, 0o777)
+    os.chmod(cap, 0o700)  # capture_dir must not be open to others (safedir)
     try:
         with start("secret-cred", fake, extra, {"CREDENTIALS_DIRECTORY": creds}, cap) as env:
             fake.control(mode="ok", extra_params=["key"])
