@@ -405,7 +405,9 @@ static void test_stopped_holder(void)
             }
         }
         dt = mono_ms() - t0;
-        T_CHECK(hit > 100 && bad == 0 && dt < 100,
+        /* How many the writer stored before it was stopped depends on the
+         * machine's load; that lookups find them without waiting does not. */
+        T_CHECK(hit > 0 && bad == 0 && dt < 100,
                 "lookups do not wait for it: %d hits, %d bad, %d lookups in %ld ms", hit, bad, KEYS,
                 dt);
     }
