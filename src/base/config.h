@@ -39,9 +39,9 @@ typedef struct enr_config {
     unsigned max_requests_jitter; /* default 10% of max_requests */
     unsigned rss_soft_mb, rss_hard_mb;
     unsigned fd_soft, fd_hard;
-    unsigned request_timeout_ms; /* worker deadline, below nginx's read timeout */
-    unsigned queue_timeout_ms;   /* shed a request that waited longer for a worker; 0 off */
-    unsigned body_timeout_ms;    /* the whole body must reach the worker within this */
+    unsigned request_timeout_ms;  /* worker deadline, below nginx's read timeout */
+    unsigned queue_timeout_ms;    /* shed a request that waited longer for a worker; 0 off */
+    unsigned body_timeout_ms;     /* the whole body must reach the worker within this */
     unsigned liveness_timeout_ms; /* work waiting and none taken this long: the watchdog stops */
     unsigned drain_timeout_ms;
     size_t max_body_bytes;     /* default 4 MiB */

@@ -55,10 +55,10 @@ typedef struct enr_health_window {
  * master or pool, never a sick provider, a slow network or a client. */
 typedef struct enr_liveness {
     int live;
-    char reason[96];       /* "ok", or why not */
-    uint64_t stuck_ms;     /* how long work has waited with none taken or finished */
-    uint64_t moved_at_ms;  /* last sample where work moved, or none waited */
-    uint64_t worker_at_ms; /* last sample with a serving worker */
+    char reason[96];              /* "ok", or why not */
+    uint64_t stuck_ms;            /* how long work has waited with none taken or finished */
+    uint64_t moved_at_ms;         /* last sample where work moved, or none waited */
+    uint64_t worker_at_ms;        /* last sample with a serving worker */
     uint64_t accepted, completed; /* the pool's totals at the last sample */
     int started;
 } enr_liveness;

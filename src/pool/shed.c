@@ -47,15 +47,14 @@ int enr_shed_parse_msec(const char *text, uint64_t *ms)
 uint64_t enr_shed_wait_ms(const char *text, uint64_t now_wall_ms, int *known)
 {
     uint64_t at;
+    int ok;
 
-    *known = 0;
-    if (text == NULL || enr_shed_parse_msec(text, &at) != 0)
-        return 0;
     /* nginx's clock ahead of ours (another host, a step): no wait known. */
-    if (at > now_wall_ms || now_wall_ms - at > ENR_SHED_WAIT_SANE_MS)
-        return 0;
-    *known = 1;
-    return now_wall_ms - at;
+    ok = text != NULL && enr_shed_parse_msec(text, &at) == 0 && at <= now_wall_ms &&
+         now_wall_ms - at <= ENR_SHED_WAIT_SANE_MS;
+    if (known != NULL)
+        *known = ok;
+    return ok ? now_wall_ms - at : 0;
 }
 
 int enr_shed_due(const enr_config *c, uint64_t wait_ms)

@@ -36,7 +36,8 @@ int enr_shed_parse_msec(const char *text, uint64_t *ms);
 
 /* The wait of a request whose ENR_SHED_PARAM is text (NULL: absent)
  * taken at now_wall_ms (CLOCK_REALTIME): 0 when unknown, a clock
- * behind nginx's, or past ENR_SHED_WAIT_SANE_MS.  *known says which. */
+ * behind nginx's, or past ENR_SHED_WAIT_SANE_MS; *known (unless known
+ * is NULL) says which. */
 uint64_t enr_shed_wait_ms(const char *text, uint64_t now_wall_ms, int *known);
 
 /* The request waited too long: queue_timeout_ms is on and wait_ms is past it. */

@@ -266,8 +266,9 @@ static void shed(worker *w, outcome *o)
 
     o->status = 503;
     ENR_SB_ADD(w->slot->shed, 1);
-    snprintf(msg, sizeof msg, "overloaded: waited %" PRIu64 " ms for a worker (queue_timeout_ms %u)",
-             w->wait_ms, w->cfg->queue_timeout_ms);
+    snprintf(msg, sizeof msg,
+             "overloaded: waited %" PRIu64 " ms for a worker (queue_timeout_ms %u)", w->wait_ms,
+             w->cfg->queue_timeout_ms);
     snprintf(extra, sizeof extra, "Retry-After: %u\r\n", enr_shed_retry_after_s(w->cfg));
     send_json_error_with(w, 503, msg, extra);
 }
@@ -503,11 +504,11 @@ static void serve_one(worker *w)
     uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), lat;
     const char *rid = request_id(&w->req);
     outcome o = {0};
-    int slow, known;
+    int slow;
 
     w->arrival_us = enr_wall_us();
-    w->wait_ms = enr_shed_wait_ms(FCGX_GetParam(ENR_SHED_PARAM, w->req.envp), w->arrival_us / 1000,
-                                  &known);
+    w->wait_ms =
+        enr_shed_wait_ms(FCGX_GetParam(ENR_SHED_PARAM, w->req.envp), w->arrival_us / 1000, NULL);
     enr_sb_request_start(w->slot, rid, t0_ms, w->arrival_us / 1000);
     w->answer_lost = 0;
     handle(w, &o);

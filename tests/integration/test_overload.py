@@ -53,16 +53,16 @@ def batch(seq):
 
 
 def one(env, body, timeout=30):
-    """(status, retry-after, body, seconds, error): a new connection per batch."""
+    """(status, retry-after, answer, seconds, error, batch): a new connection per batch."""
     t0 = time.monotonic()
     c = http.client.HTTPConnection("127.0.0.1", env.port, timeout=timeout)
     try:
         c.request("POST", "/v1/enrich", body=body, headers={"Content-Type": "application/json"})
         resp = c.getresponse()
         data = resp.read()
-        return resp.status, resp.getheader("Retry-After"), data, time.monotonic() - t0, None
+        return resp.status, resp.getheader("Retry-After"), data, time.monotonic() - t0, None, body
     except Exception as e:  # a transport failure or a client timeout: recorded as status 0
-        return 0, None, b"", time.monotonic() - t0, repr(e)
+        return 0, None, b"", time.monotonic() - t0, repr(e), body
     finally:
         c.close()
 
@@ -73,7 +73,7 @@ def capacity(env, seq):
 
     def loop():
         while time.monotonic() < stop:
-            st, _, _, took, _ = one(env, batch(seq))
+            st, _, _, took, _, _ = one(env, batch(seq))
             done.append((st, took))
 
     threads = [threading.Thread(target=loop) for _ in range(4)]
@@ -128,6 +128,13 @@ def main():
                     pool.submit(fire)
             t_end = time.monotonic()
             after = one(env, batch(seq))
+            # The PHP-style client honours Retry-After: a refused batch sent
+            # again after it is answered.
+            again = None
+            refused_bodies = [x for x in results if x[0] == 503 and x[1] and x[1].isdigit()]
+            if refused_bodies:
+                time.sleep(int(refused_bodies[0][1]))
+                again = one(env, refused_bodies[0][5])
 
             sts = [x[0] for x in results]
             ok = [x for x in results if x[0] == 200]
@@ -164,6 +171,9 @@ def main():
                     % (shed, shed_seen))
             r.check(after[0] == 200 and after[3] < 1.0,
                     "after the burst: served at once (%r, %.0f ms)" % (after[0], after[3] * 1000))
+            r.check(again is not None and again[0] == 200 and again[2].count(b"\n") == IDS,
+                    "a refused batch sent again after its Retry-After: 200 with every record (%r)"
+                    % (again[:2] if again else None,))
             r.check(env.worker_pids() == pids and not H.worker_exit_reasons(env),
                     "no worker replaced: %r" % H.worker_exit_reasons(env))
     r.done()

@@ -60,6 +60,7 @@ static void test_wait(void)
             "nginx's clock ahead: unknown");
     T_CHECK(enr_shed_wait_ms("1699999000.000", now, &known) == 0 && known == 0,
             "a wait past ENR_SHED_WAIT_SANE_MS is two clocks disagreeing: unknown");
+    T_CHECK(enr_shed_wait_ms("1700000000.500", now, NULL) == 1000, "known may be NULL");
 }
 
 static void test_rule(void)
