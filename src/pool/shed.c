@@ -3,10 +3,15 @@
  *
  * Invariants: pure functions of their arguments (the caller reads the
  * clock and the parameter), so the unit tests and the fuzzer drive them
- * with any text; a parameter that is not exactly nginx's $msec format is
- * "unknown", never a guess.
+ * with any text, except enr_shed_tcp_wait_ms, which asks the kernel; a
+ * parameter that is not exactly nginx's $msec format is "unknown", never
+ * a guess.
  */
 #include "pool/shed.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 /* $msec is at most 10 digits of seconds for a long while yet; more is not nginx. */
 #define MSEC_SECONDS_DIGITS_MAX 12
@@ -55,6 +60,18 @@ uint64_t enr_shed_wait_ms(const char *text, uint64_t now_wall_ms, int *known)
     if (known != NULL)
         *known = ok;
     return ok ? now_wall_ms - at : 0;
+}
+
+int enr_shed_tcp_wait_ms(int fd, uint64_t *ms)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+
+    /* A unix socket fails here (EOPNOTSUPP): no kernel view of its wait. */
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || len < sizeof ti)
+        return -1;
+    *ms = ti.tcpi_last_data_recv;
+    return 0;
 }
 
 int enr_shed_due(const enr_config *c, uint64_t wait_ms)

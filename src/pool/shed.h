@@ -12,6 +12,15 @@
  * queue_timeout_ms at once, before its body is read, with 503 and
  * Retry-After.  The wait is also what the caller lived before any work
  * began, so it is added to the latency health judges.
+ *
+ * On a TCP listener the kernel knows this host's own wait better: the
+ * front sends the whole request right after it connects, so the time
+ * since the connection last received data (TCP_INFO) is how long the
+ * request sat in this host's listen queue.  It is preferred to the
+ * parameter there: a front that retries another host after a 503 sends
+ * the same parameters again (nginx evaluates them once), and the second
+ * host must judge its own queue, not the first host's.  It also covers a
+ * front that passes no parameter.
  */
 #ifndef ENR_SHED_H
 #define ENR_SHED_H
@@ -39,6 +48,11 @@ int enr_shed_parse_msec(const char *text, uint64_t *ms);
  * behind nginx's, or past ENR_SHED_WAIT_SANE_MS; *known (unless known
  * is NULL) says which. */
 uint64_t enr_shed_wait_ms(const char *text, uint64_t now_wall_ms, int *known);
+
+/* The request's wait in this host's listen queue as the kernel saw it:
+ * the time since the TCP connection fd last received data.  Returns 0,
+ * or -1 when fd is not TCP (a unix socket: only the parameter says). */
+int enr_shed_tcp_wait_ms(int fd, uint64_t *ms);
 
 /* The request waited too long: queue_timeout_ms is on and wait_ms is past it. */
 int enr_shed_due(const enr_config *c, uint64_t wait_ms);

@@ -77,6 +77,7 @@ typedef struct worker {
     enr_capture *capture;            /* NULL: off */
     uint64_t arrival_us;             /* the request in hand, CLOCK_REALTIME (capture) */
     uint64_t wait_ms;                /* its wait for a worker (shed.h), 0 if unknown */
+    int tcp_wait_known;              /* wait_ms is the kernel's, taken at accept */
     uint64_t body_deadline;          /* its body's deadline (CLOCK_MONOTONIC) */
     enr_batch batch;
     enr_buf body, out;
@@ -507,8 +508,10 @@ static void serve_one(worker *w)
     int slow;
 
     w->arrival_us = enr_wall_us();
-    w->wait_ms =
-        enr_shed_wait_ms(FCGX_GetParam(ENR_SHED_PARAM, w->req.envp), w->arrival_us / 1000, NULL);
+    /* This host's own queue where the kernel told (TCP: shed.h), else nginx's time. */
+    if (!w->tcp_wait_known)
+        w->wait_ms = enr_shed_wait_ms(FCGX_GetParam(ENR_SHED_PARAM, w->req.envp),
+                                      w->arrival_us / 1000, NULL);
     enr_sb_request_start(w->slot, rid, t0_ms, w->arrival_us / 1000);
     w->answer_lost = 0;
     handle(w, &o);
@@ -580,6 +583,9 @@ static int soft_limit_reached(worker *w)
 /* Reads the request on fd and serves it; fd is closed on return. */
 static void serve_connection(worker *w, int fd)
 {
+    /* Before a byte is read: reading lets the front send the rest of a
+     * large body, and the kernel's "last data received" would move. */
+    w->tcp_wait_known = enr_shed_tcp_wait_ms(fd, &w->wait_ms) == 0;
     if (enr_fcgi_conn_open(&w->conn, fd) != 0)
         return;
     serve_one(w);

@@ -12,6 +12,11 @@ daemon (raw FastCGI to its socket, then through the shipped nginx).
   counted in enrichd_client_gone_total and never in the histogram.
 - A body that does not arrive within body_timeout_ms while the caller is
   still there gets a JSON 408 (and the worker lives on).
+- On a TCP listener the kernel's view of this host's own queue wait
+  (TCP_INFO) is taken instead: a batch that waited 5 s elsewhere (the
+  parameter of a front retrying another host) is served here at once, and
+  one that sat in this host's queue past the bound is shed without any
+  parameter.
 - Through nginx: the shipped config passes ENRICHD_QUEUED_AT (a worker
   held busy makes the next batch wait past the bound: 503 + Retry-After);
   nginx's own 502 (no worker reachable: the backlog full, enrichd gone)
@@ -227,6 +232,38 @@ def test_nginx_502_is_503(r, env):
             "enrichd gone: 503 + Retry-After + X-Request-ID (%r %r %r)" % (st, h, body[:120]))
 
 
+def test_tcp_own_queue(r):
+    port = H.free_port()
+    with H.Env(name="shed-tcp") as env:
+        env.start_enrichd("listen = 127.0.0.1:%d\nworkers = 1\nqueue_timeout_ms = %d\n"
+                          % (port, QUEUE_MS))
+        pids = env.wait_workers(1)
+        addr = ("127.0.0.1", port)
+        body = H.sample_body(2)
+        params = H.fcgi_enrich_params(body)
+        params["ENRICHD_QUEUED_AT"] = msec(time.time() - 5.0)
+        out = H.fcgi_request(addr, params, body)
+        r.check(H.fcgi_status(out) == 200 and body_of(out).count(b"\n") == 2,
+                "TCP: 5 s of wait elsewhere (a retried batch), none here: served (%r)"
+                % out[:120])
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+        try:
+            c = H.FcgiConn(addr, 5)
+            c.send(H.fcgi_request_bytes(H.fcgi_enrich_params(body), body))  # no parameter
+            time.sleep(QUEUE_MS / 1000.0 + 0.4)
+        finally:
+            for p in pids:
+                os.kill(p, signal.SIGCONT)
+        res = c.recv_until_end(1, timeout=5)
+        c.close()
+        h = headers_of(res["stdout"])
+        r.check(H.fcgi_status(res["stdout"]) == 503 and h.get("retry-after") == "1"
+                and b"overloaded" in body_of(res["stdout"]),
+                "TCP: %d ms in this host's queue, no parameter: shed (%r)"
+                % (QUEUE_MS + 400, res["stdout"][:200]))
+
+
 def main():
     r = H.Results()
     conf = ("workers = 2\nqueue_timeout_ms = %d\nbody_timeout_ms = %d\nlisten_backlog = 2\n"
@@ -238,6 +275,7 @@ def main():
         for fn in (test_shed_raw, test_wait_in_latency, test_client_gone, test_body_timeout,
                    test_through_nginx, test_nginx_502_is_503):
             r.run(fn, env)
+    r.run(test_tcp_own_queue)
     r.done()
 
 
