@@ -91,8 +91,7 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
 
 
-def main():
-    r = H.Results()
+def test_burst(r):
     seq = Counter()
     with H.FakeUpstream() as fake:
         fake.control(latency_ms=40)
@@ -176,6 +175,11 @@ def main():
                     % (again[:2] if again else None,))
             r.check(env.worker_pids() == pids and not H.worker_exit_reasons(env),
                     "no worker replaced: %r" % H.worker_exit_reasons(env))
+
+
+def main():
+    r = H.Results()
+    r.run(test_burst)
     r.done()
 
 
