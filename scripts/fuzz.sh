@@ -24,8 +24,9 @@
 #   fcgi_body       enrichd's FastCGI record reader, then libfcgi on what it lets through, against a plain record reading (src/fcgi/fcgi_body.c, fcgi_guard.c)
 #   retry_after     a provider's Retry-After against glibc's strptime (enr_retry_after_parse)
 #   upstream_header upstream_header lines, the secret's header and query, redaction (src/base/secret.c)
+#   msec            nginx's $msec in ENRICHD_QUEUED_AT against a plain reading (src/pool/shed.c)
 #
-# Time: $1 is per target, so the run takes about 11 x $1 seconds plus the
+# Time: $1 is per target, so the run takes about 12 x $1 seconds plus the
 # builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
 # 4 minutes; every target gets the full 30 s rather than a share, since
 # the smaller parsers reach their coverage plateau quickly anyway and the
@@ -37,7 +38,7 @@ MALLOC_MB=${FUZZ_MALLOC_MB:-64}
 ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=8}
 export ASAN_OPTIONS
 [ $# -gt 0 ] && shift
-TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcgi_body retry_after upstream_header}
+TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcgi_body retry_after upstream_header msec}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
@@ -59,6 +60,7 @@ target_srcs() {
     statustext) echo "$S/ops/statustext.c $S/base/buf.c" ;;
     scan) echo "$S/engine/scan.c" ;;
     fcgi_body) echo "$S/fcgi/fcgi_body.c $S/fcgi/fcgi_guard.c $S/base/buf.c" ;;
+    msec) echo "$S/pool/shed.c" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
     esac
 }
@@ -71,7 +73,7 @@ target_libs() {
     statustext) echo "$(pkg-config --libs json-c)" ;;
     scan) echo "" ;;
     fcgi_body) echo "-lfcgi" ;;
-    retry_after | upstream_header) echo "" ;;
+    retry_after | upstream_header | msec) echo "" ;;
     esac
 }
 target_max_len() {
@@ -84,6 +86,7 @@ target_max_len() {
     statustext) echo 65536 ;;
     fast) echo 65536 ;; # four engine runs an input: short ones, more of them
     fcgi_body) echo 16384 ;; # a script of 3 bytes a record builds streams up to 1 MB
+    msec) echo 64 ;;
     *) echo 500000 ;;
     esac
 }
@@ -171,6 +174,13 @@ seed_corpus() {
         seed "$corpus" query '\002api_key'
         seed "$corpus" url '\003https://h.example/v1?key=abc#x'
         seed "$corpus" scrub '\004k3y+/= failed https://h/?key=k3y%2B%2F%3D and k3y+/= again'
+        ;;
+    msec)
+        seed "$corpus" ok '1700000000.123'
+        seed "$corpus" short '1700000000.1'
+        seed "$corpus" whole '1700000000'
+        seed "$corpus" long '1234567890123.0000'
+        seed "$corpus" sign '-1.5 '
         ;;
     statustext)
         seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'

@@ -50,6 +50,9 @@ const char enr_config_default_text[] =
     "fd_soft = 256\n"
     "fd_hard = 512\n"
     "request_timeout_ms = 2000\n"
+    "queue_timeout_ms = 1000\n"
+    "body_timeout_ms = 5000\n"
+    "liveness_timeout_ms = 20000\n"
     "drain_timeout_ms = 10000\n"
     "max_body_bytes = 4194304\n"
     "max_records = 10000\n"
@@ -133,6 +136,9 @@ static const key_def keys[] = {
     {"fd_soft", K_UINT, F(fd_soft), 0, 1048576},
     {"fd_hard", K_UINT, F(fd_hard), 0, 1048576},
     {"request_timeout_ms", K_UINT, F(request_timeout_ms), 100, 600000},
+    {"queue_timeout_ms", K_UINT, F(queue_timeout_ms), 0, 600000},
+    {"body_timeout_ms", K_UINT, F(body_timeout_ms), 100, 600000},
+    {"liveness_timeout_ms", K_UINT, F(liveness_timeout_ms), 1000, 3600000},
     {"drain_timeout_ms", K_UINT, F(drain_timeout_ms), 1, 3600000},
     {"max_body_bytes", K_SIZE, F(max_body_bytes), 1024, 1ULL << 30},
     {"max_records", K_UINT, F(max_records), 0, 10000000},
@@ -518,6 +524,11 @@ static int check_whole(parse_state *ps, const enr_config *c)
                        c->upstream_max_connections);
     if (check_tls_files(ps, c) != 0)
         return -1;
+    if (c->liveness_timeout_ms < enr_config_liveness_floor_ms(c))
+        return FAIL_AT(ps, "liveness_timeout_ms",
+                       "must be at least body_timeout_ms + request_timeout_ms + kill_grace_ms + "
+                       "%u (%u)",
+                       ENR_LIVENESS_SLACK_MS, enr_config_liveness_floor_ms(c));
     if (c->min_ready_workers > c->workers)
         return FAIL_AT(ps, "min_ready_workers", "must not exceed workers (%u)", c->workers);
     if (strcmp(c->listen, c->status_listen) == 0)
@@ -647,6 +658,22 @@ static int read_file(const char *path, char **out, char *why, size_t whylen)
     return 0;
 }
 
+static int key_seen(const parse_state *ps, const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, name) == 0)
+            return ps->seen[i] != 0;
+    return 0;
+}
+
+unsigned enr_config_liveness_floor_ms(const enr_config *c)
+{
+    /* A request may read its body for body_timeout_ms, work for
+     * request_timeout_ms and be killed kill_grace_ms later: a pool whose
+     * every worker does that is slow, not wedged. */
+    return c->body_timeout_ms + c->request_timeout_ms + c->kill_grace_ms + ENR_LIVENESS_SLACK_MS;
+}
+
 /* Defaults, then text (NUL-terminated; NULL: the defaults alone),
  * then the cross-key rules; c is written only when all of it passed. */
 static int load_text(enr_config *c, char *text, const char *source, char *err, size_t errlen)
@@ -678,9 +705,13 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
         if (parse_text(&ps, &next, text) != 0)
             return -1;
         /* The jitter defaults to a tenth of max_requests unless set. */
-        for (size_t i = 0; i < NKEYS; i++)
-            if (strcmp(keys[i].name, "max_requests_jitter") == 0 && !ps.seen[i])
-                next.max_requests_jitter = next.max_requests / 10;
+        if (!key_seen(&ps, "max_requests_jitter"))
+            next.max_requests_jitter = next.max_requests / 10;
+        /* The liveness bound's default makes room for the longest request
+         * the other bounds allow; set explicitly, check_whole holds it to that. */
+        if (!key_seen(&ps, "liveness_timeout_ms") &&
+            next.liveness_timeout_ms < enr_config_liveness_floor_ms(&next))
+            next.liveness_timeout_ms = enr_config_liveness_floor_ms(&next);
         snprintf(next.source, sizeof next.source, "%s", source);
     } else {
         snprintf(next.source, sizeof next.source, "(built-in)");

@@ -40,7 +40,10 @@ typedef struct enr_config {
     unsigned max_requests_jitter; /* default 10% of max_requests */
     unsigned rss_soft_mb, rss_hard_mb;
     unsigned fd_soft, fd_hard;
-    unsigned request_timeout_ms; /* worker deadline, below nginx's read timeout */
+    unsigned request_timeout_ms;  /* worker deadline, below nginx's read timeout */
+    unsigned queue_timeout_ms;    /* shed a request that waited longer for a worker; 0 off */
+    unsigned body_timeout_ms;     /* the whole body must reach the worker within this */
+    unsigned liveness_timeout_ms; /* work waiting and none taken this long: the watchdog stops */
     unsigned drain_timeout_ms;
     size_t max_body_bytes;     /* default 4 MiB */
     unsigned max_records;      /* default 10000 */
@@ -102,6 +105,11 @@ typedef struct enr_config {
     /* where it came from, for messages */
     char source[ENR_PATH_MAX]; /* file path or "(built-in)" */
 } enr_config;
+
+/* The least liveness_timeout_ms may be: what the longest request the other
+ * bounds allow takes (body, work, kill grace), plus this. */
+#define ENR_LIVENESS_SLACK_MS 1000
+unsigned enr_config_liveness_floor_ms(const enr_config *c);
 
 /* Load path (NULL: the embedded default).  On error returns -1 and writes
  * "FILE:LINE: key: problem" into err. */

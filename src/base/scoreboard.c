@@ -102,6 +102,7 @@ void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t mono_ms, 
     s->req_id[n] = '\0';
     atomic_thread_fence(memory_order_release);
     ENR_SB_SET(s->write_start_mono_ms, 0);
+    ENR_SB_SET(s->work_start_mono_ms, 0);
     ENR_SB_SET(s->req_start_ms, wall_ms);
     ENR_SB_SET(s->req_start_mono_ms, mono_ms);
     ENR_SB_SET(s->state, ENR_WS_BUSY);
@@ -124,8 +125,12 @@ void enr_sb_request_done(enr_sb_slot *s, int status, uint64_t rec_in, uint64_t r
     }
     if (rec_degraded)
         ENR_SB_ADD(s->records_degraded, rec_degraded);
-    ENR_SB_ADD(s->latency_us_sum, latency_us);
-    ENR_SB_ADD(s->latency[enr_sb_lat_bucket(latency_us)], 1);
+    if (status == ENR_SB_STATUS_CLIENT_GONE) {
+        ENR_SB_ADD(s->client_gone, 1);
+    } else {
+        ENR_SB_ADD(s->latency_us_sum, latency_us);
+        ENR_SB_ADD(s->latency[enr_sb_lat_bucket(latency_us)], 1);
+    }
     if (slow)
         ENR_SB_ADD(s->slow_requests, 1);
     ENR_SB_ADD(s->served, 1);
@@ -133,6 +138,7 @@ void enr_sb_request_done(enr_sb_slot *s, int status, uint64_t rec_in, uint64_t r
     ENR_SB_SET(s->req_start_mono_ms, 0);
     ENR_SB_SET(s->req_start_ms, 0);
     ENR_SB_SET(s->write_start_mono_ms, 0);
+    ENR_SB_SET(s->work_start_mono_ms, 0);
     ENR_SB_ADD(s->completed, 1);
 }
 

@@ -26,6 +26,9 @@
 #define ENR_SB_REQID_MAX 40
 #define ENR_SB_LAT_BUCKETS 14 /* bounds in enr_sb_lat_bounds_ms, last is +Inf */
 #define ENR_SB_FCGI_REASONS 6 /* fcgi_rejected_by: one per ENR_FCGI_REJECT_* (fcgi_guard.h) */
+/* nginx's "client closed request": the status of a request nobody got an
+ * answer to, the caller gone or the answer's write failed. */
+#define ENR_SB_STATUS_CLIENT_GONE 499
 
 typedef _Atomic uint64_t enr_sb_u64;
 typedef _Atomic int64_t enr_sb_i64;
@@ -127,6 +130,14 @@ typedef struct enr_sb_slot {
     enr_sb_u64 up_fail_throttled;
     /* fcgi_rejected by reason (fcgi_guard.h: ENR_FCGI_REJECT_*) */
     enr_sb_u64 fcgi_rejected_by[ENR_SB_FCGI_REASONS];
+    /* live: the request's work began (its body read), CLOCK_MONOTONIC;
+     * 0 while it reads its body or is idle.  request_timeout_ms counts
+     * from here, body_timeout_ms before it. */
+    enr_sb_u64 work_start_mono_ms;
+    /* cumulative: batches answered 503 for their wait before a worker
+     * took them (queue_timeout_ms), and requests whose caller went away
+     * (STATUS_CLIENT_GONE: counted here, never in latency[]) */
+    enr_sb_u64 shed, client_gone;
 } enr_sb_slot;
 
 /* The master's health verdict and the window it judged (health.c writes
@@ -142,6 +153,9 @@ typedef struct enr_sb_health {
     enr_sb_u64 live_workers, busy_workers, breaker_open;
     enr_sb_u64 listen_queue, oldest_request_ms;
     char reason[96];
+    /* liveness, apart from health: it alone gates WATCHDOG=1 */
+    enr_sb_u64 live, stuck_ms; /* stuck_ms: how long work has waited unmoved */
+    char live_reason[96];
 } enr_sb_health;
 
 typedef struct enr_sb_pool {
@@ -230,7 +244,10 @@ void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t mono_ms, 
 uint64_t enr_sb_request_age_ms(const enr_sb_slot *s, uint64_t mono_now_ms);
 
 /* The worker in slot s finished a request with HTTP status and, for a
- * 200, the record counts (zero otherwise). */
+ * 200, the record counts (zero otherwise).  latency_us is what the
+ * caller lived (its wait for a worker included, when known); a request
+ * whose caller went away (ENR_SB_STATUS_CLIENT_GONE) is counted in
+ * client_gone and stays out of latency[]: nobody lived that time. */
 void enr_sb_request_done(enr_sb_slot *s, int status, uint64_t rec_in, uint64_t rec_out,
                          uint64_t rec_degraded, uint64_t latency_us, int slow);
 

@@ -1,12 +1,14 @@
 /*
- * health.c: the windowed judgement of whether the pool is healthy.
+ * health.c: the windowed judgement of whether the pool is healthy, and
+ * apart from it whether it is live (can make progress at all).
  *
  * The old worker answered 200 while failing because its probe asked only
  * "is the process there?".  Here the verdict comes from what the pool did
  * over the last health_window_s: the 5xx ratio, the share of degraded
  * records, the p99 latency from the histogram, whether requests wait or
  * run without any completing, whether every breaker is open, whether any
- * worker lives at all.
+ * worker lives at all.  Liveness asks less: does waiting work move?  It
+ * alone gates the watchdog (docs/operations.md, which reason gates what).
  *
  * Invariants: the ring holds at most one sample per ENR_HEALTH_STEP_MS
  * (a faster caller is judged but not recorded), so
@@ -18,6 +20,7 @@
  */
 #include "ops/health.h"
 
+#include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -152,6 +155,42 @@ static void add_reason(char *out, size_t len, const char *text)
     snprintf(out + used, len - used, "%s%s", used ? "; " : "", text);
 }
 
+/* Live while the pool can make progress: a serving worker exists, and
+ * work that waits (a connection in the listen queue, a request in hand)
+ * moves (a worker takes one, or one finishes) within liveness_timeout_ms.
+ * Nothing here looks at what the answers were: a provider down or slow
+ * makes them degraded, late or 5xx, and the pool still moves. */
+static void judge_liveness(enr_liveness *l, const enr_config *c, const enr_health_point *cur,
+                           const enr_health_window *w, uint64_t now_ms)
+{
+    uint64_t limit = c->liveness_timeout_ms;
+    int waiting = cur->listen_queue > 0 || w->busy_workers > 0;
+
+    if (!l->started) {
+        l->started = 1;
+        l->moved_at_ms = l->worker_at_ms = now_ms;
+    } else if (cur->accepted != l->accepted || cur->completed != l->completed || !waiting) {
+        l->moved_at_ms = now_ms;
+    }
+    l->accepted = cur->accepted;
+    l->completed = cur->completed;
+    if (w->live_workers > 0)
+        l->worker_at_ms = now_ms;
+    l->stuck_ms = delta(now_ms, l->moved_at_ms);
+    l->live = 1;
+    snprintf(l->reason, sizeof l->reason, "ok");
+    if (delta(now_ms, l->worker_at_ms) >= limit) {
+        l->live = 0;
+        snprintf(l->reason, sizeof l->reason, "no live worker for %" PRIu64 " ms",
+                 delta(now_ms, l->worker_at_ms));
+    } else if (l->stuck_ms >= limit) {
+        l->live = 0;
+        snprintf(l->reason, sizeof l->reason,
+                 "work waits unmoved for %" PRIu64 " ms (queue %" PRIu64 ", busy %u)", l->stuck_ms,
+                 cur->listen_queue, w->busy_workers);
+    }
+}
+
 int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard *sb,
                        uint64_t listen_queue, uint64_t now_ms)
 {
@@ -222,6 +261,7 @@ int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard 
     }
     h->healthy = h->reasons == 0;
     snprintf(h->reason, sizeof h->reason, "%s", h->healthy ? "ok" : text);
+    judge_liveness(&h->liveness, c, &cur, w, now_ms);
     return h->healthy;
 }
 
@@ -264,6 +304,9 @@ static void publish(const enr_health *h, enr_sb_health *p, uint64_t now_ms)
     ENR_SB_SET(p->listen_queue, w->listen_queue);
     ENR_SB_SET(p->oldest_request_ms, w->oldest_request_ms);
     snprintf(p->reason, sizeof p->reason, "%s", h->reason);
+    ENR_SB_SET(p->live, (uint64_t)h->liveness.live);
+    ENR_SB_SET(p->stuck_ms, h->liveness.stuck_ms);
+    snprintf(p->live_reason, sizeof p->live_reason, "%s", h->liveness.reason);
     atomic_thread_fence(memory_order_release);
     ENR_SB_SET(p->seq, seq + 2);
 }
@@ -301,6 +344,10 @@ int enr_health_read(enr_health *h, const enr_scoreboard *sb)
         w->oldest_request_ms = ENR_SB_GET(p->oldest_request_ms);
         memcpy(h->reason, p->reason, sizeof h->reason);
         h->reason[sizeof h->reason - 1] = '\0';
+        h->liveness.live = ENR_SB_GET(p->live) != 0;
+        h->liveness.stuck_ms = ENR_SB_GET(p->stuck_ms);
+        memcpy(h->liveness.reason, p->live_reason, sizeof h->liveness.reason);
+        h->liveness.reason[sizeof h->liveness.reason - 1] = '\0';
         atomic_thread_fence(memory_order_acquire);
         s2 = ENR_SB_GET(p->seq);
         if (s1 == s2)

@@ -1,6 +1,8 @@
 /*
- * health.h: the one judgement of whether the pool is healthy.  The master
- * makes it (it gates systemd's WATCHDOG=1 and feeds STATUS=) and publishes
+ * health.h: the one judgement of whether the pool is healthy, and apart
+ * from it whether the pool is live.  The master makes both (liveness
+ * gates systemd's WATCHDOG=1, health feeds STATUS= with every reason it
+ * has, and /healthz, /metrics and the alert rules) and publishes
  * it in the scoreboard; the status process shows that published verdict
  * (/healthz, /status, /metrics), so both say the same thing.  It looks at
  * a recent window of the scoreboard's counters, not at whether processes
@@ -48,6 +50,19 @@ typedef struct enr_health_window {
     uint64_t listen_queue, oldest_request_ms; /* age of the oldest request in flight */
 } enr_health_window;
 
+/* Liveness, apart from health: can the pool make progress at all?  Its
+ * verdict alone gates WATCHDOG=1, since a restart mends only a wedged
+ * master or pool, never a sick provider, a slow network or a client. */
+typedef struct enr_liveness {
+    int live;
+    char reason[96];              /* "ok", or why not */
+    uint64_t stuck_ms;            /* how long work has waited with none taken or finished */
+    uint64_t moved_at_ms;         /* last sample where work moved, or none waited */
+    uint64_t worker_at_ms;        /* last sample with a serving worker */
+    uint64_t accepted, completed; /* the pool's totals at the last sample */
+    int started;
+} enr_liveness;
+
 typedef struct enr_health {
     enr_health_point ring[ENR_HEALTH_SAMPLES];
     unsigned head, count;
@@ -55,20 +70,22 @@ typedef struct enr_health {
     char reason[96];
     unsigned reasons; /* enum enr_health_reason bits, 0 when healthy */
     enr_health_window win;
+    enr_liveness liveness;
 } enr_health;
 
-/* The master's judgement, the only one: take a sample (call at least once
+/* The master's judgement, the only one (health and liveness): take a sample (call at least once
  * a second; more often is judged but not recorded), judge the window of
  * c->health_window_s, store the verdict in h and publish it in the
  * scoreboard (pool.health, pool.healthy / unhealthy_reason), and sample
  * the listen queue of listen_fd into sb->pool.listen_queue(_max).
- * Returns h->healthy. */
+ * Returns h->healthy; h->liveness.live is the watchdog's answer. */
 int enr_health_sample(enr_health *h, const enr_config *c, enr_scoreboard *sb, int listen_fd,
                       uint64_t now_ms);
 
 /* The judgement itself, without writing the scoreboard (enr_health_sample
  * and the unit tests): listen_queue is the depth measured by the caller.
  * now_ms is any monotonic millisecond clock, the same across calls.
+ * Judges liveness too (h->liveness, after c->liveness_timeout_ms).
  * Returns h->healthy. */
 int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard *sb,
                        uint64_t listen_queue, uint64_t now_ms);

@@ -82,6 +82,12 @@ static const counter_row pool_counters[] = {
     {"enrichd_capture_dropped_nodir_total",
      "Sampled batches dropped because capture_dir was gone (removed or replaced).",
      SLOT_OFF(cap_dropped_nodir)},
+    {"enrichd_shed_total",
+     "Batches answered 503 with Retry-After, unread, for waiting past queue_timeout_ms.",
+     SLOT_OFF(shed)},
+    {"enrichd_client_gone_total",
+     "Requests whose caller went away before the answer (499; not in the duration histogram).",
+     SLOT_OFF(client_gone)},
     {"enrichd_listen_refused_total", "TCP connections refused: peer not in listen_allow.",
      SLOT_OFF(listen_refused)},
     {"enrichd_fastcgi_rejected_total",
@@ -212,7 +218,9 @@ static void render_latency(enr_buf *b, const enr_scoreboard *sb)
     char l[64];
     const char *n = "enrichd_request_duration_seconds";
 
-    family(b, n, "histogram", "Time from accept to the end of the response.");
+    family(b, n, "histogram",
+           "Time from nginx's hand-off (ENRICHD_QUEUED_AT, else the accept) to the end of the "
+           "response; callers gone are not in it.");
     for (unsigned k = 0; k < ENR_SB_LAT_BUCKETS; k++) {
         cum += enr_sb_total(sb, SLOT_OFF(latency) + k * sizeof(enr_sb_u64));
         if (k == ENR_SB_LAT_BUCKETS - 1)
@@ -314,6 +322,12 @@ static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_metric
           h ? (uint64_t)(h->healthy != 0) : (ENR_SB_GET(sb->pool.healthy) != 0));
     if (h == NULL)
         return;
+    one_u(b, "enrichd_live", "gauge",
+          "1 while the pool can make progress: the systemd watchdog is fed on it alone.",
+          h->liveness.live != 0);
+    one_d(b, "enrichd_stuck_seconds", "gauge",
+          "How long work has waited with no request taken or finished.",
+          (double)h->liveness.stuck_ms / 1000.0);
     family(b, "enrichd_unhealthy", "gauge", "1 for each reason the health judgement fails.");
     for (unsigned i = 0; i < ENR_HR_COUNT; i++) {
         snprintf(l, sizeof l, "{reason=\"%s\"}", enr_health_reason_name(1u << i));

@@ -366,6 +366,11 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
         if (h->reasons & (1u << i))
             json_object_array_add(rs, json_object_new_string(enr_health_reason_name(1u << i)));
     json_object_object_add(o, "reasons", rs);
+    /* Liveness, apart: it alone feeds the watchdog, so a provider's fault
+     * makes the pool unhealthy here but never gets it restarted. */
+    add_b(o, "live", h->liveness.live != 0);
+    add_s(o, "live_reason", h->liveness.reason);
+    add_u(o, "stuck_ms", h->liveness.stuck_ms);
 
     add_u(w, "window_s", c->health_window_s);
     add_u(w, "span_ms", x->span_ms);
@@ -386,7 +391,7 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     add_u(w, "oldest_request_ms", x->oldest_request_ms);
     json_object_object_add(o, "window", w);
 
-    /* The verdict above is the master's (it gates the systemd watchdog);
+    /* The verdict above is the master's (liveness gates the watchdog);
      * this block is its summary in the scoreboard, kept for old readers. */
     copy_text(reason, sb->pool.unhealthy_reason, sizeof reason);
     add_b(m, "healthy", ENR_SB_GET(sb->pool.healthy) != 0);

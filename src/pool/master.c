@@ -234,6 +234,7 @@ static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
     ENR_SB_SET(s->state, ENR_WS_EMPTY);
     ENR_SB_SET(s->req_start_ms, 0);
     ENR_SB_SET(s->write_start_mono_ms, 0);
+    ENR_SB_SET(s->work_start_mono_ms, 0);
     ENR_SB_SET(s->req_start_mono_ms, 0);
     /* A probe's death is its configuration's failure, not the running
      * pool's crash loop: the old generation is fine. */
@@ -388,10 +389,16 @@ static void check_ready(master *m, uint64_t now)
 static int request_stuck(const enr_config *c, const enr_sb_slot *s, uint64_t mono_now)
 {
     uint64_t ws = ENR_SB_GET(s->write_start_mono_ms);
+    uint64_t work = ENR_SB_GET(s->work_start_mono_ms);
 
     if (ws != 0)
         return mono_now > ws && mono_now - ws > 2 * (uint64_t)c->write_timeout_ms;
-    return enr_sb_request_age_ms(s, mono_now) > c->request_timeout_ms;
+    if (work != 0)
+        return mono_now > work && mono_now - work > c->request_timeout_ms;
+    /* Still reading its body, which has its own deadline (body_timeout_ms)
+     * and then an answer to give. */
+    return enr_sb_request_age_ms(s, mono_now) >
+           (uint64_t)c->body_timeout_ms + c->request_timeout_ms;
 }
 
 static void sample_workers(master *m, uint64_t now)
@@ -496,6 +503,11 @@ static void send_status(master *m, uint64_t now)
             text, sizeof text,
             "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64 " ms",
             enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
+    else if (!m->draining && !m->health.liveness.live)
+        snprintf(text, sizeof text,
+                 "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", NOT LIVE, watchdog stopped: %s",
+                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
+                 m->health.liveness.reason);
     else
         snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", %s%s%s",
                  enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
@@ -514,15 +526,26 @@ static void judge(master *m, uint64_t now)
 {
     int healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
 
+    int live = m->health.liveness.live;
+
     /* Transitions only, and not while starting: one line when it changes. */
     if (m->ready_sent && healthy != m->was_healthy) {
         char q[200];
         if (healthy)
             enr_log(ENR_LOG_INFO, "pool healthy again", NULL);
         else
-            enr_log(ENR_LOG_WARN, "pool unhealthy: watchdog not fed", "reason=%s",
+            enr_log(ENR_LOG_WARN, "pool unhealthy", "reason=%s",
                     enr_log_quote(q, sizeof q, m->health.reason));
         m->was_healthy = healthy;
+    }
+    if (m->ready_sent && live != m->was_live) {
+        char q[200];
+        if (live)
+            enr_log(ENR_LOG_INFO, "pool live again: watchdog fed", NULL);
+        else
+            enr_log(ENR_LOG_ERROR, "pool not live: watchdog not fed", "reason=%s",
+                    enr_log_quote(q, sizeof q, m->health.liveness.reason));
+        m->was_live = live;
     }
 }
 
@@ -532,9 +555,12 @@ static void tick(master *m, uint64_t now)
     check_idle(m, now);
 }
 
-/* The watchdog is fed only while the pool does its job (the last
- * verdict): a master that merely runs is not a service that works.
- * Never before READY=1. */
+/* The watchdog is fed while the master runs this loop and the pool can
+ * make progress (the last liveness verdict), whatever the answers are:
+ * systemd's remedy is a restart, which mends a wedged master or pool but
+ * never a provider down or slow, nor a client, and would empty the
+ * caches and lose the answers in flight.  Health keeps those reasons for
+ * /healthz, STATUS= and the alerts.  Never before READY=1. */
 static void feed_watchdog(master *m, uint64_t now)
 {
     (void)now;
@@ -543,7 +569,7 @@ static void feed_watchdog(master *m, uint64_t now)
 
 static int watchdog_wanted(const master *m)
 {
-    return m->watchdog_ms && m->ready_sent && m->health.healthy;
+    return m->watchdog_ms && m->ready_sent && m->health.liveness.live;
 }
 
 static int always(const master *m)
@@ -761,6 +787,8 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
     m.last_completed_at = m.start_ms;
     m.health.healthy = 1;
     m.was_healthy = 1;
+    m.health.liveness.live = 1;
+    m.was_live = 1;
 
     for (;;) {
         struct pollfd pfd = {.fd = m.ready_r, .events = POLLIN};

@@ -51,6 +51,7 @@ typedef struct enr_master {
     uint64_t restarts;
     enr_health health;
     int was_healthy; /* last verdict, to log transitions only */
+    int was_live;    /* last liveness verdict, likewise */
     /* reload: a new configuration is tried on one probe worker first */
     enr_config next_cfg;   /* validated, not yet committed */
     enr_cache *next_cache; /* next_cfg's: cache, or one of its own (reload.c) */

@@ -35,6 +35,7 @@
 
 #include "base/buf.h"
 #include "pool/capture.h"
+#include "pool/shed.h"
 #include "base/curlapi.h"
 #include "engine/engine.h"
 #include "fcgi/fcgi_body.h"
@@ -47,11 +48,7 @@
 #include "upstream/upstream.h"
 #include "base/clock.h"
 
-/* The body's share of request_timeout_ms (read_body). */
-#define BODY_TIMEOUT_SHARE 2
-/* nginx's "client closed request": the status of a request nobody got an
- * answer to, the caller gone or the answer's write failed. */
-#define STATUS_CLIENT_GONE 499
+#define STATUS_CLIENT_GONE ENR_SB_STATUS_CLIENT_GONE
 /* An error body (enr_error_json) is built on the stack, since one of
  * them answers a failed allocation: its message is at most 95 bytes, 570
  * escaped, plus the "where" fields. */
@@ -83,6 +80,9 @@ typedef struct worker {
     enr_upstream_stats up_published; /* its counters as last added to the slot */
     enr_capture *capture;            /* NULL: off */
     uint64_t arrival_us;             /* the request in hand, CLOCK_REALTIME (capture) */
+    uint64_t wait_ms;                /* its wait for a worker (shed.h), 0 if unknown */
+    int tcp_wait_known;              /* wait_ms is the kernel's, taken at accept */
+    uint64_t body_deadline;          /* its body's deadline (CLOCK_MONOTONIC) */
     enr_batch batch;
     enr_buf body, out;
     FCGX_Request req;
@@ -226,9 +226,14 @@ static int send_response(worker *w, int status, const char *ctype, const char *e
     return -1;
 }
 
+typedef struct outcome {
+    int status;
+    uint64_t rec_in, rec_out, degraded;
+} outcome;
+
 /* Every JSON error, the engine's and the worker's own, is the engine's
  * "what and where" (enr_error_json). */
-static int send_error(worker *w, const enr_error *err)
+static int send_error_with(worker *w, const enr_error *err, const char *extra)
 {
     char mem[ERROR_BODY_MAX];
     enr_buf b = {.data = mem, .cap = sizeof mem, .max = sizeof mem};
@@ -240,16 +245,42 @@ static int send_error(worker *w, const enr_error *err)
         enr_fcgi_conn_abort(&w->conn);
         return -1;
     }
-    return send_response(w, err->status, "application/json", NULL, b.data, b.len);
+    return send_response(w, err->status, "application/json", extra, b.data, b.len);
+}
+
+static int send_error(worker *w, const enr_error *err)
+{
+    return send_error_with(w, err, NULL);
 }
 
 /* An error of the worker's own: what, and no where. */
-static int send_json_error(worker *w, int status, const char *what)
+static int send_json_error_with(worker *w, int status, const char *what, const char *extra)
 {
     enr_error err = {.status = status, .offset = -1, .element = -1, .record = -1};
 
     snprintf(err.msg, sizeof err.msg, "%s", what);
-    return send_error(w, &err);
+    return send_error_with(w, &err, extra);
+}
+
+static int send_json_error(worker *w, int status, const char *what)
+{
+    return send_json_error_with(w, status, what, NULL);
+}
+
+/* Waited past queue_timeout_ms (shed.h): answered before the body is
+ * read, so a shed costs a worker a few microseconds; nothing was done,
+ * so the front may try another host (nginx/enrichd-cluster.conf). */
+static void shed(worker *w, outcome *o)
+{
+    char msg[96], extra[48];
+
+    o->status = 503;
+    ENR_SB_ADD(w->slot->shed, 1);
+    snprintf(msg, sizeof msg,
+             "overloaded: waited %" PRIu64 " ms for a worker (queue_timeout_ms %u)", w->wait_ms,
+             w->cfg->queue_timeout_ms);
+    snprintf(extra, sizeof extra, "Retry-After: %u\r\n", enr_shed_retry_after_s(w->cfg));
+    send_json_error_with(w, 503, msg, extra);
 }
 
 /* nginx closes its end when the client goes away (fastcgi_ignore_client_abort
@@ -270,10 +301,10 @@ static const enr_route engine_routes[] = {{"/", 0}, {"/v1/enrich", 0}, {"/normal
 /* Returns 0, 1 when too large, 2 when the body is not CONTENT_LENGTH
  * bytes long, -1 on error.  The body is read straight into w->body by
  * enrichd's record reader (fcgi_body.h: its records checked, no copy out
- * of a stream buffer), the whole of it within request_timeout_ms /
- * BODY_TIMEOUT_SHARE whatever records come between, so a peer dripping
- * it a byte at a time is cut by the worker itself before the master's
- * stuck-request kill (each wait is also bounded by the read timeout). */
+ * of a stream buffer), the whole of it within body_timeout_ms whatever
+ * records come between, so a peer dripping it a byte at a time is cut by
+ * the worker itself before the master's kill (each wait is also bounded
+ * by the read timeout). */
 static int read_body(worker *w)
 {
     size_t max = w->cfg->max_body_bytes;
@@ -287,8 +318,8 @@ static int read_body(worker *w)
         if (enr_buf_reserve(&w->body, expect + 1) != 0)
             return -1;
     }
-    r = enr_fcgi_conn_body(&w->conn, &w->body, max, expect,
-                           enr_mono_ms() + w->cfg->request_timeout_ms / BODY_TIMEOUT_SHARE);
+    w->body_deadline = enr_mono_ms() + w->cfg->body_timeout_ms;
+    r = enr_fcgi_conn_body(&w->conn, &w->body, max, expect, w->body_deadline);
     if (r == ENR_FCGI_BODY_ERROR)
         return -1;
     /* A body is whole or refused: one cut short (or longer) than it was
@@ -298,16 +329,19 @@ static int read_body(worker *w)
     return r;
 }
 
-typedef struct outcome {
-    int status;
-    uint64_t rec_in, rec_out, degraded;
-} outcome;
+/* The body read failed on time: its deadline, or one read's timeout. */
+static int body_timed_out(worker *w)
+{
+    int e = w->conn.input_err; /* the record reader's errno (fcgi_conn.h) */
 
-static void handle_request(worker *w, outcome *o, uint64_t start_mono)
+    return enr_mono_ms() >= w->body_deadline || e == ETIMEDOUT || e == EAGAIN || e == EWOULDBLOCK;
+}
+
+static void handle_request(worker *w, outcome *o)
 {
     const enr_config *c = w->cfg;
     const char *method = FCGX_GetParam("REQUEST_METHOD", w->req.envp);
-    uint64_t deadline, margin, now;
+    uint64_t deadline, margin, now, work_start;
     enr_error err;
     size_t degraded = 0;
     int r;
@@ -320,6 +354,10 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
     if (method == NULL || strcmp(method, "POST") != 0) {
         o->status = 405;
         send_response(w, 405, "text/plain", "Allow: POST\r\n", "method not allowed", 18);
+        return;
+    }
+    if (enr_shed_due(c, w->wait_ms)) {
+        shed(w, o);
         return;
     }
     r = read_body(w);
@@ -343,12 +381,32 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
                     w->body.len);
             o->status = 503;
             send_json_error(w, 503, "out of memory");
+        } else if (body_timed_out(w) && !caller_gone(w->req.ipcFd)) {
+            /* A front end that streams the body as the client sends it,
+             * and a client still sending: it is told, not dropped. */
+            char msg[96];
+            enr_log(ENR_LOG_WARN, "request body read failed", "error=%s body_timeout_ms=%u",
+                    enr_log_errno(w->conn.input_err ? w->conn.input_err : ETIMEDOUT),
+                    c->body_timeout_ms);
+            o->status = 408;
+            snprintf(msg, sizeof msg,
+                     "request body not received within body_timeout_ms (%u), %u ms a read",
+                     c->body_timeout_ms, w->conn.read_ms);
+            send_json_error(w, 408, msg);
         } else {
             /* nginx gave up sending the body: nobody to answer */
             enr_log(ENR_LOG_WARN, "request body read failed", "error=%s",
                     w->conn.input_err != 0 ? enr_log_errno(w->conn.input_err) : "eof");
             o->status = STATUS_CLIENT_GONE;
         }
+        return;
+    }
+    /* request_timeout_ms counts the work, from here (the body had its own). */
+    work_start = enr_mono_ms();
+    ENR_SB_SET(w->slot->work_start_mono_ms, work_start);
+    if (caller_gone(w->req.ipcFd)) {
+        enr_log(ENR_LOG_INFO, "caller gone before the engine", NULL);
+        o->status = STATUS_CLIENT_GONE;
         return;
     }
 #ifdef ENR_TEST_HOOKS
@@ -373,7 +431,7 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
     margin = c->request_timeout_ms / 10;
     if (margin > ENR_WORKER_ANSWER_MARGIN_MS)
         margin = ENR_WORKER_ANSWER_MARGIN_MS;
-    deadline = start_mono + c->request_timeout_ms - margin;
+    deadline = work_start + c->request_timeout_ms - margin;
     if (w->upstream != NULL && w->batch.n > 0) {
         uint64_t up_deadline = enr_mono_ms() + c->upstream_timeout_ms;
         if (caller_gone(w->req.ipcFd)) {
@@ -429,9 +487,9 @@ static void handle_request(worker *w, outcome *o, uint64_t start_mono)
     }
 }
 
-static void handle(worker *w, outcome *o, uint64_t start_mono)
+static void handle(worker *w, outcome *o)
 {
-    handle_request(w, o, start_mono);
+    handle_request(w, o);
     /* One huge request must not leave its buffers for the worker's life
      * (nor get it recycled for rss): what grew past ENR_KEEP_BYTES goes. */
     enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
@@ -451,23 +509,34 @@ static const char *request_id(FCGX_Request *req)
 
 static void serve_one(worker *w)
 {
-    uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), lat;
+    uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), work, lat;
     const char *rid = request_id(&w->req);
     outcome o = {0};
     int slow;
 
     w->arrival_us = enr_wall_us();
+    /* This host's own queue where the kernel told (TCP: shed.h), else nginx's time. */
+    if (!w->tcp_wait_known)
+        w->wait_ms = enr_shed_wait_ms(FCGX_GetParam(ENR_SHED_PARAM, w->req.envp),
+                                      w->arrival_us / 1000, NULL);
     enr_sb_request_start(w->slot, rid, t0_ms, w->arrival_us / 1000);
     w->answer_lost = 0;
-    handle(w, &o, t0_ms);
+    handle(w, &o);
     if (w->answer_lost)
         o.status = STATUS_CLIENT_GONE;
-    lat = enr_mono_us() - t0;
-    slow = w->cfg->slow_request_ms && lat >= (uint64_t)w->cfg->slow_request_ms * 1000;
+    /* What the caller lived: its wait for a worker, then the work.  A
+     * slow request is slow in the worker: under overload every shed
+     * batch waited, and the wait is counted (shed, the histogram), not
+     * logged a line each. */
+    work = enr_mono_us() - t0;
+    lat = work + w->wait_ms * 1000;
+    slow = w->cfg->slow_request_ms && work >= (uint64_t)w->cfg->slow_request_ms * 1000;
     if (slow) {
         char q[96];
-        enr_log(ENR_LOG_WARN, "slow request", "req_id=%s status=%d ms=%" PRIu64 " records=%" PRIu64,
-                enr_log_quote(q, sizeof q, rid ? rid : "-"), o.status, lat / 1000, o.rec_in);
+        enr_log(ENR_LOG_WARN, "slow request",
+                "req_id=%s status=%d ms=%" PRIu64 " wait_ms=%" PRIu64 " records=%" PRIu64,
+                enr_log_quote(q, sizeof q, rid ? rid : "-"), o.status, work / 1000, w->wait_ms,
+                o.rec_in);
     }
     /* The answer is complete before the connection closes (FCGX_Finish_r). */
     enr_fcgi_conn_finish(&w->conn);
@@ -527,6 +596,9 @@ static int soft_limit_reached(worker *w)
 /* Reads the request on fd and serves it; fd is closed on return. */
 static void serve_connection(worker *w, int fd)
 {
+    /* Before a byte is read: reading lets the front send the rest of a
+     * large body, and the kernel's "last data received" would move. */
+    w->tcp_wait_known = enr_shed_tcp_wait_ms(fd, &w->wait_ms) == 0;
     if (enr_fcgi_conn_open(&w->conn, fd) != 0)
         return;
     serve_one(w);

@@ -16,8 +16,9 @@ the unix socket, against the answers of the plain case.
   a 413, FCGI_ABORT_REQUEST or a peer gone mid-body gets no answer and
   the connection closed at once;
 - a body dripped a byte at a time is cut by the worker itself within
-  request_timeout_ms / 2 plus one read timeout, before the master's
-  stuck-request kill: the same worker lives on, no exit in the log."""
+  body_timeout_ms plus one read timeout (a JSON 408: the caller is still
+  there), before the master's stuck-request kill: the same worker lives
+  on, no exit in the log."""
 import os
 import re
 import subprocess
@@ -32,6 +33,7 @@ import harness  # noqa: E402
 H = harness
 SLACK_S = 1.5  # scheduling on a loaded 2-core machine, sanitizer builds
 REQUEST_TIMEOUT_MS = 2000  # set in the config below
+BODY_TIMEOUT_MS = 1000  # likewise
 MAX_BODY = 1 << 20
 
 
@@ -172,7 +174,7 @@ def test_cut_short(r, env, body):
 
 def test_drip(r, env, body):
     """One byte every 50 ms: each wait ends within the read timeout, so only
-    the body's own deadline (request_timeout_ms / 2) ends it."""
+    the body's own deadline (body_timeout_ms) ends it."""
     params = H.fcgi_enrich_params(body)
     pid = env.worker_pids()
     data = head(params) + stdin_records(body, 32768) + end()
@@ -193,7 +195,7 @@ def test_drip(r, env, body):
                 break
     finally:
         c.close()
-    bound = REQUEST_TIMEOUT_MS / 2000.0 + READ_S + SLACK_S
+    bound = BODY_TIMEOUT_MS / 1000.0 + READ_S + SLACK_S
     r.check(cut is not None and cut < bound,
             "drip: the worker ended the connection within %.1f s (%r)" % (bound, cut))
     time.sleep(0.3)
@@ -217,7 +219,8 @@ def main():
     body = big_body(H.build_dir())
     with H.Env(name="fcgi-body") as env:
         env.start_enrichd("workers = 1\nrequest_timeout_ms = %d\nmax_body_bytes = %d\n"
-                          "rss_soft_mb = 0\nrss_hard_mb = 0\n" % (REQUEST_TIMEOUT_MS, MAX_BODY))
+                          "body_timeout_ms = %d\nrss_soft_mb = 0\nrss_hard_mb = 0\n"
+                          % (REQUEST_TIMEOUT_MS, MAX_BODY, BODY_TIMEOUT_MS))
         pids = env.wait_workers(1)
         for fn in (test_layouts, test_cut_short, test_drip):
             res.run(fn, env, body)

@@ -173,7 +173,9 @@ def test_stuck_request(r):
         st, hdr, _ = env.request("/v1/enrich", BODY, headers={"X-Test-Hang-Ms": "20000",
                                                              "X-Request-ID": "stuck-req-1"})
         took = time.monotonic() - t0
-        r.check(st == 502, "the stuck request fails at nginx when its worker is killed: %d" % st)
+        r.check(st == 503 and hdr.get("retry-after"),
+                "the stuck request fails at nginx when its worker is killed: 503 with "
+                "Retry-After (nginx's 502): %d %r" % (st, hdr))
         # The master sees the request past request_timeout_ms (0.5 s) at its
         # next tick (each second), sends TERM, which the stuck worker does
         # not take in the middle of a request, and KILL kill_grace_ms

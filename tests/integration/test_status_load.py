@@ -5,9 +5,12 @@ trouble, through the real nginx and enrichd with a fake upstream:
     at once, show who is busy with which request, and the listen-queue
     depth equals what `ss -xl` reports; work waiting a whole window
     without completing turns /healthz 503 ("stalled");
+    (the queued batches, waiting past queue_timeout_ms, are shed with 503
+    and Retry-After once a worker takes them);
   - the upstream failing: breakers open, degraded records pass the
-    threshold, /healthz is 503 with the reasons, the systemd watchdog ping
-    stops; when the upstream recovers, so does the verdict and the ping.
+    threshold, /healthz is 503 with the reasons, and the systemd watchdog
+    ping goes on (a provider's fault is no reason to restart: liveness
+    is not health); when the upstream recovers, so does the verdict.
 """
 import json
 import os
@@ -125,8 +128,10 @@ def test_blocked_pool(r):
         up.control(mode="ok")
         for t in threads:
             t.join(30)
-        r.check(len(results) == WORKERS + QUEUED and all(st == 200 for _, st in results),
-                "every request answered 200 in the end: %r" % results)
+        r.check(len(results) == WORKERS + QUEUED and
+                all(st == (200 if rid.startswith("blk") else 503) for rid, st in results),
+                "the blocked requests answered 200 in the end, the ones queued behind them "
+                "for %d ms shed with 503 (queue_timeout_ms 1000): %r" % (HANG_MS, results))
         after = get_json(env, "/status")
         r.check(after["in_flight"] == 0 and after["listen queue"] == 0, "drained: %r/%r"
                 % (after["in_flight"], after["listen queue"]))
@@ -194,13 +199,14 @@ def test_upstream_failure(r):
         ok, out = promtool_check(mtext)
         r.check(ok, "promtool while unhealthy: %s" % out)
 
-        # The watchdog ping stops.
+        # The watchdog ping goes on: the pool is live, the provider is sick.
         pings = len(env.notify.values("WATCHDOG"))
         time.sleep(2.5)
         still = healthz(env)[0] == 503
         r.check(still, "still unhealthy (breakers stay open for the cool-down)")
-        r.check(len(env.notify.values("WATCHDOG")) == pings,
-                "no WATCHDOG=1 while unhealthy (%d -> %d)" % (pings, len(env.notify.values("WATCHDOG"))))
+        r.check(len(env.notify.values("WATCHDOG")) >= pings + 3,
+                "WATCHDOG=1 goes on while unhealthy for the provider (%d -> %d in 2.5 s)"
+                % (pings, len(env.notify.values("WATCHDOG"))))
         status_lines = env.notify.values("STATUS")
         r.check(any("unhealthy" in s for s in status_lines), "STATUS= says unhealthy: %r" % status_lines[-3:])
 

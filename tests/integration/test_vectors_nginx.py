@@ -59,13 +59,15 @@ def main():
 
 
 def no_worker(r, env):
-    """With enrichd gone, nginx itself answers: JSON 502, not an HTML page."""
+    """With enrichd gone, nginx itself answers: JSON 503 with Retry-After
+    (its 502, nothing was done), not an HTML page."""
     import signal
     env.signal(signal.SIGQUIT)
     env.wait_exit(10)
     st, h, body = env.request("/v1/enrich", body=b"[]")
-    r.check(st == 502 and h.get("content-type") == "application/json" and b'"error":' in body,
-            "no worker: JSON 502: %d %r" % (st, body[:200]))
+    r.check(st == 503 and h.get("content-type") == "application/json" and b'"error":' in body
+            and h.get("retry-after") == "1",
+            "no worker: JSON 503 with Retry-After: %d %r %r" % (st, h, body[:200]))
 
 
 if __name__ == "__main__":

@@ -109,6 +109,21 @@ int main(void)
     bad("breaker_window = 129\n", "t.conf:1: breaker_window");
     T_CHECK(parse("breaker_window = 0\nbreaker_failure_ratio = 0\n") == 0,
             "ratio 0 is fine with the window rule off: %s", err);
+    /* Liveness: its default makes room for the longest request the other
+     * bounds allow; set explicitly below that, it is refused. */
+    T_CHECK(parse("") == 0 && c.liveness_timeout_ms == 20000 && c.queue_timeout_ms == 1000 &&
+                c.body_timeout_ms == 5000,
+            "defaults: liveness %u queue %u body %u", c.liveness_timeout_ms, c.queue_timeout_ms,
+            c.body_timeout_ms);
+    T_CHECK(parse("request_timeout_ms = 30000\n") == 0 &&
+                c.liveness_timeout_ms == 5000 + 30000 + 2000 + ENR_LIVENESS_SLACK_MS,
+            "unset, raised to the floor: %u (%s)", c.liveness_timeout_ms, err);
+    T_CHECK(parse("liveness_timeout_ms = 10000\n") == 0 && c.liveness_timeout_ms == 10000,
+            "at the floor: %s", err);
+    bad("liveness_timeout_ms = 9999\n", "t.conf:1: liveness_timeout_ms");
+    bad("body_timeout_ms = 9000\nliveness_timeout_ms = 12000\n", "t.conf:2: liveness_timeout_ms");
+    T_CHECK(parse("queue_timeout_ms = 0\n") == 0 && c.queue_timeout_ms == 0, "shedding off: %s",
+            err);
     {
         static const char nul[] = "workers = 2\n\0workers = 3\n";
         T_CHECK(enr_config_parse(&c, nul, sizeof nul - 1, "t.conf", err, sizeof err) != 0,

@@ -242,6 +242,87 @@ static void test_sample_writes_pool(void)
     rmdir(dir);
 }
 
+/* Liveness apart from health: provider faults (5xx, degraded, slow)
+ * leave it live; waiting work that does not move, or no worker, for
+ * liveness_timeout_ms does not. */
+static void test_liveness(void)
+{
+    reset(2);
+    cfg.liveness_timeout_ms = 5000;
+    for (int i = 0; i < 20; i++) {
+        traffic(10, 503, 12, 5, 5); /* all 5xx, all degraded, p99 past the bound */
+        tick();
+    }
+    T_CHECK(h.healthy == 0 && (h.reasons & ENR_HR_5XX) && (h.reasons & ENR_HR_DEGRADED) &&
+                (h.reasons & ENR_HR_P99),
+            "a sick provider is unhealthy: %s", h.reason);
+    T_CHECK(h.liveness.live == 1, "... and still live: %s", h.liveness.reason);
+    T_STREQ(h.liveness.reason, "ok");
+
+    /* Idle: nothing waits, nothing moves: live however long. */
+    reset(2);
+    cfg.liveness_timeout_ms = 5000;
+    for (int i = 0; i < 20; i++)
+        tick();
+    T_CHECK(h.liveness.live == 1 && h.liveness.stuck_ms == 0, "idle is live: %s",
+            h.liveness.reason);
+
+    /* A queue that does not move (since the last sample that saw none). */
+    for (int i = 0; i < 3; i++) {
+        clock_ms += 1000;
+        enr_health_observe(&h, &cfg, &sb, 9, clock_ms);
+    }
+    T_CHECK(h.liveness.live == 1 && h.liveness.stuck_ms == 3000,
+            "queued 3 s of 5: still live (stuck %llu)", (unsigned long long)h.liveness.stuck_ms);
+    clock_ms += 2000;
+    enr_health_observe(&h, &cfg, &sb, 9, clock_ms);
+    T_CHECK(h.liveness.live == 0 && strstr(h.liveness.reason, "unmoved") != NULL,
+            "queued 5 s unmoved: not live: %s", h.liveness.reason);
+    /* One request taken is movement. */
+    ENR_SB_ADD(sb.slot[1].accepted, 1);
+    clock_ms += 1000;
+    enr_health_observe(&h, &cfg, &sb, 9, clock_ms);
+    T_CHECK(h.liveness.live == 1, "a request taken: live again: %s", h.liveness.reason);
+
+    /* A busy worker that never finishes, nothing queued behind it. */
+    ENR_SB_SET(sb.slot[0].state, ENR_WS_BUSY);
+    for (int i = 0; i < 6; i++)
+        tick();
+    T_CHECK(h.liveness.live == 0, "busy 6 s without finishing: not live: %s", h.liveness.reason);
+    traffic(1, 200, 3, 1, 0);
+    T_CHECK((tick(), h.liveness.live == 1), "it finished: live: %s", h.liveness.reason);
+
+    /* No worker at all. */
+    reset(2);
+    cfg.liveness_timeout_ms = 5000;
+    tick();
+    ENR_SB_SET(sb.slot[0].state, ENR_WS_EMPTY);
+    ENR_SB_SET(sb.slot[1].state, ENR_WS_STARTING);
+    for (int i = 0; i < 4; i++)
+        tick();
+    T_CHECK(h.liveness.live == 1 && (h.reasons & ENR_HR_NO_WORKER),
+            "4 s without a worker: unhealthy, still live: %s", h.liveness.reason);
+    tick();
+    T_CHECK(h.liveness.live == 0 && strstr(h.liveness.reason, "no live worker") != NULL,
+            "5 s without a worker: not live: %s", h.liveness.reason);
+    ENR_SB_SET(sb.slot[1].state, ENR_WS_IDLE);
+    T_CHECK((tick(), h.liveness.live == 1), "a worker again: live: %s", h.liveness.reason);
+
+    /* Published and read back, as the status process shows it. */
+    {
+        enr_health r;
+        reset(0);
+        cfg.liveness_timeout_ms = 1000;
+        clock_ms += 1000;
+        enr_health_sample(&h, &cfg, &sb, -1, clock_ms);
+        clock_ms += 2000;
+        enr_health_sample(&h, &cfg, &sb, -1, clock_ms);
+        T_CHECK(enr_health_read(&r, &sb) == 0 && r.liveness.live == 0 &&
+                    strcmp(r.liveness.reason, h.liveness.reason) == 0,
+                "liveness read back: %s", r.liveness.reason);
+    }
+}
+
 int main(void)
 {
     test_basics();
@@ -250,5 +331,6 @@ int main(void)
     test_stall_and_breaker();
     test_ring_step();
     test_sample_writes_pool();
+    test_liveness();
     T_DONE();
 }
