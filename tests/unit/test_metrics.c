@@ -96,7 +96,8 @@ static void lint(const char *text)
             n = sizeof line - 1;
         memcpy(line, p, n);
         line[n] = '\0';
-        if (sscanf(line, "# TYPE %95s %15s", name, types[nf < LINT_FAMILIES ? nf : LINT_FAMILIES - 1]) == 2) {
+        if (sscanf(line, "# TYPE %95s %15s", name,
+                   types[nf < LINT_FAMILIES ? nf : LINT_FAMILIES - 1]) == 2) {
             for (int i = 0; i < nf; i++)
                 if (strcmp(fam[i], name) == 0)
                     bad++, printf("duplicate family %s\n", name);
