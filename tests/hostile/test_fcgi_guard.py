@@ -38,6 +38,7 @@ H = harness
 SLACK_S = 1.5  # scheduling on a loaded 2-core machine, sanitizer builds
 MAX_BODY = 1 << 20
 REQUEST_TIMEOUT_MS = 2000
+BODY_TIMEOUT_MS = 1000  # the whole body's deadline, apart from the work's
 BODY = H.sample_body(50)
 
 
@@ -247,7 +248,7 @@ def test_foreign_records_mid_body(r, env):
 def test_drip_after_foreign(r, env):
     """After a record that is not the body's, the rest of the body dripped
     a byte every 50 ms: cut by the worker's own body deadline
-    (request_timeout_ms / 2), not the master's kill."""
+    (body_timeout_ms), not the master's kill."""
     params = H.fcgi_enrich_params(BODY)
     data = head(params) + H.fcgi_record(H.FCGI_STDIN, b"", 5) + stdin(BODY)
     pids = env.worker_pids()
@@ -269,10 +270,10 @@ def test_drip_after_foreign(r, env):
                 break
     finally:
         c.close()
-    bound = REQUEST_TIMEOUT_MS / 2000.0 + 1.0 + SLACK_S
-    r.check(cut is not None and REQUEST_TIMEOUT_MS / 2000.0 - 0.1 <= cut < bound,
+    bound = BODY_TIMEOUT_MS / 1000.0 + 1.0 + SLACK_S
+    r.check(cut is not None and BODY_TIMEOUT_MS / 1000.0 - 0.1 <= cut < bound,
             "drip after a foreign record: cut at the body deadline, %.1f..%.1f s (%r)"
-            % (REQUEST_TIMEOUT_MS / 2000.0, bound, cut))
+            % (BODY_TIMEOUT_MS / 1000.0, bound, cut))
     time.sleep(0.3)
     r.check(env.worker_pids() == pids and not H.worker_exit_reasons(env),
             "the same worker lives on (%r)" % H.worker_exit_reasons(env))
@@ -383,7 +384,8 @@ def main():
     res = H.Results()
     with H.Env(name="fcgi-guard") as env:
         env.start_enrichd("workers = 1\nmax_body_bytes = %d\nrequest_timeout_ms = %d\n"
-                          "rss_soft_mb = 0\nrss_hard_mb = 0\n" % (MAX_BODY, REQUEST_TIMEOUT_MS))
+                          "body_timeout_ms = %d\nrss_soft_mb = 0\nrss_hard_mb = 0\n"
+                          % (MAX_BODY, REQUEST_TIMEOUT_MS, BODY_TIMEOUT_MS))
         pids = env.wait_workers(1)
         for fn in (test_content_length, test_bodyless_close, test_percent_paths,
                    test_hostile_records, test_foreign_records_mid_body, test_drip_after_foreign):
