@@ -11,8 +11,8 @@ front of one pool, with nginx (nginx/enrichd.conf) as the control:
 - a slow upload (the batch in parts over ~3.5 s): nginx and lighttpd take
   the whole body first (200, the same bytes, no worker busy while it
   arrives, the chunked one too through lighttpd); Apache streams it to
-  the worker, which cuts it at its body deadline (request_timeout_ms / 2)
-  and is free again long before the client is done, and a client at a
+  the worker, which holds the request while it arrives and answers it
+  whole, the upload being within body_timeout_ms, and a client at a
   normal pace gets its 200;
 - /healthz /readyz /status /metrics: 200 and the same documents as
   through nginx (`promtool check metrics` on /metrics), and 403 from
@@ -47,7 +47,6 @@ import harness  # noqa: E402
 H = harness
 VECTORS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vectors.py")
 REQUEST_TIMEOUT_MS = 2000  # set below; the worker's body deadline is half of it
-BODY_DEADLINE_S = REQUEST_TIMEOUT_MS / 2000.0
 SLACK_S = 1.0  # scheduling on a loaded 2-core machine
 MAX_BODY = 4194304  # max_body_bytes (the default), the front ends' limit too
 WORKERS = 3
@@ -56,7 +55,7 @@ WRITE_TIMEOUT_MS = 2000  # set below
 # from 3 MB), so max_records is raised to take it.
 READER_RECORDS = 20000
 READER_CHUNK, READER_PAUSE_S = 8192, 0.05  # 160 KB/s: the answer would take 47 s
-DRIP_PARTS, DRIP_PAUSE_S = 15, 0.25  # ~3.5 s, well past BODY_DEADLINE_S + SLACK_S
+DRIP_PARTS, DRIP_PAUSE_S = 15, 0.25  # ~3.5 s: past request_timeout_ms, within body_timeout_ms
 POLL_CLIENTS, POLL_EACH = 8, 5
 # 40 requests through one status process: with a 500 ms linger on each
 # close they would take up to 20 s (3.7 s with Apache's enablereuse=on,
@@ -206,18 +205,13 @@ def test_slow(r, env, fe, big, buffers):
                     "%s: no worker busy while the body arrives (%r)" % (what, drip))
         else:
             # Apache streams: a worker holds the request from the first
-            # bytes, until its own body deadline cuts it.
-            late = sampler.busy_between(t0 + BODY_DEADLINE_S + SLACK_S, last - 0.05)
+            # bytes; a client still sending within body_timeout_ms (5 s,
+            # the default) gets its answer, not a cut.
             r.check(any(n for n in drip), "%s: a worker holds it while it arrives (%r)"
                     % (what, drip))
-            r.check(late and all(n == 0 for n in late),
-                    "%s: the worker cut it at its body deadline and is free %.1f s in (%r)"
-                    % (what, BODY_DEADLINE_S + SLACK_S, late))
-            r.check(st != 200 and took < DRIP_PARTS * DRIP_PAUSE_S + 5,
-                    "%s: the client gets an error, not a hang or a 200 (%d in %.1f s)"
-                    % (what, st, took))
-            r.check(len(env.log_events("request body read failed")) > cuts,
-                    "%s: logged by the worker as a body read that failed" % what)
+            same_answer(r, "%s: answered whole within body_timeout_ms" % what, got, want)
+            r.check(len(env.log_events("request body read failed")) == cuts,
+                    "%s: no body read failed" % what)
             got, _, _ = post_parts(fe.port, big, 4, 0.05)
             same_answer(r, "%s: an upload at a normal pace (4 parts, 50 ms apart)" % fe.name,
                         got, want)
