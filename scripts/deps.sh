@@ -7,12 +7,14 @@ set -eu
 # What building and serving need (`make run`), then what the tests add
 # (`make test`, CI): sanitizer runtimes and libFuzzer, valgrind, linters,
 # systemd's tools for the unit checks, promtool for /metrics, cgi-fcgi
-# (libfcgi-bin) as a second FastCGI client, and for the fleet test
-# Prometheus itself, curl and ip (network namespaces).
-RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
+# (libfcgi-bin) as a second FastCGI client, for the fleet test
+# Prometheus itself, curl and ip (network namespaces), and the Unicode
+# oracles: ICU (the unit tests) and Node (tests/unicode/, which needs a
+# Node whose ICU has the tables' Unicode version and says so if not).
+RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev
 nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
-libfcgi-bin curl iproute2 groff-base man-db"
+libfcgi-bin curl iproute2 groff-base man-db libicu-dev nodejs"
 # `make deb`: debhelper and lintian; `make system-test`: a Debian root
 # file system booted under systemd-nspawn.
 DEB_PKGS="debhelper lintian fakeroot dpkg-dev"
