@@ -62,7 +62,8 @@ static inline const enr_ucd_rec *rec(uint32_t c)
 {
     size_t block = enr_ucd_stage1[c >> ENR_UCD_SHIFT];
 
-    return &enr_ucd_recs[enr_ucd_stage2[block << ENR_UCD_SHIFT | (c & ((1u << ENR_UCD_SHIFT) - 1))]];
+    return &enr_ucd_recs[enr_ucd_stage2[block << ENR_UCD_SHIFT |
+                                        (c & ((1u << ENR_UCD_SHIFT) - 1))]];
 }
 
 unsigned enr_ucd_ccc(uint32_t c)
@@ -199,7 +200,8 @@ static int64_t decompose(enr_ucd_scratch *s, const uint16_t *src, int32_t n)
         uint32_t c = enr_utf16_next(src, &i, n);
         const enr_ucd_rec *r;
 
-        if (m + ENR_UCD_NFKC_MAX > s->cap && reserve(s, m + ENR_UCD_NFKC_MAX + (size_t)(n - i)) != 0)
+        if (m + ENR_UCD_NFKC_MAX > s->cap &&
+            reserve(s, m + ENR_UCD_NFKC_MAX + (size_t)(n - i)) != 0)
             return -1;
         if (c - SBASE < SCOUNT) {
             uint32_t si = c - SBASE;

@@ -536,8 +536,8 @@ static const unsigned char *segment_end(enr_uni *u, const unsigned char *s,
  * passes is its decoded text), or a segment longer than
  * ENR_UNI_SEGMENT_MAX, sends the whole title to the UTF-16 path, which alone
  * decides, and so does a title longer than max; otherwise the result is
- * the normalizer's (the fast fuzz target compares it with the slow path).  0, -1, or ENR_UNI_TOO_LONG (nothing
- * appended) when the folded text passes max.
+ * the normalizer's (the fast fuzz target compares it with the slow path).  0, -1, or
+ * ENR_UNI_TOO_LONG (nothing appended) when the folded text passes max.
  */
 static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t max, enr_buf *out)
 {

@@ -124,7 +124,7 @@ static void test_id_unicode(void)
           "\xf0\x9f\x98\x80"
           "a");
     /* Unicode 16/17 letters lower-case with the 17.0 tables */
-    id_is("\xea\x9f\x8b", "\xc9\xa4");                     /* U+A7CB -> U+0264 */
+    id_is("\xea\x9f\x8b", "\xc9\xa4");             /* U+A7CB -> U+0264 */
     id_is("\xf0\x96\xba\xa0", "\xf0\x96\xba\xbb"); /* U+16EA0 -> U+16EBB (17.0) */
 
     /* final sigma (rule 10) */
@@ -193,10 +193,10 @@ static void test_title(void)
              "Gr\xc3\xbc\xc3\x9f"
              "e aus K\xc3\xb6ln");
     title_is("\xe2\x80\x82x\xe2\x80\x8by\xc2\x85z",
-             "x\xe2\x80\x8by\xc2\x85z");      /* U+200B, U+0085 stay */
-    title_is("\xf0\x9e\x80\xb0", "\xd0\xb0"); /* U+1E030 -> а */
-    title_is("\xea\x9f\xb1", "S");                 /* U+A7F1 (17.0) -> S */
-    title_is("a\xcc\x81\xe1\xab\x8f", "\xc3\xa1\xe1\xab\x8f"); /* U+1ACF is class 230 (17.0) */
+             "x\xe2\x80\x8by\xc2\x85z");                        /* U+200B, U+0085 stay */
+    title_is("\xf0\x9e\x80\xb0", "\xd0\xb0");                   /* U+1E030 -> а */
+    title_is("\xea\x9f\xb1", "S");                              /* U+A7F1 (17.0) -> S */
+    title_is("a\xcc\x81\xe1\xab\x8f", "\xc3\xa1\xe1\xab\x8f");  /* U+1ACF is class 230 (17.0) */
     title_is("a\xe1\xab\x8f\xcc\x96", "a\xcc\x96\xe1\xab\x8f"); /* ... and goes after class 220 */
 
     /* rule 12: an unpaired surrogate passes unchanged and blocks composition and reordering */
