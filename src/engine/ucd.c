@@ -166,27 +166,31 @@ int enr_ucd_nfkc_quick_yes16(const uint16_t *src, int32_t n)
 void enr_ucd_scratch_free(enr_ucd_scratch *s)
 {
     free(s->cp);
-    s->cp = NULL;
-    s->cap = 0;
+    free(s->tmp);
+    s->cp = s->tmp = NULL;
+    s->cap = s->tmp_cap = 0;
 }
 
-/* Room for need code points in s; 0 or -1. */
-static int reserve(enr_ucd_scratch *s, size_t need)
+/* Room for need code points in *buf, doubling (exact: just need); 0 or
+ * -1. */
+static int reserve(uint32_t **buf, size_t *cap, size_t need, int exact)
 {
-    size_t c = s->cap ? s->cap : SCRATCH_MIN;
+    size_t c = *cap ? *cap : SCRATCH_MIN;
     uint32_t *p;
 
-    if (need <= s->cap)
+    if (need <= *cap)
         return 0;
     while (c < need)
         c *= 2;
+    if (exact)
+        c = need;
     if (c > SIZE_MAX / sizeof(uint32_t))
         return -1;
-    p = realloc(s->cp, c * sizeof(uint32_t));
+    p = realloc(*buf, c * sizeof(uint32_t));
     if (p == NULL)
         return -1;
-    s->cp = p;
-    s->cap = c;
+    *buf = p;
+    *cap = c;
     return 0;
 }
 
@@ -201,7 +205,7 @@ static int64_t decompose(enr_ucd_scratch *s, const uint16_t *src, int32_t n)
         const enr_ucd_rec *r;
 
         if (m + ENR_UCD_NFKC_MAX > s->cap &&
-            reserve(s, m + ENR_UCD_NFKC_MAX + (size_t)(n - i)) != 0)
+            reserve(&s->cp, &s->cap, m + ENR_UCD_NFKC_MAX + (size_t)(n - i), 0) != 0)
             return -1;
         if (c - SBASE < SCOUNT) {
             uint32_t si = c - SBASE;
@@ -232,18 +236,29 @@ static int reorder(enr_ucd_scratch *s, size_t m)
     size_t i = 0;
 
     while (i < m) {
-        size_t j = i;
+        size_t j = i, sorted = 1;
+        unsigned last = 0;
 
-        while (j < m && enr_ucd_ccc(s->cp[j]) != 0)
-            j++;
-        if (j - i > SORT_INSERTION_MAX) {
+        for (; j < m; j++) {
+            unsigned cc = enr_ucd_ccc(s->cp[j]);
+
+            if (cc == 0)
+                break;
+            sorted &= last <= cc;
+            last = cc;
+        }
+        if (sorted) {
+            /* nothing to do: most runs, and a title of one mark repeated */
+        } else if (j - i > SORT_INSERTION_MAX) {
             size_t count[257] = {0}, len = j - i;
             uint32_t *run, *tmp;
 
-            if (reserve(s, m + len) != 0)
+            /* room for the run alone, no more: a title of marks is all
+             * one run */
+            if (reserve(&s->tmp, &s->tmp_cap, len, 1) != 0)
                 return -1;
             run = s->cp + i;
-            tmp = s->cp + m;
+            tmp = s->tmp;
             for (size_t k = 0; k < len; k++)
                 count[enr_ucd_ccc(run[k]) + 1]++;
             for (int k = 1; k < 257; k++)

@@ -33,11 +33,12 @@ int enr_ucd_stable(uint32_t c);
 /* Case_Ignorable (DerivedCoreProperties). */
 int enr_ucd_case_ignorable(uint32_t c);
 
-/* The code points of NFKC's work on one text: grown as needed, kept
- * between calls, freed by enr_ucd_scratch_free. */
+/* The code points of NFKC's work on one text, and the room to sort a
+ * long run of marks: grown as needed, kept between calls, freed by
+ * enr_ucd_scratch_free. */
 typedef struct enr_ucd_scratch {
-    uint32_t *cp;
-    size_t cap;
+    uint32_t *cp, *tmp;
+    size_t cap, tmp_cap;
 } enr_ucd_scratch;
 
 void enr_ucd_scratch_free(enr_ucd_scratch *s);

@@ -147,7 +147,7 @@ void enr_uni_set_slow(enr_uni *u, int slow)
 void enr_uni_shrink(enr_uni *u, size_t keep)
 {
     /* back to the start-up size: the next request grows them again */
-    if (u->nfkc.cap * sizeof(uint32_t) > keep)
+    if ((u->nfkc.cap + u->nfkc.tmp_cap) * sizeof(uint32_t) > keep)
         enr_ucd_scratch_free(&u->nfkc); /* the next title grows it again */
     if ((size_t)u->src_cap * sizeof(uint16_t) > keep) {
         free(u->src);

@@ -394,6 +394,32 @@ static void test_mark_run(void)
     free(ref8);
 }
 
+/* U+0F73 is a starter whose decomposition (U+0F71 U+0F72) holds marks of
+ * classes 129 and 130: U+0F73 U+0F71 repeated is one run of marks out of
+ * order once decomposed, sorted in linear time all the same. */
+static void test_decomposed_mark_run(void)
+{
+    enum { N = 100000 };
+    enr_buf in = {0}, want = {0}, out = {0};
+    clock_t t0;
+
+    for (int i = 0; i < N; i++)
+        enr_buf_lit(&in, "\xe0\xbd\xb3\xe0\xbd\xb1"); /* U+0F73 U+0F71 */
+    for (int i = 0; i < 2 * N; i++)
+        enr_buf_lit(&want, "\xe0\xbd\xb1"); /* U+0F71 (129) first */
+    for (int i = 0; i < N; i++)
+        enr_buf_lit(&want, "\xe0\xbd\xb2"); /* then U+0F72 (130) */
+    t0 = clock();
+    T_CHECK(enr_uni_title(uni, in.data, in.len, ENR_UNI_NO_MAX, &out) == 0 && out.len == want.len &&
+                memcmp(out.data, want.data, out.len) == 0,
+            "U+0F73 U+0F71 x %d: marks in canonical order (%zu bytes)", N, out.len);
+    T_CHECK(clock() - t0 < CLOCKS_PER_SEC / 2, "U+0F73 U+0F71 x %d in %.3f s", N,
+            (double)(clock() - t0) / CLOCKS_PER_SEC);
+    enr_buf_free(&in);
+    enr_buf_free(&want);
+    enr_buf_free(&out);
+}
+
 /* Appends the WTF-8 form of code point c. */
 static size_t put_bmp(char *o, unsigned c)
 {
@@ -548,6 +574,7 @@ int main(void)
     test_version();
     test_id_pieces();
     test_mark_run();
+    test_decomposed_mark_run();
     test_title_fast_is_icu();
     test_title_fast_max();
     enr_uni_free(uni);
