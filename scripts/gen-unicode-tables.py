@@ -49,7 +49,7 @@ MAX_CP = 0x110000
 SBASE, LBASE, VBASE, TBASE = 0xAC00, 0x1100, 0x1161, 0x11A7
 SCOUNT = 11172
 
-F_QC_NO, F_QC_MAYBE, F_CASED, F_IGNORABLE, F_LOWER_SEQ = 1, 2, 4, 8, 16
+F_QC_NO, F_QC_MAYBE, F_CASED, F_IGNORABLE, F_LOWER_SEQ, F_NO_BOUNDARY = 1, 2, 4, 8, 16, 32
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "engine",
                    "ucd_tables.inc")
@@ -236,7 +236,15 @@ def main():
         for s, c in pairs:
             comp.extend((s, c))
 
+    def utf8_len(c):
+        return 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
+
     max_expand = 1
+    # NFKC has a boundary before c when c's decomposition starts with a
+    # starter that never combines with what precedes it (quick check not
+    # Maybe).  A run without one is normalized in one piece: ucd.h says
+    # how many code points per byte of input such a run can make.
+    run_ratio = 0.0
     recs, rec_at, rec_of = [], {}, [0] * MAX_CP
     for cp in range(MAX_CP):
         if 0xD800 <= cp <= 0xDFFF:
@@ -257,16 +265,21 @@ def main():
                     flags |= F_LOWER_SEQ
                     lo = put_seq(lower[cp])
             d = 0
+            nfkd = [cp]
             if cp in decomp:
                 nfkd = full_decomp(cp, decomp, ccc)
                 max_expand = max(max_expand, len(nfkd))
                 d = put_seq(nfkd)
+            if ccc[nfkd[0]] != 0 or qc.get(nfkd[0], "Y") == "M":
+                flags |= F_NO_BOUNDARY
+                run_ratio = max(run_ratio, len(nfkd) / utf8_len(cp))
             key = (lo, d, comp_at.get(cp, 0), ccc[cp], flags)
         if key not in rec_at:
             rec_at[key] = len(recs)
             recs.append(key)
         rec_of[cp] = rec_at[key]
     assert len(seq) < 65536 and len(comp) < 65536 and len(recs) < 65536
+    assert run_ratio <= 1.0, run_ratio
     # the code relies on these: no lower-case mapping leaves its plane's
     # UTF-16 length, and U+0130 is the only one that is longer
     for cp, m in lower.items():

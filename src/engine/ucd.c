@@ -37,6 +37,7 @@ typedef struct enr_ucd_rec {
 #define F_CASED 4
 #define F_IGNORABLE 8
 #define F_LOWER_SEQ 16
+#define F_NO_BOUNDARY 32
 
 #include "engine/ucd_tables.inc"
 
@@ -81,6 +82,11 @@ int enr_ucd_stable(uint32_t c)
     const enr_ucd_rec *r = rec(c);
 
     return (r->flags & (F_QC_NO | F_QC_MAYBE)) == 0 && r->ccc == 0;
+}
+
+int enr_ucd_boundary_before(uint32_t c)
+{
+    return (rec(c)->flags & F_NO_BOUNDARY) == 0;
 }
 
 int enr_ucd_case_ignorable(uint32_t c)

@@ -30,6 +30,14 @@ int enr_ucd_nfkc_yes(uint32_t c);
 /* Quick check Yes and class 0: normalization has a boundary before c. */
 int enr_ucd_stable(uint32_t c);
 
+/* NFKC has a boundary before c: its decomposition starts with a starter
+ * that composes with nothing before it (U+FDFA, Hangul, a lone
+ * surrogate; not a mark, U+0F73 or a Hangul vowel), so text cut before c
+ * normalizes piece by piece.  A run of code points without one makes at
+ * most one code point per UTF-8 byte when decomposed (the generator
+ * checks it). */
+int enr_ucd_boundary_before(uint32_t c);
+
 /* Case_Ignorable (DerivedCoreProperties). */
 int enr_ucd_case_ignorable(uint32_t c);
 

@@ -740,7 +740,7 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
         return u->slow ? enr_wtf8_fold(s, len, out, max) : enr_wtf8_fold_fast(s, len, out, max);
 
     /* In pieces cut where normalization cannot interact across (a
-     * boundary before the next code point, enr_ucd_stable), so the
+     * boundary before the next code point), so the
      * normalizer never builds more than ENR_UNI_NFKC_MAX times a piece: normalizing the whole of a
      * 4 MB title of U+FDFA would have it hold 100 MB, even just to say
      * how long the result is. */
@@ -757,7 +757,7 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
                 end++; /* never between the units of a pair */
             while (end < n) {
                 int32_t next = end;
-                if (enr_ucd_stable(enr_utf16_next(u->src, &next, n)))
+                if (enr_ucd_boundary_before(enr_utf16_next(u->src, &next, n)))
                     break;
                 end = next;
             }
