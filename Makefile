@@ -249,7 +249,7 @@ uninstall:
 # project's).  Needs debhelper and lintian: `scripts/deps.sh deb`.
 DEB := build-deb/enrichd_$(VERSION)_amd64.deb
 deb: $(DEB)
-$(DEB): $(LIBSRC) $(wildcard src/*/*.h) $(CMDSRC) conf/enrichd.conf $(wildcard conf/systemd/*) \
+$(DEB): $(LIBSRC) $(wildcard src/*/*.h src/*/*.inc) $(CMDSRC) conf/enrichd.conf $(wildcard conf/systemd/*) \
 		nginx/enrichd.conf nginx/enrichd-cluster.conf $(NGINX_SNIPPETS) $(FLEET_EXAMPLES) \
 		scripts/rolling-restart $(filter-out man/enrichd.conf.5,$(MANPAGES)) \
 		$(wildcard scripts/debian/* scripts/debian/*/*) scripts/build-deb.sh scripts/gen-conf-man.py Makefile
