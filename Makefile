@@ -22,12 +22,15 @@ OPT     ?= -O2
 endif
 
 # libcurl: headers only; it is loaded at run time (src/base/curlapi.h says why).
-# ICU, libcrypto and libstdc++ (ICU's) are linked statically: their
-# relocations at every exec cost more than all of enrichd's start-up work
-# (~4 and ~2.5 ms here), and Debian ships the .a files in the -dev packages.
-PKGS    := icu-uc json-c libsystemd libcrypto
+# libcrypto is linked statically: its relocations at every exec cost more
+# than all of enrichd's start-up work, and Debian ships the .a file in
+# the -dev package.  The Unicode data is the engine's own
+# (src/engine/ucd_tables.inc); ICU is only the unit tests' second oracle.
+PKGS    := json-c libsystemd libcrypto
 PKGCF   := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
-STATIC_ENGINE_LIBS := -Wl,-Bstatic -licuuc -licudata -lcrypto -lstdc++ -Wl,-Bdynamic -lm -lpthread -ldl
+STATIC_ENGINE_LIBS := -Wl,-Bstatic -lcrypto -Wl,-Bdynamic -lm -lpthread -ldl
+TEST_ICU_CF := $(shell pkg-config --cflags icu-uc 2>/dev/null)
+TEST_ICU_LIBS := $(shell pkg-config --libs icu-uc 2>/dev/null)
 
 # The test hooks (-DENR_TEST_HOOKS) let any client stall or crash a worker
 # through a header: such a binary must never be taken for the product, so
@@ -67,7 +70,7 @@ $(B)/cmd/%.o: src/cmd/%.c
 
 $(B)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
-	$(CC) $(ALLCF) -Itests/unit -c -o $@ $<
+	$(CC) $(ALLCF) $(TEST_ICU_CF) -Itests/unit -c -o $@ $<
 
 $(LIB): $(LIBOBJ)
 	@rm -f $@
@@ -85,7 +88,7 @@ $(B)/enrich: $(B)/cmd/enrich.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(STATIC_ENGINE_LIBS)
 
 $(B)/tests/%: $(B)/tests/%.o $(LIB)
-	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS) $(TEST_ICU_LIBS)
 
 # Installs the Debian packages the build, the tests and `make run` need
 # (only those missing; a no-op on a ready machine).  `make test` and
@@ -252,7 +255,7 @@ uninstall:
 # project's).  Needs debhelper and lintian: `scripts/deps.sh deb`.
 DEB := build-deb/enrichd_$(VERSION)_amd64.deb
 deb: $(DEB)
-$(DEB): $(LIBSRC) $(wildcard src/*/*.h) $(CMDSRC) conf/enrichd.conf $(wildcard conf/systemd/*) \
+$(DEB): $(LIBSRC) $(wildcard src/*/*.h src/*/*.inc) $(CMDSRC) conf/enrichd.conf $(wildcard conf/systemd/*) \
 		nginx/enrichd.conf nginx/enrichd-cluster.conf $(NGINX_SNIPPETS) $(FLEET_EXAMPLES) \
 		scripts/rolling-restart $(filter-out man/enrichd.conf.5,$(MANPAGES)) \
 		$(wildcard scripts/debian/* scripts/debian/*/*) scripts/build-deb.sh scripts/gen-conf-man.py Makefile

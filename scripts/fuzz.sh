@@ -42,11 +42,11 @@ TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcg
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
-CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$ROOT/src $(pkg-config --cflags icu-uc libcrypto json-c)"
+CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$ROOT/src $(pkg-config --cflags libcrypto json-c)"
 S=$ROOT/src
 # Every file of the engine layer (it uses only buf.c below it).
 ENGINE="$(echo "$S"/engine/*.c) $S/base/buf.c"
-ENGINE_LIBS="$(pkg-config --libs icu-uc libcrypto) -lm"
+ENGINE_LIBS="$(pkg-config --libs libcrypto) -lm"
 
 # Each target: the sources it needs, its libraries, its longest input.
 target_srcs() {

@@ -28,7 +28,9 @@ def graph(src):
                 incs = INCLUDE.findall(fh.read())
             deps = edges.setdefault(mod, set())
             for inc in incs:
-                dep = inc[:-2] if inc.endswith(".h") else inc
+                if not inc.endswith(".h"):
+                    continue  # a generated .inc is part of the file that includes it
+                dep = inc[:-2]
                 if dep != mod and (os.path.exists(os.path.join(src, inc))):
                     deps.add(dep)
     return edges

@@ -11,8 +11,9 @@ and where the incumbent fails (500, or 400 "expected array") enrich must
 reject with a 4xx.  Random batches are built from pieces that stress the
 contract: every JSON type for id/duration/title, escapes, lone surrogates,
 invalid UTF-8, the white-space set, compatibility characters, final sigma,
-duplicate keys.  Code points whose behaviour changed after Unicode 15.0
-are avoided (the incumbent's Node may carry newer tables).
+duplicate keys, and the code points whose behaviour changed between
+Unicode 15.0 and 17.0 (CONTRACT rule 17.3: the engine's tables and the
+incumbent's Node 20 are both 17.0).
 """
 import argparse
 import http.client
@@ -35,6 +36,20 @@ CHARS = (list("abcXYZ019-_.:/?#&% ,'\"\\") + WS + NOT_WS +
           "ﬁ", "①", "㍻", "¨", "ﷺ", "\u0301", "\u0308", "\u0345", "ʰ", "'", "Ꭰ", "Ა", "𐐀", "𞤀",
           "東", "京", "ก", "ำ", "한", "ᄀ", "ᅡ", "ᆨ", "Ệ", "ệ", "😀", "👍🏽", "\u0000", "\u001f",
           "\u007f", "\u0080", "\u2028", "\ufffd", "\U0001D400", "\u1e9e", "\u0130", "\u03a3"])
+# Unicode 15.0 -> 17.0 (rule 17.3): new lower-case mappings, NFKC
+# mappings, compositions (with their pairs' parts), combining classes,
+# Cased / Case_Ignorable; drawn as often as the rest together.
+POST15 = [chr(c) for a, b in (
+    (0x1C89, 0x1C8A), (0xA7CB, 0xA7CF), (0xA7D2, 0xA7D2), (0xA7D4, 0xA7D4), (0xA7DA, 0xA7DC),
+    (0xA7F1, 0xA7F1), (0x0295, 0x0295), (0x0897, 0x0897), (0x1ACF, 0x1ADD), (0x1AE0, 0x1AEB),
+    (0x105C9, 0x105C9), (0x105D2, 0x105D2), (0x105DA, 0x105DA), (0x105E4, 0x105E4),
+    (0x10D4E, 0x10D4E), (0x10D50, 0x10D6D), (0x10D6F, 0x10D85), (0x10EC5, 0x10EC5),
+    (0x10EFA, 0x10EFC), (0x11382, 0x11385), (0x1138B, 0x1138E), (0x11390, 0x11391),
+    (0x113B8, 0x113C9), (0x113CE, 0x113D2), (0x113E1, 0x113E2), (0x1171E, 0x1171E),
+    (0x11B60, 0x11B66), (0x11DD9, 0x11DD9), (0x11F5A, 0x11F5A), (0x1611E, 0x1612F),
+    (0x16D40, 0x16D42), (0x16D63, 0x16D6C), (0x16EA0, 0x16ED3), (0x16FF2, 0x16FF3),
+    (0x1CCD6, 0x1CCF9), (0x1E5EE, 0x1E5EF), (0x1E6E3, 0x1E6FF)) for c in range(a, b + 1)]
+POST15 += ["\u0307", "\u0301", "\u0316", "A", "\u03a3"]  # their partners
 ESCAPES = ["\\ud800", "\\udc00", "\\ud83d\\ude00", "\\ud83dA", "\\u0041", "\\u00e9", "\\n",
            "\\/", "\\\\", "\\\"", "\\u0000", "\\u03A3", "\\uFEFF", "\\u2028"]
 BAD_UTF8 = [b"\x80", b"\xc0\x80", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf0\x9f\x98", b"\xff",
@@ -50,7 +65,7 @@ def rstr(rng, maxlen=12):
         elif r < 0.16:
             out += rng.choice(BAD_UTF8)
         else:
-            c = rng.choice(CHARS)
+            c = rng.choice(POST15 if rng.random() < 0.5 else CHARS)
             if c in ("\"", "\\") or (len(c) == 1 and ord(c) < 0x20):
                 out += ("\\u%04x" % ord(c)).encode()
             else:

@@ -70,6 +70,12 @@ def main():
             suites.append(("unit/" + os.path.basename(t), [t]))
     suites.append(("vectors/cli", [sys.executable, "tests/vectors.py", "--cmd",
                                    os.path.join(args.build, "enrich")]))
+    # The lower-casing and NFKC against Node's (tests/unicode/oracle.mjs):
+    # every code point and composition pair, then seeded random strings
+    # (a million of them once by hand: --random 1000000).
+    node = ["node", "tests/unicode/oracle.mjs", "--cmd", os.path.join(args.build, "enrich")]
+    suites.append(("vectors/unicode-node", node))
+    suites.append(("vectors/unicode-node-random", node + ["--random", "200000", "--seed", "17"]))
     # hostile/: the same real stack, driven as an attacker or a careless
     # operator would (slow readers, inflating input, bad upstreams, bad
     # reloads, raw FastCGI); counted as integration suites.

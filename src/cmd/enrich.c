@@ -4,8 +4,9 @@
  * a contract error exit 2 with the JSON error on stderr and nothing on
  * stdout; exit 1 on an operating-system or internal failure.
  *
- * Start-up is kept to what the engine needs (ICU's data is mapped, not
- * parsed), so a cold run costs a few milliseconds.
+ * Start-up is kept to what the engine needs (its Unicode tables are
+ * constant data, nothing to load), so a cold run costs a few
+ * milliseconds.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -66,7 +67,7 @@ int main(int argc, char **argv)
     }
     e = enr_engine_new();
     if (e == NULL) {
-        fprintf(stderr, "enrich: cannot initialise the engine (ICU or OpenSSL)\n");
+        fprintf(stderr, "enrich: cannot initialise the engine (OpenSSL or memory)\n");
         return 1;
     }
     if (enr_parse(e, in.data ? in.data : "", in.len, 0, &batch, &err) < 0) {

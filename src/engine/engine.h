@@ -60,7 +60,7 @@ typedef struct enr_error {
 
 typedef struct enr_engine enr_engine;
 
-enr_engine *enr_engine_new(void); /* NULL on failure (ICU, OpenSSL, memory) */
+enr_engine *enr_engine_new(void); /* NULL on failure (OpenSSL, memory) */
 void enr_engine_free(enr_engine *e);
 
 /* max_output_bytes (0: none).  The output is checked while it is printed

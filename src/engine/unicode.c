@@ -1,31 +1,32 @@
 /*
  * unicode.c: the Unicode steps of the contract (rules 4.2, 7.2, 8, 10, 12)
- * on WTF-8 text, with ICU's data (rule 17).
+ * on WTF-8 text, with the Unicode data of ucd.c (rule 17).
  *
- * ICU works on UTF-16, where an unpaired surrogate is simply a lone code
- * unit: ICU treats it as a code point with no decomposition, combining
- * class 0, no case mapping, neither Cased nor Case_Ignorable, which is
- * exactly what rules 10 and 12 ask (tests/unit/test_unicode.c checks
- * it).  So WTF-8 is converted here, by hand, to UTF-16 with lone
- * surrogates kept as lone units, and back.
+ * The lower-casing and the normalizer (ucd.c) work on UTF-16, where an
+ * unpaired surrogate is simply a lone code unit: a code point with no
+ * decomposition, combining class 0, no case mapping, neither Cased nor
+ * Case_Ignorable, which is exactly what rules 10 and 12 ask
+ * (tests/unit/test_unicode.c checks it).  So WTF-8 is converted here to
+ * UTF-16 with lone surrogates kept as lone units, and back.
  *
  * Fast paths, because nearly every id and most titles are ASCII: ASCII
- * never reaches ICU (NFKC of ASCII is the identity, lower-casing ASCII is
- * tolower); non-ASCII titles already in NFKC skip the normalizer and are
+ * never reaches the normalizer (NFKC of ASCII is the identity,
+ * lower-casing ASCII is tolower); non-ASCII titles already in NFKC skip the normalizer and are
  * folded on their original bytes, and most are known to be in NFKC from
  * their UTF-8 bytes alone (title_one_pass), without the UTF-16 copy,
  * with the code points whose NFKC is a few stable code points (fullwidth
  * forms, ligatures, Roman numerals, ...) replaced on the way.
- * With enr_uni_set_slow() ICU's own check and the first fold decide:
+ * With enr_uni_set_slow() the UTF-16 quick check and the first fold decide:
  * the reference the fast fuzz target holds the fast paths to.
  *
- * Invariants: an enr_uni owns two UTF-16 scratch buffers that grow as
- * needed and shrink only through enr_uni_shrink() between requests, so a
- * worker's steady state does not allocate; outputs are appended to the
- * caller's enr_buf and never overlap the input.  An id goes through ICU
- * in pieces (ENR_UNI_ID_PIECE), a title whole but refused once its
- * result passes the caller's max: neither scratch buffer grows with what
- * the input could inflate to.
+ * Invariants: an enr_uni owns two UTF-16 scratch buffers and the
+ * normalizer's code points that grow as needed and shrink only through
+ * enr_uni_shrink() between requests, so a worker's steady state does not
+ * allocate; outputs are appended to the caller's enr_buf and never
+ * overlap the input.  An id is lower-cased in pieces (ENR_UNI_ID_PIECE),
+ * a title normalized in pieces and refused once its result passes the
+ * caller's max: no scratch buffer grows with what the input could
+ * inflate to.
  */
 #include "engine/unicode.h"
 
@@ -33,39 +34,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <unicode/uchar.h>
-#include <unicode/utf16.h>
-#include <unicode/utf8.h>
-#include <unicode/unorm2.h>
-#include <unicode/ustring.h>
-#include <unicode/uversion.h>
+#include <string.h>
 
 #include "base/text.h"
+#include "engine/ucd.h"
 #include "engine/wtf8.h"
 
 #define ENR_UNI_MIN_CAP 256 /* UTF-16 units: most titles fit at once */
 
 /* An id is lower-cased in pieces of about this many bytes, cut where no
- * final-sigma context can cross (cut_ok), so ICU's scratch stays this
+ * final-sigma context can cross (cut_ok), so the scratch stays this
  * small whatever the id's length (a joined "[object Object]" id, or one
  * of invalid bytes, can be MBs). */
 #define ENR_UNI_ID_PIECE 4096
 /* A title is normalized in pieces of about this many UTF-16 units, and
- * NFKC makes at most 18 code points of one (U+FDFA, UAX #15): ICU's
+ * NFKC makes at most 18 code points of one (U+FDFA, UAX #15): the
  * output for a piece always fits ENR_UNI_NFKC_MAX times it. */
 #define ENR_UNI_NFKC_PIECE 4096
-#define ENR_UNI_NFKC_MAX 18
-/* Runs of combining marks longer than this are put in canonical order
- * before ICU sees them (sort_mark_runs). */
-#define ENR_UNI_MARK_RUN_SORT 32
-/* title_one_pass gives ICU the few code points around one it cannot
- * decide, from stable code point to stable code point, up to this many
- * bytes (no longer run of marks can cost ICU much); past it the title
- * goes to ICU whole, in pieces, with its marks sorted first. */
+#define ENR_UNI_NFKC_MAX ENR_UCD_NFKC_MAX
+/* title_one_pass gives the normalizer the few code points around one it
+ * cannot decide, from stable code point to stable code point, up to this
+ * many bytes; past it the title goes to the normalizer whole, in
+ * pieces. */
 #define ENR_UNI_SEGMENT_MAX 256
 
 /* The code points in pages of 256 for the NFKC check on UTF-8 bytes
- * (title_one_pass): a page's classes are read from ICU the first time a
+ * (title_one_pass): a page's classes are worked out the first time a
  * title uses it, so start-up pays nothing and a worker only the few
  * scripts its titles are written in (about 1.3 KB each). */
 #define ENR_UNI_PAGES (0x110000 >> 8)
@@ -82,12 +76,12 @@ typedef struct uni_page {
 } uni_page;
 
 struct enr_uni {
-    const UNormalizer2 *nfkc; /* owned by ICU, never freed */
-    UChar *src;               /* the input as UTF-16 */
-    UChar *dst;               /* ICU's output */
+    uint16_t *src; /* the input as UTF-16 */
+    uint16_t *dst; /* the normalizer's or the lower-casing's output */
     int32_t src_cap, dst_cap;
+    enr_ucd_scratch nfkc;           /* the normalizer's code points */
     int slow;                       /* fast paths off: the fuzz target's reference */
-    uint8_t ascii_ignorable[128];   /* Case_Ignorable, from ICU's data */
+    uint8_t ascii_ignorable[128];   /* Case_Ignorable */
     uni_page *pages[ENR_UNI_PAGES]; /* NULL until a title uses the page */
     /* The NFKC of each ENR_UNI_MAPPED code point met so far: a length
      * byte, a byte that says whether it holds white space, its UTF-8.
@@ -96,10 +90,10 @@ struct enr_uni {
 };
 
 /* Ensures *buf holds at least need units; 0 or -1. */
-static int grow16(UChar **buf, int32_t *cap, size_t need)
+static int grow16(uint16_t **buf, int32_t *cap, size_t need)
 {
     size_t c = *cap ? (size_t)*cap : ENR_UNI_MIN_CAP;
-    UChar *p;
+    uint16_t *p;
 
     if (need <= (size_t)*cap)
         return 0;
@@ -107,7 +101,7 @@ static int grow16(UChar **buf, int32_t *cap, size_t need)
         return -1;
     while (c < need)
         c *= 2;
-    p = realloc(*buf, c * sizeof(UChar));
+    p = realloc(*buf, c * sizeof(uint16_t));
     if (p == NULL)
         return -1;
     *buf = p;
@@ -117,21 +111,12 @@ static int grow16(UChar **buf, int32_t *cap, size_t need)
 
 enr_uni *enr_uni_new(void)
 {
-    UErrorCode err = U_ZERO_ERROR;
     enr_uni *u = calloc(1, sizeof(*u));
-    UChar probe[4];
 
     if (u == NULL)
         return NULL;
-    u->nfkc = unorm2_getNFKCInstance(&err);
-    if (U_FAILURE(err) || u->nfkc == NULL)
-        goto fail;
-    /* Loads the case-mapping data now rather than on the first request. */
-    u_strToLower(probe, 4, (const UChar[]){0x41, 0}, 1, "", &err);
-    if (U_FAILURE(err))
-        goto fail;
-    for (UChar32 c = 0; c < 128; c++)
-        u->ascii_ignorable[c] = u_hasBinaryProperty(c, UCHAR_CASE_IGNORABLE) != 0;
+    for (uint32_t c = 0; c < 128; c++)
+        u->ascii_ignorable[c] = (uint8_t)enr_ucd_case_ignorable(c);
     if (grow16(&u->src, &u->src_cap, ENR_UNI_MIN_CAP) != 0 ||
         grow16(&u->dst, &u->dst_cap, ENR_UNI_MIN_CAP) != 0)
         goto fail;
@@ -147,6 +132,7 @@ void enr_uni_free(enr_uni *u)
         return;
     free(u->src);
     free(u->dst);
+    enr_ucd_scratch_free(&u->nfkc);
     for (int i = 0; i < ENR_UNI_PAGES; i++)
         free(u->pages[i]);
     enr_buf_free(&u->maps);
@@ -161,14 +147,16 @@ void enr_uni_set_slow(enr_uni *u, int slow)
 void enr_uni_shrink(enr_uni *u, size_t keep)
 {
     /* back to the start-up size: the next request grows them again */
-    if ((size_t)u->src_cap * sizeof(UChar) > keep) {
+    if ((u->nfkc.cap + u->nfkc.tmp_cap) * sizeof(uint32_t) > keep)
+        enr_ucd_scratch_free(&u->nfkc); /* the next title grows it again */
+    if ((size_t)u->src_cap * sizeof(uint16_t) > keep) {
         free(u->src);
         u->src = NULL;
         u->src_cap = 0;
         if (grow16(&u->src, &u->src_cap, ENR_UNI_MIN_CAP) != 0)
             u->src_cap = 0;
     }
-    if ((size_t)u->dst_cap * sizeof(UChar) > keep) {
+    if ((size_t)u->dst_cap * sizeof(uint16_t) > keep) {
         free(u->dst);
         u->dst = NULL;
         u->dst_cap = 0;
@@ -177,11 +165,41 @@ void enr_uni_shrink(enr_uni *u, size_t keep)
     }
 }
 
-/* NFKC quick check Yes and combining class 0. */
-static int stable(UChar32 c)
+static int is_surrogate(uint32_t c)
 {
-    return !U_IS_SURROGATE(c) && u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES &&
-           u_getCombiningClass(c) == 0;
+    return (c & 0xfffff800u) == 0xd800;
+}
+
+/* NFKC quick check Yes and combining class 0, and not a lone surrogate
+ * (title_one_pass leaves those to the checked paths). */
+static int stable(uint32_t c)
+{
+    return !is_surrogate(c) && enr_ucd_stable(c);
+}
+
+/* c (not a surrogate) as UTF-8 at w; its length. */
+static size_t utf8_put(unsigned char *w, uint32_t c)
+{
+    if (c < 0x80) {
+        w[0] = (unsigned char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        w[0] = (unsigned char)(0xc0 | (c >> 6));
+        w[1] = (unsigned char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c < 0x10000) {
+        w[0] = (unsigned char)(0xe0 | (c >> 12));
+        w[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+        w[2] = (unsigned char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    w[0] = (unsigned char)(0xf0 | (c >> 18));
+    w[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f));
+    w[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+    w[3] = (unsigned char)(0x80 | (c & 0x3f));
+    return 4;
 }
 
 /*
@@ -198,66 +216,56 @@ static int stable(UChar32 c)
  * with its neighbours.  ENR_UNI_WS: white space (rule 8) that is stable
  * or that NFKC maps to U+0020 (U+00A0, U+3000, ...): it counts as U+0020
  * and is not even replaced, since rule 7.2 folds both the same way.
- * ENR_UNI_NOT_YES otherwise: ICU decides.
+ * ENR_UNI_NOT_YES otherwise: the normalizer decides.
  */
 /* Is BMP code point c white space (enr_ws_len, the one definition of
  * rule 8, asked on its UTF-8 form)? */
 static int ws_bmp(unsigned c)
 {
-    unsigned char w[3];
-    size_t n;
+    unsigned char w[4];
+    size_t n = utf8_put(w, c);
 
-    if (c < 0x80) {
-        w[0] = (unsigned char)c;
-        n = 1;
-    } else if (c < 0x800) {
-        w[0] = (unsigned char)(0xc0 | (c >> 6));
-        w[1] = (unsigned char)(0x80 | (c & 0x3f));
-        n = 2;
-    } else {
-        w[0] = (unsigned char)(0xe0 | (c >> 12));
-        w[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
-        w[2] = (unsigned char)(0x80 | (c & 0x3f));
-        n = 3;
-    }
     return enr_ws_len(w, w + n) > 0;
 }
 
-static unsigned nfkc_class(enr_uni *u, UChar32 c, uint32_t *map)
+static unsigned nfkc_class(enr_uni *u, uint32_t c, uint32_t *map)
 {
-    UErrorCode err = U_ZERO_ERROR;
-    UChar in[2], o[2 * ENR_UNI_NFKC_MAX];
+    uint16_t in[2], o[2 * ENR_UNI_NFKC_MAX];
     unsigned char m[2 + ENR_UNI_MAP_MAX];
     int32_t n, nin = 0, i = 0;
     size_t len = 0;
     int ws = 0;
 
-    if (U_IS_SURROGATE(c))
+    if (is_surrogate(c))
         return ENR_UNI_NOT_YES;
-    if (u_getIntPropertyValue(c, UCHAR_NFKC_QUICK_CHECK) == UNORM_YES) {
-        unsigned cc = u_getCombiningClass(c);
+    if (enr_ucd_nfkc_yes(c)) {
+        unsigned cc = enr_ucd_ccc(c);
 
         if (cc == 0 && c <= 0xffff && ws_bmp((unsigned)c))
             return ENR_UNI_WS;
         return cc < ENR_UNI_WS ? cc : ENR_UNI_NOT_YES;
     }
-    if (c < 0x80 || u_getCombiningClass(c) != 0)
+    if (c < 0x80 || enr_ucd_ccc(c) != 0)
         return ENR_UNI_NOT_YES;
-    U16_APPEND_UNSAFE(in, nin, c);
-    n = unorm2_normalize(u->nfkc, in, nin, o, (int32_t)(sizeof o / sizeof o[0]), &err);
-    if (U_FAILURE(err) || n < 1)
+    if (c <= 0xffff) {
+        in[nin++] = (uint16_t)c;
+    } else {
+        in[nin++] = (uint16_t)(0xd800 | ((c - 0x10000) >> 10));
+        in[nin++] = (uint16_t)(0xdc00 | (c & 0x3ff));
+    }
+    n = enr_ucd_nfkc16(&u->nfkc, in, nin, o, (int32_t)(sizeof o / sizeof o[0]));
+    if (n < 1 || n > (int32_t)(sizeof o / sizeof o[0]))
         return ENR_UNI_NOT_YES;
     if (c <= 0xffff && ws_bmp((unsigned)c))
         return n == 1 && o[0] == 0x20 ? ENR_UNI_WS : ENR_UNI_NOT_YES;
     while (i < n) {
-        UChar32 d;
+        uint32_t d = enr_utf16_next(o, &i, n);
 
-        U16_NEXT(o, i, n, d);
         if (!stable(d) || len + 4 > ENR_UNI_MAP_MAX)
             return ENR_UNI_NOT_YES;
         if (d <= 0xffff && ws_bmp((unsigned)d))
             ws = 1;
-        U8_APPEND_UNSAFE(m + 2, len, d);
+        len += utf8_put(m + 2 + len, d);
     }
     m[0] = (unsigned char)len;
     m[1] = (unsigned char)ws;
@@ -272,9 +280,9 @@ static unsigned class_load(enr_uni *u, unsigned c)
     uni_page *t = calloc(1, sizeof(*t));
 
     if (t == NULL)
-        return ENR_UNI_NOT_YES; /* ICU's own check decides */
+        return ENR_UNI_NOT_YES; /* the UTF-16 check decides */
     for (unsigned i = 0; i < 256; i++)
-        t->cls[i] = (uint8_t)nfkc_class(u, (UChar32)(page << 8 | i), &t->map[i]);
+        t->cls[i] = (uint8_t)nfkc_class(u, page << 8 | i, &t->map[i]);
     u->pages[page] = t;
     return t->cls[c & 255];
 }
@@ -328,23 +336,17 @@ static int lower_ascii_words(const unsigned char *s, size_t len, char *o)
     return 1;
 }
 
-/* Full lower-casing of one piece through ICU; appends to out. */
-static int lower_icu(enr_uni *u, const unsigned char *s, size_t len, enr_buf *out)
+/* Full lower-casing of one piece (at most twice its units); appends to
+ * out. */
+static int lower_piece(enr_uni *u, const unsigned char *s, size_t len, enr_buf *out)
 {
     int32_t n, m;
-    UErrorCode err = U_ZERO_ERROR;
 
     if ((n = load_src(u, s, len)) < 0)
         return -1;
-    m = u_strToLower(u->dst, u->dst_cap, u->src, n, "", &err);
-    if (err == U_BUFFER_OVERFLOW_ERROR) {
-        if (grow16(&u->dst, &u->dst_cap, (size_t)m + 1) != 0)
-            return -1;
-        err = U_ZERO_ERROR;
-        m = u_strToLower(u->dst, u->dst_cap, u->src, n, "", &err);
-    }
-    if (U_FAILURE(err))
+    if (grow16(&u->dst, &u->dst_cap, 2 * (size_t)n + 1) != 0)
         return -1;
+    m = enr_ucd_lower16(u->dst, u->dst_cap, u->src, n);
     {
         enr_text_out t = {out->len, 0};
         return enr_utf16_to_wtf8(u->dst, m, out, 0, &t, ENR_UNI_NO_MAX);
@@ -424,7 +426,7 @@ int enr_uni_id(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out
                 return -1;
             lower_ascii(s, n, out->data + out->len);
             out->len += n;
-        } else if (lower_icu(u, s, n, out) < 0) {
+        } else if (lower_piece(u, s, n, out) < 0) {
             out->len = start;
             return -1;
         }
@@ -437,76 +439,13 @@ int enr_uni_id(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out
     return 0;
 }
 
-/*
- * ICU puts each combining mark in canonical order by insertion into what
- * it has already ordered: linear for text in order, quadratic for a long
- * run that is not (a + (U+0301 U+0316) x 100000, 400 KB of title, took
- * 31 s of CPU).  A run of non-starters is put in that order here first,
- * with a stable counting sort by combining class (linear): swapping
- * adjacent non-starters of different classes gives a canonically
- * equivalent text, which has the same NFKC (test_unicode checks every
- * pair of non-starters), so the result is unchanged and ICU's insertion
- * finds every mark already in place.  Runs up to ENR_UNI_MARK_RUN_SORT
- * are left to ICU: they cannot cost much.
- */
-static int sort_mark_runs(enr_uni *u, int32_t n)
-{
-    int32_t i = 0;
-
-    while (i < n) {
-        int32_t start = i, next = i, marks = 0;
-        UChar32 c;
-
-        if (u->src[i] < 0x300) { /* below U+0300 every code point is a starter */
-            i++;
-            continue;
-        }
-        for (;;) {
-            int32_t at = next;
-            if (at >= n)
-                break;
-            U16_NEXT(u->src, next, n, c);
-            if (u_getCombiningClass(c) == 0) {
-                next = at;
-                break;
-            }
-            marks++;
-        }
-        if (marks > ENR_UNI_MARK_RUN_SORT) {
-            int32_t count[257] = {0}, j;
-            if (grow16(&u->dst, &u->dst_cap, (size_t)(next - start)) != 0)
-                return -1;
-            for (j = start; j < next;) {
-                int32_t k = j;
-                U16_NEXT(u->src, k, next, c);
-                count[u_getCombiningClass(c) + 1] += k - j;
-                j = k;
-            }
-            for (j = 1; j < 257; j++)
-                count[j] += count[j - 1];
-            for (j = start; j < next;) {
-                int32_t k = j, cls;
-                U16_NEXT(u->src, k, next, c);
-                cls = u_getCombiningClass(c);
-                memcpy(u->dst + count[cls], u->src + j, (size_t)(k - j) * sizeof(UChar));
-                count[cls] += k - j;
-                j = k;
-            }
-            memcpy(u->src + start, u->dst, (size_t)(next - start) * sizeof(UChar));
-        }
-        i = next > start ? next : start + 1;
-    }
-    return 0;
-}
-
 /* Normalizes src[0, n) into u->dst (grown as needed unless the result
  * cannot fit in max bytes); the unit count, -1, or ENR_UNI_TOO_LONG. */
-static int32_t nfkc_piece(enr_uni *u, const UChar *src, int32_t n, size_t max)
+static int32_t nfkc_piece(enr_uni *u, const uint16_t *src, int32_t n, size_t max)
 {
-    UErrorCode err = U_ZERO_ERROR;
-    int32_t m = unorm2_normalize(u->nfkc, src, n, u->dst, u->dst_cap, &err);
+    int32_t m = enr_ucd_nfkc16(&u->nfkc, src, n, u->dst, u->dst_cap);
 
-    if (err == U_BUFFER_OVERFLOW_ERROR) {
+    if (m > u->dst_cap) {
         /* Only a piece without a boundary (a run of combining marks,
          * which barely expand) gets here: dst already holds
          * ENR_UNI_NFKC_MAX times a normal piece.  Every unit out is a
@@ -517,10 +456,9 @@ static int32_t nfkc_piece(enr_uni *u, const UChar *src, int32_t n, size_t max)
             return ENR_UNI_TOO_LONG;
         if (grow16(&u->dst, &u->dst_cap, (size_t)m + 1) != 0)
             return -1;
-        err = U_ZERO_ERROR;
-        m = unorm2_normalize(u->nfkc, src, n, u->dst, u->dst_cap, &err);
+        m = enr_ucd_nfkc16(&u->nfkc, src, n, u->dst, u->dst_cap);
     }
-    return U_FAILURE(err) ? -1 : m;
+    return m;
 }
 
 /* Makes room for need more bytes at *o in out, whose text started at
@@ -566,7 +504,7 @@ static inline unsigned decode_at(const unsigned char *s, const unsigned char *en
 
 /* The next stable code point (ASCII, or class 0: normalization has a
  * boundary before it) from s on, or end; NULL when what comes first is
- * a lone surrogate (the whole title then goes to ICU). */
+ * a lone surrogate (the whole title then goes to the UTF-16 path). */
 static const unsigned char *segment_end(enr_uni *u, const unsigned char *s,
                                         const unsigned char *end)
 {
@@ -590,16 +528,16 @@ static const unsigned char *segment_end(enr_uni *u, const unsigned char *s,
  * wrong.  ENR_UNI_MAPPED code points are replaced by their NFKC as it
  * goes.  Where the check says Maybe or No (a combining mark that may
  * compose, U+00A8, marks out of order), only the segment from the last
- * stable code point to the next one goes through ICU: normalization has
+ * stable code point to the next one goes through the normalizer: normalization has
  * a boundary before a stable code point, so the NFKC of the title is
  * that of its segments put together.  1 (nothing appended) says only
  * "not known": a lone surrogate or ill-formed UTF-8 (decode_at is
  * strict, so the body's bytes can be read as they are: a title that
  * passes is its decoded text), or a segment longer than
- * ENR_UNI_SEGMENT_MAX, sends the whole title to ICU, which alone
+ * ENR_UNI_SEGMENT_MAX, sends the whole title to the UTF-16 path, which alone
  * decides, and so does a title longer than max; otherwise the result is
- * ICU's (the fast fuzz target compares it with the slow path).  0, -1, or ENR_UNI_TOO_LONG (nothing
- * appended) when the folded text passes max.
+ * the normalizer's (the fast fuzz target compares it with the slow path).  0, -1, or
+ * ENR_UNI_TOO_LONG (nothing appended) when the folded text passes max.
  */
 static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t max, enr_buf *out)
 {
@@ -612,7 +550,7 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
 
     /* Room for the input and 8 more is kept ahead of o: a code point
      * written as it is takes the room of its own bytes, a space that of
-     * the white space before it; only replacements and ICU's segments
+     * the white space before it; only replacements and the normalizer's segments
      * take more, and make the room again (room_for).  A title longer
      * than max (rare: white space must fold for it to fit) is left to
      * the checked paths rather than given that much room. */
@@ -673,7 +611,7 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
             continue;
         }
         if ((n = decode_at(s, end, &cp)) == 0)
-            return 1; /* a lone surrogate: ICU decides */
+            return 1; /* a lone surrogate: the UTF-16 path decides */
         cc = class_of(u, cp);
         s += n;
         if (cc == 0) { /* a stable starter, as it is: most of CJK, Hangul, Thai */
@@ -723,7 +661,7 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
             }
             continue;
         } else if (cc == ENR_UNI_NOT_YES || last > cc) {
-            /* ICU normalizes from the last stable code point to the next
+            /* the normalizer works from the last stable code point to the next
              * one, and the rest goes on here */
             const unsigned char *stop = segment_end(u, s, end);
             enr_text_out t = {out->len, seg_pending};
@@ -781,12 +719,11 @@ int enr_uni_title_raw(enr_uni *u, const char *str, size_t len, size_t max, enr_b
 int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *out)
 {
     const unsigned char *s = (const unsigned char *)str;
-    int32_t n, span, at = 0;
-    UErrorCode err = U_ZERO_ERROR;
+    int32_t n, at = 0;
     enr_text_out t = {out->len, 0};
 
     /* most titles: already NFKC, or once fullwidth forms and the like are
-     * replaced, known without ICU and the UTF-16 copy (ASCII too: the
+     * replaced, known without the normalizer and the UTF-16 copy (ASCII too: the
      * one pass is then enr_wtf8_fold) */
     if (!u->slow) {
         int rc = title_one_pass(u, s, len, max, out);
@@ -799,18 +736,12 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
 
     if ((n = load_src(u, s, len)) < 0)
         return -1;
-    span = unorm2_spanQuickCheckYes(u->nfkc, u->src, n, &err);
-    if (U_FAILURE(err))
-        return -1;
-    if (span == n) /* already NFKC: the original bytes are the text */
+    if (enr_ucd_nfkc_quick_yes16(u->src, n)) /* already NFKC: the original bytes are the text */
         return u->slow ? enr_wtf8_fold(s, len, out, max) : enr_wtf8_fold_fast(s, len, out, max);
-    /* no run of more than ENR_UNI_MARK_RUN_SORT marks fits in fewer units */
-    if (n > ENR_UNI_MARK_RUN_SORT && sort_mark_runs(u, n) != 0)
-        return -1;
 
-    /* In pieces cut where ICU says normalization cannot interact across
-     * (a boundary before the next code point), so ICU never builds more
-     * than ENR_UNI_NFKC_MAX times a piece: normalizing the whole of a
+    /* In pieces cut where normalization cannot interact across (a
+     * boundary before the next code point), so the
+     * normalizer never builds more than ENR_UNI_NFKC_MAX times a piece: normalizing the whole of a
      * 4 MB title of U+FDFA would have it hold 100 MB, even just to say
      * how long the result is. */
     if (grow16(&u->dst, &u->dst_cap, (size_t)ENR_UNI_NFKC_PIECE * ENR_UNI_NFKC_MAX + 1) != 0)
@@ -821,14 +752,12 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
         if (n - at <= ENR_UNI_NFKC_PIECE) {
             end = n;
         } else {
-            UChar32 c;
             end = at + ENR_UNI_NFKC_PIECE;
-            if (U16_IS_TRAIL(u->src[end]) && U16_IS_LEAD(u->src[end - 1]))
+            if ((u->src[end] & 0xfc00) == 0xdc00 && (u->src[end - 1] & 0xfc00) == 0xd800)
                 end++; /* never between the units of a pair */
             while (end < n) {
                 int32_t next = end;
-                U16_NEXT(u->src, next, n, c);
-                if (unorm2_hasBoundaryBefore(u->nfkc, c))
+                if (enr_ucd_boundary_before(enr_utf16_next(u->src, &next, n)))
                     break;
                 end = next;
             }
@@ -850,16 +779,9 @@ int enr_uni_title(enr_uni *u, const char *str, size_t len, size_t max, enr_buf *
 
 const char *enr_uni_version(void)
 {
-    static char text[64];
-    UVersionInfo icu, uni;
-    char icu_s[U_MAX_VERSION_STRING_LENGTH], uni_s[U_MAX_VERSION_STRING_LENGTH];
+    static char text[32];
 
-    if (text[0] == '\0') {
-        u_getVersion(icu);
-        u_getUnicodeVersion(uni);
-        u_versionToString(icu, icu_s);
-        u_versionToString(uni, uni_s);
-        snprintf(text, sizeof text, "ICU %s, Unicode %s", icu_s, uni_s);
-    }
+    if (text[0] == '\0')
+        snprintf(text, sizeof text, "Unicode %s", enr_ucd_version());
     return text;
 }

@@ -1,9 +1,9 @@
 /*
  * wtf8.c: the byte-level text work of the title and id rules (wtf8.h):
- * WTF-8 to UTF-16 and back for ICU, and the white-space fold of rule 7.2
+ * WTF-8 to UTF-16 and back for the normalizer (ucd.c), and the white-space fold of rule 7.2
  * on bytes already in their final form.
  *
- * Invariants: nothing here calls ICU or allocates beyond the caller's
+ * Invariants: nothing here allocates beyond the caller's
  * buffer; a lone surrogate keeps its WTF-8 form both ways; a fold never
  * lengthens its input, and past max bytes appends nothing and returns
  * ENR_UNI_TOO_LONG; enr_wtf8_fold_fast and enr_wtf8_fold give the same
@@ -40,7 +40,7 @@ static int is_cont(unsigned char c)
  * A byte that does not start a well-formed sequence (the reader never
  * produces one) becomes U+FFFD rather than being trusted.
  */
-int32_t enr_wtf8_to_utf16(const unsigned char *s, size_t len, UChar *dst)
+int32_t enr_wtf8_to_utf16(const unsigned char *s, size_t len, uint16_t *dst)
 {
     const unsigned char *end = s + len;
     int32_t n = 0;
@@ -50,23 +50,23 @@ int32_t enr_wtf8_to_utf16(const unsigned char *s, size_t len, UChar *dst)
         size_t left = (size_t)(end - s);
 
         if (c < 0x80) {
-            dst[n++] = (UChar)c;
+            dst[n++] = (uint16_t)c;
             s++;
         } else if (c >= 0xc2 && c <= 0xdf && left >= 2 && is_cont(s[1])) {
-            dst[n++] = (UChar)(((c & 0x1f) << 6) | (s[1] & 0x3f));
+            dst[n++] = (uint16_t)(((c & 0x1f) << 6) | (s[1] & 0x3f));
             s += 2;
         } else if (c >= 0xe0 && c <= 0xef && left >= 3 && is_cont(s[1]) && is_cont(s[2]) &&
                    (c != 0xe0 || s[1] >= 0xa0)) {
             /* ED A0..BF is a lone surrogate: it becomes a lone unit */
-            dst[n++] = (UChar)(((c & 0x0f) << 12) | ((s[1] & 0x3fu) << 6) | (s[2] & 0x3f));
+            dst[n++] = (uint16_t)(((c & 0x0f) << 12) | ((s[1] & 0x3fu) << 6) | (s[2] & 0x3f));
             s += 3;
         } else if (c >= 0xf0 && c <= 0xf4 && left >= 4 && is_cont(s[1]) && is_cont(s[2]) &&
                    is_cont(s[3]) && (c != 0xf0 || s[1] >= 0x90) && (c != 0xf4 || s[1] < 0x90)) {
             uint32_t cp = ((c & 0x07u) << 18) | ((s[1] & 0x3fu) << 12) | ((s[2] & 0x3fu) << 6) |
                           (s[3] & 0x3fu);
             cp -= 0x10000;
-            dst[n++] = (UChar)(0xd800 | (cp >> 10));
-            dst[n++] = (UChar)(0xdc00 | (cp & 0x3ff));
+            dst[n++] = (uint16_t)(0xd800 | (cp >> 10));
+            dst[n++] = (uint16_t)(0xdc00 | (cp & 0x3ff));
             s += 4;
         } else {
             dst[n++] = 0xfffd;
@@ -77,7 +77,7 @@ int32_t enr_wtf8_to_utf16(const unsigned char *s, size_t len, UChar *dst)
 }
 
 /* Rule 8 on one UTF-16 unit: all 25 white-space code points are BMP. */
-static int is_ws16(UChar c)
+static int is_ws16(uint16_t c)
 {
     if (c <= 0x20)
         return c == 0x20 || (c >= 0x09 && c <= 0x0d);
@@ -95,7 +95,7 @@ static int is_ws16(UChar c)
  * comes.  Once the text passes max bytes since t->start: ENR_UNI_TOO_LONG,
  * and the caller drops what was appended.
  */
-int enr_utf16_to_wtf8(const UChar *s, int32_t n, enr_buf *out, int fold, enr_text_out *t,
+int enr_utf16_to_wtf8(const uint16_t *s, int32_t n, enr_buf *out, int fold, enr_text_out *t,
                       size_t max)
 {
     size_t room = (size_t)n * 3; /* never more than 3 bytes a unit */
@@ -120,7 +120,7 @@ int enr_utf16_to_wtf8(const UChar *s, int32_t n, enr_buf *out, int fold, enr_tex
             out->len = (size_t)(o - (unsigned char *)out->data);
             return ENR_UNI_TOO_LONG;
         }
-        if (fold && is_ws16((UChar)c)) {
+        if (fold && is_ws16((uint16_t)c)) {
             t->pending = 1;
             continue;
         }

@@ -108,7 +108,7 @@ def test_config_check(r):
         cp = subprocess.run([ENRICHD, "-t"], capture_output=True, text=True)
         r.check(cp.returncode == 0 and "(built-in)" in cp.stdout, "-t on the built-in config")
         cp = subprocess.run([ENRICHD, "-V"], capture_output=True, text=True)
-        r.check(cp.returncode == 0 and "Unicode 15" in cp.stdout and "libcurl" in cp.stdout
+        r.check(cp.returncode == 0 and "Unicode 17.0" in cp.stdout and "libcurl" in cp.stdout
                 and "json-c" in cp.stdout and "OpenSSL" in cp.stdout and "libfcgi" in cp.stdout,
                 "-V lists versions: %r" % cp.stdout)
         # The test-hooks build says what it is, and never lands in build/.

@@ -252,7 +252,7 @@ static void test_output_limit(void)
     free(b);
 
     enr_engine_set_max_output(eng, 1 << 20);
-    /* U+FDFA: 3 bytes become 33; refused before ICU's buffer grows for it */
+    /* U+FDFA: 3 bytes become 33; refused before the normalizer's buffer grows for it */
     b = repeat("[{\"provider\":\"yt\",\"id\":\"x\",\"title\":\"", "\xef\xb7\xba", 40000, "\"}]",
                &len);
     T_CHECK(run(b, len, 0) == -1 && is_output_limit(1 << 20) && err.record == 0 && err.element == 0,
