@@ -60,7 +60,7 @@ typedef struct enr_worker_args {
  * configuration): loads once what every worker needs from shared
  * libraries, so each worker starts in well under a millisecond instead
  * of loading it again while competing for the CPU, and those pages are
- * shared (PSS) until written: ICU's normalizer and case data and
+ * shared (PSS) until written: the Unicode tables (ucd.h) and
  * OpenSSL's SHA-1 (an engine kept for the life of the process, never used
  * to serve), and libcurl when c sets upstream_url (curlapi.h).  Returns 0,
  * or -1 with err set when libcurl is needed and cannot be loaded; an
