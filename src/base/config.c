@@ -30,8 +30,8 @@
 
 #define CONFIG_LINE_MAX 2048
 #define CONFIG_FILE_MAX (1 << 20) /* a config larger than this is a mistake */
-/* A worker starts at about 4 MB of RSS and 6 descriptors (libraries, tables
- * data, the sockets): recycling limits must leave room above that. */
+/* A worker starts at about 4 MB of RSS and 6 descriptors (libraries, the
+ * Unicode tables, the sockets): recycling limits must leave room above that. */
 #define ENR_CONFIG_RSS_FLOOR_MB 16
 #define ENR_CONFIG_FD_FLOOR 16
 
