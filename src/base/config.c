@@ -274,35 +274,64 @@ static int check_listen(const key_def *k, const char *v, char *why, size_t whyle
     return 0;
 }
 
-/* "150ms" for a key in milliseconds, "4mb" for a size: digits, then
- * letters.  A key's name carries its unit, so the value never does; says
- * so, or returns "" when v is not digits and a word. */
+/* "150ms" for a key in milliseconds, "4MB" for a size: digits, then a
+ * unit.  A key's name carries its unit, so the value never does: says so
+ * with the number to write instead ("10s" for a key in milliseconds is
+ * 10000), or returns "" when v is not digits and a word. */
 static const char *unit_hint(const key_def *k, const char *v, char *out, size_t outlen)
 {
     static const struct {
         const char *suffix, *unit;
-    } units[] = {{"_ms", "milliseconds"}, {"_s", "seconds"}, {"_mb", "MiB"}};
+        unsigned long long ms; /* the key's unit, in ms; 0: not a time */
+    } keyunits[] = {{"_ms", "milliseconds", 1}, {"_s", "seconds", 1000}, {"_mb", "MiB", 0}};
+    static const struct {
+        const char *name;
+        unsigned long long ms;
+    } times[] = {{"ms", 1},    {"s", 1000},    {"sec", 1000},
+                 {"m", 60000}, {"min", 60000}, {"h", 3600000}};
     size_t d = strspn(v, "0123456789"), klen = strlen(k->name);
-    const char *unit = NULL;
+    const char *unit = v + d + strspn(v + d, " ");
+    unsigned long long n = 0;
+    size_t ki;
 
-    if (d == 0 || v[d] == '\0')
+    if (d == 0 || d > 12 || *unit == '\0')
         return "";
-    for (const char *p = v + d; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == ' '))
+    for (const char *p = unit; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
             return "";
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        size_t n = strlen(units[i].suffix);
-        if (klen > n && strcmp(k->name + klen - n, units[i].suffix) == 0)
-            unit = units[i].unit;
+    for (size_t i = 0; i < d; i++)
+        n = n * 10 + (unsigned long long)(v[i] - '0');
+    if (k->type == K_SIZE) {
+        char c = (char)(unit[0] | 0x20);
+        if (c == 'k' || c == 'm' || c == 'g')
+            snprintf(out, outlen, ": drop the unit \"%s\" (bytes, or one letter k, m or g: %llu%c)",
+                     unit, n, c);
+        else
+            snprintf(out, outlen, ": drop the unit \"%s\" (bytes, or one letter k, m or g)", unit);
+        return out;
     }
-    if (k->type == K_SIZE)
-        snprintf(out, outlen, ": drop the unit \"%s\" (bytes, or one letter k, m or g: %.*sm)",
-                 v + d, (int)d, v);
-    else if (unit != NULL)
-        snprintf(out, outlen, ": drop the unit \"%s\" (%s is in %s: %.*s)", v + d, k->name, unit,
-                 (int)d, v);
-    else
-        snprintf(out, outlen, ": drop the unit \"%s\" (a plain number: %.*s)", v + d, (int)d, v);
+    for (ki = 0; ki < sizeof keyunits / sizeof keyunits[0]; ki++) {
+        size_t sl = strlen(keyunits[ki].suffix);
+        if (klen > sl && strcmp(k->name + klen - sl, keyunits[ki].suffix) == 0)
+            break;
+    }
+    if (ki == sizeof keyunits / sizeof keyunits[0]) {
+        snprintf(out, outlen, ": drop the unit \"%s\" (a plain number: %llu)", unit, n);
+        return out;
+    }
+    if (keyunits[ki].ms != 0) {
+        for (size_t t = 0; t < sizeof times / sizeof times[0]; t++) {
+            unsigned long long ms = n * times[t].ms;
+            if (strcasecmp(unit, times[t].name) != 0)
+                continue;
+            if (ms % keyunits[ki].ms == 0) {
+                snprintf(out, outlen, ": drop the unit \"%s\" (%s is in %s: %llu)", unit, k->name,
+                         keyunits[ki].unit, ms / keyunits[ki].ms);
+                return out;
+            }
+        }
+    }
+    snprintf(out, outlen, ": drop the unit \"%s\" (%s is in %s)", unit, k->name, keyunits[ki].unit);
     return out;
 }
 
