@@ -541,7 +541,7 @@ static int parse_text(parse_state *ps, enr_config *c, char *text)
     ps->line = 0;
     /* Some editors on other systems start a UTF-8 file with a byte order
      * mark: invisible, it would make the first key "unknown". */
-    if (memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+    if (strncmp(p, "\xEF\xBB\xBF", 3) == 0) {
         ps->line = 1;
         return fail(ps, "(file)",
                     "starts with a UTF-8 byte order mark (bytes EF BB BF): save it without one");
