@@ -6,7 +6,8 @@
  * would: getrlimit for descriptors, /proc/self/cgroup for the memory
  * bound (cgroup v2 memory.max or v1 memory.limit_in_bytes, the smallest
  * of the group and its parents), the systemd manager over D-Bus for the
- * unit's TimeoutStopUSec (only when this process runs in a unit), and
+ * unit's TimeoutStopUSec (only when systemd started this process for a
+ * service: ExecStartPre), and
  * the nginx snippet named by nginx_fastcgi_conf for fastcgi_read_timeout.
  * A neighbour that cannot be read is not a finding: -t must pass on a
  * build host without nginx or systemd.
@@ -221,7 +222,9 @@ static void check_stop_timeout(warner *w)
     sd_bus_error e = SD_BUS_ERROR_NULL;
     uint64_t usec = 0;
 
-    if (sd_pid_get_unit(0, &unit) < 0 || unit == NULL)
+    /* INVOCATION_ID: systemd started this process for a unit (ExecStartPre),
+     * not a shell that happens to sit in some service's cgroup */
+    if (getenv("INVOCATION_ID") == NULL || sd_pid_get_unit(0, &unit) < 0 || unit == NULL)
         return;
     if (strstr(unit, ".service") != NULL && sd_bus_open_system(&bus) >= 0 &&
         sd_bus_set_method_call_timeout(bus, DBUS_TIMEOUT_US) >= 0 &&
