@@ -21,24 +21,16 @@ where every value came from.
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import harness  # noqa: E402
+from test_config_reload import builtin_keys  # noqa: E402  (the keys of the built-in text)
 
-CONFIG_C = os.path.join(harness.ROOT, "src", "base", "config.c")
 SNIPPET = os.path.join(harness.ROOT, "nginx", "snippets", "enrichd-fastcgi.conf")
-
-
-def builtin_keys():
-    with open(CONFIG_C) as f:
-        text = f.read()
-    block = text[text.index("enr_config_default_text[]"):]
-    block = block[:block.index(";\n")]
-    return re.findall(r'"(\w+) =', block)
 
 
 class Checker:
@@ -214,7 +206,6 @@ def test_cgroup_memory(r):
                     os.rmdir(d)
                     break
                 except OSError:
-                    import time
                     time.sleep(0.1)
 
 
