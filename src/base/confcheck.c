@@ -73,51 +73,53 @@ static void check_empty(warner *w)
 }
 
 /* nginx runs as a user of listen_group (www-data): it must be able to
- * search every directory above the socket, or every request is a 502. */
-static void check_socket_dir(warner *w)
+ * search every directory above a socket, or every request is a 502.
+ * Both sockets take listen_mode and listen_group (listen.c). */
+static void check_dir_of(warner *w, const char *key, const char *path, gid_t gid)
+{
+    char dir[ENR_PATH_MAX];
+
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++) {
+        struct stat st;
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (stat(dir, &st) != 0)
+            return; /* made at start (or by the socket unit) */
+        if (S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH) &&
+            !(st.st_gid == gid && (st.st_mode & S_IXGRP))) {
+            struct group *og = getgrgid(st.st_gid);
+            warn(w, key,
+                 "group %s cannot reach the socket: \"%s\" is mode %04o, group %s; nginx "
+                 "answers 502",
+                 w->c->listen_group, dir, (unsigned)(st.st_mode & 07777),
+                 og != NULL ? og->gr_name : "?");
+            return;
+        }
+        *p = '/';
+    }
+}
+
+static void check_sockets(warner *w)
 {
     const enr_config *c = w->c;
-    char dir[ENR_PATH_MAX];
     struct group *g;
-    gid_t gid;
 
     if (is_unix(c->listen) && (c->listen_mode & 0002))
         warn(w, "listen_mode",
              "%04o lets every local user write to the socket, and libfcgi trusts its peer "
              "(CVE-2025-23016 is only partly fixed): 0660 with listen_group",
              c->listen_mode);
-    if (!is_unix(c->listen) || c->listen_group[0] == '\0')
+    if (c->listen_group[0] == '\0')
         return;
     errno = 0;
     if ((g = getgrnam(c->listen_group)) == NULL)
         return; /* config.c checked it; gone since: not this check's business */
-    gid = g->gr_gid;
-    snprintf(dir, sizeof dir, "%s", c->listen);
-    for (char *p = dir + 1;; p++) {
-        struct stat st;
-        char save = *p;
-        if (*p != '/' && *p != '\0')
-            continue;
-        if (*p == '\0')
-            break; /* the socket itself: listen_mode and listen_group */
-        *p = '\0';
-        if (stat(dir, &st) != 0) {
-            *p = save;
-            break; /* made at start (or by the socket unit) */
-        }
-        if (S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH) &&
-            !(st.st_gid == gid && (st.st_mode & S_IXGRP))) {
-            struct group *og = getgrgid(st.st_gid);
-            warn(w, "listen",
-                 "group %s cannot reach the socket: \"%s\" is mode %04o, group %s; nginx "
-                 "answers 502",
-                 c->listen_group, dir, (unsigned)(st.st_mode & 07777),
-                 og != NULL ? og->gr_name : "?");
-            *p = save;
-            break;
-        }
-        *p = save;
-    }
+    if (is_unix(c->listen))
+        check_dir_of(w, "listen", c->listen, g->gr_gid);
+    if (is_unix(c->status_listen))
+        check_dir_of(w, "status_listen", c->status_listen, g->gr_gid);
 }
 
 static void check_nofile(warner *w)
@@ -356,7 +358,7 @@ unsigned enr_config_warn(const enr_config *c, enr_warn_fn fn, void *arg)
     warner w = {c, fn, arg, 0};
 
     check_empty(&w);
-    check_socket_dir(&w);
+    check_sockets(&w);
     check_nofile(&w);
     check_memory(&w);
     check_stop_timeout(&w);

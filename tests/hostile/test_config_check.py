@@ -111,6 +111,10 @@ def test_warnings(r):
         code, w, err = c.warnings(sock)
         r.check(code == 0 and len(w) == 1 and "listen: group www-data cannot reach the socket" in w[0]
                 and '"%s" is mode 0700' % locked in w[0], "a 0700 directory warned: %r" % w)
+        code, w, err = c.warnings(["status_listen = %s/status.sock" % locked,
+                                   "listen_group = www-data"])
+        r.check(code == 0 and len(w) == 1 and "status_listen: group www-data cannot reach" in w[0],
+                "the status socket's directory too: %r" % w)
         os.chmod(locked, 0o711)
         code, w, err = c.warnings(sock)
         r.check(code == 0 and not w, "a 0711 directory: no warning %r" % w)
