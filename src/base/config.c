@@ -9,6 +9,7 @@
  * default in enr_config_default_text.
  */
 #include "base/config.h"
+#include "base/confhint.h"
 #include "base/safedir.h"
 #include "base/sockaddr.h"
 
@@ -94,7 +95,8 @@ const char enr_config_default_text[] =
     "capture_dir =\n"
     "capture_sample = 0\n"
     "capture_max_bytes = 1g\n"
-    "capture_queue_bytes = 8m\n";
+    "capture_queue_bytes = 8m\n"
+    "nginx_fastcgi_conf = /etc/nginx/snippets/enrichd-fastcgi.conf\n";
 
 enum key_type {
     K_STR,
@@ -181,9 +183,11 @@ static const key_def keys[] = {
     {"capture_sample", K_RATIO, F(capture_sample), 0, 0},
     {"capture_max_bytes", K_SIZE, F(capture_max_bytes), 1ULL << 20, 1ULL << 40},
     {"capture_queue_bytes", K_SIZE, F(capture_queue_bytes), 0, 1ULL << 30},
+    {"nginx_fastcgi_conf", K_PATH, F(nginx_fastcgi_conf), 0, 0},
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
+_Static_assert(NKEYS <= ENR_CONFIG_KEYS_MAX, "raise ENR_CONFIG_KEYS_MAX");
 
 typedef struct parse_state {
     const char *file;
@@ -342,11 +346,13 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
         /* fall through */
     case K_UINT:
         if (parse_ull(v, 10, &u) != 0)
-            return fail(ps, k->name, "\"%s\" is not a non-negative integer", v);
+            return fail(ps, k->name, "\"%s\" is not a non-negative integer%s", v,
+                        enr_confhint_unit(k->name, k->type == K_SIZE, v, why, sizeof why));
         break;
     case K_SIZE:
         if (parse_size(v, &u) != 0)
-            return fail(ps, k->name, "\"%s\" is not a size (bytes, or with k/m/g)", v);
+            return fail(ps, k->name, "\"%s\" is not a size (bytes, or with k/m/g)%s", v,
+                        enr_confhint_unit(k->name, k->type == K_SIZE, v, why, sizeof why));
         break;
     case K_RATIO: {
         char *end;
@@ -413,8 +419,12 @@ static int parse_line(parse_state *ps, enr_config *c, char *line)
     for (i = 0; i < NKEYS; i++)
         if (strcmp(keys[i].name, key) == 0)
             break;
-    if (i == NKEYS)
+    if (i == NKEYS) {
+        const char *near = enr_confhint_nearest(key, &keys[0].name, NKEYS, sizeof keys[0]);
+        if (near != NULL)
+            return fail(ps, key, "unknown key (did you mean \"%s\"?)", near);
         return fail(ps, key, "unknown key");
+    }
     if (ps->seen[i] == 2 && keys[i].type != K_HEADER)
         return fail(ps, key, "duplicate key");
     ps->seen[i] = 2;
@@ -427,6 +437,13 @@ static int parse_text(parse_state *ps, enr_config *c, char *text)
     char *p = text;
 
     ps->line = 0;
+    /* Some editors on other systems start a UTF-8 file with a byte order
+     * mark: invisible, it would make the first key "unknown". */
+    if (strncmp(p, "\xEF\xBB\xBF", 3) == 0) {
+        ps->line = 1;
+        return fail(ps, "(file)",
+                    "starts with a UTF-8 byte order mark (bytes EF BB BF): save it without one");
+    }
     while (*p) {
         char *nl = strchr(p, '\n');
         ps->line++;
@@ -713,6 +730,8 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
             next.liveness_timeout_ms < enr_config_liveness_floor_ms(&next))
             next.liveness_timeout_ms = enr_config_liveness_floor_ms(&next);
         snprintf(next.source, sizeof next.source, "%s", source);
+        for (size_t i = 0; i < NKEYS; i++)
+            next.key_line[i] = ps.seen_line[i];
     } else {
         snprintf(next.source, sizeof next.source, "(built-in)");
     }
@@ -771,4 +790,80 @@ int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen)
     rc = load_text(c, text, path, err, errlen);
     free(text);
     return rc;
+}
+
+/* -T: one line a key, in the table's order, read back by -c as the same
+ * configuration; the comment says which line set it.  A value is shown
+ * as parsed (workers = auto as the number it became). */
+static void dump_origin(const enr_config *c, size_t i, FILE *f)
+{
+    if (c->key_line[i] != 0)
+        fprintf(f, "  # %s:%u\n", c->source, c->key_line[i]);
+    else if (strcmp(keys[i].name, "max_requests_jitter") == 0)
+        fprintf(f, "  # built-in default (max_requests / 10)\n");
+    else if (keys[i].type == K_PER_CPU)
+        fprintf(f, "  # built-in default (auto: %d per CPU, at most %d)\n", ENR_WORKERS_PER_CPU,
+                ENR_WORKERS_AUTO_MAX);
+    else
+        fprintf(f, "  # built-in default\n");
+}
+
+void enr_config_dump(const enr_config *c, FILE *f)
+{
+    fprintf(f, "# enrichd effective configuration, from %s\n", c->source);
+    for (size_t i = 0; i < NKEYS; i++) {
+        const key_def *k = &keys[i];
+        const char *field = (const char *)c + k->off;
+        unsigned u;
+        size_t z;
+        double d;
+
+        switch (k->type) {
+        case K_HEADER:
+            for (unsigned h = 0; h < c->upstream_nheaders; h++) {
+                fprintf(f, "%s = %s", k->name, c->upstream_headers[h]);
+                dump_origin(c, i, f);
+            }
+            if (c->upstream_nheaders > 0)
+                continue;
+            fprintf(f, "%s =", k->name);
+            break;
+        case K_STR:
+        case K_LISTEN:
+        case K_URL:
+        case K_GROUP:
+        case K_PATH:
+        case K_ALLOW:
+            fprintf(f, "%s =%s%s", k->name, field[0] ? " " : "", field);
+            break;
+        case K_MODE:
+            memcpy(&u, field, sizeof u);
+            fprintf(f, "%s = %04o", k->name, u);
+            break;
+        case K_PER_CPU:
+        case K_UINT:
+        case K_SIZE:
+            if (k->size == sizeof(size_t)) {
+                memcpy(&z, field, sizeof z);
+                fprintf(f, "%s = %zu", k->name, z);
+            } else {
+                memcpy(&u, field, sizeof u);
+                fprintf(f, "%s = %u", k->name, u);
+            }
+            break;
+        case K_RATIO:
+            memcpy(&d, field, sizeof d);
+            fprintf(f, "%s = %.15g", k->name, d);
+            break;
+        }
+        dump_origin(c, i, f);
+    }
+}
+
+unsigned enr_config_line(const enr_config *c, const char *key)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, key) == 0)
+            return c->key_line[i];
+    return 0;
 }

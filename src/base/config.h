@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "base/allow.h"
 #include "base/secret.h"
@@ -26,6 +27,9 @@
  * (workers x rss_hard_mb, docs/pool.md).  A larger host sets a number and
  * raises MemoryMax with it. */
 #define ENR_WORKERS_AUTO_MAX 6
+
+/* Room for every key of config.c's table (checked there at compile time). */
+#define ENR_CONFIG_KEYS_MAX 72
 
 typedef struct enr_config {
     /* pool */
@@ -102,8 +106,14 @@ typedef struct enr_config {
     size_t capture_max_bytes;       /* the whole directory, every worker */
     size_t capture_queue_bytes;     /* per worker, waiting for the disk */
 
+    /* neighbours -t compares against (confcheck.h); empty: not compared */
+    char nginx_fastcgi_conf[ENR_PATH_MAX];
+
     /* where it came from, for messages */
     char source[ENR_PATH_MAX]; /* file path or "(built-in)" */
+    /* the line of source that set each key, in the order of the key table
+     * (enr_config_dump); 0: the built-in default */
+    unsigned key_line[ENR_CONFIG_KEYS_MAX];
 } enr_config;
 
 /* The least liveness_timeout_ms may be: what the longest request the other
@@ -120,6 +130,14 @@ int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen);
  * for enr_config_load, with line 0 for whole-text problems. */
 int enr_config_parse(enr_config *c, const char *text, size_t len, const char *source, char *err,
                      size_t errlen);
+
+/* Print the effective configuration to f as a file -c reads back: every
+ * key with its value, and a comment saying where it came from (FILE:LINE
+ * or the built-in default).  The upstream secret itself is never shown. */
+void enr_config_dump(const enr_config *c, FILE *f);
+
+/* The line of c->source that set key; 0 for a built-in default. */
+unsigned enr_config_line(const enr_config *c, const char *key);
 
 /* The embedded default configuration text (also what `make run` serves). */
 extern const char enr_config_default_text[];

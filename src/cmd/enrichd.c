@@ -1,7 +1,7 @@
 /*
  * enrichd.c: the daemon's command line.
  *
- *   enrichd [-c FILE] [-t] [-V]    run in the foreground (systemd style)
+ *   enrichd [-c FILE] [-t | -T] [-V]  run in the foreground (systemd style)
  *   enrichd status [SOCKET]        the operator's status table
  *
  * Nothing heavy happens before the master forks its workers: the cold
@@ -17,6 +17,7 @@
 
 #include "base/cli.h"
 #include "base/config.h"
+#include "base/confcheck.h"
 #include "base/curlapi.h"
 #include "base/log.h"
 #include "pool/master.h"
@@ -30,10 +31,13 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: enrichd [-c FILE] [-t] [-V]\n"
+            "usage: enrichd [-c FILE] [-t | -T] [-V]\n"
             "       enrichd status [SOCKET]\n"
             "  -c FILE  configuration file (default: the built-in configuration)\n"
-            "  -t       check the configuration and exit (0 ok, 1 with FILE:LINE: key: problem)\n"
+            "  -t       check the configuration and exit (0 ok, 1 with FILE:LINE: key: problem);\n"
+            "           warnings about its neighbours (nginx, systemd, limits) go to stderr\n"
+            "  -T       check it, then print the effective configuration: every key, its\n"
+            "           value and where it came from (FILE:LINE or the built-in default)\n"
             "  -V       print the version and the versions of the linked libraries\n");
 }
 
@@ -60,6 +64,12 @@ static void print_versions(void)
            VERSION);
 }
 
+static void print_warning(void *arg, const char *msg)
+{
+    (void)arg;
+    fprintf(stderr, "enrichd: warning: %s\n", msg);
+}
+
 static void log_level_from_env(void)
 {
     const char *v = getenv("ENRICHD_LOG_LEVEL");
@@ -75,19 +85,22 @@ static void log_level_from_env(void)
 int main(int argc, char **argv)
 {
     const char *path = NULL;
-    int check = 0, opt;
+    int check = 0, dump = 0, opt;
     enr_config cfg;
     char err[512];
 
     if (argc >= 2 && strcmp(argv[1], "status") == 0)
         return enr_status_cli(argc - 1, argv + 1);
-    while ((opt = getopt(argc, argv, "c:tVh")) != -1) {
+    while ((opt = getopt(argc, argv, "c:tTVh")) != -1) {
         switch (opt) {
         case 'c':
             path = optarg;
             break;
         case 't':
             check = 1;
+            break;
+        case 'T':
+            dump = 1;
             break;
         case 'V':
             print_versions();
@@ -105,9 +118,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "enrichd: %s\n", err);
         return 1;
     }
-    if (check) {
-        printf("enrichd: configuration %s ok\n", cfg.source);
-        return 0;
+    if (check || dump) {
+        enr_config_warn(&cfg, print_warning, NULL);
+        if (dump)
+            enr_config_dump(&cfg, stdout);
+        else
+            printf("enrichd: configuration %s ok\n", cfg.source);
+        return fflush(stdout) == 0 ? 0 : 1;
     }
     return enr_master_run(&cfg, path);
 }

@@ -15,8 +15,10 @@
 
 #include "fcgi/fcgi_stream.h"
 
-/* The status line and the headers of the reply (extra included). */
-#define HEAD_MAX 256
+/* The status line and the headers of the reply (extra included): the
+ * worker's extra headers are at most ~4 KiB (pool/rejected.h), well
+ * inside nginx's 16 KiB fastcgi_buffer_size. */
+#define HEAD_MAX (5 * 1024)
 
 /* The reason phrases of the codes enrichd answers (RFC 9110): the CGI
  * Status header carries one (RFC 3875 6.3.3), and nginx passes it on as

@@ -17,6 +17,7 @@
  *  - Only this worker writes the live and cumulative fields of its slot.
  */
 #include "pool/worker.h"
+#include "pool/rejected.h"
 
 #include <errno.h>
 #include <fcgiapp.h>
@@ -480,9 +481,11 @@ static void handle_request(worker *w, outcome *o)
     o->status = 200;
     o->degraded = degraded;
     {
-        char extra[64] = "";
+        /* what was dropped, said (rejected.h); the body is unchanged */
+        char extra[ENR_REJECTED_HEADERS_MAX + 64];
+        enr_rejected_headers(&w->batch, extra, sizeof extra - 64);
         if (degraded > 0)
-            snprintf(extra, sizeof extra, "X-Enrich-Degraded: %zu\r\n", degraded);
+            snprintf(extra + strlen(extra), 64, "X-Enrich-Degraded: %zu\r\n", degraded);
         send_response(w, 200, "application/x-ndjson", extra, w->out.data, w->out.len);
     }
 }

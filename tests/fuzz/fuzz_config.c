@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/config.h"
+#include "base/confcheck.h"
 
 #define SRC "fuzz.conf"
 
@@ -186,6 +187,45 @@ static void check_err(const char *err, const uint8_t *data, size_t size)
         abort();
 }
 
+/* -T: every line a key set names a line of the input, and the dump is a
+ * configuration that reads back to one that dumps the same. */
+static void check_dump(const enr_config *c, const uint8_t *data, size_t size)
+{
+    static char out1[1 << 16], out2[1 << 16];
+    static enr_config again;
+    char err[512];
+    unsigned lines = 1;
+    FILE *f;
+
+    for (size_t i = 0; i < size; i++)
+        lines += data[i] == '\n';
+    for (size_t i = 0; i < ENR_CONFIG_KEYS_MAX; i++)
+        if (c->key_line[i] > lines)
+            abort();
+    memset(out1, 0, sizeof out1);
+    memset(out2, 0, sizeof out2);
+    if ((f = fmemopen(out1, sizeof out1 - 1, "w")) == NULL)
+        abort();
+    enr_config_dump(c, f);
+    fclose(f);
+    if (enr_config_parse(&again, out1, strlen(out1), SRC, err, sizeof err) != 0)
+        abort();
+    if ((f = fmemopen(out2, sizeof out2 - 1, "w")) == NULL)
+        abort();
+    enr_config_dump(&again, f);
+    fclose(f);
+    /* the values agree; only the comments (where from) differ */
+    for (const char *a = out1, *b = out2; *a || *b;) {
+        size_t la = strcspn(a, "#\n"), lb = strcspn(b, "#\n");
+        if (la != lb || memcmp(a, b, la) != 0)
+            abort();
+        a += strcspn(a, "\n");
+        b += strcspn(b, "\n");
+        a += *a == '\n';
+        b += *b == '\n';
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -196,8 +236,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&c, 0xa5, sizeof c);
     memcpy(&before, &c, sizeof c);
     err[0] = '\0';
+    {
+        /* nginx's time syntax, from the same bytes: a time or -1 */
+        long long ms = enr_nginx_time_ms((const char *)data, size);
+        if (ms < -1)
+            abort();
+    }
     if (enr_config_parse(&c, (const char *)data, size, SRC, err, sizeof err) == 0) {
         check_ok(&c);
+        check_dump(&c, data, size);
         return 0;
     }
     check_err(err, data, size);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/config.h"
+#include "base/confcheck.h"
 #include "t.h"
 
 static enr_config c;
@@ -26,6 +27,80 @@ static void bad(const char *text, const char *where)
     T_CHECK(rc != 0, "accepted: %s", text);
     T_CHECK(strncmp(err, where, strlen(where)) == 0, "error \"%s\" should start with \"%s\"", err,
             where);
+}
+
+/* What an operator's first mistakes are told. */
+static void test_messages(void)
+{
+    bad("workers = 2\nworker = 4\n", "t.conf:2: worker: unknown key (did you mean \"workers\"?)");
+    bad("request_timout_ms = 100\n",
+        "t.conf:1: request_timout_ms: unknown key (did you mean \"request_timeout_ms\"?)");
+    bad("colour = red\n", "t.conf:1: colour: unknown key");
+    T_CHECK(strstr(err, "did you mean") == NULL, "no guess when nothing is close: %s", err);
+    bad("\xEF\xBB\xBFworkers = 2\n", "t.conf:1: (file): starts with a UTF-8 byte order mark");
+    bad("request_timeout_ms = 150ms\n", "t.conf:1: request_timeout_ms: \"150ms\" is not");
+    T_CHECK(strstr(err, "drop the unit \"ms\"") && strstr(err, "milliseconds: 150)"), "%s", err);
+    bad("idle_exit_s = 30s\n", "t.conf:1: idle_exit_s:");
+    T_CHECK(strstr(err, "drop the unit \"s\"") && strstr(err, "in seconds: 30)"), "%s", err);
+    bad("max_body_bytes = 4MB\n", "t.conf:1: max_body_bytes:");
+    T_CHECK(strstr(err, "drop the unit \"MB\"") && strstr(err, "4m)"), "%s", err);
+    bad("workers = two\n", "t.conf:1: workers:");
+    T_CHECK(strstr(err, "drop the unit") == NULL, "no unit hint without digits: %s", err);
+}
+
+/* -T: every key once, each origin said, and read back the same. */
+static void test_dump(void)
+{
+    static char out1[16384], out2[16384];
+    static const char text[] = "# a comment\nworkers = 3\nupstream_header = X-A: 1\n"
+                               "health_max_5xx_ratio = 0.05\nlisten_mode = 0640\n";
+    FILE *f;
+
+    T_CHECK(parse(text) == 0, "%s", err);
+    T_CHECK(enr_config_line(&c, "workers") == 2 && enr_config_line(&c, "listen_mode") == 5 &&
+                enr_config_line(&c, "listen") == 0,
+            "the line of each key");
+    f = fmemopen(out1, sizeof out1, "w");
+    enr_config_dump(&c, f);
+    fclose(f);
+    T_CHECK(strstr(out1, "\nworkers = 3  # t.conf:2\n") != NULL, "workers from t.conf:2:\n%s",
+            out1);
+    T_CHECK(strstr(out1, "\nlisten_mode = 0640  # t.conf:5\n") != NULL, "octal mode");
+    T_CHECK(strstr(out1, "\nupstream_header = X-A: 1  # t.conf:3\n") != NULL, "a header line");
+    T_CHECK(strstr(out1, "\nhealth_max_5xx_ratio = 0.05  # t.conf:4\n") != NULL, "a ratio");
+    T_CHECK(strstr(out1, "\nmax_requests = 10000  # built-in default\n") != NULL, "a default");
+    T_CHECK(strstr(out1, "\nupstream_url =  # built-in default\n") != NULL, "an empty default");
+    T_CHECK(parse(out1) == 0, "the dump reads back: %s", err);
+    f = fmemopen(out2, sizeof out2, "w");
+    enr_config_dump(&c, f);
+    fclose(f);
+    /* read back, each key now comes from a line of the dump: the values agree */
+    {
+        char *a = out1, *b = out2;
+        int same = 1;
+        a = strchr(a, '\n') + 1;
+        b = strchr(b, '\n') + 1;
+        while (*a && *b) {
+            size_t la = strcspn(a, "#"), lb = strcspn(b, "#");
+            if (la != lb || memcmp(a, b, la) != 0)
+                same = 0;
+            a += strcspn(a, "\n") + (a[strcspn(a, "\n")] != 0);
+            b += strcspn(b, "\n") + (b[strcspn(b, "\n")] != 0);
+        }
+        T_CHECK(same && !*a && !*b, "the same values after a round trip");
+    }
+}
+
+static void test_nginx_time(void)
+{
+    T_CHECK(enr_nginx_time_ms("10s", 3) == 10000, "10s");
+    T_CHECK(enr_nginx_time_ms("60", 2) == 60000, "a bare number is seconds");
+    T_CHECK(enr_nginx_time_ms("200ms", 5) == 200, "200ms");
+    T_CHECK(enr_nginx_time_ms("1m30s", 5) == 90000, "1m30s");
+    T_CHECK(enr_nginx_time_ms("1h", 2) == 3600000, "1h");
+    T_CHECK(enr_nginx_time_ms("", 0) == -1 && enr_nginx_time_ms("s", 1) == -1 &&
+                enr_nginx_time_ms("10x", 3) == -1 && enr_nginx_time_ms("$var", 4) == -1,
+            "not times");
 }
 
 int main(void)
@@ -129,5 +204,8 @@ int main(void)
         T_CHECK(enr_config_parse(&c, nul, sizeof nul - 1, "t.conf", err, sizeof err) != 0,
                 "a NUL byte is refused");
     }
+    test_messages();
+    test_dump();
+    test_nginx_time();
     T_DONE();
 }
