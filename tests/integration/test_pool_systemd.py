@@ -4,6 +4,7 @@ runs it: the sockets are passed in, the NOTIFY_SOCKET is read, and the
 notifications come in order (READY, STATUS, WATCHDOG; RELOADING then
 READY around HUP; STOPPING on TERM).  Also `-t` on good and bad
 configurations, and systemd-analyze on the unit files."""
+import json
 import os
 import shutil
 import signal
@@ -164,9 +165,83 @@ def test_units(r):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def unit_exec_reload():
+    """The ExecReload= lines of the shipped unit, in order."""
+    unit = open(os.path.join(harness.ROOT, "conf", "systemd", "enrichd.service")).read()
+    return [l.split("=", 1)[1] for l in unit.splitlines() if l.startswith("ExecReload=")]
+
+
+def run_exec_reload(env):
+    """`systemctl reload` as systemd runs it: each ExecReload= line in
+    turn, the installed paths replaced by the test's, stopping at the
+    first that fails.  Returns (exit status, output, lines run)."""
+    ran = 0
+    for cmd in unit_exec_reload():
+        cmd = (cmd.replace("/usr/sbin/enrichd", ENRICHD)
+               .replace("/etc/enrichd/enrichd.conf", env.conf)
+               .replace("$MAINPID", str(env.master_pid())))
+        cp = subprocess.run(cmd.split(), capture_output=True, text=True, timeout=10)
+        ran += 1
+        if cp.returncode != 0:
+            return cp.returncode, cp.stdout + cp.stderr, ran
+    return 0, "", ran
+
+
+def metric(env, name):
+    st, _, body = env.request("/metrics", method="GET")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_reload_verdict(r):
+    """A refused configuration fails `systemctl reload` (the unit checks
+    before it signals), and a refused HUP is counted and shown."""
+    cmds = unit_exec_reload()
+    r.check(len(cmds) == 2 and cmds[0].startswith("/usr/sbin/enrichd -t -c ")
+            and "kill -HUP $MAINPID" in cmds[1],
+            "ExecReload= checks the file, then signals: %r" % cmds)
+    with harness.Env(name="pool-reload-verdict") as env:
+        env.start_enrichd("workers = 2\n", notify=True)
+        env.start_nginx()
+        env.wait_workers(2)
+        good = open(env.conf).read()
+        r.check(metric(env, "enrichd_reload_failures_total") == 0, "no reload failure at start")
+        with open(env.conf, "a") as f:
+            f.write("max_records = many\n")
+        code, out, ran = run_exec_reload(env)
+        time.sleep(0.5)
+        r.check(code != 0 and ran == 1 and " max_records: " in out,
+                "systemctl reload of a bad file fails at the check, naming it: rc=%d after %d "
+                "line(s): %r" % (code, ran, out.strip()[-160:]))
+        r.check(not env.notify.values("RELOADING"), "no HUP was sent: no RELOADING=1")
+        # A HUP that bypasses the unit (kill -HUP by hand): refused, counted, shown.
+        env.signal(signal.SIGHUP)
+        env.wait_log("reload refused: configuration invalid, keeping the old one", timeout=5)
+        n = metric(env, "enrichd_reload_failures_total")
+        st, _, body = env.request("/status", method="GET")
+        rl = json.loads(body).get("reload", {})
+        r.check(n == 1, "a refused HUP counts in enrichd_reload_failures_total: %r" % n)
+        r.check(rl.get("failures") == 1 and rl.get("last_error", "").startswith("refused: ")
+                and "max_records" in rl.get("last_error", ""),
+                "/status shows the refused reload: %r" % rl)
+        with open(env.conf, "w") as f:
+            f.write(good.replace("workers = 2", "workers = 3"))
+        code, out, ran = run_exec_reload(env)
+        r.check(code == 0 and ran == 2, "systemctl reload of a good file: rc=%d %r" % (code, out))
+        env.wait_log("reload done", timeout=15)
+        env.wait_workers(3)
+        st, _, body = env.request("/status", method="GET")
+        rl = json.loads(body).get("reload", {})
+        r.check(rl.get("last_error") == "" and metric(env, "enrichd_reload_failures_total") == 1,
+                "a done reload clears last_error, the counter stays: %r" % rl)
+
+
 if __name__ == "__main__":
     res = harness.Results()
     res.run(test_config_check)
     res.run(test_units)
     res.run(test_activation_and_notify)
+    res.run(test_reload_verdict)
     res.done()
