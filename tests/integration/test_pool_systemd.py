@@ -4,8 +4,10 @@ runs it: the sockets are passed in, the NOTIFY_SOCKET is read, and the
 notifications come in order (READY, STATUS, WATCHDOG; RELOADING then
 READY around HUP; STOPPING on TERM).  Also `-t` on good and bad
 configurations, and systemd-analyze on the unit files."""
+import grp
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -238,10 +240,73 @@ def test_reload_verdict(r):
                 "a done reload clears last_error, the counter stays: %r" % rl)
 
 
+OVERRIDE_MSG = ("socket activation: the passed socket overrides the configuration (change the "
+                "socket unit, or the key)")
+
+
+def test_activation_overrides(r):
+    """Under socket activation the passed sockets are served, whatever the
+    file says: each key they override is a warning naming the key, the
+    configured and the real value, and `starting` says what is served
+    (path, mode, owner, the kernel's backlog)."""
+    with harness.Env(name="pool-sd-override") as env:
+        other = os.path.join(env.dir, "configured.sock")
+        env.start_enrichd("listen = %s\nlisten_mode = 0600\nlisten_backlog = 64\n"
+                          "listen_group =\nworkers = 1\n" % other, activate=True)
+        env.start_nginx()
+        st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
+        r.check(st == 200, "serves the passed socket, not the configured one: %d" % st)
+        env.wait_log("starting", timeout=10)
+        warns = {(e.get("socket"), e.get("key")): e for e in env.log_events(OVERRIDE_MSG)}
+        gname = grp.getgrgid(os.getegid()).gr_name
+        real_group = "www-data" if harness.IS_ROOT else gname
+        want = {("fastcgi", "listen"): (other, env.sock),
+                ("fastcgi", "listen_mode"): ("0600", "0660"),
+                ("status", "listen_mode"): ("0600", "0660")}
+        if real_group != gname:
+            want[("fastcgi", "listen_group")] = ("", real_group)
+        for k, (conf, real) in sorted(want.items()):
+            e = warns.get(k, {})
+            r.check(e.get("configured", "") == conf and e.get("real") == real,
+                    "warning for %s on the %s socket: configured %r, real %r: %r"
+                    % (k[1], k[0], conf, real, e))
+        e = warns.get(("fastcgi", "listen_backlog"), {})
+        r.check(e.get("configured") == "64" and int(e.get("real", "0")) > 64,
+                "warning for listen_backlog with the kernel's value: %r" % e)
+        r.check(("status", "listen") not in warns and ("status", "status_listen") not in warns,
+                "no warning for the status socket's matching address: %r" % sorted(warns))
+        start = env.log_events("starting")[-1]
+        r.check(start.get("listen") == env.sock and start.get("listen_mode") == "0660"
+                and start.get("listen_owner") == "%s:%s" % (pwd.getpwuid(os.geteuid()).pw_name,
+                                                            real_group)
+                and start.get("listen_backlog") == e.get("real")
+                and start.get("status_listen") == env.status_sock and start.get("activated") == "1",
+                "starting says what is served: %r" % start)
+        backlog = e.get("real")
+    # The same sockets, configured as they are: not one warning.
+    with harness.Env(name="pool-sd-agree") as env:
+        env.start_enrichd("listen_backlog = %s\nworkers = 1\n%s" % (
+            backlog, "" if harness.IS_ROOT else "listen_group =\n"), activate=True)
+        env.start_nginx()
+        st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
+        env.wait_log("starting", timeout=10)
+        r.check(st == 200 and not env.log_events(OVERRIDE_MSG),
+                "a configuration that agrees with the passed sockets: no warning: %r"
+                % env.log_events(OVERRIDE_MSG))
+    # Bound by enrichd itself: the same line says what it made.
+    with harness.Env(name="pool-bound") as env:
+        env.start_enrichd("listen_backlog = 77\nworkers = 1\n")
+        start = env.log_events("starting")[-1]
+        r.check(start.get("listen") == env.sock and start.get("listen_backlog") == "77"
+                and start.get("listen_mode") == "0660" and start.get("activated") == "0",
+                "starting when enrichd binds: its own socket, the kernel's backlog: %r" % start)
+
+
 if __name__ == "__main__":
     res = harness.Results()
     res.run(test_config_check)
     res.run(test_units)
     res.run(test_activation_and_notify)
     res.run(test_reload_verdict)
+    res.run(test_activation_overrides)
     res.done()
