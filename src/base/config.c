@@ -91,6 +91,8 @@ const char enr_config_default_text[] =
     "capture_dir =\n"
     "capture_sample = 0\n"
     "capture_max_bytes = 1g\n"
+    "capture_max_age_s = 604800\n"
+    "capture_group =\n"
     "capture_queue_bytes = 8m\n";
 
 enum key_type {
@@ -174,6 +176,8 @@ static const key_def keys[] = {
     {"capture_dir", K_PATH, F(capture_dir), 0, 0},
     {"capture_sample", K_RATIO, F(capture_sample), 0, 0},
     {"capture_max_bytes", K_SIZE, F(capture_max_bytes), 1ULL << 20, 1ULL << 40},
+    {"capture_max_age_s", K_UINT, F(capture_max_age_s), 0, 31536000},
+    {"capture_group", K_GROUP, F(capture_group), 0, 0},
     {"capture_queue_bytes", K_SIZE, F(capture_queue_bytes), 0, 1ULL << 30},
 };
 
@@ -536,6 +540,12 @@ static int check_whole(parse_state *ps, const enr_config *c)
                            c->capture_dir, strerror(e));
         }
         close(dfd);
+    }
+    if (c->capture_group[0] != '\0') {
+        char why[160];
+        gid_t gid;
+        if (enr_safedir_group(c->capture_group, &gid, why, sizeof why) != 0)
+            return FAIL_AT(ps, "capture_group", "%s", why);
     }
     /* The host's cache is one shared mapping whose pages count in the RSS
      * of every worker that reads them: as large as the recycling bound, it
