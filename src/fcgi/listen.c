@@ -239,6 +239,21 @@ static void group_name(gid_t gid, char *out, size_t len)
         snprintf(out, len, "%ld", (long)gid);
 }
 
+/* The gid the kernel shows for a group not mapped into our user
+ * namespace (PrivateUsers=yes maps only root and the service's own). */
+static gid_t overflow_gid(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/overflowgid", "re");
+    long g = 65534;
+
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &g) != 1)
+            g = 65534;
+        fclose(f);
+    }
+    return (gid_t)g;
+}
+
 int enr_listen_real_get(int fd, enr_listen_real *r)
 {
     struct sockaddr_storage ss;
@@ -260,7 +275,13 @@ int enr_listen_real_get(int fd, enr_listen_real *r)
             snprintf(r->owner, sizeof r->owner, "%s", pw->pw_name);
         else
             snprintf(r->owner, sizeof r->owner, "%ld", (long)st.st_uid);
-        group_name(st.st_gid, r->group, sizeof r->group);
+        if (st.st_gid == overflow_gid() && st.st_gid != getegid()) {
+            /* Its real group is outside our user namespace: unknown here. */
+            r->group_unknown = 1;
+            snprintf(r->group, sizeof r->group, "unmapped");
+        } else {
+            group_name(st.st_gid, r->group, sizeof r->group);
+        }
     }
     r->have_backlog = enr_sockdiag_listen_queue(fd, &queued, &r->backlog) == 0;
     return 0;
@@ -327,7 +348,7 @@ static void report_passed(const enr_config *c, int fd, int is_status)
             snprintf(grp, sizeof grp, "%s", c->listen_group);
         else
             group_name(getegid(), grp, sizeof grp); /* empty: the daemon's own */
-        if (strcmp(grp, r.group) != 0)
+        if (!r.group_unknown && strcmp(grp, r.group) != 0)
             overridden(sock, "listen_group", c->listen_group, r.group);
     }
     if (!is_status && r.have_backlog && r.backlog != (unsigned)c->listen_backlog) {

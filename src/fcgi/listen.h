@@ -29,6 +29,7 @@ typedef struct enr_listen_real {
     int have_file; /* a unix socket whose file could be stat'ed */
     unsigned mode; /* its permission bits */
     char owner[64], group[64];
+    int group_unknown; /* not mapped in our user namespace: "unmapped" */
     int have_backlog;
     unsigned backlog; /* listen(2)'s limit, as the kernel holds it */
 } enr_listen_real;
