@@ -215,7 +215,7 @@ man/enrichd.conf.5: conf/enrichd.conf scripts/gen-conf-man.py Makefile
 man: $(MANPAGES)
 
 install: $(PROGRAMS) $(MANPAGES)
-	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/enrichd \
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/enrichd/conf.d \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(NGINXDIR)/sites-available $(DESTDIR)$(NGINXDIR)/snippets \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs
@@ -225,7 +225,8 @@ install: $(PROGRAMS) $(MANPAGES)
 	@# installed file sets only the keys a host is set up with, the rest
 	@# commented out at their defaults (scripts/gen-conffile.py).
 	if [ ! -e $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf ]; then \
-		python3 scripts/gen-conffile.py conf/enrichd.conf >$(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf && \
+		python3 scripts/gen-conffile.py --sysconfdir $(SYSCONFDIR) conf/enrichd.conf \
+			>$(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf && \
 		chmod 644 $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf || exit 1; fi
 	for u in $(UNITS); do \
 		sed -e 's|/usr/sbin/enrichd|$(SBINDIR)/enrichd|g' -e 's|/etc/enrichd/|$(SYSCONFDIR)/enrichd/|g' \
@@ -253,9 +254,10 @@ uninstall:
 	rm -f $(DESTDIR)$(DOCDIR)/README.md
 	rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 	for m in $(MANPAGES); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m).gz; done
-	if python3 scripts/gen-conffile.py conf/enrichd.conf | cmp -s - $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; then \
+	if python3 scripts/gen-conffile.py --sysconfdir $(SYSCONFDIR) conf/enrichd.conf | \
+		cmp -s - $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; then \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; \
-		rmdir $(DESTDIR)$(SYSCONFDIR)/enrichd 2>/dev/null || true; fi
+		rmdir $(DESTDIR)$(SYSCONFDIR)/enrichd/conf.d $(DESTDIR)$(SYSCONFDIR)/enrichd 2>/dev/null || true; fi
 
 # The Debian package, built out of tree in build-deb/ (the packaging lives
 # in scripts/debian/, copied in as debian/: the top level stays the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen-conffile.py CONF: the configuration file `make install` ships
+"""gen-conffile.py [--sysconfdir DIR] CONF: the configuration file `make install` ships
 (/etc/enrichd/enrichd.conf), made from conf/enrichd.conf (every key with
 its default and its documentation, the source of enrichd.conf(5)).
 
@@ -25,8 +25,23 @@ HEADER = """\
 """
 
 
+INCLUDE = """
+## --- this host's own files ---------------------------------------------
+
+# Every file in conf.d ending in .conf, in name order, read as if its lines
+# stood here (a key may still be set once in all of them together): a
+# package or a configuration manager can drop a file there instead of
+# editing this one.
+include = {sysconfdir}/enrichd/conf.d/*.conf
+"""
+
+
 def main():
-    src = open(sys.argv[1], encoding="utf-8").read().splitlines()
+    args = sys.argv[1:]
+    sysconfdir = "/etc"
+    if args[:1] == ["--sysconfdir"]:
+        sysconfdir, args = args[1], args[2:]
+    src = open(args[0], encoding="utf-8").read().splitlines()
     out = []
     out = HEADER.rstrip("\n").split("\n")
     for line in src[1:]:  # the source's title says it sets every key
@@ -34,7 +49,7 @@ def main():
         if m and m.group(1) not in OPERATOR_KEYS:
             line = "# " + line
         out.append(line)
-    sys.stdout.write("\n".join(out) + "\n")
+    sys.stdout.write("\n".join(out) + "\n" + INCLUDE.format(sysconfdir=sysconfdir))
 
 
 if __name__ == "__main__":

@@ -296,8 +296,10 @@ static int open_file(enr_capture *c, char *why, size_t whylen)
         close_file(c);
         return T_FILE;
     }
-    /* Ours, but opened wider by someone: no one else reads production bodies. */
-    if ((st.st_mode & 07777 & ~CAPTURE_FILE_MODE) != 0 && fchmod(c->fd, CAPTURE_FILE_MODE) != 0) {
+    /* Exactly 0640: opened wider by someone, no one else may read
+     * production bodies; made narrower by the umask (the unit's 0077),
+     * capture_group could not read them. */
+    if ((st.st_mode & 07777) != CAPTURE_FILE_MODE && fchmod(c->fd, CAPTURE_FILE_MODE) != 0) {
         snprintf(why, whylen, "%s/%s: chmod: %s", c->dir, c->name, strerror(errno));
         close_file(c);
         return T_FILE;

@@ -414,8 +414,13 @@ def test_group(r):
     os.chmod(cap, 0o750)
     www = grp.getgrnam("www-data").gr_gid
     with harness.Env(name="capture-grp") as env:
-        env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n"
-                          "capture_group = www-data\n" % cap)
+        # The unit's UMask=0077 would make the files 0600: the group could not read.
+        old_umask = os.umask(0o077)
+        try:
+            env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n"
+                              "capture_group = www-data\n" % cap)
+        finally:
+            os.umask(old_umask)
         env.start_nginx()
         st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
         harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 1, 5,

@@ -56,7 +56,10 @@ def check_conffile(r, path):
     other built-in key is there once, commented out at its default."""
     text = open(path).read()
     defaults = builtin_defaults()
-    set_keys = re.findall(r"^(\w+) =", text, re.M)
+    set_keys = [k for k in re.findall(r"^(\w+) =", text, re.M) if k != "include"]
+    r.check(text.rstrip().endswith("\ninclude = /etc/enrichd/conf.d/*.conf"),
+            "the conffile ends with an include of /etc/enrichd/conf.d/*.conf")
+    r.check(os.path.isdir(os.path.join(os.path.dirname(path), "conf.d")), "conf.d is installed")
     commented = dict(re.findall(r"^# (\w+) =(.*)$", text, re.M))
     r.check(sorted(set_keys) == sorted(OPERATOR_KEYS),
             "the conffile sets only the operator's keys: %r" % set_keys)

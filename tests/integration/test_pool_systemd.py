@@ -302,6 +302,56 @@ def test_activation_overrides(r):
                 "starting when enrichd binds: its own socket, the kernel's backlog: %r" % start)
 
 
+def test_include(r):
+    """`include = /DIR/*.conf`: the files it matches, in name order, as if
+    their lines stood there; a key once in all of them; errors name the
+    included file and its line; a HUP reads them again."""
+    with harness.Env(name="pool-include") as env:
+        d = os.path.join(env.dir, "conf.d")
+        os.mkdir(d)
+
+        def put(name, text):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+
+        put("10-pool.conf", "# the pool\nworkers = 3\n")
+        put("20-limits.conf", "max_records = 500\n")
+        put("README", "not a .conf: never read\n")
+        env.start_enrichd("include = %s/*.conf\n" % d)
+        env.start_nginx()
+        big = json.dumps([{"provider": "yt", "id": str(i)} for i in range(501)]).encode()
+        st, _, _ = env.request("/v1/enrich", big)
+        r.check(len(env.wait_workers(3)) == 3 and st == 413,
+                "the included files are in force: 3 workers, max_records 500 (501 -> %d)" % st)
+        put("10-pool.conf", "workers = 2\n")
+        env.signal(signal.SIGHUP)
+        env.wait_log("reload done", timeout=15)
+        r.check(len(env.wait_workers(2)) == 2, "a HUP reads the included files again")
+
+        def check(text):
+            put("20-limits.conf", text)
+            cp = subprocess.run([ENRICHD, "-t", "-c", env.conf], capture_output=True, text=True)
+            return cp.returncode, cp.stderr
+        inc = os.path.join(d, "20-limits.conf")
+        for text, want in (("workers = 4\n", inc + ":1: workers: duplicate key"),
+                           ("\nfrobnicate = 1\n", inc + ":2: frobnicate: unknown key"),
+                           ("rss_soft_mb = 300\n", inc + ":1: rss_soft_mb: must be below"),
+                           ("include = %s/*.conf\n" % d,
+                            inc + ":1: include: an included file cannot include")):
+            code, out = check(text)
+            r.check(code == 1 and want in out, "-t refuses %r in an included file: %r"
+                    % (text, out.strip()))
+        for name in os.listdir(d):
+            os.unlink(os.path.join(d, name))
+        code = subprocess.run([ENRICHD, "-t", "-c", env.conf], capture_output=True).returncode
+        r.check(code == 0, "an include that matches nothing is no error (an empty conf.d)")
+        with open(env.conf, "a") as f:
+            f.write("include = conf.d/*.conf\n")
+        cp = subprocess.run([ENRICHD, "-t", "-c", env.conf], capture_output=True, text=True)
+        r.check(cp.returncode == 1 and ": include: " in cp.stderr and "absolute" in cp.stderr,
+                "a relative include is refused: %r" % cp.stderr.strip())
+
+
 if __name__ == "__main__":
     res = harness.Results()
     res.run(test_config_check)
@@ -309,4 +359,5 @@ if __name__ == "__main__":
     res.run(test_activation_and_notify)
     res.run(test_reload_verdict)
     res.run(test_activation_overrides)
+    res.run(test_include)
     res.done()
