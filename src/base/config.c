@@ -195,6 +195,7 @@ typedef struct parse_state {
     unsigned seen_line[NKEYS]; /* where each key was last set, for cross-key errors */
     const char *seen_file[NKEYS];
     unsigned n_inc; /* files included so far; their names are kept for the messages */
+    int including;  /* parsing an included file */
     char inc_path[CONFIG_INCLUDE_MAX][ENR_PATH_MAX];
 } parse_state;
 
@@ -690,7 +691,7 @@ static int include_files(parse_state *ps, enr_config *c, const char *pattern)
     glob_t g;
     int rc;
 
-    if (file >= ps->inc_path[0] && file < ps->inc_path[CONFIG_INCLUDE_MAX])
+    if (ps->including)
         return fail(ps, "include", "an included file cannot include");
     if (pattern[0] != '/')
         return fail(ps, "include", "\"%s\" is not an absolute path", pattern);
@@ -723,7 +724,9 @@ static int include_files(parse_state *ps, enr_config *c, const char *pattern)
         }
         snprintf(ps->inc_path[ps->n_inc], ENR_PATH_MAX, "%s", g.gl_pathv[i]);
         ps->file = ps->inc_path[ps->n_inc++];
+        ps->including = 1;
         rc = parse_text(ps, c, text);
+        ps->including = 0;
         free(text);
         ps->file = file;
         ps->line = line;
