@@ -202,6 +202,9 @@ PROGRAMS   := $(B)/enrichd $(B)/enrich $(B)/enrich-replay
 UNITS      := enrichd.socket enrichd-status.socket enrichd.service
 MANPAGES   := man/enrichd.8 man/enrichd.conf.5 man/enrich.1 man/enrich-replay.1
 NGINX_SNIPPETS := $(wildcard nginx/snippets/*.conf)
+# The docs the man pages and the configuration cite (docs/NAME.md), all
+# of them: they cite one another.  Installed as DOCDIR/docs/NAME.md.
+DOCS       := $(wildcard docs/*.md)
 FLEET_EXAMPLES := $(wildcard conf/prometheus/*.yml)
 
 programs: $(PROGRAMS)
@@ -215,15 +218,19 @@ man/enrichd.conf.5: conf/enrichd.conf scripts/gen-conf-man.py Makefile
 man: $(MANPAGES)
 
 install: $(PROGRAMS) $(MANPAGES)
-	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/enrichd \
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/enrichd/conf.d \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(NGINXDIR)/sites-available $(DESTDIR)$(NGINXDIR)/snippets \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
-		$(DESTDIR)$(DOCDIR)/examples
+		$(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs
 	$(INSTALL) -m 755 $(B)/enrichd $(DESTDIR)$(SBINDIR)/enrichd
 	$(INSTALL) -m 755 $(B)/enrich $(B)/enrich-replay $(DESTDIR)$(BINDIR)/
-	@# A configuration the operator changed is never overwritten.
+	@# A configuration the operator changed is never overwritten.  The
+	@# installed file sets only the keys a host is set up with, the rest
+	@# commented out at their defaults (scripts/gen-conffile.py).
 	if [ ! -e $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf ]; then \
-		$(INSTALL) -m 644 conf/enrichd.conf $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; fi
+		python3 scripts/gen-conffile.py --sysconfdir $(SYSCONFDIR) conf/enrichd.conf \
+			>$(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf && \
+		chmod 644 $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf || exit 1; fi
 	for u in $(UNITS); do \
 		sed -e 's|/usr/sbin/enrichd|$(SBINDIR)/enrichd|g' -e 's|/etc/enrichd/|$(SYSCONFDIR)/enrichd/|g' \
 			conf/systemd/$$u >$(DESTDIR)$(UNITDIR)/$$u && chmod 644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
@@ -233,6 +240,8 @@ install: $(PROGRAMS) $(MANPAGES)
 	@# Several hosts: the Prometheus configuration and the rolling restart.
 	$(INSTALL) -m 644 $(FLEET_EXAMPLES) $(DESTDIR)$(DOCDIR)/examples/
 	$(INSTALL) -m 755 scripts/rolling-restart $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL) -m 644 README.md $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/docs/
 	for m in $(MANPAGES); do s=$${m##*.}; \
 		gzip -9n <$$m >$(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m).gz && \
 		chmod 644 $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m).gz || exit 1; done
@@ -244,11 +253,14 @@ uninstall:
 	rm -f $(DESTDIR)$(NGINXDIR)/sites-available/enrichd $(DESTDIR)$(NGINXDIR)/sites-available/enrichd-cluster
 	for f in $(notdir $(NGINX_SNIPPETS)); do rm -f $(DESTDIR)$(NGINXDIR)/snippets/$$f; done
 	for f in $(notdir $(FLEET_EXAMPLES)) rolling-restart; do rm -f $(DESTDIR)$(DOCDIR)/examples/$$f; done
-	rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	for f in $(notdir $(DOCS)); do rm -f $(DESTDIR)$(DOCDIR)/docs/$$f; done
+	rm -f $(DESTDIR)$(DOCDIR)/README.md
+	rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 	for m in $(MANPAGES); do s=$${m##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$$(basename $$m).gz; done
-	if cmp -s conf/enrichd.conf $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; then \
+	if python3 scripts/gen-conffile.py --sysconfdir $(SYSCONFDIR) conf/enrichd.conf | \
+		cmp -s - $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; then \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/enrichd/enrichd.conf; \
-		rmdir $(DESTDIR)$(SYSCONFDIR)/enrichd 2>/dev/null || true; fi
+		rmdir $(DESTDIR)$(SYSCONFDIR)/enrichd/conf.d $(DESTDIR)$(SYSCONFDIR)/enrichd 2>/dev/null || true; fi
 
 # The Debian package, built out of tree in build-deb/ (the packaging lives
 # in scripts/debian/, copied in as debian/: the top level stays the
@@ -257,8 +269,9 @@ DEB := build-deb/enrichd_$(VERSION)_amd64.deb
 deb: $(DEB)
 $(DEB): $(LIBSRC) $(wildcard src/*/*.h src/*/*.inc) $(CMDSRC) conf/enrichd.conf $(wildcard conf/systemd/*) \
 		nginx/enrichd.conf nginx/enrichd-cluster.conf $(NGINX_SNIPPETS) $(FLEET_EXAMPLES) \
-		scripts/rolling-restart $(filter-out man/enrichd.conf.5,$(MANPAGES)) \
-		$(wildcard scripts/debian/* scripts/debian/*/*) scripts/build-deb.sh scripts/gen-conf-man.py Makefile
+		scripts/rolling-restart $(filter-out man/enrichd.conf.5,$(MANPAGES)) README.md LICENSE $(DOCS) \
+		$(wildcard scripts/debian/* scripts/debian/*/*) scripts/build-deb.sh scripts/gen-conf-man.py \
+		scripts/gen-conffile.py Makefile
 	@scripts/deps.sh deb
 	@scripts/build-deb.sh $(VERSION)
 

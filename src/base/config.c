@@ -14,6 +14,7 @@
 #include "base/sockaddr.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <grp.h>
 #include <limits.h>
 #include <math.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -31,6 +33,7 @@
 
 #define CONFIG_LINE_MAX 2048
 #define CONFIG_FILE_MAX (1 << 20) /* a config larger than this is a mistake */
+#define CONFIG_INCLUDE_MAX 64     /* files `include` lines may read, all together */
 /* A worker starts at about 4 MB of RSS and 6 descriptors (libraries, the
  * Unicode tables, the sockets): recycling limits must leave room above that. */
 #define ENR_CONFIG_RSS_FLOOR_MB 16
@@ -95,6 +98,8 @@ const char enr_config_default_text[] =
     "capture_dir =\n"
     "capture_sample = 0\n"
     "capture_max_bytes = 1g\n"
+    "capture_max_age_s = 604800\n"
+    "capture_group =\n"
     "capture_queue_bytes = 8m\n"
     "nginx_fastcgi_conf = /etc/nginx/snippets/enrichd-fastcgi.conf\n";
 
@@ -182,6 +187,8 @@ static const key_def keys[] = {
     {"capture_dir", K_PATH, F(capture_dir), 0, 0},
     {"capture_sample", K_RATIO, F(capture_sample), 0, 0},
     {"capture_max_bytes", K_SIZE, F(capture_max_bytes), 1ULL << 20, 1ULL << 40},
+    {"capture_max_age_s", K_UINT, F(capture_max_age_s), 0, 31536000},
+    {"capture_group", K_GROUP, F(capture_group), 0, 0},
     {"capture_queue_bytes", K_SIZE, F(capture_queue_bytes), 0, 1ULL << 30},
     {"nginx_fastcgi_conf", K_PATH, F(nginx_fastcgi_conf), 0, 0},
 };
@@ -196,6 +203,10 @@ typedef struct parse_state {
     size_t errlen;
     unsigned char seen[NKEYS];
     unsigned seen_line[NKEYS]; /* where each key was last set, for cross-key errors */
+    const char *seen_file[NKEYS];
+    unsigned n_inc; /* files included so far; their names are kept for the messages */
+    int including;  /* parsing an included file */
+    char inc_path[CONFIG_INCLUDE_MAX][ENR_PATH_MAX];
 } parse_state;
 
 static int fail(parse_state *ps, const char *key, const char *fmt, ...)
@@ -391,6 +402,8 @@ static char *trim(char *s)
     return s;
 }
 
+static int include_files(parse_state *ps, enr_config *c, const char *pattern);
+
 static int parse_line(parse_state *ps, enr_config *c, char *line)
 {
     char *eq, *key, *val;
@@ -416,6 +429,8 @@ static int parse_line(parse_state *ps, enr_config *c, char *line)
     }
     if (key[0] == '\0')
         return fail(ps, "(none)", "missing key before '='");
+    if (strcmp(key, "include") == 0)
+        return include_files(ps, c, val);
     for (i = 0; i < NKEYS; i++)
         if (strcmp(keys[i].name, key) == 0)
             break;
@@ -429,6 +444,7 @@ static int parse_line(parse_state *ps, enr_config *c, char *line)
         return fail(ps, key, "duplicate key");
     ps->seen[i] = 2;
     ps->seen_line[i] = ps->line;
+    ps->seen_file[i] = ps->file;
     return set_value(ps, c, &keys[i], val);
 }
 
@@ -462,11 +478,14 @@ static int parse_text(parse_state *ps, enr_config *c, char *text)
 
 /* Rules that span keys: a soft limit must trip before its hard limit,
  * and the worker's own deadlines must fit inside the request deadline. */
-static unsigned line_of(const parse_state *ps, const char *key)
+static unsigned line_of(parse_state *ps, const char *key)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].name, key) == 0)
+        if (strcmp(keys[i].name, key) == 0) {
+            if (ps->seen_file[i] != NULL)
+                ps->file = ps->seen_file[i]; /* it may be an included file's */
             return ps->seen_line[i];
+        }
     return 0;
 }
 
@@ -564,6 +583,12 @@ static int check_whole(parse_state *ps, const enr_config *c)
                            c->capture_dir, strerror(e));
         }
         close(dfd);
+    }
+    if (c->capture_group[0] != '\0') {
+        char why[160];
+        gid_t gid;
+        if (enr_safedir_group(c->capture_group, &gid, why, sizeof why) != 0)
+            return FAIL_AT(ps, "capture_group", "%s", why);
     }
     /* The host's cache is one shared mapping whose pages count in the RSS
      * of every worker that reads them: as large as the recycling bound, it
@@ -691,6 +716,71 @@ unsigned enr_config_liveness_floor_ms(const enr_config *c)
     return c->body_timeout_ms + c->request_timeout_ms + c->kill_grace_ms + ENR_LIVENESS_SLACK_MS;
 }
 
+/* `include = PATTERN` (absolute, glob(7)): each file it matches, in name
+ * order, is read as if its lines stood here; none matching is no error
+ * (an empty conf.d).  A key may still be set once in all the files
+ * together, and an included file includes nothing itself. */
+/* A directory of the pattern that is not there matches nothing; one that
+ * cannot be read would hide its files: that stops the include. */
+static int glob_error(const char *path, int err)
+{
+    (void)path;
+    return err != ENOENT && err != ENOTDIR;
+}
+
+static int include_files(parse_state *ps, enr_config *c, const char *pattern)
+{
+    const char *file = ps->file;
+    unsigned line = ps->line;
+    glob_t g;
+    int rc;
+
+    if (ps->including)
+        return fail(ps, "include", "an included file cannot include");
+    if (pattern[0] != '/')
+        return fail(ps, "include", "\"%s\" is not an absolute path", pattern);
+    rc = glob(pattern, 0, glob_error, &g);
+    if (rc == GLOB_NOMATCH)
+        return 0;
+    if (rc != 0)
+        return fail(ps, "include", "\"%s\": %s", pattern,
+                    rc == GLOB_NOSPACE ? "out of memory" : "a directory cannot be read");
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        char *text = NULL, why[256];
+        struct stat st;
+        if (ps->n_inc == CONFIG_INCLUDE_MAX) {
+            rc = fail(ps, "include", "more than %d files", CONFIG_INCLUDE_MAX);
+            break;
+        }
+        if (strlen(g.gl_pathv[i]) >= ENR_PATH_MAX) {
+            rc = fail(ps, "include", "%s: path longer than %d bytes", g.gl_pathv[i],
+                      ENR_PATH_MAX - 1);
+            break;
+        }
+        /* A FIFO or a device matched by the pattern would hang the read. */
+        if (stat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) {
+            rc = fail(ps, "include", "%s: not a regular file", g.gl_pathv[i]);
+            break;
+        }
+        if (read_file(g.gl_pathv[i], &text, why, sizeof why) != 0) {
+            rc = fail(ps, "include", "%s: %s", g.gl_pathv[i], why);
+            break;
+        }
+        snprintf(ps->inc_path[ps->n_inc], ENR_PATH_MAX, "%s", g.gl_pathv[i]);
+        ps->file = ps->inc_path[ps->n_inc++];
+        ps->including = 1;
+        rc = parse_text(ps, c, text);
+        ps->including = 0;
+        free(text);
+        ps->file = file;
+        ps->line = line;
+        if (rc != 0)
+            break;
+    }
+    globfree(&g);
+    return rc;
+}
+
 /* Defaults, then text (NUL-terminated; NULL: the defaults alone),
  * then the cross-key rules; c is written only when all of it passed. */
 static int load_text(enr_config *c, char *text, const char *source, char *err, size_t errlen)
@@ -717,6 +807,7 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
     /* A file may override each default once; line 0 means "not in the file". */
     memset(ps.seen, 0, sizeof ps.seen);
     memset(ps.seen_line, 0, sizeof ps.seen_line);
+    memset(ps.seen_file, 0, sizeof ps.seen_file);
     if (text != NULL) {
         ps.file = source;
         if (parse_text(&ps, &next, text) != 0)

@@ -104,6 +104,8 @@ typedef struct enr_config {
     char capture_dir[ENR_PATH_MAX]; /* empty: off */
     double capture_sample;          /* share of requests kept, 0..1 */
     size_t capture_max_bytes;       /* the whole directory, every worker */
+    unsigned capture_max_age_s;     /* no sample kept longer; 0: no bound */
+    char capture_group[64];         /* the files' group (mode 0640); empty: ours */
     size_t capture_queue_bytes;     /* per worker, waiting for the disk */
 
     /* neighbours -t compares against (confcheck.h); empty: not compared */

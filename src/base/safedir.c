@@ -8,9 +8,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Supplementary groups looked at (NGROUPS_MAX is 65536: no stack for that). */
+#define ENR_SAFEDIR_MAX_GROUPS 256
 
 int enr_safedir_check(int dfd, const char *path, char *why, size_t whylen)
 {
@@ -76,4 +80,27 @@ int enr_safedir_file_ok(const struct stat *st, char *why, size_t whylen)
         return -1;
     }
     return 0;
+}
+
+int enr_safedir_group(const char *name, gid_t *gid, char *why, size_t whylen)
+{
+    struct group *g = getgrnam(name);
+    gid_t groups[ENR_SAFEDIR_MAX_GROUPS];
+    int n;
+
+    if (g == NULL) {
+        snprintf(why, whylen, "no such group \"%s\"", name);
+        return -1;
+    }
+    *gid = g->gr_gid;
+    if (geteuid() == 0 || g->gr_gid == getegid())
+        return 0;
+    n = getgroups(ENR_SAFEDIR_MAX_GROUPS, groups);
+    for (int i = 0; i < n; i++)
+        if (groups[i] == g->gr_gid)
+            return 0;
+    snprintf(why, whylen,
+             "enrichd (uid %ld) is not in group \"%s\": it cannot give its files that group",
+             (long)geteuid(), name);
+    return -1;
 }

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 /* Checks the open directory dfd (named path in the message); 0, or -1
  * with the reason in why. */
@@ -29,5 +30,10 @@ int enr_safedir_open(const char *path, char *why, size_t whylen);
  * owned by the daemon's user with one link (never a link planted to
  * another file).  0, or -1 with the reason in why. */
 int enr_safedir_file_ok(const struct stat *st, char *why, size_t whylen);
+
+/* The group named name, when the daemon may give its files that group
+ * (root, or the daemon's own or supplementary group: chown(2) allows no
+ * other).  0 with *gid, or -1 with the reason in why. */
+int enr_safedir_group(const char *name, gid_t *gid, char *why, size_t whylen);
 
 #endif

@@ -173,9 +173,9 @@ typedef struct enr_sb_pool {
     enr_sb_u64 start_mono_ms; /* master start, CLOCK_MONOTONIC ms, for its age */
     /* A reload whose new workers cannot start: the old generation serves. */
     enr_sb_u64 reload_pending;  /* 1 while a new configuration waits for its probe */
-    enr_sb_u64 reload_failures; /* probes of a new configuration that did not start */
+    enr_sb_u64 reload_failures; /* reloads refused (file invalid) or whose probe did not start */
     enr_sb_u64 reload_retry_ms; /* current back-off before the next probe, 0: none */
-    char reload_error[96];      /* why the last probe failed, "" when it did not */
+    char reload_error[96];      /* why the last reload failed, "" once one is done */
     enr_sb_health health;       /* the verdict healthy / unhealthy_reason summarize */
 } enr_sb_pool;
 

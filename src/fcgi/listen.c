@@ -25,6 +25,7 @@
 #include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@
 #include "base/log.h"
 #include "base/safedir.h"
 #include "base/sockaddr.h"
+#include "base/sockdiag.h"
 
 static int set_flags(int fd)
 {
@@ -208,6 +210,154 @@ static int bind_socket(const enr_config *c, const char *addr, char *created, cha
     return fd;
 }
 
+static void format_addr(const struct sockaddr_storage *ss, char *out, size_t len)
+{
+    char ip[INET6_ADDRSTRLEN];
+
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+        snprintf(out, len, "%s:%u", ip, ntohs(in->sin_port));
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+        snprintf(out, len, "[%s]:%u", ip, ntohs(in6->sin6_port));
+    } else if (ss->ss_family == AF_UNIX) {
+        snprintf(out, len, "%s", ((const struct sockaddr_un *)ss)->sun_path);
+    } else {
+        snprintf(out, len, "(family %d)", ss->ss_family);
+    }
+}
+
+static void group_name(gid_t gid, char *out, size_t len)
+{
+    struct group *g = getgrgid(gid);
+
+    if (g != NULL)
+        snprintf(out, len, "%s", g->gr_name);
+    else
+        snprintf(out, len, "%ld", (long)gid);
+}
+
+/* The gid the kernel shows for a group not mapped into our user
+ * namespace (PrivateUsers=yes maps only root and the service's own). */
+static gid_t overflow_gid(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/overflowgid", "re");
+    long g = 65534;
+
+    if (f != NULL) {
+        if (fscanf(f, "%ld", &g) != 1)
+            g = 65534;
+        fclose(f);
+    }
+    return (gid_t)g;
+}
+
+int enr_listen_real_get(int fd, enr_listen_real *r)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    struct stat st;
+    unsigned queued;
+
+    memset(r, 0, sizeof *r);
+    memset(&ss, 0, sizeof ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return -1;
+    format_addr(&ss, r->addr, sizeof r->addr);
+    r->is_unix = ss.ss_family == AF_UNIX;
+    if (r->is_unix && r->addr[0] == '/' && stat(r->addr, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        struct passwd *pw = getpwuid(st.st_uid);
+        r->have_file = 1;
+        r->mode = (unsigned)(st.st_mode & 07777);
+        if (pw != NULL)
+            snprintf(r->owner, sizeof r->owner, "%s", pw->pw_name);
+        else
+            snprintf(r->owner, sizeof r->owner, "%ld", (long)st.st_uid);
+        if (st.st_gid == overflow_gid() && st.st_gid != getegid()) {
+            /* Its real group is outside our user namespace: unknown here. */
+            r->group_unknown = 1;
+            snprintf(r->group, sizeof r->group, "unmapped");
+        } else {
+            group_name(st.st_gid, r->group, sizeof r->group);
+        }
+    }
+    r->have_backlog = enr_sockdiag_listen_queue(fd, &queued, &r->backlog) == 0;
+    return 0;
+}
+
+const char *enr_listen_describe(int fd, const char *key, char *buf, size_t len)
+{
+    enr_listen_real r;
+    char q[ENR_PATH_MAX + 8], mode[8] = "-", owner[132] = "-", backlog[16] = "-";
+
+    if (enr_listen_real_get(fd, &r) != 0)
+        snprintf(r.addr, sizeof r.addr, "-");
+    if (r.have_file) {
+        snprintf(mode, sizeof mode, "%04o", r.mode);
+        snprintf(owner, sizeof owner, "%s:%s", r.owner, r.group);
+    }
+    if (r.have_backlog)
+        snprintf(backlog, sizeof backlog, "%u", r.backlog);
+    snprintf(buf, len, "%s=%s %s_mode=%s %s_owner=%s %s_backlog=%s", key,
+             enr_log_quote(q, sizeof q, r.addr), key, mode, key, owner, key, backlog);
+    return buf;
+}
+
+static void overridden(const char *sock, const char *key, const char *configured, const char *real)
+{
+    char q1[ENR_PATH_MAX + 8], q2[ENR_PATH_MAX + 8];
+
+    enr_log(ENR_LOG_WARN,
+            "socket activation: the passed socket overrides the configuration (change the "
+            "socket unit, or the key)",
+            "socket=%s key=%s configured=%s real=%s", sock, key,
+            enr_log_quote(q1, sizeof q1, configured), enr_log_quote(q2, sizeof q2, real));
+}
+
+/* A passed socket is what is served, whatever the file says: each key it
+ * overrides is said when the two differ, so no one reads the configured
+ * value as the one in force.  The status socket has no backlog key of
+ * its own (a bound one takes listen_backlog), so only its address, mode
+ * and group are compared. */
+static void report_passed(const enr_config *c, int fd, int is_status)
+{
+    const char *want = is_status ? c->status_listen : c->listen;
+    const char *sock = is_status ? "status" : "fastcgi";
+    char conf[ENR_PATH_MAX], v1[32], v2[32];
+    enr_listen_real r;
+    enr_sockaddr sa;
+    char why[160];
+
+    if (enr_listen_real_get(fd, &r) != 0)
+        return;
+    snprintf(conf, sizeof conf, "%s", want);
+    if (want[0] != '/' && enr_sockaddr_parse(want, &sa, why, sizeof why) == 0)
+        format_addr(&sa.ss, conf, sizeof conf); /* the spelling the kernel's is in */
+    if (strcmp(conf, r.addr) != 0)
+        overridden(sock, is_status ? "status_listen" : "listen", want, r.addr);
+    if (r.have_file) {
+        char grp[64];
+        if (r.mode != c->listen_mode) {
+            snprintf(v1, sizeof v1, "%04o", c->listen_mode);
+            snprintf(v2, sizeof v2, "%04o", r.mode);
+            overridden(sock, "listen_mode", v1, v2);
+        }
+        if (c->listen_group[0])
+            snprintf(grp, sizeof grp, "%s", c->listen_group);
+        else
+            group_name(getegid(), grp, sizeof grp); /* empty: the daemon's own */
+        if (!r.group_unknown && strcmp(grp, r.group) != 0)
+            overridden(sock, "listen_group", c->listen_group, r.group);
+    }
+    if (!is_status && r.have_backlog && r.backlog != (unsigned)c->listen_backlog) {
+        snprintf(v1, sizeof v1, "%d", c->listen_backlog);
+        snprintf(v2, sizeof v2, "%u", r.backlog);
+        overridden(sock, "listen_backlog", v1, v2);
+    }
+}
+
 /* Socket activation first (enrichd.socket); else bind what the config
  * says.  A passed descriptor named "status" is the status socket. */
 int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *listen_path,
@@ -244,6 +394,10 @@ int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *l
     }
     if (n > 0)
         enr_log(ENR_LOG_INFO, "socket activation", "fds=%d", n);
+    if (*listen_fd >= 0)
+        report_passed(c, *listen_fd, 0);
+    if (*status_fd >= 0)
+        report_passed(c, *status_fd, 1);
     if (*listen_fd < 0) {
         *listen_fd = bind_socket(c, c->listen, listen_path, err, errlen);
         if (*listen_fd < 0)

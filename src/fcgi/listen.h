@@ -12,12 +12,35 @@
 
 /* Opens the FastCGI socket and the status socket: a descriptor passed by
  * systemd (named "status" for the status socket, any other name for the
- * FastCGI one) wins over the configuration.  Both end up non-blocking
+ * FastCGI one) wins over the configuration, and each key of it the passed
+ * socket overrides (listen, status_listen, listen_mode, listen_group,
+ * listen_backlog) is logged as a warning when the two differ.  Both end up non-blocking
  * and close-on-exec.  listen_path / status_path (ENR_PATH_MAX) receive
  * the unix socket paths this call created (to unlink at exit), or "".
  * Returns 0, or -1 with a message in err. */
 int enr_listen_open(const enr_config *c, int *listen_fd, int *status_fd, char *listen_path,
                     char *status_path, char *err, size_t errlen);
+
+/* What a listening socket really is, as the kernel and the file system
+ * say (the configuration may say otherwise under socket activation). */
+typedef struct enr_listen_real {
+    char addr[ENR_PATH_MAX]; /* the unix path, A.B.C.D:PORT or [IPV6]:PORT */
+    int is_unix;
+    int have_file; /* a unix socket whose file could be stat'ed */
+    unsigned mode; /* its permission bits */
+    char owner[64], group[64];
+    int group_unknown; /* not mapped in our user namespace: "unmapped" */
+    int have_backlog;
+    unsigned backlog; /* listen(2)'s limit, as the kernel holds it */
+} enr_listen_real;
+
+/* Fills r for the listening socket fd.  0, or -1 when fd has no address. */
+int enr_listen_real_get(int fd, enr_listen_real *r);
+
+/* The socket as logfmt pairs named after key ("listen"): key=ADDR
+ * key_mode=0660 key_owner=USER:GROUP key_backlog=N, "-" for what a TCP
+ * socket has not or the kernel did not say.  Returns buf. */
+const char *enr_listen_describe(int fd, const char *key, char *buf, size_t len);
 
 /* 1 when systemd passed sockets (socket activation).  Call it before
  * enr_listen_open(), which takes them over. */

@@ -208,7 +208,8 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
           "1 while a new configuration waits for a worker of it to start (the old one serves).",
           ENR_SB_GET(p->reload_pending) != 0);
     one_u(b, "enrichd_reload_failures_total", "counter",
-          "Reloads whose new workers did not start (the old configuration kept serving).",
+          "Reloads refused (invalid file) or whose new workers did not start (the old "
+          "configuration kept serving).",
           ENR_SB_GET(p->reload_failures));
 }
 

@@ -8,7 +8,12 @@
  * full disk leaves a valid trace; the thread blocks every signal (they
  * are the worker's); the directory holds at most two files per slot,
  * each at most half the slot's share of capture_max_bytes (a file that
- * cannot be rotated takes no more samples).
+ * cannot be rotated takes no more samples), and no sample older than
+ * capture_max_age_s (give or take a CAPTURE_AGE_TICK): a file is rotated
+ * once its oldest sample is half that old, and the rotated one removed
+ * once its oldest is that old, checked before each write and on a timer
+ * while no sample comes.  Files are mode 0640, in capture_group when one
+ * is set: captured bodies are production data.
  *
  * Nothing on disk is trusted (safedir.h): the directory is opened once
  * and checked (owner, mode) before every sample; the files are opened
@@ -32,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -40,6 +46,10 @@
 #include "base/safedir.h"
 
 #define CAPTURE_FILE_MODE 0640
+/* The age bound is checked this often while no sample comes: a
+ * sixteenth of capture_max_age_s, within these bounds. */
+#define CAPTURE_AGE_TICK_MIN_MS 250
+#define CAPTURE_AGE_TICK_MAX_MS 60000
 /* A trouble that goes on is said again at most this often. */
 #define CAPTURE_LOG_INTERVAL_MS 60000
 
@@ -58,7 +68,10 @@ struct enr_capture {
     enr_sb_slot *sb;
     double sample;
     size_t queue_max, queued;
-    uint64_t file_max; /* rotate past this */
+    uint64_t file_max;            /* rotate past this */
+    uint64_t max_age_us, tick_ms; /* 0: no age bound */
+    gid_t gid;                    /* the files' group, when have_gid */
+    int have_gid;
     char dir[ENR_PATH_MAX];
     char name[32], rotated[40]; /* under dir */
     uint64_t rng;
@@ -75,6 +88,8 @@ struct enr_capture {
     ino_t dir_ino;
     int dir_lost; /* the directory went away: say so when it is back */
     uint64_t file_size;
+    uint64_t cur_oldest_us, rot_oldest_us; /* the files' oldest samples, 0: none */
+    int rot_known;                         /* rot_oldest_us read from the disk */
     enr_buf line;
     int last_trouble;
     uint64_t said_ms, held_back; /* the last line said, samples dropped since */
@@ -171,6 +186,35 @@ static void format_line(enr_buf *b, const item *it)
     enr_buf_lit(b, "}\n");
 }
 
+/* The arrival time of a trace file's first line (its oldest sample), or
+ * its modification time when that cannot be read; 0 for no file or an
+ * empty one. */
+static uint64_t file_oldest_us(int dfd, const char *name)
+{
+    char head[64];
+    struct stat st;
+    ssize_t n;
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+    uint64_t us = 0;
+
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        us = (uint64_t)st.st_mtim.tv_sec * 1000000u + (uint64_t)st.st_mtim.tv_nsec / 1000u;
+        n = pread(fd, head, sizeof head - 1, 0);
+        if (n > 7) {
+            char *end;
+            double ts;
+            head[n] = '\0';
+            ts = strncmp(head, "{\"ts\":", 6) == 0 ? strtod(head + 6, &end) : 0.0;
+            if (ts > 0.0 && ts < 1e11)
+                us = (uint64_t)(ts * 1e6);
+        }
+    }
+    close(fd);
+    return us;
+}
+
 static void close_file(enr_capture *c)
 {
     if (c->fd >= 0)
@@ -252,38 +296,93 @@ static int open_file(enr_capture *c, char *why, size_t whylen)
         close_file(c);
         return T_FILE;
     }
-    /* Ours, but opened wider by someone: no one else reads production bodies. */
-    if ((st.st_mode & 07777 & ~CAPTURE_FILE_MODE) != 0 && fchmod(c->fd, CAPTURE_FILE_MODE) != 0) {
+    /* Exactly 0640: opened wider by someone, no one else may read
+     * production bodies; made narrower by the umask (the unit's 0077),
+     * capture_group could not read them. */
+    if ((st.st_mode & 07777) != CAPTURE_FILE_MODE && fchmod(c->fd, CAPTURE_FILE_MODE) != 0) {
         snprintf(why, whylen, "%s/%s: chmod: %s", c->dir, c->name, strerror(errno));
         close_file(c);
         return T_FILE;
     }
+    /* The group that may read them (capture_group), before a byte is in. */
+    if (c->have_gid && st.st_gid != c->gid && fchown(c->fd, (uid_t)-1, c->gid) != 0) {
+        snprintf(why, whylen, "%s/%s: chown to gid %ld: %s", c->dir, c->name, (long)c->gid,
+                 strerror(errno));
+        close_file(c);
+        return T_FILE;
+    }
     c->file_size = (uint64_t)st.st_size;
+    c->cur_oldest_us = c->file_size ? file_oldest_us(c->dfd, c->name) : 0;
     return T_NONE;
 }
 
-/* The open file, full ones rotated first. */
+/* The current file becomes the rotated one (the old rotated one goes). */
+static int rotate(enr_capture *c, char *why, size_t whylen)
+{
+    close_file(c);
+    if (renameat(c->dfd, c->name, c->dfd, c->rotated) != 0) {
+        snprintf(why, whylen, "%s/%s to %s: %s", c->dir, c->name, c->rotated, strerror(errno));
+        return T_ROTATE;
+    }
+    c->rot_oldest_us = c->cur_oldest_us;
+    c->rot_known = 1;
+    c->cur_oldest_us = 0;
+    return T_NONE;
+}
+
+/* The age bound (capture_max_age_s) at wall time now: the rotated file
+ * goes once its oldest sample is max_age old, the current one is rotated
+ * once its oldest is half that, so none on disk is older than max_age.
+ * The directory is open. */
+static int expire(enr_capture *c, uint64_t now, char *why, size_t whylen)
+{
+    if (c->max_age_us == 0)
+        return T_NONE;
+    if (!c->rot_known) {
+        c->rot_oldest_us = file_oldest_us(c->dfd, c->rotated);
+        c->rot_known = 1;
+    }
+    if (c->fd < 0 && c->cur_oldest_us == 0)
+        c->cur_oldest_us = file_oldest_us(c->dfd, c->name);
+    if (c->cur_oldest_us && now >= c->cur_oldest_us + c->max_age_us / 2) {
+        int t = rotate(c, why, whylen);
+        if (t != T_NONE)
+            return t;
+    }
+    if (c->rot_oldest_us && now >= c->rot_oldest_us + c->max_age_us) {
+        if (unlinkat(c->dfd, c->rotated, 0) != 0 && errno != ENOENT) {
+            snprintf(why, whylen, "%s/%s: unlink: %s", c->dir, c->rotated, strerror(errno));
+            return T_ROTATE;
+        }
+        c->rot_oldest_us = 0;
+    }
+    return T_NONE;
+}
+
+/* The open file, full or old ones rotated first. */
 static int ensure_file(enr_capture *c, char *why, size_t whylen)
 {
     struct stat st;
     int t;
 
-    if (c->fd >= 0 && (fstat(c->fd, &st) != 0 || st.st_nlink == 0))
+    if (c->fd >= 0 && (fstat(c->fd, &st) != 0 || st.st_nlink == 0)) {
         close_file(c); /* removed under us: a new one, or the sample is lost */
+        c->cur_oldest_us = 0;
+    }
+    if ((t = expire(c, enr_wall_us(), why, whylen)) != T_NONE)
+        return t;
     if (c->fd < 0 && (t = open_file(c, why, whylen)) != T_NONE)
         return t;
     if (c->file_size < c->file_max)
         return T_NONE;
-    close_file(c);
-    if (renameat(c->dfd, c->name, c->dfd, c->rotated) != 0) {
-        snprintf(why, whylen, "%s/%s to %s: %s", c->dir, c->name, c->rotated, strerror(errno));
-        return T_ROTATE; /* the file is full: no more samples until it rotates */
-    }
+    if ((t = rotate(c, why, whylen)) != T_NONE)
+        return t; /* the file is full: no more samples until it rotates */
     return open_file(c, why, whylen);
 }
 
 /* Writes one line whole, or cuts the file back to where it was. */
-static int write_line(enr_capture *c, const enr_buf *b, char *why, size_t whylen)
+static int write_line(enr_capture *c, const enr_buf *b, uint64_t arrival_us, char *why,
+                      size_t whylen)
 {
     size_t off = 0;
     int t;
@@ -303,6 +402,8 @@ static int write_line(enr_capture *c, const enr_buf *b, char *why, size_t whylen
         }
         off += (size_t)n;
     }
+    if (c->file_size == 0 || c->cur_oldest_us == 0)
+        c->cur_oldest_us = arrival_us;
     c->file_size += b->len;
     return T_NONE;
 }
@@ -332,6 +433,18 @@ static void complain(enr_capture *c, int trouble, const char *why)
     c->held_back = 0;
 }
 
+/* While no sample comes: the age bound still holds. */
+static void idle_expire(enr_capture *c)
+{
+    char why[ENR_PATH_MAX + 160];
+    int t;
+
+    if (ensure_dir(c, why, sizeof why) != T_NONE)
+        return; /* said by the next sample's write */
+    if ((t = expire(c, enr_wall_us(), why, sizeof why)) != T_NONE)
+        complain(c, t, why);
+}
+
 static void *writer(void *arg)
 {
     enr_capture *c = arg;
@@ -344,8 +457,26 @@ static void *writer(void *arg)
     for (;;) {
         item *it;
         pthread_mutex_lock(&c->lock);
-        while (c->head == NULL && !c->stop)
-            pthread_cond_wait(&c->wake, &c->lock);
+        while (c->head == NULL && !c->stop) {
+            struct timespec until;
+            if (c->tick_ms == 0) {
+                pthread_cond_wait(&c->wake, &c->lock);
+                continue;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_sec += (time_t)(c->tick_ms / 1000);
+            until.tv_nsec += (long)(c->tick_ms % 1000) * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            if (pthread_cond_timedwait(&c->wake, &c->lock, &until) == ETIMEDOUT &&
+                c->head == NULL && !c->stop) {
+                pthread_mutex_unlock(&c->lock);
+                idle_expire(c);
+                pthread_mutex_lock(&c->lock);
+            }
+        }
         it = c->head;
         if (it == NULL) { /* stopping, and everything is written */
             pthread_mutex_unlock(&c->lock);
@@ -357,7 +488,7 @@ static void *writer(void *arg)
         pthread_mutex_unlock(&c->lock);
 
         format_line(&c->line, it);
-        trouble = c->line.oom ? T_MEMORY : write_line(c, &c->line, why, sizeof why);
+        trouble = c->line.oom ? T_MEMORY : write_line(c, &c->line, it->arrival_us, why, sizeof why);
         if (trouble == T_NONE) {
             ENR_SB_ADD(c->sb->cap_written, 1);
             c->last_trouble = T_NONE;
@@ -392,13 +523,37 @@ enr_capture *enr_capture_new(const enr_config *cfg, unsigned slot, enr_sb_slot *
     c->sample = cfg->capture_sample;
     c->queue_max = cfg->capture_queue_bytes;
     c->file_max = cfg->capture_max_bytes / (cfg->workers ? cfg->workers : 1) / 2;
+    c->max_age_us = (uint64_t)cfg->capture_max_age_s * 1000000u;
+    if (c->max_age_us) {
+        c->tick_ms = c->max_age_us / 1000u / 16u;
+        if (c->tick_ms < CAPTURE_AGE_TICK_MIN_MS)
+            c->tick_ms = CAPTURE_AGE_TICK_MIN_MS;
+        if (c->tick_ms > CAPTURE_AGE_TICK_MAX_MS)
+            c->tick_ms = CAPTURE_AGE_TICK_MAX_MS;
+    }
+    if (cfg->capture_group[0]) {
+        char why[160];
+        if (enr_safedir_group(cfg->capture_group, &c->gid, why, sizeof why) != 0) {
+            /* The check passed when the file was read: the group went since. */
+            enr_log(ENR_LOG_ERROR, "capture off: capture_group", "error=%s", why);
+            free(c);
+            return NULL;
+        }
+        c->have_gid = 1;
+    }
     c->fd = c->dfd = -1;
     c->rng = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)c ^ 0x9e3779b97f4a7c15ULL;
     snprintf(c->dir, sizeof c->dir, "%s", cfg->capture_dir);
     snprintf(c->name, sizeof c->name, "capture-%u.ndjson", slot);
     snprintf(c->rotated, sizeof c->rotated, "%s.1", c->name);
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->wake, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the tick ignores clock steps */
+        pthread_cond_init(&c->wake, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     /* The thread starts with every signal blocked, so no signal meant for
      * the worker is ever delivered to it. */
     sigfillset(&all);

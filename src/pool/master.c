@@ -723,7 +723,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
 {
     static master m; /* large (per-slot state): not on the stack */
     sigset_t wait_mask;
-    char err[512], q[600];
+    char err[512], q[600], served[ENR_PATH_MAX + 160], status_served[ENR_PATH_MAX + 160];
     int pipefd[2];
 
     memset(&m, 0, sizeof m);
@@ -779,9 +779,12 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
 #ifdef ENR_TEST_HOOKS
     enr_log(ENR_LOG_WARN, "TEST HOOKS compiled in: a test build, never for production", NULL);
 #endif
-    enr_log(ENR_LOG_INFO, "starting", "config=%s workers=%u listen=%s status_listen=%s",
-            enr_log_quote(q, sizeof q, m.cfg.source), m.cfg.workers, m.cfg.listen,
-            m.cfg.status_listen);
+    /* What is served, as the kernel says: under socket activation not
+     * necessarily what the file says (enr_listen_open warned). */
+    enr_log(ENR_LOG_INFO, "starting", "config=%s workers=%u activated=%d %s %s",
+            enr_log_quote(q, sizeof q, m.cfg.source), m.cfg.workers, m.activated,
+            enr_listen_describe(m.listen_fd, "listen", served, sizeof served),
+            enr_listen_describe(m.status_fd, "status_listen", status_served, sizeof status_served));
     for (size_t j = 0; j < N_JOBS; j++) /* the first samples after a tick of start-up */
         m.job_next[j] = m.start_ms + (jobs[j].run == feed_watchdog ? 0 : ENR_MASTER_TICK_MS);
     m.last_completed_at = m.start_ms;

@@ -70,6 +70,25 @@ static void probe_failed(enr_master *m, const char *why, const char *detail, uin
         enr_notify_ready();
 }
 
+/* A HUP whose file cannot be used at all (invalid, or a resource the new
+ * configuration needs cannot be had): nothing was tried, the running
+ * configuration stays.  Counted and shown like a probe that failed, so a
+ * refused reload is never mistaken for a done one. */
+static void refused(enr_master *m, const char *msg, const char *status, const char *err)
+{
+    enr_sb_pool *p = &m->sb->pool;
+    char q[600];
+
+    ENR_SB_ADD(p->reload_failures, 1);
+    snprintf(p->reload_error, sizeof p->reload_error, "refused: %s", err[0] ? err : status);
+    if (err[0])
+        enr_log(ENR_LOG_ERROR, msg, "error=%s", enr_log_quote(q, sizeof q, err));
+    else
+        enr_log(ENR_LOG_ERROR, msg, NULL);
+    enr_notify_status(status);
+    enr_notify_ready();
+}
+
 /* The settings of the sockets, which only a restart changes. */
 #define LISTEN_FIELD(f, str)                                                                       \
     {                                                                                              \
@@ -219,21 +238,17 @@ void enr_reload(enr_master *m, uint64_t now)
 {
     enr_cache *ncache = NULL;
     enr_config next;
-    char err[512], q[600];
+    char err[512];
 
     enr_notify_reloading();
     if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0) {
-        enr_log(ENR_LOG_ERROR, "reload refused: configuration invalid, keeping the old one",
-                "error=%s", enr_log_quote(q, sizeof q, err));
-        enr_notify_status("reload refused: invalid configuration (see log)");
-        enr_notify_ready();
+        refused(m, "reload refused: configuration invalid, keeping the old one",
+                "reload refused: invalid configuration (see log)", err);
         return;
     }
     if (enr_worker_preload(&next, err, sizeof err) != 0) {
-        enr_log(ENR_LOG_ERROR, "reload refused: upstream_url is set but libcurl cannot be loaded",
-                "error=%s", enr_log_quote(q, sizeof q, err));
-        enr_notify_status("reload refused: libcurl cannot be loaded (see log)");
-        enr_notify_ready();
+        refused(m, "reload refused: upstream_url is set but libcurl cannot be loaded",
+                "reload refused: libcurl cannot be loaded (see log)", err);
         enr_secret_wipe(&next, sizeof next); /* it may hold the upstream secret */
         return;
     }
@@ -242,9 +257,9 @@ void enr_reload(enr_master *m, uint64_t now)
     if (cache_kept(&next, &m->cfg)) {
         ncache = m->cache;
     } else if (enr_master_cache_new(&next, &ncache) != 0) {
-        enr_log(ENR_LOG_ERROR, "reload refused: the new upstream cache cannot be mapped", NULL);
-        enr_notify_status("reload refused: upstream cache cannot be mapped (see log)");
-        enr_notify_ready();
+        refused(m, "reload refused: the new upstream cache cannot be mapped",
+                "reload refused: upstream cache cannot be mapped (see log)", "");
+        enr_secret_wipe(&next, sizeof next);
         return;
     } else if (ncache != NULL) {
         enr_log(ENR_LOG_INFO, "reload: a new, empty upstream cache for the new configuration",

@@ -151,6 +151,13 @@ def test_hup_refuses_corpus(r):
         r.check(doc.get("generation") == 0, "generation unchanged: %r" % doc.get("generation"))
         r.check(any("reload refused" in s for s in env.notify.values("STATUS")),
                 "STATUS= says the reload was refused")
+        st, _, body = env.request("/metrics", method="GET")
+        n = [l.split()[1] for l in body.decode().splitlines()
+             if l.startswith("enrichd_reload_failures_total ")]
+        r.check(n == [str(len(cases))], "every refused HUP counted in "
+                "enrichd_reload_failures_total: %r of %d" % (n, len(cases)))
+        r.check(doc.get("reload", {}).get("last_error", "").startswith("refused: "),
+                "/status reload.last_error says the last was refused: %r" % doc.get("reload"))
         print("HUP: %d refused reloads in %.1f s under load, %d requests, %d failed"
               % (len(cases), elapsed, len(res), len(fails)))
 

@@ -20,6 +20,7 @@
   line; when it is back it is opened again, said in one line, and every
   sample counted as written is a line in a file.
 """
+import grp
 import json
 import os
 import subprocess
@@ -347,6 +348,102 @@ def test_config_is_checked(r):
                     "-t refuses %r: %s" % (extra.strip(), p.stderr.strip()))
 
 
+def oldest_on_disk(d):
+    """The arrival time of the oldest sample in the directory, or None."""
+    ts = []
+    for name in os.listdir(d):
+        with open(os.path.join(d, name), "rb") as f:
+            first = f.readline()
+        if first:
+            ts.append(json.loads(first)["ts"])
+    return min(ts) if ts else None
+
+
+def test_age_bound(r):
+    """capture_max_age_s: no sample on disk older than the bound (a tick
+    of slack), with traffic and without; files left by an earlier run are
+    judged by their first line."""
+    cap = tempfile.mkdtemp(prefix="capture-age-")
+    os.chmod(cap, 0o700)
+    stale = b'{"ts":%.6f,"payload":[{"provider":"yt","id":"old"}]}\n' % (time.time() - 100)
+    for name in ("capture-0.ndjson", "capture-0.ndjson.1"):
+        with open(os.path.join(cap, name), "wb") as f:
+            f.write(stale)
+        os.chmod(os.path.join(cap, name), 0o640)
+    age, slack = 2.0, 0.75  # the tick is 250 ms at this bound; a loaded machine
+    with harness.Env(name="capture-age") as env:
+        env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n"
+                          "capture_max_age_s = 2\n" % cap)
+        env.start_nginx()
+        settle(lambda: not os.listdir(cap), timeout=3)
+        gone = not os.listdir(cap)
+        r.check(gone, "samples 100 s old left by an earlier run removed with no traffic: %r"
+                % os.listdir(cap))
+        worst, n, t_end = 0.0, 0, time.monotonic() + 5
+        while time.monotonic() < t_end:
+            st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
+            n += st == 200
+            o = oldest_on_disk(cap)
+            if o is not None:
+                worst = max(worst, time.time() - o)
+            time.sleep(0.05)
+        names = sorted(os.listdir(cap))
+        print("capture_max_age_s = 2: oldest sample on disk under traffic %.2f s (%d requests)"
+              % (worst, n))
+        r.check(n > 20 and worst <= age + slack,
+                "under traffic (%d requests over 5 s) the oldest sample on disk was %.2f s old "
+                "(bound %.1f s + %.2f)" % (n, worst, age, slack))
+        r.check(names == ["capture-0.ndjson", "capture-0.ndjson.1"],
+                "rotated by age, not size: %r" % names)
+        t0 = time.monotonic()
+        settle(lambda: not os.listdir(cap), timeout=age + 2)
+        empty = not os.listdir(cap)
+        r.check(empty, "with no more traffic every file goes within the bound: %.2f s, left %r"
+                % (time.monotonic() - t0, os.listdir(cap)))
+        written = metric(env, "enrichd_capture_written_total")
+        r.check(written == n, "every sample was written before it expired: %r of %d"
+                % (written, n))
+
+
+def test_group(r):
+    """capture_group: the files are given that group, mode 0640, before a
+    byte is in them; -t refuses a group enrichd cannot give."""
+    if not r.check(harness.IS_ROOT, "capture_group with www-data needs root"):
+        return
+    cap = tempfile.mkdtemp(prefix="capture-grp-")
+    os.chmod(cap, 0o750)
+    www = grp.getgrnam("www-data").gr_gid
+    with harness.Env(name="capture-grp") as env:
+        # The unit's UMask=0077 would make the files 0600: the group could not read.
+        old_umask = os.umask(0o077)
+        try:
+            env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n"
+                              "capture_group = www-data\n" % cap)
+        finally:
+            os.umask(old_umask)
+        env.start_nginx()
+        st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
+        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 1, 5,
+                         what="the sample written")
+        f = os.stat(os.path.join(cap, "capture-0.ndjson"))
+        r.check(st == 200 and f.st_gid == www and f.st_mode & 0o777 == 0o640,
+                "the capture file is group www-data, mode 0640: gid %d mode %o"
+                % (f.st_gid, f.st_mode & 0o777))
+        for extra, want, as_nobody in (
+                ("capture_group = no-such-group-enrichd\n", "no such group", False),
+                ("capture_group = www-data\n", 'is not in group "www-data"', True)):
+            path = os.path.join(env.dir, "grp.conf")
+            with open(path, "w") as fh:
+                fh.write(extra)
+            os.chmod(path, 0o644)
+            pre = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if as_nobody else []
+            p = subprocess.run(pre + [os.path.join(env.build, "enrichd"), "-t", "-c", path],
+                               capture_output=True, text=True)
+            r.check(p.returncode != 0 and ":1: capture_group: " in p.stderr and want in p.stderr,
+                    "-t refuses %r%s: %s" % (extra.strip(), " as nobody" if as_nobody else "",
+                                             p.stderr.strip()))
+
+
 def main():
     r = harness.Results()
     r.run(test_every_body_round_trips)
@@ -355,6 +452,8 @@ def main():
     r.run(test_planted_links_and_files)
     r.run(test_directory_gone_and_back)
     r.run(test_config_is_checked)
+    r.run(test_age_bound)
+    r.run(test_group)
     r.done()
 
 

@@ -10,6 +10,7 @@ leaves nothing but directories, and keeps a configuration the operator
 changed."""
 import gzip
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 ROOT = harness.ROOT
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+OPERATOR_KEYS = __import__("gen-conffile").OPERATOR_KEYS
 BUILD = harness.build_dir()
 
 
@@ -40,6 +43,60 @@ def files(d):
     return out
 
 
+def builtin_defaults():
+    """The built-in configuration (src/base/config.c), key -> value."""
+    text = open(os.path.join(ROOT, "src", "base", "config.c")).read()
+    block = text[text.index("enr_config_default_text[]"):]
+    block = block[:block.index(";\n")]
+    return dict((k, v.strip()) for k, v in re.findall(r'"(\w+) =([^"]*?)\\n"', block))
+
+
+def check_conffile(r, path):
+    """The installed file sets only the keys a host is set up with; every
+    other built-in key is there once, commented out at its default."""
+    text = open(path).read()
+    defaults = builtin_defaults()
+    set_keys = [k for k in re.findall(r"^(\w+) =", text, re.M) if k != "include"]
+    r.check(text.rstrip().endswith("\ninclude = /etc/enrichd/conf.d/*.conf"),
+            "the conffile ends with an include of /etc/enrichd/conf.d/*.conf")
+    r.check(os.path.isdir(os.path.join(os.path.dirname(path), "conf.d")), "conf.d is installed")
+    commented = dict(re.findall(r"^# (\w+) =(.*)$", text, re.M))
+    r.check(sorted(set_keys) == sorted(OPERATOR_KEYS),
+            "the conffile sets only the operator's keys: %r" % set_keys)
+    missing = [k for k in defaults if k not in set_keys and k not in commented]
+    wrong = [(k, v.strip(), defaults[k]) for k, v in commented.items()
+             if k in defaults and v.strip() != defaults[k]]
+    r.check(len(defaults) >= 50 and not missing and not wrong,
+            "every other key (%d) is there, commented at its built-in default: missing %r, "
+            "wrong %r" % (len(defaults) - len(set_keys), missing, wrong[:3]))
+    # Uncommenting a key is all a change takes: the file stays valid.
+    with open(path + ".t", "w") as f:
+        f.write(text.replace("# max_records = ", "max_records = "))
+    cp = subprocess.run([os.path.join(BUILD, "enrichd"), "-t", "-c", path + ".t"],
+                        capture_output=True, text=True)
+    os.unlink(path + ".t")
+    r.check(cp.returncode == 0, "a commented key uncommented is valid: %s" % cp.stderr.strip())
+
+
+def check_cited_docs(r, d):
+    """Every docs/NAME.md the man pages, the configuration, the units, the
+    nginx sites and README.Debian cite is installed."""
+    cited = set()
+    srcs = [os.path.join(ROOT, "man", n) for n in os.listdir(os.path.join(ROOT, "man"))]
+    srcs += [os.path.join(ROOT, "conf", "enrichd.conf"),
+             os.path.join(ROOT, "scripts", "debian", "README.Debian"),
+             os.path.join(ROOT, "nginx", "enrichd.conf"),
+             os.path.join(ROOT, "nginx", "enrichd-cluster.conf")]
+    srcs += [os.path.join(ROOT, "conf", "systemd", n)
+             for n in os.listdir(os.path.join(ROOT, "conf", "systemd"))]
+    for p in srcs:
+        cited |= set(re.findall(r"docs/([a-z_-]+\.md)", open(p).read()))
+    absent = [n for n in sorted(cited)
+              if not os.path.exists(os.path.join(d, "usr/share/doc/enrichd/docs", n))]
+    r.check(len(cited) >= 3 and not absent,
+            "every cited doc installed (%s): missing %r" % (", ".join(sorted(cited)), absent))
+
+
 def test_install_usr(r):
     d = tempfile.mkdtemp(prefix="install-")
     try:
@@ -55,7 +112,9 @@ def test_install_usr(r):
                 "etc/nginx/sites-available/enrichd-cluster",
                 "usr/share/doc/enrichd/examples/enrichd-alerts.yml",
                 "usr/share/doc/enrichd/examples/prometheus.yml",
-                "usr/share/doc/enrichd/examples/rolling-restart"}
+                "usr/share/doc/enrichd/examples/rolling-restart",
+                "usr/share/doc/enrichd/README.md"}
+        want |= {"usr/share/doc/enrichd/docs/" + n for n in os.listdir(os.path.join(ROOT, "docs"))}
         want |= {"etc/nginx/snippets/" + n for n in os.listdir(os.path.join(ROOT, "nginx", "snippets"))}
         r.check(got == want, "installed files: missing %s, extra %s" % (sorted(want - got),
                                                                        sorted(got - want)))
@@ -64,8 +123,8 @@ def test_install_usr(r):
         unit = open(os.path.join(d, "lib/systemd/system/enrichd.service")).read()
         r.check("ExecStart=/usr/sbin/enrichd -c /etc/enrichd/enrichd.conf" in unit,
                 "the unit runs the installed daemon")
-        r.check(open(os.path.join(d, "etc/enrichd/enrichd.conf")).read() ==
-                open(os.path.join(ROOT, "conf/enrichd.conf")).read(), "the shipped configuration")
+        check_conffile(r, os.path.join(d, "etc/enrichd/enrichd.conf"))
+        check_cited_docs(r, d)
         for f in ("usr/sbin/enrichd", "usr/bin/enrich"):
             r.check(os.stat(os.path.join(d, f)).st_mode & 0o777 == 0o755, "%s is 0755" % f)
         page = gzip.open(os.path.join(d, "usr/share/man/man8/enrichd.8.gz")).read()

@@ -4,7 +4,10 @@ runs it: the sockets are passed in, the NOTIFY_SOCKET is read, and the
 notifications come in order (READY, STATUS, WATCHDOG; RELOADING then
 READY around HUP; STOPPING on TERM).  Also `-t` on good and bad
 configurations, and systemd-analyze on the unit files."""
+import grp
+import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -164,9 +167,197 @@ def test_units(r):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def unit_exec_reload():
+    """The ExecReload= lines of the shipped unit, in order."""
+    unit = open(os.path.join(harness.ROOT, "conf", "systemd", "enrichd.service")).read()
+    return [l.split("=", 1)[1] for l in unit.splitlines() if l.startswith("ExecReload=")]
+
+
+def run_exec_reload(env):
+    """`systemctl reload` as systemd runs it: each ExecReload= line in
+    turn, the installed paths replaced by the test's, stopping at the
+    first that fails.  Returns (exit status, output, lines run)."""
+    ran = 0
+    for cmd in unit_exec_reload():
+        cmd = (cmd.replace("/usr/sbin/enrichd", ENRICHD)
+               .replace("/etc/enrichd/enrichd.conf", env.conf)
+               .replace("$MAINPID", str(env.master_pid())))
+        cp = subprocess.run(cmd.split(), capture_output=True, text=True, timeout=10)
+        ran += 1
+        if cp.returncode != 0:
+            return cp.returncode, cp.stdout + cp.stderr, ran
+    return 0, "", ran
+
+
+def metric(env, name):
+    st, _, body = env.request("/metrics", method="GET")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def test_reload_verdict(r):
+    """A refused configuration fails `systemctl reload` (the unit checks
+    before it signals), and a refused HUP is counted and shown."""
+    cmds = unit_exec_reload()
+    r.check(len(cmds) == 2 and cmds[0].startswith("/usr/sbin/enrichd -t -c ")
+            and "kill -HUP $MAINPID" in cmds[1],
+            "ExecReload= checks the file, then signals: %r" % cmds)
+    with harness.Env(name="pool-reload-verdict") as env:
+        env.start_enrichd("workers = 2\n", notify=True)
+        env.start_nginx()
+        env.wait_workers(2)
+        good = open(env.conf).read()
+        r.check(metric(env, "enrichd_reload_failures_total") == 0, "no reload failure at start")
+        with open(env.conf, "a") as f:
+            f.write("max_records = many\n")
+        code, out, ran = run_exec_reload(env)
+        time.sleep(0.5)
+        r.check(code != 0 and ran == 1 and " max_records: " in out,
+                "systemctl reload of a bad file fails at the check, naming it: rc=%d after %d "
+                "line(s): %r" % (code, ran, out.strip()[-160:]))
+        r.check(not env.notify.values("RELOADING"), "no HUP was sent: no RELOADING=1")
+        # A HUP that bypasses the unit (kill -HUP by hand): refused, counted, shown.
+        env.signal(signal.SIGHUP)
+        env.wait_log("reload refused: configuration invalid, keeping the old one", timeout=5)
+        n = metric(env, "enrichd_reload_failures_total")
+        st, _, body = env.request("/status", method="GET")
+        rl = json.loads(body).get("reload", {})
+        r.check(n == 1, "a refused HUP counts in enrichd_reload_failures_total: %r" % n)
+        r.check(rl.get("failures") == 1 and rl.get("last_error", "").startswith("refused: ")
+                and "max_records" in rl.get("last_error", ""),
+                "/status shows the refused reload: %r" % rl)
+        with open(env.conf, "w") as f:
+            f.write(good.replace("workers = 2", "workers = 3"))
+        code, out, ran = run_exec_reload(env)
+        r.check(code == 0 and ran == 2, "systemctl reload of a good file: rc=%d %r" % (code, out))
+        env.wait_log("reload done", timeout=15)
+        env.wait_workers(3)
+        st, _, body = env.request("/status", method="GET")
+        rl = json.loads(body).get("reload", {})
+        r.check(rl.get("last_error") == "" and metric(env, "enrichd_reload_failures_total") == 1,
+                "a done reload clears last_error, the counter stays: %r" % rl)
+
+
+OVERRIDE_MSG = ("socket activation: the passed socket overrides the configuration (change the "
+                "socket unit, or the key)")
+
+
+def test_activation_overrides(r):
+    """Under socket activation the passed sockets are served, whatever the
+    file says: each key they override is a warning naming the key, the
+    configured and the real value, and `starting` says what is served
+    (path, mode, owner, the kernel's backlog)."""
+    with harness.Env(name="pool-sd-override") as env:
+        other = os.path.join(env.dir, "configured.sock")
+        env.start_enrichd("listen = %s\nlisten_mode = 0600\nlisten_backlog = 64\n"
+                          "listen_group =\nworkers = 1\n" % other, activate=True)
+        env.start_nginx()
+        st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
+        r.check(st == 200, "serves the passed socket, not the configured one: %d" % st)
+        env.wait_log("starting", timeout=10)
+        warns = {(e.get("socket"), e.get("key")): e for e in env.log_events(OVERRIDE_MSG)}
+        gname = grp.getgrgid(os.getegid()).gr_name
+        real_group = "www-data" if harness.IS_ROOT else gname
+        want = {("fastcgi", "listen"): (other, env.sock),
+                ("fastcgi", "listen_mode"): ("0600", "0660"),
+                ("status", "listen_mode"): ("0600", "0660")}
+        if real_group != gname:
+            want[("fastcgi", "listen_group")] = ("", real_group)
+        for k, (conf, real) in sorted(want.items()):
+            e = warns.get(k, {})
+            r.check(e.get("configured", "") == conf and e.get("real") == real,
+                    "warning for %s on the %s socket: configured %r, real %r: %r"
+                    % (k[1], k[0], conf, real, e))
+        e = warns.get(("fastcgi", "listen_backlog"), {})
+        r.check(e.get("configured") == "64" and int(e.get("real", "0")) > 64,
+                "warning for listen_backlog with the kernel's value: %r" % e)
+        r.check(("status", "listen") not in warns and ("status", "status_listen") not in warns,
+                "no warning for the status socket's matching address: %r" % sorted(warns))
+        start = env.log_events("starting")[-1]
+        r.check(start.get("listen") == env.sock and start.get("listen_mode") == "0660"
+                and start.get("listen_owner") == "%s:%s" % (pwd.getpwuid(os.geteuid()).pw_name,
+                                                            real_group)
+                and start.get("listen_backlog") == e.get("real")
+                and start.get("status_listen") == env.status_sock and start.get("activated") == "1",
+                "starting says what is served: %r" % start)
+        backlog = e.get("real")
+    # The same sockets, configured as they are: not one warning.
+    with harness.Env(name="pool-sd-agree") as env:
+        env.start_enrichd("listen_backlog = %s\nworkers = 1\n%s" % (
+            backlog, "" if harness.IS_ROOT else "listen_group =\n"), activate=True)
+        env.start_nginx()
+        st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
+        env.wait_log("starting", timeout=10)
+        r.check(st == 200 and not env.log_events(OVERRIDE_MSG),
+                "a configuration that agrees with the passed sockets: no warning: %r"
+                % env.log_events(OVERRIDE_MSG))
+    # Bound by enrichd itself: the same line says what it made.
+    with harness.Env(name="pool-bound") as env:
+        env.start_enrichd("listen_backlog = 77\nworkers = 1\n")
+        start = env.log_events("starting")[-1]
+        r.check(start.get("listen") == env.sock and start.get("listen_backlog") == "77"
+                and start.get("listen_mode") == "0660" and start.get("activated") == "0",
+                "starting when enrichd binds: its own socket, the kernel's backlog: %r" % start)
+
+
+def test_include(r):
+    """`include = /DIR/*.conf`: the files it matches, in name order, as if
+    their lines stood there; a key once in all of them; errors name the
+    included file and its line; a HUP reads them again."""
+    with harness.Env(name="pool-include") as env:
+        d = os.path.join(env.dir, "conf.d")
+        os.mkdir(d)
+
+        def put(name, text):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+
+        put("10-pool.conf", "# the pool\nworkers = 3\n")
+        put("20-limits.conf", "max_records = 500\n")
+        put("README", "not a .conf: never read\n")
+        env.start_enrichd("include = %s/*.conf\n" % d)
+        env.start_nginx()
+        big = json.dumps([{"provider": "yt", "id": str(i)} for i in range(501)]).encode()
+        st, _, _ = env.request("/v1/enrich", big)
+        r.check(len(env.wait_workers(3)) == 3 and st == 413,
+                "the included files are in force: 3 workers, max_records 500 (501 -> %d)" % st)
+        put("10-pool.conf", "workers = 2\n")
+        env.signal(signal.SIGHUP)
+        env.wait_log("reload done", timeout=15)
+        r.check(len(env.wait_workers(2)) == 2, "a HUP reads the included files again")
+
+        def check(text):
+            put("20-limits.conf", text)
+            cp = subprocess.run([ENRICHD, "-t", "-c", env.conf], capture_output=True, text=True)
+            return cp.returncode, cp.stderr
+        inc = os.path.join(d, "20-limits.conf")
+        for text, want in (("workers = 4\n", inc + ":1: workers: duplicate key"),
+                           ("\nfrobnicate = 1\n", inc + ":2: frobnicate: unknown key"),
+                           ("rss_soft_mb = 300\n", inc + ":1: rss_soft_mb: must be below"),
+                           ("include = %s/*.conf\n" % d,
+                            inc + ":1: include: an included file cannot include")):
+            code, out = check(text)
+            r.check(code == 1 and want in out, "-t refuses %r in an included file: %r"
+                    % (text, out.strip()))
+        for name in os.listdir(d):
+            os.unlink(os.path.join(d, name))
+        code = subprocess.run([ENRICHD, "-t", "-c", env.conf], capture_output=True).returncode
+        r.check(code == 0, "an include that matches nothing is no error (an empty conf.d)")
+        with open(env.conf, "a") as f:
+            f.write("include = conf.d/*.conf\n")
+        cp = subprocess.run([ENRICHD, "-t", "-c", env.conf], capture_output=True, text=True)
+        r.check(cp.returncode == 1 and ": include: " in cp.stderr and "absolute" in cp.stderr,
+                "a relative include is refused: %r" % cp.stderr.strip())
+
+
 if __name__ == "__main__":
     res = harness.Results()
     res.run(test_config_check)
     res.run(test_units)
     res.run(test_activation_and_notify)
+    res.run(test_reload_verdict)
+    res.run(test_activation_overrides)
+    res.run(test_include)
     res.done()

@@ -181,6 +181,68 @@ for path in healthz status; do
 done
 ct ls -la /run/enrichd | sed 's/^/     | /'
 
+# --- what is served, said once --------------------------------------------------
+# The packaged configuration agrees with the packaged sockets: no override
+# warning (the sockets' group, www-data, is not mapped under PrivateUsers=yes:
+# "unmapped", never compared), and `starting` names the socket systemd passed.
+start=$(ct journalctl -u enrichd.service --no-pager -q -o cat MSG=starting | tail -1)
+nwarn=$(ct journalctl -u enrichd.service --no-pager -q -o cat | grep -c 'passed socket overrides')
+check "$(echo "$start" | grep -q 'listen=/run/enrichd/enrichd.sock listen_mode=0660 listen_owner=root:unmapped listen_backlog=511' &&
+    [ "$nwarn" = 0 ] && echo 0)" "starting says what is served, no override warning ($nwarn): $(echo "$start" | grep -o 'listen=.*')"
+nset=$(ct grep -c '^[a-z_]* =' /etc/enrichd/enrichd.conf)
+ncomm=$(ct grep -c '^# [a-z_]* =' /etc/enrichd/enrichd.conf)
+check "$([ "$nset" -le 12 ] && [ "$ncomm" -ge 40 ] && echo 0)" \
+    "the conffile sets $nset keys, $ncomm more commented at their defaults"
+ct test -s /usr/share/doc/enrichd/copyright && ct grep -q 'GCC Runtime Library Exception' /usr/share/doc/enrichd/copyright
+check $? "copyright: BSD-2-clause and the licences of what is linked statically"
+docs=$(ct sh -c 'ls /usr/share/doc/enrichd/docs | tr "\n" " "')
+check "$(echo "$docs" | grep -q 'pool.md' && echo "$docs" | grep -q 'fleet.md' && echo 0)" "the cited docs are installed: $docs"
+
+# --- reloads that tell ------------------------------------------------------------
+pid0=$(mainpid)
+ct cp /etc/enrichd/enrichd.conf /root/enrichd.conf.good
+ct sh -c 'echo "max_records = many" >>/etc/enrichd/enrichd.conf'
+out=$(ct systemctl reload enrichd.service 2>&1)
+rc=$?
+why=$(ct journalctl -u enrichd.service --no-pager -q -o cat | grep -c 'max_records: ')
+check "$([ "$rc" != 0 ] && [ "$(mainpid)" = "$pid0" ] && [ "$(ct systemctl is-active enrichd.service)" = active ] &&
+    [ "$why" -ge 1 ] && echo 0)" "systemctl reload of a refused file fails (rc $rc), the daemon keeps serving, the journal says why"
+ct sh -c 'kill -HUP $(systemctl show -p MainPID --value enrichd.service)'
+sleep 0.5
+nf=$(ct curl -s http://127.0.0.1:$PORT/metrics | awk '$1 == "enrichd_reload_failures_total" { print $2 }')
+check "$([ "$nf" = 1 ] && echo 0)" "a HUP by hand with that file counts in enrichd_reload_failures_total: $nf"
+ct cp /root/enrichd.conf.good /etc/enrichd/enrichd.conf
+out=$(ct systemctl reload enrichd.service 2>&1)
+check $? "systemctl reload of the good file again" || echo "$out"
+
+# --- a drop-in on the socket: the configuration's value is not the one served -------
+ct mkdir -p /etc/systemd/system/enrichd.socket.d
+ct sh -c 'printf "[Socket]\nBacklog=256\n" >/etc/systemd/system/enrichd.socket.d/systest-backlog.conf'
+ct sh -c 'systemctl daemon-reload && systemctl stop enrichd.service && systemctl restart enrichd.socket && systemctl start enrichd.service'
+w=$(ct journalctl -u enrichd.service --no-pager -q -o cat | grep 'passed socket overrides' | grep 'key=listen_backlog' | tail -1)
+check "$(echo "$w" | grep -q 'configured=511 real=256' && echo 0)" "a Backlog= drop-in: the warning names the key and both values: $(echo "$w" | grep -o 'key=.*')"
+ct rm -f /etc/systemd/system/enrichd.socket.d/systest-backlog.conf
+ct sh -c 'systemctl daemon-reload && systemctl stop enrichd.service && systemctl restart enrichd.socket && systemctl start enrichd.service'
+
+# --- capture through the package --------------------------------------------------
+ct sed -i -e 's|^capture_dir =.*|capture_dir = /var/lib/enrichd|' -e 's|^capture_sample =.*|capture_sample = 1|' \
+    /etc/enrichd/enrichd.conf
+out=$(ct systemctl restart enrichd.service 2>&1)
+check $? "capture_dir = /var/lib/enrichd passes the unit's -t (StateDirectory=enrichd)" || echo "$out"
+for i in $(seq 10); do
+    ct curl -s -o /dev/null --max-time 5 --data-binary "$BODY" http://127.0.0.1:$PORT/v1/enrich
+done
+sleep 0.5
+lines=$(ct sh -c 'cat /var/lib/enrichd/capture-*.ndjson 2>/dev/null | wc -l')
+modes=$(ct sh -c 'stat -c %a /var/lib/private/enrichd/capture-*.ndjson | sort -u | tr "\n" " "')
+check "$([ "$lines" -ge 10 ] && [ "$modes" = "640 " ] && echo 0)" \
+    "10 requests captured through the installed package: $lines lines in /var/lib/enrichd, mode $modes"
+ct sh -c 'cat /var/lib/enrichd/capture-*.ndjson | sort >/root/capture.ndjson'
+out=$(ct enrich-replay --no-progress -s 0 /root/capture.ndjson http://127.0.0.1:$PORT/v1/enrich 2>&1)
+check $? "enrich-replay plays the capture back" || echo "$out" | tail -3
+ct cp /root/enrichd.conf.good /etc/enrichd/enrichd.conf
+ct systemctl restart enrichd.service
+
 mainpid() { ct systemctl show -p MainPID --value enrichd.service; }
 nrestarts() { ct systemctl show -p NRestarts --value enrichd.service; }
 
@@ -298,7 +360,7 @@ ct journalctl -u enrichd.service --no-pager -q -o verbose -n 1 REASON=reload |
 # --- idle exit -------------------------------------------------------------------------------
 # idle_exit_s = 2: enrichd drains and exits 0 after 2 s without a request;
 # the sockets stay with systemd and the next connection starts it again.
-ct sed -i 's/^idle_exit_s = .*/idle_exit_s = 2/' /etc/enrichd/enrichd.conf
+ct sed -i 's/^\(# \)\?idle_exit_s = .*/idle_exit_s = 2/' /etc/enrichd/enrichd.conf
 ct systemctl restart enrichd.service
 code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary "$BODY" http://127.0.0.1:$PORT/v1/enrich)
 r0=$(nrestarts)
@@ -343,8 +405,8 @@ ct mkdir -p /etc/systemd/system/enrichd.service.d
 ct sh -c 'printf "[Service]\nLoadCredential=upstream-key:/etc/enrichd/credentials/upstream-key\n" >/etc/systemd/system/enrichd.service.d/systest-credential.conf'
 ct cp /etc/enrichd/enrichd.conf /root/enrichd.conf.orig
 ct sed -i -e 's|^upstream_url =.*|upstream_url = http://127.0.0.1:8099/v1/meta|' \
-    -e 's|^upstream_secret_credential =.*|upstream_secret_credential = upstream-key|' \
-    -e 's|^upstream_secret_header =.*|upstream_secret_header = X-Api-Key|' /etc/enrichd/enrichd.conf
+    -e 's|^\(# \)\?upstream_secret_credential =.*|upstream_secret_credential = upstream-key|' \
+    -e 's|^\(# \)\?upstream_secret_header =.*|upstream_secret_header = X-Api-Key|' /etc/enrichd/enrichd.conf
 out=$(ct sh -c 'systemctl reload nginx && systemctl daemon-reload && systemctl restart enrichd.service' 2>&1)
 check $? "enrichd restarted with LoadCredential= and upstream_secret_credential" || echo "$out"
 code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 10 \
