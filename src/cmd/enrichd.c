@@ -19,6 +19,7 @@
 #include "base/config.h"
 #include "base/curlapi.h"
 #include "base/log.h"
+#include "base/proctitle.h"
 #include "pool/master.h"
 #include "ops/status.h"
 #include "engine/unicode.h"
@@ -81,6 +82,7 @@ int main(int argc, char **argv)
 
     if (argc >= 2 && strcmp(argv[1], "status") == 0)
         return enr_status_cli(argc - 1, argv + 1);
+    enr_proctitle_init(argc, argv);
     while ((opt = getopt(argc, argv, "c:tVh")) != -1) {
         switch (opt) {
         case 'c':

@@ -32,6 +32,7 @@
 #include "base/buf.h"
 #include "ops/health.h"
 #include "base/log.h"
+#include "base/proctitle.h"
 #include "ops/metrics.h"
 #include "base/signals.h"
 #include "base/sockdiag.h"
@@ -62,6 +63,7 @@ typedef struct status_ctx {
     int have_queue;
     unsigned queue, queue_limit, queue_max, busy_max;
     uint64_t last_tick;
+    uint64_t lost_shown; /* enr_metrics_extra.lost_shown */
 } status_ctx;
 
 static void measure(status_ctx *x)
@@ -223,6 +225,7 @@ static void serve_metrics(status_ctx *x)
     e.fds = fds;
     e.fds_ok = ok;
     e.cache = x->cache;
+    e.lost_shown = &x->lost_shown;
     enr_metrics_render(&b, x->sb, x->c, &e);
     if (b.oom)
         respond(x, 500, "text/plain", "out of memory\n", 14);
@@ -330,6 +333,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     FCGX_Request req;
 
     enr_log_role("status");
+    enr_proctitle_set("status");
     memset(&x, 0, sizeof x);
     x.c = c;
     x.sb = sb;

@@ -42,6 +42,7 @@
 #include "pool/child.h"
 #include "ops/health.h"
 #include "fcgi/listen.h"
+#include "base/proctitle.h"
 #include "base/log.h"
 #include "pool/master_state.h"
 #include "pool/notify.h"
@@ -368,11 +369,16 @@ static void check_ready(master *m, uint64_t now)
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "ready", "workers=%d startup_ms=%" PRIu64, ready, now - m->start_ms);
     }
-    if (m->reloading && !old_generation_left(m) && ready >= 1) {
+    /* Done when the new generation is whole, or, past the start-up wait,
+     * with what started: the line says how many serve, not the first. */
+    if (m->reloading && !old_generation_left(m) &&
+        (ready >= (int)m->cfg.workers ||
+         (ready >= 1 && now >= m->reload_start_ms + ENR_READY_WAIT_MS))) {
         m->reloading = 0;
         ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
         enr_notify_ready();
-        enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d", m->generation, ready);
+        enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d configured=%u",
+                m->generation, ready, m->cfg.workers);
     }
 }
 
@@ -514,8 +520,9 @@ static void judge(master *m, uint64_t now)
 {
     int healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
 
-    /* Transitions only, and not while starting: one line when it changes. */
-    if (m->ready_sent && healthy != m->was_healthy) {
+    /* Transitions only, and not while starting or stopping (workers leave
+     * on purpose then): one line when it changes. */
+    if (m->ready_sent && !m->draining && healthy != m->was_healthy) {
         char q[200];
         if (healthy)
             enr_log(ENR_LOG_INFO, "pool healthy again", NULL);
@@ -706,6 +713,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
     m.start_ms = enr_mono_ms();
     m.listen_fd = m.status_fd = m.ready_r = m.ready_w = -1;
     enr_log_role("master");
+    enr_proctitle_set("master");
     if (setup_signals(&wait_mask) != 0) {
         enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
         return 1;
