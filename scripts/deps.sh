@@ -10,12 +10,13 @@ set -eu
 # (libfcgi-bin) as a second FastCGI client, Apache (apache2-bin: the
 # server and its modules, no service, no site) and lighttpd as front ends
 # besides nginx, for the fleet test Prometheus itself, curl and ip
-# (network namespaces), and openssl (the TLS tests make their
-# certificates with it).
+# (network namespaces), openssl (the TLS tests make their
+# certificates with it), and for the status page and `enrichd status
+# --watch` a headless Chromium and tmux.
 RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev libicu-dev
 nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
-libfcgi-bin apache2-bin lighttpd curl iproute2 groff-base man-db openssl"
+libfcgi-bin apache2-bin lighttpd curl iproute2 groff-base man-db openssl chromium tmux"
 # `make deb`: debhelper and lintian; `make system-test`: a Debian root
 # file system booted under systemd-nspawn.
 DEB_PKGS="debhelper lintian fakeroot dpkg-dev"

@@ -240,6 +240,50 @@ static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t m
     return o;
 }
 
+/* The bucket bound (ms) under which the fraction q of the requests since
+ * start took their time, from the histogram; 0: none yet or past the
+ * last bound (then the bound is unknown and the key is left out). */
+static unsigned quantile_ms(const uint64_t *n, uint64_t total, double q)
+{
+    uint64_t seen = 0;
+
+    for (unsigned i = 0; i + 1 < ENR_SB_LAT_BUCKETS; i++) {
+        seen += n[i];
+        if ((double)seen >= q * (double)total)
+            return enr_sb_lat_bounds_ms[i];
+    }
+    return 0;
+}
+
+/* Latency since start (histogram bounds, as /metrics has them) and the
+ * health window's p99, the one the verdict judges. */
+static json_object *latency_doc(const enr_status_view *v)
+{
+    json_object *x = json_object_new_object();
+    uint64_t n[ENR_SB_LAT_BUCKETS], total = 0;
+    static const struct {
+        const char *key;
+        double q;
+    } qs[] = {{"p50_ms", 0.50}, {"p90_ms", 0.90}, {"p99_ms", 0.99}};
+
+    for (unsigned i = 0; i < ENR_SB_LAT_BUCKETS; i++) {
+        n[i] = enr_sb_total(v->sb, offsetof(enr_sb_slot, latency) + i * sizeof(enr_sb_u64));
+        total += n[i];
+    }
+    add_u(x, "requests", total);
+    if (total) {
+        add_d(x, "mean_ms", (double)ENR_SB_TOTAL(v->sb, latency_us_sum) / 1000.0 / (double)total);
+        for (unsigned i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+            unsigned b = quantile_ms(n, total, qs[i].q);
+            if (b)
+                add_u(x, qs[i].key, b);
+        }
+    }
+    if (v->health)
+        add_d(x, "window_p99_ms", v->health->win.p99_ms);
+    return x;
+}
+
 /* A reload whose new workers could not start.  Shown, never a health
  * verdict: the old configuration serves, and a watchdog restart would
  * start the daemon on the very file that does not work. */
@@ -318,6 +362,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_u(x, "rejected", t.rrej);
     add_u(x, "degraded", t.rdeg);
     json_object_object_add(o, "records", x);
+    json_object_object_add(o, "latency", latency_doc(v));
 
     x = json_object_new_object();
     /* Every worker exit but a stop is followed by a replacement. */

@@ -130,13 +130,64 @@ static void last_table(enr_buf *b, json_object *procs)
     }
 }
 
+static void tables(enr_buf *b, json_object *doc);
+
 void enr_status_text(enr_buf *b, json_object *doc)
 {
-    json_object *procs, *empty;
-
     if (!json_object_is_type(doc, json_type_object))
         return;
     text_flat(b, "", doc);
+    tables(b, doc);
+}
+
+/* One line of top-level numbers, "key: value" pairs, for the screen. */
+static void top_line(enr_buf *b, json_object *o, const char *const *keys, size_t n)
+{
+    char k[KEY_MAX], v[VALUE_MAX];
+
+    for (size_t i = 0; i < n; i++)
+        enr_buf_printf(b, "%s%s: %s", i ? "   " : "", clean(k, sizeof k, keys[i]),
+                       jstr(o, keys[i], "-", v, sizeof v));
+    enr_buf_printf(b, "\n");
+}
+
+void enr_status_text_top(enr_buf *b, json_object *doc)
+{
+    static const char *const l1[] = {
+        "state",         "generation", "start since", "workers_configured", "active processes",
+        "idle processes"};
+    static const char *const l2[] = {"accepted conn", "completed",        "in_flight",    "lost",
+                                     "listen queue",  "max listen queue", "slow requests"};
+    static const char *const l3[] = {"status", "reason"};
+    static const char *const l4[] = {"mean_ms", "p50_ms", "p99_ms", "window_p99_ms"};
+    static const char *const l5[] = {"2xx", "4xx", "5xx"};
+    json_object *o;
+
+    if (!json_object_is_type(doc, json_type_object))
+        return;
+    top_line(b, doc, l1, sizeof l1 / sizeof l1[0]);
+    top_line(b, doc, l2, sizeof l2 / sizeof l2[0]);
+    if (json_object_object_get_ex(doc, "health", &o) && json_object_is_type(o, json_type_object)) {
+        enr_buf_printf(b, "health ");
+        top_line(b, o, l3, json_object_object_get_ex(o, "reason", NULL) ? 2 : 1);
+    }
+    if (json_object_object_get_ex(doc, "responses", &o) &&
+        json_object_is_type(o, json_type_object)) {
+        enr_buf_printf(b, "responses ");
+        top_line(b, o, l5, sizeof l5 / sizeof l5[0]);
+    }
+    if (json_object_object_get_ex(doc, "latency", &o) && json_object_is_type(o, json_type_object)) {
+        enr_buf_printf(b, "latency ");
+        top_line(b, o, l4, sizeof l4 / sizeof l4[0]);
+    }
+    tables(b, doc);
+}
+
+/* The workers' tables of a ?full document (nothing without one). */
+static void tables(enr_buf *b, json_object *doc)
+{
+    json_object *procs, *empty;
+
     if (!json_object_object_get_ex(doc, "processes", &procs) ||
         !json_object_is_type(procs, json_type_array))
         return;
@@ -187,6 +238,12 @@ void enr_status_text(enr_buf *b, json_object *doc)
 
 int enr_status_text_parse(enr_buf *out, const char *body, size_t len)
 {
+    return enr_status_text_parse_as(out, body, len, enr_status_text);
+}
+
+int enr_status_text_parse_as(enr_buf *out, const char *body, size_t len,
+                             void (*render)(enr_buf *out, json_object *doc))
+{
     json_tokener *tok;
     json_object *doc;
     int rc = -1;
@@ -204,7 +261,7 @@ int enr_status_text_parse(enr_buf *out, const char *body, size_t len)
         while (used < len && strchr(" \t\r\n", body[used]) != NULL && body[used] != '\0')
             used++;
         if (used == len) {
-            enr_status_text(out, doc);
+            render(out, doc);
             rc = 0;
         }
     }

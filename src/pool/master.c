@@ -356,6 +356,17 @@ static int old_generation_left(const master *m)
     return 0;
 }
 
+/* Workers of the current generation that serve, in the pool's own slots
+ * (a reload's probe, kept until the pool is whole, is not one of them). */
+static int generation_ready(const master *m)
+{
+    int n = 0;
+    for (unsigned i = 0; i < m->cfg.workers && i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && m->w[i].ready && m->w[i].generation == m->generation)
+            n++;
+    return n;
+}
+
 static void check_ready(master *m, uint64_t now)
 {
     int ready = enr_master_live_workers(m, 1);
@@ -371,14 +382,14 @@ static void check_ready(master *m, uint64_t now)
     }
     /* Done when the new generation is whole, or, past the start-up wait,
      * with what started: the line says how many serve, not the first. */
-    if (m->reloading && !old_generation_left(m) &&
-        (ready >= (int)m->cfg.workers ||
-         (ready >= 1 && now >= m->reload_start_ms + ENR_READY_WAIT_MS))) {
+    if (m->reloading && !old_generation_left(m) && ready >= 1 &&
+        (generation_ready(m) >= (int)m->cfg.workers ||
+         now >= m->reload_start_ms + ENR_READY_WAIT_MS)) {
         m->reloading = 0;
         ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d configured=%u",
-                m->generation, ready, m->cfg.workers);
+                m->generation, generation_ready(m), m->cfg.workers);
     }
 }
 
