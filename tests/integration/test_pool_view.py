@@ -193,12 +193,14 @@ def test_watch_under_tmux(r):
         env.start_enrichd("workers = 2\n")
         env.start_nginx()
         sess = "enrwatch%d" % os.getpid()
+        # A tmux server of the test's own (-L): nobody else's sessions.
+        tmux = [TMUX, "-L", sess]
         cmd = "%s status --watch -n 1 %s" % (os.path.join(env.build, "enrichd"), env.status_sock)
-        subprocess.run([TMUX, "new-session", "-d", "-s", sess, "-x", "200", "-y", "60", cmd],
+        subprocess.run(tmux + ["new-session", "-d", "-s", sess, "-x", "200", "-y", "60", cmd],
                        check=True, timeout=10)
         try:
             def screen():
-                return subprocess.run([TMUX, "capture-pane", "-p", "-t", sess], capture_output=True,
+                return subprocess.run(tmux + ["capture-pane", "-p", "-t", sess], capture_output=True,
                                       text=True, timeout=10).stdout
 
             def accepted():
@@ -215,13 +217,13 @@ def test_watch_under_tmux(r):
             got = harness.wait_for(lambda: accepted() == before + 3, 10, what="redrawn count")
             r.check(got, "the screen redraws with the new count (%r -> %r)" % (before, accepted()))
             r.check(screen().count("accepted conn:") == 1, "redrawn in place, not scrolled")
-            subprocess.run([TMUX, "send-keys", "-t", sess, "C-c"], timeout=10)
+            subprocess.run(tmux + ["send-keys", "-t", sess, "C-c"], timeout=10)
             gone = harness.wait_for(
-                lambda: subprocess.run([TMUX, "has-session", "-t", sess],
+                lambda: subprocess.run(tmux + ["has-session", "-t", sess],
                                        capture_output=True).returncode != 0, 5, what="Ctrl-C ends")
             r.check(gone, "Ctrl-C ends the watch")
         finally:
-            subprocess.run([TMUX, "kill-session", "-t", sess], capture_output=True, timeout=10)
+            subprocess.run(tmux + ["kill-server"], capture_output=True, timeout=10)
 
 
 EXTERNAL = re.compile(rb"""(?:src|href|action)\s*=\s*["']?\s*(?:[a-z]+:)?//|url\(|@import|<script""",
@@ -262,7 +264,7 @@ def test_html_page(r):
         m = re.search(rb"Throughput: <b>([\d.]+) req/s</b> now, max ([\d.]+)", body)
         r.check(m and float(m.group(2)) > 1.0, "throughput seen in the window: %r"
                 % (m.group(0) if m else body[:400]))
-        r.check(b"Health: <b>healthy</b>" in body and body.count(b'class="ok"') >= 4,
+        r.check(b"Health: <b>healthy</b>" in body and body.count(b'class="ok"') >= 3,
                 "health strip: healthy samples")
         r.check(len(re.findall(rb'<tr class="(?:w|busy)">', body)) == 3,
                 "one row per worker")
