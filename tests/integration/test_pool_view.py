@@ -148,6 +148,21 @@ def test_last_request_titles_and_slots(r):
         r.check(unhealthy == [], "no unhealthy warning on a clean stop: %r" % unhealthy)
 
 
+def run_bounded(argv, cwd, timeout=10):
+    """(exit code, stdout) of argv run in cwd, or (None, "") when it was
+    still running after timeout (a program that took --help for an
+    operand): its process group is then killed."""
+    p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return None, ""
+
+
 def test_health_and_help(r):
     with harness.Env(name="enr-help") as env:
         env.start_enrichd("workers = 1\n")
@@ -160,13 +175,20 @@ def test_health_and_help(r):
     b = harness.build_dir()
     progs = [[os.path.join(b, "enrichd"), "--help"], [os.path.join(b, "enrichd"), "-h"],
              [os.path.join(b, "enrichd"), "status", "--help"],
-             [os.path.join(b, "enrich"), "--help"], [os.path.join(b, "enrich-replay"), "--help"],
+             [os.path.join(b, "enrich"), "--help"], [os.path.join(b, "enrich"), "-h"],
+             [os.path.join(b, "enrich-replay"), "--help"],
+             [os.path.join(b, "bench-engine"), "--help"], [os.path.join(b, "bench-null"), "--help"],
              [os.path.join(harness.ROOT, "scripts", "rolling-restart"), "--help"],
              [os.path.join(harness.ROOT, "scripts", "gen-trace"), "--help"]]
-    for argv in progs:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
-        r.check(p.returncode == 0 and "usage" in p.stdout.lower(),
-                "%s exits 0 with its usage on stdout (rc %d)" % (" ".join(argv[-2:]), p.returncode))
+    scratch = tempfile.mkdtemp(prefix="enr-help-")
+    try:
+        for argv in progs:
+            rc, out = run_bounded(argv, scratch)
+            r.check(rc == 0 and "usage" in out.lower(),
+                    "%s exits 0 with its usage on stdout (rc %r)" % (" ".join(argv[-2:]), rc))
+        r.check(os.listdir(scratch) == [], "--help created nothing: %r" % os.listdir(scratch))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     p = subprocess.run([os.path.join(b, "enrichd"), "status", "--bogus"], capture_output=True,
                        text=True, timeout=10)
     r.check(p.returncode == 2 and "usage" in p.stderr, "a usage mistake still exits 2")
