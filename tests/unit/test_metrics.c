@@ -102,6 +102,9 @@ static void lint(const char *text)
                 strcpy(fam[nf++], name);
             if (strcmp(types[nf - 1], "counter") == 0 && strstr(name, "_total") == NULL)
                 bad++, printf("counter without _total: %s\n", name);
+            if (strcmp(types[nf - 1], "counter") != 0 && strlen(name) > 6 &&
+                strcmp(name + strlen(name) - 6, "_total") == 0)
+                bad++, printf("_total that is no counter: %s\n", name);
             if (strncmp(name, "enrichd_", 8) != 0)
                 bad++, printf("no prefix: %s\n", name);
         } else if (line[0] != '#' && line[0]) {
