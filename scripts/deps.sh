@@ -13,11 +13,12 @@ set -eu
 # (network namespaces), openssl (the TLS tests make their certificates
 # with it), and the Unicode oracles: ICU (the unit tests) and Node
 # (tests/unicode/, which needs a Node whose ICU has the tables' Unicode
-# version and says so if not).
+# version and says so if not), and for the status page and `enrichd
+# status --watch` a headless Chromium and tmux.
 RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev
 nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
-libfcgi-bin apache2-bin lighttpd curl iproute2 groff-base man-db openssl libicu-dev nodejs"
+libfcgi-bin apache2-bin lighttpd curl iproute2 groff-base man-db openssl libicu-dev nodejs chromium tmux"
 # `make deb`: debhelper and lintian; `make system-test`: a Debian root
 # file system booted under systemd-nspawn.
 DEB_PKGS="debhelper lintian fakeroot dpkg-dev"

@@ -151,3 +151,21 @@ uint64_t enr_sb_request_age_ms(const enr_sb_slot *s, uint64_t mono_now_ms)
         return 0;
     return mono_now_ms - start;
 }
+
+void enr_sb_request_last(enr_sb_slot *s, const enr_sb_last_req *l)
+{
+    /* Stamp cleared first and set last: a reader that sees a stamp sees
+     * this request's fields, or the next one's being written. */
+    ENR_SB_SET(s->last_end_ms, 0);
+    memcpy(s->last_req_id, s->req_id, sizeof s->last_req_id);
+    s->last_req_id[ENR_SB_REQID_MAX - 1] = '\0';
+    ENR_SB_SET(s->last_pid, l->pid);
+    ENR_SB_SET(s->last_status, (uint64_t)l->status);
+    ENR_SB_SET(s->last_duration_us, l->duration_us);
+    ENR_SB_SET(s->last_cpu_us, l->cpu_us);
+    ENR_SB_SET(s->last_rss_kb, l->rss_kb);
+    ENR_SB_SET(s->last_records_in, l->records_in);
+    ENR_SB_SET(s->last_records_out, l->records_out);
+    atomic_thread_fence(memory_order_release);
+    ENR_SB_SET(s->last_end_ms, l->end_wall_ms);
+}

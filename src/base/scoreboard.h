@@ -138,6 +138,14 @@ typedef struct enr_sb_slot {
      * took them (queue_timeout_ms), and requests whose caller went away
      * (STATUS_CLIENT_GONE: counted here, never in latency[]) */
     enr_sb_u64 shed, client_gone;
+    /* live: the last request the slot's worker finished (php-fpm's
+     * "last request" fields), written after it by enr_sb_request_last;
+     * last_end_ms 0: none yet. */
+    enr_sb_u64 last_end_ms; /* CLOCK_REALTIME ms: display only */
+    enr_sb_i64 last_pid;    /* the worker that served it */
+    enr_sb_u64 last_status, last_duration_us, last_cpu_us, last_rss_kb;
+    enr_sb_u64 last_records_in, last_records_out;
+    char last_req_id[ENR_SB_REQID_MAX];
 } enr_sb_slot;
 
 /* The master's health verdict and the window it judged (health.c writes
@@ -250,5 +258,16 @@ uint64_t enr_sb_request_age_ms(const enr_sb_slot *s, uint64_t mono_now_ms);
  * client_gone and stays out of latency[]: nobody lived that time. */
 void enr_sb_request_done(enr_sb_slot *s, int status, uint64_t rec_in, uint64_t rec_out,
                          uint64_t rec_degraded, uint64_t latency_us, int slow);
+
+/* What a worker measured of the request it just finished. */
+typedef struct enr_sb_last_req {
+    int status;
+    uint64_t duration_us, cpu_us, rss_kb, records_in, records_out, end_wall_ms;
+    int64_t pid;
+} enr_sb_last_req;
+
+/* Publishes l as the slot's last request; its id is the one the slot's
+ * req_id holds (enr_sb_request_start). */
+void enr_sb_request_last(enr_sb_slot *s, const enr_sb_last_req *l);
 
 #endif

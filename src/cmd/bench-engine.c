@@ -288,9 +288,17 @@ static int once_trace(enr_engine *e, const char *path, int run)
 
 int main(int argc, char **argv)
 {
-    enr_engine *e = enr_engine_new();
+    enr_engine *e;
     enr_buf big = {0}, small = {0}, file = {0};
 
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        printf("usage: bench-engine                    time the generated batches\n"
+               "       bench-engine --once big|small|none|FILE\n"
+               "       bench-engine --trace FILE | --once-trace FILE | --once-trace-none FILE\n"
+               "       bench-engine --dump big|small   print a generated batch\n");
+        return 0;
+    }
+    e = enr_engine_new();
     if (e == NULL) {
         fprintf(stderr, "bench-engine: engine init failed\n");
         return 1;

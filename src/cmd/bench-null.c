@@ -113,6 +113,10 @@ int main(int argc, char **argv)
     char *answer;
     int fd;
 
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        printf("usage: bench-null [--stock] SOCKET [WORKERS [ANSWER_BYTES]]\n");
+        return 0;
+    }
     if (!wide) {
         argc--;
         argv++;

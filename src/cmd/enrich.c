@@ -43,6 +43,12 @@ int main(int argc, char **argv)
     enr_engine *e;
     int rc = 0;
 
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        printf("usage: enrich < batch.json > batch.ndjson\n"
+               "  exit 0 answered, 2 the batch breaks the contract (JSON error on stderr),\n"
+               "  1 a system or internal failure\n");
+        return 0;
+    }
     if (argc > 1) {
         fprintf(stderr, "usage: %s < batch.json > batch.ndjson\n", argv[0]);
         return 1;

@@ -2,7 +2,7 @@
  * enrichd.c: the daemon's command line.
  *
  *   enrichd [-c FILE] [-t | -T] [-V]  run in the foreground (systemd style)
- *   enrichd status [SOCKET]        the operator's status table
+ *   enrichd status [SOCKET]        the operator's status table (statuscli.c)
  *
  * Nothing heavy happens before the master forks its workers: the cold
  * start (exec to first answer) is the configuration parse and a fork.
@@ -20,6 +20,7 @@
 #include "base/confcheck.h"
 #include "base/curlapi.h"
 #include "base/log.h"
+#include "base/proctitle.h"
 #include "pool/master.h"
 #include "ops/status.h"
 #include "engine/unicode.h"
@@ -31,8 +32,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: enrichd [-c FILE] [-t | -T] [-V]\n"
-            "       enrichd status [SOCKET]\n"
+            "usage: enrichd [-c FILE] [-t | -T] [-V] [-h | --help]\n"
+            "       enrichd status [--json] [--health] [--watch [-n SECONDS]] [-c FILE | SOCKET]\n"
             "  -c FILE  configuration file (default: the built-in configuration)\n"
             "  -t       check the configuration and exit (0 ok, 1 with FILE:LINE: key: problem);\n"
             "           warnings about its neighbours (nginx, systemd, limits) go to stderr\n"
@@ -91,6 +92,9 @@ int main(int argc, char **argv)
 
     if (argc >= 2 && strcmp(argv[1], "status") == 0)
         return enr_status_cli(argc - 1, argv + 1);
+    if (argc == 2 && strcmp(argv[1], "--help") == 0)
+        return enr_cli_usage(usage, 0);
+    enr_proctitle_init(argc, argv);
     while ((opt = getopt(argc, argv, "c:tTVh")) != -1) {
         switch (opt) {
         case 'c':

@@ -119,6 +119,9 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
     const enr_sb_slot *s;
     char l[64];
 
+    /* The version serving, for rollouts: count by (version). */
+    family(b, "enrichd_build_info", "gauge", "Always 1; the labels say what is running.");
+    sample_u(b, "enrichd_build_info", "{version=\"" ENR_VERSION "\"}", 1);
     one_d(b, "enrichd_start_time_seconds", "gauge",
           "When the master started, seconds since the epoch.",
           (double)ENR_SB_GET(p->start_ms) / 1000.0);
@@ -182,10 +185,18 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
      * accepted = completed + in flight + lost. */
     one_u(b, "enrichd_requests_in_flight", "gauge", "Requests being served by live workers.",
           states[ENR_WS_BUSY]);
-    one_u(b, "enrichd_requests_lost", "gauge",
-          "Requests accepted by workers that died before answering them.",
-          accepted > completed + states[ENR_WS_BUSY] ? accepted - completed - states[ENR_WS_BUSY]
-                                                     : 0);
+    {
+        uint64_t lost = accepted > completed + states[ENR_WS_BUSY]
+                            ? accepted - completed - states[ENR_WS_BUSY]
+                            : 0;
+        if (x != NULL && x->lost_shown != NULL) {
+            if (lost < *x->lost_shown)
+                lost = *x->lost_shown;
+            *x->lost_shown = lost;
+        }
+        one_u(b, "enrichd_requests_lost_total", "counter",
+              "Requests accepted by workers that died before answering them.", lost);
+    }
 
     family(b, "enrichd_responses_total", "counter", "Responses by status class.");
     sample_u(b, "enrichd_responses_total", "{code=\"2xx\"}",

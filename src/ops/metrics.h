@@ -28,6 +28,10 @@ typedef struct enr_metrics_extra {
     const enr_fd_kinds *fds;   /* per slot (sb->nslots entries) or NULL */
     const int *fds_ok;         /* fds[i] valid when fds_ok[i] */
     const enr_cache *cache;    /* the host's upstream cache, or NULL: none (zeros) */
+    /* The most lost requests this caller has shown, or NULL: the value is
+     * derived from three counters read apart, and a counter must never
+     * be seen going down (Prometheus would take it for a reset). */
+    uint64_t *lost_shown;
 } enr_metrics_extra;
 
 /* Appends the whole exposition to out (check out->oom after). */

@@ -32,10 +32,12 @@
 #include "base/buf.h"
 #include "ops/health.h"
 #include "base/log.h"
+#include "base/proctitle.h"
 #include "ops/metrics.h"
 #include "base/signals.h"
 #include "base/sockdiag.h"
 #include "ops/statusdoc.h"
+#include "ops/statushtml.h"
 #include "base/clock.h"
 #include "fcgi/fcgi_conn.h"
 #include "fcgi/fcgi_http.h"
@@ -62,6 +64,8 @@ typedef struct status_ctx {
     int have_queue;
     unsigned queue, queue_limit, queue_max, busy_max;
     uint64_t last_tick;
+    uint64_t lost_shown;  /* enr_metrics_extra.lost_shown */
+    enr_status_hist hist; /* one sample a tick, for ?html */
 } status_ctx;
 
 static void measure(status_ctx *x)
@@ -95,9 +99,16 @@ static void measure(status_ctx *x)
 /* Every answer goes out through the one writer (fcgi_http.c), HEAD
  * included; a failed write resets the connection (fcgi_conn.h), so a
  * client never takes a cut answer for a whole one. */
-static void respond(status_ctx *x, int code, const char *ctype, const char *body, size_t len)
+/* The page loads nothing from anywhere (statushtml.h): the browser is
+ * told so, which also keeps a request id in the page from running. */
+#define STATUS_HTML_HEADERS                                                                        \
+    "Cache-Control: no-store\r\n"                                                                  \
+    "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\n"
+
+static void respond_with(status_ctx *x, int code, const char *ctype, const char *headers,
+                         const char *body, size_t len)
 {
-    enr_reply rep = {code, ctype, "Cache-Control: no-store\r\n", body, len};
+    enr_reply rep = {code, ctype, headers, body, len};
     int e = enr_reply_send(x->conn.req, &rep, x->conn.write_ms);
 
     if (e != 0) {
@@ -105,6 +116,11 @@ static void respond(status_ctx *x, int code, const char *ctype, const char *body
                 "status=%d bytes=%zu error=%s", code, len, enr_fcgi_error_value(e));
         enr_fcgi_conn_abort(&x->conn);
     }
+}
+
+static void respond(status_ctx *x, int code, const char *ctype, const char *body, size_t len)
+{
+    respond_with(x, code, ctype, "Cache-Control: no-store\r\n", body, len);
 }
 
 static void respond_json(status_ctx *x, int code, json_object *doc)
@@ -184,7 +200,7 @@ static void serve_status(status_ctx *x, const char *query, const char *accept)
 {
     static enr_fd_kinds fds[ENR_SB_MAX_WORKERS];
     static int ok[ENR_SB_MAX_WORKERS];
-    int full = query_has(query, "full");
+    int html = query_has(query, "html"), full = html || query_has(query, "full");
     enr_status_view v;
     json_object *doc;
 
@@ -192,7 +208,15 @@ static void serve_status(status_ctx *x, const char *query, const char *accept)
         attribute_fds(x, fds, ok);
     view_of(x, &v, full ? fds : NULL, full ? ok : NULL);
     doc = enr_status_doc(&v, full);
-    if (wants_text(query, accept)) {
+    if (html) {
+        enr_buf b = {0};
+        enr_status_html(&b, doc, &x->hist);
+        if (b.oom)
+            respond(x, 500, "text/plain", "out of memory\n", 14);
+        else
+            respond_with(x, 200, "text/html; charset=utf-8", STATUS_HTML_HEADERS, b.data, b.len);
+        enr_buf_free(&b);
+    } else if (wants_text(query, accept)) {
         enr_buf b = {0};
         enr_status_text(&b, doc);
         if (b.oom)
@@ -223,6 +247,7 @@ static void serve_metrics(status_ctx *x)
     e.fds = fds;
     e.fds_ok = ok;
     e.cache = x->cache;
+    e.lost_shown = &x->lost_shown;
     enr_metrics_render(&b, x->sb, x->c, &e);
     if (b.oom)
         respond(x, 500, "text/plain", "out of memory\n", 14);
@@ -330,6 +355,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     FCGX_Request req;
 
     enr_log_role("status");
+    enr_proctitle_set("status");
     memset(&x, 0, sizeof x);
     x.c = c;
     x.sb = sb;
@@ -376,6 +402,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     enr_log(ENR_LOG_INFO, "status process ready", "socket=%s", c->status_listen);
     measure(&x);
     x.last_tick = enr_mono_ms();
+    enr_status_hist_add(&x.hist, x.sb, &x.health, x.last_tick);
     for (;;) {
         uint64_t now = enr_mono_ms();
         int timeout =
@@ -385,6 +412,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
         if (enr_mono_ms() - x.last_tick >= STATUS_TICK_MS) {
             measure(&x);
             x.last_tick = enr_mono_ms();
+            enr_status_hist_add(&x.hist, x.sb, &x.health, x.last_tick);
         }
         if (fd == ENR_FCGI_STOP)
             break;

@@ -9,7 +9,8 @@
  * are checked for version and length before their content is read, and
  * the document is parsed and printed by statustext.c, which bounds its
  * nesting and strips control characters.  Exit codes: 0 the pool
- * answered 200, 1 it answered otherwise or not at all, 2 usage.
+ * answered 200 (--health: healthy), 1 it answered otherwise or not at
+ * all, 2 usage.  --watch redraws until interrupted, as uwsgitop does.
  */
 #include "ops/status.h"
 
@@ -21,6 +22,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
+#include <stdlib.h>
+#include <json-c/json.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -30,6 +34,8 @@
 #define STATUS_CLI_TIMEOUT_MS 5000 /* connect, send and receive, in all */
 #define STATUS_CLI_MAX_BYTES (ENR_STATUS_DOC_MAX_BYTES + 65536) /* every byte read */
 #define STATUS_CLI_STDERR_MAX 4096                              /* FCGI_STDERR text shown */
+#define STATUS_CLI_WATCH_S 2 /* --watch: default seconds between redraws */
+#define STATUS_CLI_WATCH_MAX_S 3600
 
 /* FastCGI 1.0 record types and roles (the protocol's own numbers). */
 enum { FCGI_VERSION_1 = 1 };
@@ -285,44 +291,58 @@ static void print_clean(FILE *f, const char *p, size_t len)
     }
 }
 
-int enr_status_cli(int argc, char **argv)
+static void usage(FILE *f)
 {
-    const char *target = NULL, *path = "/status", *conf = NULL, *body;
-    int json = 0, i = 1, rc;
-    enr_buf resp = {0}, err = {0}, text = {0};
-    static enr_config defaults;
-    char cerr[256];
-    cli c = {.fd = -1};
-    size_t blen;
+    fprintf(f,
+            "usage: enrichd status [--json] [--health] [--watch [-n SECONDS]] [-c FILE | SOCKET]\n"
+            "  SOCKET      the status socket (default: status_listen of -c FILE, or built in)\n"
+            "  --json      the JSON document instead of the table\n"
+            "  --health    the health verdict only: \"ok\", or \"unhealthy: REASON\" (exit 1)\n"
+            "  --watch     redraw the table every SECONDS (-n, default %d) until interrupted\n",
+            STATUS_CLI_WATCH_S);
+}
 
-    /* Called as (argc, argv) of the whole program or of the subcommand. */
-    for (int j = 0; j < argc; j++)
-        if (strcmp(argv[j], "status") == 0) {
-            i = j + 1;
-            break;
+/* The verdict line of a /healthz document: "ok", or "unhealthy: REASON". */
+static int print_verdict(const char *body, size_t blen)
+{
+    json_tokener *tok = json_tokener_new_ex(ENR_STATUS_DOC_MAX_DEPTH);
+    json_object *doc = NULL, *st = NULL, *why = NULL;
+    int rc = -1;
+
+    if (tok != NULL && blen <= ENR_STATUS_DOC_MAX_BYTES)
+        doc = json_tokener_parse_ex(tok, body, (int)blen);
+    if (doc != NULL && json_object_object_get_ex(doc, "status", &st) &&
+        json_object_is_type(st, json_type_string)) {
+        const char *v = json_object_get_string(st);
+        print_clean(stdout, v, strlen(v));
+        if (json_object_object_get_ex(doc, "reason", &why) &&
+            json_object_is_type(why, json_type_string)) {
+            fputs(": ", stdout);
+            print_clean(stdout, json_object_get_string(why), strlen(json_object_get_string(why)));
         }
-    for (; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = 1;
-        else if (strcmp(argv[i], "--health") == 0)
-            path = "/healthz";
-        else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
-            conf = argv[++i];
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: enrichd status [--json] [--health] [-c FILE | SOCKET]\n");
-            return 2;
-        } else
-            target = argv[i];
+        fputc('\n', stdout);
+        rc = 0;
+    } else {
+        fputs("enrichd status: not a health document: ", stderr);
+        print_clean(stderr, body, blen < 512 ? blen : 512);
+        fputc('\n', stderr);
     }
-    if (target == NULL) {
-        /* The socket the daemon's configuration names (built-in default
-         * without -c). */
-        if (enr_config_load(&defaults, conf, cerr, sizeof cerr) != 0) {
-            fprintf(stderr, "enrichd status: %s\n", cerr);
-            return 2;
-        }
-        target = defaults.status_listen;
-    }
+    json_object_put(doc);
+    if (tok != NULL)
+        json_tokener_free(tok);
+    return rc;
+}
+
+/* One exchange with the status process, printed: 0 when it answered 200
+ * and the answer could be shown, -1 otherwise (said on stderr). */
+static int show_once(const char *target, const char *path, int json, int top)
+{
+    enr_buf resp = {0}, err = {0}, text = {0};
+    cli c = {.fd = -1};
+    const char *body;
+    size_t blen;
+    int rc;
+
     c.deadline = enr_mono_ms() + STATUS_CLI_TIMEOUT_MS;
     rc = cli_connect(&c, target) == 0 && cli_fetch(&c, path, "full", &resp, &err) == 0 ? 0 : -1;
     if (c.fd >= 0)
@@ -343,11 +363,17 @@ int enr_status_cli(int argc, char **argv)
     body = body ? body + 4 : resp.data;
     blen = resp.len - 1 - (size_t)(body - resp.data);
     rc = strncmp(resp.data, "Status: 200", 11) == 0 ? 0 : -1;
-    if (json || strcmp(path, "/status") != 0) {
+    if (json) {
         print_clean(stdout, body, blen);
         goto done;
     }
-    if (enr_status_text_parse(&text, body, blen) != 0) {
+    if (strcmp(path, "/status") != 0) {
+        if (print_verdict(body, blen) != 0)
+            rc = -1;
+        goto done;
+    }
+    if (enr_status_text_parse_as(&text, body, blen, top ? enr_status_text_top : enr_status_text) !=
+        0) {
         fputs("enrichd status: not a status document: ", stderr);
         print_clean(stderr, body, blen < 512 ? blen : 512);
         fputc('\n', stderr);
@@ -359,5 +385,82 @@ done:
     enr_buf_free(&resp);
     enr_buf_free(&err);
     enr_buf_free(&text);
-    return rc == 0 ? 0 : 1;
+    return rc;
+}
+
+/* uwsgitop's view: the table redrawn in place until interrupted (the
+ * default action of SIGINT ends it; nothing is left half-written but a
+ * screen). */
+static int watch(const char *target, const char *path, int json, unsigned every_s)
+{
+    for (;;) {
+        char when[32];
+        time_t now = time(NULL);
+        struct tm tm;
+
+        strftime(when, sizeof when, "%H:%M:%S", localtime_r(&now, &tm));
+        fputs("\033[H\033[2J", stdout); /* home, clear */
+        printf("enrichd status %s  every %us  %s  (Ctrl-C ends)\n\n", target, every_s, when);
+        fflush(stdout);
+        show_once(target, path, json, 1);
+        fflush(stdout);
+        fflush(stderr);
+        sleep(every_s);
+    }
+    return 0;
+}
+
+int enr_status_cli(int argc, char **argv)
+{
+    const char *target = NULL, *path = "/status", *conf = NULL;
+    int json = 0, watching = 0, i = 1;
+    unsigned every_s = STATUS_CLI_WATCH_S;
+    static enr_config defaults;
+    char cerr[256];
+
+    /* Called as (argc, argv) of the whole program or of the subcommand. */
+    for (int j = 0; j < argc; j++)
+        if (strcmp(argv[j], "status") == 0) {
+            i = j + 1;
+            break;
+        }
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (strcmp(argv[i], "--health") == 0)
+            path = "/healthz";
+        else if (strcmp(argv[i], "--watch") == 0)
+            watching = 1;
+        else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
+            char *end;
+            unsigned long v = strtoul(argv[++i], &end, 10);
+            if (*end != '\0' || v < 1 || v > STATUS_CLI_WATCH_MAX_S) {
+                fprintf(stderr, "enrichd status: -n takes 1 to %d seconds\n",
+                        STATUS_CLI_WATCH_MAX_S);
+                return 2;
+            }
+            every_s = (unsigned)v;
+        } else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
+            conf = argv[++i];
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] == '-') {
+            usage(stderr);
+            return 2;
+        } else
+            target = argv[i];
+    }
+    if (target == NULL) {
+        /* The socket the daemon's configuration names (built-in default
+         * without -c). */
+        if (enr_config_load(&defaults, conf, cerr, sizeof cerr) != 0) {
+            fprintf(stderr, "enrichd status: %s\n", cerr);
+            return 2;
+        }
+        target = defaults.status_listen;
+    }
+    if (watching)
+        return watch(target, path, json, every_s);
+    return show_once(target, path, json, 0) == 0 ? 0 : 1;
 }

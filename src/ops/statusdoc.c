@@ -152,19 +152,66 @@ static json_object *fds_doc(const enr_fd_kinds *k)
     return o;
 }
 
+/* How the slot's last worker ended (reason "none": none has yet). */
+static json_object *last_exit_doc(const enr_sb_slot *s)
+{
+    json_object *last = json_object_new_object();
+    char id[ENR_SB_REQID_MAX];
+
+    add_s(last, "reason", enr_exit_reason_name(ENR_SB_GET(s->last_exit_reason)));
+    json_object_object_add(last, "pid", json_object_new_int64(ENR_SB_GET(s->last_exit_pid)));
+    copy_text(id, s->last_exit_req_id, sizeof id);
+    add_s(last, "request_id", id);
+    add_u(last, "request_age_ms", ENR_SB_GET(s->last_exit_req_age_ms));
+    return last;
+}
+
+/* A slot no process occupies (between a crash and its replacement, or
+ * above a reload's smaller pool): its history, and no pid to signal. */
+static json_object *empty_slot_doc(const enr_sb_slot *s, uint32_t i)
+{
+    json_object *o = json_object_new_object();
+
+    add_u(o, "slot", i);
+    add_u(o, "requests_total", ENR_SB_GET(s->completed));
+    add_u(o, "restarts", ENR_SB_GET(s->restarts));
+    json_object_object_add(o, "last_exit", last_exit_doc(s));
+    return o;
+}
+
+/* The last request the slot's worker finished (php-fpm's "last request
+ * cpu", "last request memory", duration and size). */
+static json_object *last_request_doc(const enr_sb_slot *s)
+{
+    json_object *o = json_object_new_object();
+    char id[ENR_SB_REQID_MAX];
+
+    add_u(o, "end time", ENR_SB_GET(s->last_end_ms) / 1000u);
+    json_object_object_add(o, "pid", json_object_new_int64(ENR_SB_GET(s->last_pid)));
+    add_u(o, "status", ENR_SB_GET(s->last_status));
+    add_d(o, "duration_ms", (double)ENR_SB_GET(s->last_duration_us) / 1000.0);
+    add_d(o, "cpu_ms", (double)ENR_SB_GET(s->last_cpu_us) / 1000.0);
+    add_u(o, "rss_kb", ENR_SB_GET(s->last_rss_kb));
+    add_u(o, "records_in", ENR_SB_GET(s->last_records_in));
+    add_u(o, "records_out", ENR_SB_GET(s->last_records_out));
+    copy_text(id, s->last_req_id, sizeof id);
+    add_s(o, "request_id", id);
+    return o;
+}
+
 /* mono: CLOCK_MONOTONIC now, for every age; the wall-clock stamps are
  * only shown as they are. */
 static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t mono)
 {
     const enr_sb_slot *s = &v->sb->slot[i];
-    json_object *o = json_object_new_object(), *last = json_object_new_object();
+    json_object *o = json_object_new_object();
     uint64_t st = ENR_SB_GET(s->state), started = ENR_SB_GET(s->started_ms);
     uint64_t started_mono = ENR_SB_GET(s->started_mono_ms);
     int live = enr_sb_slot_live(s);
     char id[ENR_SB_REQID_MAX];
 
     add_u(o, "slot", i);
-    json_object_object_add(o, "pid", json_object_new_int64(live ? ENR_SB_GET(s->pid) : 0));
+    json_object_object_add(o, "pid", json_object_new_int64(ENR_SB_GET(s->pid)));
     add_s(o, "state", live ? enr_worker_state_name(st) : "empty");
     if (live && started) {
         add_u(o, "start time", started / 1000u);
@@ -187,13 +234,54 @@ static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t m
     if (live && v->fds && (v->fds_ok == NULL || v->fds_ok[i]))
         json_object_object_add(o, "fds_by_kind", fds_doc(&v->fds[i]));
     add_u(o, "restarts", ENR_SB_GET(s->restarts));
-    add_s(last, "reason", enr_exit_reason_name(ENR_SB_GET(s->last_exit_reason)));
-    json_object_object_add(last, "pid", json_object_new_int64(ENR_SB_GET(s->last_exit_pid)));
-    copy_text(id, s->last_exit_req_id, sizeof id);
-    add_s(last, "request_id", id);
-    add_u(last, "request_age_ms", ENR_SB_GET(s->last_exit_req_age_ms));
-    json_object_object_add(o, "last_exit", last);
+    json_object_object_add(o, "last_exit", last_exit_doc(s));
+    if (ENR_SB_GET(s->last_end_ms))
+        json_object_object_add(o, "last_request", last_request_doc(s));
     return o;
+}
+
+/* The bucket bound (ms) under which the fraction q of the requests since
+ * start took their time, from the histogram; 0: none yet or past the
+ * last bound (then the bound is unknown and the key is left out). */
+static unsigned quantile_ms(const uint64_t *n, uint64_t total, double q)
+{
+    uint64_t seen = 0;
+
+    for (unsigned i = 0; i + 1 < ENR_SB_LAT_BUCKETS; i++) {
+        seen += n[i];
+        if ((double)seen >= q * (double)total)
+            return enr_sb_lat_bounds_ms[i];
+    }
+    return 0;
+}
+
+/* Latency since start (histogram bounds, as /metrics has them) and the
+ * health window's p99, the one the verdict judges. */
+static json_object *latency_doc(const enr_status_view *v)
+{
+    json_object *x = json_object_new_object();
+    uint64_t n[ENR_SB_LAT_BUCKETS], total = 0;
+    static const struct {
+        const char *key;
+        double q;
+    } qs[] = {{"p50_ms", 0.50}, {"p90_ms", 0.90}, {"p99_ms", 0.99}};
+
+    for (unsigned i = 0; i < ENR_SB_LAT_BUCKETS; i++) {
+        n[i] = enr_sb_total(v->sb, offsetof(enr_sb_slot, latency) + i * sizeof(enr_sb_u64));
+        total += n[i];
+    }
+    add_u(x, "requests", total);
+    if (total) {
+        add_d(x, "mean_ms", (double)ENR_SB_TOTAL(v->sb, latency_us_sum) / 1000.0 / (double)total);
+        for (unsigned i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+            unsigned b = quantile_ms(n, total, qs[i].q);
+            if (b)
+                add_u(x, qs[i].key, b);
+        }
+    }
+    if (v->health)
+        add_d(x, "window_p99_ms", v->health->win.p99_ms);
+    return x;
 }
 
 /* A reload whose new workers could not start.  Shown, never a health
@@ -274,6 +362,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_u(x, "rejected", t.rrej);
     add_u(x, "degraded", t.rdeg);
     json_object_object_add(o, "records", x);
+    json_object_object_add(o, "latency", latency_doc(v));
 
     x = json_object_new_object();
     /* Every worker exit but a stop is followed by a replacement. */
@@ -344,10 +433,17 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         json_object_object_add(o, "health", enr_health_doc(v->health, v->c, v->sb));
 
     if (full) {
-        json_object *a = json_object_new_array();
-        for (uint32_t i = 0; i < enr_sb_nslots(v->sb); i++)
-            json_object_array_add(a, process_doc(v, i, now));
+        /* Live workers only: an empty slot has no pid to show (a pid 0 in
+         * a script's kill loop signals its own process group). */
+        json_object *a = json_object_new_array(), *e = json_object_new_array();
+        for (uint32_t i = 0; i < enr_sb_nslots(v->sb); i++) {
+            if (enr_sb_slot_live(&v->sb->slot[i]))
+                json_object_array_add(a, process_doc(v, i, now));
+            else
+                json_object_array_add(e, empty_slot_doc(&v->sb->slot[i], i));
+        }
         json_object_object_add(o, "processes", a);
+        json_object_object_add(o, "empty_slots", e);
     }
     return o;
 }

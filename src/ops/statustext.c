@@ -61,7 +61,7 @@ static void text_flat(enr_buf *b, const char *prefix, json_object *o)
     json_object_object_foreach(o, k, val)
     {
         char key[KEY_MAX], ck[KEY_MAX], label[KEY_MAX + 1], v[VALUE_MAX];
-        if (strcmp(k, "processes") == 0)
+        if (strcmp(k, "processes") == 0 || strcmp(k, "empty_slots") == 0)
             continue;
         snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "", k);
         if (json_object_is_type(val, json_type_object)) {
@@ -83,39 +83,145 @@ static void text_flat(enr_buf *b, const char *prefix, json_object *o)
     }
 }
 
+/* "crash pid 12 req ID age MS", or "-" when the slot's worker never ended. */
+static void last_exit_text(json_object *p, char *dst, size_t cap)
+{
+    json_object *last = NULL;
+    char c[4][64];
+
+    snprintf(dst, cap, "-");
+    if (json_object_object_get_ex(p, "last_exit", &last) &&
+        json_object_is_type(last, json_type_object) &&
+        strcmp(jstr(last, "reason", "none", c[0], sizeof c[0]), "none") != 0) {
+        const char *rid = jstr(last, "request_id", "", c[2], sizeof c[2]);
+        snprintf(dst, cap, "%s pid %s%s%s%s%s", c[0], jstr(last, "pid", "?", c[1], sizeof c[1]),
+                 *rid ? " req " : "", rid, *rid ? " age " : "",
+                 *rid ? jstr(last, "request_age_ms", "0", c[3], 24) : "");
+    }
+}
+
+/* The last request of each worker, php-fpm's "last request" columns,
+ * printed after the table (which keeps its columns for old readers).
+ * Called with the header just printed; prints its own header first. */
+static void last_table(enr_buf *b, json_object *procs)
+{
+    int any = 0;
+
+    for (size_t i = 0; i < json_object_array_length(procs); i++) {
+        json_object *p = json_object_array_get_idx(procs, i), *l;
+        char c[9][64];
+        if (!json_object_is_type(p, json_type_object) ||
+            !json_object_object_get_ex(p, "last_request", &l) ||
+            !json_object_is_type(l, json_type_object))
+            continue;
+        if (!any)
+            enr_buf_printf(b, "\n%-4s %-8s %6s %10s %9s %10s %8s %8s  %s\n", "SLOT", "PID",
+                           "STATUS", "LAST_MS", "CPU_MS", "RSS_AFTER", "REC_IN", "REC_OUT",
+                           "LAST_REQUEST_ID");
+        any = 1;
+        enr_buf_printf(
+            b, "%-4s %-8s %6s %10s %9s %10s %8s %8s  %s\n", jstr(p, "slot", "?", c[0], sizeof c[0]),
+            jstr(l, "pid", "-", c[1], sizeof c[1]), jstr(l, "status", "-", c[2], sizeof c[2]),
+            jstr(l, "duration_ms", "-", c[3], sizeof c[3]),
+            jstr(l, "cpu_ms", "-", c[4], sizeof c[4]), jstr(l, "rss_kb", "-", c[5], sizeof c[5]),
+            jstr(l, "records_in", "-", c[6], sizeof c[6]),
+            jstr(l, "records_out", "-", c[7], sizeof c[7]),
+            jstr(l, "request_id", "-", c[8], sizeof c[8]));
+    }
+}
+
+static void tables(enr_buf *b, json_object *doc);
+
 void enr_status_text(enr_buf *b, json_object *doc)
 {
-    json_object *procs;
-
     if (!json_object_is_type(doc, json_type_object))
         return;
     text_flat(b, "", doc);
+    tables(b, doc);
+}
+
+/* One line of top-level numbers, "key: value" pairs, for the screen. */
+static void top_line(enr_buf *b, json_object *o, const char *const *keys, size_t n)
+{
+    char k[KEY_MAX], v[VALUE_MAX];
+
+    for (size_t i = 0; i < n; i++)
+        enr_buf_printf(b, "%s%s: %s", i ? "   " : "", clean(k, sizeof k, keys[i]),
+                       jstr(o, keys[i], "-", v, sizeof v));
+    enr_buf_printf(b, "\n");
+}
+
+void enr_status_text_top(enr_buf *b, json_object *doc)
+{
+    static const char *const l1[] = {
+        "state",         "generation", "start since", "workers_configured", "active processes",
+        "idle processes"};
+    static const char *const l2[] = {"accepted conn", "completed",        "in_flight",    "lost",
+                                     "listen queue",  "max listen queue", "slow requests"};
+    static const char *const l3[] = {"status", "reason"};
+    static const char *const l4[] = {"mean_ms", "p50_ms", "p99_ms", "window_p99_ms"};
+    static const char *const l5[] = {"2xx", "4xx", "5xx"};
+    json_object *o;
+
+    if (!json_object_is_type(doc, json_type_object))
+        return;
+    top_line(b, doc, l1, sizeof l1 / sizeof l1[0]);
+    top_line(b, doc, l2, sizeof l2 / sizeof l2[0]);
+    if (json_object_object_get_ex(doc, "health", &o) && json_object_is_type(o, json_type_object)) {
+        enr_buf_printf(b, "health ");
+        top_line(b, o, l3, json_object_object_get_ex(o, "reason", NULL) ? 2 : 1);
+    }
+    if (json_object_object_get_ex(doc, "responses", &o) &&
+        json_object_is_type(o, json_type_object)) {
+        enr_buf_printf(b, "responses ");
+        top_line(b, o, l5, sizeof l5 / sizeof l5[0]);
+    }
+    if (json_object_object_get_ex(doc, "latency", &o) && json_object_is_type(o, json_type_object)) {
+        enr_buf_printf(b, "latency ");
+        top_line(b, o, l4, sizeof l4 / sizeof l4[0]);
+    }
+    tables(b, doc);
+}
+
+/* The workers' tables of a ?full document (nothing without one). */
+static void tables(enr_buf *b, json_object *doc)
+{
+    json_object *procs, *empty;
+
     if (!json_object_object_get_ex(doc, "processes", &procs) ||
         !json_object_is_type(procs, json_type_array))
         return;
     enr_buf_printf(b, "\n%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", "SLOT", "PID", "STATE",
                    "REQS", "REQ_AGE", "RSS_KB", "FDS", "REQUEST_ID", "LAST_EXIT");
+
     for (size_t i = 0; i < json_object_array_length(procs); i++) {
-        json_object *p = json_object_array_get_idx(procs, i), *last = NULL;
-        char age[32] = "-", lastexit[192] = "-", c[9][64];
+        json_object *p = json_object_array_get_idx(procs, i);
+        char age[32] = "-", lastexit[192], c[9][64];
         if (!json_object_is_type(p, json_type_object))
             continue;
         if (json_object_object_get_ex(p, "request_age_ms", NULL))
             snprintf(age, sizeof age, "%sms", jstr(p, "request_age_ms", "0", c[0], 24));
-        if (json_object_object_get_ex(p, "last_exit", &last) &&
-            json_object_is_type(last, json_type_object) &&
-            strcmp(jstr(last, "reason", "none", c[0], sizeof c[0]), "none") != 0) {
-            const char *rid = jstr(last, "request_id", "", c[2], sizeof c[2]);
-            snprintf(lastexit, sizeof lastexit, "%s pid %s%s%s%s%s", c[0],
-                     jstr(last, "pid", "?", c[1], sizeof c[1]), *rid ? " req " : "", rid,
-                     *rid ? " age " : "", *rid ? jstr(last, "request_age_ms", "0", c[3], 24) : "");
-        }
+        last_exit_text(p, lastexit, sizeof lastexit);
         enr_buf_printf(
             b, "%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n",
             jstr(p, "slot", "?", c[0], sizeof c[0]), jstr(p, "pid", "-", c[1], sizeof c[1]),
             jstr(p, "state", "?", c[2], sizeof c[2]), jstr(p, "requests", "0", c[3], sizeof c[3]),
             age, jstr(p, "rss_kb", "-", c[4], sizeof c[4]), jstr(p, "fds", "-", c[5], sizeof c[5]),
             jstr(p, "request_id", "-", c[6], sizeof c[6]), lastexit);
+    }
+    last_table(b, procs);
+    if (json_object_object_get_ex(doc, "empty_slots", &empty) &&
+        json_object_is_type(empty, json_type_array) && json_object_array_length(empty) > 0) {
+        enr_buf_printf(b, "\n");
+        for (size_t i = 0; i < json_object_array_length(empty); i++) {
+            json_object *p = json_object_array_get_idx(empty, i);
+            char slot[64], lastexit[192];
+            if (!json_object_is_type(p, json_type_object))
+                continue;
+            last_exit_text(p, lastexit, sizeof lastexit);
+            enr_buf_printf(b, "slot %s: empty, last exit %s\n",
+                           jstr(p, "slot", "?", slot, sizeof slot), lastexit);
+        }
     }
     /* The leak attribution, one sentence per live worker. */
     enr_buf_printf(b, "\n");
@@ -131,6 +237,12 @@ void enr_status_text(enr_buf *b, json_object *doc)
 }
 
 int enr_status_text_parse(enr_buf *out, const char *body, size_t len)
+{
+    return enr_status_text_parse_as(out, body, len, enr_status_text);
+}
+
+int enr_status_text_parse_as(enr_buf *out, const char *body, size_t len,
+                             void (*render)(enr_buf *out, json_object *doc))
 {
     json_tokener *tok;
     json_object *doc;
@@ -149,7 +261,7 @@ int enr_status_text_parse(enr_buf *out, const char *body, size_t len)
         while (used < len && strchr(" \t\r\n", body[used]) != NULL && body[used] != '\0')
             used++;
         if (used == len) {
-            enr_status_text(out, doc);
+            render(out, doc);
             rc = 0;
         }
     }

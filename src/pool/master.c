@@ -42,6 +42,7 @@
 #include "pool/child.h"
 #include "ops/health.h"
 #include "fcgi/listen.h"
+#include "base/proctitle.h"
 #include "base/log.h"
 #include "pool/master_state.h"
 #include "pool/notify.h"
@@ -356,6 +357,17 @@ static int old_generation_left(const master *m)
     return 0;
 }
 
+/* Workers of the current generation that serve, in the pool's own slots
+ * (a reload's probe, kept until the pool is whole, is not one of them). */
+static int generation_ready(const master *m)
+{
+    int n = 0;
+    for (unsigned i = 0; i < m->cfg.workers && i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && m->w[i].ready && m->w[i].generation == m->generation)
+            n++;
+    return n;
+}
+
 static void check_ready(master *m, uint64_t now)
 {
     int ready = enr_master_live_workers(m, 1);
@@ -369,11 +381,16 @@ static void check_ready(master *m, uint64_t now)
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "ready", "workers=%d startup_ms=%" PRIu64, ready, now - m->start_ms);
     }
-    if (m->reloading && !old_generation_left(m) && ready >= 1) {
+    /* Done when the new generation is whole, or, past the start-up wait,
+     * with what started: the line says how many serve, not the first. */
+    if (m->reloading && !old_generation_left(m) && ready >= 1 &&
+        (generation_ready(m) >= (int)m->cfg.workers ||
+         now >= m->reload_start_ms + ENR_READY_WAIT_MS)) {
         m->reloading = 0;
         ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
         enr_notify_ready();
-        enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d", m->generation, ready);
+        enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d configured=%u",
+                m->generation, generation_ready(m), m->cfg.workers);
     }
 }
 
@@ -528,8 +545,9 @@ static void judge(master *m, uint64_t now)
 
     int live = m->health.liveness.live;
 
-    /* Transitions only, and not while starting: one line when it changes. */
-    if (m->ready_sent && healthy != m->was_healthy) {
+    /* Transitions only, and not while starting or stopping (workers leave
+     * on purpose then): one line when it changes. */
+    if (m->ready_sent && !m->draining && healthy != m->was_healthy) {
         char q[200];
         if (healthy)
             enr_log(ENR_LOG_INFO, "pool healthy again", NULL);
@@ -732,6 +750,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
     m.start_ms = enr_mono_ms();
     m.listen_fd = m.status_fd = m.ready_r = m.ready_w = -1;
     enr_log_role("master");
+    enr_proctitle_set("master");
     if (setup_signals(&wait_mask) != 0) {
         enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
         return 1;

@@ -40,7 +40,8 @@ typedef struct enr_master {
     /* lifecycle */
     uint64_t start_ms;
     int ready_sent, reloading, draining;
-    int first_ready; /* some worker has accepted since start */
+    uint64_t reload_start_ms; /* CLOCK_MONOTONIC: when the last reload began */
+    int first_ready;          /* some worker has accepted since start */
     uint64_t drain_deadline;
     uint64_t watchdog_ms;
     uint64_t job_next[3]; /* when each of master.c's jobs[] runs next (monotonic ms) */

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "pool/child.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "pool/notify.h"
 #include "base/scoreboard.h"
@@ -161,6 +162,7 @@ static void commit_reload(enr_master *m)
     ENR_SB_SET(p->reload_retry_ms, 0);
     p->reload_error[0] = '\0';
     m->reloading = 1;
+    m->reload_start_ms = enr_mono_ms();
     /* A worker asked to reload finishes the request in hand; the
      * connections waiting in the backlog go to the probe and to the new
      * workers that take the old ones' slots. */

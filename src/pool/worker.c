@@ -45,6 +45,7 @@
 #include "fcgi/fcgi_stream.h"
 #include "base/log.h"
 #include "base/procstat.h"
+#include "base/proctitle.h"
 #include "base/signals.h"
 #include "upstream/upstream.h"
 #include "base/clock.h"
@@ -73,9 +74,10 @@ static const enr_sig_rule worker_signals[] = {
 typedef struct worker {
     const enr_config *cfg;
     enr_sb_slot *slot;
-    enr_fcgi_conn conn; /* fcgi_conn.h: accept to close */
-    int answer_lost;    /* the answer's write failed: it counts as 499, not as sent */
-    int fds_unknown;    /* the last count of our descriptors failed (said once) */
+    unsigned slot_no, generation; /* for the process title */
+    enr_fcgi_conn conn;           /* fcgi_conn.h: accept to close */
+    int answer_lost;              /* the answer's write failed: it counts as 499, not as sent */
+    int fds_unknown;              /* the last count of our descriptors failed (said once) */
     enr_engine *engine;
     enr_upstream *upstream;
     enr_upstream_stats up_published; /* its counters as last added to the slot */
@@ -510,13 +512,31 @@ static const char *request_id(FCGX_Request *req)
     return id;
 }
 
+/* CPU time of this process (user and system), in microseconds. */
+static uint64_t cpu_us(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void title(const worker *w, const char *state)
+{
+    enr_proctitle_set("worker %u gen %u %s", w->slot_no, w->generation, state);
+}
+
 static void serve_one(worker *w)
 {
-    uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), work, lat;
+    uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), work, lat, cpu0 = cpu_us();
     const char *rid = request_id(&w->req);
     outcome o = {0};
+    enr_sb_last_req last = {0};
+    long rss;
     int slow;
 
+    title(w, "busy");
     w->arrival_us = enr_wall_us();
     /* This host's own queue where the kernel told (TCP: shed.h), else nginx's time. */
     if (!w->tcp_wait_known)
@@ -545,7 +565,18 @@ static void serve_one(worker *w)
     enr_fcgi_conn_finish(&w->conn);
     w->served++;
     enr_sb_request_done(w->slot, o.status, o.rec_in, o.rec_out, o.degraded, lat, slow);
+    last.status = o.status;
+    last.duration_us = lat;
+    last.cpu_us = cpu_us() - cpu0;
+    rss = enr_proc_rss_kb(0);
+    last.rss_kb = rss > 0 ? (uint64_t)rss : 0;
+    last.records_in = o.rec_in;
+    last.records_out = o.rec_out;
+    last.end_wall_ms = enr_wall_ms();
+    last.pid = (int64_t)getpid();
+    enr_sb_request_last(w->slot, &last);
     ENR_SB_SET(w->slot->state, ENR_WS_IDLE);
+    title(w, "idle");
 #ifdef ENR_TEST_HOOKS
     hooks_leak(w);
 #endif
@@ -617,6 +648,8 @@ static int setup(worker *w, const enr_worker_args *a)
     memset(w, 0, sizeof *w);
     w->cfg = a->cfg;
     w->slot = &a->sb->slot[a->slot];
+    w->slot_no = a->slot;
+    w->generation = a->generation;
 
     /* libfcgi installs its own SIGPIPE/SIGUSR1 handlers in FCGX_Init;
      * ours come after so they win. */
@@ -715,6 +748,7 @@ int enr_worker_main(const enr_worker_args *a)
      * socket nobody supervises. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     enr_log_role("worker");
+    enr_proctitle_set("worker %u gen %u starting", a->slot, a->generation);
     /* A master that died before prctl() left us with another parent,
      * and no signal will ever come. */
     if (getppid() != a->master_pid) {
@@ -734,6 +768,7 @@ int enr_worker_main(const enr_worker_args *a)
         return ENR_WORKER_EXIT_FAILED;
     }
     ENR_SB_SET(slot->state, ENR_WS_IDLE);
+    title(&w, "idle");
     enr_log(ENR_LOG_DEBUG, "worker ready", "slot=%u init_ms=%" PRIu64, a->slot,
             enr_mono_ms() - ENR_SB_GET(slot->started_mono_ms));
     if (a->ready_fd >= 0) {
@@ -758,6 +793,7 @@ int enr_worker_main(const enr_worker_args *a)
         reason = soft_limit_reached(&w);
     }
     ENR_SB_SET(slot->state, ENR_WS_EXITING);
+    title(&w, "exiting");
     teardown(&w);
     if (reason != ENR_EXIT_NONE)
         return ENR_WORKER_EXIT_RECYCLE + reason;

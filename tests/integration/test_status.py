@@ -137,9 +137,9 @@ def test_endpoints_and_counters(r):
         cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", "-c", env.conf],
                              capture_output=True, text=True, timeout=10)
         r.check(cli.returncode == 0 and "worker 0:" in cli.stdout, "enrichd status -c CONF: %s" % cli.stderr)
-        cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", "--health", env.status_sock],
-                             capture_output=True, text=True, timeout=10)
-        r.check(cli.returncode == 0 and json.loads(cli.stdout)["status"] == "ok", "enrichd status --health")
+        cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", "--health", "--json",
+                              env.status_sock], capture_output=True, text=True, timeout=10)
+        r.check(cli.returncode == 0 and json.loads(cli.stdout)["status"] == "ok", "enrichd status --health --json")
         cli = subprocess.run([os.path.join(env.build, "enrichd"), "status",
                               os.path.join(env.dir, "nope.sock")],
                              capture_output=True, text=True, timeout=10)

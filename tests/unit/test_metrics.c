@@ -107,6 +107,9 @@ static void lint(const char *text)
                 bad++, printf("more families than the lint holds: %s\n", name);
             if (strcmp(types[nf - 1], "counter") == 0 && strstr(name, "_total") == NULL)
                 bad++, printf("counter without _total: %s\n", name);
+            if (strcmp(types[nf - 1], "counter") != 0 && strlen(name) > 6 &&
+                strcmp(name + strlen(name) - 6, "_total") == 0)
+                bad++, printf("_total that is no counter: %s\n", name);
             if (strncmp(name, "enrichd_", 8) != 0)
                 bad++, printf("no prefix: %s\n", name);
         } else if (line[0] != '#' && line[0]) {
@@ -178,7 +181,23 @@ static void test_metrics(void)
     T_CHECK(has_line(b.data, "enrichd_requests_accepted_total 21"), "accepted");
     T_CHECK(has_line(b.data, "enrichd_requests_completed_total 20"), "completed");
     T_CHECK(has_line(b.data, "enrichd_requests_in_flight 1"), "in flight");
-    T_CHECK(has_line(b.data, "enrichd_requests_lost 0"), "lost");
+    T_CHECK(has_line(b.data, "enrichd_requests_lost_total 0"), "lost");
+    T_CHECK(strstr(b.data, "# TYPE enrichd_requests_lost_total counter\n") != NULL,
+            "lost is a counter");
+    T_CHECK(has_line(b.data, "enrichd_build_info{version=\"" ENR_VERSION "\"} 1"), "build info");
+    {
+        /* a counter never seen going down: the floor holds */
+        enr_buf b2 = {0};
+        uint64_t shown = 5;
+        x.lost_shown = &shown;
+        x.cache = NULL;
+        enr_metrics_render(&b2, &sb, &cfg, &x);
+        enr_buf_putc(&b2, '\0');
+        T_CHECK(has_line(b2.data, "enrichd_requests_lost_total 5") && shown == 5,
+                "lost never goes down");
+        enr_buf_free(&b2);
+        x.lost_shown = NULL;
+    }
     T_CHECK(has_line(b.data, "enrichd_records_in_total 200"), "records in");
     T_CHECK(has_line(b.data, "enrichd_records_rejected_total 20"), "rejected");
     T_CHECK(has_line(b.data, "enrichd_responses_total{code=\"5xx\"} 2"), "5xx");
@@ -245,8 +264,12 @@ static void test_status_doc(void)
     T_CHECK(json_object_object_get_ex(doc, "restarts_total", &val) && json_object_get_int(val) == 7,
             "restarts");
     T_CHECK(json_object_object_get_ex(doc, "processes", &procs) &&
-                json_object_array_length(procs) == 3,
-            "processes");
+                json_object_array_length(procs) == 2,
+            "processes: the live workers only");
+    for (size_t i = 0; i < json_object_array_length(procs); i++)
+        T_CHECK(json_object_get_int(
+                    json_object_object_get(json_object_array_get_idx(procs, i), "pid")) > 0,
+                "no process listed with pid 0");
     {
         json_object *up, *cache, *e;
         T_CHECK(json_object_object_get_ex(doc, "upstream", &up) &&
@@ -260,7 +283,12 @@ static void test_status_doc(void)
     val = json_object_object_get(json_object_object_get(val, "fds_by_kind"), "summary");
     T_STREQ(val ? json_object_get_string(val) : "",
             "812 fds, 790 TCP CLOSE_WAIT to 10.0.0.5:443, 0 unix, 0 files, 0 pipes");
-    val = json_object_object_get(json_object_array_get_idx(procs, 2), "last_exit");
+    T_CHECK(json_object_object_get_ex(doc, "empty_slots", &procs) &&
+                json_object_array_length(procs) == 1,
+            "the empty slot apart");
+    T_CHECK(!json_object_object_get_ex(json_object_array_get_idx(procs, 0), "pid", NULL),
+            "an empty slot has no pid");
+    val = json_object_object_get(json_object_array_get_idx(procs, 0), "last_exit");
     T_STREQ(json_object_get_string(json_object_object_get(val, "reason")), "fd");
     T_STREQ(json_object_get_string(json_object_object_get(val, "request_id")), "req-dead");
     T_CHECK(json_object_get_int(json_object_object_get(val, "request_age_ms")) == 1234, "exit age");
