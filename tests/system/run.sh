@@ -430,20 +430,6 @@ ct rm -f /etc/systemd/system/enrichd.service.d/systest-credential.conf /etc/ngin
 ct cp /root/enrichd.conf.orig /etc/enrichd/enrichd.conf
 ct sh -c 'systemctl daemon-reload; systemctl reload nginx; systemctl restart enrichd.service'
 
-# --- -t next to the unit: its TimeoutStopSec from the manager -------------------------------
-# ExecStartPre's `enrichd -t` asks systemd (D-Bus) for the unit's stop
-# timeout: with the shipped 15 s it says nothing of drain_timeout_ms
-# (10 s); under a 5 s drop-in it warns, in the journal of that start.
-warn="drain_timeout_ms: 10000 ms is not below enrichd.service's TimeoutStopSec= (5000 ms)"
-n0=$(ct sh -c 'journalctl -u enrichd.service --no-pager -q -o cat' | grep -c "TimeoutStopSec=")
-ct sh -c 'printf "[Service]\nTimeoutStopSec=5s\n" >/etc/systemd/system/enrichd.service.d/systest-stop.conf'
-ct sh -c 'systemctl daemon-reload && systemctl restart enrichd.service'
-n1=$(ct sh -c 'journalctl -u enrichd.service --no-pager -q -o cat' | grep -cF "$warn")
-check "$([ "${n0:-1}" = 0 ] && [ "${n1:-0}" -ge 1 ] && echo 0)" \
-    "-t warns of drain_timeout_ms over the unit's TimeoutStopSec (5 s drop-in: $n1 warnings; shipped unit: $n0)"
-ct rm -f /etc/systemd/system/enrichd.service.d/systest-stop.conf
-ct sh -c 'systemctl daemon-reload; systemctl restart enrichd.service'
-
 # --- the unit --------------------------------------------------------------------------------
 score=$(ct systemd-analyze security enrichd.service 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: *\([0-9.]* [A-Z]*\).*/\1/p')
 check "$([ -n "$score" ] && echo 0)" "systemd-analyze security enrichd.service (installed): $score"
