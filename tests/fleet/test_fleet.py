@@ -523,7 +523,7 @@ def main():
             fleet.start_enrichd(h)
         cdir = os.path.join(fleet.host_dir(CANARY), "capture")
         os.makedirs(cdir)
-        os.chmod(cdir, 0o777)
+        os.chmod(cdir, 0o700)  # capture_dir must not be open to others (safedir)
         fleet.write_host_conf(CANARY, extra="capture_dir = %s\ncapture_sample = 1\n" % cdir)
         fleet.start_host_nginx(CANARY)
         fleet.start_enrichd(CANARY, binary=os.path.join(harness.hooks_build_dir(), "enrichd"),
