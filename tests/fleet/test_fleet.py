@@ -417,10 +417,11 @@ def test_canary(r, fleet):
                        "--name", "primary", "--name", "candidate", merged,
                        "http://127.0.0.1:8080/v1/enrich",
                        "http://%s:%d/v1/enrich" % (fleet.addr[CANARY], SITE_PORT), check=False)
-    m = re.search(r"(\d+) identical .*?, (\d+) both rejected, (\d+) MISMATCHES", p.stdout)
+    m = re.search(r"(\d+) identical .*?, (\d+) both rejected, (\d+) FAILED .*?, (\d+) MISMATCHES",
+                  p.stdout)
     expected = int(fleet.net.exec(FRONT, sys.executable, "-c", EXPECT_PLANTED, merged).stdout)
     log("  compare: %s; planted: %d" % (m.group(0) if m else p.stdout[-300:], expected))
-    r.check(m is not None and int(m.group(3)) == expected and expected > 0,
+    r.check(m is not None and int(m.group(4)) == expected and int(m.group(3)) == 0 and expected > 0,
             "the canary reports exactly the planted differences (%s vs %d)"
             % (m.group(3) if m else "?", expected))
     r.check(p.returncode == 3, "compare exits 3 on differences (%d)" % p.returncode)
