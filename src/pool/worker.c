@@ -440,6 +440,7 @@ static void handle_request(worker *w, outcome *o)
         if (caller_gone(w->req.ipcFd)) {
             enr_log(ENR_LOG_INFO, "caller gone before upstream call", NULL);
             o->status = STATUS_CLIENT_GONE;
+            o->rec_in = o->rec_out = 0; /* nothing was answered: as every 499 */
             return;
         }
         degraded = enr_upstream_enrich(w->upstream, &w->batch,
