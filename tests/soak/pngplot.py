@@ -2,7 +2,7 @@
 
 matplotlib (Debian's python3-matplotlib) draws them when it is installed;
 otherwise a small writer of our own does: a white canvas, axes, the
-series as polylines, and the axis ranges and the title in a 3x5 pixel
+series as polylines or points, and the axis ranges and the title in a 3x5 pixel
 font.  Both take the same call: plot(path, title, xlabel, series) with
 series [(name, [(x, y), ...])].  Nothing here reads a network or a file
 but the one it writes.
@@ -89,7 +89,7 @@ class Canvas:
                 + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
-def _plot_own(path, title, xlabel, series):
+def _plot_own(path, title, xlabel, series, dots=False):
     pts = [p for _, s in series for p in s]
     c = Canvas(W, H)
     x0, x1 = (min(p[0] for p in pts), max(p[0] for p in pts)) if pts else (0, 1)
@@ -122,7 +122,10 @@ def _plot_own(path, title, xlabel, series):
         prev = None
         for x, y in s:
             p = (sx(x), sy(y))
-            if prev is not None:
+            if dots:
+                for d in ((0, 0), (1, 0), (0, 1), (1, 1)):
+                    c.dot(p[0] + d[0], p[1] + d[1], col)
+            elif prev is not None:
                 c.line(prev[0], prev[1], p[0], p[1], col)
             else:
                 c.dot(p[0], p[1], col)
@@ -131,19 +134,22 @@ def _plot_own(path, title, xlabel, series):
         f.write(c.png())
 
 
-def plot(path, title, xlabel, series):
-    """Writes a PNG line plot of series [(name, [(x, y)...])] to path;
-    returns the writer used ("matplotlib" or "own")."""
+def plot(path, title, xlabel, series, dots=False):
+    """Writes a PNG plot of series [(name, [(x, y)...])] to path, lines or
+    (dots) points; returns the writer used ("matplotlib" or "own")."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        _plot_own(path, title, xlabel, series)
+        _plot_own(path, title, xlabel, series, dots)
         return "own"
     fig, ax = plt.subplots(figsize=(W / 100, H / 100), dpi=100)
     for name, s in series:
-        ax.plot([p[0] for p in s], [p[1] for p in s], label=name, linewidth=0.8)
+        if dots:
+            ax.scatter([p[0] for p in s], [p[1] for p in s], label=name, s=2)
+        else:
+            ax.plot([p[0] for p in s], [p[1] for p in s], label=name, linewidth=0.8)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.legend(loc="upper right", fontsize="small")
