@@ -56,7 +56,7 @@ TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
 .PHONY: all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
-	programs man install uninstall deb system-test fleet-test bench-upstream
+	programs man install uninstall deb system-test fleet-test bench-upstream soak
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -137,6 +137,15 @@ san-test:
 fleet-test: all
 	@scripts/deps.sh test
 	@python3 tests/fleet/test_fleet.py
+
+# One long run with every fault at once (docs/soak.md): its own target, not
+# part of `make test`, because it takes SOAK_S seconds (default 600) of a
+# machine by itself.  The report goes to $(B)/soak/ (summary.txt, PNGs).
+SOAK_S ?= 600
+soak:
+	@scripts/deps.sh test
+	@$(MAKE) --no-print-directory all hooks
+	@python3 tests/soak/soak.py --build build-hooks --enrich $(B)/enrich --seconds $(SOAK_S) --out $(B)/soak
 
 run:
 	@scripts/deps.sh run
