@@ -193,7 +193,7 @@ nset=$(ct grep -c '^[a-z_]* =' /etc/enrichd/enrichd.conf)
 ncomm=$(ct grep -c '^# [a-z_]* =' /etc/enrichd/enrichd.conf)
 check "$([ "$nset" -le 12 ] && [ "$ncomm" -ge 40 ] && echo 0)" \
     "the conffile sets $nset keys, $ncomm more commented at their defaults"
-ct test -s /usr/share/doc/enrichd/copyright && ct grep -q 'GCC Runtime Library Exception' /usr/share/doc/enrichd/copyright
+ct test -s /usr/share/doc/enrichd/copyright && ct grep -q '^License: Unicode-3.0' /usr/share/doc/enrichd/copyright && ct grep -q '^License: Apache-2.0' /usr/share/doc/enrichd/copyright
 check $? "copyright: BSD-2-clause and the licences of what is linked statically"
 docs=$(ct sh -c 'ls /usr/share/doc/enrichd/docs | tr "\n" " "')
 check "$(echo "$docs" | grep -q 'pool.md' && echo "$docs" | grep -q 'fleet.md' && echo 0)" "the cited docs are installed: $docs"
