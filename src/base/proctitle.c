@@ -24,6 +24,11 @@ extern char **environ;
 
 static char *title_area;
 static size_t title_len;
+/* The environment's copy, one block: kept here, so the strings stay
+ * reachable after setenv/unsetenv drop them from environ (sd_listen_fds
+ * unsets LISTEN_*), instead of looking leaked. */
+static char **env_copy;
+static char *env_block;
 
 void enr_proctitle_init(int argc, char **argv)
 {
@@ -39,15 +44,27 @@ void enr_proctitle_init(int argc, char **argv)
             end = argv[i] + strlen(argv[i]) + 1;
     for (n = 0; environ[n] != NULL; n++)
         ;
-    env = calloc(n + 1, sizeof *env);
-    if (env == NULL)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        if (environ[i] == end)
-            end = environ[i] + strlen(environ[i]) + 1;
-        env[i] = strdup(environ[i]);
-        if (env[i] == NULL)
+    {
+        size_t total = 0, off = 0;
+        for (size_t i = 0; i < n; i++)
+            total += strlen(environ[i]) + 1;
+        env = calloc(n + 1, sizeof *env);
+        env_block = malloc(total ? total : 1);
+        if (env == NULL || env_block == NULL) {
+            free(env);
+            free(env_block);
+            env_block = NULL;
             return; /* environ untouched, titles off */
+        }
+        for (size_t i = 0; i < n; i++) {
+            size_t len = strlen(environ[i]) + 1;
+            if (environ[i] == end)
+                end = environ[i] + len;
+            memcpy(env_block + off, environ[i], len);
+            env[i] = env_block + off;
+            off += len;
+        }
+        env_copy = env;
     }
     /* argv[] strings the program still reads (getopt's optarg, the
      * configuration path) move to the heap too. */
