@@ -114,8 +114,15 @@ int enr_signals_install(const enr_sig_rule *rules, size_t n, sigset_t *handled)
             sa.sa_sigaction = on_signal;
             sigaddset(handled, sig);
         }
-        if (sigaction(sig, &sa, NULL) != 0)
+        if (sigaction(sig, &sa, NULL) != 0) {
+            /* A real-time signal the environment keeps for itself (valgrind
+             * takes one) is not ours to set either; any other refusal is. */
+            if (errno == EINVAL && sig >= SIGRTMIN) {
+                sigdelset(handled, sig);
+                continue;
+            }
             return -1;
+        }
     }
     return 0;
 }
