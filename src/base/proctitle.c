@@ -26,9 +26,10 @@ static char *title_area;
 static size_t title_len;
 /* The environment's copy, one block: kept here, so the strings stay
  * reachable after setenv/unsetenv drop them from environ (sd_listen_fds
- * unsets LISTEN_*), instead of looking leaked. */
-static char **env_copy;
-static char *env_block;
+ * unsets LISTEN_*), instead of looking leaked.  volatile: nothing reads
+ * them, and the compiler would drop the stores. */
+static char **volatile env_copy;
+static char *volatile env_block;
 
 void enr_proctitle_init(int argc, char **argv)
 {
