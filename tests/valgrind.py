@@ -92,6 +92,9 @@ def tls(r, build):
         start(env, "workers = 1\nrequest_timeout_ms = 30000\nrss_soft_mb = 2000\n"
                    "rss_hard_mb = 4000\nupstream_url = %s\nupstream_ca_file = %s\n"
                    "upstream_timeout_ms = %d\nupstream_connect_timeout_ms = %d\n"
+                   # One connection, so the 150 calls go past the provider's
+                   # 100 requests on it and the reconnection is exercised.
+                   "upstream_max_connections = 1\nupstream_warm_connections = 1\n"
                    % (prov.url("https"), prov.pki.ca, TLS_TIMEOUT_MS, TLS_TIMEOUT_MS))
         enriched = records = 0
         for i in range(TLS_BATCHES):
