@@ -291,15 +291,23 @@ int enr_secret_pct(const char *s, size_t n, char *out, size_t outlen)
     return 0;
 }
 
+/* Every occurrence of needle in text becomes '*'s.  A mask next to the
+ * text around it can form the needle again (needle "a*" in "aa*"), so
+ * the text is searched again until it holds none; each pass turns one
+ * more byte into '*', so it ends.  A needle of '*'s alone is what the
+ * mask looks like: one pass. */
 static void mask_all(char *text, const char *needle, size_t n)
 {
-    char *p = text;
+    char *p;
+    int stars = strspn(needle, "*") == n;
 
     if (n == 0)
         return;
-    while ((p = strstr(p, needle)) != NULL) {
-        memset(p, '*', n);
-        p += n;
+    while ((p = strstr(text, needle)) != NULL) {
+        for (; p != NULL; p = strstr(p + n, needle))
+            memset(p, '*', n);
+        if (stars)
+            return;
     }
 }
 

@@ -110,7 +110,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         *sp = '\0';
         enr_secret_scrub(sp + 1, s, sl);
-        if (strstr(sp + 1, s) != NULL)
+        /* A secret of '*'s alone is what the mask looks like. */
+        if (strspn(s, "*") != sl && strstr(sp + 1, s) != NULL)
             abort();
         if (enr_secret_pct(s, sl, enc, sizeof enc) == 0 && strstr(sp + 1, enc) != NULL)
             abort();
