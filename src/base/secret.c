@@ -291,36 +291,40 @@ int enr_secret_pct(const char *s, size_t n, char *out, size_t outlen)
     return 0;
 }
 
-/* Every occurrence of needle in text becomes '*'s.  A mask next to the
- * text around it can form the needle again (needle "a*" in "aa*"), so
- * the text is searched again until it holds none; each pass turns one
- * more byte into '*', so it ends.  A needle of '*'s alone is what the
- * mask looks like: one pass. */
-static void mask_all(char *text, const char *needle, size_t n)
+/* Every occurrence of needle in text becomes '*'s; 1 when one did.  A
+ * needle of '*'s alone is what the mask looks like: never "changed". */
+static int mask_all(char *text, const char *needle, size_t n)
 {
     char *p;
-    int stars = strspn(needle, "*") == n;
+    int changed = 0;
 
     if (n == 0)
-        return;
-    while ((p = strstr(text, needle)) != NULL) {
-        for (; p != NULL; p = strstr(p + n, needle))
-            memset(p, '*', n);
-        if (stars)
-            return;
+        return 0;
+    for (p = strstr(text, needle); p != NULL; p = strstr(p + n, needle)) {
+        memset(p, '*', n);
+        changed = 1;
     }
+    return changed && strspn(needle, "*") != n;
 }
 
 void enr_secret_scrub(char *text, const char *secret, size_t slen)
 {
     char enc[3 * ENR_SECRET_MAX + 1];
+    int have_enc, again;
 
     if (text == NULL || secret == NULL || slen == 0)
         return;
     enc[0] = '\0';
-    mask_all(text, secret, slen);
-    if (enr_secret_pct(secret, slen, enc, sizeof enc) == 0)
-        mask_all(text, enc, strlen(enc));
+    have_enc = enr_secret_pct(secret, slen, enc, sizeof enc) == 0;
+    /* A mask next to the text around it can form either form again
+     * ("a*" in "aa*"; "-*" out of "--%2A"), so both are searched again
+     * until neither is found; each pass turns bytes other than '*' into
+     * '*', so it ends. */
+    do {
+        again = mask_all(text, secret, slen);
+        if (have_enc)
+            again |= mask_all(text, enc, strlen(enc));
+    } while (again);
     enr_secret_wipe(enc, sizeof enc);
 }
 
