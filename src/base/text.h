@@ -16,6 +16,19 @@
 
 #include <stddef.h>
 
+/* The value of one hexadecimal digit (either case), or -1: the percent
+ * escapes of paths and the \u escapes of traces read it the same way. */
+static inline int enr_hex_digit(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 /* Byte length of the white-space code point at p (p < end), or 0. */
 static inline size_t enr_ws_len(const unsigned char *p, const unsigned char *end)
 {

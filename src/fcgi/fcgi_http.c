@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "fcgi/fcgi_stream.h"
 
 /* The status line and the headers of the reply (extra included): the
@@ -49,17 +50,6 @@ static const char *reason_of(int status)
  * route). */
 #define ROUTE_PATH_MAX 64
 
-static int hex_digit(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* p[0..len) percent-decoded into out (ROUTE_PATH_MAX bytes); its length,
  * or -1 when it is longer, has a bad escape, or decodes to a NUL (no
  * route has one). */
@@ -70,8 +60,8 @@ static long percent_decode(const char *p, size_t len, char *out)
     for (size_t i = 0; i < len; i++) {
         int c = (unsigned char)p[i];
         if (c == '%') {
-            int hi = i + 2 < len ? hex_digit(p[i + 1]) : -1;
-            int lo = hi >= 0 ? hex_digit(p[i + 2]) : -1;
+            int hi = i + 2 < len ? enr_hex_digit(p[i + 1]) : -1;
+            int lo = hi >= 0 ? enr_hex_digit(p[i + 2]) : -1;
             if (lo < 0 || (hi == 0 && lo == 0))
                 return -1;
             c = hi << 4 | lo;

@@ -6,6 +6,7 @@
  * enough to find where the payload value ends; it does not validate the
  * payload itself, because sending invalid bodies is a legitimate use.
  */
+#include "base/text.h"
 #include "replay/replay_trace.h"
 
 #include <errno.h>
@@ -76,24 +77,13 @@ static const char *skip_value(const char *p, const char *end)
     return p;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static int read_u16(const char *p, const char *end, unsigned *out)
 {
     if (end - p < 4)
         return -1;
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hexval(p[i]);
+        int h = enr_hex_digit(p[i]);
         if (h < 0)
             return -1;
         v = v << 4 | (unsigned)h;
