@@ -6,7 +6,6 @@
  * enough to find where the payload value ends; it does not validate the
  * payload itself, because sending invalid bodies is a legitimate use.
  */
-#include "base/text.h"
 #include "replay/replay_trace.h"
 
 #include <errno.h>
@@ -18,6 +17,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "base/text.h"
 
 /* Nesting of a payload deeper than this is still skipped correctly (we
  * only count), this bound only catches runaway lines. */
