@@ -53,6 +53,7 @@ ALERT_FOR_S = 3          # the shipped 30 s window, shortened for the test
 REPLAY_RATE = 60         # requests per second through the front
 REPLAY_S = 60            # trace length; the faults fit inside it
 FAULT_P99_MAX_MS = 1500  # a connect to a cut host costs 250 ms, a lost answer a retry
+FRONT_MAX_CONNS = 12     # enrichd-cluster.conf's per host
 CPU_QUOTA = 0.2          # share of one core per host, for the capacity run
 
 
@@ -150,11 +151,16 @@ class Fleet:
     def front_site(self, hosts, canary=None):
         with open(os.path.join(ROOT, "nginx", "enrichd-cluster.conf")) as f:
             text = f.read()
-        servers = re.findall(r"^\s*server 198\.51\.100\.1\d:9000 [^;]*;\n", text, re.M)
+        m = re.search(r"max_conns=(\d+)", text)
+        assert m and int(m.group(1)) == FRONT_MAX_CONNS, "enrichd-cluster.conf: max_conns"
+        servers = re.findall(r"^\s*server 198\.51\.100\.1\d:9000 ([^;]*);\n", text, re.M)
         assert len(servers) == 3, "enrichd-cluster.conf: three example servers"
-        new = "".join("    server %s:%d max_fails=1 fail_timeout=5s;\n" % (self.addr[h], FCGI_PORT)
+        # The example addresses replaced, the shipped options (max_fails,
+        # fail_timeout, max_conns) kept as they are.
+        new = "".join("    server %s:%d %s;\n" % (self.addr[h], FCGI_PORT, servers[0])
                       for h in hosts)
-        text = text.replace("".join(servers), new)
+        text = re.sub(r"(^\s*server 198\.51\.100\.1\d:9000 [^;]*;\n)+", lambda _: new, text,
+                      count=1, flags=re.M)
         if canary:
             assert text.count("#mirror /_enrichd_canary;") == 3
             text = text.replace("#mirror /_enrichd_canary;", "mirror /_enrichd_canary;")
@@ -447,8 +453,11 @@ def test_listen_allow(r, fleet):
 def capacity(fleet, hosts, trace):
     fleet.set_front_hosts(hosts)
     out = os.path.join(fleet.dir, "cap-%d.json" % len(hosts))
+    # Closed loop, never more in flight than the front lets in (the shipped
+    # max_conns per host): past that the front refuses at once, by design.
+    conc = min(16, FRONT_MAX_CONNS * len(hosts))
     p = subprocess.run(fleet.net.argv(FRONT, REPLAY, "--no-progress", "--closed", "-d", "5",
-                                      "-c", "16", "--json", out, trace,
+                                      "-c", str(conc), "--json", out, trace,
                                       "http://127.0.0.1:8080/v1/enrich"),
                        capture_output=True, text=True, timeout=60)
     with open(out) as f:

@@ -7,14 +7,16 @@ The fake upstream answers in 40 ms, so a batch of 20 new ids costs a
 worker about that long: capacity is measured first (closed loop, 4 in
 flight), then BURST_S seconds at 3x that rate.  Expected: no 502, no
 504, no client timeout, no transport error; every refusal a 503 with
-Retry-After and a JSON reason, answered within queue_timeout_ms and a
-margin (the worker sheds the moment it takes the batch; nginx's own
-refusal is immediate); the 200s within queue_timeout_ms + two service
-times and a margin; goodput near capacity; enrichd_shed_total equal to
-the worker's 503s; the same worker processes throughout; served at once
-again after the burst.  Margins are for a shared 2-core machine: the
-issue's bar (goodput >= 90 %, refusals within 100 ms) is what a quiet
-host shows and what the report prints.
+Retry-After and a JSON reason, answered within 100 ms and a margin
+(the shipped site lets max_conns batches into enrichd and refuses the
+next at once); the 200s within queue_timeout_ms + two service times and
+a margin; goodput near capacity; enrichd_shed_total equal to the worker's
+503s; the same worker processes throughout; served at once again after
+the burst.  enrichd runs its defaults apart from workers (2, the shipped
+max_conns being sized for 6: a longer queue per worker, the harder case).
+Margins are for a shared 2-core machine: the bar (goodput >= 90 %,
+refusals within 100 ms) is what a quiet host shows and what the report
+prints; ENR_OVERLOAD_BURST_S=60 runs the full minute.
 """
 import http.client
 import json
@@ -27,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness as H  # noqa: E402
 
-QUEUE_MS = int(os.environ.get("ENR_OVERLOAD_QUEUE_MS", "300"))
+QUEUE_MS = 1000  # enrichd's default queue_timeout_ms
+REFUSAL_MS = 100
 CAPACITY_S = 3.0
 BURST_S = float(os.environ.get("ENR_OVERLOAD_BURST_S", "10"))
 RATE_X = 3.0
@@ -95,7 +98,7 @@ def test_burst(r):
     seq = Counter()
     with H.FakeUpstream() as fake:
         fake.control(latency_ms=40)
-        conf = ("workers = 2\nqueue_timeout_ms = %d\nhealth_window_s = 5\n" % QUEUE_MS
+        conf = ("workers = 2\nhealth_window_s = 5\n"
                 + H.upstream_conf(fake, upstream_timeout_ms=1000, ids_per_call=IDS,
                                   breaker_failures=1000)
                 + "request_timeout_ms = 2000\n")
@@ -156,9 +159,9 @@ def test_burst(r):
             bad = [x for x in refused if not (x[1] and x[1].isdigit() and b'"error":' in x[2])]
             r.check(not bad, "every refusal a 503 with Retry-After and a JSON reason: %r"
                     % [(x[1], x[2][:80]) for x in bad[:3]])
-            slow_refusals = [x[3] for x in refused if x[3] > QUEUE_MS / 1000.0 + MARGIN_S]
-            r.check(not slow_refusals, "refusals answered within queue_timeout_ms + %.1f s: %r"
-                    % (MARGIN_S, sorted(slow_refusals)[-3:]))
+            slow_refusals = [x[3] for x in refused if x[3] > REFUSAL_MS / 1000.0 + MARGIN_S]
+            r.check(not slow_refusals, "refusals answered within %d ms + %.1f s: %r"
+                    % (REFUSAL_MS, MARGIN_S, sorted(slow_refusals)[-3:]))
             p99 = pct([x[3] for x in ok], .99)
             r.check(p99 <= QUEUE_MS / 1000.0 + 2 * service + MARGIN_S,
                     "200s p99 %.0f ms <= queue_timeout_ms + 2 service times + margin" % (p99 * 1000))
