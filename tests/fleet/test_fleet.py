@@ -357,6 +357,15 @@ def replay_latency(fleet, trace, name):
     t = summary[0]
     log("  %-34s %4d requests, %d ok, p50 %.2f ms, p99 %.2f ms, max %.2f ms"
         % (name, t["count"], t["ok"], t["p50"], t["p99"], t["max"]))
+    if t["ok"] != t["count"]:
+        rows = tsv_rows(rep.tsv)
+        sts = {}
+        for row in rows:
+            sts[row.get("status")] = sts.get(row.get("status"), 0) + 1
+        log("    statuses %r" % sts)
+        with open(os.path.join(fleet.host_dir(FRONT), "nginx-error.log"), errors="replace") as f:
+            for line in f.readlines()[-6:]:
+                log("    front: " + line.rstrip()[:300])
     return t
 
 
