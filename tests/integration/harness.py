@@ -699,6 +699,22 @@ class FcgiConn:
     def send(self, data):
         self.sock.sendall(data)
 
+    def drip(self, data, gap_s=0.05, most=200):
+        """Sends data one byte every gap_s (at most `most` bytes) until the
+        peer answers or closes; returns the seconds from the first byte to
+        that moment, or None if it never did."""
+        import select
+        t0 = time.monotonic()
+        for i in range(min(len(data), most)):
+            try:
+                self.sock.sendall(data[i:i + 1])
+            except OSError:
+                return time.monotonic() - t0
+            time.sleep(gap_s)
+            if select.select([self.sock], [], [], 0)[0]:  # an answer, or EOF
+                return time.monotonic() - t0
+        return None
+
     def _fill(self, deadline):
         left = deadline - time.monotonic()
         if left <= 0:
