@@ -399,10 +399,7 @@ class Env:
             self.notify.close()
         if self._log_fh:
             self._log_fh.close()
-        if os.environ.get("ENR_KEEP_TMP"):
-            print("kept", self.dir)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        discard_dir(self.dir)
 
     def __enter__(self):
         return self
@@ -412,6 +409,15 @@ class Env:
             sys.stdout.write("\n".join(self.log_lines()[-40:]) + "\n")
         self.close()
         return False
+
+
+def discard_dir(path):
+    """Removes a test's directory, or keeps it (and says where) when
+    ENR_KEEP_TMP is set, for a look at its logs and configurations."""
+    if os.environ.get("ENR_KEEP_TMP"):
+        print("kept", path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class Load:

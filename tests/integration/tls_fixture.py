@@ -30,7 +30,6 @@ that started it dies.  Traffic stays on loopback.
 import http.client
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -365,10 +364,7 @@ class Provider:
             self.nginx.close()
         if self.fake is not None:
             self.fake.close()
-        if os.environ.get("ENR_KEEP_TMP"):
-            print("kept", self.dir)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        harness.discard_dir(self.dir)
 
     def __enter__(self):
         return self
