@@ -5,10 +5,11 @@
  * embedded defaults; the caller's config is only overwritten when every
  * line and every cross-key rule passed, so a bad file on HUP leaves the
  * running configuration untouched.  Keys are described by one table:
- * name, type, bounds and offset; adding a key is one row plus its
- * default in enr_config_default_text.
+ * name, type, bounds and offset (conftable.c, with the built-in defaults
+ * and -T's printout); this file reads a value by its row's type.
  */
 #include "base/config.h"
+#include "base/config_int.h"
 #include "base/confhint.h"
 #include "base/safedir.h"
 #include "base/sockaddr.h"
@@ -39,171 +40,14 @@
 #define ENR_CONFIG_RSS_FLOOR_MB 16
 #define ENR_CONFIG_FD_FLOOR 16
 
-const char enr_config_default_text[] =
-    "# enrichd built-in configuration (conf/enrichd.conf documents each key)\n"
-    "listen = /run/enrichd/enrichd.sock\n"
-    "listen_mode = 0660\n"
-    "listen_group = www-data\n"
-    "listen_backlog = 511\n"
-    "listen_allow = 127.0.0.0/8 ::1\n"
-    "workers = auto\n"
-    "max_requests = 10000\n"
-    "max_requests_jitter = 1000\n"
-    "rss_soft_mb = 64\n"
-    "rss_hard_mb = 128\n"
-    "fd_soft = 256\n"
-    "fd_hard = 512\n"
-    "request_timeout_ms = 2000\n"
-    "queue_timeout_ms = 1000\n"
-    "body_timeout_ms = 5000\n"
-    "liveness_timeout_ms = 20000\n"
-    "drain_timeout_ms = 10000\n"
-    "max_body_bytes = 4194304\n"
-    "max_records = 10000\n"
-    "max_output_bytes = 8388608\n"
-    "kill_grace_ms = 2000\n"
-    "write_timeout_ms = 10000\n"
-    "idle_exit_s = 0\n"
-    "upstream_url =\n"
-    "upstream_timeout_ms = 150\n"
-    "ids_per_call = 50\n"
-    "max_calls_per_batch = 4\n"
-    "upstream_max_connections = 4\n"
-    "upstream_connect_timeout_ms = 2000\n"
-    "upstream_warm_connections = 4\n"
-    "upstream_ca_file =\n"
-    "upstream_client_cert =\n"
-    "upstream_client_key =\n"
-    "cache_entries = 50000\n"
-    "cache_bytes = 16777216\n"
-    "cache_ttl_s = 3600\n"
-    "cache_negative_ttl_s = 300\n"
-    "breaker_failures = 5\n"
-    "breaker_cooldown_ms = 5000\n"
-    "breaker_window = 20\n"
-    "breaker_failure_ratio = 0.5\n"
-    "upstream_max_calls_per_s = 0\n"
-    "upstream_header =\n"
-    "upstream_secret_file =\n"
-    "upstream_secret_credential =\n"
-    "upstream_secret_header =\n"
-    "upstream_secret_query =\n"
-    "status_listen = /run/enrichd/status.sock\n"
-    "slow_request_ms = 500\n"
-    "health_window_s = 30\n"
-    "health_max_5xx_ratio = 0.05\n"
-    "health_max_degraded_ratio = 0.5\n"
-    "health_max_p99_ms = 1000\n"
-    "min_ready_workers = 1\n"
-    "capture_dir =\n"
-    "capture_sample = 0\n"
-    "capture_max_bytes = 1g\n"
-    "capture_max_age_s = 604800\n"
-    "capture_group =\n"
-    "capture_queue_bytes = 8m\n"
-    "nginx_fastcgi_conf = /etc/nginx/snippets/enrichd-fastcgi.conf\n";
-
-enum key_type {
-    K_STR,
-    K_UINT,
-    K_PER_CPU, /* K_UINT, or "auto": ENR_WORKERS_PER_CPU per CPU this process may run on,
-                * at most ENR_WORKERS_AUTO_MAX */
-    K_MODE,
-    K_SIZE,
-    K_RATIO,
-    K_LISTEN,
-    K_URL,
-    K_GROUP,
-    K_PATH,
-    K_ALLOW,
-    K_HEADER /* may be given up to ENR_UP_HEADERS_MAX times; each line adds one */
-};
-
-typedef struct key_def {
-    const char *name;
-    enum key_type type;
-    size_t off;
-    size_t size;               /* K_STR-like: capacity; numbers: sizeof field */
-    unsigned long long lo, hi; /* inclusive bounds for K_UINT/K_SIZE/K_MODE */
-} key_def;
-
-#define F(field) offsetof(enr_config, field), sizeof(((enr_config *)0)->field)
-
-static const key_def keys[] = {
-    {"listen", K_LISTEN, F(listen), 0, 0},
-    {"listen_mode", K_MODE, F(listen_mode), 0, 0777},
-    {"listen_group", K_GROUP, F(listen_group), 0, 0},
-    {"listen_backlog", K_UINT, F(listen_backlog), 1, 65535},
-    {"listen_allow", K_ALLOW, F(listen_allow), 0, 0},
-    {"workers", K_PER_CPU, F(workers), 1, 256},
-    {"max_requests", K_UINT, F(max_requests), 0, 100000000},
-    {"max_requests_jitter", K_UINT, F(max_requests_jitter), 0, 100000000},
-    {"rss_soft_mb", K_UINT, F(rss_soft_mb), 0, 65536},
-    {"rss_hard_mb", K_UINT, F(rss_hard_mb), 0, 65536},
-    {"fd_soft", K_UINT, F(fd_soft), 0, 1048576},
-    {"fd_hard", K_UINT, F(fd_hard), 0, 1048576},
-    {"request_timeout_ms", K_UINT, F(request_timeout_ms), 100, 600000},
-    {"queue_timeout_ms", K_UINT, F(queue_timeout_ms), 0, 600000},
-    {"body_timeout_ms", K_UINT, F(body_timeout_ms), 100, 600000},
-    {"liveness_timeout_ms", K_UINT, F(liveness_timeout_ms), 1000, 3600000},
-    {"drain_timeout_ms", K_UINT, F(drain_timeout_ms), 1, 3600000},
-    {"max_body_bytes", K_SIZE, F(max_body_bytes), 1024, 1ULL << 30},
-    {"max_records", K_UINT, F(max_records), 0, 10000000},
-    {"max_output_bytes", K_SIZE, F(max_output_bytes), 4096, 1ULL << 30},
-    {"kill_grace_ms", K_UINT, F(kill_grace_ms), 1, 600000},
-    {"write_timeout_ms", K_UINT, F(write_timeout_ms), 100, 600000},
-    {"idle_exit_s", K_UINT, F(idle_exit_s), 0, 86400},
-    {"upstream_url", K_URL, F(upstream_url), 0, 0},
-    {"upstream_timeout_ms", K_UINT, F(upstream_timeout_ms), 1, 600000},
-    {"ids_per_call", K_UINT, F(ids_per_call), 1, 10000},
-    {"max_calls_per_batch", K_UINT, F(max_calls_per_batch), 1, 1000},
-    {"upstream_max_connections", K_UINT, F(upstream_max_connections), 1, 1000},
-    {"upstream_connect_timeout_ms", K_UINT, F(upstream_connect_timeout_ms), 1, 600000},
-    {"upstream_warm_connections", K_UINT, F(upstream_warm_connections), 0, 1000},
-    {"upstream_ca_file", K_PATH, F(upstream_ca_file), 0, 0},
-    {"upstream_client_cert", K_PATH, F(upstream_client_cert), 0, 0},
-    {"upstream_client_key", K_PATH, F(upstream_client_key), 0, 0},
-    {"cache_entries", K_UINT, F(cache_entries), 0, 100000000},
-    {"cache_bytes", K_SIZE, F(cache_bytes), 0, 1ULL << 34},
-    {"cache_ttl_s", K_UINT, F(cache_ttl_s), 0, 31536000},
-    {"cache_negative_ttl_s", K_UINT, F(cache_negative_ttl_s), 0, 31536000},
-    {"breaker_failures", K_UINT, F(breaker_failures), 1, 1000000},
-    {"breaker_cooldown_ms", K_UINT, F(breaker_cooldown_ms), 1, 3600000},
-    {"breaker_window", K_UINT, F(breaker_window), 0, 128},
-    {"breaker_failure_ratio", K_RATIO, F(breaker_failure_ratio), 0, 0},
-    {"upstream_max_calls_per_s", K_UINT, F(upstream_max_calls_per_s), 0, 1000000},
-    {"upstream_header", K_HEADER, F(upstream_headers), 0, 0},
-    {"upstream_secret_file", K_PATH, F(upstream_secret_file), 0, 0},
-    {"upstream_secret_credential", K_STR, F(upstream_secret_credential), 0, 0},
-    {"upstream_secret_header", K_STR, F(upstream_secret_header), 0, 0},
-    {"upstream_secret_query", K_STR, F(upstream_secret_query), 0, 0},
-    {"status_listen", K_LISTEN, F(status_listen), 0, 0},
-    {"slow_request_ms", K_UINT, F(slow_request_ms), 0, 3600000},
-    {"health_window_s", K_UINT, F(health_window_s), 1, 60},
-    {"health_max_5xx_ratio", K_RATIO, F(health_max_5xx_ratio), 0, 0},
-    {"health_max_degraded_ratio", K_RATIO, F(health_max_degraded_ratio), 0, 0},
-    {"health_max_p99_ms", K_UINT, F(health_max_p99_ms), 1, 3600000},
-    {"min_ready_workers", K_UINT, F(min_ready_workers), 0, 256},
-    {"capture_dir", K_PATH, F(capture_dir), 0, 0},
-    {"capture_sample", K_RATIO, F(capture_sample), 0, 0},
-    {"capture_max_bytes", K_SIZE, F(capture_max_bytes), 1ULL << 20, 1ULL << 40},
-    {"capture_max_age_s", K_UINT, F(capture_max_age_s), 0, 31536000},
-    {"capture_group", K_GROUP, F(capture_group), 0, 0},
-    {"capture_queue_bytes", K_SIZE, F(capture_queue_bytes), 0, 1ULL << 30},
-    {"nginx_fastcgi_conf", K_PATH, F(nginx_fastcgi_conf), 0, 0},
-};
-
-#define NKEYS (sizeof keys / sizeof keys[0])
-_Static_assert(NKEYS <= ENR_CONFIG_KEYS_MAX, "raise ENR_CONFIG_KEYS_MAX");
-
 typedef struct parse_state {
     const char *file;
     unsigned line;
     char *err;
     size_t errlen;
-    unsigned char seen[NKEYS];
-    unsigned seen_line[NKEYS]; /* where each key was last set, for cross-key errors */
-    const char *seen_file[NKEYS];
+    unsigned char seen[ENR_CONFIG_KEYS_MAX];
+    unsigned seen_line[ENR_CONFIG_KEYS_MAX]; /* where each key was last set, for cross-key errors */
+    const char *seen_file[ENR_CONFIG_KEYS_MAX];
     unsigned n_inc; /* files included so far; their names are kept for the messages */
     int including;  /* parsing an included file */
     char inc_path[CONFIG_INCLUDE_MAX][ENR_PATH_MAX];
@@ -278,7 +122,7 @@ static int parse_size(const char *v, unsigned long long *out)
 /* The workers' socket may be any address: listen_allow decides who may
  * talk to it.  The status socket has no such list, so it stays on unix or
  * loopback (nginx on the same host routes to it). */
-static int check_listen(const key_def *k, const char *v, char *why, size_t whylen)
+static int check_listen(const enr_config_key *k, const char *v, char *why, size_t whylen)
 {
     enr_sockaddr a;
 
@@ -292,14 +136,14 @@ static int check_listen(const key_def *k, const char *v, char *why, size_t whyle
     return 0;
 }
 
-static int set_value(parse_state *ps, enr_config *c, const key_def *k, const char *v)
+static int set_value(parse_state *ps, enr_config *c, const enr_config_key *k, const char *v)
 {
     char *field = (char *)c + k->off;
     unsigned long long u = 0;
     char why[200];
 
     switch (k->type) {
-    case K_HEADER: {
+    case ENR_KEY_HEADER: {
         size_t n = strlen(v), name_len;
         if (n == 0)
             return 0; /* the built-in default: no header */
@@ -314,37 +158,38 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
         memcpy(c->upstream_headers[c->upstream_nheaders++], v, n + 1);
         return 0;
     }
-    case K_STR:
-    case K_LISTEN:
-    case K_URL:
-    case K_GROUP:
-    case K_PATH:
-    case K_ALLOW:
+    case ENR_KEY_STR:
+    case ENR_KEY_LISTEN:
+    case ENR_KEY_URL:
+    case ENR_KEY_GROUP:
+    case ENR_KEY_PATH:
+    case ENR_KEY_ALLOW:
         if (strlen(v) >= k->size)
             return fail(ps, k->name, "value longer than %zu bytes", k->size - 1);
-        if (k->type == K_PATH && v[0] != '\0' && v[0] != '/')
+        if (k->type == ENR_KEY_PATH && v[0] != '\0' && v[0] != '/')
             return fail(ps, k->name, "\"%s\" is not an absolute path (empty: off)", v);
-        if (k->type == K_LISTEN && check_listen(k, v, why, sizeof why) != 0)
+        if (k->type == ENR_KEY_LISTEN && check_listen(k, v, why, sizeof why) != 0)
             return fail(ps, k->name, "%s", why);
         /* The worker's upstream client runs this same check at start. */
-        if (k->type == K_URL && v[0] != '\0' &&
+        if (k->type == ENR_KEY_URL && v[0] != '\0' &&
             enr_upstream_url_check(v, NULL, why, sizeof why) != 0)
             return fail(ps, k->name, "%s", why);
-        if (k->type == K_GROUP && v[0] != '\0') {
+        if (k->type == ENR_KEY_GROUP && v[0] != '\0') {
             errno = 0;
             if (getgrnam(v) == NULL)
                 return fail(ps, k->name, "no such group \"%s\"", v);
         }
         /* Parsed here, once: the workers match peers against this. */
-        if (k->type == K_ALLOW && enr_allow_parse(v, &c->listen_allow_nets, why, sizeof why) != 0)
+        if (k->type == ENR_KEY_ALLOW &&
+            enr_allow_parse(v, &c->listen_allow_nets, why, sizeof why) != 0)
             return fail(ps, k->name, "%s", why);
         memcpy(field, v, strlen(v) + 1);
         return 0;
-    case K_MODE:
+    case ENR_KEY_MODE:
         if (parse_ull(v, 8, &u) != 0 || u > k->hi)
             return fail(ps, k->name, "\"%s\" is not an octal mode (0000..0777)", v);
         break;
-    case K_PER_CPU:
+    case ENR_KEY_PER_CPU:
         if (strcmp(v, "auto") == 0) {
             cpu_set_t set;
             long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
@@ -355,17 +200,17 @@ static int set_value(parse_state *ps, enr_config *c, const key_def *k, const cha
             break;
         }
         /* fall through */
-    case K_UINT:
+    case ENR_KEY_UINT:
         if (parse_ull(v, 10, &u) != 0)
             return fail(ps, k->name, "\"%s\" is not a non-negative integer%s", v,
-                        enr_confhint_unit(k->name, k->type == K_SIZE, v, why, sizeof why));
+                        enr_confhint_unit(k->name, k->type == ENR_KEY_SIZE, v, why, sizeof why));
         break;
-    case K_SIZE:
+    case ENR_KEY_SIZE:
         if (parse_size(v, &u) != 0)
             return fail(ps, k->name, "\"%s\" is not a size (bytes, or with k/m/g)%s", v,
-                        enr_confhint_unit(k->name, k->type == K_SIZE, v, why, sizeof why));
+                        enr_confhint_unit(k->name, k->type == ENR_KEY_SIZE, v, why, sizeof why));
         break;
-    case K_RATIO: {
+    case ENR_KEY_RATIO: {
         char *end;
         double d;
         errno = 0;
@@ -431,21 +276,22 @@ static int parse_line(parse_state *ps, enr_config *c, char *line)
         return fail(ps, "(none)", "missing key before '='");
     if (strcmp(key, "include") == 0)
         return include_files(ps, c, val);
-    for (i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].name, key) == 0)
+    for (i = 0; i < enr_config_nkeys; i++)
+        if (strcmp(enr_config_keys[i].name, key) == 0)
             break;
-    if (i == NKEYS) {
-        const char *near = enr_confhint_nearest(key, &keys[0].name, NKEYS, sizeof keys[0]);
+    if (i == enr_config_nkeys) {
+        const char *near = enr_confhint_nearest(key, &enr_config_keys[0].name, enr_config_nkeys,
+                                                sizeof enr_config_keys[0]);
         if (near != NULL)
             return fail(ps, key, "unknown key (did you mean \"%s\"?)", near);
         return fail(ps, key, "unknown key");
     }
-    if (ps->seen[i] == 2 && keys[i].type != K_HEADER)
+    if (ps->seen[i] == 2 && enr_config_keys[i].type != ENR_KEY_HEADER)
         return fail(ps, key, "duplicate key");
     ps->seen[i] = 2;
     ps->seen_line[i] = ps->line;
     ps->seen_file[i] = ps->file;
-    return set_value(ps, c, &keys[i], val);
+    return set_value(ps, c, &enr_config_keys[i], val);
 }
 
 static int parse_text(parse_state *ps, enr_config *c, char *text)
@@ -480,8 +326,8 @@ static int parse_text(parse_state *ps, enr_config *c, char *text)
  * and the worker's own deadlines must fit inside the request deadline. */
 static unsigned line_of(parse_state *ps, const char *key)
 {
-    for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].name, key) == 0) {
+    for (size_t i = 0; i < enr_config_nkeys; i++)
+        if (strcmp(enr_config_keys[i].name, key) == 0) {
             if (ps->seen_file[i] != NULL)
                 ps->file = ps->seen_file[i]; /* it may be an included file's */
             return ps->seen_line[i];
@@ -702,8 +548,8 @@ static int read_file(const char *path, char **out, char *why, size_t whylen)
 
 static int key_seen(const parse_state *ps, const char *name)
 {
-    for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].name, name) == 0)
+    for (size_t i = 0; i < enr_config_nkeys; i++)
+        if (strcmp(enr_config_keys[i].name, name) == 0)
             return ps->seen[i] != 0;
     return 0;
 }
@@ -821,7 +667,7 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
             next.liveness_timeout_ms < enr_config_liveness_floor_ms(&next))
             next.liveness_timeout_ms = enr_config_liveness_floor_ms(&next);
         snprintf(next.source, sizeof next.source, "%s", source);
-        for (size_t i = 0; i < NKEYS; i++)
+        for (size_t i = 0; i < enr_config_nkeys; i++)
             next.key_line[i] = ps.seen_line[i];
     } else {
         snprintf(next.source, sizeof next.source, "(built-in)");
@@ -881,80 +727,4 @@ int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen)
     rc = load_text(c, text, path, err, errlen);
     free(text);
     return rc;
-}
-
-/* -T: one line a key, in the table's order, read back by -c as the same
- * configuration; the comment says which line set it.  A value is shown
- * as parsed (workers = auto as the number it became). */
-static void dump_origin(const enr_config *c, size_t i, FILE *f)
-{
-    if (c->key_line[i] != 0)
-        fprintf(f, "  # %s:%u\n", c->source, c->key_line[i]);
-    else if (strcmp(keys[i].name, "max_requests_jitter") == 0)
-        fprintf(f, "  # built-in default (max_requests / 10)\n");
-    else if (keys[i].type == K_PER_CPU)
-        fprintf(f, "  # built-in default (auto: %d per CPU, at most %d)\n", ENR_WORKERS_PER_CPU,
-                ENR_WORKERS_AUTO_MAX);
-    else
-        fprintf(f, "  # built-in default\n");
-}
-
-void enr_config_dump(const enr_config *c, FILE *f)
-{
-    fprintf(f, "# enrichd effective configuration, from %s\n", c->source);
-    for (size_t i = 0; i < NKEYS; i++) {
-        const key_def *k = &keys[i];
-        const char *field = (const char *)c + k->off;
-        unsigned u;
-        size_t z;
-        double d;
-
-        switch (k->type) {
-        case K_HEADER:
-            for (unsigned h = 0; h < c->upstream_nheaders; h++) {
-                fprintf(f, "%s = %s", k->name, c->upstream_headers[h]);
-                dump_origin(c, i, f);
-            }
-            if (c->upstream_nheaders > 0)
-                continue;
-            fprintf(f, "%s =", k->name);
-            break;
-        case K_STR:
-        case K_LISTEN:
-        case K_URL:
-        case K_GROUP:
-        case K_PATH:
-        case K_ALLOW:
-            fprintf(f, "%s =%s%s", k->name, field[0] ? " " : "", field);
-            break;
-        case K_MODE:
-            memcpy(&u, field, sizeof u);
-            fprintf(f, "%s = %04o", k->name, u);
-            break;
-        case K_PER_CPU:
-        case K_UINT:
-        case K_SIZE:
-            if (k->size == sizeof(size_t)) {
-                memcpy(&z, field, sizeof z);
-                fprintf(f, "%s = %zu", k->name, z);
-            } else {
-                memcpy(&u, field, sizeof u);
-                fprintf(f, "%s = %u", k->name, u);
-            }
-            break;
-        case K_RATIO:
-            memcpy(&d, field, sizeof d);
-            fprintf(f, "%s = %.15g", k->name, d);
-            break;
-        }
-        dump_origin(c, i, f);
-    }
-}
-
-unsigned enr_config_line(const enr_config *c, const char *key)
-{
-    for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].name, key) == 0)
-            return c->key_line[i];
-    return 0;
 }

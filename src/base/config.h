@@ -28,7 +28,7 @@
  * raises MemoryMax with it. */
 #define ENR_WORKERS_AUTO_MAX 6
 
-/* Room for every key of config.c's table (checked there at compile time). */
+/* Room for every key of conftable.c's table (checked there at compile time). */
 #define ENR_CONFIG_KEYS_MAX 72
 
 typedef struct enr_config {

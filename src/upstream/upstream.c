@@ -2,7 +2,10 @@
  * upstream.c: the outbound enrichment client of one worker (docs/upstream.md).
  *
  * The connections, their TLS and the loop that drives transfers are
- * upconn.c's; this file plans a batch's calls and reads their answers.
+ * upconn.c's; making and unmaking the client (its URL, headers and
+ * secret, an easy handle per call slot) is upstream_setup.c's, and the
+ * state both files share is upstream_int.h.  This file plans a batch's
+ * calls and reads their answers.
  *
  * A batch: cache lookups first; the distinct ids that missed are grouped
  * by provider, chunked to ids_per_call, capped at max_calls_per_batch
@@ -24,8 +27,9 @@
  *
  * A reply is hostile input: it is held only up to what its call can
  * legitimately need (enr_upstream_reply_cap(), checked on Content-Length
- * and while receiving) and read by the bounded reader of
- * upstream_reply.c; a larger one fails the call as too_large, unread.
+ * and while receiving by upstream_setup.c's callbacks) and read by the
+ * bounded reader of upstream_reply.c; a larger one fails the call as
+ * too_large, unread.
  * Name lookups run in libcurl's resolver thread, which a removed transfer
  * no longer waits for (CURLOPT_QUICK_EXIT), so a stalled resolver costs a
  * batch its deadline, not the lookup's time.
@@ -37,16 +41,10 @@
  * one of found/unknown/failed/skipped before the batch returns.
  */
 #include "upstream/upstream.h"
+#include "upstream/upstream_int.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "upstream/breaker.h"
 #include "upstream/cache.h"
@@ -56,7 +54,6 @@
 #include "base/curlapi.h"
 #include "base/log.h"
 #include "upstream/upstream_reply.h"
-#include "base/upstream_url.h"
 #include "base/clock.h"
 #include "base/hash.h"
 
@@ -80,337 +77,13 @@ enum fail_kind {
     F_THROTTLED
 };
 
-typedef struct want {
+typedef struct enr_upwant {
     size_t rec; /* first record with this provider+key */
     size_t poster_off, poster_len;
     double duration;
     int call; /* index into calls, -1 when none */
     uint8_t provider, state, has_poster, has_duration;
 } want;
-
-typedef struct up_call {
-    CURL *easy;
-    enr_buf url, body;
-    size_t resp_bytes; /* header + body bytes seen: 0 means "died before the reply" */
-    size_t cap;        /* the largest reply this call can legitimately need */
-    int too_large;     /* the reply was refused for its size, unread */
-    size_t first, n;   /* its wants: u->order[first .. first+n) */
-    int provider;
-    int active, retried;
-    int detached;           /* its batch has answered; the ids are in lids */
-    uint64_t detached_ms;   /* when, to end the oldest first */
-    uint64_t started_ms;    /* when its transfer (or its retry) started */
-    enr_buf idtext;         /* a detached call's ids, back to back */
-    enr_reply_id *lids;     /* ... and their places in idtext (ids_per_call) */
-    int has_retry_after;    /* this reply's Retry-After, valid once its status line came */
-    unsigned retry_after_s; /* quota.h */
-    char errbuf[CURL_ERROR_SIZE];
-} up_call;
-
-struct enr_upstream {
-    enr_upconn *conn;
-    up_call *calls;  /* nslots of them, each with its easy handle */
-    unsigned nslots; /* max_calls_per_batch for a batch + as many detached */
-    unsigned *batch; /* this batch's calls: slot indices */
-    unsigned ncalls_max, max_detached, ndetached;
-    enr_buf base; /* upstream_url + '?' or '&' */
-    struct curl_slist *headers;
-    enr_cache *cache; /* the host's, borrowed (cache.h); NULL: none */
-    enr_breaker br;
-    enr_quota quota; /* the provider's pause and the host's rate (quota.h) */
-    char *secret;    /* upstream_secret, kept to scrub libcurl's messages; wiped in free */
-    size_t secret_len;
-    unsigned max_calls_per_s;
-    enr_upstream_stats st; /* st.fds: the connections' descriptors (upconn) */
-    unsigned timeout_ms, ids_per_call, cache_ttl_s, cache_neg_ttl_s;
-    long call_bound_ms; /* one transfer, detached or not: set-up + one deadline */
-    uint64_t seed;
-
-    /* per-batch scratch, grown to the largest batch and reused */
-    want *wants;
-    size_t nwants, wants_cap;
-    uint32_t *rec_want; /* per record: want index + 1, 0 none */
-    size_t rec_cap;
-    uint32_t *table; /* open addressing: want index + 1 */
-    size_t table_cap;
-    size_t *order;      /* wants in call order */
-    enr_reply_id *rids; /* one call's ids, for enr_upstream_reply_parse */
-    enr_buf posters;    /* accepted posters of one reply, before b->text */
-};
-
-/* A reply is held whole until it is parsed, so its size is bounded by
- * what the call asked for (c->cap), never by what the upstream sends:
- * beyond it the transfer is aborted and the reply never read. */
-static size_t up_write(char *p, size_t size, size_t n, void *ud)
-{
-    up_call *c = ud;
-    size_t len = size * n;
-
-    c->resp_bytes += len;
-    if (len > c->cap - c->body.len) {
-        c->too_large = 1;
-        return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
-    }
-    enr_buf_append(&c->body, p, len);
-    return c->body.oom ? 0 : len;
-}
-
-/* A Content-Length over the cap refuses the reply before its body; a
- * Retry-After is kept for call_done (a 429 or 503 pauses the host). */
-static size_t up_header(char *p, size_t size, size_t n, void *ud)
-{
-    static const char cl[] = "content-length:", ra[] = "retry-after:";
-    up_call *c = ud;
-    size_t len = size * n, i = sizeof(cl) - 1;
-
-    c->resp_bytes += len;
-    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) /* a new response: forget the last one's */
-        c->has_retry_after = 0;
-    if (len > sizeof(ra) - 1 && strncasecmp(p, ra, sizeof(ra) - 1) == 0)
-        c->has_retry_after = enr_retry_after_parse(p + sizeof(ra) - 1, len - (sizeof(ra) - 1),
-                                                   (int64_t)time(NULL), &c->retry_after_s) == 0;
-    if (len > i && strncasecmp(p, cl, i) == 0) {
-        unsigned long long v = 0;
-        while (i < len && (p[i] == ' ' || p[i] == '\t'))
-            i++;
-        for (; i < len && p[i] >= '0' && p[i] <= '9'; i++)
-            v = v > (ULLONG_MAX - 9) / 10 ? ULLONG_MAX : v * 10 + (unsigned)(p[i] - '0');
-        if (v > c->cap) {
-            c->too_large = 1;
-            return 0; /* aborts the transfer */
-        }
-    }
-    return len;
-}
-
-/* ---- set-up ---- */
-
-static int easy_setup(enr_upstream *u, up_call *c)
-{
-    CURL *e = curl_easy_init();
-
-    c->easy = e;
-    c->lids = calloc(u->ids_per_call, sizeof(*c->lids));
-    if (e == NULL || c->lids == NULL)
-        return -1;
-    if (enr_upconn_easy(u->conn, e) != 0 || curl_easy_setopt(e, CURLOPT_PRIVATE, c) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, up_write) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_WRITEDATA, c) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, up_header) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_HEADERDATA, c) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, u->call_bound_ms) != CURLE_OK)
-        return -1;
-    return 0;
-}
-
-/* The configured URL decides scheme, host and path once; ids only ever
- * go into the query after it, percent-encoded.  The URL was checked by
- * the configuration with the same function (upstream_url.h); checking
- * again here keeps a client built from any other config honest. */
-static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
-{
-    char why[256];
-    int has_query;
-
-    if (enr_upstream_url_check(url, &has_query, why, sizeof why) != 0) {
-        snprintf(err, errlen, "upstream_url: %s", why);
-        return -1;
-    }
-    enr_buf_append(&u->base, url, strlen(url));
-    if (has_query)
-        enr_buf_putc(&u->base, '&');
-    else if (u->base.len && u->base.data[u->base.len - 1] != '?')
-        enr_buf_putc(&u->base, '?');
-    if (u->base.oom) {
-        snprintf(err, errlen, "upstream_url: out of memory");
-        return -1;
-    }
-    return 0;
-}
-
-/* What a call carries besides the ids (secret.h): the configured header
- * lines, and the secret in its header or as the query's first parameter
- * (after base_url).  The secret is copied into libcurl's header list or
- * u->base and into u->secret (to scrub messages), nowhere else. */
-static int add_header(enr_upstream *u, const char *line)
-{
-    struct curl_slist *h = curl_slist_append(u->headers, line);
-
-    if (h == NULL)
-        return -1; /* u->headers is intact, freed with u */
-    u->headers = h;
-    return 0;
-}
-
-static int call_extras(enr_upstream *u, const enr_config *c, char *err, size_t errlen)
-{
-    char line[ENR_UP_HEADER_MAX + ENR_SECRET_MAX];
-    int rc = -1;
-
-    line[0] = '\0';
-    if (add_header(u, "Accept: application/json") != 0)
-        goto oom;
-    for (unsigned i = 0; i < c->upstream_nheaders; i++)
-        if (add_header(u, c->upstream_headers[i]) != 0)
-            goto oom;
-    if (c->upstream_secret_len == 0)
-        return 0;
-    u->secret = malloc(c->upstream_secret_len + 1);
-    if (u->secret == NULL)
-        goto oom;
-    memcpy(u->secret, c->upstream_secret, c->upstream_secret_len + 1);
-    u->secret_len = c->upstream_secret_len;
-    if (c->upstream_secret_header[0] != '\0') {
-        if (enr_secret_header_line(c->upstream_secret_header, u->secret, u->secret_len, line,
-                                   sizeof line) != 0) {
-            snprintf(err, errlen, "upstream_secret_header: the header does not fit");
-            goto out;
-        }
-        if (add_header(u, line) != 0)
-            goto oom;
-    } else if (c->upstream_secret_query[0] != '\0') {
-        snprintf(line, sizeof line, "%s=", c->upstream_secret_query);
-        if (enr_secret_pct(u->secret, u->secret_len, line, sizeof line) != 0) {
-            snprintf(err, errlen, "upstream_secret_query: the parameter does not fit");
-            goto out;
-        }
-        enr_buf_append(&u->base, line, strlen(line));
-        enr_buf_putc(&u->base, '&');
-        if (u->base.oom)
-            goto oom;
-    }
-    rc = 0;
-    goto out;
-oom:
-    snprintf(err, errlen, "upstream: out of memory");
-out:
-    enr_secret_wipe(line, sizeof line);
-    return rc;
-}
-
-void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota *shared)
-{
-    if (u != NULL)
-        enr_quota_init(&u->quota, shared, u->max_calls_per_s);
-}
-
-enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen)
-{
-    enr_upstream *u;
-
-    if (errlen)
-        err[0] = '\0';
-    if (c->upstream_url[0] == '\0')
-        return NULL;
-    if (enr_curl_load(err, errlen) != 0)
-        return NULL;
-    u = calloc(1, sizeof(*u));
-    if (u == NULL) {
-        snprintf(err, errlen, "upstream: out of memory");
-        return NULL;
-    }
-    u->timeout_ms = c->upstream_timeout_ms;
-    u->ids_per_call = c->ids_per_call ? c->ids_per_call : 1;
-    u->ncalls_max = c->max_calls_per_batch ? c->max_calls_per_batch : 1;
-    u->max_detached = c->upstream_max_connections ? c->upstream_max_connections : 1;
-    u->nslots = u->ncalls_max + u->max_detached;
-    u->call_bound_ms = (long)c->upstream_connect_timeout_ms + (long)c->upstream_timeout_ms;
-    u->cache_ttl_s = c->cache_ttl_s;
-    u->cache_neg_ttl_s = c->cache_negative_ttl_s;
-    enr_breaker_init(&u->br, c->breaker_failures, c->breaker_cooldown_ms);
-    enr_breaker_set_window(&u->br, c->breaker_window, c->breaker_failure_ratio);
-    if (getrandom(&u->seed, sizeof(u->seed), GRND_NONBLOCK) != (ssize_t)sizeof(u->seed))
-        u->seed = enr_mono_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-
-    if (base_url(u, c->upstream_url, err, errlen) != 0 || call_extras(u, c, err, errlen) != 0)
-        goto fail;
-    u->max_calls_per_s = c->upstream_max_calls_per_s;
-    enr_quota_init(&u->quota, NULL, u->max_calls_per_s);
-    u->cache = cache;
-    u->calls = calloc(u->nslots, sizeof(*u->calls));
-    u->batch = calloc(u->ncalls_max, sizeof(*u->batch));
-    if (u->headers == NULL || u->calls == NULL || u->batch == NULL) {
-        snprintf(err, errlen, "upstream: out of memory");
-        goto fail;
-    }
-    {
-        /* A warm-up asks for the URL every call starts with, its query
-         * (a secret parameter included) but no ids. */
-        size_t n = u->base.len;
-        char *warm;
-        while (n > 0 && (u->base.data[n - 1] == '&' || u->base.data[n - 1] == '?'))
-            n--;
-        warm = strndup(u->base.data, n);
-        if (warm == NULL) {
-            snprintf(err, errlen, "upstream: out of memory");
-            goto fail;
-        }
-        u->conn = enr_upconn_new(c, u->headers, warm, err, errlen);
-        enr_secret_wipe(warm, n);
-        free(warm);
-    }
-    if (u->conn == NULL)
-        goto fail;
-    for (unsigned i = 0; i < u->nslots; i++)
-        if (easy_setup(u, &u->calls[i]) != 0) {
-            snprintf(err, errlen, "upstream: curl_easy_setopt failed");
-            goto fail;
-        }
-    u->st.breaker_state = ENR_BREAKER_CLOSED;
-    return u;
-fail:
-    enr_upstream_free(u);
-    return NULL;
-}
-
-void enr_upstream_free(enr_upstream *u)
-{
-    if (u == NULL)
-        return;
-    for (unsigned i = 0; u->calls && i < u->nslots; i++) {
-        up_call *c = &u->calls[i];
-        if (c->easy) {
-            if (c->active)
-                enr_upconn_remove(u->conn, c->easy);
-            curl_easy_cleanup(c->easy);
-        }
-        if (c->url.data != NULL) /* may hold the secret (upstream_secret_query) */
-            enr_secret_wipe(c->url.data, c->url.len);
-        enr_buf_free(&c->url);
-        enr_buf_free(&c->body);
-        enr_buf_free(&c->idtext);
-        free(c->lids);
-    }
-    /* After the easy handles: it closes the connections they left. */
-    enr_upconn_free(u->conn);
-    curl_slist_free_all(u->headers);
-    if (u->base.data != NULL) /* it may hold the secret (upstream_secret_query) */
-        enr_secret_wipe(u->base.data, u->base.len);
-    enr_buf_free(&u->base);
-    if (u->secret != NULL)
-        enr_secret_wipe(u->secret, u->secret_len);
-    free(u->secret);
-    free(u->calls);
-    free(u->batch);
-    free(u->wants);
-    free(u->rec_want);
-    free(u->table);
-    free(u->order);
-    free(u->rids);
-    enr_buf_free(&u->posters);
-    free(u);
-}
-
-unsigned enr_upstream_fds(const enr_upstream *u)
-{
-    return u ? enr_upconn_fds(u->conn) : 0;
-}
-
-const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u)
-{
-    return &u->st;
-}
 
 /* ---- per-batch scratch ---- */
 
@@ -524,7 +197,7 @@ static size_t pct_len(const char *s, size_t n)
     return len;
 }
 
-static void call_begin_url(enr_upstream *u, up_call *c, int provider)
+static void call_begin_url(enr_upstream *u, enr_upcall *c, int provider)
 {
     enr_buf_reset(&c->url);
     enr_buf_append(&c->url, u->base.data, u->base.len);
@@ -543,7 +216,7 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
     int gate_closed = 0; /* the breaker said no: no more calls this batch */
 
     for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++) {
-        up_call *c = NULL;
+        enr_upcall *c = NULL;
         for (size_t wi = 0; wi < u->nwants; wi++) {
             want *w = &u->wants[wi];
             const enr_record *r = &b->recs[w->rec];
@@ -609,7 +282,7 @@ static const char *const fail_name[] = {"timeout",   "connect",  "status", "body
 
 /* Counts a call that failed, once, and tells the breaker (but for kind
  * deadline, which says nothing about the upstream). */
-static void count_failure(enr_upstream *u, up_call *c, int kind, uint64_t now)
+static void count_failure(enr_upstream *u, enr_upcall *c, int kind, uint64_t now)
 {
     uint64_t *const counter[] = {&u->st.fail_timeout, &u->st.fail_connect,   &u->st.fail_status,
                                  &u->st.fail_body,    &u->st.fail_too_large, &u->st.skip_deadline,
@@ -636,7 +309,7 @@ static void count_failure(enr_upstream *u, up_call *c, int kind, uint64_t now)
 }
 
 /* A call of the batch in hand failed: counted, its wants failed. */
-static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
+static void call_failed(enr_upstream *u, enr_upcall *c, int kind, uint64_t now)
 {
     count_failure(u, c, kind, now);
     for (size_t i = 0; i < c->n; i++)
@@ -645,7 +318,7 @@ static void call_failed(enr_upstream *u, up_call *c, int kind, uint64_t now)
 
 /* Parse a 200 body; 0 and the call's wants resolved, or -1 (bad body).
  * The reply rules live in upstream_reply.c; posters go into b->text. */
-static int call_parse(enr_upstream *u, up_call *c, enr_batch *b)
+static int call_parse(enr_upstream *u, enr_upcall *c, enr_batch *b)
 {
     enr_reply_id *ids = u->rids;
 
@@ -697,14 +370,14 @@ static int fail_kind_of(CURLcode rc)
 /* A connection that died before any byte of the reply: the request may
  * never have reached the upstream (a kept-alive connection it had just
  * closed), so one more try on a fresh connection is safe for a GET. */
-static int died_before_reply(const up_call *c, CURLcode rc)
+static int died_before_reply(const enr_upcall *c, CURLcode rc)
 {
     return c->resp_bytes == 0 &&
            (rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR);
 }
 
 /* The cap of c's reply, from its ids (upstream_reply.h), at most UP_MAX_BODY. */
-static size_t call_cap(const enr_upstream *u, const up_call *c, const enr_batch *b)
+static size_t call_cap(const enr_upstream *u, const enr_upcall *c, const enr_batch *b)
 {
     size_t cap = ENR_REPLY_SLACK;
 
@@ -715,7 +388,7 @@ static size_t call_cap(const enr_upstream *u, const up_call *c, const enr_batch 
     return cap < UP_MAX_BODY ? cap : UP_MAX_BODY;
 }
 
-static int call_start(enr_upstream *u, up_call *c)
+static int call_start(enr_upstream *u, enr_upcall *c)
 {
     /* The retry goes on a new connection: the pool may hold more
      * connections the upstream has already closed, and the one retry must
@@ -742,7 +415,7 @@ static int call_start(enr_upstream *u, up_call *c)
 }
 
 /* How a transfer ended, as a failure kind, or -1 for a 200 to read. */
-static int outcome(const up_call *c, CURLcode rc)
+static int outcome(const enr_upcall *c, CURLcode rc)
 {
     long status = 0;
 
@@ -761,7 +434,7 @@ static int outcome(const up_call *c, CURLcode rc)
 
 /* A failed call, counted; a provider that asked for a pause gets it,
  * host-wide (quota.h). */
-static void call_ended_badly(enr_upstream *u, up_call *c, CURLcode rc, int kind, uint64_t now)
+static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int kind, uint64_t now)
 {
     if (kind == F_THROTTLED) {
         long status = 0;
@@ -771,7 +444,7 @@ static void call_ended_badly(enr_upstream *u, up_call *c, CURLcode rc, int kind,
     enr_upconn_explain(u->conn, c->easy, rc, c->errbuf);
 }
 
-static void call_done(enr_upstream *u, up_call *c, enr_batch *b, CURLcode rc, uint64_t now)
+static void call_done(enr_upstream *u, enr_upcall *c, enr_batch *b, CURLcode rc, uint64_t now)
 {
     int kind = outcome(c, rc), prev;
 
@@ -791,7 +464,7 @@ static void call_done(enr_upstream *u, up_call *c, enr_batch *b, CURLcode rc, ui
 /* The batch is answering without c: its ids are copied out of the
  * batch's text, which the next request reuses, so the answer can still
  * fill the cache. */
-static void detach(enr_upstream *u, up_call *c, const enr_batch *b, uint64_t now)
+static void detach(enr_upstream *u, enr_upcall *c, const enr_batch *b, uint64_t now)
 {
     size_t off = 0;
 
@@ -815,14 +488,14 @@ static void detach(enr_upstream *u, up_call *c, const enr_batch *b, uint64_t now
     u->st.detached++;
 }
 
-static void undetach(enr_upstream *u, up_call *c)
+static void undetach(enr_upstream *u, enr_upcall *c)
 {
     c->detached = 0;
     u->ndetached--;
 }
 
 /* A detached call ended: its answer goes into the cache. */
-static void late_done(enr_upstream *u, up_call *c, CURLcode rc, uint64_t now)
+static void late_done(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
 {
     int kind = outcome(c, rc), prev;
 
@@ -858,7 +531,7 @@ static void late_done(enr_upstream *u, up_call *c, CURLcode rc, uint64_t now)
 static void make_room(enr_upstream *u, unsigned needed, uint64_t now)
 {
     while (u->ndetached > 0 && u->ndetached + needed > u->max_detached) {
-        up_call *old = NULL;
+        enr_upcall *old = NULL;
         for (unsigned i = 0; i < u->nslots; i++)
             if (u->calls[i].detached && (old == NULL || u->calls[i].detached_ms < old->detached_ms))
                 old = &u->calls[i];
@@ -877,7 +550,7 @@ static void make_room(enr_upstream *u, unsigned needed, uint64_t now)
  * to answer.  Such a call is detached at the deadline, not killed, since
  * its connection is the next batch's.  A call the upstream had in time
  * and did not answer is the upstream's timeout, whatever its connection. */
-static int setting_up(const up_call *c, uint64_t now)
+static int setting_up(const enr_upcall *c, uint64_t now)
 {
     long sent = 0;
     curl_off_t setup_us = 0;
@@ -901,7 +574,7 @@ static void on_done(void *ud, CURL *easy, CURLcode rc)
 {
     drive_ctx *x = ud;
     enr_upstream *u = x->u;
-    up_call *c = NULL;
+    enr_upcall *c = NULL;
     uint64_t now = enr_mono_ms();
 
     if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&c) != CURLE_OK || c == NULL)
@@ -932,7 +605,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
 
     make_room(u, ncalls, now);
     for (unsigned i = 0; i < ncalls; i++) {
-        up_call *c = &u->calls[u->batch[i]];
+        enr_upcall *c = &u->calls[u->batch[i]];
         c->retried = 0;
         c->cap = call_cap(u, c, b);
         if (now >= dl) {
@@ -957,7 +630,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
      * lingers. */
     now = enr_mono_ms();
     for (unsigned i = 0; i < ncalls; i++) {
-        up_call *c = &u->calls[u->batch[i]];
+        enr_upcall *c = &u->calls[u->batch[i]];
         if (!c->active || c->detached)
             continue;
         if (setting_up(c, now)) {

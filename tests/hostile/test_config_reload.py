@@ -5,8 +5,8 @@
    key, cross-key rules, URLs a worker's upstream client would refuse at
    start) is refused by `enrichd -t`: non-zero exit, "FILE:LINE: key:"
    with the line of that key.  The corpus covers every key of the
-   built-in configuration (read from src/base/config.c), so a new key without
-   a bad value here fails this test.
+   built-in configuration (read from src/base/conftable.c), so a new key
+   without a bad value here fails this test.
 2. The same cases sent with HUP to a daemon under load: each is refused
    ("reload refused" naming FILE:LINE: key), zero failed requests, no
    worker replaced, the generation unchanged.
@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import harness  # noqa: E402
 
 CASES = os.path.join(HERE, "bad_config", "cases.txt")
-CONFIG_C = os.path.join(harness.ROOT, "src", "base", "config.c")
+CONFTABLE_C = os.path.join(harness.ROOT, "src", "base", "conftable.c")
 
 
 def load_cases():
@@ -47,7 +47,7 @@ def load_cases():
 
 
 def builtin_keys():
-    with open(CONFIG_C) as f:
+    with open(CONFTABLE_C) as f:
         text = f.read()
     block = text[text.index("enr_config_default_text[]"):]
     block = block[:block.index(";\n")]

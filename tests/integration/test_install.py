@@ -44,8 +44,8 @@ def files(d):
 
 
 def builtin_defaults():
-    """The built-in configuration (src/base/config.c), key -> value."""
-    text = open(os.path.join(ROOT, "src", "base", "config.c")).read()
+    """The built-in configuration (src/base/conftable.c), key -> value."""
+    text = open(os.path.join(ROOT, "src", "base", "conftable.c")).read()
     block = text[text.index("enr_config_default_text[]"):]
     block = block[:block.index(";\n")]
     return dict((k, v.strip()) for k, v in re.findall(r'"(\w+) =([^"]*?)\\n"', block))

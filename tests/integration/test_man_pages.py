@@ -2,11 +2,11 @@
 """test_man_pages.py: the man pages cannot drift from the code.
 
 enrichd.conf(5) is regenerated from conf/enrichd.conf, and every key of
-the built-in configuration (enr_config_default_text and the keys[] table
-in src/base/config.c) must be in conf/enrichd.conf with the same default and
-in the page; every option of `enrichd -h` must be in enrichd(8).  All
-four pages must be lint-clean: `groff -ww -z -man` and `man --warnings`
-print nothing."""
+the built-in configuration (enr_config_default_text and the
+enr_config_keys[] table in src/base/conftable.c) must be in
+conf/enrichd.conf with the same default and in the page; every option
+of `enrichd -h` must be in enrichd(8).  All four pages must be
+lint-clean: `groff -ww -z -man` and `man --warnings` print nothing."""
 import os
 import re
 import shutil
@@ -23,8 +23,8 @@ PAGES = ["enrichd.8", "enrich.1", "enrich-replay.1"]  # plus the generated enric
 
 
 def builtin_defaults():
-    """key -> value from enr_config_default_text, and the keys[] names."""
-    src = open(os.path.join(ROOT, "src", "base", "config.c")).read()
+    """key -> value from enr_config_default_text, and the enr_config_keys[] names."""
+    src = open(os.path.join(ROOT, "src", "base", "conftable.c")).read()
     m = re.search(r"enr_config_default_text\[\]\s*=\s*((?:\s*\"(?:[^\"\\]|\\.)*\")+)\s*;", src)
     text = "".join(re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))).replace("\\n", "\n")
     defaults = {}
@@ -33,7 +33,7 @@ def builtin_defaults():
         if "=" in line:
             k, v = line.split("=", 1)
             defaults[k.strip()] = v.strip()
-    table = re.search(r"static const key_def keys\[\]\s*=\s*\{(.*?)\n\};", src, re.S).group(1)
+    table = re.search(r"const enr_config_key enr_config_keys\[\]\s*=\s*\{(.*?)\n\};", src, re.S).group(1)
     names = re.findall(r"\{\"([a-z0-9_]+)\",", table)
     return defaults, names
 
@@ -60,7 +60,7 @@ def test_conf_page_has_every_key(r):
     defaults, names = builtin_defaults()
     conf = shipped_conf()
     r.check(len(names) >= 30 and set(names) == set(defaults),
-            "keys[] and enr_config_default_text name the same keys: only in one: %s"
+            "enr_config_keys[] and enr_config_default_text name the same keys: only in one: %s"
             % sorted(set(names) ^ set(defaults)))
     missing = [k for k in names if k not in conf]
     r.check(not missing, "every built-in key in conf/enrichd.conf; missing: %s" % missing)

@@ -1,0 +1,45 @@
+/*
+ * config_int.h: what the configuration's two files share and nobody else
+ * sees: the key table.  conftable.c defines it (each key's name, type,
+ * bounds and place in enr_config, beside its default in
+ * enr_config_default_text) and prints a configuration back by it (-T);
+ * config.c parses and checks a file by it.  config.h is the public face.
+ *
+ * Invariants: enr_config_nkeys <= ENR_CONFIG_KEYS_MAX (checked at compile
+ * time in conftable.c), so a key's index in the table indexes every array
+ * sized by ENR_CONFIG_KEYS_MAX (enr_config.key_line, the parser's own).
+ */
+#ifndef ENR_CONFIG_INT_H
+#define ENR_CONFIG_INT_H
+
+#include <stddef.h>
+
+enum enr_config_key_type {
+    ENR_KEY_STR,
+    ENR_KEY_UINT,
+    ENR_KEY_PER_CPU, /* ENR_KEY_UINT, or "auto": ENR_WORKERS_PER_CPU per CPU this process may run
+                      * on, at most ENR_WORKERS_AUTO_MAX */
+    ENR_KEY_MODE,
+    ENR_KEY_SIZE,
+    ENR_KEY_RATIO,
+    ENR_KEY_LISTEN,
+    ENR_KEY_URL,
+    ENR_KEY_GROUP,
+    ENR_KEY_PATH,
+    ENR_KEY_ALLOW,
+    ENR_KEY_HEADER /* may be given up to ENR_UP_HEADERS_MAX times; each line adds one */
+};
+
+typedef struct enr_config_key {
+    const char *name;
+    enum enr_config_key_type type;
+    size_t off;
+    size_t size;               /* string-like: capacity; numbers: sizeof field */
+    unsigned long long lo, hi; /* inclusive bounds for ENR_KEY_UINT, _SIZE and _MODE */
+} enr_config_key;
+
+/* In the order -T prints them: the order of conf/enrichd.conf. */
+extern const enr_config_key enr_config_keys[];
+extern const size_t enr_config_nkeys;
+
+#endif

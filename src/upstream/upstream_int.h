@@ -1,0 +1,86 @@
+/*
+ * upstream_int.h: the state of one worker's upstream client, shared by
+ * the two files that make it and nobody else: upstream_setup.c (making
+ * and unmaking the client: its URL, headers and secret, one easy handle
+ * per call slot with the reply's bounds) and upstream.c (a batch: its
+ * plan, its calls, their answers, the calls that outlive it).
+ * upstream.h is the client's only public face; this header sits below it
+ * (the files include both, upstream.h first), so it names the client by
+ * its tag and holds the counters from upstream_stats.h.
+ *
+ * Invariants: calls has nslots slots, each with its easy handle and its
+ * lids for ids_per_call ids from enr_upstream_new() on; a slot is in use
+ * when active or detached, and ndetached <= max_detached, which leaves
+ * ncalls_max slots free for a batch.  base, secret and every call's url
+ * may hold the secret: each is wiped before it is freed.
+ */
+#ifndef ENR_UPSTREAM_INT_H
+#define ENR_UPSTREAM_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/curlapi.h"
+#include "upstream/breaker.h"
+#include "upstream/cache.h"
+#include "upstream/quota.h"
+#include "upstream/upconn.h"
+#include "upstream/upstream_reply.h"
+#include "upstream/upstream_stats.h"
+
+/* A distinct provider+id that a batch missed in the cache: defined and
+ * used by upstream.c alone, freed with the client. */
+struct enr_upwant;
+
+typedef struct enr_upcall {
+    CURL *easy;
+    enr_buf url, body;
+    size_t resp_bytes; /* header + body bytes seen: 0 means "died before the reply" */
+    size_t cap;        /* the largest reply this call can legitimately need */
+    int too_large;     /* the reply was refused for its size, unread */
+    size_t first, n;   /* its wants: u->order[first .. first+n) */
+    int provider;
+    int active, retried;
+    int detached;           /* its batch has answered; the ids are in lids */
+    uint64_t detached_ms;   /* when, to end the oldest first */
+    uint64_t started_ms;    /* when its transfer (or its retry) started */
+    enr_buf idtext;         /* a detached call's ids, back to back */
+    enr_reply_id *lids;     /* ... and their places in idtext (ids_per_call) */
+    int has_retry_after;    /* this reply's Retry-After, valid once its status line came */
+    unsigned retry_after_s; /* quota.h */
+    char errbuf[CURL_ERROR_SIZE];
+} enr_upcall;
+
+struct enr_upstream {
+    enr_upconn *conn;
+    enr_upcall *calls; /* nslots of them, each with its easy handle */
+    unsigned nslots;   /* max_calls_per_batch for a batch + as many detached */
+    unsigned *batch;   /* this batch's calls: slot indices */
+    unsigned ncalls_max, max_detached, ndetached;
+    enr_buf base; /* upstream_url + '?' or '&' */
+    struct curl_slist *headers;
+    enr_cache *cache; /* the host's, borrowed (cache.h); NULL: none */
+    enr_breaker br;
+    enr_quota quota; /* the provider's pause and the host's rate (quota.h) */
+    char *secret;    /* upstream_secret, kept to scrub libcurl's messages; wiped in free */
+    size_t secret_len;
+    unsigned max_calls_per_s;
+    enr_upstream_stats st; /* st.fds: the connections' descriptors (upconn) */
+    unsigned timeout_ms, ids_per_call, cache_ttl_s, cache_neg_ttl_s;
+    long call_bound_ms; /* one transfer, detached or not: set-up + one deadline */
+    uint64_t seed;
+
+    /* per-batch scratch, grown to the largest batch and reused */
+    struct enr_upwant *wants; /* upstream.c's alone */
+    size_t nwants, wants_cap;
+    uint32_t *rec_want; /* per record: want index + 1, 0 none */
+    size_t rec_cap;
+    uint32_t *table; /* open addressing: want index + 1 */
+    size_t table_cap;
+    size_t *order;      /* wants in call order */
+    enr_reply_id *rids; /* one call's ids, for enr_upstream_reply_parse */
+    enr_buf posters;    /* accepted posters of one reply, before b->text */
+};
+
+#endif
