@@ -377,13 +377,14 @@ static int died_before_reply(const enr_upcall *c, CURLcode rc)
 }
 
 /* The cap of c's reply, from its ids (upstream_reply.h), at most UP_MAX_BODY. */
+/* enr_upstream_reply_cap() for a call's records, before its ids exist. */
 static size_t call_cap(const enr_upstream *u, const enr_upcall *c, const enr_batch *b)
 {
     size_t cap = ENR_REPLY_SLACK;
 
     for (size_t i = 0; i < c->n && cap < UP_MAX_BODY; i++) {
         const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
-        cap += ENR_REPLY_ITEM_BYTES + 6 * (size_t)r->key_len;
+        cap += enr_upstream_reply_item_cap(r->key_len);
     }
     return cap < UP_MAX_BODY ? cap : UP_MAX_BODY;
 }

@@ -113,7 +113,7 @@ size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n)
     size_t cap = ENR_REPLY_SLACK;
 
     for (size_t i = 0; i < n; i++) {
-        size_t item = ENR_REPLY_ITEM_BYTES + 6 * ids[i].id_len; /* \\uXXXX per byte at worst */
+        size_t item = enr_upstream_reply_item_cap(ids[i].id_len);
         if (cap > SIZE_MAX - item)
             return SIZE_MAX;
         cap += item;

@@ -42,8 +42,15 @@ typedef struct enr_reply_id {
     double duration;               /* when has_duration; never -0 */
 } enr_reply_id;
 
-/* The largest reply a call for ids[0..n) can legitimately need (each id
- * counted at 6 bytes a byte: \uXXXX); a larger one is refused unread. */
+/* What the item of one id of id_len bytes can legitimately take in a
+ * reply: the id counted at 6 bytes a byte (\uXXXX) besides the rest. */
+static inline size_t enr_upstream_reply_item_cap(size_t id_len)
+{
+    return ENR_REPLY_ITEM_BYTES + 6 * id_len;
+}
+
+/* The largest reply a call for ids[0..n) can legitimately need (the
+ * slack and each id's item cap); a larger one is refused unread. */
 size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n);
 
 /* Parse body (len bytes, need not end in a NUL) in one pass, in memory
