@@ -53,7 +53,7 @@ ALERT_FOR_S = 3          # the shipped 30 s window, shortened for the test
 REPLAY_RATE = 60         # requests per second through the front
 REPLAY_S = 60            # trace length; the faults fit inside it
 FAULT_P99_MAX_MS = 1500  # a connect to a cut host costs 250 ms, a lost answer a retry
-FRONT_MAX_CONNS = 12     # enrichd-cluster.conf's per host
+FRONT_MAX_CONNS = 32     # enrichd-cluster.conf's per host
 CPU_QUOTA = 0.2          # share of one core per host, for the capacity run
 
 

@@ -13,7 +13,7 @@ next at once); the 200s within queue_timeout_ms + two service times and
 a margin; goodput near capacity; enrichd_shed_total equal to the worker's
 503s; the same worker processes throughout; served at once again after
 the burst.  enrichd runs its defaults apart from workers (2, the shipped
-max_conns being sized for 6: a longer queue per worker, the harder case).
+max_conns, 32, being sized for 6: a longer queue per worker, the harder case).
 Margins are for a shared 2-core machine: the bar (goodput >= 90 %,
 refusals within 100 ms) is what a quiet host shows and what the report
 prints; ENR_OVERLOAD_BURST_S=60 runs the full minute.
