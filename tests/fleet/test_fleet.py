@@ -491,16 +491,24 @@ def test_ops_server(r, fleet):
     h3 = fleet.addr["h3"]
     ops = "http://%s:%d" % (h3, OPS_PORT)
     body = json.dumps([{"provider": "yt", "id": "fleet-ops-1", "title": "x"}])
+    seen = {}
     for path in ("/healthz", "/readyz", "/status", "/metrics"):
         code = curl_code(fleet, FRONT, ops + path)
+        seen.setdefault("front", []).append(code)
         r.check(code == 200, "front -> h3:%d%s (in the allow list): %d" % (OPS_PORT, path, code))
         code = curl_code(fleet, "h1", ops + path)
+        seen.setdefault("h1", []).append(code)
         r.check(code == 403, "h1 -> h3:%d%s (not in the allow list): %d" % (OPS_PORT, path, code))
+    log("  h3:%d /healthz /readyz /status /metrics: from the front %r, from h1 %r"
+        % (OPS_PORT, seen["front"], seen["h1"]))
     for argv in (["--data-binary", body, ops + "/v1/enrich"], ["--data-binary", body, ops + "/"],
                  [ops + "/v1/enrich"]):
         code = curl_code(fleet, FRONT, *argv)
+        seen.setdefault("api", []).append(code)
         r.check(code == 404, "the operators' server does not serve the API: %s -> %d"
                 % (" ".join(a for a in argv if a != body), code))
+    log("  h3:%d POST /v1/enrich, POST /, GET /v1/enrich from the front: %r"
+        % (OPS_PORT, seen["api"]))
     code = curl_code(fleet, FRONT, "--data-binary", body, "http://%s:%d/v1/enrich" % (h3, SITE_PORT))
     r.check(code == 0, "the API's server stays on the host's loopback (front -> h3:%d: %d)"
             % (SITE_PORT, code))
