@@ -3,8 +3,10 @@
 # with nginx/enrichd.conf, in the foreground on 127.0.0.1:8080.  Ctrl-C
 # stops both (enrichd drains first).
 #
-# nginx/enrichd.conf is used as is, except for its four deployment
-# strings (see its header), substituted the same way as in the tests.
+# nginx/enrichd.conf is used as is, except for its five deployment
+# strings (see its header), substituted the same way as in the tests:
+# the operators' server on loopback too (127.0.0.1:$OPS_PORT), not on
+# every address of a developer's machine.
 # As root the built-in socket paths under /run/enrichd are used; as
 # another user a private directory replaces them.
 set -eu
@@ -15,6 +17,7 @@ case $BUILD in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 RUN=$(mktemp -d /tmp/enrichd-run.XXXXXX)
 chmod 755 "$RUN"
 PORT=${PORT:-8080}
+OPS_PORT=${OPS_PORT:-8084}
 
 if [ "$(id -u)" = 0 ]; then
     mkdir -p /run/enrichd
@@ -32,6 +35,7 @@ fi
 
 sed -e '/^[[:space:]]*#/b' \
     -e "s|127.0.0.1:8080|127.0.0.1:$PORT|" \
+    -e "s|listen 8084;|listen 127.0.0.1:$OPS_PORT;|" \
     -e "s|/run/enrichd/enrichd.sock|$SOCK|" \
     -e "s|/run/enrichd/status.sock|$STATUS|" \
     -e "s|/var/log/nginx/enrichd.access.log|$RUN/access.log|" \
@@ -77,5 +81,5 @@ while [ ! -S "$SOCK" ] && [ $i -lt 100 ]; do
 done
 nginx -p "$RUN" -c "$RUN/nginx.conf" -e stderr &
 NGINX_PID=$!
-echo "enrichd: serving http://127.0.0.1:$PORT/ (POST / or /v1/enrich; GET /healthz /status /metrics); Ctrl-C stops" >&2
+echo "enrichd: serving http://127.0.0.1:$PORT/ (POST / or /v1/enrich; GET /healthz /status /metrics, also on the operators' server http://127.0.0.1:$OPS_PORT/); Ctrl-C stops" >&2
 wait "$ENRICHD_PID" || true

@@ -7,7 +7,11 @@ enrichd` and a readiness probe:
                                 to end, start a new one in the host's
                                 network namespace
   hostctl.py ready DIR HOST     exit 0 when the host's /readyz answers 200
-                                (asked from the front, as the fleet sees it)
+                                on its operators' server (asked from the
+                                front, as the fleet sees it)
+
+HOST is a host's name (h1) or its address, as rolling-restart is given
+the hosts.
 
 DIR is the fleet's directory: DIR/HOST/ holds enrichd.conf, master.pid
 and addr; DIR/enrichd is the path of the daemon; DIR/prefix the namespace
@@ -47,7 +51,19 @@ def start(d, host, binary=None, env=None):
     return p.pid
 
 
+def host_name(d, host):
+    """The host's name for a name or an address."""
+    if os.path.isfile(os.path.join(d, host, "addr")):
+        return host
+    for name in sorted(os.listdir(d)):
+        a = os.path.join(d, name, "addr")
+        if os.path.isfile(a) and read(a) == host:
+            return name
+    raise SystemExit("hostctl: no host %r in %s" % (host, d))
+
+
 def restart(d, host):
+    host = host_name(d, host)
     pid = int(read(os.path.join(d, host, "master.pid")))
     os.kill(pid, signal.SIGTERM)
     t = time.monotonic()
@@ -62,10 +78,11 @@ def restart(d, host):
 
 
 def ready(d, host):
-    addr = read(os.path.join(d, host, "addr"))
+    addr = read(os.path.join(d, host_name(d, host), "addr"))
     p = subprocess.run(["ip", "netns", "exec", "%s-front" % read(os.path.join(d, "prefix")),
                         "curl", "-fsS", "-o", "/dev/null", "-m", "1",
-                        "http://%s:8080/readyz" % addr], capture_output=True)
+                        "http://%s:%s/readyz" % (addr, harness.NGINX_OPS_TOKENS["ops_listen"])],
+                       capture_output=True)
     return p.returncode
 
 

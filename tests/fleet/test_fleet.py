@@ -4,16 +4,22 @@ nginx, on a network of the test's own (network namespaces, tests/fleet/
 netns.py), while a trace is replayed through the front.
 
 Each host runs enrichd on TCP with `listen_allow` naming the front (and
-itself), plus its own nginx (nginx/enrichd.conf) serving /metrics; the
-front runs nginx/enrichd-cluster.conf; Prometheus (Debian's package)
-scrapes the three hosts with conf/prometheus/enrichd-alerts.yml.  During
-one replay the test:
+itself), plus its own nginx with the shipped site (nginx/enrichd.conf:
+only the FastCGI address and the paths substituted), whose operators'
+server serves /metrics and /readyz on port 8084 to the addresses of
+enrichd-allow-fleet.conf (the front's); the front runs
+nginx/enrichd-cluster.conf; Prometheus (Debian's package) scrapes the
+three hosts with conf/prometheus/prometheus.yml (the example targets
+replaced by the hosts' addresses) and enrichd-alerts.yml.  The test
+checks that the operators' server refuses a peer outside the allow list
+(403) and does not serve the API (404).  During one replay the test:
 
   - kills one host's master with SIGKILL (its workers die with it), waits
     for EnrichdHostDown to fire, restarts it, waits for the alert to clear;
   - cuts another host's link (a blackhole: connects time out), then
     restores it;
-  - rolls a restart across the three hosts with scripts/rolling-restart.
+  - rolls a restart across the three hosts with scripts/rolling-restart,
+    run on the front with its default readiness probe.
 
 Pass: zero failed requests through the front (a retry is fine, a 5xx is
 not), the p99 during the faults bounded and printed, the alert fired
@@ -49,6 +55,8 @@ HOSTS = ("h1", "h2", "h3")
 CANARY = "c1"            # the candidate build, fed by nginx's mirror
 FRONT = "front"
 FCGI_PORT, SITE_PORT, PROM_PORT = 9000, 8080, 9090
+# The operators' server of the shipped site, on every address of a host.
+OPS_PORT = int(harness.NGINX_OPS_TOKENS["ops_listen"])
 ALERT_FOR_S = 3          # the shipped 30 s window, shortened for the test
 REPLAY_RATE = 60         # requests per second through the front
 REPLAY_S = 60            # trace length; the faults fit inside it
@@ -114,18 +122,30 @@ class Fleet:
         os.kill(pid, sig)
         harness.wait_for(lambda: not hostctl.alive(pid), 10, what="%s master gone" % h)
 
-    def start_host_nginx(self, h):
+    def start_host_nginx(self, h, api_on_host_address=False):
+        """The shipped site with what every deployment sets: the FastCGI
+        address (enrichd on TCP), the status socket and log paths.  Both
+        listens stay as shipped: the API on the host's loopback, the
+        operators' server on port 8084 of every address.  Only the
+        candidate (api_on_host_address) serves its API on its address,
+        for the compare run from the front."""
         d = self.host_dir(h)
         with open(harness.NGINX_CONF) as f:
             text = f.read()
+        listen = harness.NGINX_TOKENS["listen"]
+        if api_on_host_address:
+            listen = "%s:%d" % (self.addr[h], SITE_PORT)
         text = harness.render_nginx_site(text, {
-            "listen": "%s:%d" % (self.addr[h], SITE_PORT),
+            "listen": listen,
+            "ops_listen": harness.NGINX_OPS_TOKENS["ops_listen"],
             "fastcgi": "FCGI",
             "status": os.path.join(d, "status.sock"),
             "access_log": os.path.join(d, "access.log"),
         }).replace("unix:FCGI", "%s:%d" % (self.addr[h], FCGI_PORT))
+        # The allow list: the monitoring host, here the front (Prometheus
+        # and rolling-restart run there); the other hosts are not in it.
         with open(os.path.join(d, "enrichd-allow-fleet.conf"), "w") as f:
-            f.write("allow %s.0/24;\n" % netns.SUBNET)
+            f.write("allow %s;\n" % self.front_addr)
         self.start_nginx(h, text)
 
     def start_nginx(self, node, site):
@@ -197,8 +217,12 @@ class Fleet:
             f.write(rules)
         with open(os.path.join(ROOT, "conf", "prometheus", "prometheus.yml")) as f:
             cfg = f.read()
+        # The example targets' addresses replaced; their port, the
+        # operators' server's, kept as shipped.
         for i, h in enumerate(HOSTS):
-            cfg = cfg.replace("198.51.100.%d:8080" % (11 + i), "%s:%d" % (self.addr[h], SITE_PORT))
+            target = "198.51.100.%d:%d" % (11 + i, OPS_PORT)
+            assert target in cfg, "prometheus.yml: target %s" % target
+            cfg = cfg.replace(target, "%s:%d" % (self.addr[h], OPS_PORT))
         cfg = cfg.replace("scrape_interval: 15s", "scrape_interval: 1s").replace(
             "evaluation_interval: 15s", "evaluation_interval: 1s")
         with open(os.path.join(d, "prometheus.yml"), "w") as f:
@@ -287,7 +311,7 @@ def test_faults(r, fleet):
     # signal), the front retries their batches elsewhere.
     mark("SIGKILL h1 master")
     fleet.kill_master("h1", signal.SIGKILL)
-    inst = "%s:%d" % (fleet.addr["h1"], SITE_PORT)
+    inst = "%s:%d" % (fleet.addr["h1"], OPS_PORT)
     try:
         harness.wait_for(lambda: fleet.firing("EnrichdHostDown", inst), ALERT_FOR_S + 15,
                          interval=0.25, what="EnrichdHostDown for h1")
@@ -318,12 +342,15 @@ def test_faults(r, fleet):
     # 3. A rolling restart of the fleet.
     mark("rolling restart")
     # The default pause: longer than the front's fail_timeout (5 s), so the
-    # front takes each host back before the next one leaves.
-    rr = subprocess.run([os.path.join(ROOT, "scripts", "rolling-restart"), "-t", "20",
-                         "-r", sys.executable + " " + os.path.join(HERE, "hostctl.py") + " restart "
-                         + fleet.dir + " {}",
-                         "-w", sys.executable + " " + os.path.join(HERE, "hostctl.py") + " ready "
-                         + fleet.dir + " {}"] + list(HOSTS),
+    # front takes each host back before the next one leaves.  Run on the
+    # front, the hosts named by their addresses, with the default -w: the
+    # shipped probe of each host's operators' server.  Only -r stands in
+    # for `ssh HOST systemctl restart enrichd`.
+    rr = subprocess.run(fleet.net.argv(FRONT, os.path.join(ROOT, "scripts", "rolling-restart"),
+                                       "-t", "20",
+                                       "-r", sys.executable + " " + os.path.join(HERE, "hostctl.py")
+                                       + " restart " + fleet.dir + " {}",
+                                       *[fleet.addr[h] for h in HOSTS]),
                         capture_output=True, text=True, timeout=120)
     mark("rolling restart done (exit %d)" % rr.returncode)
     r.check(rr.returncode == 0, "rolling-restart succeeded: %s" % rr.stderr[-500:])
@@ -459,6 +486,47 @@ def test_listen_allow(r, fleet):
             "a peer outside listen_allow is closed before anything is read: %r" % p.stdout)
 
 
+def curl_code(fleet, node, *argv):
+    """The HTTP status curl gets from inside node (0: no answer)."""
+    p = fleet.net.exec(node, "curl", "-s", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}",
+                       *argv, check=False)
+    return int(p.stdout or 0)
+
+
+def test_ops_server(r, fleet):
+    """Each host's operators' server, as shipped: what the front (the
+    allow list) reaches, what another host (not in it) is refused, and
+    that the API is neither served there nor on the host's address."""
+    h3 = fleet.addr["h3"]
+    ops = "http://%s:%d" % (h3, OPS_PORT)
+    body = json.dumps([{"provider": "yt", "id": "fleet-ops-1", "title": "x"}])
+    seen = {}
+    for path in ("/healthz", "/readyz", "/status", "/metrics"):
+        code = curl_code(fleet, FRONT, ops + path)
+        seen.setdefault("front", []).append(code)
+        r.check(code == 200, "front -> h3:%d%s (in the allow list): %d" % (OPS_PORT, path, code))
+        code = curl_code(fleet, "h1", ops + path)
+        seen.setdefault("h1", []).append(code)
+        r.check(code == 403, "h1 -> h3:%d%s (not in the allow list): %d" % (OPS_PORT, path, code))
+    log("  h3:%d /healthz /readyz /status /metrics: from the front %r, from h1 %r"
+        % (OPS_PORT, seen["front"], seen["h1"]))
+    for argv in (["--data-binary", body, ops + "/v1/enrich"], ["--data-binary", body, ops + "/"],
+                 [ops + "/v1/enrich"]):
+        code = curl_code(fleet, FRONT, *argv)
+        seen.setdefault("api", []).append(code)
+        r.check(code == 404, "the operators' server does not serve the API: %s -> %d"
+                % (" ".join(a for a in argv if a != body), code))
+    log("  h3:%d POST /v1/enrich, POST /, GET /v1/enrich from the front: %r"
+        % (OPS_PORT, seen["api"]))
+    code = curl_code(fleet, FRONT, "--data-binary", body, "http://%s:%d/v1/enrich" % (h3, SITE_PORT))
+    r.check(code == 0, "the API's server stays on the host's loopback (front -> h3:%d: %d)"
+            % (SITE_PORT, code))
+    code = curl_code(fleet, "h3", "--data-binary", body, "http://127.0.0.1:%d/v1/enrich" % SITE_PORT)
+    r.check(code == 200, "h3's own loopback API answers: %d" % code)
+    code = curl_code(fleet, "h3", "http://127.0.0.1:%d/healthz" % SITE_PORT)
+    r.check(code == 200, "h3's loopback /healthz on the API's server: %d" % code)
+
+
 def capacity(fleet, hosts, trace):
     fleet.set_front_hosts(hosts)
     out = os.path.join(fleet.dir, "cap-%d.json" % len(hosts))
@@ -544,13 +612,14 @@ def main():
         os.makedirs(cdir)
         os.chmod(cdir, 0o700)  # capture_dir must not be open to others (safedir)
         fleet.write_host_conf(CANARY, extra="capture_dir = %s\ncapture_sample = 1\n" % cdir)
-        fleet.start_host_nginx(CANARY)
+        fleet.start_host_nginx(CANARY, api_on_host_address=True)
         fleet.start_enrichd(CANARY, binary=os.path.join(harness.hooks_build_dir(), "enrichd"),
                             env={"ENRICHD_TEST_PLANT": "odd"})
         fleet.start_front()
         fleet.start_prometheus()
         log("fleet up: front %s, hosts %s" % (fleet.front_addr, fleet.addr))
         r.run(test_listen_allow, fleet)
+        r.run(test_ops_server, fleet)
         r.run(test_faults, fleet)
         r.run(test_canary, fleet)
         r.run(test_capacity, fleet)

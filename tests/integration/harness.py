@@ -32,13 +32,20 @@ NGINX_TOKENS = {
     "status": "/run/enrichd/status.sock",
     "access_log": "/var/log/nginx/enrichd.access.log",
 }
+# nginx's alone (the other front ends' sites have no operators' server):
+# the port of the operators' server, on every address of the host.
+NGINX_OPS_TOKENS = {
+    "ops_listen": "8084",
+}
 IS_ROOT = os.geteuid() == 0
 
 
 def render_nginx_site(text, subst):
-    """nginx/enrichd.conf with its deployment strings (NGINX_TOKENS, each
-    exactly once outside comments) replaced by subst[key]."""
-    return render_site(text, NGINX_TOKENS, subst, "nginx/enrichd.conf")
+    """nginx/enrichd.conf with its deployment strings (NGINX_TOKENS and
+    NGINX_OPS_TOKENS, each exactly once outside comments) replaced by
+    subst[key]."""
+    return render_site(text, dict(NGINX_TOKENS, **NGINX_OPS_TOKENS), subst,
+                       "nginx/enrichd.conf")
 
 
 def copy_snippets(dest, edit=None):
@@ -222,6 +229,7 @@ class Env:
         self.nginx_log = os.path.join(self.dir, "nginx-error.log")
         self.access_log = os.path.join(self.dir, "access.log")
         self.port = None
+        self.ops_port = None
         self.procs = []
         self.enrichd = None  # Popen of enrichd (or of systemd-socket-activate)
         self.nginx = None
@@ -284,11 +292,17 @@ class Env:
         snippet_edit(name, text) -> text may change them first (another
         upstream, a careless operator's settings)."""
         self.port = free_port()
+        # The operators' server on loopback and a port of its own, so that
+        # parallel tests' nginx instances never collide.
+        self.ops_port = free_port()
+        while self.ops_port == self.port:
+            self.ops_port = free_port()
         copy_snippets(os.path.join(self.dir, "snippets"), snippet_edit)
         with open(NGINX_CONF) as f:
             text = f.read()
         subst = {
             "listen": "127.0.0.1:%d" % self.port,
+            "ops_listen": "127.0.0.1:%d" % self.ops_port,
             "fastcgi": self.sock,
             "status": self.status_sock,
             "access_log": self.access_log,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_status.py: the operators' endpoints through the real nginx and the
 real enrichd: /healthz /readyz /status /metrics, the counters,
-promtool, `enrichd status`, the allow list, and leak attribution.
+promtool, `enrichd status`, the allow list, the operators' server (the
+site's second server, on a port of its own), and leak attribution.
 
 The endpoints under load, the health verdicts and the listen queue are in
 test_status_load.py (they need a fake upstream that hangs or fails).
@@ -185,6 +186,103 @@ def test_refused_addresses(r):
         r.check(ok, "an address in enrichd-allow*.conf is allowed after reload")
 
 
+OPS_PATHS = ("/healthz", "/readyz", "/status", "/metrics")
+
+
+def ops_request(env, path, method="GET", body=None):
+    """One request to the operators' server: (status, headers, body)."""
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", env.ops_port, timeout=10)
+    try:
+        conn.request(method, path, body=body,
+                     headers={"Content-Type": "application/json"} if body is not None else {})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def accepted(env):
+    """Requests the workers took, from /metrics (the API's server)."""
+    st, _, text = env.request("/metrics", method="GET")
+    m = metrics_values(text.decode())
+    return sum(v for k, v in m.items() if k.startswith("enrichd_requests_accepted_total"))
+
+
+def test_operators_server(r):
+    """The site's second server: the operators' endpoints on a port of
+    their own, with the same allow list, and nothing else."""
+    with harness.Env(name="enr-ops") as env:
+        env.start_enrichd("workers = 1\n")
+        env.start_nginx()
+        r.check(env.ops_port and env.ops_port != env.port,
+                "the operators' server has its own port (%r, API %r)" % (env.ops_port, env.port))
+        for path in OPS_PATHS:
+            st, h, body = ops_request(env, path)
+            r.check(st == 200 and h.get("x-request-id"),
+                    "%s on the operators' server from loopback: %d" % (path, st))
+        st, _, body = ops_request(env, "/metrics")
+        m = metrics_values(body.decode())
+        r.check(any(k.startswith("enrichd_healthy") for k in m),
+                "the operators' /metrics is enrichd's exposition (%d series)" % len(m))
+        ok, out = promtool_check(body)
+        r.check(ok, "promtool on the operators' /metrics: %s" % out)
+        st, _, body = ops_request(env, "/healthz")
+        st2, _, body2 = env.request("/healthz", method="GET")
+        r.check(json.loads(body).get("status") == json.loads(body2).get("status"),
+                "both servers give the same health verdict")
+
+        # Not the API: a batch is refused there, and no worker sees it.
+        before = accepted(env)
+        batch = records_body(5, seed=random.randrange(1 << 30))
+        for method, path in (("POST", "/v1/enrich"), ("POST", "/"), ("POST", "/normalize"),
+                             ("GET", "/v1/enrich"), ("GET", "/metrics/"), ("GET", "/nope")):
+            st, h, body = ops_request(env, path, method, batch if method == "POST" else None)
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = {}
+            r.check(st == 404 and "no such route" in doc.get("error", "")
+                    and doc.get("request_id") == h.get("x-request-id"),
+                    "%s %s on the operators' server: JSON 404 with the request id (%d %r)"
+                    % (method, path, st, body[:120]))
+        r.check(accepted(env) == before,
+                "no worker took a request sent to the operators' server (%d -> %d)"
+                % (before, accepted(env)))
+        st, _, _ = env.request("/v1/enrich", batch)
+        r.check(st == 200, "the API's server still enriches: %d" % st)
+
+        # The same allow list: loopback only, then what enrichd-allow*.conf adds.
+        others = ["127.0.0.2"]
+        if non_loopback_address():
+            others.append(non_loopback_address())
+        for src in others:
+            for path in OPS_PATHS:
+                st = raw_get(env.ops_port, path, src)
+                r.check(st == 403, "%s from %s refused by the operators' server (got %r)"
+                        % (path, src, st))
+        with open(os.path.join(env.dir, "enrichd-allow-test.conf"), "w") as f:
+            f.write("allow 127.0.0.2;\n")
+        os.kill(env.nginx.pid, signal.SIGHUP)
+        ok = False
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not ok:
+            ok = raw_get(env.ops_port, "/metrics", "127.0.0.2") == 200
+            time.sleep(0.1)
+        r.check(ok, "an address in enrichd-allow*.conf reaches the operators' server after reload")
+        if len(others) > 1:
+            st = raw_get(env.ops_port, "/metrics", others[1])
+            r.check(st == 403, "an address the allow list does not name is still refused (%r)" % st)
+
+        # enrichd gone: the operators' server says so (503), as Prometheus
+        # and rolling-restart need to see it.
+        env.enrichd.send_signal(signal.SIGTERM)
+        env.enrichd.wait(15)
+        st, h, body = ops_request(env, "/readyz")
+        r.check(st == 503 and h.get("retry-after"),
+                "/readyz on the operators' server with enrichd stopped: %d %r" % (st, body[:120]))
+
+
 def non_loopback_address():
     """A local non-loopback IPv4 address (no packet is sent)."""
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -253,6 +351,7 @@ def main():
     r = harness.Results()
     r.run(test_endpoints_and_counters)
     r.run(test_refused_addresses)
+    r.run(test_operators_server)
     r.run(test_close_wait_attribution)
     r.done()
 

@@ -25,6 +25,7 @@ SUITE=bookworm
 BOOT_TIMEOUT_S=30
 WATCHDOG_BOUND_S=30 # WatchdogSec (10) + TimeoutAbortSec + RestartSec, with slack
 PORT=8080
+OPS_PORT=8084 # the site's operators' server, on every address
 
 passed=0
 failed=0
@@ -178,7 +179,12 @@ check "$([ "$(ct systemctl is-active enrichd.service)" = active ] && echo 0)" "e
 for path in healthz status; do
     code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:$PORT/$path)
     check "$([ "$code" = 200 ] && echo 0)" "/$path through nginx (www-data) to the status socket: $code"
+    code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:$OPS_PORT/$path)
+    check "$([ "$code" = 200 ] && echo 0)" "/$path on the site's operators' server (:$OPS_PORT): $code"
 done
+code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 5 --data-binary "$BODY" \
+    http://127.0.0.1:$OPS_PORT/v1/enrich)
+check "$([ "$code" = 404 ] && echo 0)" "the operators' server does not serve the API: $code"
 ct ls -la /run/enrichd | sed 's/^/     | /'
 
 # --- what is served, said once --------------------------------------------------
