@@ -8,7 +8,8 @@ DIR holds:
   samples  one per ~1 s: "T <TAB> systemctl show's Key=Value lines joined
            by spaces <TAB> /healthz's body <TAB> its HTTP status";
   clients  one per batch: "T I STATUS SECONDS xDEGRADED" (DEGRADED is the
-           X-Enrich-Degraded header, empty when absent).
+           X-Enrich-Degraded header, empty when absent: none degraded).
+  provider the stand-in's access log: "END STATUS SECONDS" per call.
 KEY=VALUE: nrestarts, mainpid (the service's before the section),
 watchdog_s (WatchdogSec), window_s (health_window_s), records (per batch),
 request_timeout_ms, grace_s (how long a phase's verdict may take to turn).
@@ -82,9 +83,12 @@ def read_clients(path):
     with open(path) as f:
         for line in f:
             p = line.split()
-            deg = p[4][1:] if len(p) > 4 else ""
+            # A 200 without the header has no record degraded (worker.c);
+            # anything else unreadable counts as None, never as whole.
+            deg = p[4][1:] if len(p) > 4 and p[4].startswith("x") else None
+            n = int(deg) if deg and deg.isdigit() else 0 if deg == "" and p[2] == "200" else None
             c.append({"t": float(p[0]), "i": int(p[1]), "code": p[2],
-                      "ms": float(p[3]) * 1000, "degraded": int(deg) if deg.isdigit() else None})
+                      "ms": float(p[3]) * 1000, "degraded": n})
     c.sort(key=lambda x: x["t"])
     return c
 
@@ -211,6 +215,24 @@ def main():
     emit(fault_c and not whole,
          "provider down or slow: every record of %d batches degraded (X-Enrich-Degraded %d), "
          "%d not" % (len(fault_c), records, len(whole)))
+
+    # The faults were real: what the stand-in's log says it answered.
+    calls = {}
+    with open(d + "/provider") as f:
+        for line in f:
+            end, status, secs = line.split()
+            calls.setdefault(phase_of(ph, float(end) - float(secs)), []).append((status, float(secs)))
+    for name in ("baseline", "down-500", "down-closed", "slow", "restored"):
+        mine = calls.get(name, [])
+        info("provider, %s: %d calls, statuses %s, took p50 %.3f s, max %.3f s"
+             % (name, len(mine), "/".join(sorted(set(c[0] for c in mine))) or "-",
+                pct([c[1] for c in mine], 0.5), max((c[1] for c in mine), default=-1)))
+    c500, cclosed, cslow = (calls.get(n, []) for n in ("down-500", "down-closed", "slow"))
+    emit(c500 and all(c[0] == "500" for c in c500) and not cclosed
+         and cslow and pct([c[1] for c in cslow], 0.5) >= 1.0,
+         "the faults were real: %d calls answered 500, %d while the port was closed, %d slow "
+         "ones (median %.1f s)" % (len(c500), len(cclosed), len(cslow),
+                                   pct([c[1] for c in cslow], 0.5)))
 
     # Back to healthy within the window once the provider is well.
     back = next((x for x in samples if x["t"] >= t_rest and x["code"] == "200"), None)

@@ -469,7 +469,8 @@ pid /run/systest-provider.pid;
 error_log /var/log/nginx/systest-provider.error.log;
 events { worker_connections 512; }
 http {
-    access_log /var/log/nginx/systest-provider.log;
+    log_format systest_provider '\$msec \$status \$request_time';
+    access_log /var/log/nginx/systest-provider.log systest_provider;
     default_type application/json;
     server {
         listen 127.0.0.1:8099;
@@ -488,16 +489,17 @@ location = /v1/meta { alias /srv/systest-provider/meta.json; limit_rate 1k; }
 NGINX
 ct sh -c '{ printf "{\"items\":[]}"; head -c 4096 /dev/zero | tr "\0" " "; echo; } >/srv/systest-provider/meta.json'
 provider() { # provider ok|500|slow|closed
+    local out
     if [ "$1" = closed ]; then
-        ct nginx -c $PCONF/nginx.conf -s stop
+        out=$(ct nginx -c $PCONF/nginx.conf -s stop 2>&1) || echo "$out"
         for _ in $(seq 50); do ct test -e /run/systest-provider.pid || break; sleep 0.1; done
         return
     fi
     ct cp $PCONF/mode-"$1".conf $PCONF/mode.conf
     if ct test -e /run/systest-provider.pid; then
-        ct nginx -c $PCONF/nginx.conf -s reload
+        out=$(ct nginx -c $PCONF/nginx.conf -s reload 2>&1) || echo "$out"
     else
-        ct nginx -c $PCONF/nginx.conf
+        out=$(ct nginx -c $PCONF/nginx.conf 2>&1) || echo "$out"
     fi
 }
 phase() { echo "$1 $(now)" >>"$FAULT_DIR/phases"; }
@@ -571,6 +573,7 @@ ct touch /root/fault-stop
 wait $fcpid $fspid
 ct cat /root/fault-samples >"$FAULT_DIR/samples"
 ct cat /root/fault-clients >"$FAULT_DIR/clients"
+ct cat /var/log/nginx/systest-provider.log >"$FAULT_DIR/provider"
 while IFS=$'\t' read -r rc text; do
     case $rc in
         -) echo "     | $text" ;;
@@ -583,7 +586,6 @@ done < <(python3 "$ROOT/tests/system/provider_faults.py" "$FAULT_DIR" nrestarts=
 wdk1=$(ct journalctl -u enrichd.service --no-pager -q | grep -c 'Watchdog timeout')
 check "$([ "$wdk1" = "$wdk0" ] && [ "$(nrestarts)" = "$r0" ] && [ "$(mainpid)" = "$pid0" ] && echo 0)" \
     "the journal has no new 'Watchdog timeout' ($wdk0 -> $wdk1, the SIGSTOP's), NRestarts $r0 -> $(nrestarts)"
-ct tail -3 /var/log/nginx/systest-provider.log | sed 's/^/     | provider: /'
 provider closed
 ct cp /root/enrichd.conf.nofault /etc/enrichd/enrichd.conf
 ct systemctl restart enrichd.service
