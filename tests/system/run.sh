@@ -9,7 +9,10 @@
 # the test enters it with nsenter.  Inside: dpkg -i the package, enable
 # the nginx site, then check socket activation, reload / restart / SIGKILL
 # of the master / SIGSTOP (watchdog) / stop under a replay, the journal
-# fields, systemd-analyze security and the man page.  Every check prints
+# fields, the upstream secret as a credential, the provider down and then
+# slow for a minute each (no restart, /healthz 503 with the reason,
+# WATCHDOG=1 on schedule: provider_faults.py judges it),
+# systemd-analyze security and the man page.  Every check prints
 # its figure; a part that cannot run here says which and why.  Ends with
 # "N passed, M failed".
 set -uo pipefail
@@ -435,6 +438,163 @@ check "$([ "$seen" = 0 ] && [ "${nproc:-0}" -ge 2 ] && echo 0)" \
 ct rm -f /etc/systemd/system/enrichd.service.d/systest-credential.conf /etc/nginx/conf.d/systest-upstream.conf
 ct cp /root/enrichd.conf.orig /etc/enrichd/enrichd.conf
 ct sh -c 'systemctl daemon-reload; systemctl reload nginx; systemctl restart enrichd.service'
+
+# --- the provider down, then slow: unhealthy, never restarted -------------------------------
+# Under the shipped unit (WatchdogSec=10s) the watchdog follows liveness
+# alone: a provider's fault must turn /healthz 503 with its reason, never
+# get the service restarted (docs/operations.md, "Health and liveness").
+# The provider is a second nginx in the container (its own configuration
+# and pid, on 127.0.0.1:8099), so changing its mode never touches the
+# nginx in front of enrichd.  Its modes:
+#   ok      200 {"items":[]}: every id unknown to it, nothing degraded;
+#   500     every call answered 500 at once: the provider's front up, its
+#           service behind it down (30 s);
+#   closed  that nginx stopped, its port closed, every connect refused:
+#           the provider's host up, the service gone (30 s);
+#   slow    a 200 that takes 4 s: the valid reply padded with JSON white
+#           space to 4 KiB and sent with limit_rate 1k (nginx-light has
+#           no echo or sleep; limit_rate is the core's), headers at once,
+#           the body trickling, so every call is cut by upstream_timeout_ms
+#           (150) long before it ends: a provider up, but seconds slow (60 s).
+# Meanwhile a batch of FAULT_RECORDS new ids every 0.5 s (open loop; new
+# ids, so no cache hides the provider) and a sample every ~1 s of
+# systemctl show (NRestarts, MainPID, WatchdogTimestampMonotonic: when
+# systemd last got WATCHDOG=1) and /healthz; provider_faults.py judges
+# them.  health_window_s is lowered to FAULT_WINDOW_S (shipped: 30) so
+# each verdict turns within seconds and the section stays near 140 s.
+FAULT_WINDOW_S=10
+FAULT_GRACE_S=8  # the degraded ratio passes 0.5 half a window in, plus the verdict's cadence
+FAULT_RECORDS=5
+FAULT_RECOVERY_S=20 # bound on waiting for /healthz 200 after the restore
+FAULT_DIR=$WORK/fault
+mkdir -p "$FAULT_DIR"
+PCONF=/etc/systest-provider
+ct mkdir -p $PCONF /srv/systest-provider
+ct sh -c "cat >$PCONF/nginx.conf" <<NGINX
+pid /run/systest-provider.pid;
+error_log /var/log/nginx/systest-provider.error.log;
+events { worker_connections 512; }
+http {
+    log_format systest_provider '\$msec \$status \$request_time \$request_method';
+    access_log /var/log/nginx/systest-provider.log systest_provider;
+    default_type application/json;
+    server {
+        listen 127.0.0.1:8099;
+        include $PCONF/mode.conf;
+    }
+}
+NGINX
+ct sh -c "cat >$PCONF/mode-ok.conf" <<'NGINX'
+location = /v1/meta { return 200 '{"items":[]}'; }
+NGINX
+ct sh -c "cat >$PCONF/mode-500.conf" <<'NGINX'
+location / { return 500; }
+NGINX
+ct sh -c "cat >$PCONF/mode-slow.conf" <<'NGINX'
+location = /v1/meta { alias /srv/systest-provider/meta.json; limit_rate 1k; }
+NGINX
+ct sh -c '{ printf "{\"items\":[]}"; head -c 4096 /dev/zero | tr "\0" " "; echo; } >/srv/systest-provider/meta.json'
+provider() { # provider ok|500|slow|closed
+    local out
+    if [ "$1" = closed ]; then
+        out=$(ct nginx -c $PCONF/nginx.conf -s stop 2>&1) || echo "$out"
+        for _ in $(seq 50); do ct test -e /run/systest-provider.pid || break; sleep 0.1; done
+        return
+    fi
+    ct cp $PCONF/mode-"$1".conf $PCONF/mode.conf
+    if ct test -e /run/systest-provider.pid; then
+        out=$(ct nginx -c $PCONF/nginx.conf -s reload 2>&1) || echo "$out"
+    else
+        out=$(ct nginx -c $PCONF/nginx.conf 2>&1) || echo "$out"
+    fi
+}
+phase() { echo "$1 $(now)" >>"$FAULT_DIR/phases"; }
+ct sh -c 'cat >/root/fault-client.sh' <<'SH'
+# A batch of new ids every 0.5 s, open loop, at most $1 of them or until
+# /root/fault-stop; each answer: "T I STATUS SECONDS xDEGRADED".
+i=0
+while [ ! -e /root/fault-stop ] && [ $i -lt "$1" ]; do
+    i=$((i + 1))
+    b="[{\"provider\":\"yt\",\"id\":\"sf$i-1\"},{\"provider\":\"vm\",\"id\":\"sf$i-2\"},{\"provider\":\"dm\",\"id\":\"sf$i-3\"},{\"provider\":\"yt\",\"id\":\"sf$i-4\"},{\"provider\":\"vm\",\"id\":\"sf$i-5\"}]"
+    (
+        t=$(date +%s.%N)
+        r=$(curl -s -o /dev/null -w '%{http_code} %{time_total} x%header{x-enrich-degraded}' \
+            --max-time 10 --data-binary "$b" http://127.0.0.1:8080/v1/enrich)
+        echo "$t $i ${r:-000 0 x}" >>/root/fault-clients
+    ) &
+    sleep 0.5
+done
+wait
+SH
+ct sh -c 'cat >/root/fault-sample.sh' <<'SH'
+# A sample every ~1 s, at most $1 or until /root/fault-stop:
+# "T <TAB> systemctl show <TAB> /healthz's body <TAB> its status".
+n=0
+while [ ! -e /root/fault-stop ] && [ $n -lt "$1" ]; do
+    n=$((n + 1))
+    t=$(date +%s.%N)
+    p=$(systemctl show -p NRestarts -p MainPID -p WatchdogTimestampMonotonic enrichd.service | tr '\n' ' ')
+    h=$(curl -s -w '\t%{http_code}' --max-time 2 http://127.0.0.1:8080/healthz | tr -d '\n')
+    printf '%s\t%s\t%s\n' "$t" "$p" "$h" >>/root/fault-samples
+    sleep 1
+done
+SH
+provider ok
+ct cp /etc/enrichd/enrichd.conf /root/enrichd.conf.nofault
+ct sed -i -e 's|^upstream_url =.*|upstream_url = http://127.0.0.1:8099/v1/meta|' \
+    -e "s|^\(# \)\?health_window_s = .*|health_window_s = $FAULT_WINDOW_S|" /etc/enrichd/enrichd.conf
+out=$(ct systemctl restart enrichd.service 2>&1)
+check $? "enrichd restarted against the stand-in provider, health_window_s = $FAULT_WINDOW_S" || echo "$out"
+r0=$(nrestarts)
+pid0=$(mainpid)
+wds=$(ct systemctl show -p WatchdogUSec --value enrichd.service | sed 's/s$//')
+wdk0=$(ct journalctl -u enrichd.service --no-pager -q | grep -c 'Watchdog timeout')
+ct rm -f /root/fault-stop /root/fault-clients /root/fault-samples
+ct sh /root/fault-client.sh 340 &
+fcpid=$!
+ct sh /root/fault-sample.sh 200 &
+fspid=$!
+phase baseline
+sleep 6
+phase down-500
+provider 500
+sleep 30
+phase down-closed
+provider closed
+sleep 30
+phase slow
+provider slow
+sleep 60
+phase restored
+provider ok
+t=$(now)
+while [ "$(echo "$(since "$t") < $FAULT_RECOVERY_S" | bc)" = 1 ]; do
+    last=$(ct tail -1 /root/fault-samples)
+    [ "$(echo "$(echo "$last" | cut -f1) > $t" | bc)" = 1 ] && [ "$(echo "$last" | cut -f4)" = 200 ] && break
+    sleep 0.5
+done
+sleep 2
+phase end
+ct touch /root/fault-stop
+wait $fcpid $fspid
+ct cat /root/fault-samples >"$FAULT_DIR/samples"
+ct cat /root/fault-clients >"$FAULT_DIR/clients"
+ct cat /var/log/nginx/systest-provider.log >"$FAULT_DIR/provider"
+while IFS=$'\t' read -r rc text; do
+    case $rc in
+        -) echo "     | $text" ;;
+        *) check "$rc" "$text" ;;
+    esac
+done < <(python3 "$ROOT/tests/system/provider_faults.py" "$FAULT_DIR" nrestarts="$r0" mainpid="$pid0" \
+    watchdog_s="$wds" window_s=$FAULT_WINDOW_S grace_s=$FAULT_GRACE_S records=$FAULT_RECORDS \
+    request_timeout_ms="$(ct enrichd -T -c /etc/enrichd/enrichd.conf 2>/dev/null |
+        awk '$1 == "request_timeout_ms" { print $3; exit }')" 2>&1 || echo "1	provider_faults.py ran")
+wdk1=$(ct journalctl -u enrichd.service --no-pager -q | grep -c 'Watchdog timeout')
+check "$([ "$wdk1" = "$wdk0" ] && [ "$(nrestarts)" = "$r0" ] && [ "$(mainpid)" = "$pid0" ] && echo 0)" \
+    "the journal has no new 'Watchdog timeout' ($wdk0 -> $wdk1, the SIGSTOP's), NRestarts $r0 -> $(nrestarts)"
+provider closed
+ct cp /root/enrichd.conf.nofault /etc/enrichd/enrichd.conf
+ct systemctl restart enrichd.service
 
 # --- the unit --------------------------------------------------------------------------------
 score=$(ct systemd-analyze security enrichd.service 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: *\([0-9.]* [A-Z]*\).*/\1/p')
