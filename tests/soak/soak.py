@@ -21,7 +21,7 @@ every other master's life).
 
 Pass: every request answered (200, a 4xx the contract names, or a 503 with
 Retry-After; a 502 only for a request a worker held when the soak killed
-it, each matched by enrichd_requests_lost); every answer's status what
+it, each matched by enrichd_requests_lost_total); every answer's status what
 build/enrich says of its body, every 200 byte-exact against build/enrich
 (poster, duration and fetched_at masked); pool RSS and descriptors flat
 (a fitted slope); the client's, nginx's access log's and enrichd's
@@ -805,7 +805,7 @@ class Soak:
 
         # enrichd's counters, summed over the masters' lives
         tot = {}
-        names = ("enrichd_requests_accepted_total", "enrichd_requests_completed_total", "enrichd_requests_lost",
+        names = ("enrichd_requests_accepted_total", "enrichd_requests_completed_total", "enrichd_requests_lost_total",
                  "enrichd_records_in_total", "enrichd_records_out_total", "enrichd_records_rejected_total",
                  "enrichd_records_degraded_total", "enrichd_shed_total")
         for m in self.final:
@@ -842,9 +842,9 @@ class Soak:
         check(len(by_enrichd) == tot.get("enrichd_requests_completed_total"),
               "ledgers agree on requests enrichd completed: nginx %d, enrichd %d" % (
                   len(by_enrichd), tot.get("enrichd_requests_completed_total", 0)))
-        check(len(lost_log) == len(excused) == tot.get("enrichd_requests_lost"),
+        check(len(lost_log) == len(excused) == tot.get("enrichd_requests_lost_total"),
               "ledgers agree on requests lost with a killed worker: nginx %d, client %d, enrichd %d" % (
-                  len(lost_log), len(excused), tot.get("enrichd_requests_lost", 0)))
+                  len(lost_log), len(excused), tot.get("enrichd_requests_lost_total", 0)))
         ok200 = [r for r in allres if r["status"] == 200 and not r["err"] and r["body"] is not None]
         rin = sum(ref.get(r["body"])[2] for r in ok200)
         rout = sum(r.get("lines", 0) for r in ok200)
