@@ -40,8 +40,8 @@ CG=""
 
 ok() { passed=$((passed + 1)); echo "ok   $*"; }
 bad() { failed=$((failed + 1)); echo "FAIL $*"; }
-check() { # check COND-STATUS WHAT
-    if [ "$1" = 0 ]; then ok "$2"; else bad "$2"; fi
+check() { # check COND-STATUS WHAT: fails as the check does, so `check ... || diagnose` runs
+    if [ "$1" = 0 ]; then ok "$2"; else bad "$2"; return 1; fi
 }
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc; }
@@ -142,6 +142,10 @@ for _ in $(seq 200); do
     sleep 0.05
 done
 ct() { nsenter -t "$LEADER" -a env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"; }
+# Defined before the first check that compares pids: an undefined one
+# prints nothing, and two empty pids compare equal.
+mainpid() { ct systemctl show -p MainPID --value enrichd.service; }
+nrestarts() { ct systemctl show -p NRestarts --value enrichd.service; }
 # is-system-running says "offline" until systemd in there answers.
 state=offline
 while [ -n "$LEADER" ] && [ "$(echo "$(since "$t") < $BOOT_TIMEOUT_S" | bc)" = 1 ]; do
@@ -206,6 +210,18 @@ ct test -s /usr/share/doc/enrichd/copyright && ct grep -q '^License: Unicode-3.0
 check $? "copyright: BSD-2-clause and the licences of what is linked statically"
 docs=$(ct sh -c 'ls /usr/share/doc/enrichd/docs | tr "\n" " "')
 check "$(echo "$docs" | grep -q 'pool.md' && echo "$docs" | grep -q 'fleet.md' && echo 0)" "the cited docs are installed: $docs"
+news=$(ct sh -c 'zcat /usr/share/doc/enrichd/NEWS.Debian.gz 2>/dev/null | head -1')
+check "$(echo "$news" | grep -q '^enrichd (' && echo 0)" "NEWS.Debian is installed: ${news:-none}"
+# 67 MB when ICU was linked statically into two binaries (docs/benchmarks.md:
+# 4.5 MB since); 10 MB leaves room for growth, not for a library's data again.
+isize=$(dpkg-deb -f "$DEB" Installed-Size)
+check "$([ "${isize:-0}" -gt 0 ] && [ "$isize" -le 10240 ] && echo 0)" "Installed-Size ${isize} KiB (at most 10240)"
+# make deb wrote lintian's verdict beside the package.
+lt=$(dirname "$DEB")/lintian.txt
+nerr=$(grep -c '^E:' "$lt" 2>/dev/null)
+nwarn=$(grep -c '^W:' "$lt" 2>/dev/null)
+check "$([ -f "$lt" ] && [ "$nerr" = 0 ] && [ "$nwarn" = 0 ] && echo 0)" "lintian: ${nerr:-?} errors, ${nwarn:-?} warnings" ||
+    grep -E '^(E|W):' "$lt" | head -5 | sed 's/^/     | /'
 
 # --- reloads that tell ------------------------------------------------------------
 pid0=$(mainpid)
@@ -214,7 +230,7 @@ ct sh -c 'echo "max_records = many" >>/etc/enrichd/enrichd.conf'
 out=$(ct systemctl reload enrichd.service 2>&1)
 rc=$?
 why=$(ct journalctl -u enrichd.service --no-pager -q -o cat | grep -c 'max_records: ')
-check "$([ "$rc" != 0 ] && [ "$(mainpid)" = "$pid0" ] && [ "$(ct systemctl is-active enrichd.service)" = active ] &&
+check "$([ "$rc" != 0 ] && [ "${pid0:-0}" != 0 ] && [ "$(mainpid)" = "$pid0" ] && [ "$(ct systemctl is-active enrichd.service)" = active ] &&
     [ "$why" -ge 1 ] && echo 0)" "systemctl reload of a refused file fails (rc $rc), the daemon keeps serving, the journal says why"
 ct sh -c 'kill -HUP $(systemctl show -p MainPID --value enrichd.service)'
 sleep 0.5
@@ -232,6 +248,84 @@ w=$(ct journalctl -u enrichd.service --no-pager -q -o cat | grep 'passed socket 
 check "$(echo "$w" | grep -q 'configured=511 real=256' && echo 0)" "a Backlog= drop-in: the warning names the key and both values: $(echo "$w" | grep -o 'key=.*')"
 ct rm -f /etc/systemd/system/enrichd.socket.d/systest-backlog.conf
 ct sh -c 'systemctl daemon-reload && systemctl stop enrichd.service && systemctl restart enrichd.socket && systemctl start enrichd.service'
+
+# --- the socket drop-ins of docs/fleet.md, from the doc's own text ---------------------
+# A fleet host's TCP listener (the doc's address replaced by loopback: the
+# container has no other) with the enrichd.conf keys the doc sets beside
+# it: served, and not one override warning (the two agree as the doc
+# says).  Then the socket group of an nginx that is not www-data.
+doc_block() { # doc_block NEEDLE: the first ``` block of docs/fleet.md holding NEEDLE
+    python3 -c 'import re, sys
+blocks = re.findall(r"^```\n(.*?)^```", open(sys.argv[1]).read(), re.S | re.M)
+sys.stdout.write(([b for b in blocks if sys.argv[2] in b] + [""])[0])' "$ROOT/docs/fleet.md" "$1"
+}
+doc_paths() { grep -o '/etc/systemd/system/[^ ]*\.conf'; } # the drop-in files a block names
+nwarn_all() { ct journalctl -u enrichd.service --no-pager -q -o cat | grep -c 'passed socket overrides'; }
+FLEET_ADDR=198.51.100.11:9000
+FLEET_FRONT=198.51.100.2
+HOST_ADDR=127.0.0.1:9000
+drop=$(doc_block "ListenStream=$FLEET_ADDR")
+keys=$(doc_block "listen = $FLEET_ADDR" | grep -E '^[a-z_]+ = ' | sed -e "s/$FLEET_ADDR/$HOST_ADDR/" -e "s/$FLEET_FRONT/127.0.0.1/")
+dpath=$(echo "$drop" | doc_paths | head -1)
+ct cp /etc/enrichd/enrichd.conf /root/enrichd.conf.prefleet
+ct cp /etc/nginx/sites-available/enrichd /root/nginx-site.prefleet
+if [ -n "$dpath" ] && [ -n "$keys" ]; then
+    ct mkdir -p "$(dirname "$dpath")"
+    echo "$drop" | sed "s/$FLEET_ADDR/$HOST_ADDR/" | ct sh -c "cat >$dpath"
+    while read -r k _ v; do
+        ct sed -i "s|^$k = .*|$k = $v|" /etc/enrichd/enrichd.conf
+    done <<<"$keys"
+    ct sed -i "s|server unix:/run/enrichd/enrichd.sock|server $HOST_ADDR|" /etc/nginx/sites-available/enrichd
+    w0=$(nwarn_all)
+    out=$(ct sh -c 'systemctl daemon-reload && systemctl restart enrichd.socket enrichd.service && systemctl reload nginx' 2>&1)
+    check $? "the doc's TCP drop-in ($dpath) and keys ($(echo $keys)): the restart it says" || echo "$out"
+    # nginx's reload returns before its new workers take over from the old
+    # ones (which still connect to the unix socket): asked again for 5 s.
+    for _ in $(seq 50); do
+        code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary "$BODY" http://127.0.0.1:$PORT/v1/enrich)
+        [ "$code" = 200 ] && break
+        sleep 0.1
+    done
+    start=$(ct journalctl -u enrichd.service --no-pager -q -o cat MSG=starting | tail -1)
+    w1=$(nwarn_all)
+    check "$([ "$code" = 200 ] && echo "$start" | grep -q "listen=$HOST_ADDR " && [ "$w1" = "$w0" ] && echo 0)" \
+        "a fleet host as docs/fleet.md sets it up serves $HOST_ADDR: $code, $(echo "$start" | grep -o ' listen=[^ ]*'), $((w1 - w0)) override warnings" || {
+        ct curl -s -i --max-time 10 --data-binary "$BODY" http://127.0.0.1:$PORT/v1/enrich | head -12 | sed 's/^/     | /'
+        ct tail -3 /var/log/nginx/error.log | sed 's/^/     | /'
+        ct journalctl -u enrichd.service --no-pager -q -o cat -n 8 | sed 's/^/     | /'
+    }
+    ct rm -f "$dpath"
+else
+    bad "docs/fleet.md shows a ListenStream=$FLEET_ADDR drop-in and listen = $FLEET_ADDR"
+fi
+ct cp /root/enrichd.conf.prefleet /etc/enrichd/enrichd.conf
+ct cp /root/nginx-site.prefleet /etc/nginx/sites-available/enrichd
+ct sh -c 'systemctl daemon-reload && systemctl restart enrichd.socket enrichd.service && systemctl reload nginx'
+
+drop=$(doc_block "SocketGroup=nginx")
+dpaths=$(echo "$drop" | doc_paths)
+if [ "$(echo "$dpaths" | grep -c .)" = 2 ]; then
+    ct groupadd -r systest-nginx
+    for p in $dpaths; do
+        ct mkdir -p "$(dirname "$p")"
+        echo "$drop" | sed 's/^SocketGroup=nginx$/SocketGroup=systest-nginx/' | ct sh -c "cat >$p"
+    done
+    ct sed -i 's|^listen_group = .*|listen_group = systest-nginx|' /etc/enrichd/enrichd.conf
+    out=$(ct sh -c 'systemctl daemon-reload && systemctl restart enrichd.socket enrichd-status.socket enrichd.service' 2>&1)
+    check $? "the doc's SocketGroup= drop-ins and listen_group = systest-nginx: the restart" || echo "$out"
+    groups=$(ct stat -c %G /run/enrichd/enrichd.sock /run/enrichd/status.sock | sort -u | tr '\n' ' ')
+    # nginx still runs as www-data: now outside the sockets' group.
+    code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary "$BODY" http://127.0.0.1:$PORT/v1/enrich)
+    check "$([ "$groups" = "systest-nginx " ] && [ "$code" != 200 ] && echo 0)" \
+        "both sockets in the drop-ins' group ($groups), refused to nginx as www-data: $code"
+    for p in $dpaths; do ct rm -f "$p"; done
+else
+    bad "docs/fleet.md names the two SocketGroup= drop-ins: $(echo $dpaths)"
+fi
+ct cp /root/enrichd.conf.prefleet /etc/enrichd/enrichd.conf
+ct sh -c 'systemctl daemon-reload && systemctl restart enrichd.socket enrichd-status.socket enrichd.service'
+code=$(ct curl -s -o /dev/null -w '%{http_code}' --max-time 10 --data-binary "$BODY" http://127.0.0.1:$PORT/v1/enrich)
+check "$([ "$code" = 200 ] && echo 0)" "the shipped sockets again: $code"
 
 # --- capture through the package --------------------------------------------------
 ct sed -i -e 's|^capture_dir =.*|capture_dir = /var/lib/enrichd|' -e 's|^capture_sample =.*|capture_sample = 1|' \
@@ -252,9 +346,6 @@ check $? "enrich-replay plays the capture back" || echo "$out" | tail -3
 ct cp /root/enrichd.conf.good /etc/enrichd/enrichd.conf
 ct systemctl restart enrichd.service
 
-mainpid() { ct systemctl show -p MainPID --value enrichd.service; }
-nrestarts() { ct systemctl show -p NRestarts --value enrichd.service; }
-
 # replay_during NAME ACTION...: the trace (5 s at 300/s) with ACTION run
 # 1.5 s in; prints the requests, the failures (non-200 answers and
 # transport errors) and the slowest latency in ms.
@@ -273,13 +364,18 @@ replay_during() {
 }
 
 # --- reload and restart under load -------------------------------------------
+failed_by_status() { # the non-200 answers of a replay, by status and error
+    awk -F'\t' 'NR > 1 && $4 != 200 { print "     | " $4, $9 }' "$WORK/$1.tsv" | sort | uniq -c | head
+}
 read -r n lost maxms < <(replay_during reload ct systemctl reload enrichd.service)
-check "$([ "$n" -ge 1500 ] && [ "$lost" = 0 ] && echo 0)" "systemctl reload during a replay: $lost of $n failed, slowest ${maxms} ms"
+check "$([ "$n" -ge 1500 ] && [ "$lost" = 0 ] && echo 0)" "systemctl reload during a replay: $lost of $n failed, slowest ${maxms} ms" ||
+    failed_by_status reload
 pid0=$(mainpid)
 read -r n lost maxms < <(replay_during restart ct systemctl restart enrichd.service)
 pid1=$(mainpid)
 check "$([ "$n" -ge 1500 ] && [ "$lost" = 0 ] && [ "$pid0" != "$pid1" ] && echo 0)" \
-    "systemctl restart during a replay: $lost of $n failed (master $pid0 -> $pid1), slowest ${maxms} ms"
+    "systemctl restart during a replay: $lost of $n failed (master $pid0 -> $pid1), slowest ${maxms} ms" ||
+    failed_by_status restart
 
 # --- SIGKILL of the master ------------------------------------------------------
 r0=$(nrestarts)
@@ -298,7 +394,7 @@ orphans=$(echo "$ps_out" | awk -v m="$pid1" '$3 == "enrichd" && $1 != m && $2 !=
 check "$([ -z "$orphans" ] && [ "$procs" -ge 2 ] && echo 0)" \
     "after SIGKILL no worker of the dead master is left: ${orphans:-none}; $procs enrichd processes, all under master $pid1"
 echo "     | requests lost with the killed master (in flight in its workers): $lost of $n, slowest ${maxms} ms"
-awk -F'\t' 'NR > 1 && $4 != 200 { print "     | " $4, $9 }' "$WORK/sigkill.tsv" | sort | uniq -c | head
+failed_by_status sigkill
 # The worst case: every worker busy when the master dies (closed loop,
 # 24 in flight for 4 s): the requests in the workers' hands fail (their
 # workers die with the master; nginx's 502 is a 503 with Retry-After), and
@@ -311,7 +407,7 @@ pid1=$(mainpid)
 n503=$(awk -F'\t' 'NR > 1 && $4 == 503 { k++ } END { print k + 0 }' "$WORK/sigkill-busy.tsv")
 check "$([ "$n" -ge 100 ] && [ "$((lost - n503))" -eq 0 ] && [ "$pid1" != "$pid0" ] && echo 0)" \
     "SIGKILL of the master with every worker busy: $lost of $n not 200, all of them 503 ($n503: in the dead workers, or shed while systemd restarted the service), slowest ${maxms} ms"
-awk -F'\t' 'NR > 1 && $4 != 200 { print "     | " $4, $9 }' "$WORK/sigkill-busy.tsv" | sort | uniq -c | head
+failed_by_status sigkill-busy
 
 # --- SIGSTOP: the watchdog ---------------------------------------------------------
 r0=$(nrestarts)
@@ -343,7 +439,8 @@ stop_it() { ct systemctl stop enrichd.service 2>/dev/null; }
 read -r n lost maxms < <(replay_during stop stop_it)
 res=$(ct journalctl -u enrichd.service --no-pager -q -o cat | grep -c 'msg=draining')
 check "$([ "$n" -ge 1500 ] && [ "$lost" = 0 ] && [ "$res" -ge 1 ] && echo 0)" \
-    "systemctl stop during a replay drains (then the socket starts it again): $lost of $n failed, slowest ${maxms} ms"
+    "systemctl stop during a replay drains (then the socket starts it again): $lost of $n failed, slowest ${maxms} ms" ||
+    failed_by_status stop
 
 # --- a package upgrade (the same version again) ------------------------------------------
 pid0=$(mainpid)
@@ -352,7 +449,8 @@ read -r n lost maxms < <(replay_during upgrade reinstall)
 pid1=$(mainpid)
 check "$([ "$n" -ge 1500 ] && [ "$lost" = 0 ] && [ "$pid0" != "$pid1" ] &&
     [ "$(ct systemctl is-active enrichd.socket)" = active ] && echo 0)" \
-    "dpkg -i over the installed package during a replay restarts enrichd, sockets kept: $lost of $n failed (master $pid0 -> $pid1), slowest ${maxms} ms"
+    "dpkg -i over the installed package during a replay restarts enrichd, sockets kept: $lost of $n failed (master $pid0 -> $pid1), slowest ${maxms} ms" ||
+    failed_by_status upgrade
 
 # --- the journal ------------------------------------------------------------------------
 n=$(ct journalctl -u enrichd.service --no-pager -q -o cat REASON=reload | wc -l)
@@ -595,6 +693,21 @@ check "$([ "$wdk1" = "$wdk0" ] && [ "$(nrestarts)" = "$r0" ] && [ "$(mainpid)" =
 provider closed
 ct cp /root/enrichd.conf.nofault /etc/enrichd/enrichd.conf
 ct systemctl restart enrichd.service
+# --- -t next to a unit's TimeoutStopSec --------------------------------------------------------
+# -t asks the manager for the stop timeout of the service it runs in.  Not
+# under the shipped unit: there DynamicUser=yes makes dbus-daemon drop the
+# connection (docs/operations.md), so the check is run in a transient
+# service of a static user, with the stop timeout below and above
+# drain_timeout_ms (10 s).
+warn="drain_timeout_ms: 10000 ms is not below"
+stop_check() { ct systemd-run -q --wait --pipe -p User=nobody -p TimeoutStopSec="$1" \
+    /usr/sbin/enrichd -t -c /etc/enrichd/enrichd.conf 2>&1; }
+out5=$(stop_check 5s)
+out15=$(stop_check 15s)
+check "$(echo "$out5" | grep -q "$warn .*TimeoutStopSec= (5000 ms)" && ! echo "$out15" | grep -q "$warn" &&
+    echo "$out15" | grep -q 'configuration /etc/enrichd/enrichd.conf ok' && echo 0)" \
+    "-t in a service with TimeoutStopSec=5s warns of drain_timeout_ms, with 15s not: $(echo "$out5" | grep -o 'TimeoutStopSec= ([0-9]* ms)')" ||
+    echo "$out5" "$out15" | sed 's/^/     | /'
 
 # --- the unit --------------------------------------------------------------------------------
 score=$(ct systemd-analyze security enrichd.service 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: *\([0-9.]* [A-Z]*\).*/\1/p')
