@@ -58,7 +58,9 @@ def test_tcp(r):
         env.start_enrichd("listen = 127.0.0.1:%d\nlisten_allow = 127.0.0.2\nworkers = 2\n" % port)
 
         def edit(text):
-            text = text.replace("server unix:%s;" % env.sock, "server 127.0.0.1:%d;" % port)
+            old = "server unix:%s" % env.sock  # the shipped options after it stay
+            assert old in text, "the site names the FastCGI socket"
+            text = text.replace(old, "server 127.0.0.1:%d" % port)
             # Only the API locations: the status socket is a unix socket.
             return text.replace("fastcgi_pass enrichd_fastcgi;",
                                 "fastcgi_pass enrichd_fastcgi;\n        fastcgi_bind 127.0.0.2;")
