@@ -84,6 +84,7 @@ typedef struct worker {
     enr_capture *capture;            /* NULL: off */
     uint64_t arrival_us;             /* the request in hand, CLOCK_REALTIME (capture) */
     uint64_t wait_ms;                /* its wait for a worker (shed.h), 0 if unknown */
+    uint64_t pool_start_mono_ms;     /* the master's start: no wait before it is overload */
     int tcp_wait_known;              /* wait_ms is the kernel's, taken at accept */
     uint64_t body_deadline;          /* its body's deadline (CLOCK_MONOTONIC) */
     enr_batch batch;
@@ -286,6 +287,19 @@ static void shed(worker *w, outcome *o)
     send_json_error_with(w, 503, msg, extra);
 }
 
+/* The part of the request's wait that the pool's load made: what it
+ * waited before this master started (a cold start through the socket, a
+ * restart with the socket kept) is no overload, and shedding for it
+ * would refuse the very requests a kept socket exists to keep.  The
+ * whole wait still counts in the latency: the caller lived it. */
+static uint64_t overload_wait_ms(const worker *w)
+{
+    uint64_t now = enr_mono_ms();
+    uint64_t age = now > w->pool_start_mono_ms ? now - w->pool_start_mono_ms : 0;
+
+    return w->wait_ms < age ? w->wait_ms : age;
+}
+
 /* nginx closes its end when the client goes away (fastcgi_ignore_client_abort
  * off): a hung-up connection means nobody will read the answer. */
 static int caller_gone(int fd)
@@ -359,7 +373,7 @@ static void handle_request(worker *w, outcome *o)
         send_response(w, 405, "text/plain", "Allow: POST\r\n", "method not allowed", 18);
         return;
     }
-    if (enr_shed_due(c, w->wait_ms)) {
+    if (enr_shed_due(c, overload_wait_ms(w))) {
         shed(w, o);
         return;
     }
@@ -651,6 +665,7 @@ static int setup(worker *w, const enr_worker_args *a)
     w->slot = &a->sb->slot[a->slot];
     w->slot_no = a->slot;
     w->generation = a->generation;
+    w->pool_start_mono_ms = ENR_SB_GET(a->sb->pool.start_mono_ms);
 
     /* libfcgi installs its own SIGPIPE/SIGUSR1 handlers in FCGX_Init;
      * ours come after so they win. */

@@ -26,6 +26,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -69,6 +70,9 @@ def metric(env, name):
 
 
 def test_shed_raw(r, env):
+    # The pool older than the waits below: what waited before the master
+    # started is not shed (test_cold_start).
+    time.sleep(1.2)
     good = H.sample_body(3)
     shed0 = metric(env, "enrichd_shed_total")
     st, h, body, took = exchange(env, b"[{not json", msec(time.time() - 1.0))
@@ -264,6 +268,41 @@ def test_tcp_own_queue(r):
                 % (QUEUE_MS + 400, res["stdout"][:200]))
 
 
+def test_cold_start(r):
+    """A batch queued in a kept socket before the master starts (a cold
+    start through socket activation, a restart): its wait up to the
+    master's start is no overload, so it is served, however long it was;
+    one that then waits behind a busy pool is shed as ever."""
+    with H.Env(name="shed-cold") as env:
+        env.write_config("workers = 1\nqueue_timeout_ms = %d\n" % QUEUE_MS)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(env.sock)
+        s.listen(16)
+        body = H.sample_body(2)
+        params = H.fcgi_enrich_params(body)
+        params["ENRICHD_QUEUED_AT"] = msec(time.time())
+        c = H.FcgiConn(env.sock, 10)
+        c.send(H.fcgi_request_bytes(params, body))
+        time.sleep(QUEUE_MS / 1000.0 * 3)  # the master not started yet: no one to take it
+        e = dict(os.environ, LISTEN_FDS="1", LISTEN_FDNAMES="enrichd")
+        log = open(env.enrichd_log, "ab")
+        p = subprocess.Popen(["/bin/sh", "-c", 'LISTEN_PID=$$; export LISTEN_PID; exec "$0" "$@"',
+                              os.path.join(env.build, "enrichd"), "-c", env.conf],
+                             env=e, stdout=log, stderr=log, start_new_session=True,
+                             pass_fds=(s.fileno(),),
+                             preexec_fn=lambda: os.dup2(s.fileno(), 3))
+        env.procs.append(p)
+        try:
+            res = c.recv_until_end(1, timeout=10)
+        finally:
+            c.close()
+        r.check(H.fcgi_status(res["stdout"]) == 200 and body_of(res["stdout"]).count(b"\n") == 2,
+                "queued %d ms before the master started: served (%r)"
+                % (QUEUE_MS * 3, res["stdout"][:160]))
+        log.close()
+        s.close()
+
+
 def main():
     r = H.Results()
     conf = ("workers = 2\nqueue_timeout_ms = %d\nbody_timeout_ms = %d\nlisten_backlog = 2\n"
@@ -276,6 +315,7 @@ def main():
                    test_through_nginx, test_nginx_502_is_503):
             r.run(fn, env)
     r.run(test_tcp_own_queue)
+    r.run(test_cold_start)
     r.done()
 
 
