@@ -44,6 +44,10 @@ class ReportMixin:
                 "200 latency ms by kind (p50/p99/max): %s" % "; ".join(
                     "%s %s" % (k, lat_of(res, k)) for k in ("trace", "burst", "hostile", "slow")),
                 "records in %d out %d degraded %d; enrichd counters %s" % (rin, rout, rdeg, json.dumps(tot)),
+                "503 + Retry-After: %d shed by a worker (waited past queue_timeout_ms), %d refused by nginx "
+                "(max_conns reached), %d lost with a worker's kill -9 (%d kills), %d lost with the master's "
+                "SIGKILL (%d kills)" % (v["shed_worker"], v["refused"], v["lost_worker"], len(self.kills),
+                                        v["lost_master"], len(self.master_kills)),
                 "worker exits by reason: %s; kill -9: %d; master lives: %d" % (json.dumps(exits),
                                                                               len(self.kills),
                                                                               self.holder.lives),
@@ -52,18 +56,18 @@ class ReportMixin:
                     max((s["rss"] for s in self.samples), default=0),
                     max((s["fds"] for s in self.samples), default=0)),
                 ""]
-        self.plots(res)
+        self.plots(res, v["why_503"])
         with open(os.path.join(a.out, "samples.csv"), "w") as f:
             f.write("t,life,up,rss_kb,fds,listen_queue,shed_total,degraded_total\n")
             for x in self.samples:
                 f.write("%.2f,%d,%d,%d,%d,%d,%d,%d\n" % (x["t"], x["life"], x["up"], x["rss"], x["fds"],
                                                          x["queue"], x["shed"], x["degraded"]))
         with open(os.path.join(a.out, "requests.csv"), "w") as f:
-            f.write("request_id,kind,due_s,done_s,status,retry_after,degraded,error\n")
+            f.write("request_id,kind,due_s,done_s,status,retry_after,degraded,error,503_by\n")
             for r in sorted(self.results, key=lambda r: r["t0"]):
-                f.write("%s,%s,%.3f,%.3f,%d,%s,%d,%s\n" % (r["rid"], r["kind"], r["t0"], r["t1"], r["status"],
-                                                          r["retry_after"] or "", r["degraded"],
-                                                          json.dumps(r["err"] or "")))
+                f.write("%s,%s,%.3f,%.3f,%d,%s,%d,%s,%s\n" % (
+                    r["rid"], r["kind"], r["t0"], r["t1"], r["status"], r["retry_after"] or "", r["degraded"],
+                    json.dumps(r["err"] or ""), v["why_503"].get(r["rid"], "") if r["status"] == 503 else ""))
         text = "\n".join(head + out + ["", "events:"] +
                          ["  %7.1f %s" % e for e in self.events] +
                          ["", "%s: %d checks, %d failed" % ("FAIL" if fails else "PASS", len(out), len(fails))])
@@ -72,7 +76,9 @@ class ReportMixin:
         print(text)
         return 1 if fails else 0
 
-    def plots(self, res):
+    def plots(self, res, why_503):
+        """why_503: who answered each 503, by request id (the access log's
+        word: "worker", "refused", "lost")."""
         d = self.args.out
         lat = [(r["t0"], (r["t1"] - r["t0"]) * 1000) for r in sorted(res, key=lambda r: r["t0"])
                if r["status"] == 200 and r["kind"] != "slow"]
@@ -86,10 +92,16 @@ class ReportMixin:
                      [("FDS", [(x["t"], x["fds"]) for x in s])])
         pngplot.plot(os.path.join(d, "queue.png"), "LISTEN QUEUE", "SECONDS",
                      [("QUEUE", [(x["t"], x["queue"]) for x in s])])
-        shed = self.per_second(res, lambda r: r["status"] == 503 and r["retry_after"])
-        deg = self.per_second(res, lambda r: r["degraded"] > 0, weight=lambda r: r["degraded"])
-        pngplot.plot(os.path.join(d, "shed_degraded.png"), "SHED AND DEGRADED A SECOND", "SECONDS",
-                     [("SHED", shed), ("DEGRADED RECORDS", deg)])
+        # A worker's shed and nginx's refusal apart: one says the pool's
+        # queue waited too long, the other that max_conns held the door.
+        series = [(name, self.per_second(res, lambda r, w=w: r["status"] == 503 and r["retry_after"]
+                                         and why_503.get(r["rid"]) == w))
+                  for name, w in (("WORKER SHED", "worker"), ("NGINX REFUSED", "refused"), ("LOST", "lost"))]
+        # Degraded batches, not records: the same unit as the 503s, so a
+        # few sheds stay visible beside hundreds of degraded records.
+        deg = self.per_second(res, lambda r: r["degraded"] > 0)
+        pngplot.plot(os.path.join(d, "shed_degraded.png"), "BATCHES A SECOND: 503 AND DEGRADED", "SECONDS",
+                     series + [("DEGRADED", deg)])
 
     @staticmethod
     def per_second(res, pred, weight=lambda r: 1):

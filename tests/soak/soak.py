@@ -20,10 +20,11 @@ SIGKILL of the master (the holder restarts it; the leak shim is on in
 every other master's life).
 
 Pass: every request answered (200, a 4xx the contract names, or a 503 with
-Retry-After; a 502 only for a request a worker held when the soak killed
-it, each matched by enrichd_requests_lost); every answer's status what
-build/enrich says of its body, every 200 byte-exact against build/enrich
-(poster, duration and fetched_at masked); pool RSS and descriptors flat
+Retry-After; no 502: nginx answers its own as 503 + Retry-After, a request
+a killed worker or master held among them, each matched by enrichd's
+count of it); every answer's status what build/enrich says of its body,
+every 200 byte-exact against build/enrich (poster, duration and
+fetched_at masked); pool RSS and descriptors flat
 (a fitted slope); the client's, nginx's access log's and enrichd's
 ledgers equal.  Writes summary.txt and PNG plots into --out.
 
@@ -64,6 +65,7 @@ class Soak(StackMixin, TrafficMixin, VerdictMixin, ReportMixin):
         self.stop = threading.Event()
         self.events = []            # (t, what)
         self.kills = []             # (t, worker pid) of kill -9
+        self.master_kills = []      # (t, requests its workers held) of the master's SIGKILL
         self.samples = []           # dicts
         self.final = []             # the last /metrics of each master life
         self.reloads = {"good": 0, "bad": 0}

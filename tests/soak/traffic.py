@@ -175,6 +175,8 @@ class TrafficMixin:
             rec["digest"] = digest(masked(payload))
             rec["lines"] = payload.count(b"\n") if payload != b"\n" else 0
             rec["complete"] = payload.endswith(b"\n")
+        else:
+            rec["errbody"] = payload[:300]
 
     def fresh(self):
         """A batch of BURST_IDS ids no cache has seen."""

@@ -14,8 +14,13 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from stack import log, mval, SAMPLE_S, WATCHDOG_S
+from stack import SAMPLE_S, WATCHDOG_S, WORKERS, log, mval
 from traffic import CONTRACT_4XX, PERIOD_S, digest, masked
+
+# The reasons of the two 503s (snippets/enrichd-errors.conf, the worker's
+# shed), so the client's ledger tells them apart without nginx's.
+NGINX_503_REASON = b"enrichd is at capacity or unreachable"
+WORKER_503_REASON = b"overloaded: waited"
 
 # Flat: the fitted growth over the run at most this share of the median,
 # or this absolute amount (small pools are noisy in relative terms).
@@ -91,6 +96,36 @@ def slope(points):
     return sxy / sxx if sxx else 0.0
 
 
+def nginx_502s(api):
+    """nginx's own 502s in the access log, as (refused, lost): with no
+    upstream connect time nginx made no connection (max_conns reached, the
+    backlog full); with one, a worker had the request and died with it."""
+    e = [x for x in api if x.get("upstream_status") == "502"]
+    lost = [x for x in e if x.get("upstream_connect_time") not in ("", "-")]
+    return [x for x in e if x not in lost], lost
+
+
+def why_503(api):
+    """{request id: "worker" | "refused" | "lost"} of every 503 nginx logged."""
+    refused, lost = nginx_502s(api)
+    out = {x["request_id"]: "worker" for x in api if int(x["status"]) == 503
+           and x.get("upstream_status") == "503"}
+    out.update((x["request_id"], "refused") for x in refused)
+    out.update((x["request_id"], "lost") for x in lost)
+    return out
+
+
+def answer_503(r):
+    """Who answered a client's 503 + Retry-After, by its JSON reason:
+    "worker" (a shed), "nginx" (its own) or None."""
+    if r["err"] or r["status"] != 503 or not r["retry_after"]:
+        return None
+    body = r.get("errbody") or b""
+    if NGINX_503_REASON in body:
+        return "nginx"
+    return "worker" if WORKER_503_REASON in body else None
+
+
 class VerdictMixin:
     """The Soak method that judges the run (soak.py holds the state)."""
 
@@ -119,22 +154,22 @@ class VerdictMixin:
             by_status[r["status"]] = by_status.get(r["status"], 0) + 1
 
         # 1. every request answered
-        bad, excused = [], []
+        # No 502 passes: nginx answers every 502 of its own (max_conns
+        # reached, no connection, a worker or the master killed with the
+        # request) as 503 with Retry-After (snippets/enrichd-errors.conf),
+        # so a 502 here is that rule broken.
+        bad = []
         for r in res:
             st = r["status"]
             if r["err"]:
                 bad.append(r)
             elif st == 200 or st in CONTRACT_4XX or (st == 503 and r["retry_after"]):
                 continue
-            elif st == 502 and any(r["t0"] <= kt <= r["t1"] for kt, _ in self.kills):
-                excused.append(r)
             else:
                 bad.append(r)
         check(not bad, "every request answered (200, contract 4xx, 503+Retry-After): %d of %d not: %s"
               % (len(bad), len(res), "; ".join("%s %s st=%s err=%s %r" % (r["rid"], r["kind"], r["status"],
                                                 r["err"], r.get("errbody", b"")[:120]) for r in bad[:8])))
-        check(len(excused) <= len(self.kills),
-              "502s only for requests held by a killed worker: %d, %d kills" % (len(excused), len(self.kills)))
 
         # 2. the answer is build/enrich's
         wrong, incomplete = [], []
@@ -205,7 +240,7 @@ class VerdictMixin:
 
         # enrichd's counters, summed over the masters' lives
         tot = {}
-        names = ("enrichd_requests_accepted_total", "enrichd_requests_completed_total", "enrichd_requests_lost",
+        names = ("enrichd_requests_accepted_total", "enrichd_requests_completed_total", "enrichd_requests_lost_total",
                  "enrichd_records_in_total", "enrichd_records_out_total", "enrichd_records_rejected_total",
                  "enrichd_records_degraded_total", "enrichd_shed_total")
         for m in self.final:
@@ -218,15 +253,11 @@ class VerdictMixin:
         check(all(m for m in self.final), "a final /metrics read from each of %d master lives" % len(self.final))
         # What enrichd answered: nginx logged an upstream status of its own.
         by_enrichd = [x for x in api if x.get("upstream_status") not in ("", "-", "502", "504")]
-        # A 502 with a connect time reached a worker (that died); without
-        # one nginx could not connect (the socket's backlog full).
-        lost_log = [x for x in api if x.get("upstream_status") == "502"
-                    and x.get("upstream_connect_time") not in ("", "-")]
-        refused_log = [x for x in api if x.get("upstream_status") == "502" and x not in lost_log]
+        refused_log, lost_log = nginx_502s(api)
         gave_up = [x for x in api if x.get("upstream_status") == "504"]
-        out.append("NOTE nginx: %d 502 where its connect failed (backlog full or no master), %d 502 from a "
-                   "worker that died, %d 504 (fastcgi_read_timeout: nginx gave up, the request stayed "
-                   "queued)" % (len(refused_log), len(lost_log), len(gave_up)))
+        out.append("NOTE nginx: %d 502 where it made no connection (max_conns reached, backlog full), %d 502 "
+                   "from a worker that died with the request, %d 504 (fastcgi_read_timeout: nginx gave up, "
+                   "the request stayed queued)" % (len(refused_log), len(lost_log), len(gave_up)))
         cls = {"2xx": 0, "4xx": 0, "5xx": 0}
         for x in by_enrichd:
             cls["%dxx" % (int(x["status"]) // 100)] = cls.get("%dxx" % (int(x["status"]) // 100), 0) + 1
@@ -242,9 +273,35 @@ class VerdictMixin:
         check(len(by_enrichd) == tot.get("enrichd_requests_completed_total"),
               "ledgers agree on requests enrichd completed: nginx %d, enrichd %d" % (
                   len(by_enrichd), tot.get("enrichd_requests_completed_total", 0)))
-        check(len(lost_log) == len(excused) == tot.get("enrichd_requests_lost"),
-              "ledgers agree on requests lost with a killed worker: nginx %d, client %d, enrichd %d" % (
-                  len(lost_log), len(excused), tot.get("enrichd_requests_lost", 0)))
+        # Lost: a request nginx had passed to a worker that died with it.
+        # The client saw nginx's 503 + Retry-After, while a kill was made;
+        # enrichd counts a killed worker's (enrichd_requests_lost_total,
+        # by the master that saw it die) and, for the master's death, what
+        # its workers held when it was frozen for its last counters.
+        kills = [(t, "master") for t, _ in self.master_kills] + [(t, "worker") for t, _ in self.kills]
+        lost = {"master": [], "worker": [], "unexplained": []}
+        for x in lost_log:
+            r = cli.get(x["request_id"])
+            ok = r is not None and not r["err"] and r["status"] == 503 and r["retry_after"]
+            at = [k for kt, k in kills if ok and r["t0"] <= kt <= r["t1"]]
+            lost["master" if "master" in at else "worker" if at else "unexplained"].append(x)
+        held = sum(h for _, h in self.master_kills)
+        check(not lost["unexplained"], "every request nginx lost with a worker answered 503 + Retry-After and "
+              "in flight at a kill: %d not: %s" % (len(lost["unexplained"]), ", ".join(
+                  x["request_id"] for x in lost["unexplained"][:8])))
+        check(len(lost["worker"]) == tot.get("enrichd_requests_lost_total") and len(lost["worker"]) <= len(self.kills),
+              "ledgers agree on requests lost with a worker's kill -9: client and nginx %d, enrichd %d "
+              "(%d kills, at most one each)" % (len(lost["worker"]), tot.get("enrichd_requests_lost_total", 0),
+                                                len(self.kills)))
+        check(len(lost["master"]) == held and all(h <= WORKERS for _, h in self.master_kills),
+              "ledgers agree on requests lost with the master's SIGKILL under traffic: client and nginx %d, "
+              "enrichd %d in flight when it died (%d kills: %s)" % (
+                  len(lost["master"]), held, len(self.master_kills),
+                  " ".join(str(h) for _, h in self.master_kills)))
+        acc_t = tot.get("enrichd_requests_accepted_total", 0)
+        check(acc_t == tot.get("enrichd_requests_completed_total", 0) + tot.get("enrichd_requests_lost_total", 0)
+              + held, "enrichd's own ledger: accepted %d = completed + lost with a worker + lost with the master"
+              % acc_t)
         ok200 = [r for r in allres if r["status"] == 200 and not r["err"] and r["body"] is not None]
         rin = sum(ref.get(r["body"])[2] for r in ok200)
         rout = sum(r.get("lines", 0) for r in ok200)
@@ -269,20 +326,25 @@ class VerdictMixin:
         check(rdeg == ndeg == tot.get("enrichd_records_degraded_total"),
               "ledgers agree on records degraded: client %d, nginx %d, enrichd %d"
               % (rdeg, ndeg, tot.get("enrichd_records_degraded_total", 0)))
-        # Every 503 carries Retry-After: a worker's shed (nginx logged the
-        # upstream's 503) or nginx's own refusal (max_conns reached, no
-        # master, a full backlog: its 502 answered as 503).
+        # Every 503 carries Retry-After, and comes from one of two places
+        # each ledger tells apart: a worker's shed (its JSON reason; nginx
+        # logs the upstream's 503) or nginx's own (its JSON reason; nginx
+        # logs its 502: refused at max_conns, or lost with a worker).
         shed_c = sum(1 for r in allres if r["status"] == 503 and r["retry_after"])
         shed_n = sum(1 for x in api if int(x["status"]) == 503)
+        check(shed_c == shed_n, "ledgers agree on 503 + Retry-After: client %d, nginx %d" % (shed_c, shed_n))
+        cw = sum(1 for r in allres if answer_503(r) == "worker")
+        cn = sum(1 for r in allres if answer_503(r) == "nginx")
         shed_w = sum(1 for x in api if int(x["status"]) == 503 and x.get("upstream_status") == "503")
-        out.append("NOTE 503s: %d shed by a worker, %d refused by nginx (max_conns, no master, "
-                   "backlog)" % (shed_w, shed_n - shed_w))
-        check(shed_c == shed_n, "ledgers agree on 503 + Retry-After: client %d, nginx %d"
-              % (shed_c, shed_n))
-        if any("enrichd_shed_total" in k for m in self.final if m for k in m):
-            check(shed_w == tot.get("enrichd_shed_total"),
-                  "ledgers agree on shed by a worker: nginx %d, enrichd %d"
-                  % (shed_w, tot.get("enrichd_shed_total", 0)))
+        nginx_503 = sum(1 for x in refused_log + lost_log if int(x["status"]) == 503)
+        check(cw == shed_w and (tot.get("enrichd_shed_total") == shed_w
+                                or not any("enrichd_shed_total" in k for m in self.final if m for k in m)),
+              "ledgers agree on 503s shed by a worker: client %d, nginx %d, enrichd %d"
+              % (cw, shed_w, tot.get("enrichd_shed_total", 0)))
+        check(cn == nginx_503 == len(refused_log) + len(lost_log) and cw + cn == shed_c,
+              "ledgers agree on nginx's own 503s: client %d, nginx %d (%d refused at max_conns or without a "
+              "connection, %d lost with a killed worker or master)"
+              % (cn, nginx_503, len(refused_log), len(lost_log)))
 
         # 5. the faults happened
         check(not self.fault_errors, "every scheduled fault made: %r" % self.fault_errors)
@@ -304,4 +366,6 @@ class VerdictMixin:
                   "at %.0f s for %.1f s" % (t - self.t0, d) for t, d in gaps)))
 
         return {"out": out, "fails": fails, "res": res, "cal": cal, "by_status": by_status,
-                "rin": rin, "rout": rout, "rdeg": rdeg, "tot": tot}
+                "rin": rin, "rout": rout, "rdeg": rdeg, "tot": tot, "held": held,
+                "lost_worker": len(lost["worker"]), "lost_master": len(lost["master"]),
+                "shed_worker": shed_w, "refused": len(refused_log), "why_503": why_503(api)}
