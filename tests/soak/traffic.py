@@ -40,6 +40,8 @@ SCHEDULE = [
     (0.0, "upstream", {"mode": "ok", "latency_ms": UP_LATENCY_MS, "drop_every": 0}),
     (3.0, "burst_on", None),
     (5.0, "kill_worker", None),
+    # In the burst, so its workers hold a request each when it dies.
+    (8.0, "kill_master", None),
     (10.0, "burst_off", None),
     (12.0, "upstream", {"mode": "refuse"}),               # provider down
     (17.0, "hup", "good"),
@@ -54,7 +56,6 @@ SCHEDULE = [
     (49.0, "burst_off", None),
     (50.0, "upstream", {"mode": "ok", "drop_every": 0}),
     (52.0, "clock", 0),
-    (57.0, "kill_master", None),
 ]
 
 HOSTILE = [
