@@ -185,6 +185,9 @@ class StackMixin:
         the socket's queue for the next master."""
         stp = self.status_pid()  # read before the freeze: the log is long
         t = time.monotonic()
+        # Before the freeze: a request it loses was due before and is
+        # answered (nginx's 503) after, maybe before this thread runs on.
+        t_kill = self.now()
         master = self.holder.pid
         os.kill(master, signal.SIGSTOP)
         pids = self.workers(stp)
@@ -201,7 +204,7 @@ class StackMixin:
         held = int(mval(m, "enrichd_requests_in_flight")) if m else 0
         with self.lock:
             self.final.append(m)
-            self.master_kills.append((self.now(), held))
+            self.master_kills.append((t_kill, held))
         self.event("SIGKILL master (life %d) under traffic, frozen %.3f s to read its counters%s: %d "
                    "requests held by its workers" % (self.holder.lives, frozen_s,
                                                      "" if stopped else " (NOT ALL STOPPED)", held))

@@ -210,9 +210,10 @@ class TrafficMixin:
             pids = self.workers()
             if pids:
                 pid = random.Random(self.seq).choice(pids)
+                t = self.now()  # before: nginx may answer its request first
                 os.kill(pid, signal.SIGKILL)
                 with self.lock:
-                    self.kills.append((self.now(), pid))
+                    self.kills.append((t, pid))
                 self.event("kill -9 worker %d" % pid)
         elif action == "hup":
             gen0 = mval(scrape(self.env) or {}, "enrichd_config_generation")
