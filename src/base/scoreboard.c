@@ -106,6 +106,8 @@ void enr_sb_request_start(enr_sb_slot *s, const char *req_id, uint64_t mono_ms, 
     ENR_SB_SET(s->req_start_ms, wall_ms);
     ENR_SB_SET(s->req_start_mono_ms, mono_ms);
     ENR_SB_SET(s->state, ENR_WS_BUSY);
+    /* Busy before accepted: /metrics reads them in the other order. */
+    atomic_thread_fence(memory_order_release);
     ENR_SB_ADD(s->accepted, 1);
 }
 

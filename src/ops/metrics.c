@@ -134,6 +134,13 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
     }
     one_u(b, "enrichd_workers_configured", "gauge", "Configured number of workers.",
           ENR_SB_GET(p->workers));
+    /* accepted, then the states, then completed: a worker marks itself
+     * busy before it counts a request accepted, and counts it completed
+     * before it is idle again, so in this order a request that starts or
+     * ends meanwhile can only make lost (below) too small for one read,
+     * never too large, and lost_shown keeps the largest lost ever shown. */
+    accepted = enr_sb_total(sb, SLOT_OFF(accepted));
+    atomic_thread_fence(memory_order_acquire);
     for (ENR_SB_EACH_SLOT(sb, i, s)) {
         uint64_t st = ENR_SB_GET(s->state);
         if (enr_sb_slot_live(s) && st < ENR_WS_STATES)
@@ -178,7 +185,7 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
         sample_u(b, "enrichd_fastcgi_rejected_reason_total", l,
                  enr_sb_total(sb, SLOT_OFF(fcgi_rejected_by) + (size_t)i * sizeof(enr_sb_u64)));
     }
-    accepted = enr_sb_total(sb, SLOT_OFF(accepted));
+    atomic_thread_fence(memory_order_acquire);
     completed = enr_sb_total(sb, SLOT_OFF(completed));
     /* In flight is what live workers are serving now; what a dead worker
      * was serving never completes and is counted as lost, so that

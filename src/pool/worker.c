@@ -590,6 +590,8 @@ static void serve_one(worker *w)
     last.end_wall_ms = enr_wall_ms();
     last.pid = (int64_t)getpid();
     enr_sb_request_last(w->slot, &last);
+    /* Completed before idle: /metrics reads them in the other order. */
+    atomic_thread_fence(memory_order_release);
     ENR_SB_SET(w->slot->state, ENR_WS_IDLE);
     title(w, "idle");
 #ifdef ENR_TEST_HOOKS
