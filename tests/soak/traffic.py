@@ -207,14 +207,26 @@ class TrafficMixin:
             self.fake.control(**arg)
             self.event("upstream %s" % json.dumps(arg, sort_keys=True))
         elif action == "kill_worker":
-            pids = self.workers()
-            if pids:
-                pid = random.Random(self.seq).choice(pids)
+            # A worker listed may have ended on its own since (recycled at
+            # fd_soft or max_requests, which the soak provokes): another
+            # is picked, a few times at most.
+            rnd = random.Random(self.seq)
+            for attempt in range(5):
+                pids = self.workers()
+                if not pids:
+                    break
+                pid = rnd.choice(pids)
                 t = self.now()  # before: nginx may answer its request first
-                os.kill(pid, signal.SIGKILL)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    if attempt == 4:
+                        raise
+                    continue
                 with self.lock:
                     self.kills.append((t, pid))
                 self.event("kill -9 worker %d" % pid)
+                break
         elif action == "hup":
             gen0 = mval(scrape(self.env) or {}, "enrichd_config_generation")
             fail0 = mval(scrape(self.env) or {}, "enrichd_reload_failures_total")
