@@ -148,7 +148,11 @@ class Handler(BaseHTTPRequestHandler):
             stats["open_connections"] += 1
             stats["max_open_connections"] = max(stats["max_open_connections"],
                                                 stats["open_connections"])
-            open_socks.add(self.connection)
+            # Only the data port's: refuse cuts these, and a control
+            # connection cut there would lose the reply to the very
+            # request that asked for refuse.
+            if self.server.is_data:
+                open_socks.add(self.connection)
 
     def finish(self):
         try:
