@@ -175,15 +175,22 @@ def test_refused_addresses(r):
         st = raw_get(env.port, "/metrics", "127.0.0.1")
         r.check(st == 200, "loopback allowed (got %r)" % st)
         # The configurable allow list: a file next to nginx.conf, then reload.
-        with open(os.path.join(env.dir, "enrichd-allow-test.conf"), "w") as f:
-            f.write("allow 127.0.0.2;\n")
-        os.kill(env.nginx.pid, signal.SIGHUP)
-        ok = False
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not ok:
-            ok = raw_get(env.port, "/status", "127.0.0.2") == 200
-            time.sleep(0.1)
+        ok = allow_and_reload(env, env.port, "/status", "127.0.0.2")
         r.check(ok, "an address in enrichd-allow*.conf is allowed after reload")
+
+
+def allow_and_reload(env, port, path, src):
+    """Names src in an enrichd-allow*.conf next to nginx.conf, reloads
+    nginx, and says whether src then gets a 200 for path (10 s at most)."""
+    with open(os.path.join(env.dir, "enrichd-allow-test.conf"), "w") as f:
+        f.write("allow %s;\n" % src)
+    os.kill(env.nginx.pid, signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if raw_get(port, path, src) == 200:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 OPS_PATHS = ("/healthz", "/readyz", "/status", "/metrics")
@@ -261,14 +268,7 @@ def test_operators_server(r):
                 st = raw_get(env.ops_port, path, src)
                 r.check(st == 403, "%s from %s refused by the operators' server (got %r)"
                         % (path, src, st))
-        with open(os.path.join(env.dir, "enrichd-allow-test.conf"), "w") as f:
-            f.write("allow 127.0.0.2;\n")
-        os.kill(env.nginx.pid, signal.SIGHUP)
-        ok = False
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not ok:
-            ok = raw_get(env.ops_port, "/metrics", "127.0.0.2") == 200
-            time.sleep(0.1)
+        ok = allow_and_reload(env, env.ops_port, "/metrics", "127.0.0.2")
         r.check(ok, "an address in enrichd-allow*.conf reaches the operators' server after reload")
         if len(others) > 1:
             st = raw_get(env.ops_port, "/metrics", others[1])
