@@ -1,0 +1,121 @@
+/*
+ * api.h: what enrichd knows of each provider's own API (YouTube Data API
+ * v3, Vimeo API 3.4, Dailymotion Graph API), as pure functions: the URL
+ * of one call, the headers it carries, the reader of a 200 answer and the
+ * classifier of any other.  No I/O, no libcurl, no configuration, so unit
+ * tests and fuzzers drive every one directly; the client (upstream.c)
+ * picks the table row of a record's source and does the transfers.
+ *
+ * Invariants: a reader resolves only ids that were asked for, compared
+ * after the same decoding on both sides (the request's id bytes against
+ * the answer's JSON string decoded; an id whose bytes the answer cannot
+ * carry unchanged is never matched); the first item naming an id
+ * decides it; order and duplicates in the answer mean nothing.  A reader
+ * has the contract of enr_upstream_reply_parse() (upstream_reply.h):
+ * bounded, one pass, no DOM, 0 with every id resolved or -1 with every
+ * id ENR_REPLY_ABSENT and the arena untouched.  Posters pass the same
+ * checks as the aggregator protocol's (https, ENR_REPLY_POSTER_MAX, no
+ * controls); a runtime of 0 (live, upcoming) is no runtime.
+ */
+#ifndef ENR_API_H
+#define ENR_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "upstream/upstream_reply.h"
+
+/* The sources a provider's records can be enriched from.  X(name, config
+ * value, ids per call); ENR_API_UPSTREAM is the aggregator protocol of
+ * docs/upstream.md, the others the providers' own APIs. */
+#define ENR_API_LIST(X)                                                                            \
+    X(UPSTREAM, "upstream", 50)                                                                    \
+    X(YOUTUBE, "youtube", 50)                                                                      \
+    X(VIMEO, "vimeo", 50)                                                                          \
+    X(DAILYMOTION, "dailymotion", 100)
+
+enum enr_api_id {
+#define ENR_API_ENUM(name, text, max) ENR_API_##name,
+    ENR_API_LIST(ENR_API_ENUM)
+#undef ENR_API_ENUM
+        ENR_API_COUNT
+};
+
+/* What a non-200 answer (or a 200 carrying an API error) means. */
+#define ENR_API_VERDICT_LIST(X)                                                                    \
+    X(OK, "ok")               /* not an error */                                                   \
+    X(THROTTLED, "throttled") /* slow down: retry after *until (0: unknown) */                     \
+    X(QUOTA, "quota")         /* the day's quota is spent: until *until */                         \
+    X(AUTH, "auth")           /* key or token rejected: the operator's fault, until a reload */    \
+    X(CONFIG, "config")       /* request refused as malformed: the operator's or ours */           \
+    X(SERVER, "server")       /* the provider failed: the breaker's business */
+
+enum enr_api_verdict {
+#define ENR_API_VERDICT_ENUM(name, text) ENR_API_V_##name,
+    ENR_API_VERDICT_LIST(ENR_API_VERDICT_ENUM)
+#undef ENR_API_VERDICT_ENUM
+};
+
+/* One answer's headers that the classifiers read, already split by the
+ * caller (NULL/0 when absent); values are as received, not trimmed. */
+typedef struct enr_api_headers {
+    const char *retry_after;
+    size_t retry_after_len;
+    const char *ratelimit_remaining; /* Vimeo: X-RateLimit-Remaining */
+    size_t ratelimit_remaining_len;
+    const char *ratelimit_reset; /* Vimeo: X-RateLimit-Reset, epoch seconds or an HTTP date */
+    size_t ratelimit_reset_len;
+} enr_api_headers;
+
+/* What a classifier concluded. */
+typedef struct enr_api_outcome {
+    int verdict;     /* enum enr_api_verdict */
+    int64_t until;   /* wall clock, Unix seconds: the pause's end; 0 = none given */
+    long remaining;  /* Vimeo's X-RateLimit-Remaining on any answer, -1 = absent */
+    char reason[64]; /* the API's own word ("quotaExceeded", "keyInvalid", "2101"),
+                      * printable ASCII only, for the log and /healthz; "" = none */
+} enr_api_outcome;
+
+typedef struct enr_api {
+    const char *name;  /* the config value: "youtube" */
+    const char *title; /* for operators: "YouTube" */
+    size_t max_ids;    /* per call, the API's documented limit */
+    int needs_secret;  /* 1: a call without the key/token is never made */
+    /* Append to url the whole URL of one call: base (the configured
+     * *_url, no query), the API's parameters and ids[0..n) percent-encoded;
+     * secret (NULL when none) where the API takes it in the URL.  Returns
+     * 0, or -1 when an id cannot be asked for at all (too long, or bytes
+     * the API's answer could not echo unchanged): the caller skips it. */
+    int (*build_url)(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
+                     const char *secret, size_t secret_len);
+    /* Append the extra request header lines, "Name: value" each
+     * NUL-separated, secret (NULL when none) where the API takes it. */
+    void (*headers)(enr_buf *out, const char *secret, size_t secret_len);
+    /* Read a 200 answer: see the contract at the top. */
+    int (*parse)(const char *body, size_t len, enr_reply_id *ids, size_t n, uint64_t seed,
+                 enr_buf *arena);
+    /* Classify an answer of HTTP status (any status, 200 included: rate
+     * headers, errors in a 200 body); now is the wall clock. */
+    void (*classify)(int status, const char *body, size_t len, const enr_api_headers *h,
+                     int64_t now, enr_api_outcome *out);
+} enr_api;
+
+/* The row of a source; NULL for an id out of range. */
+const enr_api *enr_api_get(int id);
+/* The source of a config value ("youtube"), or -1. */
+int enr_api_by_name(const char *name);
+const char *enr_api_verdict_name(int verdict);
+
+/* ISO 8601 durations as YouTube writes them (PT4M13S, PT1H2M3S,
+ * P1DT2H3M4S, P0D, PT0S; weeks, fractions of the last unit).  Returns 0
+ * with *seconds set, or -1 for anything else (empty, unknown designator,
+ * units out of order, a value too large for ENR_REPLY_DURATION_LIMIT). */
+int enr_iso8601_duration(const char *s, size_t n, double *seconds);
+
+/* The next midnight in America/Los_Angeles after now (Unix seconds),
+ * summer time included (US rules since 2007): when YouTube's daily quota
+ * starts again. */
+int64_t enr_pacific_next_midnight(int64_t now);
+
+#endif
