@@ -407,6 +407,31 @@ void enr_rscan_poster(enr_rscan *r, enr_reply_id *id, const char *s, size_t len)
     id->has_poster = 1;
 }
 
+int enr_rscan_string_at(const enr_rscan *r, const unsigned char *at, char *out, size_t cap,
+                        size_t *len, int *faithful)
+{
+    enr_jscan s = {at, r->j.end, 0};
+
+    *len = 0;
+    *faithful = 0;
+    if (at == NULL || enr_jscan_string(&s, out, cap, len) != 0)
+        return -1;
+    *faithful = s.lone == 0;
+    return 0;
+}
+
+int enr_rscan_poster_at(enr_rscan *r, enr_reply_id *id, const unsigned char *at)
+{
+    size_t len;
+    int faithful;
+
+    if (enr_rscan_string_at(r, at, r->poster, sizeof r->poster, &len, &faithful) != 0 ||
+        len > sizeof r->poster)
+        return 0;
+    enr_rscan_poster(r, id, r->poster, len);
+    return id->has_poster;
+}
+
 void enr_rscan_settle(enr_reply_id *id)
 {
     /* An item with nothing usable tells no more than absence, but it

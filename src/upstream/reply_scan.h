@@ -113,4 +113,14 @@ void enr_rscan_poster(enr_rscan *r, enr_reply_id *id, const char *s, size_t len)
 /* The state of id once its fields are set: FOUND or EMPTY. */
 void enr_rscan_settle(enr_reply_id *id);
 
+/* A reader that lets the last occurrence of a key count keeps where its
+ * string starts (at, on the opening quote, already scanned once) and
+ * decodes it when the object closes: into out[0..cap), *len its whole
+ * decoded length; 0, or -1 when at is NULL.  *faithful is 0 when an
+ * unpaired surrogate was replaced (such a string names no id). */
+int enr_rscan_string_at(const enr_rscan *r, const unsigned char *at, char *out, size_t cap,
+                        size_t *len, int *faithful);
+/* The poster at at (NULL: none) for id, as enr_rscan_poster(); 1 when kept. */
+int enr_rscan_poster_at(enr_rscan *r, enr_reply_id *id, const unsigned char *at);
+
 #endif
