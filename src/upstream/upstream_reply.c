@@ -12,18 +12,27 @@
  * gigabyte; here it costs nothing but the scan.
  *
  * Syntax is RFC 8259 (no comments, trailing commas, NaN or leading
- * zeros); inside strings, raw control (but NUL) and non-UTF-8 bytes are
- * taken as they are and an unpaired surrogate escape decodes to U+FFFD, as the
- * json-c parser this replaces did (ids compare as bytes; posters are
- * checked below).  Within the document the reading is json-c's: the last
+ * zeros).  Within the document the reading is json-c's: the last
  * "items" member of the root object counts, within an item the last
  * occurrence of a key counts, and a key is compared up to its first NUL.
+ *
+ * This file is also the one home of how an answer's id is decoded and
+ * matched to the ids asked, for every reader (api.h): enr_reply_string()
+ * decodes a JSON string the way the engine decodes the request's
+ * (engine/jstring.c): escapes to the very bytes the engine made, a lone
+ * surrogate escape to its WTF-8 form (never U+FFFD, which is another
+ * id), a pair to one 4-byte sequence; raw bytes are taken as they are,
+ * so an answer never turns one id's bytes into another's.
+ * enr_reply_match_*() compare the decoded bytes with the bytes asked,
+ * exactly; enr_reply_id_askable() says which ids a JSON answer can echo
+ * unchanged at all (strict UTF-8), the others are never asked.
  *
  * Invariants: an accepted poster is an absolute https:// URL with a host,
  * at most ENR_REPLY_POSTER_MAX bytes, strict UTF-8 with no control
  * character and no white space (ASCII or Unicode); an accepted duration
  * is finite, 0 <= d < ENR_REPLY_DURATION_LIMIT, and never -0.  A reply
- * either resolves every id or is rejected whole.  Ids are matched through
+ * either resolves every id or is rejected whole.  An item answers only
+ * the id whose bytes equal its decoded id.  Ids are matched through
  * a seeded table, so the work is linear in the reply whatever ids a
  * hostile upstream sends.  The reader never reads past body + len.
  */
@@ -86,16 +95,92 @@ static int duration_ok(double v, double *out)
 }
 
 /* Slot of id in the open-addressing table (index + 1, 0 empty). */
-static uint32_t *id_slot(uint32_t *table, size_t mask, uint64_t seed, const enr_reply_id *ids,
-                         const char *s, size_t len)
+static uint32_t *id_slot(const enr_reply_match *m, const char *s, size_t len)
 {
-    for (size_t i = enr_hash_key(seed, 0, s, len) & mask;; i = (i + 1) & mask) {
-        uint32_t *slot = &table[i];
+    for (size_t i = enr_hash_key(m->seed, 0, s, len) & m->mask;; i = (i + 1) & m->mask) {
+        uint32_t *slot = &m->table[i];
         if (*slot == 0)
             return slot;
-        if (ids[*slot - 1].id_len == len && memcmp(ids[*slot - 1].id, s, len) == 0)
+        if (m->ids[*slot - 1].id_len == len && memcmp(m->ids[*slot - 1].id, s, len) == 0)
             return slot;
     }
+}
+
+int enr_reply_match_init(enr_reply_match *m, enr_reply_id *ids, size_t n, uint64_t seed)
+{
+    size_t tcap = 16;
+
+    memset(m, 0, sizeof *m);
+    if (n > UINT32_MAX / 4)
+        return -1;
+    while (tcap < 2 * n)
+        tcap <<= 1;
+    m->table = calloc(tcap, sizeof(*m->table));
+    if (m->table == NULL)
+        return -1;
+    m->ids = ids;
+    m->n = n;
+    m->mask = tcap - 1;
+    m->seed = seed;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *slot = id_slot(m, ids[i].id, ids[i].id_len);
+        if (*slot == 0)
+            *slot = (uint32_t)(i + 1); /* a duplicate id keeps its first index */
+        if (ids[i].id_len > m->idmax)
+            m->idmax = ids[i].id_len;
+    }
+    return 0;
+}
+
+enr_reply_id *enr_reply_match_find(const enr_reply_match *m, const char *id, size_t len)
+{
+    uint32_t *slot;
+
+    if (len > m->idmax || m->table == NULL)
+        return NULL;
+    slot = id_slot(m, id, len);
+    return *slot == 0 ? NULL : &m->ids[*slot - 1];
+}
+
+void enr_reply_match_free(enr_reply_match *m)
+{
+    free(m->table);
+    m->table = NULL;
+}
+
+int enr_reply_id_askable(const char *id, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)id;
+
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        size_t need;
+        unsigned lo = 0x80, hi = 0xbf;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            need = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            need = 2;
+            lo = c == 0xe0 ? 0xa0 : 0x80;
+            hi = c == 0xed ? 0x9f : 0xbf; /* ED A0..BF: a surrogate (WTF-8) */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            need = 3;
+            lo = c == 0xf0 ? 0x90 : 0x80;
+            hi = c == 0xf4 ? 0x8f : 0xbf;
+        } else {
+            return 0;
+        }
+        if (len - i <= need || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t k = 2; k <= need; k++)
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+        i += need + 1;
+    }
+    return 1;
 }
 
 static void reset_ids(enr_reply_id *ids, size_t n)
@@ -126,9 +211,8 @@ size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n)
 typedef struct rd {
     const unsigned char *p, *end;
     enr_reply_id *ids;
-    size_t n, mask;
-    uint32_t *table;
-    uint64_t seed;
+    size_t n;
+    enr_reply_match match;
     enr_buf *arena;
     size_t arena_start;
     char *idbuf; /* one candidate id: idmax bytes */
@@ -225,14 +309,14 @@ static char simple_escape(unsigned char e)
     }
 }
 
-/* A string at r->p (on its opening quote): decoded into out[0..cap)
- * (out may be NULL: validated and skipped), its decoded length in *len.
- * 0, or -1 on a syntax error. */
-static int read_string(rd *r, char *out, size_t cap, size_t *len)
+size_t enr_reply_string(const char *s, size_t avail, char *out, size_t cap, size_t *len)
 {
-    const unsigned char *p = r->p + 1, *end = r->end;
+    const unsigned char *p, *end = (const unsigned char *)s + avail;
 
     *len = 0;
+    if (avail < 2 || *s != '"')
+        return 0;
+    p = (const unsigned char *)s + 1;
     for (;;) {
         const unsigned char *q = p;
         long u;
@@ -240,24 +324,22 @@ static int read_string(rd *r, char *out, size_t cap, size_t *len)
             q++;
         put(out, cap, len, (const char *)p, (size_t)(q - p));
         if (q >= end || *q == '\0') /* json-c ends its input at a NUL byte */
-            return -1;
-        if (*q == '"') {
-            r->p = q + 1;
             return 0;
-        }
+        if (*q == '"')
+            return (size_t)(q + 1 - (const unsigned char *)s);
         if (q + 1 >= end)
-            return -1;
+            return 0;
         if (q[1] != 'u') {
             char c = simple_escape(q[1]);
             if (c == 0)
-                return -1;
+                return 0;
             put(out, cap, len, &c, 1);
             p = q + 2;
             continue;
         }
         u = unit_at(q, end);
         if (u < 0)
-            return -1;
+            return 0;
         p = q + 6;
         if (u >= 0xd800 && u <= 0xdbff) {
             long lo = unit_at(p, end);
@@ -268,12 +350,23 @@ static int read_string(rd *r, char *out, size_t cap, size_t *len)
                 p += 6;
                 continue;
             }
-            u = 0xfffd; /* unpaired: what follows is read on its own */
-        } else if (u >= 0xdc00 && u <= 0xdfff) {
-            u = 0xfffd;
         }
+        /* A lone surrogate keeps its own 3 bytes (WTF-8), as the engine
+         * keeps it in a request's id: U+FFFD would be another id. */
         put_cp(out, cap, len, (unsigned long)u);
     }
+}
+
+/* A string at r->p (on its opening quote), decoded by enr_reply_string;
+ * 0, or -1 on a syntax error. */
+static int read_string(rd *r, char *out, size_t cap, size_t *len)
+{
+    size_t used = enr_reply_string((const char *)r->p, (size_t)(r->end - r->p), out, cap, len);
+
+    if (used == 0)
+        return -1;
+    r->p += used;
+    return 0;
 }
 
 /* A key, compared up to its first NUL (json-c keeps keys as C strings):
@@ -457,12 +550,10 @@ static int read_item(rd *r, int depth)
     if (more != 0)
         return -1;
     if (has_id && idlen <= r->idmax) {
-        uint32_t *slot = id_slot(r->table, r->mask, r->seed, r->ids, r->idbuf, idlen);
-        enr_reply_id *id;
+        enr_reply_id *id = enr_reply_match_find(&r->match, r->idbuf, idlen);
         double d;
-        if (*slot == 0 || r->ids[*slot - 1].state != ENR_REPLY_ABSENT)
+        if (id == NULL || id->state != ENR_REPLY_ABSENT)
             return 0; /* an id we did not ask for, or a duplicate */
-        id = &r->ids[*slot - 1];
         if (has_poster && plen <= sizeof r->poster && poster_ok(r->poster, plen)) {
             size_t off = r->arena->len;
             if (!r->arena->oom && enr_buf_reserve(r->arena, plen) == 0) {
@@ -530,44 +621,33 @@ int enr_upstream_reply_parse(const char *body, size_t len, enr_reply_id *ids, si
                              uint64_t seed, enr_buf *arena)
 {
     rd *r;
-    size_t tcap = 16;
     int rc = -1;
 
     reset_ids(ids, n);
     if (len == 0 || len > INT_MAX || n > UINT32_MAX / 4)
         return -1;
-    while (tcap < 2 * n)
-        tcap <<= 1;
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return -1;
     r->arena_start = arena->len;
-    r->table = calloc(tcap, sizeof(*r->table));
-    for (size_t i = 0; i < n; i++)
-        if (ids[i].id_len > r->idmax)
-            r->idmax = ids[i].id_len;
+    if (enr_reply_match_init(&r->match, ids, n, seed) != 0)
+        goto out;
+    r->idmax = r->match.idmax;
     r->idbuf = malloc(r->idmax + 1);
-    if (r->table == NULL || r->idbuf == NULL)
+    if (r->idbuf == NULL)
         goto out;
     r->p = (const unsigned char *)body;
     r->end = r->p + len;
     r->ids = ids;
     r->n = n;
-    r->mask = tcap - 1;
-    r->seed = seed;
     r->arena = arena;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t *slot = id_slot(r->table, r->mask, seed, ids, ids[i].id, ids[i].id_len);
-        if (*slot == 0)
-            *slot = (uint32_t)(i + 1); /* a duplicate id keeps its first index */
-    }
     rc = read_root(r);
 out:
     if (rc != 0) {
         reset_ids(ids, n);
         arena->len = r->arena_start;
     }
-    free(r->table);
+    enr_reply_match_free(&r->match);
     free(r->idbuf);
     free(r);
     return rc;

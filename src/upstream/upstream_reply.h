@@ -3,6 +3,12 @@
  * one 200 reply plus the ids that call asked for, to the poster and
  * duration each id gets (docs/upstream.md, "Wire protocol").  No I/O, no libcurl,
  * so a fuzzer and unit tests can drive it directly.
+ *
+ * It is also the one place where an answer's id is decoded and matched
+ * to the ids asked, for the aggregator's reader and every provider's
+ * (api.h): enr_reply_string, enr_reply_match_*, enr_reply_id_askable.
+ * A reader that decoded or compared ids its own way could let one id's
+ * item answer another's, and poison the host's shared cache.
  */
 #ifndef ENR_UPSTREAM_REPLY_H
 #define ENR_UPSTREAM_REPLY_H
@@ -42,6 +48,38 @@ typedef struct enr_reply_id {
     double duration;               /* when has_duration; never -0 */
 } enr_reply_id;
 
+/* The JSON string at s (on its opening quote; avail bytes readable),
+ * decoded into out[0..cap) (out may be NULL: validated only); *len gets
+ * the decoded length even past cap.  Escapes decode to the bytes the
+ * engine makes of the same escapes in a request (engine/jstring.c): a
+ * pair to one 4-byte sequence, a lone surrogate to its 3-byte WTF-8 form
+ * (never U+FFFD); other bytes are taken as they are (a raw NUL ends the
+ * input, as json-c's did).  Returns the bytes read through the closing
+ * quote, or 0 on a syntax error. */
+size_t enr_reply_string(const char *s, size_t avail, char *out, size_t cap, size_t *len);
+
+/* 1 when a JSON answer can carry the id's bytes unchanged whatever the
+ * provider's encoder: strict UTF-8.  An id holding a lone surrogate
+ * (WTF-8 ED A0..BF xx, from a "\ud800" escape in a request) is not: many
+ * encoders write U+FFFD for it, and that item would answer an id holding
+ * U+FFFD.  Such an id is never asked. */
+int enr_reply_id_askable(const char *id, size_t len);
+
+/* The ids of one call, for matching an answer's decoded ids: exact bytes,
+ * through a table seeded by seed (a hostile reply cannot choose
+ * collisions).  find returns the asked id whose bytes are id[0..len)
+ * (the first of duplicates), or NULL. */
+typedef struct enr_reply_match {
+    enr_reply_id *ids;
+    size_t n, mask, idmax;
+    uint32_t *table;
+    uint64_t seed;
+} enr_reply_match;
+
+int enr_reply_match_init(enr_reply_match *m, enr_reply_id *ids, size_t n, uint64_t seed);
+enr_reply_id *enr_reply_match_find(const enr_reply_match *m, const char *id, size_t len);
+void enr_reply_match_free(enr_reply_match *m);
+
 /* What the item of one id of id_len bytes can legitimately take in a
  * reply: the id counted at 6 bytes a byte (\uXXXX) besides the rest. */
 static inline size_t enr_upstream_reply_item_cap(size_t id_len)
@@ -54,7 +92,8 @@ static inline size_t enr_upstream_reply_item_cap(size_t id_len)
 size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n);
 
 /* Parse body (len bytes, need not end in a NUL) in one pass, in memory
- * O(n + posters accepted).  ids[0..n) must be distinct; the first item naming an id
+ * O(n + posters accepted).  An item answers the id whose bytes equal
+ * its "id" decoded by enr_reply_string.  ids[0..n) must be distinct; the first item naming an id
  * decides it, later ones are ignored, as are items naming ids not asked
  * for and extra fields.  Accepted posters are appended to arena (an
  * append that cannot grow leaves that poster unset).  seed keys the id
