@@ -13,7 +13,10 @@ HTTP client -> nginx -> enrichd workers -> the fake upstream, whose
     distinct ids fetched, its size = cache_bytes);
   - HUP with the cache settings unchanged keeps the cache (no call);
     HUP with cache_bytes changed gives the new generation a new, empty
-    cache of the new size (the ids are fetched once again).
+    cache of the new size (the ids are fetched once again);
+  - one client's batch cannot poison the cache for another: ids that one
+    decoding merges ("\\ud800" and "\\ufffd") asked in one batch leave
+    the cache answering each as a fresh host does.
 """
 
 import json
@@ -163,12 +166,53 @@ def test_reload(r, fake):
                 "and then served from it")
 
 
+# Ids that one decoding merges: the engine keeps a lone surrogate as its
+# WTF-8 bytes (ED A0 80), a reader that decoded the echoed "\\ud800" to
+# U+FFFD took its item for the id "\\ufffd".
+MERGED = [{"provider": "yt", "id": "\ud800", "duration": 0},
+          {"provider": "yt", "id": "\ufffd", "duration": 0},
+          {"provider": "yt", "id": "\ud800\ufffd", "duration": 0},
+          {"provider": "yt", "id": "\ufffd\ufffd", "duration": 0}]
+
+
+def test_no_poisoning(r, fake):
+    """The batch of the report, then each id alone: from the cache of the
+    host that took the batch, and from a fresh host; the same lines."""
+    extra = "workers = 2\nmax_requests = 0\n"
+    alone = {}
+    with harness.Env(name="upc-poison") as env:
+        env.start_enrichd(extra + upstream_conf(fake))
+        env.start_nginx()
+        fake.reset()
+        st, h, _ = post(env, MERGED)
+        r.check(st == 200, "the batch of merged ids answered: %d" % st)
+        c1 = calls(fake)
+        for rec in MERGED:
+            st, h, lines = post(env, [rec])
+            alone[rec["id"]] = [strip_clock(x) for x in lines]
+        r.check(calls(fake) == c1, "each id again comes from the cache: %d calls, then %d"
+                % (c1, calls(fake)))
+    with harness.Env(name="upc-fresh") as env:
+        env.start_enrichd(extra + upstream_conf(fake))
+        env.start_nginx()
+        for rec in MERGED:
+            st, h, lines = post(env, [rec])
+            fresh = [strip_clock(x) for x in lines]
+            r.check(st == 200 and fresh == alone[rec["id"]],
+                    "id %r: the cached answer is a fresh host's: %r, fresh %r"
+                    % (rec["id"], alone[rec["id"]], fresh))
+        st, h, lines = post(env, [MERGED[1]])
+        r.check(lines and lines[0]["poster"] == fake_poster("yt", "\ufffd"),
+                "\\ufffd has its own poster: %r" % (lines and lines[0]["poster"]))
+
+
 def main():
     r = harness.Results()
     with FakeUpstream() as fake:
         r.run(test_hits_across_recycled_workers, fake)
         r.run(test_hits_across_live_workers, fake)
         r.run(test_reload, fake)
+        r.run(test_no_poisoning, fake)
     r.done()
 
 
