@@ -199,6 +199,7 @@ static void drop_next_cache(enr_master *m)
  * one, and only now is the old generation asked to finish. */
 static void commit_reload(enr_master *m)
 {
+    char qsource[2 * ENR_PATH_MAX];
     enr_sb_pool *p = &m->sb->pool;
 
     if (m->next_cache != m->cache) {
@@ -229,7 +230,8 @@ static void commit_reload(enr_master *m)
             enr_child_ask(&m->w[i], ENR_EXIT_RELOAD, ENR_STEP_TERM);
     enr_child_ask(&m->status, ENR_EXIT_RELOAD, ENR_STEP_TERM);
     enr_log(ENR_LOG_INFO, "reload", "generation=%u source=%s workers=%u probe_failures=%u",
-            m->generation, m->cfg.source, m->cfg.workers, m->probe_failures);
+            m->generation, enr_log_quote(qsource, sizeof qsource, m->cfg.source), m->cfg.workers,
+            m->probe_failures);
 }
 
 /* One worker of the pending configuration, in a slot no generation uses:
