@@ -11,20 +11,22 @@
  * recursion.  A 4 MiB reply of {} items once cost a json-c tree of a
  * gigabyte; here it costs nothing but the scan.
  *
- * The scanner, the checks and the id table are reply_scan.c's, shared
- * with the readers of the providers' own APIs.  Syntax is RFC 8259;
- * inside strings, raw control (but NUL) and non-UTF-8 bytes are taken as
- * they are and an unpaired surrogate escape decodes to U+FFFD, as the
- * json-c parser this replaces did (ids compare as bytes; posters are
- * checked).  Within the document the reading is json-c's: the last
+ * The scanner, the checks, the id decoding and the id table are
+ * reply_scan.c's, shared with the readers of the providers' own APIs.
+ * Syntax is RFC 8259 (no comments, trailing commas, NaN or leading
+ * zeros).  Within the document the reading is json-c's: the last
  * "items" member of the root object counts, within an item the last
  * occurrence of a key counts, and a key is compared up to its first NUL.
+ * An id is decoded as the engine decodes the request's
+ * (enr_reply_string: a lone surrogate keeps its WTF-8 bytes, never
+ * U+FFFD, which is another id) and compared with the bytes asked.
  *
  * Invariants: an accepted poster is an absolute https:// URL with a host,
  * at most ENR_REPLY_POSTER_MAX bytes, strict UTF-8 with no control
  * character and no white space (ASCII or Unicode); an accepted duration
  * is finite, 0 <= d < ENR_REPLY_DURATION_LIMIT, and never -0.  A reply
- * either resolves every id or is rejected whole.  Ids are matched through
+ * either resolves every id or is rejected whole.  An item answers only
+ * the id whose bytes equal its decoded id.  Ids are matched through
  * a seeded table, so the work is linear in the reply whatever ids a
  * hostile upstream sends.  The reader never reads past body + len.
  */
