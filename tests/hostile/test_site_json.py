@@ -81,13 +81,16 @@ def one_object(body):
     return doc if isinstance(doc, dict) else None
 
 
-def check_case(r, what, port, want, method, path, extra=b"", body=b"", src="127.0.0.1"):
-    """Asks (method, path) with the good id and every forged one."""
+def check_case(r, what, port, want, method, path, extra=b"", body=b"", src="127.0.0.1",
+               line_refused=False):
+    """Asks (method, path) with the good id and every forged one.
+    line_refused: nginx refuses the request line, before any header is
+    read (so the id is always nginx's)."""
     for rid in [GOOD] + FORGED:
         st, h, data = raw_request(port, method, path, rid, extra, body, src)
         doc = one_object(data)
         label = "%s, id %r (%d bytes)" % (what, rid[:24], len(rid))
-        expect = 400 if len(rid) > HEADER_BUFFER else want
+        expect = 400 if len(rid) > HEADER_BUFFER and not line_refused else want
         r.check(st == expect and doc is not None and isinstance(doc.get("error"), str),
                 "%s: %d with one JSON object (%d %r)" % (label, expect, st, data[:160]))
         if doc is None:
@@ -96,7 +99,7 @@ def check_case(r, what, port, want, method, path, extra=b"", body=b"", src="127.
         r.check(got == h.get("x-request-id"),
                 "%s: the body's request_id is the header's (%r, %r)"
                 % (label, got[:40], h.get("x-request-id", "")[:40]))
-        if rid == GOOD:
+        if rid == GOOD and not line_refused:
             r.check(got == GOOD, "%s: a well-formed id is kept (%r)" % (label, got))
         else:
             r.check(NGINX_ID.match(got) is not None,
@@ -156,6 +159,10 @@ def test_one_host_site(r):
                        else "/nope", big)
             check_case(r, "%s 400" % srv, port, 400, "GET", "/healthz", b"Host: twice\r\n")
             check_case(r, "%s 403" % srv, port, 403, "GET", "/metrics", src="127.0.0.2")
+            check_case(r, "%s 414" % srv, port, 414, "GET", "/" + "u" * 9000,
+                       line_refused=True)
+            check_case(r, "%s 501" % srv, port, 501, "POST", "/v1/enrich",
+                       b"Transfer-Encoding: gzip\r\n")
             check_case(r, "%s 503 (no status socket)" % srv, port, 503, "GET", "/healthz")
         check_case(r, "api 503 (no FastCGI socket)", env.port, 503, "POST", "/v1/enrich",
                    b"Content-Length: 2\r\n", b"[]")
