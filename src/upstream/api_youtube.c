@@ -187,6 +187,15 @@ static const struct {
     {"SERVICE_DISABLED", ENR_API_V_AUTH},
 };
 
+/* Messages that say what an older reason word said: the word stands in
+ * for them in the log. */
+static const struct {
+    const char *prefix, *word;
+} messages[] = {
+    {"API key not valid", "keyInvalid"},
+    {"API key expired", "keyExpired"},
+};
+
 /* The verdict a reason word stands for, -1 when it is not one of ours. */
 static int reason_verdict(const enr_api_field *f)
 {
@@ -214,13 +223,14 @@ static void yt_classify(int status, const char *body, size_t len, const enr_api_
         enr_api_set_reason(out, f[F_REASON].text, f[F_REASON].len);
     } else if ((v = reason_verdict(&f[F_DETAIL])) >= 0) {
         enr_api_set_reason(out, f[F_DETAIL].text, f[F_DETAIL].len);
-    } else if (f[F_MESSAGE].found && (strncmp(f[F_MESSAGE].text, "API key not valid", 17) == 0 ||
-                                      strncmp(f[F_MESSAGE].text, "API key expired", 15) == 0)) {
-        v = ENR_API_V_AUTH; /* the v3 name of what the message says */
-        enr_api_set_reason(out, f[F_MESSAGE].text[8] == 'n' ? "keyInvalid" : "keyExpired", 10);
     } else {
         const enr_api_field *w = f[F_REASON].found ? &f[F_REASON] : &f[F_DETAIL];
         enr_api_set_reason(out, w->text, w->len);
+        for (size_t i = 0; f[F_MESSAGE].found && i < sizeof messages / sizeof messages[0]; i++)
+            if (strncmp(f[F_MESSAGE].text, messages[i].prefix, strlen(messages[i].prefix)) == 0) {
+                v = ENR_API_V_AUTH;
+                enr_api_set_reason(out, messages[i].word, strlen(messages[i].word));
+            }
     }
     if (v >= 0 && status < 500)
         out->verdict = v; /* a 5xx is the provider's failure whatever it says */

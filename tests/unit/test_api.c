@@ -544,6 +544,10 @@ static void test_classify_youtube(void)
                  NULL);
     T_CHECK(o.verdict == ENR_API_V_AUTH, "the message alone: auth");
     T_STREQ(o.reason, "keyInvalid");
+    o = classify(ENR_API_YOUTUBE, 400,
+                 YT_ERR(400, "badRequest", "API key expired. Please renew the API key."), NULL);
+    T_CHECK(o.verdict == ENR_API_V_AUTH, "an expired key: auth");
+    T_STREQ(o.reason, "keyExpired");
     o = classify(ENR_API_YOUTUBE, 403, YT_ERR(403, "accessNotConfigured", "not enabled"), NULL);
     T_CHECK(o.verdict == ENR_API_V_AUTH, "accessNotConfigured: auth");
     o = classify(ENR_API_YOUTUBE, 403, YT_ERR(403, "forbidden", "Forbidden"), NULL);
