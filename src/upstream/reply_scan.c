@@ -1,8 +1,9 @@
 /*
  * reply_scan.c: the pieces every reader of a provider's answer shares
  * (reply_scan.h): the JSON scanner, the poster and duration checks, the
- * id table and the shape of a reply (one root object holding an array of
- * items).
+ * one home of how an answer's id is decoded and matched to the ids asked
+ * (enr_reply_string, enr_reply_id_askable, enr_reply_match_*), and the
+ * shape of a reply (one root object holding an array of items).
  *
  * The answer is hostile input: it is read in one pass, never as a tree.
  * Memory is O(ids asked + posters accepted): the id table, one candidate
@@ -10,11 +11,12 @@
  * ids carry around them), one candidate poster (ENR_REPLY_POSTER_MAX
  * bytes); nesting is bounded (ENR_REPLY_MAX_DEPTH), so is the recursion.
  *
- * Invariants: ids are matched through a table keyed by a seed, so the work
- * is linear in the answer whatever ids a hostile provider sends; an id
- * is decided by the first item naming it; a reply either resolves every
- * id or is rejected whole, the arena then as it was.  The scanner never
- * reads past end.
+ * Invariants: an item answers only the id whose bytes equal its id decoded
+ * as the engine decodes a request's (a lone surrogate escape to its WTF-8
+ * bytes, never U+FFFD, which is another id); ids are matched through a
+ * table keyed by a seed, so the work is linear in the answer whatever ids
+ * a hostile provider sends; an id is decided by the first item naming it; a reply either resolves
+ * every id or is rejected whole, the arena then as it was.  The scanner never reads past end.
  */
 #include "upstream/reply_scan.h"
 #include "base/hash.h"

@@ -2,8 +2,9 @@
  * reply_scan.h: what every reader of a provider's answer shares (the
  * aggregator protocol's, upstream_reply.c, and each API's, api_*.c): a
  * bounded one-pass JSON scanner that keeps nothing but what its caller
- * copies out, the poster and duration checks, and the seeded table of the
- * ids a call asked for.  Internal to src/upstream/.
+ * copies out, the poster and duration checks, and how an answer's id is
+ * decoded and matched to the ids a call asked for (upstream_reply.h
+ * includes this, for the client).  Internal to src/upstream/.
  *
  * Syntax is RFC 8259 (no comments, trailing commas, NaN or leading
  * zeros); strings decode as the engine decodes a request's
