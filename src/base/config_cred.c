@@ -29,7 +29,7 @@
 typedef struct cred_secret {
     const char *file_key, *cred_key; /* one of them names it */
     size_t file_off, cred_off;
-    size_t secret_off; /* its enr_secret */
+    size_t secret_off;   /* its enr_secret */
     const char *url_key; /* where it is sent */
     size_t url_off;
 } cred_secret;

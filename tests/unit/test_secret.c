@@ -364,13 +364,13 @@ static void test_cred_modes(void)
         enr_cred_kind kind;
         int ok;
     } cases[] = {
-        {0600, 0, ENR_CRED_PRIVATE, 1},      {0400, 0, ENR_CRED_PRIVATE, 1},
-        {0640, 0, ENR_CRED_PRIVATE, 1},      {0640, 65534, ENR_CRED_PRIVATE, 0},
-        {0600, 65534, ENR_CRED_PRIVATE, 1},  {0620, 0, ENR_CRED_PRIVATE, 0},
-        {0660, 0, ENR_CRED_PRIVATE, 0},      {0644, 0, ENR_CRED_PRIVATE, 0},
-        {0604, 0, ENR_CRED_PRIVATE, 0},      {0666, 0, ENR_CRED_PRIVATE, 0},
-        {0644, 0, ENR_CRED_PUBLIC, 1},       {0444, 65534, ENR_CRED_PUBLIC, 1},
-        {0664, 0, ENR_CRED_PUBLIC, 0},       {0646, 0, ENR_CRED_PUBLIC, 0},
+        {0600, 0, ENR_CRED_PRIVATE, 1},     {0400, 0, ENR_CRED_PRIVATE, 1},
+        {0640, 0, ENR_CRED_PRIVATE, 1},     {0640, 65534, ENR_CRED_PRIVATE, 0},
+        {0600, 65534, ENR_CRED_PRIVATE, 1}, {0620, 0, ENR_CRED_PRIVATE, 0},
+        {0660, 0, ENR_CRED_PRIVATE, 0},     {0644, 0, ENR_CRED_PRIVATE, 0},
+        {0604, 0, ENR_CRED_PRIVATE, 0},     {0666, 0, ENR_CRED_PRIVATE, 0},
+        {0644, 0, ENR_CRED_PUBLIC, 1},      {0444, 65534, ENR_CRED_PUBLIC, 1},
+        {0664, 0, ENR_CRED_PUBLIC, 0},      {0646, 0, ENR_CRED_PUBLIC, 0},
         {0666, 0, ENR_CRED_PUBLIC, 0},
     };
     char why[512];
