@@ -20,6 +20,8 @@ enrichd (2 workers) with upstream_secret_file, as root (gcore and
    /proc/PID/fd).
 4. A real core: RLIMIT_CORE unlimited, SIGABRT (the watchdog's signal)
    to the master: no core file written holds the secret.
+5. The shipped unit writes no core at all (LimitCORE=0: a worker's
+   would hold libcurl's copies of the key).
 """
 import glob
 import os
@@ -243,6 +245,12 @@ def test_sigabrt_core(r):
         print("SIGABRT to the master: %d core file(s)" % len(cores))
 
 
+def test_unit(r):
+    unit = os.path.join(harness.ROOT, "conf", "systemd", "enrichd.service")
+    lines = [l.strip() for l in open(unit)]
+    r.check("LimitCORE=0" in lines, "the shipped unit writes no core (LimitCORE=0)")
+
+
 def main():
     r = harness.Results()
     if os.getuid() != 0:
@@ -252,6 +260,7 @@ def main():
     r.run(test_cores)
     r.run(test_memory_and_rotation)
     r.run(test_sigabrt_core)
+    r.run(test_unit)
     r.done()
 
 
