@@ -449,9 +449,10 @@ static int check_whole(parse_state *ps, const enr_config *c)
     return 0;
 }
 
-/* Where the secret comes from and where it goes: both or neither, one of
- * each.  The file is read by enr_config_load_secrets (config_cred.c),
- * only by the daemon.  No message quotes it. */
+/* Where the upstream secret goes: somewhere when it comes from somewhere
+ * (enr_config_check_secret_keys checked where from), one place.  The
+ * file is read by enr_config_load_secrets (config_cred.c), only by the
+ * daemon.  No message quotes it. */
 static int check_secret_keys(parse_state *ps, enr_config *c)
 {
     const int from_file = c->upstream_secret_file[0] != '\0';
@@ -481,9 +482,6 @@ static int check_secret_keys(parse_state *ps, enr_config *c)
                            "needs upstream_secret_file or upstream_secret_credential");
         return 0;
     }
-    if (from_file && from_cred)
-        return FAIL_AT(ps, "upstream_secret_credential",
-                       "set upstream_secret_file or upstream_secret_credential, not both");
     if (!to_header && !to_query)
         return FAIL_AT(ps, key,
                        "needs upstream_secret_header or upstream_secret_query (where "
@@ -491,11 +489,6 @@ static int check_secret_keys(parse_state *ps, enr_config *c)
     if (to_header && to_query)
         return FAIL_AT(ps, "upstream_secret_query",
                        "set upstream_secret_header or upstream_secret_query, not both");
-    if (c->upstream_url[0] == '\0')
-        return FAIL_AT(ps, key, "needs upstream_url");
-    if (from_cred &&
-        enr_secret_credential_name_check(c->upstream_secret_credential, why, sizeof why) != 0)
-        return FAIL_AT(ps, key, "%s", why);
     return 0;
 }
 
@@ -664,7 +657,8 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
     } else {
         snprintf(next.source, sizeof next.source, "(built-in)");
     }
-    if (check_whole(&ps, &next) != 0 || check_secret_keys(&ps, &next) != 0)
+    if (check_whole(&ps, &next) != 0 || enr_config_check_secret_keys(&next, err, errlen) != 0 ||
+        check_secret_keys(&ps, &next) != 0)
         return -1;
     *c = next;
     return 0;

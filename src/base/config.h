@@ -141,6 +141,11 @@ typedef void (*enr_warn_fn)(void *arg, const char *msg);
  * they name: a command that never calls the provider (-T, `enrichd
  * status -c`, -t) does not need to be able to read them. */
 
+/* What every secret's keys say, whatever the secret: one of its file or
+ * credential keys, a credential name that is a file name, the URL it is
+ * sent to set.  0, or -1 and err (enr_config_load calls it). */
+int enr_config_check_secret_keys(const enr_config *c, char *err, size_t errlen);
+
 /* The daemon: every credential file c names checked (secret.h's rule of
  * its kind, readable by this process) and every secret read into its
  * enr_secret; a secret sent over clear text to another host is warned.

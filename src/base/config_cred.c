@@ -8,7 +8,10 @@
  *
  * A secret is one row of `secrets` (where its file or credential is
  * named, where it is kept, the URL it is sent to): another provider's key
- * is another row, not more code.
+ * is its two keys in conftable.c (a path and a credential name), an
+ * enr_secret in enr_config, and a row here; loading, -t, the reload's
+ * wipe and the children's unmapping follow.  Where it goes in a call is
+ * its client's business (secret.h's bytes and len).
  *
  * Invariants: no message here holds a byte of a secret; the daemon keeps
  * every secret of a configuration or none (a failure frees what was
@@ -106,6 +109,27 @@ static void cleartext_warning(const enr_config *c, const cred_secret *s, const c
              "reads it; use https://",
              s->url_key, shown);
     warned(c, key, warn, arg, why);
+}
+
+int enr_config_check_secret_keys(const enr_config *c, char *err, size_t errlen)
+{
+    char why[ENR_PATH_MAX + 200];
+
+    for (size_t i = 0; i < N_SECRETS; i++) {
+        const char *file = FIELD(c, secrets[i].file_off), *cred = FIELD(c, secrets[i].cred_off);
+        if (file[0] != '\0' && cred[0] != '\0') {
+            snprintf(why, sizeof why, "set %s or %s, not both", secrets[i].file_key,
+                     secrets[i].cred_key);
+            return failed(c, secrets[i].cred_key, err, errlen, why);
+        }
+        if (cred[0] != '\0' && enr_secret_credential_name_check(cred, why, sizeof why) != 0)
+            return failed(c, secrets[i].cred_key, err, errlen, why);
+        if ((file[0] != '\0' || cred[0] != '\0') && FIELD(c, secrets[i].url_off)[0] == '\0') {
+            snprintf(why, sizeof why, "needs %s", secrets[i].url_key);
+            return failed(c, file[0] ? secrets[i].file_key : secrets[i].cred_key, err, errlen, why);
+        }
+    }
+    return 0;
 }
 
 int enr_config_load_secrets(enr_config *c, enr_warn_fn warn, void *arg, char *err, size_t errlen)
