@@ -226,22 +226,20 @@ void enr_config_secrets_free(enr_config *c, const enr_config *keep)
     }
 }
 
-static void forget_unless(enr_config *c, const enr_config *keep)
-{
-    for (size_t i = 0; i < N_SECRETS; i++) {
-        enr_secret *s = SECRET(c, secrets[i].secret_off);
-        if (keep == NULL || s->bytes != SECRET(keep, secrets[i].secret_off)->bytes)
-            enr_secret_forget(s);
-    }
-}
-
 void enr_config_secrets_child(enr_config *a, enr_config *b, const enr_config *keep)
 {
-    if (a != keep)
-        forget_unless(a, keep);
-    if (b != keep)
-        forget_unless(b, keep);
-    for (size_t i = 0; keep != NULL && i < N_SECRETS; i++)
-        enr_secret_relock(SECRET(keep, secrets[i].secret_off));
+    for (size_t i = 0; i < N_SECRETS; i++) {
+        enr_secret *sa = SECRET(a, secrets[i].secret_off), *sb = SECRET(b, secrets[i].secret_off);
+        const char *kept = keep ? SECRET(keep, secrets[i].secret_off)->bytes : NULL;
+        /* a and b may share one mapping (b is a after a commit): once */
+        if (sb->bytes == sa->bytes && sb != sa && sb->bytes != kept)
+            memset(sb, 0, sizeof *sb);
+        if (sa->bytes != kept)
+            enr_secret_forget(sa);
+        if (sb->bytes != kept)
+            enr_secret_forget(sb);
+        if (kept != NULL)
+            enr_secret_relock(SECRET(keep, secrets[i].secret_off));
+    }
     enr_secret_child_dumpable();
 }

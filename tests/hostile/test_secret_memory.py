@@ -14,7 +14,8 @@ enrichd (2 workers) with upstream_secret_file, as root (gcore and
    MADV_DONTDUMP does not hide): none in the status process; in the
    master exactly one copy, inside a "dd" mapping.  After a HUP that
    rotates the file: the master holds the new secret once and the old
-   one nowhere (wiped, not just unmapped), the new workers the new one.
+   one nowhere (wiped, not just unmapped), the new workers the new one;
+   a status process started after the reload holds none.
 3. The master is not dumpable while it holds the secret; workers and the
    status process are (the master and the status process read their
    /proc/PID/fd).
@@ -218,6 +219,13 @@ def test_memory_and_rotation(r):
         st = env.status_pid()
         r.check(not memory_hits(st, new.encode()) and not memory_hits(st, old.encode()),
                 "the status process holds neither")
+        # one forked after the commit, when both configurations are one
+        os.kill(st, signal.SIGKILL)
+        st2 = harness.wait_for(lambda: env.status_pid() not in (None, st) and env.status_pid(),
+                               10, what="a new status process")
+        r.check(not memory_hits(st2, new.encode()),
+                "a status process started after the reload holds none either")
+        r.check(len(memory_hits(master, new.encode())) == 1, "and the master still its one copy")
 
 
 def test_sigabrt_core(r):
