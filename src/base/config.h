@@ -29,7 +29,11 @@
 #define ENR_WORKERS_AUTO_MAX 6
 
 /* Room for every key of conftable.c's table (checked there at compile time). */
-#define ENR_CONFIG_KEYS_MAX 72
+#define ENR_CONFIG_KEYS_MAX 80
+
+/* enr_config.sources: indexed by enum enr_provider (0 unused). */
+#define ENR_SOURCE_PROVIDERS 4
+#define ENR_SOURCE_OFF (-1)
 
 typedef struct enr_config {
     /* pool */
@@ -90,6 +94,25 @@ typedef struct enr_config {
      * reader of enr_config prints it. */
     char upstream_secret[ENR_SECRET_MAX + 1];
     size_t upstream_secret_len;
+    /* Where each provider's records are enriched from (confsource.c):
+     * "youtube", "vimeo", "dailymotion" (the provider's own API, its own
+     * provider only), "upstream" (the protocol at upstream_url) or "off";
+     * empty in the file: upstream where upstream_url is set, else off. */
+    char yt_source[16], vm_source[16], dm_source[16];
+    char youtube_url[1024], vimeo_url[1024], dailymotion_url[1024];
+    char youtube_key_file[ENR_PATH_MAX];
+    char youtube_key_credential[ENR_SECRET_CRED_NAME_MAX];
+    char vimeo_token_file[ENR_PATH_MAX];
+    char vimeo_token_credential[ENR_SECRET_CRED_NAME_MAX];
+    /* The sources resolved: per enum enr_provider (contract.h), an
+     * enum enr_api_id (upstream/api.h) or ENR_SOURCE_OFF. */
+    int sources[ENR_SOURCE_PROVIDERS];
+    /* The API key and the token, read like upstream_secret, only when a
+     * source uses them; never shown. */
+    char youtube_key[ENR_SECRET_MAX + 1];
+    size_t youtube_key_len;
+    char vimeo_token[ENR_SECRET_MAX + 1];
+    size_t vimeo_token_len;
 
     /* operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */
@@ -117,6 +140,19 @@ typedef struct enr_config {
      * (enr_config_dump); 0: the built-in default */
     unsigned key_line[ENR_CONFIG_KEYS_MAX];
 } enr_config;
+
+/* Any provider enriched from anywhere: the upstream client is made. */
+int enr_config_enriches(const enr_config *c);
+
+/* Resolves and checks the sources and reads the secrets they need
+ * (confsource.c); -1 with the key at fault in *key and why. */
+int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen);
+
+/* The base URL of a source (enum enr_api_id): its configured *_url. */
+const char *enr_config_source_url(const enr_config *c, int api);
+
+/* A source in use is served over https (the TLS files apply to every one). */
+int enr_config_any_https(const enr_config *c);
 
 /* The least liveness_timeout_ms may be: what the longest request the other
  * bounds allow takes (body, work, kill grace), plus this. */

@@ -1,0 +1,156 @@
+/*
+ * confsource.c: where each provider's records are enriched from
+ * (yt_source, vm_source, dm_source) and the secrets those sources need
+ * (config.h, enr_config_sources).
+ *
+ * A source is the provider's own API (youtube, vimeo, dailymotion: each
+ * for its own provider only), the aggregator protocol at upstream_url
+ * (upstream), or off.  Left empty, a source is upstream where
+ * upstream_url is set, else off, so a configuration written before the
+ * sources existed keeps doing exactly what it did.
+ *
+ * Invariants: after a pass, every *_source string is one of the values
+ * above and c->sources[] says the same as an enum enr_api_id; the YouTube
+ * key and the Vimeo token are read only when a source uses them (a key
+ * set for no source is not read), and no message quotes them.
+ */
+#include "base/config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "engine/contract.h"
+#include "upstream/api.h"
+
+typedef struct source_row {
+    int provider;       /* enum enr_provider */
+    const char *key;    /* yt_source */
+    size_t off;         /* the key's field */
+    int own;            /* the API that serves this provider */
+    const char *secret; /* the secret's keys' stem ("youtube_key"), NULL: none */
+    size_t file_off;    /* ... _file */
+    size_t cred_off;    /* ... _credential */
+    size_t out_off;     /* where it is read to */
+    size_t out_len_off;
+} source_row;
+
+#define CF(f) offsetof(enr_config, f)
+
+static const source_row rows[] = {
+    {ENR_PROV_YT, "yt_source", CF(yt_source), ENR_API_YOUTUBE, "youtube_key", CF(youtube_key_file),
+     CF(youtube_key_credential), CF(youtube_key), CF(youtube_key_len)},
+    {ENR_PROV_VM, "vm_source", CF(vm_source), ENR_API_VIMEO, "vimeo_token", CF(vimeo_token_file),
+     CF(vimeo_token_credential), CF(vimeo_token), CF(vimeo_token_len)},
+    {ENR_PROV_DM, "dm_source", CF(dm_source), ENR_API_DAILYMOTION, NULL, 0, 0, 0, 0},
+};
+
+static const char *const api_names[] = {
+#define NAME(name, text, max) text,
+    ENR_API_LIST(NAME)
+#undef NAME
+};
+
+_Static_assert(sizeof api_names / sizeof api_names[0] == ENR_API_COUNT, "one name per source");
+
+const char *enr_config_source_url(const enr_config *c, int api)
+{
+    switch (api) {
+    case ENR_API_UPSTREAM:
+        return c->upstream_url;
+    case ENR_API_YOUTUBE:
+        return c->youtube_url;
+    case ENR_API_VIMEO:
+        return c->vimeo_url;
+    case ENR_API_DAILYMOTION:
+        return c->dailymotion_url;
+    default:
+        return "";
+    }
+}
+
+int enr_config_enriches(const enr_config *c)
+{
+    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++)
+        if (c->sources[p] != ENR_SOURCE_OFF)
+            return 1;
+    return 0;
+}
+
+/* The secret of row r, from its file or its credential: exactly one. */
+static int read_secret(enr_config *c, const source_row *r, const char **key, char *why,
+                       size_t whylen)
+{
+    static char kf[48], kc[48];
+    const char *file = (const char *)c + r->file_off, *cred = (const char *)c + r->cred_off;
+    char *out = (char *)c + r->out_off;
+    size_t *len = (size_t *)(void *)((char *)c + r->out_len_off);
+    char path[ENR_PATH_MAX + 64];
+
+    snprintf(kf, sizeof kf, "%s_file", r->secret);
+    snprintf(kc, sizeof kc, "%s_credential", r->secret);
+    if (file[0] == '\0' && cred[0] == '\0') {
+        *key = r->key;
+        snprintf(why, whylen, "%s needs %s or %s (%s)", api_names[r->own], kf, kc,
+                 r->provider == ENR_PROV_YT ? "the API key" : "the access token");
+        return -1;
+    }
+    if (file[0] != '\0' && cred[0] != '\0') {
+        *key = kc;
+        snprintf(why, whylen, "set %s or %s, not both", kf, kc);
+        return -1;
+    }
+    *key = file[0] ? kf : kc;
+    if (file[0] != '\0')
+        snprintf(path, sizeof path, "%s", file);
+    else if (enr_secret_credential_path(cred, path, sizeof path, why, whylen) != 0)
+        return -1;
+    return enr_secret_read(path, out, ENR_SECRET_MAX + 1, len, why, whylen);
+}
+
+int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen)
+{
+    c->sources[ENR_PROV_NONE] = ENR_SOURCE_OFF;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const source_row *r = &rows[i];
+        char *v = (char *)c + r->off;
+        int api = ENR_SOURCE_OFF;
+
+        *key = r->key;
+        if (v[0] == '\0')
+            snprintf(v, sizeof c->yt_source, "%s", c->upstream_url[0] ? "upstream" : "off");
+        if (strcmp(v, "off") != 0) {
+            for (int a = 0; a < ENR_API_COUNT; a++)
+                if (strcmp(v, api_names[a]) == 0)
+                    api = a;
+            if (api == ENR_SOURCE_OFF) {
+                snprintf(why, whylen,
+                         "\"%s\" is not a source (youtube, vimeo, dailymotion, upstream or off)",
+                         v);
+                return -1;
+            }
+            if (api != ENR_API_UPSTREAM && api != r->own) {
+                snprintf(why, whylen, "%s is the API of another provider's videos (here: %s)", v,
+                         api_names[r->own]);
+                return -1;
+            }
+            if (enr_config_source_url(c, api)[0] == '\0') {
+                snprintf(why, whylen, "%s needs %s_url", v, v);
+                return -1;
+            }
+            if (api == r->own && r->secret != NULL && read_secret(c, r, key, why, whylen) != 0)
+                return -1;
+        }
+        c->sources[r->provider] = api;
+    }
+    return 0;
+}
+
+int enr_config_any_https(const enr_config *c)
+{
+    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++)
+        if (c->sources[p] != ENR_SOURCE_OFF &&
+            strncasecmp(enr_config_source_url(c, c->sources[p]), "https://", 8) == 0)
+            return 1;
+    return 0;
+}
