@@ -58,7 +58,7 @@ static void fill(void)
         ENR_SB_SET(s->up_cache_misses, 1);
         ENR_SB_SET(s->rss_kb, 2048);
     }
-    ENR_SB_SET(sb.slot[1].up_breaker_state, ENR_BREAKER_OPEN);
+    ENR_SB_SET(sb.slot[1].up_breaker_state[0], ENR_BREAKER_OPEN);
     ENR_SB_SET(sb.slot[0].req_start_ms, 1);
     ENR_SB_SET(sb.slot[0].req_start_mono_ms, 1);
     strcpy(sb.slot[0].req_id, "req-abc\xff\n");
