@@ -55,7 +55,7 @@ target_srcs() {
     config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/base/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/base/upstream_url.c $S/base/curlapi.c $S/base/secret.c" ;;
     retry_after) echo "$S/upstream/quota.c $S/base/log.c" ;;
     upstream_header) echo "$S/base/secret.c" ;;
-    upstream_reply) echo "$S/upstream/upstream_reply.c $S/base/buf.c" ;;
+    upstream_reply) echo "$S/upstream/upstream_reply.c $S/upstream/reply_scan.c $S/base/buf.c" ;;
     trace) echo "$S/replay/replay_trace.c" ;;
     statustext) echo "$S/ops/statustext.c $S/base/buf.c" ;;
     scan) echo "$S/engine/scan.c" ;;
