@@ -333,7 +333,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
 #undef SRC_NAME
     };
     uint64_t per_state[ENR_UP_SOURCES][ENR_BREAKER_STATES] = {{0}}, hits, misses,
-                                                             now = enr_mono_ms();
+             now = enr_mono_ms();
     const enr_sb_slot *s;
     char l[96];
 

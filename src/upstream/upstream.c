@@ -63,7 +63,7 @@
 #define UP_RETRY_MIN_MS 2      /* no retry with less time than this left */
 #define UP_RATE_LOW 5          /* a rate limit's calls left at which a source slows down */
 #define UP_AUTH_PAUSE_S 86400  /* a refused key: no call for this long, or until a reload */
-#define UP_PARAMS_MAX 256      /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
+#define UP_PARAMS_MAX 256 /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
 
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
 /* F_DEADLINE is not a failure of the upstream: a call the batch had no
@@ -177,8 +177,8 @@ static void breaker_note(enr_upstream *u, int src, int prev, const char *why)
         u->st.src[src].breaker_opens++;
     enr_log(br->state == ENR_BREAKER_CLOSED ? ENR_LOG_INFO : ENR_LOG_WARN,
             "upstream breaker transition", "source=%s from=%s to=%s reason=%s opens=%llu",
-            u->src[src].title, enr_breaker_state_name(prev), enr_breaker_state_name(br->state),
-            why, (unsigned long long)br->opens);
+            u->src[src].title, enr_breaker_state_name(prev), enr_breaker_state_name(br->state), why,
+            (unsigned long long)br->opens);
 }
 
 /* ---- building calls ---- */
@@ -371,9 +371,8 @@ static int call_api_url(enr_upstream *u, enr_upcall *c, const enr_batch *b)
 
 /* ---- results ---- */
 
-static const char *const fail_name[] = {"timeout",   "connect",  "status",    "body",
-                                        "too_large", "deadline", "tls",       "throttled",
-                                        "quota",     "auth"};
+static const char *const fail_name[] = {"timeout",  "connect", "status",    "body",  "too_large",
+                                        "deadline", "tls",     "throttled", "quota", "auth"};
 
 /* Counts a call that failed, once, and tells the breaker (but for the
  * kinds that say nothing about the upstream's health). */
@@ -381,9 +380,9 @@ static void count_failure(enr_upstream *u, enr_upcall *c, int kind, uint64_t now
 {
     enr_up_counters *st = &u->st.src[c->src];
     enr_upsource *x = &u->src[c->src];
-    uint64_t *const counter[] = {&st->fail_timeout,   &st->fail_connect,  &st->fail_status,
-                                 &st->fail_body,      &st->fail_too_large, &st->skip_deadline,
-                                 &st->fail_tls,       &st->fail_throttled, &st->fail_quota,
+    uint64_t *const counter[] = {&st->fail_timeout, &st->fail_connect,   &st->fail_status,
+                                 &st->fail_body,    &st->fail_too_large, &st->skip_deadline,
+                                 &st->fail_tls,     &st->fail_throttled, &st->fail_quota,
                                  &st->fail_auth};
     char qerr[CURL_ERROR_SIZE + 8];
     int prev;
@@ -535,9 +534,12 @@ static int call_start(enr_upstream *u, enr_upcall *c)
 static int api_outcome(enr_upstream *u, enr_upcall *c, long status, uint64_t now)
 {
     const enr_upsource *x = &u->src[c->src];
-    enr_api_headers h = {c->h_retry_after_len ? c->h_retry_after : NULL, c->h_retry_after_len,
-                         c->h_remaining_len ? c->h_remaining : NULL,     c->h_remaining_len,
-                         c->h_reset_len ? c->h_reset : NULL,             c->h_reset_len};
+    enr_api_headers h = {c->h_retry_after_len ? c->h_retry_after : NULL,
+                         c->h_retry_after_len,
+                         c->h_remaining_len ? c->h_remaining : NULL,
+                         c->h_remaining_len,
+                         c->h_reset_len ? c->h_reset : NULL,
+                         c->h_reset_len};
     int64_t wall = (int64_t)time(NULL);
 
     memset(&c->why, 0, sizeof c->why);
@@ -630,8 +632,7 @@ static void api_pause(enr_upstream *u, enr_upcall *c, int kind, uint64_t now)
  * host-wide (quota.h). */
 static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int kind, uint64_t now)
 {
-    if (u->src[c->src].api != NULL &&
-        (kind == F_THROTTLED || kind == F_QUOTA || kind == F_AUTH)) {
+    if (u->src[c->src].api != NULL && (kind == F_THROTTLED || kind == F_QUOTA || kind == F_AUTH)) {
         api_pause(u, c, kind, now);
     } else if (kind == F_THROTTLED) {
         long status = 0;
@@ -640,9 +641,8 @@ static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int ki
                         status);
     } else if (kind == F_STATUS && u->src[c->src].api != NULL &&
                c->why.verdict == ENR_API_V_CONFIG) {
-        enr_log(ENR_LOG_WARN, "the API refused the request as malformed",
-                "source=%s reason=%s", u->src[c->src].api->name,
-                c->why.reason[0] ? c->why.reason : "-");
+        enr_log(ENR_LOG_WARN, "the API refused the request as malformed", "source=%s reason=%s",
+                u->src[c->src].api->name, c->why.reason[0] ? c->why.reason : "-");
     }
     enr_upconn_explain(u->conn, c->easy, rc, c->errbuf);
 }
@@ -965,12 +965,12 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
             v.poster_len = w->poster_len;
             v.duration = w->duration;
             v.has_duration = w->has_duration;
-            enr_cache_put(u->cache, cache_key(w->provider, w->src), b->text.data + r->key_off, r->key_len, &v,
-                          now + (uint64_t)u->cache_ttl_s * 1000u);
+            enr_cache_put(u->cache, cache_key(w->provider, w->src), b->text.data + r->key_off,
+                          r->key_len, &v, now + (uint64_t)u->cache_ttl_s * 1000u);
         } else if (w->state == W_UNKNOWN) {
             v.negative = 1;
-            enr_cache_put(u->cache, cache_key(w->provider, w->src), b->text.data + r->key_off, r->key_len, &v,
-                          now + (uint64_t)u->cache_neg_ttl_s * 1000u);
+            enr_cache_put(u->cache, cache_key(w->provider, w->src), b->text.data + r->key_off,
+                          r->key_len, &v, now + (uint64_t)u->cache_neg_ttl_s * 1000u);
         }
     }
     for (size_t i = 0; i < b->n; i++) {

@@ -215,7 +215,8 @@ void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota shared[ENR_UP_SOURCE
     if (u == NULL)
         return;
     for (int i = 0; i < ENR_API_COUNT; i++)
-        enr_quota_init(&u->src[i].quota, &shared[i], i == ENR_API_UPSTREAM ? u->max_calls_per_s : 0);
+        enr_quota_init(&u->src[i].quota, &shared[i],
+                       i == ENR_API_UPSTREAM ? u->max_calls_per_s : 0);
 }
 
 static int keep_secret(enr_upsource *x, const char *secret, size_t len)

@@ -30,7 +30,8 @@
  * source the samples carry no source label (the names dashboards know);
  * the others carry source="youtube", ... */
 #define ENR_UP_COUNTERS(X)                                                                         \
-    X(calls, "enrichd_upstream_calls_total", "", "Calls made to the upstream API (current workers).") \
+    X(calls, "enrichd_upstream_calls_total", "",                                                   \
+      "Calls made to the upstream API (current workers).")                                         \
     X(retries, "enrichd_upstream_retries_total", "", "Upstream calls retried (current workers).")  \
     X(cache_hits, "enrichd_upstream_cache_hits_total", "",                                         \
       "Upstream cache hits (current workers).")                                                    \
@@ -59,8 +60,9 @@
     X(skip_deadline, ENR_UP_FAIL_METRIC, "deadline", "not made: no time left in the batch")        \
     X(fail_tls, ENR_UP_FAIL_METRIC, "tls", "TLS handshake or verification failed")                 \
     X(fail_throttled, ENR_UP_FAIL_METRIC, "throttled",                                             \
-      "answered 429 (or 503 with Retry-After), or not made: the provider's pause or the rate")    \
-    X(fail_quota, ENR_UP_FAIL_METRIC, "quota", "the day's quota spent, or not made until it is back") \
+      "answered 429 (or 503 with Retry-After), or not made: the provider's pause or the rate")     \
+    X(fail_quota, ENR_UP_FAIL_METRIC, "quota",                                                     \
+      "the day's quota spent, or not made until it is back")                                       \
     X(fail_auth, ENR_UP_FAIL_METRIC, "auth",                                                       \
       "the key or token rejected, or not made until a reload (HUP)")
 

@@ -32,6 +32,8 @@
 #include "engine/engine.h"
 #include "base/log.h"
 #include "upstream/breaker.h"
+#include "upstream/api.h"
+#include "engine/contract.h"
 #include "t.h"
 #include "upstream/upstream.h"
 
@@ -272,6 +274,8 @@ static void base_config(enr_config *c)
                              "defaults", err, sizeof err) == 0,
             "the built-in defaults parse: %s", err);
     snprintf(c->upstream_url, sizeof(c->upstream_url), "http://127.0.0.1:%d/v1/meta", fake_port);
+    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++)
+        c->sources[p] = ENR_API_UPSTREAM; /* what the parser resolves for upstream_url */
     c->upstream_timeout_ms = 500;
     c->ids_per_call = 50;
     c->max_calls_per_batch = 4;
@@ -301,7 +305,9 @@ static enr_upstream *make(const enr_config *c)
 }
 
 /* The client's own counters (the worker publishes them to its slot). */
-#define G(f) ((unsigned long)enr_upstream_stats_of(u)->f)
+#define G(f) ((unsigned long)enr_upstream_stats_of(u)->src[ENR_API_UPSTREAM].f)
+#define G_FDS() ((unsigned long)enr_upstream_stats_of(u)->fds)
+#define G_BREAKER() ((unsigned long)enr_upstream_stats_of(u)->breaker_state[ENR_API_UPSTREAM])
 
 /* ---- tests ---- */
 
@@ -314,6 +320,8 @@ static void test_config(void)
 
     base_config(&c);
     c.upstream_url[0] = '\0';
+    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++)
+        c.sources[p] = ENR_SOURCE_OFF;
     strcpy(err, "x");
     T_CHECK(enr_upstream_new(&c, NULL, err, sizeof(err)) == NULL && err[0] == '\0',
             "empty upstream_url: enrichment off, no error");
@@ -399,7 +407,7 @@ static void test_effect(void)
     T_CHECK(G(cache_hits) == 2, "2 hits: %lu", G(cache_hits));
     T_CHECK(enr_upstream_fds(u) >= 1 && enr_upstream_fds(u) <= 4, "fds %u within the bound",
             enr_upstream_fds(u));
-    T_CHECK(G(fds) == enr_upstream_fds(u), "up_fds published");
+    T_CHECK(G_FDS() == enr_upstream_fds(u), "up_fds published");
     enr_upstream_free(u);
     enr_batch_free(&b);
 }
@@ -652,7 +660,7 @@ static void test_hang_and_breaker(void)
     T_CHECK(worst <= 150 + 75, "hang: worst batch %llu ms <= deadline 150 + 75",
             (unsigned long long)worst);
     T_CHECK(G(fail_timeout) == 3, "hang: 3 timeouts, then the breaker skips: %lu", G(fail_timeout));
-    T_CHECK(G(breaker_state) == ENR_BREAKER_OPEN && G(breaker_opens) == 1, "breaker open");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN && G(breaker_opens) == 1, "breaker open");
     T_CHECK(G(calls) == 3, "no call while open: %lu", G(calls));
     T_CHECK(enr_upstream_fds(u) == 0, "abandoned connections closed: %u", enr_upstream_fds(u));
     T_CHECK(count_fds() == fds0, "process fds back to %d: %d", fds0, count_fds());
@@ -674,7 +682,7 @@ static void test_hang_and_breaker(void)
     T_CHECK(stat_of("data_requests") == before + 1, "half_open: exactly one probe call");
     T_CHECK(deg == 2 && poster_is(&b, 0, "https://img.example/yt/rec1.jpg"),
             "probe's records enriched, the others degraded: %zu", deg);
-    T_CHECK(G(breaker_state) == ENR_BREAKER_CLOSED, "probe success closes the breaker");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_CLOSED, "probe success closes the breaker");
     clear(&b);
     add_rec(&b, ENR_PROV_VM, "rec2", 0);
     add_rec(&b, ENR_PROV_DM, "rec3", 0);
@@ -688,12 +696,12 @@ static void test_hang_and_breaker(void)
         add_rec(&b, ENR_PROV_YT, id, 0);
         enr_upstream_enrich(u, &b, now_ms() + 10000);
     }
-    T_CHECK(G(breaker_state) == ENR_BREAKER_OPEN && G(breaker_opens) == 2, "reopened by 5xx");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN && G(breaker_opens) == 2, "reopened by 5xx");
     sleep_ms(450);
     clear(&b);
     add_rec(&b, ENR_PROV_YT, "x6", 0);
     enr_upstream_enrich(u, &b, now_ms() + 10000);
-    T_CHECK(G(breaker_state) == ENR_BREAKER_OPEN && G(breaker_opens) == 3,
+    T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN && G(breaker_opens) == 3,
             "failed probe reopens (opens %lu)", G(breaker_opens));
     set_fake("{\"mode\":\"ok\"}");
     enr_upstream_free(u);
@@ -871,8 +879,7 @@ static void test_deadline_passed(void)
     T_CHECK(G(fail_connect) == 0 && G(fail_timeout) == 0 && G(calls) == 0,
             "not connect (%lu) nor timeout (%lu) failures, no call made (%lu)", G(fail_connect),
             G(fail_timeout), G(calls));
-    T_CHECK(G(breaker_state) == ENR_BREAKER_CLOSED && G(breaker_opens) == 0,
-            "breaker still closed");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_CLOSED && G(breaker_opens) == 0, "breaker still closed");
     T_CHECK(stat_of("data_requests") == before, "nothing reached the upstream");
 
     /* open it for real (a 5xx), then let a late batch meet the half_open gate */
@@ -880,7 +887,7 @@ static void test_deadline_passed(void)
     clear(&b);
     add_rec(&b, ENR_PROV_YT, "opener", 0);
     enr_upstream_enrich(u, &b, now_ms() + 2000);
-    T_CHECK(G(breaker_state) == ENR_BREAKER_OPEN, "a 5xx opens it");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN, "a 5xx opens it");
     set_fake("{\"mode\":\"ok\"}");
     sleep_ms(80);
     clear(&b);
@@ -890,7 +897,7 @@ static void test_deadline_passed(void)
     add_rec(&b, ENR_PROV_YT, "probe", 0);
     T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 0,
             "the probe the late batch held was given back: the next batch probes and succeeds");
-    T_CHECK(G(breaker_state) == ENR_BREAKER_CLOSED, "closed again by the probe");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_CLOSED, "closed again by the probe");
     enr_upstream_free(u);
     enr_batch_free(&b);
 }
