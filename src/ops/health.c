@@ -219,14 +219,14 @@ static void key_rejected(enr_health *h, const enr_scoreboard *sb, char *text, si
     for (unsigned i = 0; i < ENR_UP_SOURCES; i++) {
         const enr_sb_quota *q = &sb->quota[i];
         const enr_api *api = enr_api_get((int)i);
-        char t[96], why[sizeof q->reason];
+        char t[80], why[24];
         size_t k;
         if (ENR_SB_GET(q->why) != ENR_API_V_AUTH || ENR_SB_GET(q->pause_until_ms) <= now)
             continue;
         for (k = 0; k + 1 < sizeof why && q->reason[k] != '\0'; k++)
             why[k] = q->reason[k] > 0x20 && q->reason[k] < 0x7f ? q->reason[k] : '?';
         why[k] = '\0';
-        snprintf(t, sizeof t, "%s rejected the %s: %s", api ? api->title : "the API",
+        snprintf(t, sizeof t, "%.12s rejected the %s: %s", api ? api->title : "the API",
                  i == ENR_API_VIMEO ? "access token" : "API key", k ? why : "-");
         h->reasons |= ENR_HR_AUTH;
         add_reason(text, len, t);
