@@ -354,6 +354,23 @@ static void publish(const enr_health *h, enr_sb_health *p, uint64_t now_ms)
     ENR_SB_SET(p->seq, seq + 2);
 }
 
+/* A key refused since the master's last verdict: said at once (the
+ * shared pause is set by the worker that heard it), not a tick later. */
+static void key_rejected_now(enr_health *h, const enr_scoreboard *sb)
+{
+    char text[sizeof h->reason];
+    unsigned before = h->reasons;
+
+    if (h->reasons & ENR_HR_AUTH)
+        return;
+    snprintf(text, sizeof text, "%s", h->healthy ? "" : h->reason);
+    key_rejected(h, sb, text, sizeof text);
+    if (h->reasons == before)
+        return;
+    h->healthy = 0;
+    memcpy(h->reason, text, sizeof h->reason);
+}
+
 int enr_health_read(enr_health *h, const enr_scoreboard *sb)
 {
     const enr_sb_health *p = &sb->pool.health;
@@ -393,8 +410,10 @@ int enr_health_read(enr_health *h, const enr_scoreboard *sb)
         h->liveness.reason[sizeof h->liveness.reason - 1] = '\0';
         atomic_thread_fence(memory_order_acquire);
         s2 = ENR_SB_GET(p->seq);
-        if (s1 == s2)
+        if (s1 == s2) {
+            key_rejected_now(h, sb);
             return 0;
+        }
         sched_yield();
     }
     memset(h, 0, sizeof *h);

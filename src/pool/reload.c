@@ -25,6 +25,7 @@
  *    until the last of them exits (docs/upstream.md).
  */
 #include "pool/reload.h"
+#include "upstream/quota.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -125,6 +126,10 @@ static int keep_listen(enr_config *to, const enr_config *from)
 static int cache_kept(const enr_config *next, const enr_config *cur)
 {
     return strcmp(next->upstream_url, cur->upstream_url) == 0 &&
+           memcmp(next->sources, cur->sources, sizeof next->sources) == 0 &&
+           strcmp(next->youtube_url, cur->youtube_url) == 0 &&
+           strcmp(next->vimeo_url, cur->vimeo_url) == 0 &&
+           strcmp(next->dailymotion_url, cur->dailymotion_url) == 0 &&
            next->cache_entries == cur->cache_entries && next->cache_bytes == cur->cache_bytes;
 }
 
@@ -150,6 +155,9 @@ static void commit_reload(enr_master *m)
     }
     m->cfg = m->next_cfg;
     m->generation++;
+    /* A refused key waits for this: the new configuration may hold a new
+     * one, so its sources try again at once (quota.h). */
+    enr_quota_clear_auth(m->sb->quota);
     m->pending = 0;
     if (m->probe_slot < ENR_SB_MAX_WORKERS && m->w[m->probe_slot].pid > 0)
         m->w[m->probe_slot].probe = ENR_PROBE_EXTRA;

@@ -818,7 +818,7 @@ int enr_worker_preload(const enr_config *c, char *err, size_t errlen)
             enr_log(ENR_LOG_ERROR, "engine warm-up failed; workers will try on their own", NULL);
     }
     /* libcurl is mapped once, only when enrichment is on. */
-    if (c->upstream_url[0] != '\0' && enr_curl_load(err, errlen) != 0)
+    if (enr_config_enriches(c) && enr_curl_load(err, errlen) != 0)
         return -1;
     return 0;
 }

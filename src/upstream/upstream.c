@@ -520,6 +520,7 @@ static int call_start(enr_upstream *u, enr_upcall *c)
         return -1;
     c->url.len--; /* keep it a string without counting the NUL */
     if (curl_easy_setopt(c->easy, CURLOPT_URL, c->url.data) != CURLE_OK ||
+        curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, u->src[c->src].headers) != CURLE_OK ||
         curl_easy_setopt(c->easy, CURLOPT_FRESH_CONNECT, fresh) != CURLE_OK ||
         enr_upconn_add(u->conn, c->easy) != 0)
         return -1;

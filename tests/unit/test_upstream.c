@@ -335,6 +335,82 @@ static void test_config(void)
     T_CHECK(enr_upstream_enrich(NULL, NULL, 0) == 0, "NULL client: nothing to do");
 }
 
+/* Sources: each API's ids per call (Dailymotion 100, the aggregator
+ * ids_per_call), max_calls_per_batch counted per source, a source that
+ * is off asks nothing and degrades nothing (its records' local values
+ * are the answer), and one provider's ids from two sources never share
+ * a cache entry. */
+static void test_sources(void)
+{
+    enr_config c;
+    enr_batch b = {0};
+    enr_upstream *u;
+    const enr_upstream_stats *st;
+    char id[32], err[256] = "";
+    size_t deg;
+
+    base_config(&c);
+    c.max_calls_per_batch = 2;
+    snprintf(c.dailymotion_url, sizeof c.dailymotion_url, "http://127.0.0.1:%d/dm", fake_port);
+    c.sources[ENR_PROV_DM] = ENR_API_DAILYMOTION;
+    c.sources[ENR_PROV_VM] = ENR_SOURCE_OFF;
+    u = make(&c);
+    for (int i = 0; i < 250; i++) {
+        snprintf(id, sizeof id, "x%d", i);
+        add_rec(&b, ENR_PROV_DM, id, 0);
+    }
+    for (int i = 0; i < 120; i++) {
+        snprintf(id, sizeof id, "y%d", i);
+        add_rec(&b, ENR_PROV_YT, id, 0);
+    }
+    for (int i = 0; i < 5; i++) {
+        snprintf(id, sizeof id, "v%d", i);
+        add_rec(&b, ENR_PROV_VM, id, 0);
+    }
+    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    st = enr_upstream_stats_of(u);
+    T_CHECK(st->src[ENR_API_DAILYMOTION].calls == 2 &&
+                st->src[ENR_API_DAILYMOTION].ids_asked == 200,
+            "Dailymotion: 100 ids a call, 2 calls: %llu calls, %llu ids",
+            (unsigned long long)st->src[ENR_API_DAILYMOTION].calls,
+            (unsigned long long)st->src[ENR_API_DAILYMOTION].ids_asked);
+    T_CHECK(st->src[ENR_API_UPSTREAM].calls == 2 && st->src[ENR_API_UPSTREAM].ids_asked == 100,
+            "the aggregator: 50 ids a call, its own 2 calls: %llu calls, %llu ids",
+            (unsigned long long)st->src[ENR_API_UPSTREAM].calls,
+            (unsigned long long)st->src[ENR_API_UPSTREAM].ids_asked);
+    T_CHECK(st->src[ENR_API_VIMEO].calls == 0 && st->src[ENR_API_VIMEO].cache_misses == 0,
+            "Vimeo off: not even looked up");
+    T_CHECK(st->src[ENR_API_UPSTREAM].found + st->src[ENR_API_UPSTREAM].unknown == 100,
+            "every id asked of the aggregator found or unknown: %llu + %llu",
+            (unsigned long long)st->src[ENR_API_UPSTREAM].found,
+            (unsigned long long)st->src[ENR_API_UPSTREAM].unknown);
+    /* Dailymotion's 250 (the fake is no Dailymotion: its calls fail, and
+     * 50 ids were past the cap), YouTube's 20 past the cap; Vimeo none. */
+    T_CHECK(deg == 270, "degraded %zu (want 270)", deg);
+    enr_upstream_free(u);
+
+    /* y0 from the aggregator is in the cache; YouTube's own API must not
+     * take it from there. */
+    base_config(&c);
+    snprintf(c.youtube_url, sizeof c.youtube_url, "http://127.0.0.1:%d/yt", fake_port);
+    c.youtube_key_len = 3;
+    memcpy(c.youtube_key, "KEY", 4);
+    c.sources[ENR_PROV_YT] = ENR_API_YOUTUBE;
+    u = enr_upstream_new(&c, cache, err, sizeof err); /* make() would start a new cache */
+    T_CHECK(u != NULL, "a YouTube client on the same cache: %s", err);
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "y0", 0);
+    (void)enr_upstream_enrich(u, &b, now_ms() + 2000);
+    st = enr_upstream_stats_of(u);
+    T_CHECK(st->src[ENR_API_YOUTUBE].cache_misses == 1 && st->src[ENR_API_YOUTUBE].calls == 1,
+            "the aggregator's answer is not YouTube's: %llu misses, %llu calls",
+            (unsigned long long)st->src[ENR_API_YOUTUBE].cache_misses,
+            (unsigned long long)st->src[ENR_API_YOUTUBE].calls);
+    enr_upstream_free(u);
+    free(b.recs);
+    enr_buf_free(&b.text);
+}
+
 static void test_effect(void)
 {
     enr_config c;
@@ -970,6 +1046,8 @@ int main(void)
         test_config();
     if (want_test("test_effect"))
         test_effect();
+    if (want_test("test_sources"))
+        test_sources();
     if (want_test("test_validation"))
         test_validation();
     if (want_test("test_chunks"))
