@@ -11,13 +11,19 @@
 #include <stdint.h>
 
 #include "base/buf.h"
-#include "upstream/api.h"
+#include "upstream/reply_id.h"
+
+/* api.h's types, by their tags: api.c includes this header, so this one
+ * may not include api.h back (one way between modules). */
+struct enr_api;
+struct enr_api_headers;
+struct enr_api_outcome;
 
 /* The longest id asked of any API: the real ones are 11 (YouTube), about
  * 10 (Vimeo) and 7 (Dailymotion) bytes. */
 #define ENR_API_ID_MAX 256
 
-extern const enr_api enr_api_youtube, enr_api_vimeo, enr_api_dailymotion;
+extern const struct enr_api enr_api_youtube, enr_api_vimeo, enr_api_dailymotion;
 
 /* An id an API can be asked for and can name in its answer unchanged:
  * 1 to ENR_API_ID_MAX bytes of strict UTF-8 (no lone surrogate, which
@@ -37,17 +43,17 @@ int enr_api_url_ids(enr_buf *url, const char *base, const char *path, const enr_
 
 /* The outcome of an answer before its classifier looks: OK, no pause, no
  * remaining count, no reason. */
-void enr_api_outcome_init(enr_api_outcome *o);
+void enr_api_outcome_init(struct enr_api_outcome *o);
 /* The API's word, kept as printable ASCII (other bytes dropped) and cut
  * to the reason's size. */
-void enr_api_set_reason(enr_api_outcome *o, const char *s, size_t n);
+void enr_api_set_reason(struct enr_api_outcome *o, const char *s, size_t n);
 /* What a status means when the body says nothing more: 2xx OK, 401 and
  * 403 AUTH, 429 THROTTLED, other 4xx (and 3xx: a redirect is a wrong
  * URL) CONFIG, the rest SERVER. */
 int enr_api_status_verdict(int status);
 /* Retry-After as the wall clock's end of the pause, 0 when absent or
  * unreadable; at most ENR_RETRY_AFTER_MAX_S away. */
-int64_t enr_api_retry_after(const enr_api_headers *h, int64_t now);
+int64_t enr_api_retry_after(const struct enr_api_headers *h, int64_t now);
 /* A rate limit's reset time: epoch seconds, seconds from now (a number
  * below 10^9), an ISO 8601 date-time or an HTTP-date; the end of the
  * pause, clamped to [now, now + ENR_RETRY_AFTER_MAX_S], 0 when absent or

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
-#include "upstream/upstream_reply.h"
+#include "upstream/reply_id.h"
 
 #define ENR_JSCAN_KEY_MAX 31 /* the longest key a reader names; longer keys are other keys */
 
