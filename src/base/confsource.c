@@ -9,6 +9,11 @@
  * upstream_url is set, else off, so a configuration written before the
  * sources existed keeps doing exactly what it did.
  *
+ * The numbers are the engine's providers (engine/contract.h) and the
+ * upstream's sources (upstream/api.h, ENR_API_LIST), which this layer
+ * below both cannot include: config.h names them, and upstream_setup.c
+ * checks at compile time that they agree.
+ *
  * Invariants: after a pass, every *_source string is one of the values
  * above and c->sources[] says the same as an enum enr_api_id; the YouTube
  * key and the Vimeo token are read only when a source uses them (a key
@@ -19,9 +24,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-
-#include "engine/contract.h"
-#include "upstream/api.h"
 
 typedef struct source_row {
     int provider;       /* enum enr_provider */
@@ -38,31 +40,27 @@ typedef struct source_row {
 #define CF(f) offsetof(enr_config, f)
 
 static const source_row rows[] = {
-    {ENR_PROV_YT, "yt_source", CF(yt_source), ENR_API_YOUTUBE, "youtube_key", CF(youtube_key_file),
-     CF(youtube_key_credential), CF(youtube_key), CF(youtube_key_len)},
-    {ENR_PROV_VM, "vm_source", CF(vm_source), ENR_API_VIMEO, "vimeo_token", CF(vimeo_token_file),
-     CF(vimeo_token_credential), CF(vimeo_token), CF(vimeo_token_len)},
-    {ENR_PROV_DM, "dm_source", CF(dm_source), ENR_API_DAILYMOTION, NULL, 0, 0, 0, 0},
+    {ENR_SOURCE_PROV_YT, "yt_source", CF(yt_source), ENR_SOURCE_YOUTUBE, "youtube_key",
+     CF(youtube_key_file), CF(youtube_key_credential), CF(youtube_key), CF(youtube_key_len)},
+    {ENR_SOURCE_PROV_VM, "vm_source", CF(vm_source), ENR_SOURCE_VIMEO, "vimeo_token",
+     CF(vimeo_token_file), CF(vimeo_token_credential), CF(vimeo_token), CF(vimeo_token_len)},
+    {ENR_SOURCE_PROV_DM, "dm_source", CF(dm_source), ENR_SOURCE_DAILYMOTION, NULL, 0, 0, 0, 0},
 };
 
-static const char *const api_names[] = {
-#define NAME(name, text, max) text,
-    ENR_API_LIST(NAME)
-#undef NAME
-};
-
-_Static_assert(sizeof api_names / sizeof api_names[0] == ENR_API_COUNT, "one name per source");
+const char *const enr_config_source_names[ENR_SOURCE_COUNT] = {"upstream", "youtube", "vimeo",
+                                                               "dailymotion"};
+#define api_names enr_config_source_names
 
 const char *enr_config_source_url(const enr_config *c, int api)
 {
     switch (api) {
-    case ENR_API_UPSTREAM:
+    case ENR_SOURCE_UPSTREAM:
         return c->upstream_url;
-    case ENR_API_YOUTUBE:
+    case ENR_SOURCE_YOUTUBE:
         return c->youtube_url;
-    case ENR_API_VIMEO:
+    case ENR_SOURCE_VIMEO:
         return c->vimeo_url;
-    case ENR_API_DAILYMOTION:
+    case ENR_SOURCE_DAILYMOTION:
         return c->dailymotion_url;
     default:
         return "";
@@ -71,7 +69,7 @@ const char *enr_config_source_url(const enr_config *c, int api)
 
 int enr_config_enriches(const enr_config *c)
 {
-    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++)
+    for (int p = ENR_SOURCE_PROV_YT; p <= ENR_SOURCE_PROV_DM; p++)
         if (c->sources[p] != ENR_SOURCE_OFF)
             return 1;
     return 0;
@@ -92,7 +90,7 @@ static int read_secret(enr_config *c, const source_row *r, const char **key, cha
     if (file[0] == '\0' && cred[0] == '\0') {
         *key = r->key;
         snprintf(why, whylen, "%s needs %s or %s (%s)", api_names[r->own], kf, kc,
-                 r->provider == ENR_PROV_YT ? "the API key" : "the access token");
+                 r->provider == ENR_SOURCE_PROV_YT ? "the API key" : "the access token");
         return -1;
     }
     if (file[0] != '\0' && cred[0] != '\0') {
@@ -110,7 +108,7 @@ static int read_secret(enr_config *c, const source_row *r, const char **key, cha
 
 int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen)
 {
-    c->sources[ENR_PROV_NONE] = ENR_SOURCE_OFF;
+    c->sources[0] = ENR_SOURCE_OFF;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const source_row *r = &rows[i];
         char *v = (char *)c + r->off;
@@ -120,7 +118,7 @@ int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen
         if (v[0] == '\0')
             snprintf(v, sizeof c->yt_source, "%s", c->upstream_url[0] ? "upstream" : "off");
         if (strcmp(v, "off") != 0) {
-            for (int a = 0; a < ENR_API_COUNT; a++)
+            for (int a = 0; a < ENR_SOURCE_COUNT; a++)
                 if (strcmp(v, api_names[a]) == 0)
                     api = a;
             if (api == ENR_SOURCE_OFF) {
@@ -129,7 +127,7 @@ int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen
                          v);
                 return -1;
             }
-            if (api != ENR_API_UPSTREAM && api != r->own) {
+            if (api != ENR_SOURCE_UPSTREAM && api != r->own) {
                 snprintf(why, whylen, "%s is the API of another provider's videos (here: %s)", v,
                          api_names[r->own]);
                 return -1;
@@ -148,7 +146,7 @@ int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen
 
 int enr_config_any_https(const enr_config *c)
 {
-    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++)
+    for (int p = ENR_SOURCE_PROV_YT; p <= ENR_SOURCE_PROV_DM; p++)
         if (c->sources[p] != ENR_SOURCE_OFF &&
             strncasecmp(enr_config_source_url(c, c->sources[p]), "https://", 8) == 0)
             return 1;

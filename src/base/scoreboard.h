@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "upstream/upstream_stats.h"
+#include "base/upcounters.h"
 
 #define ENR_SB_MAX_WORKERS 256
 #define ENR_SB_REQID_MAX 40
@@ -91,7 +91,7 @@ typedef struct enr_sb_slot {
     enr_sb_u64 slow_requests;
 
     /* upstream client of the slot's workers: its counters per source
-     * (enum enr_api_id) and row of ENR_UP_COUNTERS (upstream_stats.h),
+     * (enum enr_api_id) and row of ENR_UP_COUNTERS (upcounters.h),
      * cumulative like the others; its breakers and descriptors, live */
     enr_sb_u64 up[ENR_UP_SOURCES][ENR_UP_NCOUNTERS];
     enr_sb_u64 up_breaker_state[ENR_UP_SOURCES]; /* enum enr_breaker_state (breaker.h) */
@@ -226,7 +226,7 @@ uint32_t enr_sb_nslots(const enr_scoreboard *sb);
 uint64_t enr_sb_total(const enr_scoreboard *sb, size_t field_offset);
 #define ENR_SB_TOTAL(sb, field) enr_sb_total((sb), offsetof(enr_sb_slot, field))
 
-/* Sum of counter row of source src (upstream_stats.h) over every slot. */
+/* Sum of counter row of source src (upcounters.h) over every slot. */
 uint64_t enr_sb_up_total(const enr_scoreboard *sb, unsigned src, unsigned row);
 
 /* A process occupies the slot (any state but EMPTY). */

@@ -21,6 +21,7 @@
 #include "engine/contract.h"
 #include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/quota.h"
 #include "base/clock.h"
 
 static void family(enr_buf *b, const char *name, const char *type, const char *help)
@@ -302,7 +303,7 @@ static void counter_samples(enr_buf *b, const enr_scoreboard *sb, const enr_conf
     }
 }
 
-/* The counters of the table (upstream_stats.h), a family each, the
+/* The counters of the table (base/upcounters.h), a family each, the
  * failure kinds one family with a kind label. */
 static void render_up_counters(enr_buf *b, const enr_scoreboard *sb, const enr_config *c)
 {
@@ -380,7 +381,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
         if (!source_shown(c, src))
             continue;
         snprintf(l, sizeof l, "{source=\"%s\",why=\"%s\"}", names[src],
-                 until > now ? enr_api_verdict_name((int)ENR_SB_GET(sb->quota[src].why)) : "none");
+                 until > now ? enr_quota_why_name(ENR_SB_GET(sb->quota[src].why)) : "none");
         sample_u(b, "enrichd_upstream_paused", l, until > now);
     }
     family(b, "enrichd_upstream_pauses_total", "counter",

@@ -12,6 +12,7 @@
 #include "ops/statusdoc.h"
 #include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/quota.h"
 #include "base/clock.h"
 #include "engine/contract.h"
 
@@ -133,7 +134,7 @@ static const char *source_name(unsigned src)
     return src < sizeof names / sizeof names[0] ? names[src] : "unknown";
 }
 
-/* A source's counters, generated from the table (upstream_stats.h):
+/* A source's counters, generated from the table (base/upcounters.h):
  * each row its key, a failure kind under "failures"; its breakers. */
 static void counters_doc(json_object *x, const enr_scoreboard *sb, const totals *t, unsigned src)
 {
@@ -166,7 +167,7 @@ json_object *enr_pause_doc(const enr_scoreboard *sb, unsigned src, uint64_t now)
     if (until <= now)
         return o;
     copy_text(reason, q->reason, sizeof reason);
-    add_s(o, "why", enr_api_verdict_name((int)ENR_SB_GET(q->why)));
+    add_s(o, "why", enr_quota_why_name(ENR_SB_GET(q->why)));
     if (reason[0])
         add_s(o, "reason", reason);
     if (wall > 0 && gmtime_r(&wall, &tm) != NULL)

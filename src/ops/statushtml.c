@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "upstream/upstream_stats.h"
+#include "base/upcounters.h"
 
 #define CHART_W 320
 #define CHART_H 80
@@ -263,7 +263,7 @@ static void workers(enr_buf *b, json_object *doc)
 }
 
 /* The upstream's sources, one row each, one column per counter of the
- * table (upstream_stats.h): a counter added there shows here. */
+ * table (base/upcounters.h): a counter added there shows here. */
 static void sources(enr_buf *b, json_object *doc)
 {
     json_object *srcs = obj_of(obj_of(doc, "upstream"), "sources");

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "upstream/upstream_stats.h"
+#include "base/upcounters.h"
 
 #define KEY_MAX 128   /* a flattened key ("upstream.breaker.state") */
 #define VALUE_MAX 512 /* one value on a line */
@@ -143,7 +143,7 @@ void enr_status_text(enr_buf *b, json_object *doc)
 }
 
 /* The upstream's sources side by side: one line per counter of the
- * table (upstream_stats.h), one column per source in use. */
+ * table (base/upcounters.h), one column per source in use. */
 static void sources_table(enr_buf *b, json_object *doc)
 {
     json_object *up, *srcs;

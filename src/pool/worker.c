@@ -109,7 +109,7 @@ static void publish_upstream(worker *w)
     enr_sb_slot *s = w->slot;
 
     for (unsigned i = 0; i < ENR_UP_SOURCES; i++) {
-        /* One line per counter of the table (upstream_stats.h). */
+        /* One line per counter of the table (base/upcounters.h). */
 #define UP_PUBLISH(field, metric, kind, help)                                                      \
     ENR_SB_ADD(s->up[i][ENR_UP_ROW_##field], now->src[i].field - was->src[i].field);
         ENR_UP_COUNTERS(UP_PUBLISH)

@@ -23,7 +23,6 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "upstream/api.h"
 
 /* ---- Retry-After ---- */
 
@@ -237,7 +236,7 @@ void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long statu
     } while (!atomic_compare_exchange_weak_explicit(&q->sh->pause_until_ms, &cur, until,
                                                     memory_order_relaxed, memory_order_relaxed));
     ENR_SB_ADD(q->sh->pauses, 1);
-    ENR_SB_SET(q->sh->why, ENR_API_V_THROTTLED);
+    ENR_SB_SET(q->sh->why, ENR_QUOTA_WHY_THROTTLED);
     ENR_SB_SET(q->sh->until_wall_s, (uint64_t)time(NULL) + delay_s);
     q->sh->reason[0] = '\0';
     /* Once per pause: calls that meet it are counted (throttled), not logged. */
@@ -275,7 +274,7 @@ int enr_quota_hold(enr_quota *q, uint64_t now_ms, uint64_t delay_ms, int why, in
 int enr_quota_why(const enr_quota *q, uint64_t now_ms)
 {
     if (ENR_SB_GET(q->sh->pause_until_ms) <= now_ms)
-        return ENR_API_V_OK;
+        return ENR_QUOTA_WHY_NONE;
     return (int)ENR_SB_GET(q->sh->why);
 }
 
@@ -283,9 +282,15 @@ void enr_quota_clear_auth(enr_sb_quota q[ENR_UP_SOURCES])
 {
     for (unsigned i = 0; i < ENR_UP_SOURCES; i++) {
         uint64_t cur = ENR_SB_GET(q[i].pause_until_ms);
-        if (ENR_SB_GET(q[i].why) == ENR_API_V_AUTH &&
+        if (ENR_SB_GET(q[i].why) == ENR_QUOTA_WHY_AUTH &&
             atomic_compare_exchange_strong_explicit(&q[i].pause_until_ms, &cur, 0,
                                                     memory_order_relaxed, memory_order_relaxed))
             enr_log(ENR_LOG_INFO, "reload: the pause for a refused key ends", "source=%u", i);
     }
+}
+
+const char *enr_quota_why_name(uint64_t why)
+{
+    static const char *const names[] = {"none", "throttled", "quota", "auth"};
+    return why < sizeof names / sizeof names[0] ? names[why] : "unknown";
 }

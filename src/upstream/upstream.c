@@ -7,9 +7,14 @@
  * state both files share is upstream_int.h.  This file plans a batch's
  * calls and reads their answers.
  *
- * A batch: cache lookups first; the distinct ids that missed are grouped
- * by provider, chunked to ids_per_call, capped at max_calls_per_batch
- * calls, gated by the breaker, and run concurrently under ONE deadline
+ * A batch: cache lookups first (the key holds the source: one provider's
+ * id from two sources never shares an entry); the distinct ids that
+ * missed are grouped by provider, each provider's sent to its source
+ * (the aggregator's protocol, or the provider's own API through its row
+ * of api.h: URL, headers, reader, classifier), chunked to the source's
+ * ids per call, capped at max_calls_per_batch calls per source, gated by
+ * the source's breaker and pause (upsource.c), and every call of every
+ * source run concurrently under ONE deadline
  * (min of upstream_timeout_ms and the caller's deadline).  A call still
  * running at the deadline is detached, not killed: its records keep
  * their local values in this batch, but the transfer (often a handshake
@@ -45,7 +50,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "upstream/breaker.h"
 #include "upstream/cache.h"
@@ -61,8 +65,6 @@
 #define UP_MAX_BODY (4u << 20) /* no reply is larger, whatever the call asked */
 #define UP_MAX_URL 8000        /* common server limit on a request line */
 #define UP_RETRY_MIN_MS 2      /* no retry with less time than this left */
-#define UP_RATE_LOW 5          /* a rate limit's calls left at which a source slows down */
-#define UP_AUTH_PAUSE_S 86400  /* a refused key: no call for this long, or until a reload */
 #define UP_PARAMS_MAX 256 /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
 
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
@@ -164,23 +166,6 @@ static uint32_t *want_slot(enr_upstream *u, const enr_batch *b, int provider, co
     }
 }
 
-/* ---- breaker transitions: logged once, counted ---- */
-
-static void breaker_note(enr_upstream *u, int src, int prev, const char *why)
-{
-    enr_breaker *br = &u->src[src].br;
-
-    if (prev == br->state)
-        return;
-    u->st.breaker_state[src] = br->state;
-    if (br->state == ENR_BREAKER_OPEN)
-        u->st.src[src].breaker_opens++;
-    enr_log(br->state == ENR_BREAKER_CLOSED ? ENR_LOG_INFO : ENR_LOG_WARN,
-            "upstream breaker transition", "source=%s from=%s to=%s reason=%s opens=%llu",
-            u->src[src].title, enr_breaker_state_name(prev), enr_breaker_state_name(br->state), why,
-            (unsigned long long)br->opens);
-}
-
 /* ---- building calls ---- */
 
 /* RFC 3986 unreserved: the only bytes of an id that go on the wire as
@@ -228,38 +213,6 @@ static void call_begin_url(enr_upstream *u, enr_upcall *c, int provider)
     enr_buf_lit(&c->url, "&ids=");
 }
 
-/* May source src make one more call now?  The breaker first, then the
- * source's host-wide pause and rate (quota.h).  A call refused by the
- * pause is counted once per batch by why the pause holds. */
-static int source_gate(enr_upstream *u, int src, uint64_t now)
-{
-    enr_upsource *x = &u->src[src];
-    int prev;
-
-    if (!enr_breaker_allow(&x->br, now, &prev))
-        return 0;
-    if (enr_quota_take(&x->quota, now) != ENR_QUOTA_OK) {
-        /* The rest of the batch's calls of this source are not made;
-         * a probe granted is given back. */
-        enr_breaker_release(&x->br);
-        breaker_note(u, src, prev, "cooldown");
-        switch (enr_quota_why(&x->quota, now)) {
-        case ENR_API_V_QUOTA:
-            u->st.src[src].fail_quota++;
-            break;
-        case ENR_API_V_AUTH:
-            u->st.src[src].fail_auth++;
-            break;
-        default:
-            u->st.src[src].fail_throttled++;
-            break;
-        }
-        return 0;
-    }
-    breaker_note(u, src, prev, "cooldown");
-    return 1;
-}
-
 /* Assign wants to calls: by provider, each to its source's max_ids and
  * UP_MAX_URL per call, at most ncalls_max calls per source, each let
  * through by the source's breaker and pause.  Returns the number of
@@ -296,7 +249,7 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
                 c = NULL; /* this call is full */
             if (c == NULL) {
                 if (gate_closed[src] || per_src[src] >= u->ncalls_max ||
-                    !source_gate(u, src, now)) {
+                    !enr_up_source_gate(u, src, now)) {
                     gate_closed[src] = 1;
                     w->state = W_SKIPPED;
                     continue;
@@ -402,7 +355,7 @@ static void count_failure(enr_upstream *u, enr_upcall *c, int kind, uint64_t now
         return;
     }
     prev = enr_breaker_failure(&x->br, now);
-    breaker_note(u, c->src, prev, fail_name[kind]);
+    enr_up_breaker_note(u, c->src, prev, fail_name[kind]);
 }
 
 /* A call of the batch in hand failed: counted, its wants failed. */
@@ -529,49 +482,6 @@ static int call_start(enr_upstream *u, enr_upcall *c)
     return 0;
 }
 
-/* An API's answer, as its classifier reads it (api.h): the verdict kept
- * in c->why for call_ended_badly, the rate headers acted on at once (a
- * Remaining near 0 slows the source down before its 429 comes). */
-static int api_outcome(enr_upstream *u, enr_upcall *c, long status, uint64_t now)
-{
-    const enr_upsource *x = &u->src[c->src];
-    enr_api_headers h = {c->h_retry_after_len ? c->h_retry_after : NULL,
-                         c->h_retry_after_len,
-                         c->h_remaining_len ? c->h_remaining : NULL,
-                         c->h_remaining_len,
-                         c->h_reset_len ? c->h_reset : NULL,
-                         c->h_reset_len};
-    int64_t wall = (int64_t)time(NULL);
-
-    memset(&c->why, 0, sizeof c->why);
-    c->why.remaining = -1;
-    x->api->classify((int)status, c->body.data, c->body.len, &h, wall, &c->why);
-    c->why.reason[sizeof c->why.reason - 1] = '\0';
-    if (c->why.remaining >= 0 && c->why.remaining <= UP_RATE_LOW &&
-        c->why.verdict == ENR_API_V_OK) {
-        /* What is left of the window, spread over the calls left in it. */
-        int64_t left_s = c->why.until > wall ? c->why.until - wall : 1;
-        uint64_t gap_ms = (uint64_t)left_s * 1000u / (uint64_t)(c->why.remaining + 1);
-        if (enr_quota_hold(&u->src[c->src].quota, now, gap_ms, ENR_API_V_THROTTLED,
-                           wall + (int64_t)(gap_ms / 1000u), "ratelimit-remaining"))
-            enr_log(ENR_LOG_INFO, "upstream slowing down: the rate limit is nearly spent",
-                    "source=%s remaining=%ld pause_ms=%llu", x->title, c->why.remaining,
-                    (unsigned long long)gap_ms);
-    }
-    switch (c->why.verdict) {
-    case ENR_API_V_THROTTLED:
-        return F_THROTTLED;
-    case ENR_API_V_QUOTA:
-        return F_QUOTA;
-    case ENR_API_V_AUTH:
-        return F_AUTH;
-    case ENR_API_V_OK:
-        return status == 200 ? -1 : F_STATUS;
-    default:
-        return F_STATUS;
-    }
-}
-
 /* How a transfer ended, as a failure kind, or -1 for a 200 to read. */
 static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
 {
@@ -583,8 +493,20 @@ static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
         return fail_kind_of(rc);
     if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
         return F_STATUS;
-    if (u->src[c->src].api != NULL)
-        return api_outcome(u, c, status, now);
+    if (u->src[c->src].api != NULL) {
+        switch (enr_up_classify(u, c, status, now)) {
+        case ENR_API_V_THROTTLED:
+            return F_THROTTLED;
+        case ENR_API_V_QUOTA:
+            return F_QUOTA;
+        case ENR_API_V_AUTH:
+            return F_AUTH;
+        case ENR_API_V_OK:
+            return status == 200 ? -1 : F_STATUS;
+        default:
+            return F_STATUS;
+        }
+    }
     if (status == 429 || (status == 503 && c->has_retry_after))
         return F_THROTTLED;
     if (status != 200)
@@ -592,49 +514,16 @@ static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
     return -1;
 }
 
-/* An API's pause, host-wide (quota.h), said once per pause in the words
- * an operator acts on. */
-static void api_pause(enr_upstream *u, enr_upcall *c, int kind, uint64_t now)
-{
-    enr_upsource *x = &u->src[c->src];
-    int64_t wall = (int64_t)time(NULL), until = c->why.until;
-    const char *reason = c->why.reason[0] ? c->why.reason : "-";
-    char when[32], msg[160];
-    struct tm tm;
-
-    if (kind == F_QUOTA && until <= wall)
-        until = enr_pacific_next_midnight(wall);
-    else if (kind == F_AUTH)
-        until = wall + UP_AUTH_PAUSE_S; /* a reload (HUP) tries again at once */
-    else if (kind == F_THROTTLED && until <= wall)
-        until = wall + (c->has_retry_after && c->retry_after_s ? c->retry_after_s
-                                                               : ENR_THROTTLE_DEFAULT_S);
-    if (!enr_quota_hold(&x->quota, now, (uint64_t)(until - wall) * 1000u,
-                        kind == F_QUOTA  ? ENR_API_V_QUOTA
-                        : kind == F_AUTH ? ENR_API_V_AUTH
-                                         : ENR_API_V_THROTTLED,
-                        until, c->why.reason))
-        return; /* held already: its setter said so */
-    gmtime_r(&(time_t){(time_t)until}, &tm);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    /* The reason is the API's own word, printable ASCII (api.h). */
-    if (kind == F_AUTH)
-        snprintf(msg, sizeof msg, "%s rejected the %s: %s", x->title,
-                 c->src == ENR_API_VIMEO ? "access token" : "API key", reason);
-    else if (kind == F_QUOTA)
-        snprintf(msg, sizeof msg, "%s quota spent: %s", x->title, reason);
-    else
-        snprintf(msg, sizeof msg, "%s throttled: %s", x->title, reason);
-    enr_log(kind == F_THROTTLED ? ENR_LOG_WARN : ENR_LOG_ERROR, msg, "source=%s until=%s%s",
-            x->api->name, when, kind == F_AUTH ? " retry=\"after a reload (HUP)\"" : "");
-}
-
 /* A failed call, counted; a provider that asked for a pause gets it,
  * host-wide (quota.h). */
 static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int kind, uint64_t now)
 {
     if (u->src[c->src].api != NULL && (kind == F_THROTTLED || kind == F_QUOTA || kind == F_AUTH)) {
-        api_pause(u, c, kind, now);
+        enr_up_pause(u, c,
+                     kind == F_QUOTA  ? ENR_QUOTA_WHY_QUOTA
+                     : kind == F_AUTH ? ENR_QUOTA_WHY_AUTH
+                                      : ENR_QUOTA_WHY_THROTTLED,
+                     now);
     } else if (kind == F_THROTTLED) {
         long status = 0;
         (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -660,7 +549,7 @@ static void call_done(enr_upstream *u, enr_upcall *c, enr_batch *b, CURLcode rc,
         return;
     }
     prev = enr_breaker_success(&u->src[c->src].br, now);
-    breaker_note(u, c->src, prev, "success");
+    enr_up_breaker_note(u, c->src, prev, "success");
 }
 
 /* ---- calls that outlive their batch ---- */
@@ -730,7 +619,7 @@ static void late_done(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
     }
     u->st.src[c->src].late++;
     prev = enr_breaker_success(&u->src[c->src].br, now);
-    breaker_note(u, c->src, prev, "success");
+    enr_up_breaker_note(u, c->src, prev, "success");
 }
 
 /* Room for a batch: at most max_detached calls outlive their batches; the

@@ -104,4 +104,16 @@ struct enr_upstream {
     enr_buf posters;    /* accepted posters of one reply, before b->text */
 };
 
+/* upsource.c: per source. */
+/* A breaker transition of source src (from prev), logged once, counted. */
+void enr_up_breaker_note(enr_upstream *u, int src, int prev, const char *why);
+/* May source src make one more call now (breaker, pause, rate)?  A call
+ * the pause refuses is counted by why it holds. */
+int enr_up_source_gate(enr_upstream *u, int src, uint64_t now);
+/* An API's answer of HTTP status: its verdict (enum enr_api_verdict),
+ * kept in c->why; the rate it reports may slow the source down. */
+int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now);
+/* The pause c's answer asks for (enum enr_quota_why), host-wide. */
+void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now);
+
 #endif
