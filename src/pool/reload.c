@@ -25,6 +25,7 @@
  *    until the last of them exits (docs/upstream.md).
  */
 #include "pool/reload.h"
+#include "upstream/quota.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -37,7 +38,6 @@
 #include "pool/notify.h"
 #include "base/scoreboard.h"
 #include "pool/worker.h"
-#include "upstream/quota.h"
 
 /* The probe of a pending configuration ended without reporting ready
  * (why: an exit reason and its detail, or a time-out).  The running
@@ -125,6 +125,10 @@ static int keep_listen(enr_config *to, const enr_config *from)
 static int cache_kept(const enr_config *next, const enr_config *cur)
 {
     return strcmp(next->upstream_url, cur->upstream_url) == 0 &&
+           memcmp(next->sources, cur->sources, sizeof next->sources) == 0 &&
+           strcmp(next->youtube_url, cur->youtube_url) == 0 &&
+           strcmp(next->vimeo_url, cur->vimeo_url) == 0 &&
+           strcmp(next->dailymotion_url, cur->dailymotion_url) == 0 &&
            next->cache_entries == cur->cache_entries && next->cache_bytes == cur->cache_bytes;
 }
 
@@ -151,6 +155,9 @@ static void commit_reload(enr_master *m)
     enr_config_secrets_free(&m->cfg, &m->next_cfg); /* the old generation's workers keep theirs */
     m->cfg = m->next_cfg;
     m->generation++;
+    /* A refused key waits for this: the new configuration may hold a new
+     * one, so its sources try again at once (quota.h). */
+    enr_quota_clear_auth(m->sb->quota);
     m->pending = 0;
     if (m->probe_slot < ENR_SB_MAX_WORKERS && m->w[m->probe_slot].pid > 0)
         m->w[m->probe_slot].probe = ENR_PROBE_EXTRA;
@@ -258,10 +265,12 @@ void enr_reload(enr_master *m, uint64_t now)
         /* A HUP is also the operator's way out of the provider's pause
          * (up to an hour from one Retry-After), whatever the file's fate:
          * the cache is kept, and the next call asks again. */
-        uint64_t left = enr_quota_resume(&m->sb->quota, now);
-        if (left > 0)
-            enr_log(ENR_LOG_WARN, "reload: the provider's pause ended early, calls resume",
-                    "pause_ms_left=%" PRIu64, left);
+        for (unsigned i = 0; i < ENR_UP_SOURCES; i++) {
+            uint64_t left = enr_quota_resume(&m->sb->quota[i], now);
+            if (left > 0)
+                enr_log(ENR_LOG_WARN, "reload: the provider's pause ended early, calls resume",
+                        "source=%s pause_ms_left=%" PRIu64, enr_config_source_names[i], left);
+        }
     }
     if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0 ||
         enr_config_load_secrets(&next, log_warning, NULL, err, sizeof err) != 0) {
