@@ -350,14 +350,14 @@ static int check_tls_files(parse_state *ps, const enr_config *c)
         {"upstream_client_cert", offsetof(enr_config, upstream_client_cert)},
         {"upstream_client_key", offsetof(enr_config, upstream_client_key)},
     };
-    int https = strncasecmp(c->upstream_url, "https://", 8) == 0;
+    int https = enr_config_any_https(c);
 
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         const char *path = (const char *)c + files[i].off;
         if (path[0] == '\0')
             continue;
         if (!https)
-            return FAIL_AT(ps, files[i].key, "needs an https:// upstream_url");
+            return FAIL_AT(ps, files[i].key, "needs a source served over https://");
     }
     if (c->upstream_client_cert[0] && !c->upstream_client_key[0])
         return FAIL_AT(ps, "upstream_client_cert", "needs upstream_client_key too");
@@ -438,8 +438,7 @@ static int check_whole(parse_state *ps, const enr_config *c)
     /* The host's cache is one shared mapping whose pages count in the RSS
      * of every worker that reads them: as large as the recycling bound, it
      * would recycle (or, past rss_hard_mb, kill) workers for reading it. */
-    if (c->upstream_url[0] != '\0' && c->rss_soft_mb &&
-        c->cache_bytes >= (size_t)c->rss_soft_mb << 20)
+    if (enr_config_enriches(c) && c->rss_soft_mb && c->cache_bytes >= (size_t)c->rss_soft_mb << 20)
         return FAIL_AT(ps, "cache_bytes",
                        "must be below rss_soft_mb (%u MiB): the shared cache's pages count in "
                        "the RSS of every worker that reads them",
@@ -490,6 +489,18 @@ static int check_secret_keys(parse_state *ps, enr_config *c)
     if (to_header && to_query)
         return FAIL_AT(ps, "upstream_secret_query",
                        "set upstream_secret_header or upstream_secret_query, not both");
+    return 0;
+}
+
+/* The sources and their secrets (confsource.c), before the rules that
+ * depend on them (the TLS files, the cache's size). */
+static int sources(parse_state *ps, enr_config *c)
+{
+    const char *key = "yt_source";
+    char why[ENR_PATH_MAX + 200];
+
+    if (enr_config_sources(c, &key, why, sizeof why) != 0)
+        return FAIL_AT(ps, key, "%s", why);
     return 0;
 }
 
@@ -670,8 +681,8 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
     } else {
         snprintf(next.source, sizeof next.source, "(built-in)");
     }
-    if (check_whole(&ps, &next) != 0 || enr_config_check_secret_keys(&next, err, errlen) != 0 ||
-        check_secret_keys(&ps, &next) != 0)
+    if (sources(&ps, &next) != 0 || check_whole(&ps, &next) != 0 ||
+        enr_config_check_secret_keys(&next, err, errlen) != 0 || check_secret_keys(&ps, &next) != 0)
         return -1;
     *c = next;
     return 0;

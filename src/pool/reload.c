@@ -28,6 +28,7 @@
  *    configuration that would have asked differently.
  */
 #include "pool/reload.h"
+#include "upstream/quota.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -40,7 +41,6 @@
 #include "pool/notify.h"
 #include "base/scoreboard.h"
 #include "pool/worker.h"
-#include "upstream/quota.h"
 
 /* The probe of a pending configuration ended without reporting ready
  * (why: an exit reason and its detail, or a time-out).  The running
@@ -126,7 +126,7 @@ static int keep_listen(enr_config *to, const enr_config *from)
  * changes where a call goes, what it carries or whose account it is
  * asked on has a row here.  Only names are ever logged: header values
  * and the secret are credentials. */
-enum { ID_STR, ID_HEADERS, ID_SECRET };
+enum { ID_STR, ID_HEADERS, ID_SECRET, ID_SOURCES };
 #define IDENTITY_FIELD(f, kind)                                                                    \
     {                                                                                              \
 #f, offsetof(enr_config, f), kind                                                          \
@@ -143,6 +143,16 @@ static const struct {
     IDENTITY_FIELD(upstream_secret_file, ID_STR),
     IDENTITY_FIELD(upstream_secret_credential, ID_STR),
     IDENTITY_FIELD(upstream_secret, ID_SECRET),
+    {"yt_source/vm_source/dm_source", offsetof(enr_config, sources), ID_SOURCES},
+    IDENTITY_FIELD(youtube_url, ID_STR),
+    IDENTITY_FIELD(vimeo_url, ID_STR),
+    IDENTITY_FIELD(dailymotion_url, ID_STR),
+    IDENTITY_FIELD(youtube_key_file, ID_STR),
+    IDENTITY_FIELD(youtube_key_credential, ID_STR),
+    IDENTITY_FIELD(youtube_key, ID_SECRET),
+    IDENTITY_FIELD(vimeo_token_file, ID_STR),
+    IDENTITY_FIELD(vimeo_token_credential, ID_STR),
+    IDENTITY_FIELD(vimeo_token, ID_SECRET),
 };
 
 /* The name of the first identity key next changes, or NULL. */
@@ -155,6 +165,9 @@ static const char *identity_change(const enr_config *next, const enr_config *cur
         switch (identity_fields[i].kind) {
         case ID_STR:
             same = strcmp(a, b) == 0;
+            break;
+        case ID_SOURCES:
+            same = memcmp(next->sources, cur->sources, sizeof next->sources) == 0;
             break;
         case ID_HEADERS:
             same = next->upstream_nheaders == cur->upstream_nheaders;
@@ -212,6 +225,9 @@ static void commit_reload(enr_master *m)
     enr_config_secrets_free(&m->cfg, &m->next_cfg); /* the old generation's workers keep theirs */
     m->cfg = m->next_cfg;
     m->generation++;
+    /* A refused key waits for this: the new configuration may hold a new
+     * one, so its sources try again at once (quota.h). */
+    enr_quota_clear_auth(m->sb->quota);
     m->pending = 0;
     if (m->probe_slot < ENR_SB_MAX_WORKERS && m->w[m->probe_slot].pid > 0)
         m->w[m->probe_slot].probe = ENR_PROBE_EXTRA;
@@ -321,10 +337,12 @@ void enr_reload(enr_master *m, uint64_t now)
         /* A HUP is also the operator's way out of the provider's pause
          * (up to an hour from one Retry-After), whatever the file's fate:
          * the cache is kept, and the next call asks again. */
-        uint64_t left = enr_quota_resume(&m->sb->quota, now);
-        if (left > 0)
-            enr_log(ENR_LOG_WARN, "reload: the provider's pause ended early, calls resume",
-                    "pause_ms_left=%" PRIu64, left);
+        for (unsigned i = 0; i < ENR_UP_SOURCES; i++) {
+            uint64_t left = enr_quota_resume(&m->sb->quota[i], now);
+            if (left > 0)
+                enr_log(ENR_LOG_WARN, "reload: the provider's pause ended early, calls resume",
+                        "source=%s pause_ms_left=%" PRIu64, enr_config_source_names[i], left);
+        }
     }
     if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0 ||
         enr_config_load_secrets(&next, log_warning, NULL, err, sizeof err) != 0) {
