@@ -15,6 +15,7 @@
 #include "base/sockaddr.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <grp.h>
 #include <limits.h>
@@ -503,14 +504,32 @@ static int sources(parse_state *ps, enr_config *c)
     return 0;
 }
 
+/* The file given with -c and each included one, read the same way: only
+ * a regular file.  It is opened without blocking and checked on its
+ * descriptor, so a FIFO (whose open and read wait for a writer) or a
+ * device is refused at once and a file swapped between a check and the
+ * open cannot slip past. */
 static int read_file(const char *path, char **out, char *why, size_t whylen)
 {
-    FILE *f = fopen(path, "re");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    FILE *f;
     char *buf;
     size_t n;
 
+    if (fd < 0) {
+        snprintf(why, whylen, "%s", strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, whylen, "not a regular file");
+        close(fd);
+        return -1;
+    }
+    f = fdopen(fd, "r");
     if (f == NULL) {
         snprintf(why, whylen, "%s", strerror(errno));
+        close(fd);
         return -1;
     }
     buf = malloc(CONFIG_FILE_MAX + 1);
@@ -589,7 +608,6 @@ static int include_files(parse_state *ps, enr_config *c, const char *pattern)
                     rc == GLOB_NOSPACE ? "out of memory" : "a directory cannot be read");
     for (size_t i = 0; i < g.gl_pathc; i++) {
         char *text = NULL, why[256];
-        struct stat st;
         if (ps->n_inc == CONFIG_INCLUDE_MAX) {
             rc = fail(ps, "include", "more than %d files", CONFIG_INCLUDE_MAX);
             break;
@@ -597,11 +615,6 @@ static int include_files(parse_state *ps, enr_config *c, const char *pattern)
         if (strlen(g.gl_pathv[i]) >= ENR_PATH_MAX) {
             rc = fail(ps, "include", "%s: path longer than %d bytes", g.gl_pathv[i],
                       ENR_PATH_MAX - 1);
-            break;
-        }
-        /* A FIFO or a device matched by the pattern would hang the read. */
-        if (stat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) {
-            rc = fail(ps, "include", "%s: not a regular file", g.gl_pathv[i]);
             break;
         }
         if (read_file(g.gl_pathv[i], &text, why, sizeof why) != 0) {

@@ -597,7 +597,7 @@ static long own_fds(worker *w)
 
     if (n < 0 && !w->fds_unknown)
         enr_log(ENR_LOG_WARN, "cannot count own descriptors in /proc/self/fd",
-                "error=%s fd_soft=unchecked", strerror(errno));
+                "error=%s fd_soft=unchecked", enr_log_errno(errno));
     else if (n >= 0 && w->fds_unknown)
         enr_log(ENR_LOG_INFO, "own descriptors counted again", "fds=%ld", n);
     w->fds_unknown = n < 0;

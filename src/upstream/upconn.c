@@ -497,7 +497,7 @@ static void cert_names(CURL *e, char *out, size_t outlen)
 
 void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf)
 {
-    char reason[640], names[256], q[CURL_ERROR_SIZE + 8];
+    char reason[640], names[256], q[CURL_ERROR_SIZE + 8], qreason[700], qhost[300];
     uint64_t now = enr_mono_ms();
     long vr = 0;
 
@@ -533,8 +533,12 @@ void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf)
         snprintf(reason, sizeof reason, "TLS handshake failed");
         break;
     }
-    enr_log(ENR_LOG_WARN, "upstream TLS failed", "host=%s reason=\"%s\" error=%s suppressed=%u",
-            p->host, reason, enr_log_quote(q, sizeof q, errbuf), p->tls_suppressed);
+    /* The certificate's names are the provider's words: quoted like any
+     * value from outside, so a crafted name cannot forge a field or a line. */
+    enr_log(ENR_LOG_WARN, "upstream TLS failed", "host=%s reason=%s error=%s suppressed=%u",
+            enr_log_quote(qhost, sizeof qhost, p->host),
+            enr_log_quote(qreason, sizeof qreason, reason), enr_log_quote(q, sizeof q, errbuf),
+            p->tls_suppressed);
     p->tls_suppressed = 0;
 }
 

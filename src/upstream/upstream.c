@@ -810,6 +810,8 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
         src = u->src_of[r->provider];
         if (src < 0)
             continue; /* its source is off: its local values are the answer */
+        if (!enr_reply_id_askable(key, r->key_len))
+            continue; /* no answer could name it unchanged (upstream_reply.h) */
         if (enr_cache_get(u->cache, cache_key(r->provider, src), key, r->key_len, now, &v)) {
             u->st.src[src].cache_hits++;
             apply_cached(b, r, &v, &degraded);

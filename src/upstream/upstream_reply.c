@@ -15,9 +15,11 @@
  * with the readers of the providers' own APIs.  Syntax is RFC 8259;
  * inside strings, raw control (but NUL) and non-UTF-8 bytes are taken as
  * they are and an unpaired surrogate escape decodes to U+FFFD, as the
- * json-c parser this replaces did (ids compare as bytes; posters are
- * checked).  Within the document the reading is json-c's: the last
- * "items" member of the root object counts, within an item the last
+ * json-c parser this replaces did (posters are checked); ids compare as
+ * bytes, and an item's id that held such an escape names no id, nor is an
+ * id that is not strict UTF-8 ever matched (enr_reply_id_askable): a
+ * decoding that merges two ids must not let one's answer serve the other.  Within the document the
+ * reading is json-c's: the last "items" member of the root object counts, within an item the last
  * occurrence of a key counts, and a key is compared up to its first NUL.
  *
  * Invariants: an accepted poster is an absolute https:// URL with a host,
@@ -58,6 +60,7 @@ static int read_item(enr_rscan *r, int depth)
     const unsigned char *num = NULL; /* the last duration, when a number */
     size_t idlen = 0, plen = 0;
     int has_id = 0, has_poster = 0, more, key;
+    unsigned lone = 0; /* unpaired surrogates in the last id: it names no asked id */
     enr_reply_id *id;
     double d;
 
@@ -67,7 +70,9 @@ static int read_item(enr_rscan *r, int depth)
             return -1;
         if (key == K_ID && enr_jscan_at(j, '"')) {
             has_id = 1;
+            lone = j->lone;
             rc = enr_jscan_string(j, r->idbuf, r->idmax, &idlen);
+            lone = j->lone - lone;
         } else if (key == K_POSTER && enr_jscan_at(j, '"')) {
             has_poster = 1;
             rc = enr_jscan_string(j, r->poster, sizeof r->poster, &plen);
@@ -83,7 +88,7 @@ static int read_item(enr_rscan *r, int depth)
     }
     if (more != 0)
         return -1;
-    if (!has_id || (id = enr_rscan_claim(r, r->idbuf, idlen)) == NULL)
+    if (!has_id || lone > 0 || (id = enr_rscan_claim(r, r->idbuf, idlen)) == NULL)
         return 0;
     if (has_poster && plen <= sizeof r->poster)
         enr_rscan_poster(r, id, r->poster, plen);
@@ -97,10 +102,45 @@ static int read_item(enr_rscan *r, int depth)
     return 0;
 }
 
+int enr_reply_id_askable(const char *id, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)id;
+
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        size_t need;
+        unsigned lo = 0x80, hi = 0xbf;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            need = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            need = 2;
+            lo = c == 0xe0 ? 0xa0 : 0x80;
+            hi = c == 0xed ? 0x9f : 0xbf; /* ED A0..BF: a surrogate (WTF-8) */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            need = 3;
+            lo = c == 0xf0 ? 0x90 : 0x80;
+            hi = c == 0xf4 ? 0x8f : 0xbf;
+        } else {
+            return 0;
+        }
+        if (len - i <= need || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t k = 2; k <= need; k++)
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
 int enr_upstream_reply_parse(const char *body, size_t len, enr_reply_id *ids, size_t n,
                              uint64_t seed, enr_buf *arena)
 {
-    static const enr_rscan_spec spec = {"items", 0, 0, NULL, read_item};
+    static const enr_rscan_spec spec = {"items", 0, 0, enr_reply_id_askable, read_item};
 
     return enr_rscan_parse(body, len, ids, n, seed, arena, &spec);
 }

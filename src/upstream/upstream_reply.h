@@ -33,6 +33,14 @@ static inline size_t enr_upstream_reply_item_cap(size_t id_len)
  * slack and each id's item cap); a larger one is refused unread. */
 size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n);
 
+/* 1 when a JSON answer can carry the id's bytes unchanged whatever the
+ * provider's encoder: strict UTF-8.  An id holding a lone surrogate
+ * (WTF-8 ED A0..BF xx, from a "\ud800" escape in a request) is not: many
+ * encoders write U+FFFD for it, and that item would answer an id holding
+ * U+FFFD.  Such an id is never asked, and an answer's id whose decoding
+ * replaced a lone surrogate names no id (reply_scan.h). */
+int enr_reply_id_askable(const char *id, size_t len);
+
 /* Parse body (len bytes, need not end in a NUL) in one pass, in memory
  * O(n + posters accepted).  ids[0..n) must be distinct; the first item naming an id
  * decides it, later ones are ignored, as are items naming ids not asked
