@@ -126,7 +126,7 @@ static int keep_listen(enr_config *to, const enr_config *from)
  * changes where a call goes, what it carries or whose account it is
  * asked on has a row here.  Only names are ever logged: header values
  * and the secret are credentials. */
-enum { ID_STR, ID_HEADERS, ID_SECRET, ID_SOURCES };
+enum { ID_STR, ID_HEADERS, ID_SOURCES, ID_SECRET };
 #define IDENTITY_FIELD(f, kind)                                                                    \
     {                                                                                              \
 #f, offsetof(enr_config, f), kind                                                          \
@@ -143,7 +143,7 @@ static const struct {
     IDENTITY_FIELD(upstream_secret_file, ID_STR),
     IDENTITY_FIELD(upstream_secret_credential, ID_STR),
     IDENTITY_FIELD(upstream_secret, ID_SECRET),
-    {"yt_source/vm_source/dm_source", offsetof(enr_config, sources), ID_SOURCES},
+    IDENTITY_FIELD(sources, ID_SOURCES),
     IDENTITY_FIELD(youtube_url, ID_STR),
     IDENTITY_FIELD(vimeo_url, ID_STR),
     IDENTITY_FIELD(dailymotion_url, ID_STR),
@@ -166,18 +166,19 @@ static const char *identity_change(const enr_config *next, const enr_config *cur
         case ID_STR:
             same = strcmp(a, b) == 0;
             break;
-        case ID_SOURCES:
-            same = memcmp(next->sources, cur->sources, sizeof next->sources) == 0;
-            break;
         case ID_HEADERS:
             same = next->upstream_nheaders == cur->upstream_nheaders;
             for (unsigned h = 0; same && h < next->upstream_nheaders; h++)
                 same = strcmp(next->upstream_headers[h], cur->upstream_headers[h]) == 0;
             break;
-        default: { /* the secret's bytes (read before this check, secret.h) */
+        case ID_SOURCES:
+            same = memcmp(next->sources, cur->sources, sizeof next->sources) == 0;
+            break;
+        default: { /* the secret's bytes (the master holds both, secret.h) */
             const enr_secret *x = (const enr_secret *)(const void *)a;
             const enr_secret *y = (const enr_secret *)(const void *)b;
-            same = x->len == y->len && (x->len == 0 || memcmp(x->bytes, y->bytes, x->len) == 0);
+            same = x->len == y->len && (x->len == 0 || (x->bytes != NULL && y->bytes != NULL &&
+                                                        memcmp(x->bytes, y->bytes, x->len) == 0));
             break;
         }
         }

@@ -283,7 +283,7 @@ static void take(walk *w, int depth, const unsigned char *at, size_t numlen)
             f->len = numlen < sizeof f->text ? numlen : sizeof f->text - 1;
             memcpy(f->text, at, f->len);
         } else {
-            enr_jscan s = {at, w->s.end};
+            enr_jscan s = {at, w->s.end, 0};
             if (enr_jscan_string(&s, f->text, sizeof f->text - 1, &f->len) != 0)
                 continue;
             if (f->len > sizeof f->text - 1)

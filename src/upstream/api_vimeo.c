@@ -104,6 +104,7 @@ static int read_size(void *ctx, int depth)
     vm_item *it = ctx;
     enr_rscan *r = it->r;
     size_t len;
+    int faithful;
     double w;
 
     it->size_width = it->size_link = NULL;
@@ -113,7 +114,7 @@ static int read_size(void *ctx, int depth)
         return 0;
     w = strtod((const char *)it->size_width, NULL); /* a delimiter follows it in the body */
     if ((it->link == NULL || w > it->width) &&
-        enr_rscan_string_at(r, it->size_link, r->poster, sizeof r->poster, &len) == 0 &&
+        enr_rscan_string_at(r, it->size_link, r->poster, sizeof r->poster, &len, &faithful) == 0 &&
         len <= sizeof r->poster && enr_reply_poster_ok(r->poster, len)) {
         it->link = it->size_link;
         it->width = w;
@@ -151,10 +152,11 @@ static int item_member(void *ctx, int key, int depth)
 static enr_reply_id *claim_uri(enr_rscan *r, const unsigned char *uri)
 {
     size_t len, cap = r->idmax + r->idextra;
+    int faithful;
     const char *colon;
 
-    if (enr_rscan_string_at(r, uri, r->idbuf, cap, &len) != 0 || len <= URI_PREFIX_LEN ||
-        memcmp(r->idbuf, URI_PREFIX, URI_PREFIX_LEN) != 0)
+    if (enr_rscan_string_at(r, uri, r->idbuf, cap, &len, &faithful) != 0 || !faithful ||
+        len <= URI_PREFIX_LEN || memcmp(r->idbuf, URI_PREFIX, URI_PREFIX_LEN) != 0)
         return NULL;
     colon = memchr(r->idbuf + URI_PREFIX_LEN, ':', (len < cap ? len : cap) - URI_PREFIX_LEN);
     if (colon != NULL)

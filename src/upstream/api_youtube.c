@@ -138,6 +138,7 @@ static int yt_item_read(enr_rscan *r, int depth)
     char text[DURATION_TEXT_MAX];
     enr_reply_id *id;
     size_t len;
+    int faithful;
     double d;
 
     if (enr_jscan_object(&r->j, depth, names, 3, item_member, &it) != 0)
@@ -147,8 +148,8 @@ static int yt_item_read(enr_rscan *r, int depth)
     for (int t = T_MAXRES; t >= T_DEFAULT; t--)
         if (enr_rscan_poster_at(r, id, it.thumb[t]))
             break;
-    if (enr_rscan_string_at(r, it.duration, text, sizeof text, &len) == 0 && len <= sizeof text &&
-        enr_iso8601_duration(text, len, &d) == 0)
+    if (enr_rscan_string_at(r, it.duration, text, sizeof text, &len, &faithful) == 0 &&
+        len <= sizeof text && enr_iso8601_duration(text, len, &d) == 0)
         enr_rscan_runtime(id, d);
     enr_rscan_settle(id);
     return 0;

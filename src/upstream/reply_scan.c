@@ -1,9 +1,8 @@
 /*
  * reply_scan.c: the pieces every reader of a provider's answer shares
  * (reply_scan.h): the JSON scanner, the poster and duration checks, the
- * one home of how an answer's id is decoded and matched to the ids asked
- * (enr_reply_string, enr_reply_id_askable, enr_reply_match_*), and the
- * shape of a reply (one root object holding an array of items).
+ * id table and the shape of a reply (one root object holding an array of
+ * items).
  *
  * The answer is hostile input: it is read in one pass, never as a tree.
  * Memory is O(ids asked + posters accepted): the id table, one candidate
@@ -11,12 +10,11 @@
  * ids carry around them), one candidate poster (ENR_REPLY_POSTER_MAX
  * bytes); nesting is bounded (ENR_REPLY_MAX_DEPTH), so is the recursion.
  *
- * Invariants: an item answers only the id whose bytes equal its id decoded
- * as the engine decodes a request's (a lone surrogate escape to its WTF-8
- * bytes, never U+FFFD, which is another id); ids are matched through a
- * table keyed by a seed, so the work is linear in the answer whatever ids
- * a hostile provider sends; an id is decided by the first item naming it; a reply either resolves
- * every id or is rejected whole, the arena then as it was.  The scanner never reads past end.
+ * Invariants: ids are matched through a table keyed by a seed, so the work
+ * is linear in the answer whatever ids a hostile provider sends; an id
+ * is decided by the first item naming it; a reply either resolves every
+ * id or is rejected whole, the arena then as it was.  The scanner never
+ * reads past end.
  */
 #include "upstream/reply_scan.h"
 #include "base/hash.h"
@@ -184,14 +182,11 @@ static char simple_escape(unsigned char e)
     }
 }
 
-size_t enr_reply_string(const char *s, size_t avail, char *out, size_t cap, size_t *len)
+int enr_jscan_string(enr_jscan *s, char *out, size_t cap, size_t *len)
 {
-    const unsigned char *p, *end = (const unsigned char *)s + avail;
+    const unsigned char *p = s->p + 1, *end = s->end;
 
     *len = 0;
-    if (avail < 2 || *s != '"')
-        return 0;
-    p = (const unsigned char *)s + 1;
     for (;;) {
         const unsigned char *q = p;
         long u;
@@ -199,22 +194,24 @@ size_t enr_reply_string(const char *s, size_t avail, char *out, size_t cap, size
             q++;
         put(out, cap, len, (const char *)p, (size_t)(q - p));
         if (q >= end || *q == '\0') /* json-c ends its input at a NUL byte */
+            return -1;
+        if (*q == '"') {
+            s->p = q + 1;
             return 0;
-        if (*q == '"')
-            return (size_t)(q + 1 - (const unsigned char *)s);
+        }
         if (q + 1 >= end)
-            return 0;
+            return -1;
         if (q[1] != 'u') {
             char c = simple_escape(q[1]);
             if (c == 0)
-                return 0;
+                return -1;
             put(out, cap, len, &c, 1);
             p = q + 2;
             continue;
         }
         u = unit_at(q, end);
         if (u < 0)
-            return 0;
+            return -1;
         p = q + 6;
         if (u >= 0xd800 && u <= 0xdbff) {
             long lo = unit_at(p, end);
@@ -225,21 +222,14 @@ size_t enr_reply_string(const char *s, size_t avail, char *out, size_t cap, size
                 p += 6;
                 continue;
             }
+            u = 0xfffd; /* unpaired: what follows is read on its own */
+            s->lone++;
+        } else if (u >= 0xdc00 && u <= 0xdfff) {
+            u = 0xfffd;
+            s->lone++;
         }
-        /* A lone surrogate keeps its own 3 bytes (WTF-8), as the engine
-         * keeps it in a request's id: U+FFFD would be another id. */
         put_cp(out, cap, len, (unsigned long)u);
     }
-}
-
-int enr_jscan_string(enr_jscan *s, char *out, size_t cap, size_t *len)
-{
-    size_t used = enr_reply_string((const char *)s->p, (size_t)(s->end - s->p), out, cap, len);
-
-    if (used == 0)
-        return -1;
-    s->p += used;
-    return 0;
 }
 
 int enr_jscan_key(enr_jscan *s, const char *const *names, int nnames, int *key)
@@ -413,103 +403,27 @@ int enr_jscan_string_at(enr_jscan *s, int depth, const unsigned char **at)
 /* ---- ids and the items' shape ---- */
 
 /* Slot of id in the open-addressing table (index + 1, 0 empty). */
-static uint32_t *id_slot(const enr_reply_match *m, const char *s, size_t len)
+static uint32_t *id_slot(const enr_rscan *r, const char *s, size_t len)
 {
-    for (size_t i = enr_hash_key(m->seed, 0, s, len) & m->mask;; i = (i + 1) & m->mask) {
-        uint32_t *slot = &m->table[i];
+    for (size_t i = enr_hash_key(r->seed, 0, s, len) & r->mask;; i = (i + 1) & r->mask) {
+        uint32_t *slot = &r->table[i];
         if (*slot == 0)
             return slot;
-        if (m->ids[*slot - 1].id_len == len && memcmp(m->ids[*slot - 1].id, s, len) == 0)
+        if (r->ids[*slot - 1].id_len == len && memcmp(r->ids[*slot - 1].id, s, len) == 0)
             return slot;
     }
-}
-
-int enr_reply_match_init(enr_reply_match *m, enr_reply_id *ids, size_t n, uint64_t seed)
-{
-    size_t tcap = 16;
-
-    memset(m, 0, sizeof *m);
-    if (n > UINT32_MAX / 4)
-        return -1;
-    while (tcap < 2 * n)
-        tcap <<= 1;
-    m->table = calloc(tcap, sizeof(*m->table));
-    if (m->table == NULL)
-        return -1;
-    m->ids = ids;
-    m->n = n;
-    m->mask = tcap - 1;
-    m->seed = seed;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t *slot = id_slot(m, ids[i].id, ids[i].id_len);
-        if (*slot == 0)
-            *slot = (uint32_t)(i + 1); /* a duplicate id keeps its first index */
-        if (ids[i].id_len > m->idmax)
-            m->idmax = ids[i].id_len;
-    }
-    return 0;
-}
-
-enr_reply_id *enr_reply_match_find(const enr_reply_match *m, const char *id, size_t len)
-{
-    uint32_t *slot;
-
-    if (len > m->idmax || m->table == NULL)
-        return NULL;
-    slot = id_slot(m, id, len);
-    return *slot == 0 ? NULL : &m->ids[*slot - 1];
-}
-
-void enr_reply_match_free(enr_reply_match *m)
-{
-    free(m->table);
-    m->table = NULL;
-}
-
-int enr_reply_id_askable(const char *id, size_t len)
-{
-    const unsigned char *s = (const unsigned char *)id;
-
-    for (size_t i = 0; i < len;) {
-        unsigned c = s[i];
-        size_t need;
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) {
-            need = 1;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            need = 2;
-            lo = c == 0xe0 ? 0xa0 : 0x80;
-            hi = c == 0xed ? 0x9f : 0xbf; /* ED A0..BF: a surrogate (WTF-8) */
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            need = 3;
-            lo = c == 0xf0 ? 0x90 : 0x80;
-            hi = c == 0xf4 ? 0x8f : 0xbf;
-        } else {
-            return 0;
-        }
-        if (len - i <= need || s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (size_t k = 2; k <= need; k++)
-            if ((s[i + k] & 0xc0) != 0x80)
-                return 0;
-        i += need + 1;
-    }
-    return 1;
 }
 
 enr_reply_id *enr_rscan_claim(enr_rscan *r, const char *s, size_t len)
 {
-    enr_reply_id *id = enr_reply_match_find(&r->match, s, len);
+    uint32_t *slot;
 
-    if (id == NULL || id->state != ENR_REPLY_ABSENT)
+    if (len > r->idmax)
+        return NULL;
+    slot = id_slot(r, s, len);
+    if (*slot == 0 || r->ids[*slot - 1].state != ENR_REPLY_ABSENT)
         return NULL; /* an id we did not ask for, or a duplicate */
-    if (r->matchable != NULL && !r->matchable(id->id, id->id_len))
-        return NULL; /* an id no answer names faithfully: never matched */
-    return id;
+    return &r->ids[*slot - 1];
 }
 
 void enr_rscan_poster(enr_rscan *r, enr_reply_id *id, const char *s, size_t len)
@@ -525,21 +439,24 @@ void enr_rscan_poster(enr_rscan *r, enr_reply_id *id, const char *s, size_t len)
 }
 
 int enr_rscan_string_at(const enr_rscan *r, const unsigned char *at, char *out, size_t cap,
-                        size_t *len)
+                        size_t *len, int *faithful)
 {
-    enr_jscan s = {at, r->j.end};
+    enr_jscan s = {at, r->j.end, 0};
 
     *len = 0;
+    *faithful = 0;
     if (at == NULL || enr_jscan_string(&s, out, cap, len) != 0)
         return -1;
+    *faithful = s.lone == 0;
     return 0;
 }
 
 int enr_rscan_poster_at(enr_rscan *r, enr_reply_id *id, const unsigned char *at)
 {
     size_t len;
+    int faithful;
 
-    if (enr_rscan_string_at(r, at, r->poster, sizeof r->poster, &len) != 0 ||
+    if (enr_rscan_string_at(r, at, r->poster, sizeof r->poster, &len, &faithful) != 0 ||
         len > sizeof r->poster)
         return 0;
     enr_rscan_poster(r, id, r->poster, len);
@@ -563,8 +480,9 @@ void enr_rscan_seconds_at(enr_reply_id *id, const unsigned char *num)
 enr_reply_id *enr_rscan_claim_at(enr_rscan *r, const unsigned char *at)
 {
     size_t len;
+    int faithful;
 
-    if (enr_rscan_string_at(r, at, r->idbuf, r->idmax, &len) != 0)
+    if (enr_rscan_string_at(r, at, r->idbuf, r->idmax, &len, &faithful) != 0 || !faithful)
         return NULL;
     return enr_rscan_claim(r, r->idbuf, len);
 }
@@ -619,36 +537,49 @@ int enr_rscan_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, u
                     enr_buf *arena, const enr_rscan_spec *spec)
 {
     enr_rscan *r;
+    size_t tcap = 16;
     int rc = -1;
 
     enr_reply_reset(ids, n);
     if (len == 0 || len > INT_MAX || n > UINT32_MAX / 4)
         return -1;
+    while (tcap < 2 * n)
+        tcap <<= 1;
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return -1;
     r->arena_start = arena->len;
-    if (enr_reply_match_init(&r->match, ids, n, seed) != 0)
-        goto out;
-    r->idmax = r->match.idmax;
+    r->table = calloc(tcap, sizeof(*r->table));
+    for (size_t i = 0; i < n; i++)
+        if (ids[i].id_len > r->idmax)
+            r->idmax = ids[i].id_len;
     r->idextra = spec->idextra;
     r->item = spec->item;
-    r->matchable = spec->matchable;
     r->idbuf = malloc(r->idmax + r->idextra + 1);
-    if (r->idbuf == NULL)
+    if (r->table == NULL || r->idbuf == NULL)
         goto out;
     r->j.p = (const unsigned char *)body;
     r->j.end = r->j.p + len;
     r->ids = ids;
     r->n = n;
+    r->mask = tcap - 1;
+    r->seed = seed;
     r->arena = arena;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *slot;
+        if (spec->matchable != NULL && !spec->matchable(ids[i].id, ids[i].id_len))
+            continue;
+        slot = id_slot(r, ids[i].id, ids[i].id_len);
+        if (*slot == 0)
+            *slot = (uint32_t)(i + 1); /* a duplicate id keeps its first index */
+    }
     rc = read_root(r, spec);
 out:
     if (rc != 0) {
         enr_reply_reset(ids, n);
         arena->len = r->arena_start;
     }
-    enr_reply_match_free(&r->match);
+    free(r->table);
     free(r->idbuf);
     free(r);
     return rc;

@@ -2,15 +2,15 @@
  * reply_scan.h: what every reader of a provider's answer shares (the
  * aggregator protocol's, upstream_reply.c, and each API's, api_*.c): a
  * bounded one-pass JSON scanner that keeps nothing but what its caller
- * copies out, the poster and duration checks, and how an answer's id is
- * decoded and matched to the ids a call asked for (upstream_reply.h
- * includes this, for the client).  Internal to src/upstream/.
+ * copies out, the poster and duration checks, and the seeded table of the
+ * ids a call asked for.  Internal to src/upstream/.
  *
  * Syntax is RFC 8259 (no comments, trailing commas, NaN or leading
- * zeros); strings decode as the engine decodes a request's
- * (enr_reply_string), so an answer's id is the very bytes the engine
- * made of the same text.  A key is compared up to its first NUL (json-c
- * kept keys as C strings).  Nesting is bounded by
+ * zeros); inside strings, raw control (but NUL) and non-UTF-8 bytes are
+ * taken as they are and an unpaired surrogate escape decodes to U+FFFD
+ * and is counted in enr_jscan.lone, so an id reader can refuse a string
+ * whose decoding was not faithful.  A key is compared up to its first NUL
+ * (json-c kept keys as C strings).  Nesting is bounded by
  * ENR_REPLY_MAX_DEPTH, so is the recursion; the scanner never reads past
  * end.
  */
@@ -27,39 +27,8 @@
 
 typedef struct enr_jscan {
     const unsigned char *p, *end;
+    unsigned lone; /* unpaired surrogate escapes decoded so far */
 } enr_jscan;
-
-/* The JSON string at s (on its opening quote; avail bytes readable),
- * decoded into out[0..cap) (out may be NULL: validated only); *len gets
- * the decoded length even past cap.  Escapes decode to the bytes the
- * engine makes of the same escapes in a request (engine/jstring.c): a
- * pair to one 4-byte sequence, a lone surrogate to its 3-byte WTF-8 form
- * (never U+FFFD); other bytes are taken as they are (a raw NUL ends the
- * input, as json-c's did).  Returns the bytes read through the closing
- * quote, or 0 on a syntax error. */
-size_t enr_reply_string(const char *s, size_t avail, char *out, size_t cap, size_t *len);
-
-/* 1 when a JSON answer can carry the id's bytes unchanged whatever the
- * provider's encoder: strict UTF-8.  An id holding a lone surrogate
- * (WTF-8 ED A0..BF xx, from a "\ud800" escape in a request) is not: many
- * encoders write U+FFFD for it, and that item would answer an id holding
- * U+FFFD.  Such an id is never asked. */
-int enr_reply_id_askable(const char *id, size_t len);
-
-/* The ids of one call, for matching an answer's decoded ids: exact bytes,
- * through a table seeded by seed (a hostile reply cannot choose
- * collisions).  find returns the asked id whose bytes are id[0..len)
- * (the first of duplicates), or NULL. */
-typedef struct enr_reply_match {
-    enr_reply_id *ids;
-    size_t n, mask, idmax;
-    uint32_t *table;
-    uint64_t seed;
-} enr_reply_match;
-
-int enr_reply_match_init(enr_reply_match *m, enr_reply_id *ids, size_t n, uint64_t seed);
-enr_reply_id *enr_reply_match_find(const enr_reply_match *m, const char *id, size_t len);
-void enr_reply_match_free(enr_reply_match *m);
 
 static inline int enr_jscan_at(const enr_jscan *s, char c)
 {
@@ -72,9 +41,9 @@ static inline int enr_jscan_at_number(const enr_jscan *s)
 }
 
 void enr_jscan_ws(enr_jscan *s);
-/* The string at s->p (on its opening quote) decoded by
- * enr_reply_string() into out[0..cap) (out may be NULL: validated and
- * skipped), s->p past it.  0, or -1. */
+/* The string at s->p (on its opening quote) decoded into out[0..cap)
+ * (out may be NULL: validated and skipped); *len is its whole decoded
+ * length, so a string longer than cap is seen to be.  0, or -1. */
 int enr_jscan_string(enr_jscan *s, char *out, size_t cap, size_t *len);
 /* A key and its colon: *key is its index in names[0..nnames), or -1. */
 int enr_jscan_key(enr_jscan *s, const char *const *names, int nnames, int *key);
@@ -120,9 +89,9 @@ void enr_reply_reset(enr_reply_id *ids, size_t n);
 typedef struct enr_rscan {
     enr_jscan j;
     enr_reply_id *ids;
-    size_t n;
-    enr_reply_match match;
-    int (*matchable)(const char *id, size_t len);
+    size_t n, mask;
+    uint32_t *table; /* open addressing: index + 1, 0 empty */
+    uint64_t seed;
     enr_buf *arena;
     size_t arena_start;
     char *idbuf; /* one candidate id: idmax bytes, and idextra more */
@@ -164,9 +133,10 @@ void enr_rscan_settle(enr_reply_id *id);
 /* A reader that lets the last occurrence of a key count keeps where its
  * string starts (at, on the opening quote, already scanned once) and
  * decodes it when the object closes: into out[0..cap), *len its whole
- * decoded length; 0, or -1 when at is NULL. */
+ * decoded length; 0, or -1 when at is NULL.  *faithful is 0 when an
+ * unpaired surrogate was replaced (such a string names no id). */
 int enr_rscan_string_at(const enr_rscan *r, const unsigned char *at, char *out, size_t cap,
-                        size_t *len);
+                        size_t *len, int *faithful);
 /* The poster at at (NULL: none) for id, as enr_rscan_poster(); 1 when kept. */
 int enr_rscan_poster_at(enr_rscan *r, enr_reply_id *id, const unsigned char *at);
 /* A runtime for id: kept when 0 < d < ENR_REPLY_DURATION_LIMIT (0 is a
@@ -175,7 +145,8 @@ void enr_rscan_runtime(enr_reply_id *id, double d);
 /* The same from the number at num (NULL: none), in seconds. */
 void enr_rscan_seconds_at(enr_reply_id *id, const unsigned char *num);
 /* The id of an item, decoded from the string at at into r->idbuf: the
- * asked id it names (as enr_rscan_claim()), or NULL. */
+ * asked id it names (as enr_rscan_claim()), NULL when none or when its
+ * decoding was not faithful. */
 enr_reply_id *enr_rscan_claim_at(enr_rscan *r, const unsigned char *at);
 
 #endif

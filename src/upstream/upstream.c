@@ -807,11 +807,11 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
         u->rec_want[i] = 0;
         if (r->provider == ENR_PROV_NONE || r->provider > ENR_PROV_DM || r->key_len == 0)
             continue; /* nothing the upstream could be asked about */
-        if (!enr_reply_id_askable(key, r->key_len))
-            continue; /* no answer could name it unchanged (reply_scan.h) */
         src = u->src_of[r->provider];
         if (src < 0)
             continue; /* its source is off: its local values are the answer */
+        if (!enr_reply_id_askable(key, r->key_len))
+            continue; /* no answer could name it unchanged (upstream_reply.h) */
         if (enr_cache_get(u->cache, cache_key(r->provider, src), key, r->key_len, now, &v)) {
             u->st.src[src].cache_hits++;
             apply_cached(b, r, &v, &degraded);

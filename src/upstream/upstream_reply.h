@@ -3,13 +3,6 @@
  * one 200 reply plus the ids that call asked for, to the poster and
  * duration each id gets (docs/upstream.md, "Wire protocol").  No I/O, no libcurl,
  * so a fuzzer and unit tests can drive it directly.
- *
- * How an answer's id is decoded and matched to the ids asked, for the
- * aggregator's reader and every provider's (api.h), has one home:
- * enr_reply_string, enr_reply_match_*, enr_reply_id_askable, declared in
- * reply_scan.h (included here) with the scanner every reader shares.  A
- * reader that decoded or compared ids its own way could let one id's
- * item answer another's, and poison the host's shared cache.
  */
 #ifndef ENR_UPSTREAM_REPLY_H
 #define ENR_UPSTREAM_REPLY_H
@@ -19,7 +12,6 @@
 
 #include "base/buf.h"
 #include "upstream/reply_id.h"
-#include "upstream/reply_scan.h"
 
 /* What one item of a reply can legitimately take, besides its id: the
  * poster with every byte escaped as JSON encoders do (\/ or \uXXXX for
@@ -41,9 +33,16 @@ static inline size_t enr_upstream_reply_item_cap(size_t id_len)
  * slack and each id's item cap); a larger one is refused unread. */
 size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n);
 
+/* 1 when a JSON answer can carry the id's bytes unchanged whatever the
+ * provider's encoder: strict UTF-8.  An id holding a lone surrogate
+ * (WTF-8 ED A0..BF xx, from a "\ud800" escape in a request) is not: many
+ * encoders write U+FFFD for it, and that item would answer an id holding
+ * U+FFFD.  Such an id is never asked, and an answer's id whose decoding
+ * replaced a lone surrogate names no id (reply_scan.h). */
+int enr_reply_id_askable(const char *id, size_t len);
+
 /* Parse body (len bytes, need not end in a NUL) in one pass, in memory
- * O(n + posters accepted).  An item answers the id whose bytes equal
- * its "id" decoded by enr_reply_string.  ids[0..n) must be distinct; the first item naming an id
+ * O(n + posters accepted).  ids[0..n) must be distinct; the first item naming an id
  * decides it, later ones are ignored, as are items naming ids not asked
  * for and extra fields.  Accepted posters are appended to arena (an
  * append that cannot grow leaves that poster unset).  seed keys the id
