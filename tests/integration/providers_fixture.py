@@ -19,6 +19,11 @@ listener per API, the test's own CA), optionally a network path away
   check_lines(recs, lines)  what each output line should be: the API's
                          largest poster and its runtime for a known id,
                          the local values for an unknown one
+  start_env, measure, distance_runs  an enrichd on the three sources;
+                         sequential batches against several at once,
+                         interleaved, with latency and enriched share; the
+                         providers and a control (the aggregator protocol of
+                         tls_fixture.Provider) across the same path
 
 Every process is killed by close(), which runs even when a test fails.
 Traffic stays on loopback.
@@ -28,6 +33,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
+import time
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -226,3 +232,92 @@ def check_lines(recs, lines):
         elif len(out["wrong"]) < 5:
             out["wrong"].append((i, rec, {k: line.get(k) for k in ("poster", "duration")}, w))
     return out
+
+
+# ---- an enrichd on the three sources, and measuring it -------------------
+
+def start_env(prov, name, workers, rtt_ms=None, extra="", env_vars=None, **over):
+    """enrichd (max_requests 0) on prov's three sources rtt_ms away, and
+    its nginx: a started harness.Env."""
+    env = harness.Env(name=name)
+    try:
+        env.start_enrichd("workers = %d\nmax_requests = 0\n" % workers
+                          + prov.conf(rtt_ms, **over) + extra, env=env_vars)
+        env.start_nginx()
+        env.wait_workers(workers)
+    except Exception:
+        env.close()
+        raise
+    return env
+
+
+def control_batch(tag, i, n=200):
+    """The control's batch: n new ids over the three providers, for the
+    aggregator protocol of the fake upstream."""
+    return [{"provider": ("yt", "vm", "dm")[k % 3], "id": "Ctl-%s-%d-%d" % (tag, i, k),
+             "duration": 0} for k in range(n)]
+
+
+def control_check(recs, lines):
+    hit = sum(1 for rec, l in zip(recs, lines)
+              if l["poster"] == harness.fake_poster(rec["provider"], rec["id"]))
+    return {"known": len(recs), "enriched": hit}
+
+
+def measure(runs, batches, warm):
+    """Sequential batches, interleaved run by run (so that the machine's
+    load weighs on each alike), each run on one kept-alive connection;
+    runs: [(label, env, batch(i), check(recs, lines))].  Returns {label:
+    {'lat': [ms], 'known', 'enriched', 'bad', 'degraded', 'p50', 'p99',
+    'share'}}."""
+    import http.client
+    out = {}
+    conns = {label: http.client.HTTPConnection("127.0.0.1", env.port, timeout=15)
+             for label, env, _, _ in runs}
+    try:
+        for i in range(warm + batches):
+            for label, env, make, check in runs:
+                res = out.setdefault(label, {"lat": [], "known": 0, "enriched": 0, "bad": 0,
+                                             "degraded": 0})
+                recs = make(i)
+                t0 = time.monotonic()
+                st, h, lines = harness.post(env, recs, conn=conns[label])
+                ms = (time.monotonic() - t0) * 1000
+                if i < warm:
+                    continue
+                res["lat"].append(ms)
+                if st != 200 or len(lines) != len(recs):
+                    res["bad"] += 1
+                    continue
+                c = check(recs, lines)
+                res["known"] += c["known"]
+                res["enriched"] += c["enriched"]
+                res["degraded"] += harness.degraded(h)
+    finally:
+        for c in conns.values():
+            c.close()
+    for res in out.values():
+        s = sorted(res["lat"])
+        res["p50"] = s[len(s) // 2] if s else float("inf")
+        res["p99"] = s[min(len(s) - 1, int(len(s) * 0.99))] if s else float("inf")
+        res["share"] = res["enriched"] / max(1, res["known"])
+    return out
+
+
+def distance_runs(prov, agg, rtt_ms, workers):
+    """Two enrichd: the three APIs rtt_ms away (the defaults plus sources,
+    URLs, key, token, CA), and the control, the aggregator protocol over
+    the same path (tls_fixture.Provider) with room for its 6 calls."""
+    a = start_env(prov, "prov-far", workers, rtt_ms)
+    b = harness.Env(name="prov-ctl")
+    try:
+        b.start_enrichd("workers = %d\nmax_requests = 0\nupstream_url = %s\n"
+                        "upstream_ca_file = %s\nmax_calls_per_batch = 8\n"
+                        % (workers, agg.url("https", rtt_ms), agg.pki.ca))
+        b.start_nginx()
+        b.wait_workers(workers)
+    except Exception:
+        a.close()
+        b.close()
+        raise
+    return a, b
