@@ -251,9 +251,10 @@ def start_env(prov, name, workers, rtt_ms=None, extra="", env_vars=None, **over)
     return env
 
 
-def control_batch(tag, i, n=200):
+def control_batch(tag, i, n=150):
     """The control's batch: n new ids over the three providers, for the
-    aggregator protocol of the fake upstream."""
+    aggregator protocol of the fake upstream (150: three calls of 50, what
+    its shipped max_calls_per_batch and connections allow)."""
     return [{"provider": ("yt", "vm", "dm")[k % 3], "id": "Ctl-%s-%d-%d" % (tag, i, k),
              "duration": 0} for k in range(n)]
 
@@ -307,12 +308,12 @@ def measure(runs, batches, warm):
 def distance_runs(prov, agg, rtt_ms, workers):
     """Two enrichd: the three APIs rtt_ms away (the defaults plus sources,
     URLs, key, token, CA), and the control, the aggregator protocol over
-    the same path (tls_fixture.Provider) with room for its 6 calls."""
+    the same path (tls_fixture.Provider), the defaults plus its URL and CA."""
     a = start_env(prov, "prov-far", workers, rtt_ms)
     b = harness.Env(name="prov-ctl")
     try:
         b.start_enrichd("workers = %d\nmax_requests = 0\nupstream_url = %s\n"
-                        "upstream_ca_file = %s\nmax_calls_per_batch = 8\n"
+                        "upstream_ca_file = %s\n"
                         % (workers, agg.url("https", rtt_ms), agg.pki.ca))
         b.start_nginx()
         b.wait_workers(workers)

@@ -118,6 +118,13 @@ def check_requests(r, prov, label, logs):
         r.check(not st["refused"], "%s: %s refused no request: %s" % (label, api, st["refused"]))
 
 
+def warmed(prov, env, detail=False):
+    """True when every worker has a socket to each API's listener."""
+    have = {pid: [harness.upstream_fds(pid, prov.port(api)) for api in pf.APIS]
+            for pid in env.worker_pids()}
+    return have if detail else all(all(n > 0 for n in v) for v in have.values())
+
+
 def logs_now(prov):
     return {api: prov.fakes[api].log() for api in pf.APIS}
 
@@ -126,6 +133,9 @@ def test_mixed(r, prov):
     prov.reset()
     q0 = prov.fakes["youtube"].stats()["settings"]["quota_used"]
     with start(prov, "prov-mixed") as env:
+        warm = harness.poll(lambda: warmed(prov, env), 5)
+        r.check(warm, "mixed: every worker holds a connection to each API before the first batch "
+                "(warmed ahead, a handshake each): %s" % warmed(prov, env, detail=True))
         batches = [pf.mixed_batch("mix%d" % b, 200, dup_every=25) for b in range(3)]
         for recs in batches:
             st, h, lines = post(env, recs)
@@ -256,6 +266,7 @@ def test_rejected(r, prov):
                     "keyInvalid': %r" % [l for l in env.log_lines() if "reject" in l.lower()][:3])
             said = [l for l in env.log_lines() if "Vimeo" in l and "token" in l.lower()]
             r.check(bool(said), "rejected: the log says Vimeo refused the token: %r" % said[:2])
+            harness.poll(lambda: healthz(env)[0] == 503, 3)  # the status process publishes
             st, body = healthz(env)
             r.check(st == 503 and "keyInvalid" in body and "Vimeo" in body,
                     "rejected: /healthz 503 naming the key and the token: %d %r" % (st, body[:300]))
@@ -496,9 +507,10 @@ def test_distance(r, prov):
             b.close()
     res, ctl = out["providers"], out["control"]
     for label, x in out.items():
-        print("distance: %s: %d batches of 200 new ids, %d ms away over HTTPS: enriched %.2f %% "
+        print("distance: %s: %d batches of %d new ids, %d ms away over HTTPS: enriched %.2f %% "
               "(%d of %d), degraded records %d, p50 %.1f ms, p99 %.1f ms"
-              % (label, BATCHES, RTT_MS, 100 * x["share"], x["enriched"], x["known"],
+              % (label, BATCHES, 200 if label == "providers" else len(pf.control_batch("", 0)),
+                 RTT_MS, 100 * x["share"], x["enriched"], x["known"],
                  x["degraded"], x["p50"], x["p99"]))
     print("distance: calls YouTube %d, Vimeo %d, Dailymotion %d" % (
         len(logs["youtube"]), len(logs["vimeo"]), len(logs["dailymotion"])))
