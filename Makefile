@@ -164,6 +164,7 @@ bench-engine: all
 bench-upstream: all
 	@scripts/bench-upstream.sh $(B)
 	@scripts/bench-upstream-net.sh $(B)
+	@scripts/bench-upstream-providers.sh $(B)
 
 FUZZ_SECONDS ?= 60
 fuzz:

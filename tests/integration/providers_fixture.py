@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -50,7 +50,8 @@ URL_KEY = {"youtube": "youtube_url", "vimeo": "vimeo_url", "dailymotion": "daily
 # The public endpoints (the issue's table): the default *_url keep their
 # path, the tests only change scheme, host and port.
 PUBLIC = {"youtube": "https://www.googleapis.com/youtube/v3/videos",
-          "vimeo": "https://api.vimeo.com/videos", "dailymotion": "https://api.dailymotion.com/videos"}
+          "vimeo": "https://api.vimeo.com/videos",
+          "dailymotion": "https://api.dailymotion.com/videos"}
 
 
 class ApiFake(harness.FakeUpstream):
@@ -65,6 +66,16 @@ class ApiFake(harness.FakeUpstream):
 
     def api_stats(self):
         return self.stats()["api"]
+
+
+def asked_ids(api, entry):
+    """The ids one logged request asked for."""
+    p = parse_qs(entry["query"], keep_blank_values=True)
+    if api == "youtube":
+        return [i for i in ",".join(p.get("id", [])).split(",") if i]
+    if api == "vimeo":
+        return [u.rpartition("/")[2] for u in ",".join(p.get("uris", [])).split(",") if u]
+    return [i for i in ",".join(p.get("ids", [])).split(",") if i]
 
 
 def default_urls(build=None):

@@ -74,15 +74,6 @@ def params(entry):
     return parse_qs(entry["query"], keep_blank_values=True)
 
 
-def ids_of(api, entry):
-    p = params(entry)
-    if api == "youtube":
-        return [i for i in ",".join(p.get("id", [])).split(",") if i]
-    if api == "vimeo":
-        return [u.rpartition("/")[2] for u in ",".join(p.get("uris", [])).split(",") if u]
-    return [i for i in ",".join(p.get("ids", [])).split(",") if i]
-
-
 def check_requests(r, prov, label, logs):
     """What each API must have been sent (logs: {api: [entries]})."""
     yt = logs["youtube"]
@@ -90,9 +81,9 @@ def check_requests(r, prov, label, logs):
                        for e in yt),
             "%s: YouTube was sent only videos.list (GET), no HEAD: %s" % (
                 label, sorted(set((e["method"], e["path"]) for e in yt))))
-    r.check(all(0 < len(ids_of("youtube", e)) <= YT_MAX for e in yt),
-            "%s: at most %d ids a YouTube call: %s" % (label, YT_MAX,
-                                                       sorted(len(ids_of("youtube", e)) for e in yt)))
+    sizes = sorted(len(pf.asked_ids("youtube", e)) for e in yt)
+    r.check(all(0 < n <= YT_MAX for n in sizes),
+            "%s: at most %d ids a YouTube call: %s" % (label, YT_MAX, sizes))
     r.check(all(params(e).get("key") == [prov.key] and
                 {"contentDetails", "snippet"} <= set(",".join(params(e).get("part", [])).split(","))
                 for e in yt), "%s: every YouTube call carries the key and part=contentDetails,"
@@ -104,13 +95,13 @@ def check_requests(r, prov, label, logs):
     r.check(all("application/vnd.vimeo.*+json" in e["accept"] and "version=3.4" in e["accept"]
                 for e in vm), "%s: Accept: application/vnd.vimeo.*+json;version=3.4: %s"
             % (label, sorted(set(e["accept"] for e in vm))[:3]))
-    r.check(all(0 < len(ids_of("vimeo", e)) <= VM_MAX and set(params(e)) <= {"uris", "fields"}
-                for e in vm), "%s: at most %d uris a Vimeo call, nothing beside uris and fields: "
-            "%s" % (label, VM_MAX, sorted(set(tuple(sorted(params(e))) for e in vm))))
+    r.check(all(0 < len(pf.asked_ids("vimeo", e)) <= VM_MAX and
+                set(params(e)) <= {"uris", "fields"} for e in vm),
+            "%s: at most %d uris a Vimeo call, nothing beside uris and fields: %s" % (label, VM_MAX, sorted(set(tuple(sorted(params(e))) for e in vm))))
     dm = logs["dailymotion"]
     r.check(dm and all(e["method"] == "GET" and params(e).get("family_filter") == ["false"] and
-                       len(ids_of("dailymotion", e)) <= int(params(e).get("limit", ["10"])[0])
-                       <= DM_MAX for e in dm),
+                       len(pf.asked_ids("dailymotion", e))
+                       <= int(params(e).get("limit", ["10"])[0]) <= DM_MAX for e in dm),
             "%s: every Dailymotion call says family_filter=false and a limit covering its ids "
             "(<= %d): %s" % (label, DM_MAX, [e["query"][:120] for e in dm[:1]]))
     for api in pf.APIS:
@@ -152,7 +143,7 @@ def test_mixed(r, prov):
         logs = logs_now(prov)
         check_requests(r, prov, "mixed", logs)
         for api in pf.APIS:
-            asked = [i for e in logs[api] for i in ids_of(api, e)]
+            asked = [i for e in logs[api] for i in pf.asked_ids(api, e)]
             want = set(rec["id"] for recs in batches for rec in recs
                        if pf.API_OF[rec["provider"]] == api)
             r.check(sorted(asked) == sorted(want),
