@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import harness  # noqa: E402
 import tls_fixture  # noqa: E402
+from tls_fixture import percentile  # noqa: E402,F401
 import fake_providers  # noqa: E402
 
 APIS = fake_providers.APIS
@@ -309,9 +310,8 @@ def measure(runs, batches, warm):
         for c in conns.values():
             c.close()
     for res in out.values():
-        s = sorted(res["lat"])
-        res["p50"] = s[len(s) // 2] if s else float("inf")
-        res["p99"] = s[min(len(s) - 1, int(len(s) * 0.99))] if s else float("inf")
+        res["p50"] = percentile(res["lat"], 0.5)
+        res["p99"] = percentile(res["lat"], 0.99)
         res["share"] = res["enriched"] / max(1, res["known"])
     return out
 

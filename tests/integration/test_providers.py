@@ -280,14 +280,24 @@ def test_rejected(r, prov):
             env.signal(signal.SIGHUP)
             harness.wait_for(lambda: len(set(env.worker_pids()) - old) == WORKERS and
                              len(env.worker_pids()) == WORKERS, 15, what="new workers after HUP")
-            recs = pf.mixed_batch("k-after", 40)
-            _, h, lines = post(env, recs)
-            res = pf.check_lines(recs, lines)
-            r.check(res["enriched"] == res["known"] and degraded(h) == 0,
-                    "rejected: after HUP with good ones every source enriches: %d of %d"
-                    % (res["enriched"], res["known"]))
-            st = harness.poll(lambda: healthz(env)[0] == 200, 5)
-            r.check(st, "rejected: /healthz 200 again: %r" % (healthz(env),))
+            n = {api: len(prov.fakes[api].log()) for api in pf.APIS}
+            for b in range(5):  # the new workers' first batch may meet their handshakes
+                recs = pf.mixed_batch("k-after%d" % b, 40)
+                _, h, lines = post(env, recs)
+                res = pf.check_lines(recs, lines)
+                if res["enriched"] == res["known"]:
+                    break
+                time.sleep(0.2)
+            more = {api: len(prov.fakes[api].log()) - n[api] for api in pf.APIS}
+            r.check(res["enriched"] == res["known"] and more["youtube"] and more["vimeo"],
+                    "rejected: after HUP with good ones every source tries again and enriches: "
+                    "%d of %d (batch %d), calls %s, refused %s; wrong %s"
+                    % (res["enriched"], res["known"], b + 1, more,
+                       [prov.fakes[a].api_stats()["refused"] for a in pf.APIS], res["wrong"][:2]))
+            body = harness.poll(lambda: "keyInvalid" not in healthz(env)[1] and
+                                "Vimeo rejected" not in healthz(env)[1], 5)
+            r.check(body, "rejected: /healthz no longer names the key or the token: %r"
+                    % (healthz(env)[1][:300],))
             text = "\n".join(env.log_lines())
             r.check(wrong_key not in text and wrong_token not in text,
                     "rejected: the rejected key and token are not in the log")
@@ -503,8 +513,11 @@ def test_distance(r, prov):
               % (label, BATCHES, 200 if label == "providers" else len(pf.control_batch("", 0)),
                  RTT_MS, 100 * x["share"], x["enriched"], x["known"],
                  x["degraded"], x["p50"], x["p99"]))
-    print("distance: calls YouTube %d, Vimeo %d, Dailymotion %d" % (
-        len(logs["youtube"]), len(logs["vimeo"]), len(logs["dailymotion"])))
+    print("distance: calls YouTube %d, Vimeo %d, Dailymotion %d; the APIs' own time, median "
+          "(nginx's request_time, ms): %s" % (
+              len(logs["youtube"]), len(logs["vimeo"]), len(logs["dailymotion"]),
+              {api: 1000 * pf.percentile([x["time"] for x in prov.nginx.requests(api)], 0.5)
+               for api in pf.APIS}))
     goal_ms = RTT_MS + P50_MARGIN_MS
     # The goal is absolute and this machine is shared: when the control
     # (the aggregator over the same path, measured at the same moments)
