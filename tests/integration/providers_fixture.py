@@ -105,11 +105,15 @@ def write_secret(path, text):
     os.close(fd)
 
 
-class Providers:
+class Providers(tls_fixture.Provider):
+    """tls_fixture.Provider's nginx, PKI and delay proxies, with the three
+    APIs' fakes behind it, one listener each (kinds: the API names)."""
+
     def __init__(self, close_after=0):
         self.dir = tempfile.mkdtemp(prefix="enr-providers-")
         os.chmod(self.dir, 0o755)  # nginx's workers (www-data) create their temp dirs here
-        self.fakes, self.nginx, self.proxies = {}, None, {}
+        self.fake = self.nginx = None
+        self.fakes, self.proxies = {}, {}
         # The shapes of the real ones: a Google API key, a Vimeo token.
         self.key = "AIzaSy" + secrets.token_urlsafe(24)[:33]
         self.token = secrets.token_hex(16)
@@ -130,14 +134,6 @@ class Providers:
             self.close()
             raise
 
-    def port(self, api, rtt_ms=None):
-        if rtt_ms is None:
-            return self.nginx.port[api]
-        if (api, rtt_ms) not in self.proxies:
-            self.proxies[(api, rtt_ms)] = tls_fixture.DelayProxy(
-                os.path.join(self.dir, "proxy-%s-%s" % (api, rtt_ms)), self.nginx.port[api], rtt_ms)
-        return self.proxies[(api, rtt_ms)].port
-
     def url(self, api, rtt_ms=None):
         return "https://%s:%d%s" % (tls_fixture.HOST, self.port(api, rtt_ms), self.paths[api])
 
@@ -157,20 +153,9 @@ class Providers:
             f.reset()
 
     def close(self):
-        for p in self.proxies.values():
-            p.close()
-        if self.nginx is not None:
-            self.nginx.close()
         for f in self.fakes.values():
             f.close()
-        harness.discard_dir(self.dir)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+        super().close()
 
 
 # ---- batches and what enrichd must answer for them -----------------------

@@ -355,18 +355,24 @@ def secret_forms(s):
     return sorted(set([s, quote(s, safe=""), s[-16:]]))
 
 
+def read_bytes(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 def enrichd_outputs(env, cap_dir, env_vars):
-    """{where: bytes} of every output of env the test can read."""
-    texts = {}
-    for name in ("enrichd_log", "nginx_log", "access_log"):
-        try:
-            with open(getattr(env, name), "rb") as f:
-                texts[name] = f.read()
-        except OSError:
-            pass
-    for path in ("/status", "/status?full=1", "/status?html", "/status?text", "/metrics",
-                 "/healthz", "/readyz"):
-        texts[path] = env.request(path, method="GET")[2]
+    """{where: bytes} of every output of env the test can read: files
+    (logs, capture files), documents, the command line's answers, the
+    processes' command lines and environments."""
+    files = [env.enrichd_log, env.nginx_log, env.access_log]
+    files += [os.path.join(d, fn) for d, _, fns in os.walk(cap_dir) for fn in fns]
+    texts = {path: read_bytes(path) for path in files}
+    texts.update((path, env.request(path, method="GET")[2])
+                 for path in ("/status", "/status?full=1", "/status?html", "/status?text",
+                              "/metrics", "/healthz", "/readyz"))
     exe = os.path.join(env.build, "enrichd")
     e = dict(os.environ, **env_vars)
     for args in (["status", env.status_sock], ["status", "--json", env.status_sock],
@@ -374,20 +380,12 @@ def enrichd_outputs(env, cap_dir, env_vars):
                  ["-T", "-c", env.conf]):
         p = subprocess.run([exe] + args, capture_output=True, timeout=10, env=e)
         texts["enrichd " + " ".join(args[:2])] = p.stdout + p.stderr
-    for root, _, files in os.walk(cap_dir):
-        for fn in files:
-            with open(os.path.join(root, fn), "rb") as f:
-                texts["capture " + fn] = f.read()
-    todo = [env.master_pid()]
+    pids, todo = [], [env.master_pid()]
     while todo:
-        pid = todo.pop()
-        todo.extend(harness.children(pid))
-        for what in ("cmdline", "environ"):
-            try:
-                with open("/proc/%d/%s" % (pid, what), "rb") as f:
-                    texts["/proc/%d/%s" % (pid, what)] = f.read()
-            except OSError:
-                pass
+        pids.append(todo.pop())
+        todo.extend(harness.children(pids[-1]))
+    texts.update(("/proc/%d/%s" % (pid, what), read_bytes("/proc/%d/%s" % (pid, what)))
+                 for pid in pids for what in ("cmdline", "environ"))
     return texts
 
 
@@ -417,7 +415,7 @@ def test_secrets(r, prov):
                      if form.encode() in data]
             r.check(not found, "secrets: the key and the token are in none of %d outputs: %s"
                     % (len(texts), found[:5]))
-            ncap = sum(1 for k in texts if k.startswith("capture "))
+            ncap = sum(1 for k in texts if k.startswith(cap))
             r.check(ncap >= 1 and len(env.log_lines()) > 20,
                     "secrets: capture files (%d) and a debug log (%d lines) were searched"
                     % (ncap, len(env.log_lines())))

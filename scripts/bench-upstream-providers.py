@@ -1,33 +1,36 @@
-#!/bin/sh
-# bench-upstream-providers.sh [BUILD]: the providers' own APIs, a section
-# of make bench-upstream.  The fakes of YouTube, Vimeo and Dailymotion
-# (tests/fake_providers.py) behind nginx as TLS terminator
-# (tests/integration/providers_fixture.py), enrichd on the three sources
-# with the defaults plus sources, URLs, key, token and CA, workers 2.
-#  1. Calls and quota units per 1,000 records, counted where they arrive:
-#     cold (the trace's batches, every id new) and warm (the trace's first
-#     BENCH_PROV_TRACE_S seconds replayed BENCH_PROV_SPEEDUP times faster,
-#     the cache's lifetimes divided alike, so the cache lives through the
-#     same traffic as in real time); beside each, what docs/providers.md
-#     computes for the same batches.  The trace is scripts/gen-trace's
-#     default shape: the old worker's rate, 480,000 batches in 72 hours.
-#  2. The goal: the three APIs 50 ms away over HTTPS, sequential batches of
-#     200 new ids, a control (the aggregator protocol over the same path)
-#     interleaved: known ids enriched, batch p50 / p99, and YouTube asked
-#     at most 50 ids a call, never by anything but videos.list.
-# Knobs (env): BENCH_PROV_TRACE_S (1800), BENCH_PROV_SPEEDUP (20),
-# BENCH_PROV_COLD (500 batches), BENCH_PROV_BATCHES (100 at 50 ms).
-# Exits non-zero only when a batch was not answered 200 with all records.
-set -eu
-B=${1:-build}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-export ENR_BUILD="$B"
-exec python3 - "$ROOT" <<'PY'
-import json, math, os, subprocess, sys, time
-root = sys.argv[1]
+#!/usr/bin/env python3
+"""bench-upstream-providers.py: the providers' own APIs, a section
+of make bench-upstream.  The fakes of YouTube, Vimeo and Dailymotion
+(tests/fake_providers.py) behind nginx as TLS terminator
+(tests/integration/providers_fixture.py), enrichd on the three sources
+with the defaults plus sources, URLs, key, token and CA, workers 2.
+ 1. Calls and quota units per 1,000 records, counted where they arrive:
+    cold (the trace's batches, every id new) and warm (the trace's first
+    BENCH_PROV_TRACE_S seconds replayed BENCH_PROV_SPEEDUP times faster,
+    the cache's lifetimes divided alike, so the cache lives through the
+    same traffic as in real time); beside each, what docs/providers.md
+    computes for the same batches.  The trace is scripts/gen-trace's
+    default shape: the old worker's rate, 480,000 batches in 72 hours.
+ 2. The goal: the three APIs 50 ms away over HTTPS, sequential batches of
+    200 new ids, a control (the aggregator protocol over the same path)
+    interleaved: known ids enriched, batch p50 / p99, and YouTube asked
+    at most 50 ids a call, never by anything but videos.list.
+Knobs (env): BENCH_PROV_TRACE_S (1800), BENCH_PROV_SPEEDUP (20),
+BENCH_PROV_COLD (500 batches), BENCH_PROV_BATCHES (100 at 50 ms).
+Exits non-zero only when a batch was not answered 200 with all records.
+The build: ENR_BUILD (default build), as the tests take it.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(root, "tests", "integration"))
-import harness
-import providers_fixture as pf
+import harness  # noqa: E402
+import providers_fixture as pf  # noqa: E402
 
 TRACE_S = float(os.environ.get("BENCH_PROV_TRACE_S", "1800"))
 SPEEDUP = float(os.environ.get("BENCH_PROV_SPEEDUP", "20"))
@@ -144,4 +147,3 @@ with pf.Providers() as prov:
 print("bench-upstream-providers: %s" % ("PASS" if bad == 0 else "FAIL (%d batches not answered)"
                                         % bad))
 sys.exit(0 if bad == 0 else 1)
-PY
