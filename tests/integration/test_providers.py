@@ -97,7 +97,8 @@ def check_requests(r, prov, label, logs):
             % (label, sorted(set(e["accept"] for e in vm))[:3]))
     r.check(all(0 < len(pf.asked_ids("vimeo", e)) <= VM_MAX and
                 set(params(e)) <= {"uris", "fields"} for e in vm),
-            "%s: at most %d uris a Vimeo call, nothing beside uris and fields: %s" % (label, VM_MAX, sorted(set(tuple(sorted(params(e))) for e in vm))))
+            "%s: at most %d uris a Vimeo call, nothing beside uris and fields: %s"
+            % (label, VM_MAX, sorted(set(tuple(sorted(params(e))) for e in vm))))
     dm = logs["dailymotion"]
     r.check(dm and all(e["method"] == "GET" and params(e).get("family_filter") == ["false"] and
                        len(pf.asked_ids("dailymotion", e))
@@ -495,6 +496,8 @@ def test_distance(r, prov):
     prov.reset()
     with pf.tls_fixture.Provider() as agg:
         a, b = pf.distance_runs(prov, agg, RTT_MS, WORKERS)
+        seen0 = {api: len(prov.nginx.requests(api)) for api in pf.APIS}
+        ctl0 = len(agg.nginx.requests("https"))
         try:
             out = pf.measure([("providers", a, lambda i: pf.mixed_batch("far%d" % i, 200),
                                pf.check_lines),
@@ -504,6 +507,12 @@ def test_distance(r, prov):
         finally:
             a.close()
             b.close()
+        # The fakes' own time (nginx's request_time behind the path): a
+        # batch waits for its slowest call, and what the Python fakes spend
+        # making an answer is theirs, not enrichd's.
+        own = {api: 1000 * pf.percentile([x["time"] for x in prov.nginx.requests(api)[seen0[api]:]],
+                                          0.5) for api in pf.APIS}
+        own_ctl = 1000 * pf.percentile([x["time"] for x in agg.nginx.requests("https")[ctl0:]], 0.5)
     res, ctl = out["providers"], out["control"]
     for label, x in out.items():
         print("distance: %s: %d batches of %d new ids, %d ms away over HTTPS: enriched %.2f %% "
@@ -511,16 +520,17 @@ def test_distance(r, prov):
               % (label, BATCHES, 200 if label == "providers" else len(pf.control_batch("", 0)),
                  RTT_MS, 100 * x["share"], x["enriched"], x["known"],
                  x["degraded"], x["p50"], x["p99"]))
-    print("distance: calls YouTube %d, Vimeo %d, Dailymotion %d; the APIs' own time, median "
-          "(nginx's request_time, ms): %s" % (
-              len(logs["youtube"]), len(logs["vimeo"]), len(logs["dailymotion"]),
-              {api: 1000 * pf.percentile([x["time"] for x in prov.nginx.requests(api)], 0.5)
-               for api in pf.APIS}))
+    slack = max(0.0, max(own.values()) - own_ctl)
+    print("distance: calls YouTube %d, Vimeo %d, Dailymotion %d; the fakes' own time, median: "
+          "%s ms, the control's %.1f ms" % (len(logs["youtube"]), len(logs["vimeo"]),
+                                            len(logs["dailymotion"]),
+                                            {k: round(v, 1) for k, v in own.items()}, own_ctl))
     goal_ms = RTT_MS + P50_MARGIN_MS
     # The goal is absolute and this machine is shared: when the control
     # (the aggregator over the same path, measured at the same moments)
-    # misses it too, the providers are held to the control instead.
-    limit_ms = max(goal_ms, ctl["p50"] + CONTROL_MARGIN_MS)
+    # misses it too, the providers are held to the control instead, less
+    # what the slowest API's fake spends beyond the control's fake.
+    limit_ms = max(goal_ms, ctl["p50"] + CONTROL_MARGIN_MS + slack)
     print("distance: goal (>= %.0f %% enriched, p50 <= %d ms): providers %s, control %s"
           % (100 * GOAL, goal_ms,
              "met" if res["share"] >= GOAL and res["p50"] <= goal_ms else "MISSED",
@@ -529,8 +539,8 @@ def test_distance(r, prov):
     r.check(res["share"] >= GOAL, "distance: >= %.0f %% of known ids carry the largest poster and "
             "runtime: %.2f %%" % (100 * GOAL, 100 * res["share"]))
     r.check(res["p50"] <= limit_ms, "distance: batch p50 %.1f ms <= %.1f ms (RTT + %d ms, or the "
-            "control's %.1f ms + %d ms)" % (res["p50"], limit_ms, P50_MARGIN_MS, ctl["p50"],
-                                            CONTROL_MARGIN_MS))
+            "control's %.1f ms + %d ms + the fakes' %.1f ms more)"
+            % (res["p50"], limit_ms, P50_MARGIN_MS, ctl["p50"], CONTROL_MARGIN_MS, slack))
     check_requests(r, prov, "distance", logs)
     heads = [x for x in prov.nginx.requests("youtube") if x["method"] != "GET"]
     r.check(not heads, "distance: YouTube's listener saw nothing but GET (warm-ups are "
