@@ -372,11 +372,6 @@ int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd)
     uint64_t deadline = enr_mono_ms() + c->header_ms;
     int rc;
 
-    /* libfcgi's own writes (the closing records of a request that got no
-     * answer) block: one that makes no progress for write_ms fails
-     * instead of holding the process.  Every other write has its own
-     * deadline (enr_fcgi_send). */
-    set_timeout(fd, SO_SNDTIMEO, c->write_ms, "SO_SNDTIMEO failed");
     c->pend = NULL;
     c->pend_len = 0;
     c->input_read = c->input_done = 0;
@@ -462,6 +457,15 @@ void enr_fcgi_conn_finish(enr_fcgi_conn *c)
      * broke its stream is closed at once after the closing records. */
     failed = c->in.state == ENR_FCGI_IN_BAD || c->in.state == ENR_FCGI_IN_ABORTED ||
              (c->in.state == ENR_FCGI_IN_RUN && c->input_read);
+    /* libfcgi's own writes (the closing records of a request that got no
+     * answer, or what was put in its streams) block: one that makes no
+     * progress for write_ms fails instead of holding the process.  Only
+     * then is the option set: an answer written by enr_fcgi_write_answer
+     * closed both streams, and every write of ours has its own deadline
+     * (enr_fcgi_send). */
+    if (req->ipcFd >= 0 && ((req->out != NULL && !req->out->wasFCloseCalled) ||
+                            (req->err != NULL && !req->err->wasFCloseCalled)))
+        set_timeout(req->ipcFd, SO_SNDTIMEO, c->write_ms, "SO_SNDTIMEO failed");
     FCGX_Finish_r(req);
     if (failed && req->ipcFd >= 0) {
         close(req->ipcFd);
