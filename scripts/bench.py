@@ -490,7 +490,7 @@ def main():
     ap = argparse.ArgumentParser(description="make bench")
     ap.add_argument("--build", default=os.environ.get("ENR_BUILD", os.path.join(ROOT, "build")))
     ap.add_argument("--peer", action="append", default=[], metavar="[NAME=]URL",
-                    help="another server for the same runs (repeatable)")
+                    help="another server for the same runs (repeatable); URL@PID,PID names its processes")
     ap.add_argument("--no-incumbent", action="store_true", help="do not run Bun/Node")
     ap.add_argument("--requests", type=int, default=3000, help="open-loop trace length")
     ap.add_argument("--seed", type=int, default=7)
@@ -633,7 +633,12 @@ def run(a, tmp, cleanup, t_start):
         targets.append((p.name, p.url(), p.pids, p.pids))
     for spec in a.peer:
         name, _, url = spec.rpartition("=")
-        targets.append((name or "peer%d" % len(targets), url, lambda: [], lambda: []))
+        # URL@PID[,PID...]: the peer's processes (and their children), for
+        # its CPU per request and memory.
+        url, _, pids = url.partition("@")
+        roots = [int(p) for p in pids.split(",") if p.isdigit()]
+        fn = (lambda roots=roots: sum((descendants(p) for p in roots), []))
+        targets.append((name or "peer%d" % len(targets), url, fn, fn))
     if not targets:
         log("no target to measure")
         return 1
