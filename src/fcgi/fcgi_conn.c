@@ -408,8 +408,10 @@ int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd)
     uint64_t deadline = enr_mono_ms() + c->header_ms;
     int rc;
 
-    c->pend = NULL;
-    c->pend_len = 0;
+    c->pend = c->pre;
+    c->pend_len = c->pre_len;
+    c->pre = NULL;
+    c->pre_len = 0;
     c->input_read = c->input_done = 0;
     enr_fcgi_in_init(&c->in, &c->params, c->max_conns);
     rc = conn_run(c, fd, &no_body, SIZE_MAX, deadline, c->header_ms, HEAD_READ);

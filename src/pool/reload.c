@@ -38,6 +38,7 @@
 #include "base/scoreboard.h"
 #include "base/secret.h"
 #include "pool/worker.h"
+#include "upstream/quota.h"
 
 /* The probe of a pending configuration ended without reporting ready
  * (why: an exit reason and its detail, or a time-out).  The running
@@ -243,6 +244,15 @@ void enr_reload(enr_master *m, uint64_t now)
     char err[512];
 
     enr_notify_reloading();
+    {
+        /* A HUP is also the operator's way out of the provider's pause
+         * (up to an hour from one Retry-After), whatever the file's fate:
+         * the cache is kept, and the next call asks again. */
+        uint64_t left = enr_quota_resume(&m->sb->quota, now);
+        if (left > 0)
+            enr_log(ENR_LOG_WARN, "reload: the provider's pause ended early, calls resume",
+                    "pause_ms_left=%" PRIu64, left);
+    }
     if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0) {
         refused(m, "reload refused: configuration invalid, keeping the old one",
                 "reload refused: invalid configuration (see log)", err);
