@@ -562,8 +562,8 @@ static const char *request_id(FCGX_Request *req)
  * microseconds: getrusage's sum is the scheduler's exact runtime, as
  * CLOCK_PROCESS_CPUTIME_ID's (both a real system call, unlike the
  * monotonic clock's vDSO).  Taken once a request, when it ends: a
- * request's CPU runs from the end of the last wait's predecessor to
- * its own end (cpu_mark_us), the wake-up and accept included. */
+ * request's CPU runs from the end of the one before it (cpu_mark_us) to
+ * its own end, its wake-up and accept included. */
 static uint64_t cpu_us(void)
 {
     struct rusage ru;
