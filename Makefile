@@ -158,6 +158,9 @@ bench: all
 bench-engine: all
 	@scripts/bench-engine.sh $(B)
 
+bench-syscalls: all
+	@python3 scripts/bench-syscalls.py --build $(B)
+
 # Outbound enrichment, one script a section: a cached hot set against
 # enrichment off; the provider across a network path (round trip 0-150 ms,
 # HTTP against HTTPS, connections cycled every 100 requests); the
