@@ -55,7 +55,7 @@ TSTSRC  := $(wildcard tests/unit/test_*.c)
 TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
-.PHONY: all test hooks valgrind unit check-vectors run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
+.PHONY: all check test hooks valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
 	programs man install uninstall deb system-test fleet-test bench-upstream soak
 
 all: $(LIB) $(CMDS) $(TSTS)
@@ -96,8 +96,15 @@ $(B)/tests/%: $(B)/tests/%.o $(LIB)
 deps:
 	@scripts/deps.sh test
 
-# Every test: unit, conformance vectors (CLI and nginx), integration.
-# Ends with "N passed, M failed"; non-zero exit on any failure.
+# The developer's loop (under a minute): unit tests, the conformance
+# vectors through the CLI and the Unicode sweeps against Node.
+check: all
+	@python3 tests/run.py --build $(B) --kind unit,vectors
+
+# Every test: unit, conformance vectors (CLI and nginx), integration and
+# hostile, side by side (TEST_JOBS=N: how many at once; tests/run.py says
+# which run alone).  Ends with "N passed, M failed"; non-zero exit on any
+# failure.
 test:
 	@scripts/deps.sh test
 	@$(MAKE) --no-print-directory all hooks
