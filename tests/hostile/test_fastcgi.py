@@ -32,19 +32,9 @@ BODY = harness.sample_body(20)
 PARAMS = harness.fcgi_enrich_params(BODY)
 
 
-def worker_constant(name):
-    """A bound from src/pool/worker.h, so the test follows the code (a
-    missing one is an error, not a guess)."""
-    with open(os.path.join(harness.ROOT, "src", "pool", "worker.h")) as f:
-        m = re.search(r"#define %s (\d+)" % name, f.read())
-    if not m:
-        raise RuntimeError("%s is not defined in src/pool/worker.h" % name)
-    return int(m.group(1)) / 1000.0
-
-
-HEADER_S = worker_constant("ENR_WORKER_HEADER_TIMEOUT_MS")
-READ_S = worker_constant("ENR_WORKER_READ_TIMEOUT_MS")
-LINGER_S = worker_constant("ENR_WORKER_LINGER_MS")
+HEADER_S = harness.worker_constant("ENR_WORKER_HEADER_TIMEOUT_MS")
+READ_S = harness.worker_constant("ENR_WORKER_READ_TIMEOUT_MS")
+LINGER_S = harness.worker_constant("ENR_WORKER_LINGER_MS")
 SLACK_S = 1.5  # scheduling on a loaded 2-core machine, sanitizer builds
 
 

@@ -159,10 +159,13 @@ def test_wedged_pool(r, env):
         for s in conns:
             s.close()
     t2 = time.monotonic()
-    env.wait_log("pool live again: watchdog fed", timeout=5)
-    H.wait_for(lambda: len(pings_between(env, t2, time.monotonic())) >= 2, 5,
-               what="WATCHDOG=1 again")
-    r.check(True, "workers continued: fed again")
+    r.check(H.poll(lambda: env.log_events("pool live again: watchdog fed"), 5),
+            "workers continued: the log says live again")
+    p = H.poll(lambda: len(pings_between(env, t2, time.monotonic())) >= 2, 5)
+    r.check(p, "workers continued: WATCHDOG=1 fed again")
+    d = healthz(env)
+    r.check(d.get("live") is True, "/healthz says live again: %r"
+            % {k: d.get(k) for k in ("live", "live_reason")})
 
 
 def test_master_stopped(r, env):
