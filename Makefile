@@ -193,6 +193,7 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--std=c11 --inline-suppr -Isrc -D__GNUC__ -DENR_VERSION='"$(VERSION)"' --suppress=missingIncludeSystem src src/cmd
 	@python3 scripts/incgraph.py >/dev/null || { python3 scripts/incgraph.py; exit 1; }
+	@python3 scripts/check-refs.py
 
 clean:
 	rm -rf build build-san build-fuzz build-clang build-hooks build-deb
@@ -226,7 +227,7 @@ FLEET_EXAMPLES := $(wildcard conf/prometheus/*.yml)
 programs: $(PROGRAMS)
 
 # enrichd.conf(5) is generated from conf/enrichd.conf (its keys and
-# comments); tests/man_check.py fails when a key of the built-in defaults
+# comments); tests/integration/test_man_pages.py fails when a key of the built-in defaults
 # is missing from it.
 man/enrichd.conf.5: conf/enrichd.conf scripts/gen-conf-man.py Makefile
 	python3 scripts/gen-conf-man.py --version $(VERSION) conf/enrichd.conf >$@.tmp && mv $@.tmp $@
@@ -292,7 +293,7 @@ $(DEB): $(LIBSRC) $(wildcard src/*/*.h src/*/*.inc) $(CMDSRC) conf/enrichd.conf 
 	@scripts/build-deb.sh $(VERSION)
 
 # The package installed and booted under systemd as PID 1 in a Debian 12
-# container (systemd-nspawn); see tests/system/README.md.
+# container (systemd-nspawn); see docs/operations.md (System test).
 system-test: deb
 	@scripts/deps.sh system
 	@tests/system/run.sh $(DEB)

@@ -143,7 +143,7 @@ def test_units(r):
             text = text.replace("/usr/sbin/enrichd", ENRICHD)
             with open(os.path.join(d, name), "w") as f:
                 f.write(text)
-        # --man=no: the man pages are checked by tests/man_check.py.
+        # --man=no: the man pages are checked by test_man_pages.py.
         cp = subprocess.run(["systemd-analyze", "verify", "--man=no", os.path.join(d, "enrichd.socket"),
                              os.path.join(d, "enrichd-status.socket"),
                              os.path.join(d, "enrichd.service")], capture_output=True, text=True)
