@@ -14,6 +14,7 @@ inside request_timeout_ms, without a worker being stopped as stuck.
   bound stops it early (413) instead of printing 17 MB.
 The titles' answers are the bytes build/enrich prints for them.
 """
+# run alone: each bomb must be answered within 1.5 s of CPU-bound work.
 import json
 import os
 import sys

@@ -39,7 +39,7 @@ SLACK_S = 1.5  # scheduling on a loaded 2-core machine, sanitizer builds
 
 
 def fd_total(pids):
-    return sum(harness.proc_fd_count(p) for p in pids)
+    return sum(harness.fd_count(p) for p in pids)
 
 
 def raw(env, data, rid=1, timeout=8.0, shut=False):

@@ -24,6 +24,8 @@ sockets, no front end in between).
 - a body dripped after a foreign record is cut at the body deadline;
 - an answer nobody reads, or drained 2 KB at a time, is given up
   write_timeout_ms after its write began, and the worker lives on."""
+# run alone: a 4 MB answer must be read within write_timeout_ms (2 s), and
+# the deadlines are measured to the tenth of a second.
 import os
 import re
 import socket

@@ -13,6 +13,8 @@ Before the fix, nginx held at most ~1 MB of an answer; the worker sat in
 its write until the master killed it as stuck, and the client got a 200
 with a cut body.
 """
+# run alone: it bounds normal batches' latency and a worker's write deadline
+# while slow readers hold the pool.
 import json
 import os
 import re

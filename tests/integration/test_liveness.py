@@ -13,6 +13,8 @@ fake upstream under a steady trickle of batches of new ids:
   log and /healthz say why; the workers continued, it is fed again;
 - the master stopped (SIGSTOP): no WATCHDOG=1 while it is stopped.
 """
+# run alone: it measures the gaps between watchdog pings against a 500 ms
+# schedule.
 import itertools
 import os
 import signal

@@ -100,7 +100,7 @@ def test_fd_soft_exact(r):
                           env={"ENRICHD_TEST_LEAK": "fd:0"})
         pid = env.wait_workers(1)[0]
         one_request(env)
-        idle = harness.proc_fd_count(pid) - 1
+        idle = harness.fd_count(pid) - 1
         env.signal(15)
         env.wait_exit(10)
         limit = max(16, idle + 3)
@@ -111,7 +111,7 @@ def test_fd_soft_exact(r):
         pid = env.wait_workers(1)[0]
         counts = {}
         ev, sent = exit_after(env, pid, k + 5, k + 1,
-                              lambda i: counts.__setitem__(i, harness.proc_fd_count(pid) - 1))
+                              lambda i: counts.__setitem__(i, harness.fd_count(pid) - 1))
         r.check(ev is not None and ev.get("reason") == "fd",
                 "the worker ended itself for fd: %r" % ev)
         r.check(counts.get(k) == limit,
