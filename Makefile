@@ -103,12 +103,14 @@ check: all
 
 # Every test: unit, conformance vectors (CLI and nginx), integration and
 # hostile, side by side (TEST_JOBS=N: how many at once; tests/run.py says
-# which run alone).  Ends with "N passed, M failed"; non-zero exit on any
+# which run alone; TEST_ARGS=--skip-alone or --alone-only: one part, as
+# CI runs them).  Ends with "N passed, M failed"; non-zero exit on any
 # failure.
+TEST_ARGS ?=
 test:
 	@scripts/deps.sh test
 	@$(MAKE) --no-print-directory all hooks
-	@python3 tests/run.py --build $(B)
+	@python3 tests/run.py --build $(B) $(TEST_ARGS)
 
 # enrichd with test-only fault injection (leaks, crashes, slow requests),
 # for the recycling and crash-loop tests; never installed.
@@ -130,11 +132,11 @@ SANLOGS := $(CURDIR)/build-san/sanitizer-logs
 san-test:
 	$(MAKE) SAN=1 all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		python3 tests/run.py --build build-san --kind unit,vectors
+		python3 tests/run.py --build build-san --kind unit,vectors $(TEST_ARGS)
 	@rm -rf $(SANLOGS) && mkdir -p $(SANLOGS)
 	@ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:quarantine_size_mb=16:log_path=$(SANLOGS)/asan \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(SANLOGS)/ubsan \
-		python3 tests/run.py --build build-san --kind integration
+		python3 tests/run.py --build build-san --kind integration $(TEST_ARGS)
 	@if grep -lE 'ERROR: |runtime error' $(SANLOGS)/* 2>/dev/null; then \
 		cat $(SANLOGS)/*; echo "san-test: sanitizer reports above"; exit 1; fi
 
@@ -196,7 +198,7 @@ lint:
 	@python3 scripts/check-refs.py
 
 clean:
-	rm -rf build build-san build-fuzz build-clang build-hooks build-deb
+	rm -rf build build-san build-fuzz build-clang build-hooks build-deb build-ci
 
 # --- installation (GNU conventions) ---------------------------------------
 # `make install` puts the programs, the configuration, the systemd units,

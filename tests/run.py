@@ -167,10 +167,17 @@ def main():
     ap.add_argument("-j", "--jobs", type=int, default=int(os.environ.get("TEST_JOBS") or 0),
                     help="suites run side by side (default: sized to the machine, %d here)"
                          % default_jobs())
+    part = ap.add_mutually_exclusive_group()
+    part.add_argument("--skip-alone", action="store_true",
+                      help="only the suites that run side by side (CI runs the others apart)")
+    part.add_argument("--alone-only", action="store_true",
+                      help="only the suites that run alone")
     args = ap.parse_args()
     jobs = args.jobs if args.jobs > 0 else default_jobs()
     env = dict(os.environ, ENR_BUILD=args.build, PYTHONUNBUFFERED="1")
     suites = collect(args.build, args.kind, args.only)
+    if args.skip_alone or args.alone_only:
+        suites = [s for s in suites if s.alone == args.alone_only]
     shared = [s for s in suites if not s.alone]
     alone = [s for s in suites if s.alone]
     times_path = os.path.join(args.build, "test-times.json")
