@@ -14,10 +14,11 @@ its own directory, sockets and ports, and most of their time is spent
 waiting for the daemon.  A suite that measures time or load, or needs the
 machine to itself, says so in a comment line of its own that starts
 "# run alone:" (followed by why); those run afterwards, one at a time,
-with nothing else running.  Results print in a fixed order (the parallel
-suites by name, then those run alone), each line as soon as it and every
-line before it is known; the longest suites (by the previous run's times,
-kept in BUILD/test-times.json) are started first.
+with nothing else running.  Each suite's line (its name, counts and time,
+and the tail of its output when it failed) prints as it finishes; the
+failed ones are named again in a fixed order at the end.  The longest
+suites (by the previous run's times, kept in BUILD/test-times.json) are
+started first.
 """
 import argparse
 import glob
@@ -125,17 +126,14 @@ def collect(build, kinds, only):
 
 
 class Printer:
-    """Prints the suites' lines in their fixed order, each once it and all
-    before it are known."""
+    """Prints each suite's line as it finishes (one at a time)."""
 
-    def __init__(self, order):
-        self.order, self.next, self.lock = order, 0, threading.Lock()
+    def __init__(self):
+        self.lock = threading.Lock()
 
     def done(self, suite):
         with self.lock:
-            while self.next < len(self.order) and self.order[self.next].line is not None:
-                print(self.order[self.next].line, flush=True)
-                self.next += 1
+            print(suite.line, flush=True)
 
 
 def load_times(path):
@@ -182,7 +180,7 @@ def main():
     alone = [s for s in suites if s.alone]
     times_path = os.path.join(args.build, "test-times.json")
     times = load_times(times_path)
-    printer = Printer(shared + alone)
+    printer = Printer()
     print("%d suites: %d side by side (-j %d), %d alone after them"
           % (len(suites), len(shared), jobs, len(alone)), flush=True)
     t0 = time.monotonic()
@@ -208,6 +206,9 @@ def main():
     total_tf = sum(s.counts[3] for s in suites)
     # Assertions overstate coverage (one table of cases is hundreds of
     # them): the tests are reported apart.
+    failed = [s.name for s in suites if s.counts[1]]
+    if failed:
+        print("failed: " + " ".join(failed))
     print("%d suites, %d tests (%d failed), %d assertions (%d failed) in %.0f s"
           % (len(suites), total_t, total_tf, total_p + total_f, total_f, time.monotonic() - t0))
     print("%d passed, %d failed" % (total_p, total_f))

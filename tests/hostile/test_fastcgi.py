@@ -335,7 +335,7 @@ def test_nginx_keep_conn(r):
         env.request("/v1/enrich", BODY)
         before = fd_total(pids)
         load = harness.Load(env, clients=6, body=BODY)
-        time.sleep(4)
+        harness.poll(lambda: load.count() > 250, 30)
         res = load.stop()
         time.sleep(LINGER_S + 0.2)
         after = fd_total(pids)

@@ -107,7 +107,7 @@ def fault_phase(r, env, what, want_reason):
 def test_provider_faults(r, env, fake):
     trickle = Trickle(env)
     try:
-        time.sleep(1.5)
+        H.poll(lambda: len(trickle.statuses) >= 3 and healthz(env).get("status") == "ok", 10)
         d = healthz(env)
         r.check(d.get("status") == "ok" and d.get("live") is True, "healthy to begin: %r" % d)
         fake.control(mode="5xx")
