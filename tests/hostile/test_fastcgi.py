@@ -222,11 +222,7 @@ def test_raw_suite(r):
             r.run(fn, env)
         r.run(test_stalled, env, workers)
         # After all of it: a normal batch through nginx, same workers.
-        bad = []
-        for _ in range(50):
-            st, _, data = env.request("/v1/enrich", BODY)
-            if st != 200 or data.count(b"\n") != 20:
-                bad.append(st)
+        bad = harness.batches_failing(env, BODY, 50, 20)
         r.check(not bad, "after the abuse: 50 batches through nginx all 200 (%r)" % bad[:5])
         r.check(env.worker_pids() == pids, "after the abuse: the same workers alive (%r -> %r)"
                 % (pids, env.worker_pids()))

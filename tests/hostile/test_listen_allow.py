@@ -72,11 +72,7 @@ def test_tcp(r):
         st, _, _ = raw(addr, source="127.0.0.2")
         r.check(st == 200, "peer 127.0.0.2 (in listen_allow) served: %r" % st)
 
-        bad = []
-        for _ in range(30):
-            s, _, data = env.request("/v1/enrich", BODY)
-            if s != 200 or data.count(b"\n") != 10:
-                bad.append(s)
+        bad = harness.batches_failing(env, BODY, 30, 10)
         r.check(not bad, "nginx from 127.0.0.2: 30 batches all 200 (%r)" % bad[:5])
 
         n = harness.metric(env, "enrichd_listen_refused_total")

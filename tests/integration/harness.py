@@ -425,14 +425,7 @@ class Env:
 
     def close(self):
         for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
-                p.wait(5)
-            except Exception:
-                pass
+            kill_group(p)
         if self.notify:
             self.notify.close()
         if self._log_fh:
@@ -447,6 +440,30 @@ class Env:
             sys.stdout.write("\n".join(self.log_lines()[-40:]) + "\n")
         self.close()
         return False
+
+
+def kill_group(proc):
+    """SIGKILL to proc's whole process group (each process the tests start
+    leads its own session), then reaps it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.wait(5)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def batches_failing(env, body, n, lines):
+    """Sends body n times through nginx; the statuses of those that were
+    not a 200 of `lines` lines."""
+    bad = []
+    for _ in range(n):
+        st, _, data = env.request("/v1/enrich", body)
+        if st != 200 or data.count(b"\n") != lines:
+            bad.append(st)
+    return bad
 
 
 def discard_dir(path):
@@ -610,14 +627,7 @@ class FakeUpstream:
         return self._req("POST", "/_reset", "{}")
 
     def close(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            self.proc.wait(5)
-        except Exception:
-            pass
+        kill_group(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self):
