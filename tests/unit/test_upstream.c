@@ -33,6 +33,7 @@
 #include "base/log.h"
 #include "upstream/breaker.h"
 #include "t.h"
+#include "t_config.h"
 #include "upstream/upstream.h"
 
 static pid_t fake_pid;
@@ -276,11 +277,7 @@ static int poster_is(const enr_batch *b, size_t i, const char *want)
  * hand), then what these tests choose on purpose. */
 static void base_config(enr_config *c)
 {
-    char err[256];
-
-    T_CHECK(enr_config_parse(c, enr_config_default_text, strlen(enr_config_default_text),
-                             "defaults", err, sizeof err) == 0,
-            "the built-in defaults parse: %s", err);
+    t_default_config(c);
     snprintf(c->upstream_url, sizeof(c->upstream_url), "http://127.0.0.1:%d/v1/meta", fake_port);
     c->upstream_timeout_ms = 500;
     c->ids_per_call = 50;
