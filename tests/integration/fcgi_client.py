@@ -200,3 +200,17 @@ def fcgi_exchange(sock, data, chunk=None, pause=0.0, shut=False, timeout=10.0, r
         return out, time.monotonic() - t0
     finally:
         c.close()
+
+
+def fcgi_drip_cut(addr, data, first, timeout=10.0):
+    """Sends data's first `first` bytes at once, then the rest a byte at a
+    time (FcgiConn.drip: 200 bytes, 10 s at most); the seconds from the
+    start until the peer answered or closed, or None if it never did."""
+    c = FcgiConn(addr, timeout)
+    t0 = time.monotonic()
+    try:
+        c.send(data[:first])
+        cut = c.drip(data[first:])
+        return None if cut is None else time.monotonic() - t0
+    finally:
+        c.close()
