@@ -38,7 +38,9 @@ SUMMARY = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed", re.M)
 # suite that does not say counts as one test.
 TESTS = re.compile(r"^tests: (\d+) run, (\d+) failed", re.M)
 ALONE = re.compile(r"^# run alone: ", re.M)
-SUITE_TIMEOUT_S = 300
+# A hung suite's bound: several times the longest suite's time on a busy
+# machine, where the suites side by side slow one another.
+SUITE_TIMEOUT_S = 600
 # A suite process, its nginx and its daemon's workers hold ~100-250 MB
 # (more on the sanitizer build): the default -j leaves room for them.
 SUITE_MB = 400
