@@ -355,6 +355,13 @@ class Env:
         wait_for(self._port_open, 10, what="nginx port")
         return self.nginx
 
+    def start_stack(self, extra_conf="", workers=None, **kw):
+        """enrichd (start_enrichd's arguments), then nginx in front of it;
+        with workers=N, waits for N workers and returns their pids."""
+        self.start_enrichd(extra_conf, **kw)
+        self.start_nginx()
+        return self.wait_workers(workers) if workers is not None else None
+
     def _port_open(self):
         try:
             socket.create_connection(("127.0.0.1", self.port), 0.2).close()

@@ -195,9 +195,7 @@ def main():
                 + H.upstream_conf(fake, upstream_timeout_ms=400, breaker_failures=1000,
                                   breaker_window=0))
         with H.Env(name="liveness") as env:
-            env.start_enrichd(conf, notify=True, watchdog_usec=WATCHDOG_USEC)
-            env.start_nginx()
-            env.wait_workers(2)
+            env.start_stack(conf, notify=True, watchdog_usec=WATCHDOG_USEC, workers=2)
             env.notify.wait("WATCHDOG", 2, timeout=10)
             for fn, args in ((test_provider_faults, (env, fake)), (test_wedged_pool, (env,)),
                              (test_master_stopped, (env,))):

@@ -105,9 +105,7 @@ def test_burst(r):
                                   breaker_failures=1000)
                 + "request_timeout_ms = 2000\n")
         with H.Env(name="overload") as env:
-            env.start_enrichd(conf)
-            env.start_nginx()
-            pids = env.wait_workers(2)
+            pids = env.start_stack(conf, workers=2)
             cap, service, warm = capacity(env, seq)
             r.check(cap > 5 and all(d[0] == 200 for d in warm),
                     "capacity measured: %.1f batches/s, service %.0f ms, all 200" % (cap, service * 1000))

@@ -29,9 +29,7 @@ BODY = harness.sample_body(20)
 
 def leak_case(r, leak, extra, reason, name):
     with harness.Env(build=harness.hooks_build_dir(), name=name) as env:
-        env.start_enrichd("workers = 2\n" + extra, env={"ENRICHD_TEST_LEAK": leak})
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack("workers = 2\n" + extra, env={"ENRICHD_TEST_LEAK": leak}, workers=2)
         load = harness.Load(env, clients=4, body=BODY)
         env.wait_log("worker exit", count=4, timeout=40)
         res = load.stop()
@@ -193,9 +191,7 @@ def test_stuck_request(r):
 
 def test_worker_deadline(r):
     with harness.Env(build=harness.hooks_build_dir(), name="pool-deadline") as env:
-        env.start_enrichd("workers = 1\nrequest_timeout_ms = 500\nupstream_timeout_ms = 100\n")
-        env.start_nginx()
-        env.wait_workers(1)
+        env.start_stack("workers = 1\nrequest_timeout_ms = 500\nupstream_timeout_ms = 100\n", workers=1)
         t0 = time.monotonic()
         st, hdr, body = env.request("/v1/enrich", BODY, headers={"X-Test-Sleep-Ms": "460"})
         took = time.monotonic() - t0

@@ -197,9 +197,7 @@ def test_reload_verdict(r):
             and "kill -HUP $MAINPID" in cmds[1],
             "ExecReload= checks the file, then signals: %r" % cmds)
     with harness.Env(name="pool-reload-verdict") as env:
-        env.start_enrichd("workers = 2\n", notify=True)
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack("workers = 2\n", notify=True, workers=2)
         good = open(env.conf).read()
         r.check(harness.metric(env, "enrichd_reload_failures_total") == 0, "no reload failure at start")
         with open(env.conf, "a") as f:

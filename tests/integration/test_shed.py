@@ -304,9 +304,7 @@ def main():
     conf = ("workers = 2\nqueue_timeout_ms = %d\nbody_timeout_ms = %d\nlisten_backlog = 2\n"
             "request_timeout_ms = 1500\n" % (QUEUE_MS, BODY_MS))
     with H.Env(build=H.hooks_build_dir(), name="shed") as env:
-        env.start_enrichd(conf)
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack(conf, workers=2)
         for fn in (test_shed_raw, test_wait_in_latency, test_client_gone, test_body_timeout,
                    test_through_nginx, test_nginx_502_is_503):
             r.run(fn, env)
