@@ -52,7 +52,7 @@ ENGINE_LIBS="$(pkg-config --libs libcrypto) -lm"
 target_srcs() {
     case $1 in
     engine | numtext | fast) echo "$ENGINE" ;;
-    config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/base/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/base/upstream_url.c $S/base/curlapi.c $S/base/secret.c" ;;
+    config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/base/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/base/upstream_url.c $S/base/curlapi.c $S/base/secret.c $S/base/config_cred.c" ;;
     retry_after) echo "$S/upstream/quota.c $S/base/log.c" ;;
     upstream_header) echo "$S/base/secret.c" ;;
     upstream_reply) echo "$S/upstream/upstream_reply.c $S/base/buf.c" ;;

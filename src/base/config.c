@@ -337,8 +337,8 @@ static unsigned line_of(parse_state *ps, const char *key)
 
 #define FAIL_AT(ps, key, ...) ((ps)->line = line_of((ps), (key)), fail((ps), (key), __VA_ARGS__))
 
-/* The TLS files are read by each worker at start: one that cannot be
- * read would only show as failed calls, so it fails the configuration. */
+/* The TLS files need https; the files themselves are checked by
+ * config_cred.c, for the commands that use them. */
 static int check_tls_files(parse_state *ps, const enr_config *c)
 {
     static const struct {
@@ -357,8 +357,6 @@ static int check_tls_files(parse_state *ps, const enr_config *c)
             continue;
         if (!https)
             return FAIL_AT(ps, files[i].key, "needs an https:// upstream_url");
-        if (access(path, R_OK) != 0)
-            return FAIL_AT(ps, files[i].key, "\"%s\" cannot be read: %s", path, strerror(errno));
     }
     if (c->upstream_client_cert[0] && !c->upstream_client_key[0])
         return FAIL_AT(ps, "upstream_client_cert", "needs upstream_client_key too");
@@ -451,19 +449,20 @@ static int check_whole(parse_state *ps, const enr_config *c)
     return 0;
 }
 
-/* Where the secret comes from and where it goes: both or neither, one of
- * each; then the secret is read (secret.h).  No message quotes it. */
-static int load_secret(parse_state *ps, enr_config *c)
+/* Where the upstream secret goes: somewhere when it comes from somewhere
+ * (enr_config_check_secret_keys checked where from), one place.  The
+ * file is read by enr_config_load_secrets (config_cred.c), only by the
+ * daemon.  No message quotes it. */
+static int check_secret_keys(parse_state *ps, enr_config *c)
 {
     const int from_file = c->upstream_secret_file[0] != '\0';
     const int from_cred = c->upstream_secret_credential[0] != '\0';
     const int to_header = c->upstream_secret_header[0] != '\0';
     const int to_query = c->upstream_secret_query[0] != '\0';
-    char path[ENR_PATH_MAX + 64], why[ENR_PATH_MAX + 200];
+    char why[ENR_PATH_MAX + 200];
     const char *key = from_file ? "upstream_secret_file" : "upstream_secret_credential";
 
-    c->upstream_secret[0] = '\0';
-    c->upstream_secret_len = 0;
+    memset(&c->upstream_secret, 0, sizeof c->upstream_secret);
     if (to_header && enr_secret_header_check(c->upstream_secret_header, why, sizeof why) != 0)
         return FAIL_AT(ps, "upstream_secret_header", "%s", why);
     if (to_header) {
@@ -483,9 +482,6 @@ static int load_secret(parse_state *ps, enr_config *c)
                            "needs upstream_secret_file or upstream_secret_credential");
         return 0;
     }
-    if (from_file && from_cred)
-        return FAIL_AT(ps, "upstream_secret_credential",
-                       "set upstream_secret_file or upstream_secret_credential, not both");
     if (!to_header && !to_query)
         return FAIL_AT(ps, key,
                        "needs upstream_secret_header or upstream_secret_query (where "
@@ -493,17 +489,6 @@ static int load_secret(parse_state *ps, enr_config *c)
     if (to_header && to_query)
         return FAIL_AT(ps, "upstream_secret_query",
                        "set upstream_secret_header or upstream_secret_query, not both");
-    if (c->upstream_url[0] == '\0')
-        return FAIL_AT(ps, key, "needs upstream_url");
-    if (from_file) {
-        snprintf(path, sizeof path, "%s", c->upstream_secret_file);
-    } else if (enr_secret_credential_path(c->upstream_secret_credential, path, sizeof path, why,
-                                          sizeof why) != 0) {
-        return FAIL_AT(ps, key, "%s", why);
-    }
-    if (enr_secret_read(path, c->upstream_secret, sizeof c->upstream_secret,
-                        &c->upstream_secret_len, why, sizeof why) != 0)
-        return FAIL_AT(ps, key, "%s", why);
     return 0;
 }
 
@@ -672,13 +657,10 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
     } else {
         snprintf(next.source, sizeof next.source, "(built-in)");
     }
-    if (check_whole(&ps, &next) != 0 || load_secret(&ps, &next) != 0) {
-        enr_secret_wipe(&next, sizeof next);
+    if (check_whole(&ps, &next) != 0 || enr_config_check_secret_keys(&next, err, errlen) != 0 ||
+        check_secret_keys(&ps, &next) != 0)
         return -1;
-    }
     *c = next;
-    /* The stack copy would keep the secret past its use. */
-    enr_secret_wipe(&next, sizeof next);
     return 0;
 }
 

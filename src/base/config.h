@@ -85,11 +85,11 @@ typedef struct enr_config {
     char upstream_secret_credential[ENR_SECRET_CRED_NAME_MAX];
     char upstream_secret_header[ENR_UP_HEADER_MAX]; /* "Name" or "Name: ...{secret}..." */
     char upstream_secret_query[ENR_SECRET_CRED_NAME_MAX];
-    /* The secret itself, read when the configuration is loaded (so -t and
-     * HUP check it, and a rotated file is read on HUP).  Never shown: no
-     * reader of enr_config prints it. */
-    char upstream_secret[ENR_SECRET_MAX + 1];
-    size_t upstream_secret_len;
+    /* The secret itself: empty after enr_config_load, read by
+     * enr_config_load_secrets (the daemon, at start and on each HUP: a
+     * rotated file is read then).  Never shown: no reader of enr_config
+     * prints it. */
+    enr_secret upstream_secret;
 
     /* operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */
@@ -132,6 +132,41 @@ int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen);
  * for enr_config_load, with line 0 for whole-text problems. */
 int enr_config_parse(enr_config *c, const char *text, size_t len, const char *source, char *err,
                      size_t errlen);
+
+/* A finding that does not stop anything: "FILE:LINE: key: problem". */
+typedef void (*enr_warn_fn)(void *arg, const char *msg);
+
+/* ---- credentials (config_cred.c) ----
+ * enr_config_load checks what the credential keys say, never the files
+ * they name: a command that never calls the provider (-T, `enrichd
+ * status -c`, -t) does not need to be able to read them. */
+
+/* What every secret's keys say, whatever the secret: one of its file or
+ * credential keys, a credential name that is a file name, the URL it is
+ * sent to set.  0, or -1 and err (enr_config_load calls it). */
+int enr_config_check_secret_keys(const enr_config *c, char *err, size_t errlen);
+
+/* The daemon: every credential file c names checked (secret.h's rule of
+ * its kind, readable by this process) and every secret read into its
+ * enr_secret; a secret sent over clear text to another host is warned.
+ * 0, or -1 and "FILE:LINE: key: problem" in err (nothing is then kept). */
+int enr_config_load_secrets(enr_config *c, enr_warn_fn warn, void *arg, char *err, size_t errlen);
+
+/* -t: the same files checked without reading a byte of them: a refusal
+ * any user would see (missing, mode, size) is an error; one this user
+ * cannot check (EACCES, a credential outside the unit) is a warning, as
+ * is a secret over clear text.  0, or -1 and err. */
+int enr_config_probe_credentials(const enr_config *c, enr_warn_fn warn, void *arg, char *err,
+                                 size_t errlen);
+
+/* Wipes and unmaps every secret of c that keep (may be NULL) does not
+ * hold too. */
+void enr_config_secrets_free(enr_config *c, const enr_config *keep);
+
+/* In a child just forked: the secrets of a and of b (the master's two
+ * configurations) unmapped unless keep (the child's, NULL for none) holds
+ * them, keep's locked again, and the process dumpable again. */
+void enr_config_secrets_child(enr_config *a, enr_config *b, const enr_config *keep);
 
 /* Print the effective configuration to f as a file -c reads back: every
  * key with its value, and a comment saying where it came from (FILE:LINE

@@ -10,7 +10,8 @@
  *   - the "master" fields of a slot and enr_sb_pool are written only by
  *     the master;
  *   - enr_sb_quota (the provider's pause and rate) is written by every
- *     worker, each update one compare-and-swap;
+ *     worker, each update one compare-and-swap, and its pause ended by
+ *     the master on HUP (one exchange);
  *   - the status process and the master only read the rest.
  * Every field is a lock-free atomic read and written with relaxed order:
  * readers want a recent value, not a consistent snapshot across fields.

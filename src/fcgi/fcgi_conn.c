@@ -377,8 +377,10 @@ int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd)
      * instead of holding the process.  Every other write has its own
      * deadline (enr_fcgi_send). */
     set_timeout(fd, SO_SNDTIMEO, c->write_ms, "SO_SNDTIMEO failed");
-    c->pend = NULL;
-    c->pend_len = 0;
+    c->pend = c->pre;
+    c->pend_len = c->pre_len;
+    c->pre = NULL;
+    c->pre_len = 0;
     c->input_read = c->input_done = 0;
     enr_fcgi_in_init(&c->in, &c->params, c->max_conns);
     rc = conn_run(c, fd, &no_body, SIZE_MAX, deadline, c->header_ms, HEAD_READ);

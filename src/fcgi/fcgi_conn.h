@@ -46,6 +46,10 @@ typedef struct enr_fcgi_conn {
     volatile sig_atomic_t *drain; /* when set: take what is queued, never wait; or NULL */
     const sigset_t *wait_mask;    /* the signal mask while waiting; NULL: the current one */
     int side_fd;                  /* also woken by its readability (-1: none) */
+    /* Bytes of the next connection its owner read already (fcgi_mux.h),
+     * parsed before any read; enr_fcgi_conn_open() takes and clears them. */
+    const unsigned char *pre;
+    size_t pre_len;
     /* ---- the module's own ---- */
     int is_tcp;
     int input_done;            /* the request's FCGI_STDIN was read to its end */

@@ -9,10 +9,12 @@
  *
  * Invariants: single-threaded; it waits for a connection with a
  * one-second tick, so it samples health at least once a second even
- * without requests; its connections follow the workers' policy
- * (fcgi_conn.h: RESPONDER only, one request per connection, each client
- * bounded in time) and its answers their writer and routing rule
- * (fcgi_http.h); it never
+ * without requests; it gathers up to STATUS_MAX_PEERS connections at
+ * once and serves a request only once it is whole (fcgi_mux.h), so no
+ * silent or slow peer, nor a crowd of them, delays another's answer;
+ * its connections follow the workers' policy (fcgi_conn.h: RESPONDER
+ * only, one request per connection, each client bounded in time) and
+ * its answers their writer and routing rule (fcgi_http.h); it never
  * writes the scoreboard, and never judges health: /healthz, /status and
  * /metrics show the verdict the master published (the one systemd's
  * watchdog sees); signal handlers only set flags.
@@ -41,13 +43,17 @@
 #include "base/clock.h"
 #include "fcgi/fcgi_conn.h"
 #include "fcgi/fcgi_http.h"
+#include "fcgi/fcgi_mux.h"
 
 #define STATUS_TICK_MS 1000 /* listen queue and busy workers sampling period */
-/* A client gets this long to send its request's headers, and each read
- * or write of the exchange this long to make progress, so one silent or
- * slow client (a port scan, a stuck proxy) cannot stop the status page
- * (fcgi_conn.h). */
+/* A client gets this long from its connect to send its whole request
+ * (gathered beside the others': fcgi_mux.h), and the answer's write this
+ * long; a silent one (a port scan, a stuck proxy) is then closed. */
 #define STATUS_CLIENT_TIMEOUT_MS 2000
+/* Connections gathered at once; one more closes the oldest that has not
+ * sent its whole request.  nginx opens one per status request, and
+ * Prometheus, probes and a browser a few at a time. */
+#define STATUS_MAX_PEERS 16
 /* After the answer, waiting for the client to close its side. */
 #define STATUS_LINGER_MS 500
 
@@ -59,6 +65,7 @@ typedef struct status_ctx {
     const enr_cache *cache; /* the host's upstream cache, or NULL */
     int main_fd;
     enr_fcgi_conn conn; /* the status socket: the workers' connection policy */
+    enr_fcgi_mux mux;   /* its connections, gathered until each request is whole */
     enr_health health;  /* the master's verdict, read back (enr_health_read) */
     unsigned serving;   /* workers idle or busy now */
     int have_queue;
@@ -395,6 +402,9 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     x.conn.side_fd = -1;
     x.conn.max_conns = 1;
     x.conn.wait_mask = &wait_mask;
+    x.mux.conn = &x.conn;
+    x.mux.max = STATUS_MAX_PEERS;
+    x.mux.request_ms = STATUS_CLIENT_TIMEOUT_MS;
     if (FCGX_Init() != 0 || enr_fcgi_conn_init(&x.conn) != 0) {
         enr_log(ENR_LOG_ERROR, "FastCGI init failed", NULL);
         return 1;
@@ -407,7 +417,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
         uint64_t now = enr_mono_ms();
         int timeout =
             now - x.last_tick >= STATUS_TICK_MS ? 0 : (int)(STATUS_TICK_MS - (now - x.last_tick));
-        int fd = enr_fcgi_conn_next(&x.conn, timeout);
+        int fd = enr_fcgi_mux_next(&x.mux, timeout);
 
         if (enr_mono_ms() - x.last_tick >= STATUS_TICK_MS) {
             measure(&x);
@@ -416,13 +426,18 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
         }
         if (fd == ENR_FCGI_STOP)
             break;
-        if (fd < 0 || enr_fcgi_conn_open(&x.conn, fd) != 0)
+        if (fd < 0)
+            continue;
+        x.conn.pre = (const unsigned char *)x.mux.ready.data;
+        x.conn.pre_len = x.mux.ready.len;
+        if (enr_fcgi_conn_open(&x.conn, fd) != 0)
             continue;
         handle(&x);
         enr_fcgi_conn_finish(&x.conn);
         enr_fcgi_conn_close(&x.conn);
     }
     FCGX_Free(&req, 0);
+    enr_fcgi_mux_free(&x.mux);
     enr_fcgi_conn_free(&x.conn);
     if (!status_stop) /* leaving unasked: the socket failed (logged) */
         return 1;

@@ -55,6 +55,23 @@ static void copy_text(char *dst, const char *src, size_t n)
     dst[i] = '\0';
 }
 
+/* When the provider's pause ends, on the wall clock (UTC, to the
+ * second), or null when there is none: an operator reads "until 14:05"
+ * and decides whether to end it (a HUP: quota.h). */
+static void pause_end(json_object *o, uint64_t left_ms)
+{
+    time_t end = (time_t)((enr_wall_ms() + left_ms + 999) / 1000);
+    struct tm tm;
+    char s[32];
+
+    if (left_ms == 0 || gmtime_r(&end, &tm) == NULL ||
+        strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        json_object_object_add(o, "pause_until", NULL);
+        return;
+    }
+    add_s(o, "pause_until", s);
+}
+
 typedef struct totals {
     uint64_t accepted, completed, s2xx, s4xx, s5xx, rin, rout, rrej, rdeg, slow;
     uint64_t refused, rejected;
@@ -425,6 +442,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         /* the provider's pause (Retry-After), the host's: quota.h */
         uint64_t until = ENR_SB_GET(v->sb->quota.pause_until_ms);
         add_u(x, "pause_ms_left", until > now ? until - now : 0);
+        pause_end(x, until > now ? until - now : 0);
         add_u(x, "pauses", ENR_SB_GET(v->sb->quota.pauses));
     }
     json_object_object_add(o, "upstream", x);

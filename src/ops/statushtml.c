@@ -9,6 +9,7 @@
  */
 #include "ops/statushtml.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -180,7 +181,8 @@ static void summary(enr_buf *b, json_object *doc)
                                        "idle processes", "total processes",  "slow requests",
                                        "restarts_total"};
     json_object *health = obj_of(doc, "health"), *lat = obj_of(doc, "latency");
-    json_object *resp = obj_of(doc, "responses");
+    json_object *resp = obj_of(doc, "responses"), *up = obj_of(doc, "upstream"), *o;
+    uint64_t left;
     char v[160];
 
     enr_buf_lit(b, "<table class=\"kv\">\n");
@@ -197,6 +199,19 @@ static void summary(enr_buf *b, json_object *doc)
              str_of(lat, "mean_ms"), str_of(lat, "p50_ms"), str_of(lat, "p99_ms"),
              str_of(lat, "window_p99_ms"));
     row(b, "latency", v);
+    left = up != NULL && json_object_object_get_ex(up, "pause_ms_left", &o)
+               ? json_object_get_uint64(o)
+               : 0;
+    if (left > 0) {
+        /* Every call of the host stopped (quota.h): said, with its end. */
+        snprintf(v, sizeof v,
+                 "paused until %s (%" PRIu64 " s left): no provider calls; a HUP of the "
+                 "master ends the pause",
+                 str_of(up, "pause_until"), (left + 999) / 1000);
+        row(b, "upstream", v);
+    } else {
+        row(b, "upstream", "not paused");
+    }
     enr_buf_lit(b, "</table>\n");
 }
 

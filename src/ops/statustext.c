@@ -11,6 +11,7 @@
  */
 #include "ops/statustext.h"
 
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -132,10 +133,29 @@ static void last_table(enr_buf *b, json_object *procs)
 
 static void tables(enr_buf *b, json_object *doc);
 
+/* The provider's pause, first and in words while it holds: every call
+ * of the host stopped until then (statusdoc.c, quota.h). */
+static void pause_line(enr_buf *b, json_object *doc)
+{
+    json_object *up, *left;
+    char until[VALUE_MAX];
+
+    if (!json_object_object_get_ex(doc, "upstream", &up) ||
+        !json_object_is_type(up, json_type_object) ||
+        !json_object_object_get_ex(up, "pause_ms_left", &left) || json_object_get_uint64(left) == 0)
+        return;
+    enr_buf_printf(b,
+                   "upstream paused until %s (%" PRIu64 " s left): no provider calls; "
+                   "a HUP of the master ends the pause\n",
+                   jstr(up, "pause_until", "-", until, sizeof until),
+                   (json_object_get_uint64(left) + 999) / 1000);
+}
+
 void enr_status_text(enr_buf *b, json_object *doc)
 {
     if (!json_object_is_type(doc, json_type_object))
         return;
+    pause_line(b, doc);
     text_flat(b, "", doc);
     tables(b, doc);
 }
@@ -180,6 +200,7 @@ void enr_status_text_top(enr_buf *b, json_object *doc)
         enr_buf_printf(b, "latency ");
         top_line(b, o, l4, sizeof l4 / sizeof l4[0]);
     }
+    pause_line(b, doc);
     tables(b, doc);
 }
 

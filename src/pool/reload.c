@@ -36,8 +36,8 @@
 #include "base/log.h"
 #include "pool/notify.h"
 #include "base/scoreboard.h"
-#include "base/secret.h"
 #include "pool/worker.h"
+#include "upstream/quota.h"
 
 /* The probe of a pending configuration ended without reporting ready
  * (why: an exit reason and its detail, or a time-out).  The running
@@ -148,6 +148,7 @@ static void commit_reload(enr_master *m)
         enr_cache_free(m->cache);
         m->cache = m->next_cache;
     }
+    enr_config_secrets_free(&m->cfg, &m->next_cfg); /* the old generation's workers keep theirs */
     m->cfg = m->next_cfg;
     m->generation++;
     m->pending = 0;
@@ -236,6 +237,16 @@ void enr_reload_check(enr_master *m, uint64_t now)
     }
 }
 
+/* A finding of the new configuration that does not refuse it. */
+static void log_warning(void *arg, const char *msg)
+{
+    char q[ENR_PATH_MAX + 700];
+
+    (void)arg;
+    enr_log(ENR_LOG_WARN, "reload: configuration warning", "warning=%s",
+            enr_log_quote(q, sizeof q, msg));
+}
+
 void enr_reload(enr_master *m, uint64_t now)
 {
     enr_cache *ncache = NULL;
@@ -243,7 +254,17 @@ void enr_reload(enr_master *m, uint64_t now)
     char err[512];
 
     enr_notify_reloading();
-    if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0) {
+    {
+        /* A HUP is also the operator's way out of the provider's pause
+         * (up to an hour from one Retry-After), whatever the file's fate:
+         * the cache is kept, and the next call asks again. */
+        uint64_t left = enr_quota_resume(&m->sb->quota, now);
+        if (left > 0)
+            enr_log(ENR_LOG_WARN, "reload: the provider's pause ended early, calls resume",
+                    "pause_ms_left=%" PRIu64, left);
+    }
+    if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0 ||
+        enr_config_load_secrets(&next, log_warning, NULL, err, sizeof err) != 0) {
         refused(m, "reload refused: configuration invalid, keeping the old one",
                 "reload refused: invalid configuration (see log)", err);
         return;
@@ -251,7 +272,7 @@ void enr_reload(enr_master *m, uint64_t now)
     if (enr_worker_preload(&next, err, sizeof err) != 0) {
         refused(m, "reload refused: upstream_url is set but libcurl cannot be loaded",
                 "reload refused: libcurl cannot be loaded (see log)", err);
-        enr_secret_wipe(&next, sizeof next); /* it may hold the upstream secret */
+        enr_config_secrets_free(&next, NULL);
         return;
     }
     if (keep_listen(&next, &m->cfg))
@@ -261,7 +282,7 @@ void enr_reload(enr_master *m, uint64_t now)
     } else if (enr_master_cache_new(&next, &ncache) != 0) {
         refused(m, "reload refused: the new upstream cache cannot be mapped",
                 "reload refused: upstream cache cannot be mapped (see log)", "");
-        enr_secret_wipe(&next, sizeof next);
+        enr_config_secrets_free(&next, NULL);
         return;
     } else if (ncache != NULL) {
         enr_log(ENR_LOG_INFO, "reload: a new, empty upstream cache for the new configuration",
@@ -277,8 +298,8 @@ void enr_reload(enr_master *m, uint64_t now)
     }
     drop_next_cache(m);
     m->next_cache = ncache;
+    enr_config_secrets_free(&m->next_cfg, &m->cfg); /* a pending one's, never the running one's */
     m->next_cfg = next;
-    enr_secret_wipe(&next, sizeof next); /* the stack copy of the upstream secret */
     m->pending = 1;
     m->probe_failures = 0;
     m->retry_ms = 0;
@@ -301,6 +322,7 @@ int enr_reload_probe_exited(enr_master *m, unsigned slot, const char *why, const
 void enr_reload_drop(enr_master *m)
 {
     drop_next_cache(m);
+    enr_config_secrets_free(&m->next_cfg, &m->cfg);
     m->pending = 0;
     ENR_SB_SET(m->sb->pool.reload_pending, 0);
 }

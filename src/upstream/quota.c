@@ -14,7 +14,9 @@
  *
  * Retry-After is hostile input (the provider's header): parsed without
  * the C library's locale-dependent time functions, every field range
- * checked, and the result bounded by ENR_RETRY_AFTER_MAX_S.
+ * checked, and the result bounded by ENR_RETRY_AFTER_MAX_S.  Bounded is
+ * not harmless: one answer may stop enrichment for an hour, so the
+ * operator can end a pause with a HUP (enr_quota_resume).
  */
 #include "upstream/quota.h"
 
@@ -215,6 +217,15 @@ int enr_quota_take(enr_quota *q, uint64_t now_ms)
     } while (!atomic_compare_exchange_weak_explicit(&q->sh->tat_us, &tat, next,
                                                     memory_order_relaxed, memory_order_relaxed));
     return ENR_QUOTA_OK;
+}
+
+uint64_t enr_quota_resume(enr_sb_quota *sh, uint64_t now_ms)
+{
+    /* One exchange: a worker's pause racing it is either ended here or
+     * set after it, never half of each. */
+    uint64_t was = atomic_exchange_explicit(&sh->pause_until_ms, 0, memory_order_relaxed);
+
+    return was > now_ms ? was - now_ms : 0;
 }
 
 void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long status)

@@ -55,4 +55,10 @@ void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long statu
 /* End of the pause (CLOCK_MONOTONIC ms), 0 or past when there is none. */
 uint64_t enr_quota_paused_until(const enr_quota *q);
 
+/* The operator's way out of a pause (the master, on HUP): no pause from
+ * now on, for every worker; the cache and the rate bucket are kept.  The
+ * next call asks the provider, and a provider still throttling pauses
+ * the host again.  Returns the ms the pause had left (0: none). */
+uint64_t enr_quota_resume(enr_sb_quota *sh, uint64_t now_ms);
+
 #endif

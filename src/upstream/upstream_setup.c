@@ -149,13 +149,13 @@ static int call_extras(enr_upstream *u, const enr_config *c, char *err, size_t e
     for (unsigned i = 0; i < c->upstream_nheaders; i++)
         if (add_header(u, c->upstream_headers[i]) != 0)
             goto oom;
-    if (c->upstream_secret_len == 0)
+    if (c->upstream_secret.len == 0)
         return 0;
-    u->secret = malloc(c->upstream_secret_len + 1);
+    u->secret = malloc(c->upstream_secret.len + 1);
     if (u->secret == NULL)
         goto oom;
-    memcpy(u->secret, c->upstream_secret, c->upstream_secret_len + 1);
-    u->secret_len = c->upstream_secret_len;
+    memcpy(u->secret, c->upstream_secret.bytes, c->upstream_secret.len + 1);
+    u->secret_len = c->upstream_secret.len;
     if (c->upstream_secret_header[0] != '\0') {
         if (enr_secret_header_line(c->upstream_secret_header, u->secret, u->secret_len, line,
                                    sizeof line) != 0) {

@@ -292,9 +292,13 @@ def test_html_page(r):
         r.check(len(re.findall(rb'<tr class="(?:w|busy)">', body)) == 3,
                 "one row per worker")
         r.check(b"html-" in body, "last request ids shown")
-        # A hostile request id is escaped, never markup.
-        env.request("/v1/enrich", body=records_body(1, seed=99),
-                    headers={"X-Request-ID": "<b>x</b>"})
+        # A hostile request id is escaped, never markup.  nginx replaces
+        # one that is not a well-formed id (snippets/enrichd-http.conf):
+        # sent to the FastCGI socket directly, as another front end could.
+        batch = records_body(1, seed=99)
+        params = harness.fcgi_enrich_params(batch)
+        params["REQUEST_ID"] = "<b>x</b>"
+        harness.fcgi_request(env.sock, params, batch)
         _, _, body2 = env.request("/status?html", method="GET")
         r.check(b"<b>x</b>" not in body2 and b"&lt;b&gt;x&lt;/b&gt;" in body2,
                 "request id HTML-escaped")
