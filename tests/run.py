@@ -13,7 +13,8 @@ Suites run side by side (-j, sized to the machine by default): each has
 its own directory, sockets and ports, and most of their time is spent
 waiting for the daemon.  A suite that measures time or load, or needs the
 machine to itself, says so in a comment line of its own that starts
-"# run alone:" (followed by why); those run afterwards, one at a time,
+"# run alone:" (a unit test's source: " * run alone:" or "/* run alone:"),
+followed by why; those run afterwards, one at a time,
 with nothing else running.  Each suite's line (its name, counts and time,
 and the tail of its output when it failed) prints as it finishes; the
 failed ones are named again in a fixed order at the end.  The longest
@@ -37,7 +38,7 @@ SUMMARY = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed", re.M)
 # Tests (functions) apart from assertions: "tests: N run, M failed".  A
 # suite that does not say counts as one test.
 TESTS = re.compile(r"^tests: (\d+) run, (\d+) failed", re.M)
-ALONE = re.compile(r"^# run alone: ", re.M)
+ALONE = re.compile(r"^(?:#|/\*| \*) run alone: ", re.M)
 # A hung suite's bound: several times the longest suite's time on a busy
 # machine, where the suites side by side slow one another.
 SUITE_TIMEOUT_S = 600
@@ -97,11 +98,20 @@ def run(suite, env):
     suite.line = line
 
 
+def marked_alone(source):
+    try:
+        with open(source, encoding="utf-8", errors="replace") as f:
+            return bool(ALONE.search(f.read()))
+    except OSError:
+        return False
+
+
 def collect(build, kinds, only):
     suites = []
     for t in sorted(glob.glob(os.path.join(build, "tests", "test_*"))):
         if os.access(t, os.X_OK) and not t.endswith((".o", ".d")):
-            suites.append(Suite("unit/" + os.path.basename(t), [t]))
+            src = os.path.join(HERE, "unit", os.path.basename(t) + ".c")
+            suites.append(Suite("unit/" + os.path.basename(t), [t], marked_alone(src)))
     suites.append(Suite("vectors/cli", [sys.executable, "tests/vectors.py", "--cmd",
                                         os.path.join(build, "enrich")]))
     # The lower-casing and NFKC against Node's (tests/unicode/oracle.mjs):
@@ -115,9 +125,8 @@ def collect(build, kinds, only):
     # reloads, raw FastCGI); counted as integration suites.
     for kind in ("integration", "hostile"):
         for t in sorted(glob.glob(os.path.join(HERE, kind, "test_*.py"))):
-            with open(t, encoding="utf-8", errors="replace") as f:
-                alone = bool(ALONE.search(f.read()))
-            suites.append(Suite(kind + "/" + os.path.basename(t), [sys.executable, t], alone))
+            suites.append(Suite(kind + "/" + os.path.basename(t), [sys.executable, t],
+                                marked_alone(t)))
     kinds = kinds.split(",")
     if "integration" in kinds:
         kinds.append("hostile")
