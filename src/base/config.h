@@ -29,7 +29,26 @@
 #define ENR_WORKERS_AUTO_MAX 6
 
 /* Room for every key of conftable.c's table (checked there at compile time). */
-#define ENR_CONFIG_KEYS_MAX 72
+#define ENR_CONFIG_KEYS_MAX 80
+
+/* enr_config.sources: indexed by provider, as enum enr_provider
+ * (engine/contract.h) numbers them (0 unused); each a source, as enum
+ * enr_api_id (upstream/api.h) numbers them, or ENR_SOURCE_OFF.  The
+ * upstream's code checks at compile time that the numbers agree. */
+#define ENR_SOURCE_PROVIDERS 4
+#define ENR_SOURCE_PROV_YT 1
+#define ENR_SOURCE_PROV_VM 2
+#define ENR_SOURCE_PROV_DM 3
+#define ENR_SOURCE_OFF (-1)
+enum enr_source_id {
+    ENR_SOURCE_UPSTREAM = 0,
+    ENR_SOURCE_YOUTUBE,
+    ENR_SOURCE_VIMEO,
+    ENR_SOURCE_DAILYMOTION,
+    ENR_SOURCE_COUNT
+};
+/* Their config values: "upstream", "youtube", "vimeo", "dailymotion". */
+extern const char *const enr_config_source_names[ENR_SOURCE_COUNT];
 
 typedef struct enr_config {
     /* pool */
@@ -90,6 +109,23 @@ typedef struct enr_config {
      * rotated file is read then).  Never shown: no reader of enr_config
      * prints it. */
     enr_secret upstream_secret;
+    /* Where each provider's records are enriched from (confsource.c):
+     * "youtube", "vimeo", "dailymotion" (the provider's own API, its own
+     * provider only), "upstream" (the protocol at upstream_url) or "off";
+     * empty in the file: upstream where upstream_url is set, else off. */
+    char yt_source[16], vm_source[16], dm_source[16];
+    char youtube_url[1024], vimeo_url[1024], dailymotion_url[1024];
+    char youtube_key_file[ENR_PATH_MAX];
+    char youtube_key_credential[ENR_SECRET_CRED_NAME_MAX];
+    char vimeo_token_file[ENR_PATH_MAX];
+    char vimeo_token_credential[ENR_SECRET_CRED_NAME_MAX];
+    /* The sources resolved: per enum enr_provider (contract.h), an
+     * enum enr_api_id (upstream/api.h) or ENR_SOURCE_OFF. */
+    int sources[ENR_SOURCE_PROVIDERS];
+    /* The API key and the token, read like upstream_secret (by
+     * enr_config_load_secrets, only when a source uses them); never shown. */
+    enr_secret youtube_key;
+    enr_secret vimeo_token;
 
     /* operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */
@@ -117,6 +153,19 @@ typedef struct enr_config {
      * (enr_config_dump); 0: the built-in default */
     unsigned key_line[ENR_CONFIG_KEYS_MAX];
 } enr_config;
+
+/* Any provider enriched from anywhere: the upstream client is made. */
+int enr_config_enriches(const enr_config *c);
+
+/* Resolves and checks the sources and reads the secrets they need
+ * (confsource.c); -1 with the key at fault in *key and why. */
+int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen);
+
+/* The base URL of a source (enum enr_api_id): its configured *_url. */
+const char *enr_config_source_url(const enr_config *c, int api);
+
+/* A source in use is served over https (the TLS files apply to every one). */
+int enr_config_any_https(const enr_config *c);
 
 /* The least liveness_timeout_ms may be: what the longest request the other
  * bounds allow takes (body, work, kill grace), plus this. */

@@ -35,13 +35,18 @@ typedef struct cred_secret {
     size_t secret_off;   /* its enr_secret */
     const char *url_key; /* where it is sent */
     size_t url_off;
+    int provider, source; /* read only while c->sources[provider] == source; -1: always */
 } cred_secret;
 
 #define F(field) offsetof(enr_config, field)
 
 static const cred_secret secrets[] = {
     {"upstream_secret_file", "upstream_secret_credential", F(upstream_secret_file),
-     F(upstream_secret_credential), F(upstream_secret), "upstream_url", F(upstream_url)},
+     F(upstream_secret_credential), F(upstream_secret), "upstream_url", F(upstream_url), -1, -1},
+    {"youtube_key_file", "youtube_key_credential", F(youtube_key_file), F(youtube_key_credential),
+     F(youtube_key), "youtube_url", F(youtube_url), ENR_SOURCE_PROV_YT, ENR_SOURCE_YOUTUBE},
+    {"vimeo_token_file", "vimeo_token_credential", F(vimeo_token_file), F(vimeo_token_credential),
+     F(vimeo_token), "vimeo_url", F(vimeo_url), ENR_SOURCE_PROV_VM, ENR_SOURCE_VIMEO},
 };
 #define N_SECRETS (sizeof secrets / sizeof secrets[0])
 
@@ -83,6 +88,8 @@ static const char *secret_source(const enr_config *c, const cred_secret *s, char
 {
     const char *file = FIELD(c, s->file_off), *cred = FIELD(c, s->cred_off);
 
+    if (s->provider >= 0 && c->sources[s->provider] != s->source)
+        return NULL; /* no source uses it: never read */
     if (file[0] != '\0') {
         *key = s->file_key;
         snprintf(path, pathlen, "%s", file);

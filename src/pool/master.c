@@ -163,7 +163,7 @@ int enr_master_spawn_worker(master *m, unsigned slot, const enr_config *cfg, uns
 int enr_master_cache_new(const enr_config *c, enr_cache **out)
 {
     *out = NULL;
-    if (c->upstream_url[0] == '\0' || c->cache_entries == 0 || c->cache_bytes == 0)
+    if (!enr_config_enriches(c) || c->cache_entries == 0 || c->cache_bytes == 0)
         return 0;
     *out = enr_cache_new(c->cache_entries, c->cache_bytes);
     if (*out == NULL) {
