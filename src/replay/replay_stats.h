@@ -74,7 +74,7 @@ int enr_replay_write_plots(const char *prefix, const enr_replay_rec *r, size_t n
 int enr_replay_write_tsv(const char *path, const enr_replay_rec *r, size_t n,
                          const enr_replay_summary *s);
 
-/* A JSON array of the summaries (for scripts/bench); client_cpu_us is
+/* A JSON array of the summaries (for scripts/bench.py); client_cpu_us is
  * the replayer's own CPU time per request of the run. */
 int enr_replay_write_json(const char *path, const enr_replay_summary *s, size_t ns,
                           const char *mode, double client_cpu_us);

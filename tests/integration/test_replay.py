@@ -6,6 +6,8 @@ payloads), open-loop timing, queueing counted from the due time, closed
 loop concurrency, interleaving, compare mode, errors by kind, chunked and
 Connection: close responses, TSV/JSON/histogram outputs.
 """
+# run alone: it checks the open loop keeps inter-arrival times to
+# milliseconds.
 import hashlib
 import json
 import resource
