@@ -10,8 +10,9 @@
  *    inside ppoll(), so a flag is always seen by the next loop turn and
  *    a handler never runs in the middle of the loop's work.
  *  - spawn_with() is the only fork() of the daemon, for workers (also
- *    reload.c's, through enr_master_spawn_worker) and for the status
- *    process; the child never returns into this file's loop.
+ *    the probes reload.c asks for: it returns them, reload_start() forks
+ *    them) and for the status process; the child never returns into this
+ *    file's loop.
  *  - Every child exit is classified once, in child_exited(): the reason the
  *    master asked for (recycle, timeout, reload, stop), the reason the
  *    worker gave in its exit code (soft limits), a crash (a signal the
@@ -81,7 +82,7 @@ static const enr_sig_rule master_signals[] = {
 
 /* ---- the fork site ------------------------------------------------------ */
 
-int enr_master_live_workers(const master *m, int ready_only)
+static int live_workers(const master *m, int ready_only)
 {
     int n = 0;
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
@@ -153,23 +154,12 @@ static int spawn(master *m, int kind, unsigned slot)
     return spawn_with(m, kind, slot, &m->cfg, m->generation);
 }
 
-int enr_master_spawn_worker(master *m, unsigned slot, const enr_config *cfg, unsigned gen)
+/* A worker the reload asked for (a probe of the pending configuration),
+ * forked here and the outcome handed back. */
+static void reload_start(master *m, enr_reload_start st, uint64_t now)
 {
-    return spawn_with(m, CHILD_WORKER, slot, cfg, gen);
-}
-
-int enr_master_cache_new(const enr_config *c, enr_cache **out)
-{
-    *out = NULL;
-    if (c->upstream_url[0] == '\0' || c->cache_entries == 0 || c->cache_bytes == 0)
-        return 0;
-    *out = enr_cache_new(c->cache_entries, c->cache_bytes);
-    if (*out == NULL) {
-        enr_log(ENR_LOG_ERROR, "upstream cache mmap failed", "error=%s cache_bytes=%zu",
-                enr_log_errno(errno), c->cache_bytes);
-        return -1;
-    }
-    return 0;
+    if (st.start)
+        enr_reload_started(m, &st, spawn_with(m, CHILD_WORKER, st.slot, st.cfg, st.gen) == 0, now);
 }
 
 /* ---- exits ------------------------------------------------------------ */
@@ -313,7 +303,7 @@ static void fill_workers(master *m, uint64_t now)
         /* In a crash loop one probe at a time, not the whole pool: its
          * early death doubles the back-off (crashloop_note), its survival
          * ends the loop (sample_workers). */
-        if (holding && enr_master_live_workers(m, 0) > 0)
+        if (holding && live_workers(m, 0) > 0)
             return;
         if (spawn(m, CHILD_WORKER, i) != 0 || holding)
             return;
@@ -349,28 +339,9 @@ static void read_readiness(master *m)
     }
 }
 
-static int old_generation_left(const master *m)
-{
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid > 0 && m->w[i].generation != m->generation)
-            return 1;
-    return 0;
-}
-
-/* Workers of the current generation that serve, in the pool's own slots
- * (a reload's probe, kept until the pool is whole, is not one of them). */
-static int generation_ready(const master *m)
-{
-    int n = 0;
-    for (unsigned i = 0; i < m->cfg.workers && i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid > 0 && m->w[i].ready && m->w[i].generation == m->generation)
-            n++;
-    return n;
-}
-
 static void check_ready(master *m, uint64_t now)
 {
-    int ready = enr_master_live_workers(m, 1);
+    int ready = live_workers(m, 1);
     int enough = ready >= (int)m->cfg.workers ||
                  (ready >= (int)(m->cfg.min_ready_workers ? m->cfg.min_ready_workers : 1) &&
                   now >= m->start_ms + ENR_READY_WAIT_MS);
@@ -381,17 +352,7 @@ static void check_ready(master *m, uint64_t now)
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "ready", "workers=%d startup_ms=%" PRIu64, ready, now - m->start_ms);
     }
-    /* Done when the new generation is whole, or, past the start-up wait,
-     * with what started: the line says how many serve, not the first. */
-    if (m->reloading && !old_generation_left(m) && ready >= 1 &&
-        (generation_ready(m) >= (int)m->cfg.workers ||
-         now >= m->reload_start_ms + ENR_READY_WAIT_MS)) {
-        m->reloading = 0;
-        ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
-        enr_notify_ready();
-        enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d configured=%u",
-                m->generation, generation_ready(m), m->cfg.workers);
-    }
+    enr_reload_done_check(m, ready, now);
 }
 
 /* ---- tick: sampling, hard limits, health, systemd ------------------------ */
@@ -500,7 +461,7 @@ static void check_idle(master *m, uint64_t now)
 
 static void send_status(master *m, uint64_t now)
 {
-    char text[256];
+    char text[320];
     uint64_t done = ENR_SB_TOTAL(m->sb, completed);
 
     if (now > m->last_completed_at)
@@ -508,26 +469,25 @@ static void send_status(master *m, uint64_t now)
             (double)(done - m->last_completed) * 1000.0 / (double)(now - m->last_completed_at);
     m->last_completed = done;
     m->last_completed_at = now;
-    if (m->pending && m->probe_failures)
+    if (enr_reload_failing(m)) {
         /* Loud until it is resolved: the file on disk is not what serves. */
+        char why[240];
+        enr_reload_failed_text(m, why, sizeof why);
+        snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, %s", live_workers(m, 1),
+                 m->cfg.workers, m->req_rate, why);
+    } else if (ENR_SB_GET(m->sb->pool.crashloop))
         snprintf(text, sizeof text,
-                 "workers %d/%u, %.1f req/s, RELOAD FAILED: new workers do not start (%s), old "
-                 "configuration serving, attempt %u",
-                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->probe_error,
-                 m->probe_failures + 1);
-    else if (ENR_SB_GET(m->sb->pool.crashloop))
-        snprintf(
-            text, sizeof text,
-            "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64 " ms",
-            enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
+                 "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64
+                 " ms",
+                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
     else if (!m->draining && !m->health.liveness.live)
         snprintf(text, sizeof text,
                  "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", NOT LIVE, watchdog stopped: %s",
-                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
+                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
                  m->health.liveness.reason);
     else
         snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", %s%s%s",
-                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
+                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
                  m->draining         ? "draining"
                  : m->health.healthy ? "healthy"
                                      : "unhealthy",
@@ -627,6 +587,7 @@ static const struct job {
     {"watchdog", watchdog_wanted, watchdog_period, feed_watchdog}, /* systemd WATCHDOG=1 */
 };
 #define N_JOBS (sizeof jobs / sizeof jobs[0])
+_Static_assert(N_JOBS == ENR_MASTER_JOBS, "master_state.h's job_next[] has one entry per job");
 
 static void run_jobs(master *m, uint64_t now)
 {
@@ -646,8 +607,8 @@ static void begin_drain(master *m, uint64_t now)
     m->drain_deadline = now + m->cfg.drain_timeout_ms;
     ENR_SB_SET(m->sb->pool.state, ENR_POOL_DRAINING);
     enr_notify_stopping();
-    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u",
-            enr_master_live_workers(m, 0), m->cfg.drain_timeout_ms);
+    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u", live_workers(m, 0),
+            m->cfg.drain_timeout_ms);
     /* New connections fail fast at nginx instead of waiting in a backlog
      * nobody will serve; the ones already queued are drained (USR2). */
     if (m->listen_path[0] && unlink(m->listen_path) == 0)
@@ -762,7 +723,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         return 1;
     }
     /* Before the first fork, like the scoreboard: every worker shares it. */
-    if (enr_master_cache_new(&m.cfg, &m.cache) != 0)
+    if (enr_reload_cache_new(&m.cfg, &m.cache) != 0)
         return 1;
     m.next_cache = m.cache;
     ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
@@ -842,12 +803,12 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         if (sig_hup) {
             sig_hup = 0;
             if (!m.draining)
-                enr_reload(&m, now);
+                reload_start(&m, enr_reload(&m, now), now);
         }
         if (pfd.fd >= 0)
             read_readiness(&m);
         if (m.draining) {
-            if (enr_master_live_workers(&m, 0) == 0) {
+            if (live_workers(&m, 0) == 0) {
                 if (m.status.pid > 0 && m.status.asked == ENR_EXIT_NONE)
                     enr_child_ask(&m.status, ENR_EXIT_STOP, ENR_STEP_TERM);
                 if (m.status.pid == 0) {
@@ -857,12 +818,12 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             }
             if (now >= m.drain_deadline) {
                 enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
-                        enr_master_live_workers(&m, 0));
+                        live_workers(&m, 0));
                 return stop(&m, 0);
             }
         } else {
             fill_pool(&m, now);
-            enr_reload_check(&m, now);
+            reload_start(&m, enr_reload_check(&m, now), now);
             check_ready(&m, now);
         }
         escalate(&m, now);
