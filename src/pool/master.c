@@ -698,85 +698,145 @@ static int setup_signals(sigset_t *wait_mask)
     return 0;
 }
 
-int enr_master_run(const enr_config *cfg, const char *cfg_path)
+/* Everything before the loop: signals, systemd, the scoreboard and the
+ * cache (before the first fork: every child shares them), the sockets,
+ * the readiness pipe, the shared libraries.  0, or -1 (logged). */
+static int start_up(master *m, sigset_t *wait_mask)
 {
-    static master m; /* large (per-slot state): not on the stack */
-    sigset_t wait_mask;
     char err[512], q[600], served[ENR_PATH_MAX + 160], status_served[ENR_PATH_MAX + 160];
     int pipefd[2];
 
-    memset(&m, 0, sizeof m);
-    m.cfg = *cfg;
-    m.cfg_path = cfg_path;
-    m.start_ms = enr_mono_ms();
-    m.listen_fd = m.status_fd = m.ready_r = m.ready_w = -1;
+    m->start_ms = enr_mono_ms();
+    m->listen_fd = m->status_fd = m->ready_r = m->ready_w = -1;
     enr_log_role("master");
     enr_proctitle_set("master");
-    if (setup_signals(&wait_mask) != 0) {
+    if (setup_signals(wait_mask) != 0) {
         enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
-        return 1;
+        return -1;
     }
-    m.watchdog_ms = enr_notify_init();
-    m.sb = enr_sb_create();
-    if (m.sb == NULL) {
+    m->watchdog_ms = enr_notify_init();
+    m->sb = enr_sb_create();
+    if (m->sb == NULL) {
         enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "error=%s", enr_log_errno(errno));
-        return 1;
+        return -1;
     }
     /* Before the first fork, like the scoreboard: every worker shares it. */
-    if (enr_reload_cache_new(&m.cfg, &m.cache) != 0)
-        return 1;
-    m.next_cache = m.cache;
-    ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
-    ENR_SB_SET(m.sb->pool.start_mono_ms, m.start_ms);
-    ENR_SB_SET(m.sb->pool.workers, m.cfg.workers);
-    m.sb->nslots = m.cfg.workers;
-    m.activated = enr_listen_activated();
-    if (m.cfg.idle_exit_s && !m.activated)
+    if (enr_reload_cache_new(&m->cfg, &m->cache) != 0)
+        return -1;
+    m->next_cache = m->cache;
+    ENR_SB_SET(m->sb->pool.start_ms, enr_wall_ms());
+    ENR_SB_SET(m->sb->pool.start_mono_ms, m->start_ms);
+    ENR_SB_SET(m->sb->pool.workers, m->cfg.workers);
+    m->sb->nslots = m->cfg.workers;
+    m->activated = enr_listen_activated();
+    if (m->cfg.idle_exit_s && !m->activated)
         enr_log(ENR_LOG_WARN,
                 "idle_exit_s ignored: not socket-activated, nothing would start "
                 "enrichd again",
                 NULL);
-    if (enr_listen_open(&m.cfg, &m.listen_fd, &m.status_fd, m.listen_path, m.status_path, err,
+    if (enr_listen_open(&m->cfg, &m->listen_fd, &m->status_fd, m->listen_path, m->status_path, err,
                         sizeof err) != 0) {
         enr_log(ENR_LOG_ERROR, "cannot open sockets", "error=%s", enr_log_quote(q, sizeof q, err));
-        cleanup(&m);
-        return 1;
+        cleanup(m);
+        return -1;
     }
     if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
         enr_log(ENR_LOG_ERROR, "pipe failed", "error=%s", enr_log_errno(errno));
-        cleanup(&m);
-        return 1;
+        cleanup(m);
+        return -1;
     }
-    m.ready_r = pipefd[0];
-    m.ready_w = pipefd[1];
+    m->ready_r = pipefd[0];
+    m->ready_w = pipefd[1];
     /* Before the first fork: shared libraries loaded once (worker.h). */
-    if (enr_worker_preload(&m.cfg, err, sizeof err) != 0) {
+    if (enr_worker_preload(&m->cfg, err, sizeof err) != 0) {
         enr_log(ENR_LOG_ERROR, "upstream_url is set but libcurl cannot be loaded", "error=%s",
                 enr_log_quote(q, sizeof q, err));
-        cleanup(&m);
-        return 1;
+        cleanup(m);
+        return -1;
     }
 #ifdef ENR_TEST_HOOKS
     enr_log(ENR_LOG_WARN, "TEST HOOKS compiled in: a test build, never for production", NULL);
 #endif
     /* What is served, as the kernel says: under socket activation not
      * necessarily what the file says (enr_listen_open warned). */
-    enr_log(ENR_LOG_INFO, "starting", "config=%s workers=%u activated=%d %s %s",
-            enr_log_quote(q, sizeof q, m.cfg.source), m.cfg.workers, m.activated,
-            enr_listen_describe(m.listen_fd, "listen", served, sizeof served),
-            enr_listen_describe(m.status_fd, "status_listen", status_served, sizeof status_served));
+    enr_log(
+        ENR_LOG_INFO, "starting", "config=%s workers=%u activated=%d %s %s",
+        enr_log_quote(q, sizeof q, m->cfg.source), m->cfg.workers, m->activated,
+        enr_listen_describe(m->listen_fd, "listen", served, sizeof served),
+        enr_listen_describe(m->status_fd, "status_listen", status_served, sizeof status_served));
     for (size_t j = 0; j < N_JOBS; j++) /* the first samples after a tick of start-up */
-        m.job_next[j] = m.start_ms + (jobs[j].run == feed_watchdog ? 0 : ENR_MASTER_TICK_MS);
-    m.last_completed_at = m.start_ms;
-    m.health.healthy = 1;
-    m.was_healthy = 1;
-    m.health.liveness.live = 1;
-    m.was_live = 1;
+        m->job_next[j] = m->start_ms + (jobs[j].run == feed_watchdog ? 0 : ENR_MASTER_TICK_MS);
+    m->last_completed_at = m->start_ms;
+    m->health.healthy = 1;
+    m->was_healthy = 1;
+    m->health.liveness.live = 1;
+    m->was_live = 1;
+    return 0;
+}
 
+/* The flags the handlers set: children to reap, a drain, a stop, a
+ * reload.  -1 to go on, or the process exit code. */
+static int take_signals(master *m, uint64_t now)
+{
+    if (sig_term) {
+        sig_term = 0;
+        if (!m->draining) {
+            begin_drain(m, now);
+        } else {
+            /* Like nginx and Gunicorn: a second TERM does not wait for
+             * the drain, it stops at once as QUIT does. */
+            enr_log(ENR_LOG_WARN, "second TERM while draining: stopping at once", NULL);
+            sig_quit = 1;
+        }
+    }
+    if (sig_quit) {
+        enr_log(ENR_LOG_WARN, "quit: stopping at once", NULL);
+        enr_notify_stopping();
+        return stop(m, 0);
+    }
+    if (sig_hup) {
+        sig_hup = 0;
+        if (!m->draining)
+            reload_start(m, enr_reload(m, now), now);
+    }
+    return -1;
+}
+
+/* A drain ends when the workers are gone (then the status process), or
+ * at its deadline.  -1 to go on, or the process exit code. */
+static int drain_step(master *m, uint64_t now)
+{
+    if (live_workers(m, 0) == 0) {
+        if (m->status.pid > 0 && m->status.asked == ENR_EXIT_NONE)
+            enr_child_ask(&m->status, ENR_EXIT_STOP, ENR_STEP_TERM);
+        if (m->status.pid == 0) {
+            enr_log(ENR_LOG_INFO, "stopped", "restarts=%" PRIu64, m->restarts);
+            return stop(m, 0);
+        }
+    }
+    if (now >= m->drain_deadline) {
+        enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
+                live_workers(m, 0));
+        return stop(m, 0);
+    }
+    return -1;
+}
+
+int enr_master_run(const enr_config *cfg, const char *cfg_path)
+{
+    static master m; /* large (per-slot state): not on the stack */
+    sigset_t wait_mask;
+
+    memset(&m, 0, sizeof m);
+    m.cfg = *cfg;
+    m.cfg_path = cfg_path;
+    if (start_up(&m, &wait_mask) != 0)
+        return 1;
     for (;;) {
         struct pollfd pfd = {.fd = m.ready_r, .events = POLLIN};
         struct timespec ts;
         uint64_t now, wait;
+        int rc;
 
         enr_signals_report();
         if (sig_chld) {
@@ -784,43 +844,13 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             reap_children(&m, WNOHANG);
         }
         now = enr_mono_ms();
-        if (sig_term) {
-            sig_term = 0;
-            if (!m.draining) {
-                begin_drain(&m, now);
-            } else {
-                /* Like nginx and Gunicorn: a second TERM does not wait for
-                 * the drain, it stops at once as QUIT does. */
-                enr_log(ENR_LOG_WARN, "second TERM while draining: stopping at once", NULL);
-                sig_quit = 1;
-            }
-        }
-        if (sig_quit) {
-            enr_log(ENR_LOG_WARN, "quit: stopping at once", NULL);
-            enr_notify_stopping();
-            return stop(&m, 0);
-        }
-        if (sig_hup) {
-            sig_hup = 0;
-            if (!m.draining)
-                reload_start(&m, enr_reload(&m, now), now);
-        }
+        if ((rc = take_signals(&m, now)) >= 0)
+            return rc;
         if (pfd.fd >= 0)
             read_readiness(&m);
         if (m.draining) {
-            if (live_workers(&m, 0) == 0) {
-                if (m.status.pid > 0 && m.status.asked == ENR_EXIT_NONE)
-                    enr_child_ask(&m.status, ENR_EXIT_STOP, ENR_STEP_TERM);
-                if (m.status.pid == 0) {
-                    enr_log(ENR_LOG_INFO, "stopped", "restarts=%" PRIu64, m.restarts);
-                    return stop(&m, 0);
-                }
-            }
-            if (now >= m.drain_deadline) {
-                enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
-                        live_workers(&m, 0));
-                return stop(&m, 0);
-            }
+            if ((rc = drain_step(&m, now)) >= 0)
+                return rc;
         } else {
             fill_pool(&m, now);
             reload_start(&m, enr_reload_check(&m, now), now);
