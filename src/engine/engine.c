@@ -216,23 +216,17 @@ static int id_text(const enr_field *id, const unsigned char **s, const unsigned 
     }
 }
 
-/* A slot for one more record at b->recs[b->n], zeroed. */
-static enr_record *new_record(enr_batch *b)
+/* Room for twice as many records (the batch is full).  0 or -1. */
+static int grow_records(enr_batch *b)
 {
-    enr_record *rec;
+    size_t cap = b->cap ? b->cap * 2 : 64;
+    enr_record *nr = realloc(b->recs, cap * sizeof(*nr));
 
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        enr_record *nr = realloc(b->recs, cap * sizeof(*nr));
-
-        if (nr == NULL)
-            return NULL;
-        b->recs = nr;
-        b->cap = cap;
-    }
-    rec = &b->recs[b->n];
-    memset(rec, 0, sizeof(*rec));
-    return rec;
+    if (nr == NULL)
+        return -1;
+    b->recs = nr;
+    b->cap = cap;
+    return 0;
 }
 
 /* The id lower-cased, then its original-case copy (the key), into
@@ -362,15 +356,16 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
     if (s == t)
         return 0;
 
-    rec = new_record(b);
-    if (rec == NULL)
+    if (b->n == b->cap && grow_records(b) != 0)
         return fail(err, 500, -1, element, "out of memory");
+    rec = &b->recs[b->n];
+    memset(rec, 0, sizeof(*rec));
     rec->element = (uint32_t)element;
     rec->provider = (uint8_t)f->provider;
     rc = add_id(e, b, rec, s, t, element, err);
     if (rc != 0)
-        return rc < 0 ? -1 : 0;
-    if (add_title(e, b, rec, f, element, err) < 0)
+        return rc > 0 ? 0 : rc;
+    if (add_title(e, b, rec, f, element, err) != 0)
         return -1;
 
     if (f->duration.tostring)
