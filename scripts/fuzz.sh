@@ -25,10 +25,14 @@
 #   retry_after     a provider's Retry-After against glibc's strptime (enr_retry_after_parse)
 #   upstream_header upstream_header lines, the secret's header and query, redaction (src/base/secret.c)
 #   msec            nginx's $msec in ENRICHD_QUEUED_AT against a plain reading (src/pool/shed.c)
+#   api_youtube     YouTube's answers and error bodies against json-c's tree (src/upstream/api_youtube.c)
+#   api_vimeo       Vimeo's, the same way (src/upstream/api_vimeo.c)
+#   api_dailymotion Dailymotion's, the same way (src/upstream/api_dailymotion.c)
+#   api_duration    ISO 8601 durations against the grammar, the Pacific midnight (src/upstream/api_time.c)
 #
-# Time: $1 is per target, so the run takes about 12 x $1 seconds plus the
+# Time: $1 is per target, so the run takes about 16 x $1 seconds plus the
 # builds (~30 s).  CI's `make fuzz FUZZ_SECONDS=30` is therefore about
-# 4 minutes; every target gets the full 30 s rather than a share, since
+# 8 minutes; every target gets the full 30 s rather than a share, since
 # the smaller parsers reach their coverage plateau quickly anyway and the
 # total stays well under CI's budget.
 set -eu
@@ -38,7 +42,7 @@ MALLOC_MB=${FUZZ_MALLOC_MB:-64}
 ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=8}
 export ASAN_OPTIONS
 [ $# -gt 0 ] && shift
-TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcgi_body retry_after upstream_header msec}
+TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcgi_body retry_after upstream_header msec api_youtube api_vimeo api_dailymotion api_duration}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
@@ -47,20 +51,23 @@ S=$ROOT/src
 # Every file of the engine layer (it uses only buf.c below it).
 ENGINE="$(echo "$S"/engine/*.c) $S/base/buf.c"
 ENGINE_LIBS="$(pkg-config --libs libcrypto) -lm"
+# The providers' APIs: the table names every row, and the rows share one scanner.
+API="$(echo "$S"/upstream/api*.c) $S/upstream/reply_scan.c $S/upstream/upstream_reply.c $S/upstream/quota.c $S/base/log.c $S/base/buf.c"
 
 # Each target: the sources it needs, its libraries, its longest input.
 target_srcs() {
     case $1 in
     engine | numtext | fast) echo "$ENGINE" ;;
-    config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/base/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/base/upstream_url.c $S/base/curlapi.c $S/base/secret.c" ;;
+    config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/base/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/base/upstream_url.c $S/base/curlapi.c $S/base/secret.c $S/base/config_cred.c" ;;
     retry_after) echo "$S/upstream/quota.c $S/base/log.c" ;;
     upstream_header) echo "$S/base/secret.c" ;;
-    upstream_reply) echo "$S/upstream/upstream_reply.c $S/base/buf.c" ;;
+    upstream_reply) echo "$S/upstream/upstream_reply.c $S/upstream/reply_scan.c $S/base/buf.c" ;;
     trace) echo "$S/replay/replay_trace.c" ;;
     statustext) echo "$S/ops/statustext.c $S/base/buf.c" ;;
     scan) echo "$S/engine/scan.c" ;;
     fcgi_body) echo "$S/fcgi/fcgi_body.c $S/fcgi/fcgi_guard.c $S/base/buf.c" ;;
     msec) echo "$S/pool/shed.c" ;;
+    api_*) echo "$API" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
     esac
 }
@@ -74,6 +81,7 @@ target_libs() {
     scan) echo "" ;;
     fcgi_body) echo "-lfcgi" ;;
     retry_after | upstream_header | msec) echo "" ;;
+    api_*) echo "$(pkg-config --libs json-c) -lm" ;;
     esac
 }
 target_max_len() {
@@ -87,6 +95,8 @@ target_max_len() {
     fast) echo 65536 ;; # four engine runs an input: short ones, more of them
     fcgi_body) echo 16384 ;; # a script of 3 bytes a record builds streams up to 1 MB
     msec) echo 64 ;;
+    api_youtube | api_vimeo | api_dailymotion) echo 65536 ;;
+    api_duration) echo 128 ;;
     *) echo 500000 ;;
     esac
 }
@@ -181,6 +191,28 @@ seed_corpus() {
         seed "$corpus" whole '1700000000'
         seed "$corpus" long '1234567890123.0000'
         seed "$corpus" sign '-1.5 '
+        ;;
+    api_youtube)
+        seed "$corpus" ok 'aaaaaaaaaaa,bbbbbbbbbbb,c\n{"kind":"youtube#videoListResponse","items":[{"id":"bbbbbbbbbbb","contentDetails":{"duration":"P1DT2H3M4S"},"snippet":{"thumbnails":{"default":{"url":"https://i.ytimg.com/vi/b/default.jpg","width":120},"high":{"url":"https:\\/\\/i.ytimg.com\\/vi\\/b\\/hq.jpg"}}}},{"id":"aaaaaaaaaaa","contentDetails":{"duration":"P0D"},"snippet":{"thumbnails":{"maxres":{"url":"https://i.ytimg.com/m.jpg"},"standard":{"url":"http://x/s"}}}},{"id":"aaaaaaaaaaa"}],"pageInfo":{"totalResults":2}}'
+        seed "$corpus" empty 'a\n{}'
+        seed "$corpus" quota '\n{"error":{"code":403,"message":"quota","errors":[{"message":"q","domain":"youtube.quota","reason":"quotaExceeded"}]}}'
+        seed "$corpus" key '\n{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","errors":[{"reason":"badRequest"}],"details":[{"reason":"API_KEY_INVALID"}]}}'
+        seed "$corpus" lone '\357\277\275,\355\240\200\n{"items":[{"id":"\\ud800","contentDetails":{"duration":"PT1S"}},{"id":"\\ufffd"}]}'
+        ;;
+    api_vimeo)
+        seed "$corpus" ok '76979871,22439234,1\n{"total":2,"data":[{"uri":"\\/videos\\/22439234:0a1b2c","duration":0,"pictures":{"sizes":[{"width":100,"link":"https://i.vimeocdn.com/1_100"},{"width":1920,"link":"https://i.vimeocdn.com/1_1920?r=pad"}]}},{"uri":"/videos/76979871","duration":62,"pictures":{"sizes":[{"width":640,"link":"https://a/640"},{"width":640,"link":"https://a/640b"}]}}]}'
+        seed "$corpus" error '\n{"error":"Too many API requests.","link":null,"developer_message":"rate","error_code":9000}'
+        seed "$corpus" reset '2016-08-30T11:41:40+00:00\n'
+        ;;
+    api_dailymotion)
+        seed "$corpus" ok 'x1,x2,x3\n{"page":1,"limit":3,"has_more":false,"list":[{"id":"x2","duration":12,"thumbnail_1080_url":null,"thumbnail_720_url":"https:\\/\\/s1.dmcdn.net\\/720.jpg","thumbnail_url":"https://s1.dmcdn.net/t.jpg"},{"id":"x1","duration":213,"thumbnail_1080_url":"https://s1.dmcdn.net/1080.jpg"},{"id":"x2","duration":1}]}'
+        seed "$corpus" error '\n{"error":{"more_info":"https://developer.dailymotion.com/api#error-codes","code":400,"message":"Unrecognized field","type":"invalid_parameter","error_data":{"reason":"x"}}}'
+        ;;
+    api_duration)
+        for s in PT4M13S PT1H2M3S P1DT2H3M4S P0D PT0S PT P PT1H2H PT-1S P1W PT1.5S PT1,25S P1Y PT99999999999999999999S \
+            P115DT17H46M39S PT0.000000000000000000001S 2016-08-30T11:41:40+00:00; do
+            printf '%s' "$s" > "$corpus/seed-$s"
+        done
         ;;
     statustext)
         seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'

@@ -70,6 +70,8 @@ settings = {"mode": "ok", "close_after": 100, "close_style": "silent", "latency_
             "drop_every": 0, "flood_bytes": 4 << 20, "drip_ms": 20,
             "retry_after": "", "throttle_status": 429, "extra_params": []}
 QUOTA_KEYS = ("retry_after", "throttle_status", "extra_params")
+CONTROL_KEYS = ("mode", "close_after", "close_style", "latency_ms", "drop_every", "flood_bytes",
+                "drip_ms") + QUOTA_KEYS
 LAST_KEPT = 16
 mode_changed = threading.Condition(lock)
 
@@ -132,6 +134,10 @@ def flood_body(size):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-upstream/1"
+    # What /_control accepts: a fake built on this one (fake_providers.py)
+    # adds its own settings and modes.
+    modes = MODES
+    extra_control_keys = ()
 
     def log_message(self, fmt, *args):  # quiet: tests read /_stats instead
         pass
@@ -162,7 +168,8 @@ class Handler(BaseHTTPRequestHandler):
                 stats["open_connections"] -= 1
                 open_socks.discard(self.connection)
 
-    def reply(self, status, body, ctype="application/json", extra_len=0, close=False):
+    def reply(self, status, body, ctype="application/json", extra_len=0, close=False,
+              headers=()):
         with lock:
             self.served += 1
             if self.server.is_data and settings["close_after"] > 0 and \
@@ -173,6 +180,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body) + extra_len))
+        for k, v in headers:
+            self.send_header(k, v)
         if close and (not silent or not self.server.is_data):
             self.send_header("Connection", "close")
         self._headers_buffer.append(b"\r\n" + body)
@@ -188,14 +197,13 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/_control":
             try:
                 req = json.loads(body or b"{}")
-                if "mode" in req and req["mode"] not in MODES:
+                if "mode" in req and req["mode"] not in self.modes:
                     raise ValueError("mode")
             except ValueError as e:
                 return self.reply(400, json.dumps({"error": str(e)}).encode())
             with mode_changed:
                 old = settings["mode"]
-                for k in ("mode", "close_after", "close_style", "latency_ms", "drop_every",
-                          "flood_bytes", "drip_ms") + QUOTA_KEYS:
+                for k in CONTROL_KEYS + self.extra_control_keys:
                     if k in req:
                         settings[k] = req[k]
                 mode_changed.notify_all()
@@ -295,21 +303,8 @@ class Handler(BaseHTTPRequestHandler):
             cbp = stats["calls_by_provider"]
             cbp[provider] = cbp.get(provider, 0) + 1
             stats["max_ids_per_call"] = max(stats["max_ids_per_call"], len(ids))
-        if latency:
-            time.sleep(latency / 1000.0)
-        if mode == "hang":
-            end = time.monotonic() + HANG_MAX_S
-            with mode_changed:
-                while settings["mode"] == "hang" and time.monotonic() < end:
-                    mode_changed.wait(0.5)
-            self.close_connection = True
+        if self.fault(mode, latency):
             return
-        if mode == "429":
-            return self.throttle()
-        if mode == "5xx":
-            with lock:
-                stats["answered_5xx"] += 1
-            return self.reply(503, b'{"error":"unavailable"}')
         if mode == "malformed":
             return self.reply(200, b'{"items":[{"id":"' + raw_ids[0][:8] + b'","poster":')
         if mode == "badshape":
@@ -334,6 +329,28 @@ class Handler(BaseHTTPRequestHandler):
             stats["answered_200"] += 1
         return self.reply(200, body)
 
+
+    def fault(self, mode, latency):
+        """The latency, then the faults every fake shares (hang, 429, 5xx):
+        True when the request was answered (or dropped) here."""
+        if latency:
+            time.sleep(latency / 1000.0)
+        if mode == "hang":
+            end = time.monotonic() + HANG_MAX_S
+            with mode_changed:
+                while settings["mode"] == "hang" and time.monotonic() < end:
+                    mode_changed.wait(0.5)
+            self.close_connection = True
+            return True
+        if mode == "429":
+            self.throttle()
+            return True
+        if mode == "5xx":
+            with lock:
+                stats["answered_5xx"] += 1
+            self.reply(503, b'{"error":"unavailable"}')
+            return True
+        return False
 
     def throttle(self):
         """The provider's quota: 429 (or 503) and, unless empty, Retry-After."""
@@ -416,8 +433,8 @@ class Server(ThreadingHTTPServer):
 
 
 class Fake:
-    def __init__(self, host, port, cport, path):
-        self.host, self.path = host, path
+    def __init__(self, host, port, cport, path, handler=Handler):
+        self.host, self.path, self.handler = host, path, handler
         self.data = self.make(port, True)
         self.port = self.data.server_address[1]
         self.control = self.make(cport, False)
@@ -429,7 +446,7 @@ class Fake:
         self.serve(self.control)
 
     def make(self, port, is_data):
-        s = Server((self.host, port), Handler)
+        s = Server((self.host, port), self.handler)
         s.owner, s.is_data = self, is_data
         return s
 
@@ -495,15 +512,21 @@ def main():
     if a.mode != "ok":
         settings["mode"] = a.mode
         fake._switch("ok", a.mode)
+    serve(fake, a.ready_file, parent)
+
+
+def serve(fake, ready_file, parent):
+    """Says where the started fake listens (stdout, and ready_file
+    atomically), then runs until SIGTERM/SIGINT or parent's death."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     ready = json.dumps({"port": fake.port, "control_port": fake.cport, "pid": os.getpid()})
-    if a.ready_file:
-        tmp = a.ready_file + ".tmp"
+    if ready_file:
+        tmp = ready_file + ".tmp"
         with open(tmp, "w") as f:
             f.write(ready + "\n")
-        os.rename(tmp, a.ready_file)
+        os.rename(tmp, ready_file)
     sys.stdout.write(ready + "\n")
     sys.stdout.flush()
     while not stop.wait(0.2):

@@ -329,10 +329,12 @@ static void check_nginx(warner *w)
     long long ms;
     int fd;
     FILE *f;
+    struct stat st;
 
-    if (path[0] == '\0' || (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0)
+    if (path[0] == '\0' || (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) < 0)
         return; /* no nginx here, or a site of its own: nothing to compare */
-    if ((f = fdopen(fd, "r")) == NULL) {
+    /* A FIFO would hold -t until a writer came: only a regular file is read. */
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (f = fdopen(fd, "r")) == NULL) {
         close(fd);
         return;
     }

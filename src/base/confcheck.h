@@ -14,8 +14,8 @@
 
 #include "base/config.h"
 
-/* msg is "FILE:LINE: key: problem" (LINE 0: the built-in default). */
-typedef void (*enr_warn_fn)(void *arg, const char *msg);
+/* Warnings go to an enr_warn_fn (config.h): "FILE:LINE: key: problem"
+ * (LINE 0: the built-in default). */
 
 /* Runs every check, calling warn once per finding; returns how many. */
 unsigned enr_config_warn(const enr_config *c, enr_warn_fn warn, void *arg);

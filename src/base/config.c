@@ -15,6 +15,7 @@
 #include "base/sockaddr.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <grp.h>
 #include <limits.h>
@@ -337,8 +338,8 @@ static unsigned line_of(parse_state *ps, const char *key)
 
 #define FAIL_AT(ps, key, ...) ((ps)->line = line_of((ps), (key)), fail((ps), (key), __VA_ARGS__))
 
-/* The TLS files are read by each worker at start: one that cannot be
- * read would only show as failed calls, so it fails the configuration. */
+/* The TLS files need https; the files themselves are checked by
+ * config_cred.c, for the commands that use them. */
 static int check_tls_files(parse_state *ps, const enr_config *c)
 {
     static const struct {
@@ -349,16 +350,14 @@ static int check_tls_files(parse_state *ps, const enr_config *c)
         {"upstream_client_cert", offsetof(enr_config, upstream_client_cert)},
         {"upstream_client_key", offsetof(enr_config, upstream_client_key)},
     };
-    int https = strncasecmp(c->upstream_url, "https://", 8) == 0;
+    int https = enr_config_any_https(c);
 
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         const char *path = (const char *)c + files[i].off;
         if (path[0] == '\0')
             continue;
         if (!https)
-            return FAIL_AT(ps, files[i].key, "needs an https:// upstream_url");
-        if (access(path, R_OK) != 0)
-            return FAIL_AT(ps, files[i].key, "\"%s\" cannot be read: %s", path, strerror(errno));
+            return FAIL_AT(ps, files[i].key, "needs a source served over https://");
     }
     if (c->upstream_client_cert[0] && !c->upstream_client_key[0])
         return FAIL_AT(ps, "upstream_client_cert", "needs upstream_client_key too");
@@ -439,8 +438,7 @@ static int check_whole(parse_state *ps, const enr_config *c)
     /* The host's cache is one shared mapping whose pages count in the RSS
      * of every worker that reads them: as large as the recycling bound, it
      * would recycle (or, past rss_hard_mb, kill) workers for reading it. */
-    if (c->upstream_url[0] != '\0' && c->rss_soft_mb &&
-        c->cache_bytes >= (size_t)c->rss_soft_mb << 20)
+    if (enr_config_enriches(c) && c->rss_soft_mb && c->cache_bytes >= (size_t)c->rss_soft_mb << 20)
         return FAIL_AT(ps, "cache_bytes",
                        "must be below rss_soft_mb (%u MiB): the shared cache's pages count in "
                        "the RSS of every worker that reads them",
@@ -451,19 +449,20 @@ static int check_whole(parse_state *ps, const enr_config *c)
     return 0;
 }
 
-/* Where the secret comes from and where it goes: both or neither, one of
- * each; then the secret is read (secret.h).  No message quotes it. */
-static int load_secret(parse_state *ps, enr_config *c)
+/* Where the upstream secret goes: somewhere when it comes from somewhere
+ * (enr_config_check_secret_keys checked where from), one place.  The
+ * file is read by enr_config_load_secrets (config_cred.c), only by the
+ * daemon.  No message quotes it. */
+static int check_secret_keys(parse_state *ps, enr_config *c)
 {
     const int from_file = c->upstream_secret_file[0] != '\0';
     const int from_cred = c->upstream_secret_credential[0] != '\0';
     const int to_header = c->upstream_secret_header[0] != '\0';
     const int to_query = c->upstream_secret_query[0] != '\0';
-    char path[ENR_PATH_MAX + 64], why[ENR_PATH_MAX + 200];
+    char why[ENR_PATH_MAX + 200];
     const char *key = from_file ? "upstream_secret_file" : "upstream_secret_credential";
 
-    c->upstream_secret[0] = '\0';
-    c->upstream_secret_len = 0;
+    memset(&c->upstream_secret, 0, sizeof c->upstream_secret);
     if (to_header && enr_secret_header_check(c->upstream_secret_header, why, sizeof why) != 0)
         return FAIL_AT(ps, "upstream_secret_header", "%s", why);
     if (to_header) {
@@ -483,9 +482,6 @@ static int load_secret(parse_state *ps, enr_config *c)
                            "needs upstream_secret_file or upstream_secret_credential");
         return 0;
     }
-    if (from_file && from_cred)
-        return FAIL_AT(ps, "upstream_secret_credential",
-                       "set upstream_secret_file or upstream_secret_credential, not both");
     if (!to_header && !to_query)
         return FAIL_AT(ps, key,
                        "needs upstream_secret_header or upstream_secret_query (where "
@@ -493,28 +489,47 @@ static int load_secret(parse_state *ps, enr_config *c)
     if (to_header && to_query)
         return FAIL_AT(ps, "upstream_secret_query",
                        "set upstream_secret_header or upstream_secret_query, not both");
-    if (c->upstream_url[0] == '\0')
-        return FAIL_AT(ps, key, "needs upstream_url");
-    if (from_file) {
-        snprintf(path, sizeof path, "%s", c->upstream_secret_file);
-    } else if (enr_secret_credential_path(c->upstream_secret_credential, path, sizeof path, why,
-                                          sizeof why) != 0) {
-        return FAIL_AT(ps, key, "%s", why);
-    }
-    if (enr_secret_read(path, c->upstream_secret, sizeof c->upstream_secret,
-                        &c->upstream_secret_len, why, sizeof why) != 0)
+    return 0;
+}
+
+/* The sources and their secrets (confsource.c), before the rules that
+ * depend on them (the TLS files, the cache's size). */
+static int sources(parse_state *ps, enr_config *c)
+{
+    const char *key = "yt_source";
+    char why[ENR_PATH_MAX + 200];
+
+    if (enr_config_sources(c, &key, why, sizeof why) != 0)
         return FAIL_AT(ps, key, "%s", why);
     return 0;
 }
 
+/* The file given with -c and each included one, read the same way: only
+ * a regular file.  It is opened without blocking and checked on its
+ * descriptor, so a FIFO (whose open and read wait for a writer) or a
+ * device is refused at once and a file swapped between a check and the
+ * open cannot slip past. */
 static int read_file(const char *path, char **out, char *why, size_t whylen)
 {
-    FILE *f = fopen(path, "re");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    FILE *f;
     char *buf;
     size_t n;
 
+    if (fd < 0) {
+        snprintf(why, whylen, "%s", strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, whylen, "not a regular file");
+        close(fd);
+        return -1;
+    }
+    f = fdopen(fd, "r");
     if (f == NULL) {
         snprintf(why, whylen, "%s", strerror(errno));
+        close(fd);
         return -1;
     }
     buf = malloc(CONFIG_FILE_MAX + 1);
@@ -593,7 +608,6 @@ static int include_files(parse_state *ps, enr_config *c, const char *pattern)
                     rc == GLOB_NOSPACE ? "out of memory" : "a directory cannot be read");
     for (size_t i = 0; i < g.gl_pathc; i++) {
         char *text = NULL, why[256];
-        struct stat st;
         if (ps->n_inc == CONFIG_INCLUDE_MAX) {
             rc = fail(ps, "include", "more than %d files", CONFIG_INCLUDE_MAX);
             break;
@@ -601,11 +615,6 @@ static int include_files(parse_state *ps, enr_config *c, const char *pattern)
         if (strlen(g.gl_pathv[i]) >= ENR_PATH_MAX) {
             rc = fail(ps, "include", "%s: path longer than %d bytes", g.gl_pathv[i],
                       ENR_PATH_MAX - 1);
-            break;
-        }
-        /* A FIFO or a device matched by the pattern would hang the read. */
-        if (stat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) {
-            rc = fail(ps, "include", "%s: not a regular file", g.gl_pathv[i]);
             break;
         }
         if (read_file(g.gl_pathv[i], &text, why, sizeof why) != 0) {
@@ -672,13 +681,10 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
     } else {
         snprintf(next.source, sizeof next.source, "(built-in)");
     }
-    if (check_whole(&ps, &next) != 0 || load_secret(&ps, &next) != 0) {
-        enr_secret_wipe(&next, sizeof next);
+    if (sources(&ps, &next) != 0 || check_whole(&ps, &next) != 0 ||
+        enr_config_check_secret_keys(&next, err, errlen) != 0 || check_secret_keys(&ps, &next) != 0)
         return -1;
-    }
     *c = next;
-    /* The stack copy would keep the secret past its use. */
-    enr_secret_wipe(&next, sizeof next);
     return 0;
 }
 

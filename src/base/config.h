@@ -29,7 +29,26 @@
 #define ENR_WORKERS_AUTO_MAX 6
 
 /* Room for every key of conftable.c's table (checked there at compile time). */
-#define ENR_CONFIG_KEYS_MAX 72
+#define ENR_CONFIG_KEYS_MAX 80
+
+/* enr_config.sources: indexed by provider, as enum enr_provider
+ * (engine/contract.h) numbers them (0 unused); each a source, as enum
+ * enr_api_id (upstream/api.h) numbers them, or ENR_SOURCE_OFF.  The
+ * upstream's code checks at compile time that the numbers agree. */
+#define ENR_SOURCE_PROVIDERS 4
+#define ENR_SOURCE_PROV_YT 1
+#define ENR_SOURCE_PROV_VM 2
+#define ENR_SOURCE_PROV_DM 3
+#define ENR_SOURCE_OFF (-1)
+enum enr_source_id {
+    ENR_SOURCE_UPSTREAM = 0,
+    ENR_SOURCE_YOUTUBE,
+    ENR_SOURCE_VIMEO,
+    ENR_SOURCE_DAILYMOTION,
+    ENR_SOURCE_COUNT
+};
+/* Their config values: "upstream", "youtube", "vimeo", "dailymotion". */
+extern const char *const enr_config_source_names[ENR_SOURCE_COUNT];
 
 typedef struct enr_config {
     /* pool */
@@ -85,11 +104,28 @@ typedef struct enr_config {
     char upstream_secret_credential[ENR_SECRET_CRED_NAME_MAX];
     char upstream_secret_header[ENR_UP_HEADER_MAX]; /* "Name" or "Name: ...{secret}..." */
     char upstream_secret_query[ENR_SECRET_CRED_NAME_MAX];
-    /* The secret itself, read when the configuration is loaded (so -t and
-     * HUP check it, and a rotated file is read on HUP).  Never shown: no
-     * reader of enr_config prints it. */
-    char upstream_secret[ENR_SECRET_MAX + 1];
-    size_t upstream_secret_len;
+    /* The secret itself: empty after enr_config_load, read by
+     * enr_config_load_secrets (the daemon, at start and on each HUP: a
+     * rotated file is read then).  Never shown: no reader of enr_config
+     * prints it. */
+    enr_secret upstream_secret;
+    /* Where each provider's records are enriched from (confsource.c):
+     * "youtube", "vimeo", "dailymotion" (the provider's own API, its own
+     * provider only), "upstream" (the protocol at upstream_url) or "off";
+     * empty in the file: upstream where upstream_url is set, else off. */
+    char yt_source[16], vm_source[16], dm_source[16];
+    char youtube_url[1024], vimeo_url[1024], dailymotion_url[1024];
+    char youtube_key_file[ENR_PATH_MAX];
+    char youtube_key_credential[ENR_SECRET_CRED_NAME_MAX];
+    char vimeo_token_file[ENR_PATH_MAX];
+    char vimeo_token_credential[ENR_SECRET_CRED_NAME_MAX];
+    /* The sources resolved: per enum enr_provider (contract.h), an
+     * enum enr_api_id (upstream/api.h) or ENR_SOURCE_OFF. */
+    int sources[ENR_SOURCE_PROVIDERS];
+    /* The API key and the token, read like upstream_secret (by
+     * enr_config_load_secrets, only when a source uses them); never shown. */
+    enr_secret youtube_key;
+    enr_secret vimeo_token;
 
     /* operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */
@@ -118,6 +154,19 @@ typedef struct enr_config {
     unsigned key_line[ENR_CONFIG_KEYS_MAX];
 } enr_config;
 
+/* Any provider enriched from anywhere: the upstream client is made. */
+int enr_config_enriches(const enr_config *c);
+
+/* Resolves and checks the sources and reads the secrets they need
+ * (confsource.c); -1 with the key at fault in *key and why. */
+int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen);
+
+/* The base URL of a source (enum enr_api_id): its configured *_url. */
+const char *enr_config_source_url(const enr_config *c, int api);
+
+/* A source in use is served over https (the TLS files apply to every one). */
+int enr_config_any_https(const enr_config *c);
+
 /* The least liveness_timeout_ms may be: what the longest request the other
  * bounds allow takes (body, work, kill grace), plus this. */
 #define ENR_LIVENESS_SLACK_MS 1000
@@ -132,6 +181,41 @@ int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen);
  * for enr_config_load, with line 0 for whole-text problems. */
 int enr_config_parse(enr_config *c, const char *text, size_t len, const char *source, char *err,
                      size_t errlen);
+
+/* A finding that does not stop anything: "FILE:LINE: key: problem". */
+typedef void (*enr_warn_fn)(void *arg, const char *msg);
+
+/* ---- credentials (config_cred.c) ----
+ * enr_config_load checks what the credential keys say, never the files
+ * they name: a command that never calls the provider (-T, `enrichd
+ * status -c`, -t) does not need to be able to read them. */
+
+/* What every secret's keys say, whatever the secret: one of its file or
+ * credential keys, a credential name that is a file name, the URL it is
+ * sent to set.  0, or -1 and err (enr_config_load calls it). */
+int enr_config_check_secret_keys(const enr_config *c, char *err, size_t errlen);
+
+/* The daemon: every credential file c names checked (secret.h's rule of
+ * its kind, readable by this process) and every secret read into its
+ * enr_secret; a secret sent over clear text to another host is warned.
+ * 0, or -1 and "FILE:LINE: key: problem" in err (nothing is then kept). */
+int enr_config_load_secrets(enr_config *c, enr_warn_fn warn, void *arg, char *err, size_t errlen);
+
+/* -t: the same files checked without reading a byte of them: a refusal
+ * any user would see (missing, mode, size) is an error; one this user
+ * cannot check (EACCES, a credential outside the unit) is a warning, as
+ * is a secret over clear text.  0, or -1 and err. */
+int enr_config_probe_credentials(const enr_config *c, enr_warn_fn warn, void *arg, char *err,
+                                 size_t errlen);
+
+/* Wipes and unmaps every secret of c that keep (may be NULL) does not
+ * hold too. */
+void enr_config_secrets_free(enr_config *c, const enr_config *keep);
+
+/* In a child just forked: the secrets of a and of b (the master's two
+ * configurations) unmapped unless keep (the child's, NULL for none) holds
+ * them, keep's locked again, and the process dumpable again. */
+void enr_config_secrets_child(enr_config *a, enr_config *b, const enr_config *keep);
 
 /* Print the effective configuration to f as a file -c reads back: every
  * key with its value, and a comment saying where it came from (FILE:LINE

@@ -67,6 +67,16 @@ const char enr_config_default_text[] =
     "upstream_secret_credential =\n"
     "upstream_secret_header =\n"
     "upstream_secret_query =\n"
+    "yt_source =\n"
+    "vm_source =\n"
+    "dm_source =\n"
+    "youtube_url = https://www.googleapis.com/youtube/v3\n"
+    "vimeo_url = https://api.vimeo.com\n"
+    "dailymotion_url = https://api.dailymotion.com\n"
+    "youtube_key_file =\n"
+    "youtube_key_credential =\n"
+    "vimeo_token_file =\n"
+    "vimeo_token_credential =\n"
     "status_listen = /run/enrichd/status.sock\n"
     "slow_request_ms = 500\n"
     "health_window_s = 30\n"
@@ -132,6 +142,16 @@ const enr_config_key enr_config_keys[] = {
     {"upstream_secret_credential", ENR_KEY_STR, F(upstream_secret_credential), 0, 0},
     {"upstream_secret_header", ENR_KEY_STR, F(upstream_secret_header), 0, 0},
     {"upstream_secret_query", ENR_KEY_STR, F(upstream_secret_query), 0, 0},
+    {"yt_source", ENR_KEY_STR, F(yt_source), 0, 0},
+    {"vm_source", ENR_KEY_STR, F(vm_source), 0, 0},
+    {"dm_source", ENR_KEY_STR, F(dm_source), 0, 0},
+    {"youtube_url", ENR_KEY_URL, F(youtube_url), 0, 0},
+    {"vimeo_url", ENR_KEY_URL, F(vimeo_url), 0, 0},
+    {"dailymotion_url", ENR_KEY_URL, F(dailymotion_url), 0, 0},
+    {"youtube_key_file", ENR_KEY_PATH, F(youtube_key_file), 0, 0},
+    {"youtube_key_credential", ENR_KEY_STR, F(youtube_key_credential), 0, 0},
+    {"vimeo_token_file", ENR_KEY_PATH, F(vimeo_token_file), 0, 0},
+    {"vimeo_token_credential", ENR_KEY_STR, F(vimeo_token_credential), 0, 0},
     {"status_listen", ENR_KEY_LISTEN, F(status_listen), 0, 0},
     {"slow_request_ms", ENR_KEY_UINT, F(slow_request_ms), 0, 3600000},
     {"health_window_s", ENR_KEY_UINT, F(health_window_s), 1, 60},
@@ -161,6 +181,8 @@ static void dump_origin(const enr_config *c, size_t i, FILE *f)
         fprintf(f, "  # %s:%u\n", c->source, c->key_line[i]);
     else if (strcmp(enr_config_keys[i].name, "max_requests_jitter") == 0)
         fprintf(f, "  # built-in default (max_requests / 10)\n");
+    else if (strcmp(enr_config_keys[i].name + 2, "_source") == 0)
+        fprintf(f, "  # built-in default (upstream where upstream_url is set, else off)\n");
     else if (enr_config_keys[i].type == ENR_KEY_PER_CPU)
         fprintf(f, "  # built-in default (auto: %d per CPU, at most %d)\n", ENR_WORKERS_PER_CPU,
                 ENR_WORKERS_AUTO_MAX);

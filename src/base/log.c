@@ -5,6 +5,10 @@
  * Invariants: a line is formatted into a stack buffer and written with
  * one write(2), so it is atomic on a pipe (< PIPE_BUF) and safe after
  * fork; nothing here allocates.  Timestamps are UTC with milliseconds.
+ * A value from outside (a peer, a provider, a file) reaches a line only
+ * through enr_log_quote(), and a line never holds a raw control byte
+ * (one a caller left unquoted becomes '?'), so no value can forge a
+ * field or a line.
  * When stderr is the journal's stream (JOURNAL_STREAM names its device
  * and inode, as systemd sets it), the same line goes to the journal as
  * one datagram in journald's native protocol instead: MESSAGE (the line
@@ -240,6 +244,11 @@ void enr_log(int level, const char *msg, const char *fmt, ...)
     }
     if (n >= sizeof line - 1)
         n = sizeof line - 2;
+    /* The last guard: quoted values hold no raw control byte, so one here
+     * came unquoted from a caller, and must not start a forged line. */
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)line[i] < 0x20)
+            line[i] = '?';
     if (log_to_journal < 0)
         log_to_journal = journal_stream_is_stderr();
     if (log_to_journal) {

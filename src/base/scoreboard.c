@@ -66,6 +66,18 @@ uint64_t enr_sb_total(const enr_scoreboard *sb, size_t field_offset)
     return sum;
 }
 
+uint64_t enr_sb_up_total(const enr_scoreboard *sb, unsigned src, unsigned row)
+{
+    const enr_sb_slot *s;
+    uint64_t sum = 0;
+
+    if (src >= ENR_UP_SOURCES || row >= ENR_UP_NCOUNTERS)
+        return 0;
+    for (ENR_SB_EACH_SLOT(sb, i, s))
+        sum += ENR_SB_GET(s->up[src][row]);
+    return sum;
+}
+
 int enr_sb_slot_live(const enr_sb_slot *s)
 {
     return ENR_SB_GET(s->pid) > 0 && ENR_SB_GET(s->state) != ENR_WS_EMPTY;

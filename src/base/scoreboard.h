@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/upcounters.h"
+
 #define ENR_SB_MAX_WORKERS 256
 #define ENR_SB_REQID_MAX 40
 #define ENR_SB_LAT_BUCKETS 14 /* bounds in enr_sb_lat_bounds_ms, last is +Inf */
@@ -89,12 +91,12 @@ typedef struct enr_sb_slot {
     enr_sb_u64 latency[ENR_SB_LAT_BUCKETS];
     enr_sb_u64 slow_requests;
 
-    /* upstream client of the current worker (its own counters) */
-    enr_sb_u64 up_calls, up_retries, up_cache_hits, up_cache_misses;
-    enr_sb_u64 up_fail_timeout, up_fail_connect, up_fail_status, up_fail_body;
-    enr_sb_u64 up_breaker_state; /* enum enr_breaker_state (breaker.h) */
-    enr_sb_u64 up_breaker_opens;
-    enr_sb_u64 up_fds; /* descriptors held by the client */
+    /* upstream client of the slot's workers: its counters per source
+     * (enum enr_api_id) and row of ENR_UP_COUNTERS (upcounters.h),
+     * cumulative like the others; its breakers and descriptors, live */
+    enr_sb_u64 up[ENR_UP_SOURCES][ENR_UP_NCOUNTERS];
+    enr_sb_u64 up_breaker_state[ENR_UP_SOURCES]; /* enum enr_breaker_state (breaker.h) */
+    enr_sb_u64 up_fds;                           /* descriptors held by the client */
 
     /* capture (capture.h): cumulative */
     enr_sb_u64 cap_written, cap_dropped_queue, cap_dropped_error;
@@ -120,15 +122,6 @@ typedef struct enr_sb_slot {
      * counters, so the pool fields stay the master's alone) */
     enr_sb_u64 listen_refused; /* TCP peer not in listen_allow */
     enr_sb_u64 fcgi_rejected;  /* malformed, stalled, or a role we do not serve */
-    /* upstream client, added later:
-     * replies refused for their size, calls not made for lack of time */
-    enr_sb_u64 up_fail_too_large, up_skip_deadline;
-    /* TLS failures; calls that outlived their batch, and of those the
-     * ones answered later (cached); connections opened ahead of batches */
-    enr_sb_u64 up_fail_tls, up_detached, up_late, up_warmups;
-    /* calls the provider's quota stopped: answered 429 (or 503 with
-     * Retry-After), or not made during its pause or past the rate limit */
-    enr_sb_u64 up_fail_throttled;
     /* fcgi_rejected by reason (fcgi_guard.h: ENR_FCGI_REJECT_*) */
     enr_sb_u64 fcgi_rejected_by[ENR_SB_FCGI_REASONS];
     /* live: the request's work began (its body read), CLOCK_MONOTONIC;
@@ -195,13 +188,19 @@ typedef struct enr_sb_quota {
     enr_sb_u64 pause_until_ms; /* no call before this (the provider's Retry-After), 0: none */
     enr_sb_u64 pauses;         /* pauses begun or lengthened */
     enr_sb_u64 tat_us;         /* upstream_max_calls_per_s: the bucket's theoretical arrival time */
+    /* why the pause holds (enum enr_api_verdict: throttled, quota, auth),
+     * until when on the wall clock (Unix seconds, for operators), and the
+     * provider's own word ("quotaExceeded"), printable ASCII: written by
+     * the worker that set the pause, best effort (read, it is cleaned) */
+    enr_sb_u64 why, until_wall_s;
+    char reason[64];
 } enr_sb_quota;
 
 typedef struct enr_scoreboard {
     enr_sb_pool pool;
     uint32_t nslots; /* slots in use: max(workers) since start, <= ENR_SB_MAX_WORKERS */
     enr_sb_slot slot[ENR_SB_MAX_WORKERS];
-    enr_sb_quota quota; /* written by the workers: see enr_sb_quota */
+    enr_sb_quota quota[ENR_UP_SOURCES]; /* per source, by the workers: see enr_sb_quota */
 } enr_scoreboard;
 
 extern const unsigned enr_sb_lat_bounds_ms[ENR_SB_LAT_BUCKETS - 1];
@@ -225,6 +224,9 @@ uint32_t enr_sb_nslots(const enr_scoreboard *sb);
  * since slot counters are cumulative): ENR_SB_TOTAL(sb, completed). */
 uint64_t enr_sb_total(const enr_scoreboard *sb, size_t field_offset);
 #define ENR_SB_TOTAL(sb, field) enr_sb_total((sb), offsetof(enr_sb_slot, field))
+
+/* Sum of counter row of source src (upcounters.h) over every slot. */
+uint64_t enr_sb_up_total(const enr_scoreboard *sb, unsigned src, unsigned row);
 
 /* A process occupies the slot (any state but EMPTY). */
 int enr_sb_slot_live(const enr_sb_slot *s);

@@ -27,7 +27,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/quota.h"
 #include "base/sockdiag.h"
 #include "base/clock.h"
 
@@ -40,7 +42,7 @@ const char *enr_health_reason_name(unsigned bit)
 {
     static const char *const names[ENR_HR_COUNT] = {
         "5xx_ratio",    "degraded_ratio", "p99_latency", "stalled",
-        "breaker_open", "no_live_worker", "crash_loop",
+        "breaker_open", "no_live_worker", "crash_loop",  "key_rejected",
     };
     for (unsigned i = 0; i < ENR_HR_COUNT; i++)
         if (bit == 1u << i)
@@ -129,7 +131,25 @@ static void push(enr_health *h, const enr_health_point *s)
         h->count++;
 }
 
-static void workers(const enr_scoreboard *sb, enr_health_window *w, uint64_t mono_ms)
+/* Every source the worker in sl uses has its breaker open: it can
+ * enrich nothing.  One provider's outage alone is not the pool's. */
+static int breakers_open(const enr_config *c, const enr_sb_slot *sl)
+{
+    int any = 0;
+
+    for (int p = 1; p < ENR_SOURCE_PROVIDERS; p++) {
+        int s = c->sources[p];
+        if (s < 0 || s >= ENR_UP_SOURCES)
+            continue;
+        if (ENR_SB_GET(sl->up_breaker_state[s]) != ENR_BREAKER_OPEN)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
+static void workers(const enr_config *c, const enr_scoreboard *sb, enr_health_window *w,
+                    uint64_t mono_ms)
 {
     const enr_sb_slot *sl;
 
@@ -137,7 +157,7 @@ static void workers(const enr_scoreboard *sb, enr_health_window *w, uint64_t mon
         if (!enr_sb_slot_serving(sl))
             continue;
         w->live_workers++;
-        if (ENR_SB_GET(sl->up_breaker_state) == ENR_BREAKER_OPEN)
+        if (breakers_open(c, sl))
             w->breaker_open++;
         if (ENR_SB_GET(sl->state) == ENR_WS_BUSY) {
             uint64_t age = enr_sb_request_age_ms(sl, mono_ms);
@@ -192,6 +212,29 @@ static void judge_liveness(enr_liveness *l, const enr_config *c, const enr_healt
     }
 }
 
+/* A key or token an API rejected is the operator's to fix: unhealthy,
+ * in the words of the log, until a reload ends the pause (quota.h). */
+static void key_rejected(enr_health *h, const enr_scoreboard *sb, char *text, size_t len)
+{
+    uint64_t now = enr_mono_ms();
+
+    for (unsigned i = 0; i < ENR_UP_SOURCES; i++) {
+        const enr_sb_quota *q = &sb->quota[i];
+        const enr_api *api = enr_api_get((int)i);
+        char t[80], why[24];
+        size_t k;
+        if (ENR_SB_GET(q->why) != ENR_QUOTA_WHY_AUTH || ENR_SB_GET(q->pause_until_ms) <= now)
+            continue;
+        for (k = 0; k + 1 < sizeof why && q->reason[k] != '\0'; k++)
+            why[k] = q->reason[k] > 0x20 && q->reason[k] < 0x7f ? q->reason[k] : '?';
+        why[k] = '\0';
+        snprintf(t, sizeof t, "%.12s rejected the %s: %s", api ? api->title : "the API",
+                 i == ENR_API_VIMEO ? "access token" : "API key", k ? why : "-");
+        h->reasons |= ENR_HR_AUTH;
+        add_reason(text, len, t);
+    }
+}
+
 int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard *sb,
                        uint64_t listen_queue, uint64_t now_ms)
 {
@@ -217,7 +260,7 @@ int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard 
     w->ratio_5xx = w->requests ? (double)w->s5xx / (double)w->requests : 0;
     w->ratio_degraded = w->records ? (double)w->degraded / (double)w->records : 0;
     w->p99_ms = quantile_ms(lat, ENR_HEALTH_P99_RANK);
-    workers(sb, w, enr_mono_ms()); /* the workers' stamps are CLOCK_MONOTONIC */
+    workers(c, sb, w, enr_mono_ms()); /* the workers' stamps are CLOCK_MONOTONIC */
 
     h->reasons = 0;
     text[0] = '\0';
@@ -256,10 +299,11 @@ int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard 
         h->reasons |= ENR_HR_STALLED;
         add_reason(text, sizeof text, "requests queue without completing");
     }
-    if (c->upstream_url[0] != '\0' && w->live_workers > 0 && w->breaker_open == w->live_workers) {
+    if (enr_config_enriches(c) && w->live_workers > 0 && w->breaker_open == w->live_workers) {
         h->reasons |= ENR_HR_BREAKER;
         add_reason(text, sizeof text, "upstream breaker open in all workers");
     }
+    key_rejected(h, sb, text, sizeof text);
     h->healthy = h->reasons == 0;
     snprintf(h->reason, sizeof h->reason, "%s", h->healthy ? "ok" : text);
     judge_liveness(&h->liveness, c, &cur, w, now_ms);
@@ -312,6 +356,23 @@ static void publish(const enr_health *h, enr_sb_health *p, uint64_t now_ms)
     ENR_SB_SET(p->seq, seq + 2);
 }
 
+/* A key refused since the master's last verdict: said at once (the
+ * shared pause is set by the worker that heard it), not a tick later. */
+static void key_rejected_now(enr_health *h, const enr_scoreboard *sb)
+{
+    char text[sizeof h->reason];
+    unsigned before = h->reasons;
+
+    if (h->reasons & ENR_HR_AUTH)
+        return;
+    snprintf(text, sizeof text, "%s", h->healthy ? "" : h->reason);
+    key_rejected(h, sb, text, sizeof text);
+    if (h->reasons == before)
+        return;
+    h->healthy = 0;
+    memcpy(h->reason, text, sizeof h->reason);
+}
+
 int enr_health_read(enr_health *h, const enr_scoreboard *sb)
 {
     const enr_sb_health *p = &sb->pool.health;
@@ -353,6 +414,7 @@ int enr_health_read(enr_health *h, const enr_scoreboard *sb)
         s2 = ENR_SB_GET(p->seq);
         if (s1 == s2) {
             h->published = 1;
+            key_rejected_now(h, sb);
             return 0;
         }
         sched_yield();

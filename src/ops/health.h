@@ -33,10 +33,11 @@ enum enr_health_reason {
     ENR_HR_STALLED = 1u << 3,   /* requests queue or run without any completing */
     ENR_HR_BREAKER = 1u << 4,   /* upstream breaker open in every live worker */
     ENR_HR_NO_WORKER = 1u << 5, /* no live worker */
-    ENR_HR_CRASHLOOP = 1u << 6  /* crash-loop back-off holds forks */
+    ENR_HR_CRASHLOOP = 1u << 6, /* crash-loop back-off holds forks */
+    ENR_HR_AUTH = 1u << 7       /* a provider's API rejected its key or token: until a reload */
 };
 
-#define ENR_HR_COUNT 7
+#define ENR_HR_COUNT 8
 
 /* Stable label of one reason bit ("5xx_ratio", "stalled" ...), for the
  * JSON of /healthz and the metrics; "unknown" for anything else. */

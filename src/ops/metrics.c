@@ -18,7 +18,10 @@
 #include <time.h>
 
 #include "fcgi/fcgi_guard.h"
+#include "engine/contract.h"
+#include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/quota.h"
 #include "base/clock.h"
 
 static void family(enr_buf *b, const char *name, const char *type, const char *help)
@@ -93,23 +96,6 @@ static const counter_row pool_counters[] = {
     {"enrichd_fastcgi_rejected_total",
      "FastCGI connections closed unserved: malformed, stalled, or a role other than RESPONDER.",
      SLOT_OFF(fcgi_rejected)},
-    {"enrichd_upstream_calls_total", "Calls made to the upstream API (current workers).",
-     SLOT_OFF(up_calls)},
-    {"enrichd_upstream_retries_total", "Upstream calls retried (current workers).",
-     SLOT_OFF(up_retries)},
-    {"enrichd_upstream_cache_hits_total", "Upstream cache hits (current workers).",
-     SLOT_OFF(up_cache_hits)},
-    {"enrichd_upstream_cache_misses_total", "Upstream cache misses (current workers).",
-     SLOT_OFF(up_cache_misses)},
-    {"enrichd_upstream_breaker_opens_total", "Times an upstream breaker opened (current workers).",
-     SLOT_OFF(up_breaker_opens)},
-    {"enrichd_upstream_detached_total",
-     "Upstream calls still running at their batch's deadline, left to finish in the background.",
-     SLOT_OFF(up_detached)},
-    {"enrichd_upstream_late_total",
-     "Detached upstream calls answered after their batch: the answers cached.", SLOT_OFF(up_late)},
-    {"enrichd_upstream_warmups_total",
-     "Upstream connections opened ahead of batches (HEAD of upstream_url).", SLOT_OFF(up_warmups)},
 };
 
 static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
@@ -278,57 +264,135 @@ static void render_cache(enr_buf *b, const enr_metrics_extra *x)
           st.busy);
 }
 
-static void render_upstream(enr_buf *b, const enr_scoreboard *sb)
+/* The API sources in use (the aggregator's samples are always there). */
+static int source_shown(const enr_config *c, unsigned src)
 {
-    static const struct {
-        const char *kind;
-        size_t off;
-    } fails[] = {
-        {"timeout", SLOT_OFF(up_fail_timeout)},
-        {"connect", SLOT_OFF(up_fail_connect)},
-        {"status", SLOT_OFF(up_fail_status)},
-        {"body", SLOT_OFF(up_fail_body)},
-        {"too_large", SLOT_OFF(up_fail_too_large)},
-        {"deadline", SLOT_OFF(up_skip_deadline)},
-        {"tls", SLOT_OFF(up_fail_tls)},
-        {"throttled", SLOT_OFF(up_fail_throttled)},
-    };
-    uint64_t per_state[ENR_BREAKER_STATES] = {0}, hits, misses;
-    const enr_sb_slot *s;
-    char l[64];
+    if (src == ENR_API_UPSTREAM)
+        return 1;
+    for (int p = ENR_PROV_YT; c != NULL && p <= ENR_PROV_DM; p++)
+        if (c->sources[p] == (int)src)
+            return 1;
+    return c == NULL;
+}
 
-    family(b, "enrichd_upstream_failures_total", "counter",
-           "Failed upstream calls by kind (current workers).");
-    for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
-        snprintf(l, sizeof l, "{kind=\"%s\"}", fails[i].kind);
-        sample_u(b, "enrichd_upstream_failures_total", l, enr_sb_total(sb, fails[i].off));
+/* One sample of counter row r for every source shown: the aggregator's
+ * without a source label (the names dashboards know), the others with
+ * source="youtube", ... */
+static void counter_samples(enr_buf *b, const enr_scoreboard *sb, const enr_config *c, unsigned r)
+{
+    static const char *const names[] = {
+#define SRC_NAME(name, text, max) text,
+        ENR_API_LIST(SRC_NAME)
+#undef SRC_NAME
+    };
+    const enr_up_counter_row *row = &enr_up_counter_rows[r];
+    char l[96];
+
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+        if (!source_shown(c, src))
+            continue;
+        if (row->kind[0] && src == ENR_API_UPSTREAM)
+            snprintf(l, sizeof l, "{kind=\"%s\"}", row->kind);
+        else if (row->kind[0])
+            snprintf(l, sizeof l, "{kind=\"%s\",source=\"%s\"}", row->kind, names[src]);
+        else if (src != ENR_API_UPSTREAM)
+            snprintf(l, sizeof l, "{source=\"%s\"}", names[src]);
+        else
+            l[0] = '\0';
+        sample_u(b, row->metric, l, enr_sb_up_total(sb, src, r));
     }
-    for (ENR_SB_EACH_SLOT(sb, i, s)) {
-        uint64_t st = ENR_SB_GET(s->up_breaker_state);
-        if (enr_sb_slot_live(s) && st < ENR_BREAKER_STATES)
-            per_state[st]++;
+}
+
+/* The counters of the table (base/upcounters.h), a family each, the
+ * failure kinds one family with a kind label. */
+static void render_up_counters(enr_buf *b, const enr_scoreboard *sb, const enr_config *c)
+{
+    int fails_done = 0;
+
+    for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
+        const enr_up_counter_row *row = &enr_up_counter_rows[r];
+        if (row->kind[0]) {
+            if (fails_done)
+                continue;
+            fails_done = 1;
+            family(b, ENR_UP_FAIL_METRIC, "counter", ENR_UP_FAIL_HELP);
+            for (unsigned k = r; k < ENR_UP_NCOUNTERS; k++)
+                if (enr_up_counter_rows[k].kind[0])
+                    counter_samples(b, sb, c, k);
+            continue;
+        }
+        family(b, row->metric, "counter", row->help);
+        counter_samples(b, sb, c, r);
     }
+}
+
+static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_config *c)
+{
+    static const char *const names[] = {
+#define SRC_NAME(name, text, max) text,
+        ENR_API_LIST(SRC_NAME)
+#undef SRC_NAME
+    };
+    uint64_t per_state[ENR_UP_SOURCES][ENR_BREAKER_STATES] = {{0}}, hits, misses,
+             now = enr_mono_ms();
+    const enr_sb_slot *s;
+    char l[96];
+
+    render_up_counters(b, sb, c);
+    for (ENR_SB_EACH_SLOT(sb, i, s))
+        for (unsigned k = 0; k < ENR_UP_SOURCES; k++) {
+            uint64_t st = ENR_SB_GET(s->up_breaker_state[k]);
+            if (enr_sb_slot_live(s) && st < ENR_BREAKER_STATES)
+                per_state[k][st]++;
+        }
     family(b, "enrichd_upstream_breakers", "gauge",
            "Live workers whose upstream breaker is in each state.");
-    for (unsigned k = 0; k < ENR_BREAKER_STATES; k++) {
-        snprintf(l, sizeof l, "{state=\"%s\"}", enr_breaker_state_name(k));
-        sample_u(b, "enrichd_upstream_breakers", l, per_state[k]);
-    }
-    hits = enr_sb_total(sb, SLOT_OFF(up_cache_hits));
-    misses = enr_sb_total(sb, SLOT_OFF(up_cache_misses));
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++)
+        for (unsigned k = 0; source_shown(c, src) && k < ENR_BREAKER_STATES; k++) {
+            if (src == ENR_API_UPSTREAM)
+                snprintf(l, sizeof l, "{state=\"%s\"}", enr_breaker_state_name(k));
+            else
+                snprintf(l, sizeof l, "{state=\"%s\",source=\"%s\"}", enr_breaker_state_name(k),
+                         names[src]);
+            sample_u(b, "enrichd_upstream_breakers", l, per_state[src][k]);
+        }
+    hits = enr_sb_up_total(sb, ENR_API_UPSTREAM, ENR_UP_ROW_cache_hits);
+    misses = enr_sb_up_total(sb, ENR_API_UPSTREAM, ENR_UP_ROW_cache_misses);
     one_d(b, "enrichd_upstream_cache_hit_ratio", "gauge",
           "Cache hits over lookups (current workers).",
           hits + misses ? (double)hits / (double)(hits + misses) : 0.0);
     one_u(b, "enrichd_upstream_open_fds", "gauge", "Descriptors held by the upstream clients.",
           enr_sb_total(sb, SLOT_OFF(up_fds)));
-    {
-        uint64_t until = ENR_SB_GET(sb->quota.pause_until_ms), now = enr_mono_ms();
-        one_d(b, "enrichd_upstream_pause_seconds", "gauge",
-              "Time left of the provider's pause (Retry-After): no call before it ends.",
-              until > now ? (double)(until - now) / 1000.0 : 0.0);
-        one_u(b, "enrichd_upstream_pauses_total", "counter",
-              "Pauses the provider asked for (429 or 503 with Retry-After), begun or lengthened.",
-              ENR_SB_GET(sb->quota.pauses));
+    family(b, "enrichd_upstream_pause_seconds", "gauge",
+           "Time left of the provider's pause (Retry-After, a spent quota, a refused key): no "
+           "call before it ends.");
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+        uint64_t until = ENR_SB_GET(sb->quota[src].pause_until_ms);
+        if (!source_shown(c, src))
+            continue;
+        snprintf(l, sizeof l, "{source=\"%s\"}", names[src]);
+        sample_d(b, "enrichd_upstream_pause_seconds", src == ENR_API_UPSTREAM ? NULL : l,
+                 until > now ? (double)(until - now) / 1000.0 : 0.0);
+    }
+    family(b, "enrichd_upstream_paused", "gauge",
+           "1 while the source's pause holds, labelled with why (throttled, quota, auth).");
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+        uint64_t until = ENR_SB_GET(sb->quota[src].pause_until_ms);
+        if (!source_shown(c, src))
+            continue;
+        snprintf(l, sizeof l, "{source=\"%s\",why=\"%s\"}", names[src],
+                 until > now ? enr_quota_why_name(ENR_SB_GET(sb->quota[src].why)) : "none");
+        sample_u(b, "enrichd_upstream_paused", l, until > now);
+    }
+    family(b, "enrichd_upstream_pauses_total", "counter",
+           "Pauses the provider asked for (429 or 503 with Retry-After, a spent quota, a "
+           "refused key), begun or lengthened.");
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+        if (!source_shown(c, src))
+            continue;
+        snprintf(l, sizeof l, "{source=\"%s\"}", names[src]);
+        sample_u(b, "enrichd_upstream_pauses_total", src == ENR_API_UPSTREAM ? NULL : l,
+                 ENR_SB_GET(sb->quota[src].pauses));
     }
 }
 
@@ -436,7 +500,7 @@ void enr_metrics_render(enr_buf *out, const enr_scoreboard *sb, const enr_config
     (void)c;
     render_pool(out, sb, x);
     render_latency(out, sb);
-    render_upstream(out, sb);
+    render_upstream(out, sb, c);
     render_cache(out, x);
     render_health(out, sb, x);
     render_workers(out, sb, x);

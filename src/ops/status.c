@@ -349,6 +349,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     static status_ctx x; /* the health ring is a few KiB: keep it off the stack */
     static sigset_t wait_mask;
     FCGX_Request req;
+    char qsock[2 * ENR_PATH_MAX];
 
     enr_fcgi_child start = {
         "status",   "status",       "master gone before the status process started",
@@ -391,7 +392,8 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
         enr_log(ENR_LOG_ERROR, "FastCGI init failed", NULL);
         return 1;
     }
-    enr_log(ENR_LOG_INFO, "status process ready", "socket=%s", c->status_listen);
+    enr_log(ENR_LOG_INFO, "status process ready", "socket=%s",
+            enr_log_quote(qsock, sizeof qsock, c->status_listen));
     measure(&x);
     x.last_tick = enr_mono_ms();
     enr_status_hist_add(&x.hist, x.sb, &x.health, x.last_tick);

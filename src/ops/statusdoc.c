@@ -10,8 +10,11 @@
  * snapshot); numbers that cannot be measured are absent, never 0.
  */
 #include "ops/statusdoc.h"
+#include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/quota.h"
 #include "base/clock.h"
+#include "engine/contract.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -75,10 +78,8 @@ static void pause_end(json_object *o, uint64_t left_ms)
 typedef struct totals {
     uint64_t accepted, completed, s2xx, s4xx, s5xx, rin, rout, rrej, rdeg, slow;
     uint64_t refused, rejected;
-    uint64_t calls, retries, hits, misses, ftimeout, fconnect, fstatus, fbody, opens, upfds;
-    uint64_t ftoolarge, fdeadline, ftls, detached, late, warmups;
-    uint64_t fthrottled;
-    uint64_t idle, busy, starting, exiting, breaker[ENR_BREAKER_STATES];
+    uint64_t upfds;
+    uint64_t idle, busy, starting, exiting, breaker[ENR_UP_SOURCES][ENR_BREAKER_STATES];
 } totals;
 
 static void sum_slots(const enr_scoreboard *sb, totals *t)
@@ -98,22 +99,6 @@ static void sum_slots(const enr_scoreboard *sb, totals *t)
     t->slow = ENR_SB_TOTAL(sb, slow_requests);
     t->refused = ENR_SB_TOTAL(sb, listen_refused);
     t->rejected = ENR_SB_TOTAL(sb, fcgi_rejected);
-    t->calls = ENR_SB_TOTAL(sb, up_calls);
-    t->retries = ENR_SB_TOTAL(sb, up_retries);
-    t->hits = ENR_SB_TOTAL(sb, up_cache_hits);
-    t->misses = ENR_SB_TOTAL(sb, up_cache_misses);
-    t->ftimeout = ENR_SB_TOTAL(sb, up_fail_timeout);
-    t->fconnect = ENR_SB_TOTAL(sb, up_fail_connect);
-    t->fstatus = ENR_SB_TOTAL(sb, up_fail_status);
-    t->fbody = ENR_SB_TOTAL(sb, up_fail_body);
-    t->ftoolarge = ENR_SB_TOTAL(sb, up_fail_too_large);
-    t->fdeadline = ENR_SB_TOTAL(sb, up_skip_deadline);
-    t->ftls = ENR_SB_TOTAL(sb, up_fail_tls);
-    t->detached = ENR_SB_TOTAL(sb, up_detached);
-    t->late = ENR_SB_TOTAL(sb, up_late);
-    t->warmups = ENR_SB_TOTAL(sb, up_warmups);
-    t->fthrottled = ENR_SB_TOTAL(sb, up_fail_throttled);
-    t->opens = ENR_SB_TOTAL(sb, up_breaker_opens);
     t->upfds = ENR_SB_TOTAL(sb, up_fds);
     for (ENR_SB_EACH_SLOT(sb, i, s)) {
         if (!enr_sb_slot_live(s))
@@ -134,9 +119,80 @@ static void sum_slots(const enr_scoreboard *sb, totals *t)
         default:
             break;
         }
-        if (ENR_SB_GET(s->up_breaker_state) < ENR_BREAKER_STATES)
-            t->breaker[ENR_SB_GET(s->up_breaker_state)]++;
+        for (unsigned k = 0; k < ENR_UP_SOURCES; k++)
+            if (ENR_SB_GET(s->up_breaker_state[k]) < ENR_BREAKER_STATES)
+                t->breaker[k][ENR_SB_GET(s->up_breaker_state[k])]++;
     }
+}
+
+/* A worker's breaker as one word: the worst of its sources' (open, then
+ * half_open); each source's are in upstream.sources. */
+static uint64_t worst_breaker(const enr_sb_slot *s)
+{
+    uint64_t w = ENR_BREAKER_CLOSED;
+
+    for (unsigned k = 0; k < ENR_UP_SOURCES; k++) {
+        uint64_t st = ENR_SB_GET(s->up_breaker_state[k]);
+        if (st == ENR_BREAKER_OPEN)
+            return st;
+        if (st == ENR_BREAKER_HALF_OPEN)
+            w = st;
+    }
+    return w;
+}
+
+static const char *source_name(unsigned src)
+{
+    static const char *const names[] = {
+#define SRC_NAME(name, text, max) text,
+        ENR_API_LIST(SRC_NAME)
+#undef SRC_NAME
+    };
+    return src < sizeof names / sizeof names[0] ? names[src] : "unknown";
+}
+
+/* A source's counters, generated from the table (base/upcounters.h):
+ * each row its key, a failure kind under "failures"; its breakers. */
+static void counters_doc(json_object *x, const enr_scoreboard *sb, const totals *t, unsigned src)
+{
+    json_object *b = json_object_new_object(), *f = json_object_new_object();
+    uint64_t hits = enr_sb_up_total(sb, src, ENR_UP_ROW_cache_hits);
+    uint64_t misses = enr_sb_up_total(sb, src, ENR_UP_ROW_cache_misses);
+
+    for (unsigned s = 0; s < ENR_BREAKER_STATES; s++)
+        add_u(b, enr_breaker_state_name(s), t->breaker[src][s]);
+    json_object_object_add(x, "breakers", b);
+    for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
+        const enr_up_counter_row *row = &enr_up_counter_rows[r];
+        add_u(row->kind[0] ? f : x, row->kind[0] ? row->kind : row->field,
+              enr_sb_up_total(sb, src, r));
+    }
+    json_object_object_add(x, "failures", f);
+    add_d(x, "cache_hit_ratio", hits + misses ? (double)hits / (double)(hits + misses) : 0.0);
+}
+
+json_object *enr_pause_doc(const enr_scoreboard *sb, unsigned src, uint64_t now)
+{
+    json_object *o = json_object_new_object();
+    const enr_sb_quota *q = &sb->quota[src < ENR_UP_SOURCES ? src : 0];
+    uint64_t until = ENR_SB_GET(q->pause_until_ms);
+    time_t wall = (time_t)ENR_SB_GET(q->until_wall_s);
+    char reason[sizeof q->reason], when[32] = "";
+    struct tm tm;
+
+    add_b(o, "paused", until > now);
+    if (until <= now)
+        return o;
+    copy_text(reason, q->reason, sizeof reason);
+    add_s(o, "why", enr_quota_why_name(ENR_SB_GET(q->why)));
+    if (reason[0])
+        add_s(o, "reason", reason);
+    if (wall > 0 && gmtime_r(&wall, &tm) != NULL)
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (when[0])
+        add_s(o, "until", when);
+    add_u(o, "ms_left", until - now);
+    return o;
 }
 
 static json_object *fds_doc(const enr_fd_kinds *k)
@@ -245,7 +301,7 @@ static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t m
     if (live) {
         add_u(o, "rss_kb", ENR_SB_GET(s->rss_kb));
         add_u(o, "fds", ENR_SB_GET(s->fds));
-        add_s(o, "breaker", enr_breaker_state_name(ENR_SB_GET(s->up_breaker_state)));
+        add_s(o, "breaker", enr_breaker_state_name(worst_breaker(s)));
         add_u(o, "upstream_fds", ENR_SB_GET(s->up_fds));
     }
     if (live && v->fds && (v->fds_ok == NULL || v->fds_ok[i]))
@@ -399,32 +455,10 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     json_object_object_add(o, "reload", reload_doc(p));
 
     x = json_object_new_object();
-    add_b(x, "enabled", v->c->upstream_url[0] != '\0');
-    {
-        json_object *b = json_object_new_object(), *f = json_object_new_object();
-        for (unsigned s = 0; s < ENR_BREAKER_STATES; s++)
-            add_u(b, enr_breaker_state_name(s), t.breaker[s]);
-        json_object_object_add(x, "breakers", b);
-        add_u(x, "breaker_opens", t.opens);
-        add_u(x, "calls", t.calls);
-        add_u(x, "retries", t.retries);
-        add_u(f, "timeout", t.ftimeout);
-        add_u(f, "connect", t.fconnect);
-        add_u(f, "status", t.fstatus);
-        add_u(f, "body", t.fbody);
-        add_u(f, "too_large", t.ftoolarge);
-        add_u(f, "deadline", t.fdeadline);
-        add_u(f, "tls", t.ftls);
-        add_u(f, "throttled", t.fthrottled);
-        json_object_object_add(x, "failures", f);
-        add_u(x, "detached", t.detached);
-        add_u(x, "late", t.late);
-        add_u(x, "warmups", t.warmups);
-    }
-    add_u(x, "cache_hits", t.hits);
-    add_u(x, "cache_misses", t.misses);
-    add_d(x, "cache_hit_ratio",
-          t.hits + t.misses ? (double)t.hits / (double)(t.hits + t.misses) : 0.0);
+    add_b(x, "enabled", enr_config_enriches(v->c));
+    /* The aggregator's numbers where they always were, then every
+     * source in use under "sources" (the aggregator's among them). */
+    counters_doc(x, v->sb, &t, ENR_API_UPSTREAM);
     add_u(x, "fds", t.upfds);
     {
         /* one per host: the same for every worker */
@@ -440,10 +474,26 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         add_u(k, "busy", cs.busy);
         json_object_object_add(x, "cache", k);
         /* the provider's pause (Retry-After), the host's: quota.h */
-        uint64_t until = ENR_SB_GET(v->sb->quota.pause_until_ms);
+        uint64_t until = ENR_SB_GET(v->sb->quota[ENR_API_UPSTREAM].pause_until_ms);
         add_u(x, "pause_ms_left", until > now ? until - now : 0);
         pause_end(x, until > now ? until - now : 0);
-        add_u(x, "pauses", ENR_SB_GET(v->sb->quota.pauses));
+        add_u(x, "pauses", ENR_SB_GET(v->sb->quota[ENR_API_UPSTREAM].pauses));
+    }
+    {
+        json_object *srcs = json_object_new_object();
+        int done[ENR_UP_SOURCES] = {0};
+        for (int pv = ENR_PROV_YT; pv <= ENR_PROV_DM; pv++) {
+            int a = v->c->sources[pv];
+            json_object *one;
+            if (a < 0 || a >= ENR_UP_SOURCES || done[a])
+                continue;
+            done[a] = 1;
+            one = json_object_new_object();
+            counters_doc(one, v->sb, &t, (unsigned)a);
+            json_object_object_add(one, "pause", enr_pause_doc(v->sb, (unsigned)a, now));
+            json_object_object_add(srcs, source_name((unsigned)a), one);
+        }
+        json_object_object_add(x, "sources", srcs);
     }
     json_object_object_add(o, "upstream", x);
 
@@ -479,6 +529,17 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
         if (h->reasons & (1u << i))
             json_object_array_add(rs, json_object_new_string(enr_health_reason_name(1u << i)));
     json_object_object_add(o, "reasons", rs);
+    {
+        /* Why a source makes no call, and until when: a spent quota is
+         * no fault of this host (every host shares the key), so it is
+         * said here without making the pool unhealthy. */
+        json_object *ps = json_object_new_object();
+        uint64_t now = enr_mono_ms();
+        for (unsigned i = 0; i < ENR_UP_SOURCES; i++)
+            if (ENR_SB_GET(sb->quota[i].pause_until_ms) > now)
+                json_object_object_add(ps, source_name(i), enr_pause_doc(sb, i, now));
+        json_object_object_add(o, "paused_sources", ps);
+    }
     /* Liveness, apart: it alone feeds the watchdog, so a provider's fault
      * makes the pool unhealthy here but never gets it restarted. */
     add_b(o, "live", h->liveness.live != 0);

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/upcounters.h"
+
 #define CHART_W 320
 #define CHART_H 80
 
@@ -275,6 +277,47 @@ static void workers(enr_buf *b, json_object *doc)
     }
 }
 
+/* The upstream's sources, one row each, one column per counter of the
+ * table (base/upcounters.h): a counter added there shows here. */
+static void sources(enr_buf *b, json_object *doc)
+{
+    json_object *srcs = obj_of(obj_of(doc, "upstream"), "sources");
+
+    if (srcs == NULL || json_object_object_length(srcs) == 0)
+        return;
+    enr_buf_lit(b, "<h2>Upstream sources</h2>\n<table id=\"sources\"><tr><th>source</th>");
+    for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
+        const enr_up_counter_row *row = &enr_up_counter_rows[r];
+        enr_buf_lit(b, "<th>");
+        esc(b, row->kind[0] ? row->kind : row->field);
+        enr_buf_lit(b, "</th>");
+    }
+    enr_buf_lit(b, "<th>breakers open</th><th>pause</th></tr>\n");
+    json_object_object_foreach(srcs, name, one)
+    {
+        json_object *pause = obj_of(one, "pause");
+        char p[160];
+        if (!json_object_is_type(one, json_type_object))
+            continue;
+        enr_buf_lit(b, "<tr>");
+        cell(b, name);
+        for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
+            const enr_up_counter_row *row = &enr_up_counter_rows[r];
+            cell(b, row->kind[0] ? str_of(obj_of(one, "failures"), row->kind)
+                                 : str_of(one, row->field));
+        }
+        cell(b, str_of(obj_of(one, "breakers"), "open"));
+        if (strcmp(str_of(pause, "paused"), "true") == 0)
+            snprintf(p, sizeof p, "%s %s until %s", str_of(pause, "why"), str_of(pause, "reason"),
+                     str_of(pause, "until"));
+        else
+            snprintf(p, sizeof p, "-");
+        cell(b, p);
+        enr_buf_lit(b, "</tr>\n");
+    }
+    enr_buf_lit(b, "</table>\n");
+}
+
 void enr_status_html(enr_buf *b, json_object *doc, const enr_status_hist *h)
 {
     enr_buf_printf(b,
@@ -300,6 +343,7 @@ void enr_status_html(enr_buf *b, json_object *doc, const enr_status_hist *h)
     charts(b, h);
     enr_buf_lit(b, "</section>\n");
     summary(b, doc);
+    sources(b, doc);
     workers(b, doc);
     enr_buf_printf(b,
                    "<p><small>Refreshes every %d s; the charts span the last %u samples (one a "

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/upcounters.h"
+
 #define KEY_MAX 128   /* a flattened key ("upstream.breaker.state") */
 #define VALUE_MAX 512 /* one value on a line */
 
@@ -160,6 +162,51 @@ void enr_status_text(enr_buf *b, json_object *doc)
     tables(b, doc);
 }
 
+/* The upstream's sources side by side: one line per counter of the
+ * table (base/upcounters.h), one column per source in use. */
+static void sources_table(enr_buf *b, json_object *doc)
+{
+    json_object *up, *srcs;
+    char k[KEY_MAX], v[VALUE_MAX];
+
+    if (!json_object_object_get_ex(doc, "upstream", &up) ||
+        !json_object_object_get_ex(up, "sources", &srcs) ||
+        !json_object_is_type(srcs, json_type_object) || json_object_object_length(srcs) == 0)
+        return;
+    enr_buf_printf(b, "\n%-16s", "UPSTREAM");
+    json_object_object_foreach(srcs, name, one)
+    {
+        (void)one;
+        enr_buf_printf(b, " %12s", clean(k, sizeof k, name));
+    }
+    enr_buf_printf(b, "\n");
+    for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
+        const enr_up_counter_row *row = &enr_up_counter_rows[r];
+        enr_buf_printf(b, "%-16s", row->kind[0] ? row->kind : row->field);
+        json_object_object_foreach(srcs, n2, o2)
+        {
+            json_object *f = NULL;
+            (void)n2;
+            if (row->kind[0] && json_object_object_get_ex(o2, "failures", &f))
+                o2 = f;
+            enr_buf_printf(b, " %12s", jstr(o2, row->kind[0] ? row->kind : row->field, "-", v, 13));
+        }
+        enr_buf_printf(b, "\n");
+    }
+    json_object_object_foreach(srcs, n3, o3)
+    {
+        json_object *p;
+        char why[64], reason[64], until[64];
+        if (!json_object_object_get_ex(o3, "pause", &p) ||
+            strcmp(jstr(p, "paused", "false", why, sizeof why), "true") != 0)
+            continue;
+        enr_buf_printf(b, "%s paused: %s %s until %s\n", clean(k, sizeof k, n3),
+                       jstr(p, "why", "-", why, sizeof why),
+                       jstr(p, "reason", "-", reason, sizeof reason),
+                       jstr(p, "until", "-", until, sizeof until));
+    }
+}
+
 /* One line of top-level numbers, "key: value" pairs, for the screen. */
 static void top_line(enr_buf *b, json_object *o, const char *const *keys, size_t n)
 {
@@ -201,6 +248,7 @@ void enr_status_text_top(enr_buf *b, json_object *doc)
         top_line(b, o, l4, sizeof l4 / sizeof l4[0]);
     }
     pause_line(b, doc);
+    sources_table(b, doc);
     tables(b, doc);
 }
 

@@ -535,7 +535,9 @@ enr_capture *enr_capture_new(const enr_config *cfg, unsigned slot, enr_sb_slot *
         char why[160];
         if (enr_safedir_group(cfg->capture_group, &c->gid, why, sizeof why) != 0) {
             /* The check passed when the file was read: the group went since. */
-            enr_log(ENR_LOG_ERROR, "capture off: capture_group", "error=%s", why);
+            char q[2 * sizeof why];
+            enr_log(ENR_LOG_ERROR, "capture off: capture_group", "error=%s",
+                    enr_log_quote(q, sizeof q, why));
             free(c);
             return NULL;
         }

@@ -118,6 +118,8 @@ static int spawn_with(master *m, int kind, unsigned slot, const enr_config *cfg,
         /* The child keeps the master's handlers and mask (the signals
          * stay blocked) until it installs its own table. */
         enr_notify_forget();
+        /* A worker keeps its configuration's secrets, the status process none. */
+        enr_config_secrets_child(&m->cfg, &m->next_cfg, kind == CHILD_WORKER ? cfg : NULL);
         close(m->ready_r);
         if (kind == CHILD_WORKER) {
             enr_worker_args a = {
@@ -660,6 +662,8 @@ static uint64_t next_wakeup(const master *m, uint64_t now)
 
 static void cleanup(master *m)
 {
+    enr_config_secrets_free(&m->next_cfg, &m->cfg);
+    enr_config_secrets_free(&m->cfg, NULL);
     if (m->listen_path[0])
         unlink(m->listen_path);
     if (m->status_path[0])

@@ -22,13 +22,17 @@
  *    are ended only through child.h.
  *  - The reload's end (done, failed, refused) and its STATUS= text are
  *    decided here and nowhere else.
- *  - The upstream cache is kept across a reload that leaves upstream_url,
- *    cache_entries and cache_bytes as they were; otherwise the new
- *    configuration gets a new, empty cache, made before its probe is
- *    forked, and the old one lives on in the old generation's workers
- *    until the last of them exits (docs/upstream.md).
+ *  - The upstream cache is kept across a reload that leaves its layout
+ *    (cache_entries, cache_bytes) and its identity (identity_fields:
+ *    every key that changes what a call sends or where, the secret
+ *    included) as they were; otherwise the new configuration gets a new,
+ *    empty cache, made before its probe is forked, and the old one lives
+ *    on in the old generation's workers until the last of them exits
+ *    (docs/upstream.md).  A cached answer is never served to a
+ *    configuration that would have asked differently.
  */
 #include "pool/reload.h"
+#include "upstream/quota.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -41,9 +45,7 @@
 #include "base/log.h"
 #include "pool/notify.h"
 #include "base/scoreboard.h"
-#include "base/secret.h"
 #include "pool/worker.h"
-#include "upstream/quota.h"
 
 /* The probe of a pending configuration ended without reporting ready
  * (why: an exit reason and its detail, or a time-out).  The running
@@ -122,13 +124,84 @@ static int keep_listen(enr_config *to, const enr_config *from)
     return changed;
 }
 
-/* A cache of next's own, unless next could use the running one as it is
- * (the same provider, the same bounds: its answers and layout still
- * hold; TTLs are stamped at each put, so a new one applies from now on). */
-static int cache_kept(const enr_config *next, const enr_config *cur)
+/* The cache's identity: what changes the answer to a call.  A key that
+ * changes where a call goes, what it carries or whose account it is
+ * asked on has a row here.  Only names are ever logged: header values
+ * and the secret are credentials. */
+enum { ID_STR, ID_HEADERS, ID_SOURCES, ID_SECRET };
+#define IDENTITY_FIELD(f, kind)                                                                    \
+    {                                                                                              \
+#f, offsetof(enr_config, f), kind                                                          \
+    }
+static const struct {
+    const char *name;
+    size_t off;
+    int kind;
+} identity_fields[] = {
+    IDENTITY_FIELD(upstream_url, ID_STR),
+    IDENTITY_FIELD(upstream_headers, ID_HEADERS),
+    IDENTITY_FIELD(upstream_secret_header, ID_STR),
+    IDENTITY_FIELD(upstream_secret_query, ID_STR),
+    IDENTITY_FIELD(upstream_secret_file, ID_STR),
+    IDENTITY_FIELD(upstream_secret_credential, ID_STR),
+    IDENTITY_FIELD(upstream_secret, ID_SECRET),
+    IDENTITY_FIELD(sources, ID_SOURCES),
+    IDENTITY_FIELD(youtube_url, ID_STR),
+    IDENTITY_FIELD(vimeo_url, ID_STR),
+    IDENTITY_FIELD(dailymotion_url, ID_STR),
+    IDENTITY_FIELD(youtube_key_file, ID_STR),
+    IDENTITY_FIELD(youtube_key_credential, ID_STR),
+    IDENTITY_FIELD(youtube_key, ID_SECRET),
+    IDENTITY_FIELD(vimeo_token_file, ID_STR),
+    IDENTITY_FIELD(vimeo_token_credential, ID_STR),
+    IDENTITY_FIELD(vimeo_token, ID_SECRET),
+};
+
+/* The name of the first identity key next changes, or NULL. */
+static const char *identity_change(const enr_config *next, const enr_config *cur)
 {
-    return strcmp(next->upstream_url, cur->upstream_url) == 0 &&
-           next->cache_entries == cur->cache_entries && next->cache_bytes == cur->cache_bytes;
+    for (size_t i = 0; i < sizeof identity_fields / sizeof identity_fields[0]; i++) {
+        const char *a = (const char *)next + identity_fields[i].off;
+        const char *b = (const char *)cur + identity_fields[i].off;
+        int same = 1;
+        switch (identity_fields[i].kind) {
+        case ID_STR:
+            same = strcmp(a, b) == 0;
+            break;
+        case ID_HEADERS:
+            same = next->upstream_nheaders == cur->upstream_nheaders;
+            for (unsigned h = 0; same && h < next->upstream_nheaders; h++)
+                same = strcmp(next->upstream_headers[h], cur->upstream_headers[h]) == 0;
+            break;
+        case ID_SOURCES:
+            same = memcmp(next->sources, cur->sources, sizeof next->sources) == 0;
+            break;
+        default: { /* the secret's bytes (the master holds both, secret.h) */
+            const enr_secret *x = (const enr_secret *)(const void *)a;
+            const enr_secret *y = (const enr_secret *)(const void *)b;
+            same = x->len == y->len && (x->len == 0 || (x->bytes != NULL && y->bytes != NULL &&
+                                                        memcmp(x->bytes, y->bytes, x->len) == 0));
+            break;
+        }
+        }
+        if (!same)
+            return identity_fields[i].name;
+    }
+    return NULL;
+}
+
+/* A cache of next's own, unless next could use the running one as it is
+ * (the same identity, the same bounds: its answers and layout still
+ * hold; TTLs are stamped at each put, so a new one applies from now on).
+ * *why names what changed. */
+static int cache_kept(const enr_config *next, const enr_config *cur, const char **why)
+{
+    *why = identity_change(next, cur);
+    if (*why == NULL && next->cache_entries != cur->cache_entries)
+        *why = "cache_entries";
+    if (*why == NULL && next->cache_bytes != cur->cache_bytes)
+        *why = "cache_bytes";
+    return *why == NULL;
 }
 
 /* The pending configuration's cache, when it has one of its own, is
@@ -144,6 +217,7 @@ static void drop_next_cache(enr_master *m)
  * one, and only now is the old generation asked to finish. */
 static void commit_reload(enr_master *m)
 {
+    char qsource[2 * ENR_PATH_MAX];
     enr_sb_pool *p = &m->sb->pool;
 
     if (m->next_cache != m->cache) {
@@ -151,8 +225,12 @@ static void commit_reload(enr_master *m)
         enr_cache_free(m->cache);
         m->cache = m->next_cache;
     }
+    enr_config_secrets_free(&m->cfg, &m->next_cfg); /* the old generation's workers keep theirs */
     m->cfg = m->next_cfg;
     m->generation++;
+    /* A refused key waits for this: the new configuration may hold a new
+     * one, so its sources try again at once (quota.h). */
+    enr_quota_clear_auth(m->sb->quota);
     m->pending = 0;
     if (m->probe_slot < ENR_SB_MAX_WORKERS && m->w[m->probe_slot].pid > 0)
         m->w[m->probe_slot].probe = ENR_PROBE_EXTRA;
@@ -174,7 +252,8 @@ static void commit_reload(enr_master *m)
             enr_child_ask(&m->w[i], ENR_EXIT_RELOAD, ENR_STEP_TERM);
     enr_child_ask(&m->status, ENR_EXIT_RELOAD, ENR_STEP_TERM);
     enr_log(ENR_LOG_INFO, "reload", "generation=%u source=%s workers=%u probe_failures=%u",
-            m->generation, m->cfg.source, m->cfg.workers, m->probe_failures);
+            m->generation, enr_log_quote(qsource, sizeof qsource, m->cfg.source), m->cfg.workers,
+            m->probe_failures);
 }
 
 /* One worker of the pending configuration, in a slot no generation uses:
@@ -251,11 +330,22 @@ enr_reload_start enr_reload_check(enr_master *m, uint64_t now)
     return none;
 }
 
+/* A finding of the new configuration that does not refuse it. */
+static void log_warning(void *arg, const char *msg)
+{
+    char q[ENR_PATH_MAX + 700];
+
+    (void)arg;
+    enr_log(ENR_LOG_WARN, "reload: configuration warning", "warning=%s",
+            enr_log_quote(q, sizeof q, msg));
+}
+
 enr_reload_start enr_reload(enr_master *m, uint64_t now)
 {
     enr_reload_start none = {0, 0, NULL, 0};
     enr_cache *ncache = NULL;
     enr_config next;
+    const char *changed = NULL;
     char err[512];
 
     enr_notify_reloading();
@@ -263,12 +353,15 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
         /* A HUP is also the operator's way out of the provider's pause
          * (up to an hour from one Retry-After), whatever the file's fate:
          * the cache is kept, and the next call asks again. */
-        uint64_t left = enr_quota_resume(&m->sb->quota, now);
-        if (left > 0)
-            enr_log(ENR_LOG_WARN, "reload: the provider's pause ended early, calls resume",
-                    "pause_ms_left=%" PRIu64, left);
+        for (unsigned i = 0; i < ENR_UP_SOURCES; i++) {
+            uint64_t left = enr_quota_resume(&m->sb->quota[i], now);
+            if (left > 0)
+                enr_log(ENR_LOG_WARN, "reload: the provider's pause ended early, calls resume",
+                        "source=%s pause_ms_left=%" PRIu64, enr_config_source_names[i], left);
+        }
     }
-    if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0) {
+    if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0 ||
+        enr_config_load_secrets(&next, log_warning, NULL, err, sizeof err) != 0) {
         refused(m, "reload refused: configuration invalid, keeping the old one",
                 "reload refused: invalid configuration (see log)", err);
         return none;
@@ -276,21 +369,22 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
     if (enr_worker_preload(&next, err, sizeof err) != 0) {
         refused(m, "reload refused: upstream_url is set but libcurl cannot be loaded",
                 "reload refused: libcurl cannot be loaded (see log)", err);
-        enr_secret_wipe(&next, sizeof next); /* it may hold the upstream secret */
+        enr_config_secrets_free(&next, NULL);
         return none;
     }
     if (keep_listen(&next, &m->cfg))
         enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
-    if (cache_kept(&next, &m->cfg)) {
+    if (cache_kept(&next, &m->cfg, &changed)) {
         ncache = m->cache;
     } else if (enr_reload_cache_new(&next, &ncache) != 0) {
         refused(m, "reload refused: the new upstream cache cannot be mapped",
                 "reload refused: upstream cache cannot be mapped (see log)", "");
-        enr_secret_wipe(&next, sizeof next);
+        enr_config_secrets_free(&next, NULL);
         return none;
     } else if (ncache != NULL) {
         enr_log(ENR_LOG_INFO, "reload: a new, empty upstream cache for the new configuration",
-                "cache_entries=%u cache_bytes=%zu", next.cache_entries, next.cache_bytes);
+                "changed=%s cache_entries=%u cache_bytes=%zu", changed, next.cache_entries,
+                next.cache_bytes);
     }
     if (m->pending) {
         /* A newer file replaces the one still being tried. */
@@ -302,8 +396,8 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
     }
     drop_next_cache(m);
     m->next_cache = ncache;
+    enr_config_secrets_free(&m->next_cfg, &m->cfg); /* a pending one's, never the running one's */
     m->next_cfg = next;
-    enr_secret_wipe(&next, sizeof next); /* the stack copy of the upstream secret */
     m->pending = 1;
     m->probe_failures = 0;
     m->retry_ms = 0;
@@ -326,6 +420,7 @@ int enr_reload_probe_exited(enr_master *m, unsigned slot, const char *why, const
 void enr_reload_drop(enr_master *m)
 {
     drop_next_cache(m);
+    enr_config_secrets_free(&m->next_cfg, &m->cfg);
     m->pending = 0;
     ENR_SB_SET(m->sb->pool.reload_pending, 0);
 }
@@ -343,7 +438,7 @@ uint64_t enr_reload_next(const enr_master *m, uint64_t now)
 int enr_reload_cache_new(const enr_config *c, enr_cache **out)
 {
     *out = NULL;
-    if (c->upstream_url[0] == '\0' || c->cache_entries == 0 || c->cache_bytes == 0)
+    if (!enr_config_enriches(c) || c->cache_entries == 0 || c->cache_bytes == 0)
         return 0;
     *out = enr_cache_new(c->cache_entries, c->cache_bytes);
     if (*out == NULL) {

@@ -108,25 +108,14 @@ static void publish_upstream(worker *w)
     enr_upstream_stats *was = &w->up_published;
     enr_sb_slot *s = w->slot;
 
-#define UP_PUBLISH(field, f) ENR_SB_ADD(s->field, now->f - was->f)
-    UP_PUBLISH(up_calls, calls);
-    UP_PUBLISH(up_retries, retries);
-    UP_PUBLISH(up_cache_hits, cache_hits);
-    UP_PUBLISH(up_cache_misses, cache_misses);
-    UP_PUBLISH(up_fail_timeout, fail_timeout);
-    UP_PUBLISH(up_fail_connect, fail_connect);
-    UP_PUBLISH(up_fail_status, fail_status);
-    UP_PUBLISH(up_fail_body, fail_body);
-    UP_PUBLISH(up_fail_too_large, fail_too_large);
-    UP_PUBLISH(up_skip_deadline, skip_deadline);
-    UP_PUBLISH(up_fail_tls, fail_tls);
-    UP_PUBLISH(up_detached, detached);
-    UP_PUBLISH(up_late, late);
-    UP_PUBLISH(up_warmups, warmups);
-    UP_PUBLISH(up_fail_throttled, fail_throttled);
-    UP_PUBLISH(up_breaker_opens, breaker_opens);
+    for (unsigned i = 0; i < ENR_UP_SOURCES; i++) {
+        /* One line per counter of the table (base/upcounters.h). */
+#define UP_PUBLISH(field, metric, kind, help)                                                      \
+    ENR_SB_ADD(s->up[i][ENR_UP_ROW_##field], now->src[i].field - was->src[i].field);
+        ENR_UP_COUNTERS(UP_PUBLISH)
 #undef UP_PUBLISH
-    ENR_SB_SET(s->up_breaker_state, (uint64_t)now->breaker_state);
+        ENR_SB_SET(s->up_breaker_state[i], (uint64_t)now->breaker_state[i]);
+    }
     ENR_SB_SET(s->up_fds, now->fds);
     *was = *now;
 }
@@ -608,7 +597,7 @@ static long own_fds(worker *w)
 
     if (n < 0 && !w->fds_unknown)
         enr_log(ENR_LOG_WARN, "cannot count own descriptors in /proc/self/fd",
-                "error=%s fd_soft=unchecked", strerror(errno));
+                "error=%s fd_soft=unchecked", enr_log_errno(errno));
     else if (n >= 0 && w->fds_unknown)
         enr_log(ENR_LOG_INFO, "own descriptors counted again", "fds=%ld", n);
     w->fds_unknown = n < 0;
@@ -686,7 +675,7 @@ static int setup(worker *w, const enr_worker_args *a)
     }
     if (w->upstream != NULL) {
         /* The provider's quota is the host's: every worker, one pause. */
-        enr_upstream_share_quota(w->upstream, &a->sb->quota);
+        enr_upstream_share_quota(w->upstream, a->sb->quota);
         publish_upstream(w);
     }
     w->capture = enr_capture_new(a->cfg, a->slot, w->slot);
@@ -816,7 +805,7 @@ int enr_worker_preload(const enr_config *c, char *err, size_t errlen)
             enr_log(ENR_LOG_ERROR, "engine warm-up failed; workers will try on their own", NULL);
     }
     /* libcurl is mapped once, only when enrichment is on. */
-    if (c->upstream_url[0] != '\0' && enr_curl_load(err, errlen) != 0)
+    if (enr_config_enriches(c) && enr_curl_load(err, errlen) != 0)
         return -1;
     return 0;
 }

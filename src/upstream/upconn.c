@@ -37,6 +37,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/secret.h"
+#include "upstream/api.h"
 
 /* Idle connections older than this are not reused: below the idle
  * timeouts of the NAT gateways a path may cross (350 s and more), which
@@ -243,11 +244,39 @@ static void url_host(enr_upconn *p, const char *url)
     curl_url_cleanup(h);
 }
 
+/* The sources in use, each its own origin: upstream_max_connections each. */
+static long origins(const enr_config *c)
+{
+    long n = 0;
+    int seen[ENR_API_COUNT] = {0};
+
+    for (int p = 1; p < ENR_SOURCE_PROVIDERS; p++) {
+        int a = c->sources[p];
+        if (a < 0 || a >= ENR_API_COUNT || seen[a])
+            continue;
+        seen[a] = 1;
+        n++;
+    }
+    return n > 0 ? n : 1;
+}
+
+/* The origin TLS messages name: the aggregator's, else the first API's. */
+static const char *origin_url(const enr_config *c)
+{
+    if (c->upstream_url[0] != '\0')
+        return c->upstream_url;
+    for (int p = 1; p < ENR_SOURCE_PROVIDERS; p++)
+        if (c->sources[p] >= 0)
+            return enr_config_source_url(c, c->sources[p]);
+    return "";
+}
+
 enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, const char *warm_url,
                            char *err, size_t errlen)
 {
     enr_upconn *p = calloc(1, sizeof *p);
     long maxconn = (long)c->upstream_max_connections;
+    long norigins = origins(c);
 
     if (p == NULL) {
         snprintf(err, errlen, "upstream: out of memory");
@@ -256,18 +285,18 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, cons
     p->ep = p->tfd = -1;
     p->cfg = c;
     p->headers = headers;
-    p->warm_url = strdup(warm_url);
-    if (p->warm_url == NULL) {
+    p->warm_url = warm_url ? strdup(warm_url) : NULL;
+    if (warm_url != NULL && p->warm_url == NULL) {
         snprintf(err, errlen, "upstream: out of memory");
         goto fail;
     }
-    p->https = strncasecmp(c->upstream_url, "https://", 8) == 0;
+    p->https = enr_config_any_https(c);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(err, errlen, "upstream: curl_global_init failed");
         goto fail;
     }
     p->global_init = 1;
-    url_host(p, c->upstream_url);
+    url_host(p, origin_url(c));
     p->ep = epoll_create1(EPOLL_CLOEXEC);
     p->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (p->ep < 0 || p->tfd < 0) {
@@ -289,8 +318,9 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, cons
     }
     /* One process, one thread: the share needs no lock functions. */
     if (curl_share_setopt(p->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
-        curl_multi_setopt(p->multi, CURLMOPT_MAXCONNECTS, maxconn) != CURLM_OK ||
-        curl_multi_setopt(p->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxconn) != CURLM_OK ||
+        curl_multi_setopt(p->multi, CURLMOPT_MAXCONNECTS, maxconn * norigins) != CURLM_OK ||
+        curl_multi_setopt(p->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxconn * norigins) !=
+            CURLM_OK ||
         curl_multi_setopt(p->multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxconn) != CURLM_OK ||
         curl_multi_setopt(p->multi, CURLMOPT_SOCKETFUNCTION, up_socket) != CURLM_OK ||
         curl_multi_setopt(p->multi, CURLMOPT_SOCKETDATA, p) != CURLM_OK ||
@@ -299,7 +329,7 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, cons
         snprintf(err, errlen, "upstream: curl_multi_setopt failed");
         goto fail;
     }
-    p->nwarm = c->upstream_warm_connections;
+    p->nwarm = p->warm_url ? c->upstream_warm_connections : 0;
     if (p->nwarm) {
         p->warms = calloc(p->nwarm, sizeof *p->warms);
         if (p->warms == NULL) {
@@ -467,7 +497,7 @@ static void cert_names(CURL *e, char *out, size_t outlen)
 
 void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf)
 {
-    char reason[640], names[256], q[CURL_ERROR_SIZE + 8];
+    char reason[640], names[256], q[CURL_ERROR_SIZE + 8], qreason[700], qhost[300];
     uint64_t now = enr_mono_ms();
     long vr = 0;
 
@@ -503,8 +533,12 @@ void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf)
         snprintf(reason, sizeof reason, "TLS handshake failed");
         break;
     }
-    enr_log(ENR_LOG_WARN, "upstream TLS failed", "host=%s reason=\"%s\" error=%s suppressed=%u",
-            p->host, reason, enr_log_quote(q, sizeof q, errbuf), p->tls_suppressed);
+    /* The certificate's names are the provider's words: quoted like any
+     * value from outside, so a crafted name cannot forge a field or a line. */
+    enr_log(ENR_LOG_WARN, "upstream TLS failed", "host=%s reason=%s error=%s suppressed=%u",
+            enr_log_quote(qhost, sizeof qhost, p->host),
+            enr_log_quote(qreason, sizeof qreason, reason), enr_log_quote(q, sizeof q, errbuf),
+            p->tls_suppressed);
     p->tls_suppressed = 0;
 }
 

@@ -7,9 +7,14 @@
  * state both files share is upstream_int.h.  This file plans a batch's
  * calls and reads their answers.
  *
- * A batch: cache lookups first; the distinct ids that missed are grouped
- * by provider, chunked to ids_per_call, capped at max_calls_per_batch
- * calls, gated by the breaker, and run concurrently under ONE deadline
+ * A batch: cache lookups first (the key holds the source: one provider's
+ * id from two sources never shares an entry); the distinct ids that
+ * missed are grouped by provider, each provider's sent to its source
+ * (the aggregator's protocol, or the provider's own API through its row
+ * of api.h: URL, headers, reader, classifier), chunked to the source's
+ * ids per call, capped at max_calls_per_batch calls per source, gated by
+ * the source's breaker and pause (upsource.c), and every call of every
+ * source run concurrently under ONE deadline
  * (min of upstream_timeout_ms and the caller's deadline).  A call still
  * running at the deadline is detached, not killed: its records keep
  * their local values in this batch, but the transfer (often a handshake
@@ -60,12 +65,15 @@
 #define UP_MAX_BODY (4u << 20) /* no reply is larger, whatever the call asked */
 #define UP_MAX_URL 8000        /* common server limit on a request line */
 #define UP_RETRY_MIN_MS 2      /* no retry with less time than this left */
+#define UP_PARAMS_MAX 256 /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
 
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
 /* F_DEADLINE is not a failure of the upstream: a call the batch had no
  * time left to make.  It is counted, and never fed to the breaker. */
 /* F_THROTTLED neither: the provider's quota (quota.h), which pauses
  * every worker itself, so the breaker does not hear of it either. */
+/* F_QUOTA and F_AUTH neither: the day's quota spent (until it is back)
+ * and a key the API refused (until a reload) pause the source host-wide. */
 enum fail_kind {
     F_TIMEOUT = 0,
     F_CONNECT,
@@ -74,7 +82,9 @@ enum fail_kind {
     F_TOO_LARGE,
     F_DEADLINE,
     F_TLS,
-    F_THROTTLED
+    F_THROTTLED,
+    F_QUOTA,
+    F_AUTH
 };
 
 typedef struct enr_upwant {
@@ -82,8 +92,16 @@ typedef struct enr_upwant {
     size_t poster_off, poster_len;
     double duration;
     int call; /* index into calls, -1 when none */
-    uint8_t provider, state, has_poster, has_duration;
+    uint8_t provider, src, state, has_poster, has_duration;
 } want;
+
+/* The cache's key space: ids of one provider from two sources never
+ * mix (the aggregator's answer for an id is not YouTube's); the
+ * aggregator's keys are the provider alone, as before the sources. */
+static int cache_key(int provider, int src)
+{
+    return provider | (src == ENR_API_UPSTREAM ? 0 : src << 4);
+}
 
 /* ---- per-batch scratch ---- */
 
@@ -148,21 +166,6 @@ static uint32_t *want_slot(enr_upstream *u, const enr_batch *b, int provider, co
     }
 }
 
-/* ---- breaker transitions: logged once, counted ---- */
-
-static void breaker_note(enr_upstream *u, int prev, const char *why)
-{
-    if (prev == u->br.state)
-        return;
-    u->st.breaker_state = u->br.state;
-    if (u->br.state == ENR_BREAKER_OPEN)
-        u->st.breaker_opens++;
-    enr_log(u->br.state == ENR_BREAKER_CLOSED ? ENR_LOG_INFO : ENR_LOG_WARN,
-            "upstream breaker transition", "from=%s to=%s reason=%s opens=%llu",
-            enr_breaker_state_name(prev), enr_breaker_state_name(u->br.state), why,
-            (unsigned long long)u->br.opens);
-}
-
 /* ---- building calls ---- */
 
 /* RFC 3986 unreserved: the only bytes of an id that go on the wire as
@@ -199,24 +202,35 @@ static size_t pct_len(const char *s, size_t n)
 
 static void call_begin_url(enr_upstream *u, enr_upcall *c, int provider)
 {
+    const enr_buf *base = &u->src[c->src].base;
+
     enr_buf_reset(&c->url);
-    enr_buf_append(&c->url, u->base.data, u->base.len);
+    if (u->src[c->src].api != NULL)
+        return; /* an API's URL is built whole when the call is (call_api_url) */
+    enr_buf_append(&c->url, base->data, base->len);
     enr_buf_lit(&c->url, "provider=");
     enr_buf_append(&c->url, enr_provider_name(provider), strlen(enr_provider_name(provider)));
     enr_buf_lit(&c->url, "&ids=");
 }
 
-/* Assign wants to calls: by provider, ids_per_call and UP_MAX_URL per
- * call, at most ncalls_max calls, each let through by the breaker.
- * Returns the number of calls built. */
+/* Assign wants to calls: by provider, each to its source's max_ids and
+ * UP_MAX_URL per call, at most ncalls_max calls per source, each let
+ * through by the source's breaker and pause.  Returns the number of
+ * calls built. */
 static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
 {
-    unsigned ncalls = 0, slot = 0;
+    unsigned ncalls = 0, slot = 0, per_src[ENR_API_COUNT] = {0};
     size_t norder = 0;
-    int gate_closed = 0; /* the breaker said no: no more calls this batch */
+    int gate_closed[ENR_API_COUNT] = {0}; /* no more calls of the source this batch */
 
     for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++) {
+        int src = u->src_of[p];
+        enr_upsource *x;
         enr_upcall *c = NULL;
+        size_t url_len = 0; /* the call's URL as far as planned (an API's: estimated) */
+        if (src < 0)
+            continue;
+        x = &u->src[src];
         for (size_t wi = 0; wi < u->nwants; wi++) {
             want *w = &u->wants[wi];
             const enr_record *r = &b->recs[w->rec];
@@ -224,49 +238,42 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
             if (w->provider != p)
                 continue;
             idlen = pct_len(b->text.data + r->key_off, r->key_len);
-            if (u->base.len + sizeof("provider=xx&ids=") - 1 + idlen > UP_MAX_URL) {
+            if (x->base.len + (x->api ? UP_PARAMS_MAX : sizeof("provider=xx&ids=") - 1) + idlen >
+                UP_MAX_URL) {
                 /* One id too long for any request line: it can never be
                  * asked, so it keeps its local values. */
                 w->state = W_SKIPPED;
                 continue;
             }
-            if (c && (c->n >= u->ids_per_call || c->url.len + 1 + idlen > UP_MAX_URL))
+            if (c && (c->n >= x->max_ids || url_len + 1 + idlen > UP_MAX_URL))
                 c = NULL; /* this call is full */
             if (c == NULL) {
-                int prev;
-                if (gate_closed || ncalls >= u->ncalls_max) {
+                if (gate_closed[src] || per_src[src] >= u->ncalls_max ||
+                    !enr_up_source_gate(u, src, now)) {
+                    gate_closed[src] = 1;
                     w->state = W_SKIPPED;
                     continue;
                 }
-                if (!enr_breaker_allow(&u->br, now, &prev)) {
-                    gate_closed = 1;
-                    w->state = W_SKIPPED;
-                    continue;
-                }
-                if (enr_quota_take(&u->quota, now) != ENR_QUOTA_OK) {
-                    /* The provider's pause or the host's rate: this call
-                     * and the rest of the batch are not made, counted
-                     * once, and a probe granted is given back. */
-                    enr_breaker_release(&u->br);
-                    breaker_note(u, prev, "cooldown");
-                    u->st.fail_throttled++;
-                    gate_closed = 1;
-                    w->state = W_SKIPPED;
-                    continue;
-                }
-                breaker_note(u, prev, "cooldown");
+                per_src[src]++;
                 while (u->calls[slot].active || u->calls[slot].detached)
-                    slot++; /* ndetached <= max_detached leaves ncalls_max free */
+                    slot++; /* ndetached <= max_detached leaves the batch's slots free */
                 u->batch[ncalls++] = slot;
                 c = &u->calls[slot++];
                 c->first = norder;
                 c->n = 0;
                 c->provider = p;
+                c->src = src;
                 call_begin_url(u, c, p);
+                url_len = x->api ? x->base.len + UP_PARAMS_MAX : c->url.len;
             }
-            if (c->n)
-                enr_buf_putc(&c->url, ',');
-            pct_encode(&c->url, b->text.data + r->key_off, r->key_len);
+            if (x->api == NULL) {
+                if (c->n)
+                    enr_buf_putc(&c->url, ',');
+                pct_encode(&c->url, b->text.data + r->key_off, r->key_len);
+                url_len = c->url.len;
+            } else {
+                url_len += 1 + idlen;
+            }
             w->call = (int)(c - u->calls);
             u->order[norder++] = wi;
             c->n++;
@@ -275,18 +282,61 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
     return ncalls;
 }
 
+/* An API call's whole URL (api.h).  An id the API cannot be asked for
+ * is left out of the call (its record keeps its local values); 0, or -1
+ * when no id of the call is left. */
+static int call_api_url(enr_upstream *u, enr_upcall *c, const enr_batch *b)
+{
+    const enr_upsource *x = &u->src[c->src];
+    enr_reply_id *ids = u->rids;
+    size_t k = 0;
+
+    for (size_t i = 0; i < c->n; i++) {
+        const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
+        memset(&ids[i], 0, sizeof ids[i]);
+        ids[i].id = b->text.data + r->key_off;
+        ids[i].id_len = r->key_len;
+    }
+    enr_buf_reset(&c->url);
+    if (x->api->build_url(&c->url, x->base.data, ids, c->n, x->secret, x->secret_len) == 0 &&
+        !c->url.oom)
+        return 0;
+    /* One at a time: which ids cannot be asked. */
+    for (size_t i = 0; i < c->n; i++) {
+        size_t wi = u->order[c->first + i];
+        enr_buf_reset(&c->url);
+        if (x->api->build_url(&c->url, x->base.data, &ids[i], 1, x->secret, x->secret_len) != 0) {
+            u->wants[wi].state = W_SKIPPED;
+            u->wants[wi].call = -1;
+            continue;
+        }
+        ids[k] = ids[i];
+        u->order[c->first + k++] = wi;
+    }
+    c->n = k;
+    enr_buf_reset(&c->url);
+    if (k == 0 ||
+        x->api->build_url(&c->url, x->base.data, ids, c->n, x->secret, x->secret_len) != 0 ||
+        c->url.oom)
+        return -1;
+    return 0;
+}
+
 /* ---- results ---- */
 
-static const char *const fail_name[] = {"timeout",   "connect",  "status", "body",
-                                        "too_large", "deadline", "tls",    "throttled"};
+static const char *const fail_name[] = {"timeout",  "connect", "status",    "body",  "too_large",
+                                        "deadline", "tls",     "throttled", "quota", "auth"};
 
-/* Counts a call that failed, once, and tells the breaker (but for kind
- * deadline, which says nothing about the upstream). */
+/* Counts a call that failed, once, and tells the breaker (but for the
+ * kinds that say nothing about the upstream's health). */
 static void count_failure(enr_upstream *u, enr_upcall *c, int kind, uint64_t now)
 {
-    uint64_t *const counter[] = {&u->st.fail_timeout, &u->st.fail_connect,   &u->st.fail_status,
-                                 &u->st.fail_body,    &u->st.fail_too_large, &u->st.skip_deadline,
-                                 &u->st.fail_tls,     &u->st.fail_throttled};
+    enr_up_counters *st = &u->st.src[c->src];
+    enr_upsource *x = &u->src[c->src];
+    uint64_t *const counter[] = {&st->fail_timeout, &st->fail_connect,   &st->fail_status,
+                                 &st->fail_body,    &st->fail_too_large, &st->skip_deadline,
+                                 &st->fail_tls,     &st->fail_throttled, &st->fail_quota,
+                                 &st->fail_auth};
     char qerr[CURL_ERROR_SIZE + 8];
     int prev;
 
@@ -294,18 +344,18 @@ static void count_failure(enr_upstream *u, enr_upcall *c, int kind, uint64_t now
     /* Debug only: failures are counted per kind for operators; this line
      * says why one call failed when someone is looking.  libcurl's text
      * may quote the URL, and with it the secret: scrubbed first. */
-    enr_secret_scrub(c->errbuf, u->secret, u->secret_len);
-    enr_log(ENR_LOG_DEBUG, "upstream call failed", "kind=%s ids=%zu retried=%d late=%d error=%s",
-            fail_name[kind], c->n, c->retried, c->detached,
-            enr_log_quote(qerr, sizeof(qerr), c->errbuf));
-    if (kind == F_DEADLINE || kind == F_THROTTLED) {
+    enr_secret_scrub(c->errbuf, x->secret, x->secret_len);
+    enr_log(ENR_LOG_DEBUG, "upstream call failed",
+            "source=%s kind=%s ids=%zu retried=%d late=%d error=%s", x->title, fail_name[kind],
+            c->n, c->retried, c->detached, enr_log_quote(qerr, sizeof(qerr), c->errbuf));
+    if (kind == F_DEADLINE || kind == F_THROTTLED || kind == F_QUOTA || kind == F_AUTH) {
         /* Says nothing about the upstream's health; a probe it held is
-         * given back (a throttled one: the pause holds every call). */
-        enr_breaker_release(&u->br);
+         * given back (a paused one: the pause holds every call). */
+        enr_breaker_release(&x->br);
         return;
     }
-    prev = enr_breaker_failure(&u->br, now);
-    breaker_note(u, prev, fail_name[kind]);
+    prev = enr_breaker_failure(&x->br, now);
+    enr_up_breaker_note(u, c->src, prev, fail_name[kind]);
 }
 
 /* A call of the batch in hand failed: counted, its wants failed. */
@@ -316,21 +366,33 @@ static void call_failed(enr_upstream *u, enr_upcall *c, int kind, uint64_t now)
         u->wants[u->order[c->first + i]].state = W_FAILED;
 }
 
+/* A 200 body of c's source, read by its reader (api.h, upstream_reply.h). */
+static int parse_reply(const enr_upstream *u, const enr_upcall *c, enr_reply_id *ids,
+                       enr_buf *arena)
+{
+    const enr_api *api = u->src[c->src].api;
+
+    if (api != NULL)
+        return api->parse(c->body.data, c->body.len, ids, c->n, u->seed, arena);
+    return enr_upstream_reply_parse(c->body.data, c->body.len, ids, c->n, u->seed, arena);
+}
+
 /* Parse a 200 body; 0 and the call's wants resolved, or -1 (bad body).
- * The reply rules live in upstream_reply.c; posters go into b->text. */
+ * The reply rules live in the readers; posters go into b->text. */
 static int call_parse(enr_upstream *u, enr_upcall *c, enr_batch *b)
 {
     enr_reply_id *ids = u->rids;
 
     for (size_t i = 0; i < c->n; i++) {
         const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
+        memset(&ids[i], 0, sizeof ids[i]);
         ids[i].id = b->text.data + r->key_off;
         ids[i].id_len = r->key_len;
     }
     /* The ids point into b->text, which may move when it grows, so the
      * posters go to a separate arena first and into b->text after. */
     enr_buf_reset(&u->posters);
-    if (enr_upstream_reply_parse(c->body.data, c->body.len, ids, c->n, u->seed, &u->posters) != 0)
+    if (parse_reply(u, c, ids, &u->posters) != 0)
         return -1;
     for (size_t i = 0; i < c->n; i++) {
         want *w = &u->wants[u->order[c->first + i]];
@@ -349,6 +411,10 @@ static int call_parse(enr_upstream *u, enr_upcall *c, enr_batch *b)
             w->has_duration = 1;
         }
         w->state = (w->has_poster || w->has_duration) ? W_FOUND : W_UNKNOWN;
+        if (w->state == W_FOUND)
+            u->st.src[c->src].found++;
+        else
+            u->st.src[c->src].unknown++;
     }
     return 0;
 }
@@ -407,6 +473,7 @@ static int call_start(enr_upstream *u, enr_upcall *c)
         return -1;
     c->url.len--; /* keep it a string without counting the NUL */
     if (curl_easy_setopt(c->easy, CURLOPT_URL, c->url.data) != CURLE_OK ||
+        curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, u->src[c->src].headers) != CURLE_OK ||
         curl_easy_setopt(c->easy, CURLOPT_FRESH_CONNECT, fresh) != CURLE_OK ||
         enr_upconn_add(u->conn, c->easy) != 0)
         return -1;
@@ -416,7 +483,7 @@ static int call_start(enr_upstream *u, enr_upcall *c)
 }
 
 /* How a transfer ended, as a failure kind, or -1 for a 200 to read. */
-static int outcome(const enr_upcall *c, CURLcode rc)
+static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
 {
     long status = 0;
 
@@ -426,6 +493,20 @@ static int outcome(const enr_upcall *c, CURLcode rc)
         return fail_kind_of(rc);
     if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
         return F_STATUS;
+    if (u->src[c->src].api != NULL) {
+        switch (enr_up_classify(u, c, status, now)) {
+        case ENR_API_V_THROTTLED:
+            return F_THROTTLED;
+        case ENR_API_V_QUOTA:
+            return F_QUOTA;
+        case ENR_API_V_AUTH:
+            return F_AUTH;
+        case ENR_API_V_OK:
+            return status == 200 ? -1 : F_STATUS;
+        default:
+            return F_STATUS;
+        }
+    }
     if (status == 429 || (status == 503 && c->has_retry_after))
         return F_THROTTLED;
     if (status != 200)
@@ -437,17 +518,28 @@ static int outcome(const enr_upcall *c, CURLcode rc)
  * host-wide (quota.h). */
 static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int kind, uint64_t now)
 {
-    if (kind == F_THROTTLED) {
+    if (u->src[c->src].api != NULL && (kind == F_THROTTLED || kind == F_QUOTA || kind == F_AUTH)) {
+        enr_up_pause(u, c,
+                     kind == F_QUOTA  ? ENR_QUOTA_WHY_QUOTA
+                     : kind == F_AUTH ? ENR_QUOTA_WHY_AUTH
+                                      : ENR_QUOTA_WHY_THROTTLED,
+                     now);
+    } else if (kind == F_THROTTLED) {
         long status = 0;
         (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
-        enr_quota_pause(&u->quota, now, c->has_retry_after ? c->retry_after_s : 0, status);
+        enr_quota_pause(&u->src[c->src].quota, now, c->has_retry_after ? c->retry_after_s : 0,
+                        status);
+    } else if (kind == F_STATUS && u->src[c->src].api != NULL &&
+               c->why.verdict == ENR_API_V_CONFIG) {
+        enr_log(ENR_LOG_WARN, "the API refused the request as malformed", "source=%s reason=%s",
+                u->src[c->src].api->name, c->why.reason[0] ? c->why.reason : "-");
     }
     enr_upconn_explain(u->conn, c->easy, rc, c->errbuf);
 }
 
 static void call_done(enr_upstream *u, enr_upcall *c, enr_batch *b, CURLcode rc, uint64_t now)
 {
-    int kind = outcome(c, rc), prev;
+    int kind = outcome(u, c, rc, now), prev;
 
     if (kind < 0 && call_parse(u, c, b) != 0)
         kind = F_BODY;
@@ -456,8 +548,8 @@ static void call_done(enr_upstream *u, enr_upcall *c, enr_batch *b, CURLcode rc,
         call_failed(u, c, kind, now);
         return;
     }
-    prev = enr_breaker_success(&u->br, now);
-    breaker_note(u, prev, "success");
+    prev = enr_breaker_success(&u->src[c->src].br, now);
+    enr_up_breaker_note(u, c->src, prev, "success");
 }
 
 /* ---- calls that outlive their batch ---- */
@@ -486,7 +578,7 @@ static void detach(enr_upstream *u, enr_upcall *c, const enr_batch *b, uint64_t 
     c->detached = 1;
     c->detached_ms = now;
     u->ndetached++;
-    u->st.detached++;
+    u->st.src[c->src].detached++;
 }
 
 static void undetach(enr_upstream *u, enr_upcall *c)
@@ -498,12 +590,11 @@ static void undetach(enr_upstream *u, enr_upcall *c)
 /* A detached call ended: its answer goes into the cache. */
 static void late_done(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
 {
-    int kind = outcome(c, rc), prev;
+    int kind = outcome(u, c, rc, now), prev;
 
     undetach(u, c);
     enr_buf_reset(&u->posters);
-    if (kind < 0 && (c->idtext.oom || enr_upstream_reply_parse(c->body.data, c->body.len, c->lids,
-                                                               c->n, u->seed, &u->posters) != 0))
+    if (kind < 0 && (c->idtext.oom || parse_reply(u, c, c->lids, &u->posters) != 0))
         kind = F_BODY;
     if (kind >= 0) {
         call_ended_badly(u, c, rc, kind, now);
@@ -519,12 +610,16 @@ static void late_done(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
         v.duration = r->duration;
         v.has_duration = r->has_duration;
         v.negative = !found;
-        enr_cache_put(u->cache, c->provider, r->id, r->id_len, &v,
+        if (found)
+            u->st.src[c->src].found++;
+        else
+            u->st.src[c->src].unknown++;
+        enr_cache_put(u->cache, cache_key(c->provider, c->src), r->id, r->id_len, &v,
                       now + (uint64_t)(found ? u->cache_ttl_s : u->cache_neg_ttl_s) * 1000u);
     }
-    u->st.late++;
-    prev = enr_breaker_success(&u->br, now);
-    breaker_note(u, prev, "success");
+    u->st.src[c->src].late++;
+    prev = enr_breaker_success(&u->src[c->src].br, now);
+    enr_up_breaker_note(u, c->src, prev, "success");
 }
 
 /* Room for a batch: at most max_detached calls outlive their batches; the
@@ -589,7 +684,7 @@ static void on_done(void *ud, CURL *easy, CURLcode rc)
     x->active--;
     if (died_before_reply(c, rc) && !c->retried && now + UP_RETRY_MIN_MS < x->dl) {
         c->retried = 1;
-        u->st.retries++;
+        u->st.src[c->src].retries++;
         if (call_start(u, c) == 0) {
             x->active++;
             return;
@@ -615,7 +710,14 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
             call_failed(u, c, F_DEADLINE, now);
             continue;
         }
-        u->st.calls++;
+        if (u->src[c->src].api != NULL && call_api_url(u, c, b) != 0) {
+            /* No id of it can be asked: nothing to call, nothing failed
+             * (its records are counted as skipped). */
+            enr_breaker_release(&u->src[c->src].br);
+            continue;
+        }
+        u->st.src[c->src].calls++;
+        u->st.src[c->src].ids_asked += c->n;
         if (call_start(u, c) != 0) {
             call_failed(u, c, F_CONNECT, now);
             continue;
@@ -651,7 +753,8 @@ int enr_upstream_idle(enr_upstream *u)
 
     enr_upconn_drive(u->conn, 0, on_done, &x);
     u->st.fds = enr_upconn_fds(u->conn);
-    u->st.warmups = enr_upconn_warmups(u->conn);
+    /* Warm-ups are the aggregator's alone (upstream_setup.c). */
+    u->st.src[ENR_API_UPSTREAM].warmups = enr_upconn_warmups(u->conn);
     return enr_upconn_maintain(u->conn, enr_mono_ms());
 }
 
@@ -683,7 +786,7 @@ static void apply_cached(enr_batch *b, enr_record *r, const enr_cache_val *v, si
 size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
 {
     uint64_t now = enr_mono_ms(), dl;
-    size_t degraded = 0, hits = 0, misses = 0;
+    size_t degraded = 0;
     unsigned ncalls;
 
     if (u == NULL || b->n == 0)
@@ -699,28 +802,34 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
         enr_cache_val v;
         uint32_t *slot;
 
+        int src;
+
         u->rec_want[i] = 0;
         if (r->provider == ENR_PROV_NONE || r->provider > ENR_PROV_DM || r->key_len == 0)
             continue; /* nothing the upstream could be asked about */
-        if (enr_cache_get(u->cache, r->provider, key, r->key_len, now, &v)) {
-            hits++;
+        src = u->src_of[r->provider];
+        if (src < 0)
+            continue; /* its source is off: its local values are the answer */
+        if (!enr_reply_id_askable(key, r->key_len))
+            continue; /* no answer could name it unchanged (upstream_reply.h) */
+        if (enr_cache_get(u->cache, cache_key(r->provider, src), key, r->key_len, now, &v)) {
+            u->st.src[src].cache_hits++;
             apply_cached(b, r, &v, &degraded);
             continue;
         }
-        misses++;
+        u->st.src[src].cache_misses++;
         slot = want_slot(u, b, r->provider, key, r->key_len);
         if (*slot == 0) {
             want *w = &u->wants[u->nwants];
             memset(w, 0, sizeof(*w));
             w->rec = i;
             w->provider = r->provider;
+            w->src = (uint8_t)src;
             w->call = -1;
             *slot = (uint32_t)++u->nwants;
         }
         u->rec_want[i] = *slot;
     }
-    u->st.cache_hits += hits;
-    u->st.cache_misses += misses;
     u->st.fds = enr_upconn_fds(u->conn);
     if (u->nwants == 0)
         return degraded;
@@ -748,12 +857,12 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
             v.poster_len = w->poster_len;
             v.duration = w->duration;
             v.has_duration = w->has_duration;
-            enr_cache_put(u->cache, w->provider, b->text.data + r->key_off, r->key_len, &v,
-                          now + (uint64_t)u->cache_ttl_s * 1000u);
+            enr_cache_put(u->cache, cache_key(w->provider, w->src), b->text.data + r->key_off,
+                          r->key_len, &v, now + (uint64_t)u->cache_ttl_s * 1000u);
         } else if (w->state == W_UNKNOWN) {
             v.negative = 1;
-            enr_cache_put(u->cache, w->provider, b->text.data + r->key_off, r->key_len, &v,
-                          now + (uint64_t)u->cache_neg_ttl_s * 1000u);
+            enr_cache_put(u->cache, cache_key(w->provider, w->src), b->text.data + r->key_off,
+                          r->key_len, &v, now + (uint64_t)u->cache_neg_ttl_s * 1000u);
         }
     }
     for (size_t i = 0; i < b->n; i++) {

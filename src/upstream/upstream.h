@@ -31,7 +31,7 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
 /* The provider's pause and the rate limit go through shared (the
  * scoreboard's, made before the first fork) instead of the client's own
  * state, so they hold for every worker of the host (quota.h). */
-void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota *shared);
+void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota shared[ENR_UP_SOURCES]);
 
 /* The client's counters (valid until enr_upstream_free). */
 const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u);

@@ -22,6 +22,7 @@
 
 #include "base/buf.h"
 #include "base/curlapi.h"
+#include "upstream/api.h"
 #include "upstream/breaker.h"
 #include "upstream/cache.h"
 #include "upstream/quota.h"
@@ -41,6 +42,7 @@ typedef struct enr_upcall {
     int too_large;     /* the reply was refused for its size, unread */
     size_t first, n;   /* its wants: u->order[first .. first+n) */
     int provider;
+    int src; /* its source: enum enr_api_id */
     int active, retried;
     int detached;           /* its batch has answered; the ids are in lids */
     uint64_t detached_ms;   /* when, to end the oldest first */
@@ -49,8 +51,30 @@ typedef struct enr_upcall {
     enr_reply_id *lids;     /* ... and their places in idtext (ids_per_call) */
     int has_retry_after;    /* this reply's Retry-After, valid once its status line came */
     unsigned retry_after_s; /* quota.h */
+    /* the headers the APIs' classifiers read (api.h), as received, cut
+     * at their buffers' size; len 0: absent */
+    char h_retry_after[64], h_remaining[24], h_reset[64];
+    enr_api_outcome why; /* an API call: its classifier's verdict (api.h) */
+    size_t h_retry_after_len, h_remaining_len, h_reset_len;
     char errbuf[CURL_ERROR_SIZE];
 } enr_upcall;
+
+/* One source a provider's records are enriched from (config.h):
+ * the aggregator protocol or a provider's own API.  Each has its base
+ * URL, headers and secret, its breaker and its host-wide pause. */
+typedef struct enr_upsource {
+    int in_use;
+    const enr_api *api; /* NULL: the aggregator protocol (upstream) */
+    const char *title;  /* for operators: "YouTube", "upstream" */
+    enr_buf base;       /* upstream: upstream_url + '?' or '&' (+ its secret parameter);
+                         * an API: its *_url */
+    struct curl_slist *headers;
+    char *secret; /* may be NULL; wiped in free */
+    size_t secret_len;
+    size_t max_ids; /* per call */
+    enr_breaker br;
+    enr_quota quota;
+} enr_upsource;
 
 struct enr_upstream {
     enr_upconn *conn;
@@ -58,16 +82,13 @@ struct enr_upstream {
     unsigned nslots;   /* max_calls_per_batch for a batch + as many detached */
     unsigned *batch;   /* this batch's calls: slot indices */
     unsigned ncalls_max, max_detached, ndetached;
-    enr_buf base; /* upstream_url + '?' or '&' */
-    struct curl_slist *headers;
-    enr_cache *cache; /* the host's, borrowed (cache.h); NULL: none */
-    enr_breaker br;
-    enr_quota quota; /* the provider's pause and the host's rate (quota.h) */
-    char *secret;    /* upstream_secret, kept to scrub libcurl's messages; wiped in free */
-    size_t secret_len;
+    enr_upsource src[ENR_API_COUNT];
+    int src_of[ENR_SOURCE_PROVIDERS]; /* a provider's source, ENR_SOURCE_OFF: none */
+    size_t max_ids;                   /* the largest of the sources' max_ids */
+    enr_cache *cache;                 /* the host's, borrowed (cache.h); NULL: none */
     unsigned max_calls_per_s;
     enr_upstream_stats st; /* st.fds: the connections' descriptors (upconn) */
-    unsigned timeout_ms, ids_per_call, cache_ttl_s, cache_neg_ttl_s;
+    unsigned timeout_ms, cache_ttl_s, cache_neg_ttl_s;
     long call_bound_ms; /* one transfer, detached or not: set-up + one deadline */
     uint64_t seed;
 
@@ -82,5 +103,17 @@ struct enr_upstream {
     enr_reply_id *rids; /* one call's ids, for enr_upstream_reply_parse */
     enr_buf posters;    /* accepted posters of one reply, before b->text */
 };
+
+/* upsource.c: per source. */
+/* A breaker transition of source src (from prev), logged once, counted. */
+void enr_up_breaker_note(enr_upstream *u, int src, int prev, const char *why);
+/* May source src make one more call now (breaker, pause, rate)?  A call
+ * the pause refuses is counted by why it holds. */
+int enr_up_source_gate(enr_upstream *u, int src, uint64_t now);
+/* An API's answer of HTTP status: its verdict (enum enr_api_verdict),
+ * kept in c->why; the rate it reports may slow the source down. */
+int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now);
+/* The pause c's answer asks for (enum enr_quota_why), host-wide. */
+void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now);
 
 #endif

@@ -11,12 +11,15 @@
  * recursion.  A 4 MiB reply of {} items once cost a json-c tree of a
  * gigabyte; here it costs nothing but the scan.
  *
- * Syntax is RFC 8259 (no comments, trailing commas, NaN or leading
- * zeros); inside strings, raw control (but NUL) and non-UTF-8 bytes are
- * taken as they are and an unpaired surrogate escape decodes to U+FFFD, as the
- * json-c parser this replaces did (ids compare as bytes; posters are
- * checked below).  Within the document the reading is json-c's: the last
- * "items" member of the root object counts, within an item the last
+ * The scanner, the checks and the id table are reply_scan.c's, shared
+ * with the readers of the providers' own APIs.  Syntax is RFC 8259;
+ * inside strings, raw control (but NUL) and non-UTF-8 bytes are taken as
+ * they are and an unpaired surrogate escape decodes to U+FFFD, as the
+ * json-c parser this replaces did (posters are checked); ids compare as
+ * bytes, and an item's id that held such an escape names no id, nor is an
+ * id that is not strict UTF-8 ever matched (enr_reply_id_askable): a
+ * decoding that merges two ids must not let one's answer serve the other.  Within the document the
+ * reading is json-c's: the last "items" member of the root object counts, within an item the last
  * occurrence of a key counts, and a key is compared up to its first NUL.
  *
  * Invariants: an accepted poster is an absolute https:// URL with a host,
@@ -28,85 +31,10 @@
  * hostile upstream sends.  The reader never reads past body + len.
  */
 #include "upstream/upstream_reply.h"
-#include "base/hash.h"
+#include "upstream/reply_scan.h"
 
-#include <limits.h>
-#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#include <strings.h>
-
-#define KEY_MAX 8 /* the longest key read: "duration" */
-
-static int poster_ok(const char *s, size_t n)
-{
-    size_t i = 8, host = 0;
-
-    if (n > ENR_REPLY_POSTER_MAX || n < 9 || strncasecmp(s, "https://", 8) != 0)
-        return 0;
-    for (; i < n && s[i] != '/' && s[i] != '?' && s[i] != '#'; i++)
-        host++;
-    if (host == 0)
-        return 0;
-    for (i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch <= 0x20 || ch == 0x7f)
-            return 0;
-        if (ch >= 0x80) {
-            /* Strict UTF-8 (no surrogates, no overlongs), and no C1
-             * control or Unicode white space either. */
-            uint32_t cp;
-            size_t k, need = ch >= 0xf0 ? 3 : ch >= 0xe0 ? 2 : ch >= 0xc2 ? 1 : 0;
-            if (need == 0 || ch > 0xf4 || i + need >= n)
-                return 0;
-            cp = ch & (0x3f >> need);
-            for (k = 1; k <= need; k++) {
-                unsigned char cc = (unsigned char)s[i + k];
-                if ((cc & 0xc0) != 0x80)
-                    return 0;
-                cp = (cp << 6) | (cc & 0x3f);
-            }
-            if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-                (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0xa0) || cp == 0x1680 ||
-                (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
-                cp == 0x205f || cp == 0x3000 || cp == 0xfeff)
-                return 0;
-            i += need;
-        }
-    }
-    return 1;
-}
-
-static int duration_ok(double v, double *out)
-{
-    if (!isfinite(v) || v < 0 || v >= ENR_REPLY_DURATION_LIMIT)
-        return 0;
-    *out = v == 0 ? 0 : v; /* -0 becomes 0 */
-    return 1;
-}
-
-/* Slot of id in the open-addressing table (index + 1, 0 empty). */
-static uint32_t *id_slot(uint32_t *table, size_t mask, uint64_t seed, const enr_reply_id *ids,
-                         const char *s, size_t len)
-{
-    for (size_t i = enr_hash_key(seed, 0, s, len) & mask;; i = (i + 1) & mask) {
-        uint32_t *slot = &table[i];
-        if (*slot == 0)
-            return slot;
-        if (ids[*slot - 1].id_len == len && memcmp(ids[*slot - 1].id, s, len) == 0)
-            return slot;
-    }
-}
-
-static void reset_ids(enr_reply_id *ids, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        ids[i].state = ENR_REPLY_ABSENT;
-        ids[i].has_poster = ids[i].has_duration = 0;
-        ids[i].poster_off = ids[i].poster_len = 0;
-        ids[i].duration = 0;
-    }
-}
 
 size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n)
 {
@@ -121,454 +49,98 @@ size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n)
     return cap;
 }
 
-/* ---- the reader ---- */
-
-typedef struct rd {
-    const unsigned char *p, *end;
-    enr_reply_id *ids;
-    size_t n, mask;
-    uint32_t *table;
-    uint64_t seed;
-    enr_buf *arena;
-    size_t arena_start;
-    char *idbuf; /* one candidate id: idmax bytes */
-    size_t idmax;
-    char poster[ENR_REPLY_POSTER_MAX];
-} rd;
-
-static void skip_ws(rd *r)
-{
-    while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r'))
-        r->p++;
-}
-
-static int hexval(unsigned c)
-{
-    if (c >= '0' && c <= '9')
-        return (int)(c - '0');
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return (int)(c - 'a' + 10);
-    return -1;
-}
-
-/* The code unit of "\\uXXXX" at p (6 bytes available), or -1. */
-static long unit_at(const unsigned char *p, const unsigned char *end)
-{
-    long v = 0;
-
-    if (end - p < 6 || p[0] != '\\' || p[1] != 'u')
-        return -1;
-    for (int i = 2; i < 6; i++) {
-        int h = hexval(p[i]);
-        if (h < 0)
-            return -1;
-        v = v * 16 + h;
-    }
-    return v;
-}
-
-/* Decoded bytes go to out[0..cap); *len counts them all, so a string
- * longer than cap is seen to be longer without being kept. */
-static void put(char *out, size_t cap, size_t *len, const char *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++, (*len)++)
-        if (out != NULL && *len < cap)
-            out[*len] = b[i];
-}
-
-static void put_cp(char *out, size_t cap, size_t *len, unsigned long cp)
-{
-    char b[4];
-
-    if (cp < 0x80) {
-        b[0] = (char)cp;
-        put(out, cap, len, b, 1);
-    } else if (cp < 0x800) {
-        b[0] = (char)(0xc0 | (cp >> 6));
-        b[1] = (char)(0x80 | (cp & 0x3f));
-        put(out, cap, len, b, 2);
-    } else if (cp < 0x10000) {
-        b[0] = (char)(0xe0 | (cp >> 12));
-        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[2] = (char)(0x80 | (cp & 0x3f));
-        put(out, cap, len, b, 3);
-    } else {
-        b[0] = (char)(0xf0 | (cp >> 18));
-        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[3] = (char)(0x80 | (cp & 0x3f));
-        put(out, cap, len, b, 4);
-    }
-}
-
-/* The character a one-letter JSON escape stands for, 0 if none. */
-static char simple_escape(unsigned char e)
-{
-    switch (e) {
-    case '"':
-    case '\\':
-    case '/':
-        return (char)e;
-    case 'b':
-        return '\b';
-    case 'f':
-        return '\f';
-    case 'n':
-        return '\n';
-    case 'r':
-        return '\r';
-    case 't':
-        return '\t';
-    default:
-        return 0;
-    }
-}
-
-/* A string at r->p (on its opening quote): decoded into out[0..cap)
- * (out may be NULL: validated and skipped), its decoded length in *len.
- * 0, or -1 on a syntax error. */
-static int read_string(rd *r, char *out, size_t cap, size_t *len)
-{
-    const unsigned char *p = r->p + 1, *end = r->end;
-
-    *len = 0;
-    for (;;) {
-        const unsigned char *q = p;
-        long u;
-        while (q < end && *q != '"' && *q != '\\' && *q != '\0')
-            q++;
-        put(out, cap, len, (const char *)p, (size_t)(q - p));
-        if (q >= end || *q == '\0') /* json-c ends its input at a NUL byte */
-            return -1;
-        if (*q == '"') {
-            r->p = q + 1;
-            return 0;
-        }
-        if (q + 1 >= end)
-            return -1;
-        if (q[1] != 'u') {
-            char c = simple_escape(q[1]);
-            if (c == 0)
-                return -1;
-            put(out, cap, len, &c, 1);
-            p = q + 2;
-            continue;
-        }
-        u = unit_at(q, end);
-        if (u < 0)
-            return -1;
-        p = q + 6;
-        if (u >= 0xd800 && u <= 0xdbff) {
-            long lo = unit_at(p, end);
-            if (lo >= 0xdc00 && lo <= 0xdfff) {
-                put_cp(out, cap, len,
-                       0x10000 + (((unsigned long)u - 0xd800) << 10) +
-                           ((unsigned long)lo - 0xdc00));
-                p += 6;
-                continue;
-            }
-            u = 0xfffd; /* unpaired: what follows is read on its own */
-        } else if (u >= 0xdc00 && u <= 0xdfff) {
-            u = 0xfffd;
-        }
-        put_cp(out, cap, len, (unsigned long)u);
-    }
-}
-
-/* A key, compared up to its first NUL (json-c keeps keys as C strings):
- * the index of the key among the names read, or -1 for any other key. */
-enum { K_OTHER = -1, K_ITEMS, K_ID, K_POSTER, K_DURATION };
-
-static int read_key(rd *r, int *key)
-{
-    static const char *const names[] = {"items", "id", "poster", "duration"};
-    char k[KEY_MAX + 1];
-    size_t len, klen;
-
-    if (r->p >= r->end || *r->p != '"' || read_string(r, k, sizeof k, &len) != 0)
-        return -1;
-    klen = len < sizeof k ? len : sizeof k;
-    for (size_t i = 0; i < klen; i++)
-        if (k[i] == '\0') {
-            klen = len = i;
-            break;
-        }
-    *key = K_OTHER;
-    for (int i = 0; i < 4 && len <= KEY_MAX; i++)
-        if (strlen(names[i]) == len && memcmp(names[i], k, len) == 0)
-            *key = i;
-    skip_ws(r);
-    if (r->p >= r->end || *r->p != ':')
-        return -1;
-    r->p++;
-    skip_ws(r);
-    return 0;
-}
-
-static int read_number(rd *r)
-{
-    const unsigned char *p = r->p, *end = r->end;
-
-    if (p < end && *p == '-')
-        p++;
-    if (p >= end || *p < '0' || *p > '9')
-        return -1;
-    if (*p == '0')
-        p++;
-    else
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    if (p < end && *p == '.') {
-        const unsigned char *d = ++p;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-        if (p == d)
-            return -1;
-    }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        const unsigned char *d;
-        p++;
-        if (p < end && (*p == '+' || *p == '-'))
-            p++;
-        d = p;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-        if (p == d)
-            return -1;
-    }
-    r->p = p;
-    return 0;
-}
-
-static int skip_value(rd *r, int depth);
-
-/* After a member or element: ',' (1: another follows) or close (0). */
-static int next_or_close(rd *r, unsigned char close)
-{
-    skip_ws(r);
-    if (r->p >= r->end)
-        return -1;
-    if (*r->p == ',') {
-        r->p++;
-        skip_ws(r);
-        return r->p < r->end ? 1 : -1; /* 1: r->p is on the next one */
-    }
-    if (*r->p == close) {
-        r->p++;
-        return 0;
-    }
-    return -1;
-}
-
-/* r->p on '{' or '[' opening the depth-th container. Returns 1 when it
- * has members/elements (r->p on the first), 0 when empty, -1 on error. */
-static int open_container(rd *r, int depth)
-{
-    unsigned char close = *r->p == '{' ? '}' : ']';
-
-    if (depth > ENR_REPLY_MAX_DEPTH)
-        return -1;
-    r->p++;
-    skip_ws(r);
-    if (r->p < r->end && *r->p == close) {
-        r->p++;
-        return 0;
-    }
-    return r->p < r->end ? 1 : -1;
-}
-
-static int skip_value(rd *r, int depth)
-{
-    size_t len;
-    int more, key;
-
-    if (r->p >= r->end)
-        return -1;
-    switch (*r->p) {
-    case '"':
-        return read_string(r, NULL, 0, &len);
-    case '{':
-        for (more = open_container(r, depth); more == 1; more = next_or_close(r, '}'))
-            if (read_key(r, &key) != 0 || skip_value(r, depth + 1) != 0)
-                return -1;
-        return more;
-    case '[':
-        for (more = open_container(r, depth); more == 1; more = next_or_close(r, ']'))
-            if (skip_value(r, depth + 1) != 0)
-                return -1;
-        return more;
-    case 't':
-        if (r->end - r->p >= 4 && memcmp(r->p, "true", 4) == 0) {
-            r->p += 4;
-            return 0;
-        }
-        return -1;
-    case 'f':
-        if (r->end - r->p >= 5 && memcmp(r->p, "false", 5) == 0) {
-            r->p += 5;
-            return 0;
-        }
-        return -1;
-    case 'n':
-        if (r->end - r->p >= 4 && memcmp(r->p, "null", 4) == 0) {
-            r->p += 4;
-            return 0;
-        }
-        return -1;
-    default:
-        return read_number(r);
-    }
-}
+enum { K_ID, K_POSTER, K_DURATION };
 
 /* One element of "items" that is an object: its last "id", "poster" and
  * "duration" decide, once its closing brace is read. */
-static int read_item(rd *r, int depth)
+static int read_item(enr_rscan *r, int depth)
 {
+    static const char *const names[] = {"id", "poster", "duration"};
+    enr_jscan *j = &r->j;
     const unsigned char *num = NULL; /* the last duration, when a number */
     size_t idlen = 0, plen = 0;
     int has_id = 0, has_poster = 0, more, key;
+    unsigned lone = 0; /* unpaired surrogates in the last id: it names no asked id */
+    enr_reply_id *id;
+    double d;
 
-    for (more = open_container(r, depth); more == 1; more = next_or_close(r, '}')) {
-        if (read_key(r, &key) != 0)
+    for (more = enr_jscan_open(j, depth); more == 1; more = enr_jscan_next(j, '}')) {
+        int rc;
+        if (enr_jscan_key(j, names, 3, &key) != 0)
             return -1;
-        if (key == K_ID || key == K_POSTER || key == K_DURATION) {
-            int is_str = r->p < r->end && *r->p == '"';
-            int is_num = r->p < r->end && (*r->p == '-' || (*r->p >= '0' && *r->p <= '9'));
-            const unsigned char *at = r->p;
-            if (key == K_ID) {
-                has_id = is_str;
-                if (is_str ? read_string(r, r->idbuf, r->idmax, &idlen) : skip_value(r, depth + 1))
-                    return -1;
-            } else if (key == K_POSTER) {
-                has_poster = is_str;
-                if (is_str ? read_string(r, r->poster, sizeof r->poster, &plen)
-                           : skip_value(r, depth + 1))
-                    return -1;
-            } else {
-                num = is_num ? at : NULL;
-                if (skip_value(r, depth + 1) != 0)
-                    return -1;
-            }
-        } else if (skip_value(r, depth + 1) != 0) {
-            return -1;
+        if (key == K_ID && enr_jscan_at(j, '"')) {
+            has_id = 1;
+            lone = j->lone;
+            rc = enr_jscan_string(j, r->idbuf, r->idmax, &idlen);
+            lone = j->lone - lone;
+        } else if (key == K_POSTER && enr_jscan_at(j, '"')) {
+            has_poster = 1;
+            rc = enr_jscan_string(j, r->poster, sizeof r->poster, &plen);
+        } else if (key == K_DURATION) {
+            rc = enr_jscan_number_at(j, depth + 1, &num);
+        } else {
+            has_id &= key != K_ID;
+            has_poster &= key != K_POSTER;
+            rc = enr_jscan_skip(j, depth + 1);
         }
-    }
-    if (more != 0)
-        return -1;
-    if (has_id && idlen <= r->idmax) {
-        uint32_t *slot = id_slot(r->table, r->mask, r->seed, r->ids, r->idbuf, idlen);
-        enr_reply_id *id;
-        double d;
-        if (*slot == 0 || r->ids[*slot - 1].state != ENR_REPLY_ABSENT)
-            return 0; /* an id we did not ask for, or a duplicate */
-        id = &r->ids[*slot - 1];
-        if (has_poster && plen <= sizeof r->poster && poster_ok(r->poster, plen)) {
-            size_t off = r->arena->len;
-            if (!r->arena->oom && enr_buf_reserve(r->arena, plen) == 0) {
-                enr_buf_append(r->arena, r->poster, plen);
-                id->poster_off = off;
-                id->poster_len = plen;
-                id->has_poster = 1;
-            }
-        }
-        /* The number is followed by a delimiter the reader has checked, so
-         * strtod stops at its end inside the body. */
-        if (num != NULL && duration_ok(strtod((const char *)num, NULL), &d)) {
-            id->duration = d;
-            id->has_duration = 1;
-        }
-        /* An item with nothing usable tells no more than absence, but it
-         * still decides the id: a later duplicate is ignored. */
-        id->state = (id->has_poster || id->has_duration) ? ENR_REPLY_FOUND : ENR_REPLY_EMPTY;
-    }
-    return 0;
-}
-
-static int read_items(rd *r, int depth)
-{
-    int more;
-
-    for (more = open_container(r, depth); more == 1; more = next_or_close(r, ']')) {
-        int rc = *r->p == '{' ? read_item(r, depth + 1) : skip_value(r, depth + 1);
         if (rc != 0)
             return -1;
     }
-    return more;
-}
-
-/* The root object; 0 when its last "items" member is an array. */
-static int read_root(rd *r)
-{
-    int more, key, items_ok = 0;
-
-    skip_ws(r);
-    if (r->p >= r->end || *r->p != '{')
-        return -1;
-    for (more = open_container(r, 1); more == 1; more = next_or_close(r, '}')) {
-        if (read_key(r, &key) != 0)
-            return -1;
-        if (key != K_ITEMS) {
-            if (skip_value(r, 2) != 0)
-                return -1;
-            continue;
-        }
-        /* A later "items" replaces an earlier one. */
-        reset_ids(r->ids, r->n);
-        r->arena->len = r->arena_start;
-        items_ok = r->p < r->end && *r->p == '[';
-        if ((items_ok ? read_items(r, 2) : skip_value(r, 2)) != 0)
-            return -1;
-    }
     if (more != 0)
         return -1;
-    skip_ws(r);
-    return r->p == r->end && items_ok ? 0 : -1;
+    if (!has_id || lone > 0 || (id = enr_rscan_claim(r, r->idbuf, idlen)) == NULL)
+        return 0;
+    if (has_poster && plen <= sizeof r->poster)
+        enr_rscan_poster(r, id, r->poster, plen);
+    /* The number is followed by a delimiter the reader has checked, so
+     * strtod stops at its end inside the body. */
+    if (num != NULL && enr_reply_duration_ok(strtod((const char *)num, NULL), &d)) {
+        id->duration = d;
+        id->has_duration = 1;
+    }
+    enr_rscan_settle(id);
+    return 0;
+}
+
+int enr_reply_id_askable(const char *id, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)id;
+
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        size_t need;
+        unsigned lo = 0x80, hi = 0xbf;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) {
+            need = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            need = 2;
+            lo = c == 0xe0 ? 0xa0 : 0x80;
+            hi = c == 0xed ? 0x9f : 0xbf; /* ED A0..BF: a surrogate (WTF-8) */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            need = 3;
+            lo = c == 0xf0 ? 0x90 : 0x80;
+            hi = c == 0xf4 ? 0x8f : 0xbf;
+        } else {
+            return 0;
+        }
+        if (len - i <= need || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t k = 2; k <= need; k++)
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+        i += need + 1;
+    }
+    return 1;
 }
 
 int enr_upstream_reply_parse(const char *body, size_t len, enr_reply_id *ids, size_t n,
                              uint64_t seed, enr_buf *arena)
 {
-    rd *r;
-    size_t tcap = 16;
-    int rc = -1;
+    static const enr_rscan_spec spec = {"items", 0, 0, enr_reply_id_askable, read_item};
 
-    reset_ids(ids, n);
-    if (len == 0 || len > INT_MAX || n > UINT32_MAX / 4)
-        return -1;
-    while (tcap < 2 * n)
-        tcap <<= 1;
-    r = calloc(1, sizeof(*r));
-    if (r == NULL)
-        return -1;
-    r->arena_start = arena->len;
-    r->table = calloc(tcap, sizeof(*r->table));
-    for (size_t i = 0; i < n; i++)
-        if (ids[i].id_len > r->idmax)
-            r->idmax = ids[i].id_len;
-    r->idbuf = malloc(r->idmax + 1);
-    if (r->table == NULL || r->idbuf == NULL)
-        goto out;
-    r->p = (const unsigned char *)body;
-    r->end = r->p + len;
-    r->ids = ids;
-    r->n = n;
-    r->mask = tcap - 1;
-    r->seed = seed;
-    r->arena = arena;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t *slot = id_slot(r->table, r->mask, seed, ids, ids[i].id, ids[i].id_len);
-        if (*slot == 0)
-            *slot = (uint32_t)(i + 1); /* a duplicate id keeps its first index */
-    }
-    rc = read_root(r);
-out:
-    if (rc != 0) {
-        reset_ids(ids, n);
-        arena->len = r->arena_start;
-    }
-    free(r->table);
-    free(r->idbuf);
-    free(r);
-    return rc;
+    return enr_rscan_parse(body, len, ids, n, seed, arena, &spec);
 }

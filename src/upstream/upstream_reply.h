@@ -11,10 +11,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
-
-#define ENR_REPLY_POSTER_MAX 2048    /* docs/upstream.md: bytes of a poster URL */
-#define ENR_REPLY_DURATION_LIMIT 1e7 /* docs/upstream.md: 0 <= duration < 10^7 */
-#define ENR_REPLY_MAX_DEPTH 32       /* nested objects/arrays, the root counting as 1 */
+#include "upstream/reply_id.h"
 
 /* What one item of a reply can legitimately take, besides its id: the
  * poster with every byte escaped as JSON encoders do (\/ or \uXXXX for
@@ -24,23 +21,6 @@
  * ENR_REPLY_SLACK once per reply. */
 #define ENR_REPLY_ITEM_BYTES (3 * ENR_REPLY_POSTER_MAX + 1024)
 #define ENR_REPLY_SLACK 16384
-
-enum enr_reply_state {
-    ENR_REPLY_ABSENT = 0, /* no item with this id: the upstream does not know it */
-    ENR_REPLY_EMPTY,      /* an item, but neither field was usable */
-    ENR_REPLY_FOUND       /* an item with a usable poster and/or duration */
-};
-
-typedef struct enr_reply_id {
-    /* in: one requested id (original case, not NUL-terminated) */
-    const char *id;
-    size_t id_len;
-    /* out */
-    uint8_t state; /* enum enr_reply_state */
-    uint8_t has_poster, has_duration;
-    size_t poster_off, poster_len; /* into the arena, when has_poster */
-    double duration;               /* when has_duration; never -0 */
-} enr_reply_id;
 
 /* What the item of one id of id_len bytes can legitimately take in a
  * reply: the id counted at 6 bytes a byte (\uXXXX) besides the rest. */
@@ -52,6 +32,14 @@ static inline size_t enr_upstream_reply_item_cap(size_t id_len)
 /* The largest reply a call for ids[0..n) can legitimately need (the
  * slack and each id's item cap); a larger one is refused unread. */
 size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n);
+
+/* 1 when a JSON answer can carry the id's bytes unchanged whatever the
+ * provider's encoder: strict UTF-8.  An id holding a lone surrogate
+ * (WTF-8 ED A0..BF xx, from a "\ud800" escape in a request) is not: many
+ * encoders write U+FFFD for it, and that item would answer an id holding
+ * U+FFFD.  Such an id is never asked, and an answer's id whose decoding
+ * replaced a lone surrogate names no id (reply_scan.h). */
+int enr_reply_id_askable(const char *id, size_t len);
 
 /* Parse body (len bytes, need not end in a NUL) in one pass, in memory
  * O(n + posters accepted).  ids[0..n) must be distinct; the first item naming an id

@@ -32,6 +32,19 @@
 #include "base/clock.h"
 #include "base/secret.h"
 #include "base/upstream_url.h"
+#include "engine/contract.h"
+
+/* The configuration numbers providers and sources as the engine and
+ * api.h do (config.h): held to it here. */
+_Static_assert((int)ENR_SOURCE_UPSTREAM == (int)ENR_API_UPSTREAM &&
+                   (int)ENR_SOURCE_YOUTUBE == (int)ENR_API_YOUTUBE &&
+                   (int)ENR_SOURCE_VIMEO == (int)ENR_API_VIMEO &&
+                   (int)ENR_SOURCE_DAILYMOTION == (int)ENR_API_DAILYMOTION &&
+                   (int)ENR_SOURCE_COUNT == (int)ENR_API_COUNT && ENR_API_COUNT == ENR_UP_SOURCES,
+               "config.h's sources are api.h's");
+_Static_assert(ENR_SOURCE_PROV_YT == ENR_PROV_YT && ENR_SOURCE_PROV_VM == ENR_PROV_VM &&
+                   ENR_SOURCE_PROV_DM == ENR_PROV_DM && ENR_SOURCE_PROVIDERS == ENR_PROV_DM + 1,
+               "config.h's providers are the engine's");
 
 /* A reply is held whole until it is parsed, so its size is bounded by
  * what the call asked for (c->cap), never by what the upstream sends:
@@ -50,6 +63,25 @@ static size_t up_write(char *p, size_t size, size_t n, void *ud)
     return c->body.oom ? 0 : len;
 }
 
+/* The value of header line p[0..len) named name (lower case, with its
+ * colon) into out, cut at its size, the line's end (CR LF) left out. */
+static void keep_header(const char *p, size_t len, const char *name, char *out, size_t cap,
+                        size_t *out_len)
+{
+    size_t n = strlen(name);
+
+    if (len <= n || strncasecmp(p, name, n) != 0)
+        return;
+    p += n;
+    len -= n;
+    while (len > 0 && (p[len - 1] == '\r' || p[len - 1] == '\n'))
+        len--;
+    if (len > cap)
+        len = cap;
+    memcpy(out, p, len);
+    *out_len = len;
+}
+
 /* A Content-Length over the cap refuses the reply before its body; a
  * Retry-After is kept for call_done (a 429 or 503 pauses the host). */
 static size_t up_header(char *p, size_t size, size_t n, void *ud)
@@ -59,8 +91,15 @@ static size_t up_header(char *p, size_t size, size_t n, void *ud)
     size_t len = size * n, i = sizeof(cl) - 1;
 
     c->resp_bytes += len;
-    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) /* a new response: forget the last one's */
+    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) { /* a new response: forget the last one's */
         c->has_retry_after = 0;
+        c->h_retry_after_len = c->h_remaining_len = c->h_reset_len = 0;
+    }
+    keep_header(p, len, "retry-after:", c->h_retry_after, sizeof c->h_retry_after,
+                &c->h_retry_after_len);
+    keep_header(p, len, "x-ratelimit-remaining:", c->h_remaining, sizeof c->h_remaining,
+                &c->h_remaining_len);
+    keep_header(p, len, "x-ratelimit-reset:", c->h_reset, sizeof c->h_reset, &c->h_reset_len);
     if (len > sizeof(ra) - 1 && strncasecmp(p, ra, sizeof(ra) - 1) == 0)
         c->has_retry_after = enr_retry_after_parse(p + sizeof(ra) - 1, len - (sizeof(ra) - 1),
                                                    (int64_t)time(NULL), &c->retry_after_s) == 0;
@@ -85,7 +124,7 @@ static int easy_setup(enr_upstream *u, enr_upcall *c)
     CURL *e = curl_easy_init();
 
     c->easy = e;
-    c->lids = calloc(u->ids_per_call, sizeof(*c->lids));
+    c->lids = calloc(u->max_ids, sizeof(*c->lids));
     if (e == NULL || c->lids == NULL)
         return -1;
     if (enr_upconn_easy(u->conn, e) != 0 || curl_easy_setopt(e, CURLOPT_PRIVATE, c) != CURLE_OK ||
@@ -103,7 +142,7 @@ static int easy_setup(enr_upstream *u, enr_upcall *c)
  * go into the query after it, percent-encoded.  The URL was checked by
  * the configuration with the same function (upstream_url.h); checking
  * again here keeps a client built from any other config honest. */
-static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
+static int base_url(enr_upsource *x, const char *url, char *err, size_t errlen)
 {
     char why[256];
     int has_query;
@@ -112,12 +151,12 @@ static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
         snprintf(err, errlen, "upstream_url: %s", why);
         return -1;
     }
-    enr_buf_append(&u->base, url, strlen(url));
+    enr_buf_append(&x->base, url, strlen(url));
     if (has_query)
-        enr_buf_putc(&u->base, '&');
-    else if (u->base.len && u->base.data[u->base.len - 1] != '?')
-        enr_buf_putc(&u->base, '?');
-    if (u->base.oom) {
+        enr_buf_putc(&x->base, '&');
+    else if (x->base.len && x->base.data[x->base.len - 1] != '?')
+        enr_buf_putc(&x->base, '?');
+    if (x->base.oom) {
         snprintf(err, errlen, "upstream_url: out of memory");
         return -1;
     }
@@ -128,7 +167,7 @@ static int base_url(enr_upstream *u, const char *url, char *err, size_t errlen)
  * lines, and the secret in its header or as the query's first parameter
  * (after base_url).  The secret is copied into libcurl's header list or
  * u->base and into u->secret (to scrub messages), nowhere else. */
-static int add_header(enr_upstream *u, const char *line)
+static int add_header(enr_upsource *u, const char *line)
 {
     struct curl_slist *h = curl_slist_append(u->headers, line);
 
@@ -138,7 +177,7 @@ static int add_header(enr_upstream *u, const char *line)
     return 0;
 }
 
-static int call_extras(enr_upstream *u, const enr_config *c, char *err, size_t errlen)
+static int call_extras(enr_upsource *u, const enr_config *c, char *err, size_t errlen)
 {
     char line[ENR_UP_HEADER_MAX + ENR_SECRET_MAX];
     int rc = -1;
@@ -149,13 +188,13 @@ static int call_extras(enr_upstream *u, const enr_config *c, char *err, size_t e
     for (unsigned i = 0; i < c->upstream_nheaders; i++)
         if (add_header(u, c->upstream_headers[i]) != 0)
             goto oom;
-    if (c->upstream_secret_len == 0)
+    if (c->upstream_secret.len == 0)
         return 0;
-    u->secret = malloc(c->upstream_secret_len + 1);
+    u->secret = malloc(c->upstream_secret.len + 1);
     if (u->secret == NULL)
         goto oom;
-    memcpy(u->secret, c->upstream_secret, c->upstream_secret_len + 1);
-    u->secret_len = c->upstream_secret_len;
+    memcpy(u->secret, c->upstream_secret.bytes, c->upstream_secret.len + 1);
+    u->secret_len = c->upstream_secret.len;
     if (c->upstream_secret_header[0] != '\0') {
         if (enr_secret_header_line(c->upstream_secret_header, u->secret, u->secret_len, line,
                                    sizeof line) != 0) {
@@ -184,19 +223,135 @@ out:
     return rc;
 }
 
-void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota *shared)
+void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota shared[ENR_UP_SOURCES])
 {
-    if (u != NULL)
-        enr_quota_init(&u->quota, shared, u->max_calls_per_s);
+    if (u == NULL)
+        return;
+    for (int i = 0; i < ENR_API_COUNT; i++)
+        enr_quota_init(&u->src[i].quota, &shared[i],
+                       i == ENR_API_UPSTREAM ? u->max_calls_per_s : 0);
+}
+
+static int keep_secret(enr_upsource *x, const char *secret, size_t len)
+{
+    if (len == 0)
+        return 0;
+    x->secret = malloc(len + 1);
+    if (x->secret == NULL)
+        return -1;
+    memcpy(x->secret, secret, len);
+    x->secret[len] = '\0';
+    x->secret_len = len;
+    return 0;
+}
+
+/* A provider's own API: its base URL as configured (the row builds the
+ * rest), its header lines, its secret (the key or the token). */
+static int api_source(enr_upsource *x, const enr_config *c, int api, char *err, size_t errlen)
+{
+    const char *url = enr_config_source_url(c, api);
+    enr_buf h = {0};
+    int rc = -1, accept = 0;
+
+    x->api = enr_api_get(api);
+    if (x->api == NULL) {
+        snprintf(err, errlen, "upstream: source %d unknown", api);
+        return -1;
+    }
+    x->title = x->api->title;
+    x->max_ids = x->api->max_ids;
+    enr_buf_append(&x->base, url, strlen(url));
+    if (api == ENR_API_YOUTUBE && keep_secret(x, c->youtube_key.bytes, c->youtube_key.len) != 0)
+        goto oom;
+    if (api == ENR_API_VIMEO && keep_secret(x, c->vimeo_token.bytes, c->vimeo_token.len) != 0)
+        goto oom;
+    if (x->api->needs_secret && x->secret == NULL) {
+        snprintf(err, errlen, "%s: no %s", x->api->name,
+                 api == ENR_API_YOUTUBE ? "youtube_key_file" : "vimeo_token_file");
+        return -1;
+    }
+    x->api->headers(&h, x->secret, x->secret_len);
+    for (size_t o = 0; !h.oom && o < h.len;) {
+        const char *line = h.data + o;
+        size_t n = strnlen(line, h.len - o);
+        if (n > 0 && o + n < h.len) {
+            accept |= strncasecmp(line, "Accept:", 7) == 0;
+            if (add_header(x, line) != 0)
+                goto oom;
+        }
+        o += n + 1;
+    }
+    if (h.oom || x->base.oom || (!accept && add_header(x, "Accept: application/json") != 0))
+        goto oom;
+    rc = 0;
+    goto out;
+oom:
+    snprintf(err, errlen, "upstream: out of memory");
+out:
+    if (h.data != NULL)
+        enr_secret_wipe(h.data, h.len);
+    enr_buf_free(&h);
+    return rc;
+}
+
+/* The sources the configuration uses, each set up once. */
+static int sources_setup(enr_upstream *u, const enr_config *c, char *err, size_t errlen)
+{
+    for (int p = 0; p < ENR_SOURCE_PROVIDERS; p++)
+        u->src_of[p] = p == ENR_PROV_NONE ? ENR_SOURCE_OFF : c->sources[p];
+    for (int p = ENR_PROV_YT; p < ENR_SOURCE_PROVIDERS; p++) {
+        int a = u->src_of[p];
+        enr_upsource *x;
+        if (a < 0 || a >= ENR_API_COUNT)
+            continue;
+        x = &u->src[a];
+        if (x->in_use)
+            continue;
+        x->in_use = 1;
+        enr_breaker_init(&x->br, c->breaker_failures, c->breaker_cooldown_ms);
+        enr_breaker_set_window(&x->br, c->breaker_window, c->breaker_failure_ratio);
+        u->st.breaker_state[a] = ENR_BREAKER_CLOSED;
+        if (a == ENR_API_UPSTREAM) {
+            x->title = "upstream";
+            x->max_ids = c->ids_per_call ? c->ids_per_call : 1;
+            if (base_url(x, c->upstream_url, err, errlen) != 0 ||
+                call_extras(x, c, err, errlen) != 0)
+                return -1;
+        } else if (api_source(x, c, a, err, errlen) != 0) {
+            return -1;
+        }
+        if (x->max_ids > u->max_ids)
+            u->max_ids = x->max_ids;
+    }
+    for (int i = 0; i < ENR_API_COUNT; i++)
+        enr_quota_init(&u->src[i].quota, NULL, i == ENR_API_UPSTREAM ? u->max_calls_per_s : 0);
+    return 0;
+}
+
+/* What a warm-up asks for: upstream_url with the query every call
+ * carries (a secret parameter included) but no ids; NULL when the
+ * aggregator is no source.  The providers' APIs get no warm-up request:
+ * YouTube counts every request against the day's quota. */
+static char *warm_url(const enr_upstream *u)
+{
+    const enr_upsource *x = &u->src[ENR_API_UPSTREAM];
+    size_t n = x->base.len;
+
+    if (!x->in_use)
+        return NULL;
+    while (n > 0 && (x->base.data[n - 1] == '&' || x->base.data[n - 1] == '?'))
+        n--;
+    return strndup(x->base.data, n);
 }
 
 enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen)
 {
     enr_upstream *u;
+    char *warm;
 
     if (errlen)
         err[0] = '\0';
-    if (c->upstream_url[0] == '\0')
+    if (!enr_config_enriches(c))
         return NULL;
     if (enr_curl_load(err, errlen) != 0)
         return NULL;
@@ -206,43 +361,34 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
         return NULL;
     }
     u->timeout_ms = c->upstream_timeout_ms;
-    u->ids_per_call = c->ids_per_call ? c->ids_per_call : 1;
     u->ncalls_max = c->max_calls_per_batch ? c->max_calls_per_batch : 1;
     u->max_detached = c->upstream_max_connections ? c->upstream_max_connections : 1;
-    u->nslots = u->ncalls_max + u->max_detached;
+    /* max_calls_per_batch counts per source. */
+    u->nslots = u->ncalls_max * ENR_API_COUNT + u->max_detached;
     u->call_bound_ms = (long)c->upstream_connect_timeout_ms + (long)c->upstream_timeout_ms;
     u->cache_ttl_s = c->cache_ttl_s;
     u->cache_neg_ttl_s = c->cache_negative_ttl_s;
-    enr_breaker_init(&u->br, c->breaker_failures, c->breaker_cooldown_ms);
-    enr_breaker_set_window(&u->br, c->breaker_window, c->breaker_failure_ratio);
+    u->max_calls_per_s = c->upstream_max_calls_per_s;
     if (getrandom(&u->seed, sizeof(u->seed), GRND_NONBLOCK) != (ssize_t)sizeof(u->seed))
         u->seed = enr_mono_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
 
-    if (base_url(u, c->upstream_url, err, errlen) != 0 || call_extras(u, c, err, errlen) != 0)
+    if (sources_setup(u, c, err, errlen) != 0)
         goto fail;
-    u->max_calls_per_s = c->upstream_max_calls_per_s;
-    enr_quota_init(&u->quota, NULL, u->max_calls_per_s);
     u->cache = cache;
     u->calls = calloc(u->nslots, sizeof(*u->calls));
-    u->batch = calloc(u->ncalls_max, sizeof(*u->batch));
-    if (u->headers == NULL || u->calls == NULL || u->batch == NULL) {
+    u->batch = calloc(u->ncalls_max * ENR_API_COUNT, sizeof(*u->batch));
+    if (u->calls == NULL || u->batch == NULL) {
         snprintf(err, errlen, "upstream: out of memory");
         goto fail;
     }
-    {
-        /* A warm-up asks for the URL every call starts with, its query
-         * (a secret parameter included) but no ids. */
-        size_t n = u->base.len;
-        char *warm;
-        while (n > 0 && (u->base.data[n - 1] == '&' || u->base.data[n - 1] == '?'))
-            n--;
-        warm = strndup(u->base.data, n);
-        if (warm == NULL) {
-            snprintf(err, errlen, "upstream: out of memory");
-            goto fail;
-        }
-        u->conn = enr_upconn_new(c, u->headers, warm, err, errlen);
-        enr_secret_wipe(warm, n);
+    warm = warm_url(u);
+    if (u->src[ENR_API_UPSTREAM].in_use && warm == NULL) {
+        snprintf(err, errlen, "upstream: out of memory");
+        goto fail;
+    }
+    u->conn = enr_upconn_new(c, u->src[ENR_API_UPSTREAM].headers, warm, err, errlen);
+    if (warm != NULL) {
+        enr_secret_wipe(warm, strlen(warm));
         free(warm);
     }
     if (u->conn == NULL)
@@ -252,11 +398,21 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
             snprintf(err, errlen, "upstream: curl_easy_setopt failed");
             goto fail;
         }
-    u->st.breaker_state = ENR_BREAKER_CLOSED;
     return u;
 fail:
     enr_upstream_free(u);
     return NULL;
+}
+
+static void source_free(enr_upsource *x)
+{
+    curl_slist_free_all(x->headers); /* an API's may hold the token */
+    if (x->base.data != NULL)        /* it may hold the secret (upstream_secret_query) */
+        enr_secret_wipe(x->base.data, x->base.len);
+    enr_buf_free(&x->base);
+    if (x->secret != NULL)
+        enr_secret_wipe(x->secret, x->secret_len);
+    free(x->secret);
 }
 
 void enr_upstream_free(enr_upstream *u)
@@ -270,7 +426,7 @@ void enr_upstream_free(enr_upstream *u)
                 enr_upconn_remove(u->conn, c->easy);
             curl_easy_cleanup(c->easy);
         }
-        if (c->url.data != NULL) /* may hold the secret (upstream_secret_query) */
+        if (c->url.data != NULL) /* may hold the secret (a query parameter) */
             enr_secret_wipe(c->url.data, c->url.len);
         enr_buf_free(&c->url);
         enr_buf_free(&c->body);
@@ -279,13 +435,8 @@ void enr_upstream_free(enr_upstream *u)
     }
     /* After the easy handles: it closes the connections they left. */
     enr_upconn_free(u->conn);
-    curl_slist_free_all(u->headers);
-    if (u->base.data != NULL) /* it may hold the secret (upstream_secret_query) */
-        enr_secret_wipe(u->base.data, u->base.len);
-    enr_buf_free(&u->base);
-    if (u->secret != NULL)
-        enr_secret_wipe(u->secret, u->secret_len);
-    free(u->secret);
+    for (int i = 0; i < ENR_API_COUNT; i++)
+        source_free(&u->src[i]);
     free(u->calls);
     free(u->batch);
     free(u->wants);

@@ -150,10 +150,13 @@ static void check_ok(const enr_config *c)
         if (strchr(h, ':') == NULL || strpbrk(h, "\r\n") != NULL || h[0] == ':')
             abort(); /* a header line that could split the request */
     }
-    if ((c->upstream_secret_len != 0) !=
-            (c->upstream_secret_file[0] || c->upstream_secret_credential[0]) ||
-        strlen(c->upstream_secret) != c->upstream_secret_len)
-        abort(); /* a secret exactly when a source is set */
+    if (c->upstream_secret.bytes != NULL || c->upstream_secret.len != 0)
+        abort(); /* parsing never reads a secret (the daemon does, config_cred.c) */
+    if (c->upstream_secret_file[0] && c->upstream_secret_credential[0])
+        abort(); /* one source */
+    if ((c->upstream_secret_file[0] || c->upstream_secret_credential[0]) !=
+        (c->upstream_secret_header[0] || c->upstream_secret_query[0]))
+        abort(); /* a source exactly when a place is set */
     check_uint(c->slow_request_ms, 0, 3600000);
     check_uint(c->health_window_s, 1, 60);
     check_ratio(c->health_max_5xx_ratio);

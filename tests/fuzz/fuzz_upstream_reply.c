@@ -101,6 +101,26 @@ static json_object *first_item(json_object *items, const char *id, size_t len)
     return NULL;
 }
 
+/* json-c decodes a lone surrogate escape to U+FFFD; the reader keeps its
+ * WTF-8 bytes, as the engine does for the id asked (upstream_reply.h).
+ * Where the body has a surrogate escape, json-c's verdict on an id that
+ * holds U+FFFD or a WTF-8 surrogate is not the reader's, and is not
+ * compared; every other id is. */
+static int lossy_for_json_c(const char *body, size_t blen, const char *id, size_t len)
+{
+    int esc = 0, odd = 0;
+
+    for (size_t i = 0; i + 3 < blen && !esc; i++)
+        if (body[i] == '\\' && body[i + 1] == 'u' && (body[i + 2] | 0x20) == 'd' &&
+            strchr("89abcdefABCDEF", body[i + 3]) != NULL && body[i + 3] != '\0')
+            esc = 1;
+    for (size_t i = 0; i + 2 < len + 0u && !odd; i++) {
+        const unsigned char *u = (const unsigned char *)id + i;
+        odd = (u[0] == 0xef && u[1] == 0xbf && u[2] == 0xbd) || (u[0] == 0xed && u[1] >= 0xa0);
+    }
+    return esc && odd;
+}
+
 /* What a naive reading says about the body: its items array, or NULL when
  * it is not {"items":[...]} followed by nothing but white space. */
 static json_object *naive_items(const char *body, size_t len, json_object **root)
@@ -217,6 +237,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if ((r->state == ENR_REPLY_FOUND) != (r->has_poster || r->has_duration))
             abort();
+        if (rc == 0 && lossy_for_json_c(body, blen, r->id, r->id_len)) {
+            if (r->has_poster)
+                check_poster(arena.data + r->poster_off, r->poster_len);
+            continue;
+        }
         if ((it == NULL) != (r->state == ENR_REPLY_ABSENT))
             abort();
         if (r->has_poster) {

@@ -17,6 +17,9 @@ where every value came from.
 3. -T: every key of the built-in configuration once, the ones the file
    set with FILE:LINE, the others "built-in default"; the output is a
    configuration -t accepts and -T prints the same values again.
+4. A FIFO (no writer ever comes) given as -c, as an included file or as
+   nginx_fastcgi_conf is refused at once ("not a regular file"), by -t
+   and by the daemon, never waited on.
 """
 import os
 import re
@@ -247,8 +250,44 @@ def test_dump(r):
                 "-T on a bad file: exit 1, the error, nothing printed")
 
 
+FIFO_WAIT_S = 5  # each run's bound: the answer takes milliseconds
+
+
+def test_fifo(r):
+    with harness.Env(name="conf-check-fifo") as env:
+        c = Checker(env)
+        fifo = os.path.join(env.dir, "fifo.conf")
+        os.mkfifo(fifo)
+        inc = os.path.join(env.dir, "inc.conf")
+        with open(inc, "w") as f:
+            f.write("\n".join(c.base + ["include = %s" % fifo]) + "\n")
+        nginx = os.path.join(env.dir, "nginx.conf")
+        with open(nginx, "w") as f:
+            f.write("\n".join([l for l in c.base if not l.startswith("nginx_fastcgi_conf")] +
+                              ["nginx_fastcgi_conf = %s" % fifo]) + "\n")
+        cases = [("-c FIFO, -t", [c.enrichd, "-t", "-c", fifo], "not a regular file"),
+                 ("-c FIFO, -T", [c.enrichd, "-T", "-c", fifo], "not a regular file"),
+                 ("-c FIFO, daemon", [c.enrichd, "-c", fifo], "not a regular file"),
+                 ("included FIFO, -t", [c.enrichd, "-t", "-c", inc], "not a regular file"),
+                 ("nginx_fastcgi_conf FIFO, -t", [c.enrichd, "-t", "-c", nginx], None)]
+        for what, argv, words in cases:
+            t0 = time.monotonic()
+            try:
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=FIFO_WAIT_S)
+                code, err = p.returncode, p.stderr
+            except subprocess.TimeoutExpired:
+                code, err = None, "still waiting after %d s" % FIFO_WAIT_S
+            took = time.monotonic() - t0
+            if words is None:
+                r.check(code == 0, "%s: answered in %.2f s, exit %r: %r" % (what, took, code, err))
+            else:
+                r.check(code == 1 and words in err,
+                        "%s: refused in %.2f s, exit %r: %r" % (what, took, code, err.strip()))
+
+
 def main():
     r = harness.Results()
+    r.run(test_fifo)
     r.run(test_messages)
     r.run(test_warnings)
     r.run(test_cgroup_memory)

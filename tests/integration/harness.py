@@ -574,12 +574,14 @@ FAKE_UPSTREAM = os.path.join(ROOT, "tests", "fake_upstream.py")
 
 class FakeUpstream:
     """tests/fake_upstream.py (docs/upstream.md with switchable faults) in its own
-    session, killed on exit; control() switches its fault mode."""
+    session, killed on exit; control() switches its fault mode.  A fake
+    built on it (tests/fake_providers.py) sets script."""
+    script = FAKE_UPSTREAM
 
     def __init__(self, *args):
         self.dir = tempfile.mkdtemp(prefix="enr-fakeup-")
         ready = os.path.join(self.dir, "ready.json")
-        self.proc = subprocess.Popen([sys.executable, FAKE_UPSTREAM, "--ready-file", ready] + list(args),
+        self.proc = subprocess.Popen([sys.executable, self.script, "--ready-file", ready] + list(args),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
         try:

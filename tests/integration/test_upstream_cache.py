@@ -13,13 +13,21 @@ HTTP client -> nginx -> enrichd workers -> the fake upstream, whose
     distinct ids fetched, its size = cache_bytes);
   - HUP with the cache settings unchanged keeps the cache (no call);
     HUP with cache_bytes changed gives the new generation a new, empty
-    cache of the new size (the ids are fetched once again).
+    cache of the new size (the ids are fetched once again);
+  - HUP changing what a call carries (a tenant header alpha -> beta, then
+    the secret file's key) empties the cache, says what changed, and the
+    ids are asked again as beta: none of alpha's answers is served (the
+    fake answers beta for half of the ids only);
+  - one client's batch cannot poison the cache for another: ids that one
+    decoding merges ("\\ud800" and "\\ufffd") asked in one batch leave
+    the cache answering each as a fresh host does.
 """
 
 import json
 import os
 import signal
 import sys
+import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -163,12 +171,131 @@ def test_reload(r, fake):
                 "and then served from it")
 
 
+def fake_knows_partial(key):
+    """Whether the fake in mode partial still answers for key."""
+    import zlib
+    return zlib.crc32(key.encode()) % 2 == 0
+
+
+def test_reload_identity(r, fake):
+    d = tempfile.mkdtemp(prefix="enr-cache-id-")
+    key = os.path.join(d, "api-key")
+
+    def write_key(text):
+        with open(key + ".new", "w") as f:
+            f.write(text + "\n")
+        os.chmod(key + ".new", 0o600)
+        os.rename(key + ".new", key)
+
+    def conf(tenant):
+        return ("workers = 2\nmax_requests = 0\nupstream_header = X-Tenant: %s\n"
+                "upstream_secret_file = %s\nupstream_secret_header = X-Key\n" % (tenant, key)
+                + upstream_conf(fake))
+
+    write_key("k-one")
+    fake.control(mode="ok")
+    try:
+        with harness.Env(name="upc-identity") as env:
+            env.start_enrichd(conf("alpha"))
+            env.start_nginx()
+            fake.reset()
+            st, h, alpha = post(env, RECS)
+            c1 = calls(fake)
+            r.check(st == 200 and degraded(h) == 0 and c1 >= 3 and
+                    all(x.get("X-Tenant") == "alpha" for x in fake.stats()["last_headers"]),
+                    "alpha's answers fetched and cached (%d calls)" % c1)
+            # the same file again: kept (the identity is the same)
+            env.signal(signal.SIGHUP)
+            env.wait_log("reload done", count=1, timeout=15)
+            post(env, RECS)
+            r.check(calls(fake) == c1, "an unchanged HUP keeps the cache: %d, then %d calls"
+                    % (c1, calls(fake)))
+            # the tenant header changes, and so does the provider's answer
+            fake.control(mode="partial")
+            env.write_config(conf("beta"))
+            env.signal(signal.SIGHUP)
+            env.wait_log("reload done", count=2, timeout=15)
+            said = env.log_events("reload: a new, empty upstream cache for the new configuration")
+            r.check(len(said) == 1 and said[0].get("changed") == "upstream_headers",
+                    "the new cache is logged with what changed: %r" % said)
+            r.check(not any("beta" in str(e) or "alpha" in str(e) for e in said),
+                    "the log names the key, never its value")
+            st, h, beta = post(env, RECS)
+            c2 = calls(fake)
+            hs = fake.stats()["last_headers"]
+            r.check(c2 > c1 and all(x.get("X-Tenant") == "beta" for x in hs[-(c2 - c1):]),
+                    "the ids are asked again, as beta: %d then %d calls" % (c1, c2))
+            served_alpha = [rec["id"] for rec, a, b in zip(RECS, alpha, beta)
+                            if not fake_knows_partial(rec["id"]) and b["poster"] == a["poster"]
+                            and a["poster"] == fake_poster(rec["provider"], rec["id"])]
+            unknown = [rec for rec in RECS if not fake_knows_partial(rec["id"])]
+            r.check(len(unknown) >= 5 and not served_alpha,
+                    "none of alpha's answers served for the %d ids beta does not know: %r"
+                    % (len(unknown), served_alpha))
+            # the secret file's key changes (same path, same everything else)
+            write_key("k-two")
+            env.signal(signal.SIGHUP)
+            env.wait_log("reload done", count=3, timeout=15)
+            said = env.log_events("reload: a new, empty upstream cache for the new configuration")
+            r.check(len(said) == 2 and said[-1].get("changed") == "upstream_secret",
+                    "a new key: a new cache, logged: %r" % said[-1:])
+            post(env, RECS)
+            r.check(calls(fake) > c2 and fake.stats()["last_headers"][-1].get("X-Key") == "k-two",
+                    "and asked again with the new key: %d then %d calls" % (c2, calls(fake)))
+    finally:
+        fake.control(mode="ok")
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# Ids that one decoding merges: the engine keeps a lone surrogate as its
+# WTF-8 bytes (ED A0 80), a reader that decoded the echoed "\\ud800" to
+# U+FFFD took its item for the id "\\ufffd".
+MERGED = [{"provider": "yt", "id": "\ud800", "duration": 0},
+          {"provider": "yt", "id": "\ufffd", "duration": 0},
+          {"provider": "yt", "id": "\ud800\ufffd", "duration": 0},
+          {"provider": "yt", "id": "\ufffd\ufffd", "duration": 0}]
+
+
+def test_no_poisoning(r, fake):
+    """The batch of the report, then each id alone: from the cache of the
+    host that took the batch, and from a fresh host; the same lines."""
+    extra = "workers = 2\nmax_requests = 0\n"
+    alone = {}
+    with harness.Env(name="upc-poison") as env:
+        env.start_enrichd(extra + upstream_conf(fake))
+        env.start_nginx()
+        fake.reset()
+        st, h, _ = post(env, MERGED)
+        r.check(st == 200, "the batch of merged ids answered: %d" % st)
+        c1 = calls(fake)
+        for rec in MERGED:
+            st, h, lines = post(env, [rec])
+            alone[rec["id"]] = [strip_clock(x) for x in lines]
+        r.check(calls(fake) == c1, "each id again comes from the cache: %d calls, then %d"
+                % (c1, calls(fake)))
+    with harness.Env(name="upc-fresh") as env:
+        env.start_enrichd(extra + upstream_conf(fake))
+        env.start_nginx()
+        for rec in MERGED:
+            st, h, lines = post(env, [rec])
+            fresh = [strip_clock(x) for x in lines]
+            r.check(st == 200 and fresh == alone[rec["id"]],
+                    "id %r: the cached answer is a fresh host's: %r, fresh %r"
+                    % (rec["id"], alone[rec["id"]], fresh))
+        st, h, lines = post(env, [MERGED[1]])
+        r.check(lines and lines[0]["poster"] == fake_poster("yt", "\ufffd"),
+                "\\ufffd has its own poster: %r" % (lines and lines[0]["poster"]))
+
+
 def main():
     r = harness.Results()
     with FakeUpstream() as fake:
         r.run(test_hits_across_recycled_workers, fake)
         r.run(test_hits_across_live_workers, fake)
         r.run(test_reload, fake)
+        r.run(test_reload_identity, fake)
+        r.run(test_no_poisoning, fake)
     r.done()
 
 

@@ -16,7 +16,8 @@ keeps the headers and extra query parameters of the last calls.
     the answers and error bodies, `enrichd -t` output, every capture file, and
     /proc/PID/cmdline and environ of every enrichd process.
   - A secret file open to others, or missing, is refused by -t without a
-    byte of the secret in the message.
+    byte of the secret in the message; a credential outside systemd is
+    a warning of -t and a refusal of the daemon.
 """
 
 import os
@@ -249,8 +250,14 @@ def test_refused(r, fake):
         e.pop("CREDENTIALS_DIRECTORY", None)
         p = subprocess.run([enrichd, "-t", "-c", conf], capture_output=True, text=True, timeout=10,
                            env=e)
+        r.check(p.returncode == 0 and "CREDENTIALS_DIRECTORY" in p.stderr
+                and "not checked" in p.stderr,
+                "-t outside systemd passes, saying how to give the credential: %r"
+                % p.stderr.strip())
+        p = subprocess.run([enrichd, "-c", conf], capture_output=True, text=True, timeout=10,
+                           env=e)
         r.check(p.returncode == 1 and "CREDENTIALS_DIRECTORY" in p.stderr,
-                "a credential outside systemd says how to give it: %r" % p.stderr.strip())
+                "the daemon outside systemd refuses it: %r" % p.stderr.strip())
         with open(conf, "w") as f:
             f.write("upstream_url = %s?token=%s\n" % (fake.url.replace("http://", "gopher://"), secret))
         p = subprocess.run([enrichd, "-t", "-c", conf], capture_output=True, text=True, timeout=10)

@@ -156,8 +156,7 @@ http {{
   ssl_protocols TLSv1.2 TLSv1.3;
   ssl_session_cache shared:provider:1m;
   ssl_session_timeout 10m;
-  upstream fake {{ server 127.0.0.1:{fake_port}; keepalive 16; }}
-{servers}}}
+{upstreams}{servers}}}
 """
 
 NGINX_SERVER = """  server {{
@@ -165,7 +164,7 @@ NGINX_SERVER = """  server {{
 {listen6}    server_name {host};
 {tls}    access_log {dir}/access-{kind}.log conn;
     location / {{
-      proxy_pass http://fake;
+      proxy_pass http://{backend};
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header Host $host;
@@ -176,18 +175,24 @@ NGINX_SERVER = """  server {{
 
 class Terminator:
     """nginx in front of the fake upstream: one listener per kind of KINDS,
-    port[kind]; requests(kind) parses its access log."""
+    port[kind]; requests(kind) parses its access log.  backends {kind:
+    port} puts another fake behind a listener (the providers' APIs, one
+    fake each); kinds not in it proxy to fake_port."""
 
-    def __init__(self, d, pki, fake_port):
+    def __init__(self, d, pki, fake_port, kinds=KINDS, backends=None):
         self.dir = d
         self.port = {}
         servers = []
         ipv6 = _has_ipv6_loopback()
-        for kind in KINDS:
+        backends = dict((k, fake_port) for k in kinds) if backends is None else backends
+        ports = sorted(set(backends.values()))
+        upstreams = "".join("  upstream fake%d {\n    server 127.0.0.1:%d;\n    keepalive 16;\n  }\n"
+                            % (p, p) for p in ports)
+        for kind in kinds:
             self.port[kind] = harness.free_port()
             tls = ""
             if kind != "http":
-                cert, key = pki.cert["server" if kind in ("https", "mtls") else kind]
+                cert, key = pki.cert[kind if kind in ("wrong_name", "expired") else "server"]
                 tls = "    ssl_certificate %s;\n    ssl_certificate_key %s;\n" % (cert, key)
                 if kind == "mtls":
                     tls += ("    ssl_client_certificate %s;\n    ssl_verify_client on;\n"
@@ -196,18 +201,19 @@ class Terminator:
             # A client resolving localhost may try ::1 first.
             listen6 = "    listen [::1]:%d%s;\n" % (self.port[kind], ssl) if ipv6 else ""
             servers.append(NGINX_SERVER.format(port=self.port[kind], host=HOST, dir=d,
-                                               kind=kind, ssl=ssl, tls=tls, listen6=listen6))
+                                               kind=kind, ssl=ssl, tls=tls, listen6=listen6,
+                                               backend="fake%d" % backends[kind]))
         conf = os.path.join(d, "nginx.conf")
         with open(conf, "w") as f:
             f.write(NGINX_TOP.format(user="user www-data www-data;\n" if harness.IS_ROOT else "",
                                      nice=REMOTE_NICE if harness.IS_ROOT else 0, dir=d,
                                      keepalive_requests=KEEPALIVE_REQUESTS,
-                                     fake_port=fake_port, servers="".join(servers)))
+                                     upstreams=upstreams, servers="".join(servers)))
         self.proc = subprocess.Popen(["nginx", "-p", d, "-c", conf, "-e", d + "/error.log"],
                                      stdout=subprocess.DEVNULL,
                                      stderr=open(os.path.join(d, "error.log"), "ab"),
                                      start_new_session=True)
-        for kind in KINDS:
+        for kind in kinds:
             harness.wait_for(lambda: _port_open(self.port[kind]) or self.proc.poll() is not None,
                              10, what="TLS terminator port (%s)" % kind)
         if self.proc.poll() is not None:

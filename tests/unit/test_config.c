@@ -4,10 +4,16 @@
  * that each error names the source, the line and the key.
  */
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/config.h"
 #include "base/confcheck.h"
+#include "engine/contract.h"
+#include "upstream/api.h"
 #include "t.h"
 
 static enr_config c;
@@ -17,6 +23,16 @@ static int parse(const char *text)
 {
     err[0] = '\0';
     return enr_config_parse(&c, text, strlen(text), "t.conf", err, sizeof err);
+}
+
+/* parse(), then the secrets read as the daemon reads them. */
+static int load(const char *text)
+{
+    int rc = parse(text);
+
+    if (rc == 0)
+        rc = enr_config_load_secrets(&c, NULL, NULL, err, sizeof err);
+    return rc;
 }
 
 /* The text fails, and the message starts with "t.conf:LINE: KEY". */
@@ -101,6 +117,82 @@ static void test_nginx_time(void)
     T_CHECK(enr_nginx_time_ms("", 0) == -1 && enr_nginx_time_ms("s", 1) == -1 &&
                 enr_nginx_time_ms("10x", 3) == -1 && enr_nginx_time_ms("$var", 4) == -1,
             "not times");
+}
+
+/* The sources: their defaults (a configuration written before them keeps
+ * its meaning), each API for its own provider only, the secrets a source
+ * needs named by -t, and read only when used. */
+static void test_sources(void)
+{
+    char dir[] = "/tmp/enr-conf-XXXXXX", key[64], text[512];
+    FILE *f;
+
+    T_CHECK(parse("") == 0 && c.sources[ENR_PROV_YT] == ENR_SOURCE_OFF &&
+                c.sources[ENR_PROV_VM] == ENR_SOURCE_OFF &&
+                c.sources[ENR_PROV_DM] == ENR_SOURCE_OFF && !enr_config_enriches(&c) &&
+                strcmp(c.yt_source, "off") == 0,
+            "no upstream_url: every source off (%s)", err);
+    T_CHECK(parse("upstream_url = http://127.0.0.1:1/m\n") == 0 &&
+                c.sources[ENR_PROV_YT] == ENR_API_UPSTREAM &&
+                c.sources[ENR_PROV_VM] == ENR_API_UPSTREAM &&
+                c.sources[ENR_PROV_DM] == ENR_API_UPSTREAM && strcmp(c.dm_source, "upstream") == 0,
+            "upstream_url alone: every source upstream, as before (%s)", err);
+    T_CHECK(strcmp(c.youtube_url, "https://www.googleapis.com/youtube/v3") == 0 &&
+                strcmp(c.vimeo_url, "https://api.vimeo.com") == 0 &&
+                strcmp(c.dailymotion_url, "https://api.dailymotion.com") == 0,
+            "the public base URLs by default");
+    T_CHECK(parse("dm_source = dailymotion\n") == 0 &&
+                c.sources[ENR_PROV_DM] == ENR_API_DAILYMOTION &&
+                c.sources[ENR_PROV_YT] == ENR_SOURCE_OFF && enr_config_enriches(&c),
+            "Dailymotion needs no secret: %s", err);
+    T_CHECK(
+        parse("upstream_url = http://127.0.0.1:1/m\ndm_source = dailymotion\nvm_source = off\n") ==
+                0 &&
+            c.sources[ENR_PROV_YT] == ENR_API_UPSTREAM && c.sources[ENR_PROV_VM] == ENR_SOURCE_OFF,
+        "sources mixed: %s", err);
+    bad("yt_source = vimeo\n", "t.conf:1: yt_source: vimeo is the API of another provider");
+    bad("\ndm_source = youtube\n", "t.conf:2: dm_source: youtube is the API of another");
+    bad("vm_source = netflix\n", "t.conf:1: vm_source: \"netflix\" is not a source");
+    bad("yt_source = upstream\n", "t.conf:1: yt_source: upstream needs upstream_url");
+    bad("yt_source = youtube\n", "t.conf:1: yt_source: youtube needs youtube_key_file or "
+                                 "youtube_key_credential");
+    bad("vm_source = vimeo\n", "t.conf:1: vm_source: vimeo needs vimeo_token_file or "
+                               "vimeo_token_credential");
+    bad("dm_source = dailymotion\ndailymotion_url = ftp://x/\n", "t.conf:2: dailymotion_url");
+    /* A CA file needs a source served over https, any of them. */
+    bad("upstream_url = http://127.0.0.1:1/m\nupstream_ca_file = /etc/hostname\n",
+        "t.conf:2: upstream_ca_file: needs a source served over https://");
+    T_CHECK(parse("upstream_url = http://127.0.0.1:1/m\ndm_source = dailymotion\n"
+                  "upstream_ca_file = /etc/hostname\n") == 0,
+            "the CA file applies to the https source: %s", err);
+
+    T_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(key, sizeof key, "%s/yt.key", dir);
+    f = fopen(key, "w");
+    T_CHECK(f != NULL, "key file");
+    if (f == NULL)
+        return;
+    fputs("AIzaFAKEKEY123\n", f);
+    fclose(f);
+    T_CHECK(chmod(key, 0600) == 0, "chmod");
+    snprintf(text, sizeof text, "yt_source = youtube\nyoutube_key_file = %s\n", key);
+    T_CHECK(load(text) == 0 && c.sources[ENR_PROV_YT] == ENR_API_YOUTUBE &&
+                c.youtube_key.len == 14 && memcmp(c.youtube_key.bytes, "AIzaFAKEKEY123", 14) == 0,
+            "the key read: %s", err);
+    enr_config_secrets_free(&c, NULL);
+    snprintf(text, sizeof text,
+             "yt_source = youtube\nyoutube_key_file = %s\nyoutube_key_credential = yt\n", key);
+    bad(text, "t.conf:3: youtube_key_credential: set youtube_key_file or");
+    /* A key no source uses is not read. */
+    snprintf(text, sizeof text, "youtube_key_file = %s\n", key);
+    T_CHECK(load(text) == 0 && c.youtube_key.len == 0, "unused key not read: %s", err);
+    T_CHECK(chmod(key, 0644) == 0, "chmod");
+    snprintf(text, sizeof text, "yt_source = youtube\nyoutube_key_file = %s\n", key);
+    T_CHECK(load(text) != 0 && strncmp(err, "t.conf:2: youtube_key_file:", 27) == 0,
+            "a key open to others refused: %s", err);
+    T_CHECK(strstr(err, "AIza") == NULL, "the key is never quoted: %s", err);
+    unlink(key);
+    rmdir(dir);
 }
 
 int main(void)
@@ -205,6 +297,7 @@ int main(void)
                 "a NUL byte is refused");
     }
     test_messages();
+    test_sources();
     test_dump();
     test_nginx_time();
     T_DONE();

@@ -159,13 +159,25 @@ static void test_stall_and_breaker(void)
     T_CHECK(h.healthy == 0 && (h.reasons & ENR_HR_STALLED), "queue stall: %s", h.reason);
 
     reset(2);
-    ENR_SB_SET(sb.slot[0].up_breaker_state, ENR_BREAKER_OPEN);
-    ENR_SB_SET(sb.slot[1].up_breaker_state, ENR_BREAKER_OPEN);
+    ENR_SB_SET(sb.slot[0].up_breaker_state[0], ENR_BREAKER_OPEN);
+    ENR_SB_SET(sb.slot[1].up_breaker_state[0], ENR_BREAKER_OPEN);
     T_CHECK(tick() == 1, "breaker ignored without an upstream");
     strcpy(cfg.upstream_url, "http://127.0.0.1:9/");
+    for (int p = 1; p < ENR_SOURCE_PROVIDERS; p++)
+        cfg.sources[p] = 0; /* the aggregator (enr_config_sources would resolve so) */
     T_CHECK(tick() == 0 && h.reasons == ENR_HR_BREAKER, "all open: %s", h.reason);
-    ENR_SB_SET(sb.slot[1].up_breaker_state, ENR_BREAKER_HALF_OPEN);
+    ENR_SB_SET(sb.slot[1].up_breaker_state[0], ENR_BREAKER_HALF_OPEN);
     T_CHECK(tick() == 1, "one half_open breaker is not all open: %s", h.reason);
+    /* Per source: one provider's API down is not the pool's fault. */
+    ENR_SB_SET(sb.slot[1].up_breaker_state[0], ENR_BREAKER_OPEN);
+    cfg.sources[3] = 3; /* Dailymotion's own API, its breakers closed */
+    T_CHECK(tick() == 1, "a source still closed: %s", h.reason);
+    ENR_SB_SET(sb.slot[0].up_breaker_state[3], ENR_BREAKER_OPEN);
+    ENR_SB_SET(sb.slot[1].up_breaker_state[3], ENR_BREAKER_OPEN);
+    T_CHECK(tick() == 0 && h.reasons == ENR_HR_BREAKER, "every source open: %s", h.reason);
+    for (int p = 1; p < ENR_SOURCE_PROVIDERS; p++)
+        cfg.sources[p] = ENR_SOURCE_OFF;
+    cfg.upstream_url[0] = '\0';
 }
 
 static void test_ring_step(void)

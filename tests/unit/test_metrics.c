@@ -11,8 +11,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "engine/contract.h"
+#include "upstream/api.h"
 #include "upstream/breaker.h"
 #include "ops/metrics.h"
+#include "ops/statushtml.h"
+#include "ops/statustext.h"
 #include "base/sockdiag.h"
 #include "ops/statusdoc.h"
 #include "t.h"
@@ -54,11 +58,11 @@ static void fill(void)
         ENR_SB_SET(s->latency[3], 5); /* <= 10 ms */
         ENR_SB_SET(s->latency[ENR_SB_LAT_BUCKETS - 1], 1);
         ENR_SB_SET(s->latency_us_sum, 2500000);
-        ENR_SB_SET(s->up_cache_hits, 3);
-        ENR_SB_SET(s->up_cache_misses, 1);
+        ENR_SB_SET(s->up[ENR_API_UPSTREAM][ENR_UP_ROW_cache_hits], 3);
+        ENR_SB_SET(s->up[ENR_API_UPSTREAM][ENR_UP_ROW_cache_misses], 1);
         ENR_SB_SET(s->rss_kb, 2048);
     }
-    ENR_SB_SET(sb.slot[1].up_breaker_state, ENR_BREAKER_OPEN);
+    ENR_SB_SET(sb.slot[1].up_breaker_state[0], ENR_BREAKER_OPEN);
     ENR_SB_SET(sb.slot[0].req_start_ms, 1);
     ENR_SB_SET(sb.slot[0].req_start_mono_ms, 1);
     strcpy(sb.slot[0].req_id, "req-abc\xff\n");
@@ -356,8 +360,105 @@ static void test_fd_attribution(void)
     close(sp[1]);
 }
 
+/* Every counter of the upstream table (upstream_stats.h), for every
+ * source, on every surface: /metrics, /status, the HTML page and the
+ * text of `enrichd status`.  Each (source, counter) gets a value of its
+ * own, so a surface that skips or swaps one fails here. */
+static void test_counter_table_everywhere(void)
+{
+    static const char *const src_names[] = {"upstream", "youtube", "vimeo", "dailymotion"};
+    enr_buf m = {0}, html = {0}, text = {0};
+    enr_status_view v = {0};
+    enr_status_hist hist;
+    json_object *doc, *up, *srcs;
+    char want[256];
+
+    fill();
+    memset(sb.slot[0].up, 0, sizeof sb.slot[0].up);
+    memset(sb.slot[1].up, 0, sizeof sb.slot[1].up);
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++)
+        for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++)
+            ENR_SB_SET(sb.slot[2].up[src][r], 70000 + src * 1000 + r * 10);
+    v.c = &cfg;
+    v.sb = &sb;
+    memset(&hist, 0, sizeof hist);
+    /* Two configurations: Dailymotion from the aggregator, then from its
+     * own API; YouTube and Vimeo from theirs. */
+    for (int dm = 0; dm < 2; dm++) {
+        json_object *d;
+        cfg.sources[ENR_PROV_YT] = ENR_API_YOUTUBE;
+        cfg.sources[ENR_PROV_VM] = ENR_API_VIMEO;
+        cfg.sources[ENR_PROV_DM] = dm ? ENR_API_DAILYMOTION : ENR_API_UPSTREAM;
+        enr_metrics_render(&m, &sb, &cfg, NULL);
+        d = enr_status_doc(&v, 0);
+        enr_status_html(&html, d, &hist);
+        enr_status_text_top(&text, d);
+        if (dm)
+            doc = d;
+        else
+            json_object_put(d);
+    }
+    T_CHECK(!m.oom && !html.oom && !text.oom, "rendered");
+    /* upstream.sources holds YouTube, Vimeo, Dailymotion now; the
+     * aggregator's numbers stay at upstream[.failures] */
+    T_CHECK(json_object_object_get_ex(doc, "upstream", &up) &&
+                json_object_object_get_ex(up, "sources", &srcs),
+            "upstream.sources in /status");
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+        json_object *one = NULL, *val = NULL, *where;
+        T_CHECK(src == ENR_API_UPSTREAM || json_object_object_get_ex(srcs, src_names[src], &one),
+                "/status has source %s", src_names[src]);
+        for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
+            const enr_up_counter_row *row = &enr_up_counter_rows[r];
+            uint64_t n = 70000 + src * 1000 + r * 10;
+            const char *key = row->kind[0] ? row->kind : row->field;
+            /* /metrics: the aggregator's without a source label */
+            if (src == ENR_API_UPSTREAM && row->kind[0])
+                snprintf(want, sizeof want, "%s{kind=\"%s\"} %llu", row->metric, row->kind,
+                         (unsigned long long)n);
+            else if (row->kind[0])
+                snprintf(want, sizeof want, "%s{kind=\"%s\",source=\"%s\"} %llu", row->metric,
+                         row->kind, src_names[src], (unsigned long long)n);
+            else if (src == ENR_API_UPSTREAM)
+                snprintf(want, sizeof want, "%s %llu", row->metric, (unsigned long long)n);
+            else
+                snprintf(want, sizeof want, "%s{source=\"%s\"} %llu", row->metric, src_names[src],
+                         (unsigned long long)n);
+            T_CHECK(has_line(m.data, want), "/metrics lacks %s", want);
+            /* /status: upstream.sources.SRC[.failures].KEY, and for the
+             * aggregator the same at upstream[.failures].KEY */
+            where = one;
+            if (row->kind[0] && one && !json_object_object_get_ex(one, "failures", &where))
+                where = NULL;
+            T_CHECK(src == ENR_API_UPSTREAM ||
+                        (where && json_object_object_get_ex(where, key, &val) &&
+                         json_object_get_uint64(val) == n),
+                    "/status sources.%s lacks %s", src_names[src], key);
+            if (src == ENR_API_UPSTREAM) {
+                where = up;
+                if (row->kind[0] && !json_object_object_get_ex(up, "failures", &where))
+                    where = NULL;
+                T_CHECK(where && json_object_object_get_ex(where, key, &val) &&
+                            json_object_get_uint64(val) == n,
+                        "/status upstream lacks %s (the key dashboards know)", key);
+            }
+            snprintf(want, sizeof want, "<td>%llu</td>", (unsigned long long)n);
+            T_CHECK(strstr(html.data, want) != NULL, "the HTML page lacks %s of %s", key,
+                    src_names[src]);
+            snprintf(want, sizeof want, " %llu", (unsigned long long)n);
+            T_CHECK(strstr(text.data, want) != NULL, "enrichd status lacks %s of %s", key,
+                    src_names[src]);
+        }
+    }
+    json_object_put(doc);
+    enr_buf_free(&m);
+    enr_buf_free(&html);
+    enr_buf_free(&text);
+}
+
 int main(void)
 {
+    test_counter_table_everywhere();
     test_metrics();
     test_status_doc();
     test_fd_attribution();

@@ -8,6 +8,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -221,6 +224,12 @@ static void test_redact(void)
     }
 }
 
+static void count_warning(void *arg, const char *msg)
+{
+    (void)msg;
+    (*(unsigned *)arg)++;
+}
+
 static int conf(enr_config *c, const char *text, char *err, size_t errlen)
 {
     return enr_config_parse(c, text, strlen(text), "t.conf", err, errlen);
@@ -243,7 +252,7 @@ static void test_config_keys(void)
                 c.upstream_nheaders == 2 && strcmp(c.upstream_headers[1], "X-B: two words") == 0,
             "two header lines: %s", err);
     T_CHECK(conf(&c, "", err, sizeof err) == 0 && c.upstream_nheaders == 0 &&
-                c.upstream_secret_len == 0 && c.upstream_max_calls_per_s == 0,
+                c.upstream_secret.len == 0 && c.upstream_max_calls_per_s == 0,
             "defaults: no header, no secret, no rate limit");
     T_CHECK(conf(&c, "upstream_header = X-A: 1\nupstream_header = x-a: 2\n", err, sizeof err) ==
                     -1 &&
@@ -263,14 +272,23 @@ static void test_config_keys(void)
              "upstream_url = http://127.0.0.1:1/v1\nupstream_secret_file = %s\n"
              "upstream_secret_header = X-Api-Key\n",
              okpath);
-    T_CHECK(conf(&c, text, err, sizeof err) == 0 && c.upstream_secret_len == strlen(SECRET) &&
-                strcmp(c.upstream_secret, SECRET) == 0,
+    T_CHECK(conf(&c, text, err, sizeof err) == 0 && c.upstream_secret.bytes == NULL,
+            "the configuration alone reads no secret: %s", err);
+    T_CHECK(enr_config_load_secrets(&c, NULL, NULL, err, sizeof err) == 0 &&
+                c.upstream_secret.len == strlen(SECRET) &&
+                strcmp(c.upstream_secret.bytes, SECRET) == 0,
             "secret file read: %s", err);
+    enr_config_secrets_free(&c, NULL);
+    T_CHECK(c.upstream_secret.bytes == NULL, "freed");
     snprintf(text, sizeof text,
              "upstream_url = http://127.0.0.1:1/v1\nupstream_secret_file = %s/cfg-world\n"
              "upstream_secret_query = key\n",
              dir);
-    T_CHECK(conf(&c, text, err, sizeof err) == -1 &&
+    T_CHECK(conf(&c, text, err, sizeof err) == 0 &&
+                enr_config_probe_credentials(&c, NULL, NULL, err, sizeof err) == -1 &&
+                strstr(err, "t.conf:2: upstream_secret_file:") && strstr(err, "open to others"),
+            "-t refuses a world-readable file without reading it: %s", err);
+    T_CHECK(enr_config_load_secrets(&c, NULL, NULL, err, sizeof err) == -1 &&
                 strstr(err, "t.conf:2: upstream_secret_file:") && strstr(err, "open to others") &&
                 strstr(err, SECRET) == NULL,
             "a world-readable file refused, at its line, no secret in the message: %s", err);
@@ -309,15 +327,24 @@ static void test_config_keys(void)
                  "upstream_url = http://127.0.0.1:1/v1\nupstream_secret_credential = api\n"
                  "upstream_secret_header = Authorization: Bearer {secret}\n",
                  err, sizeof err) == 0 &&
-                strcmp(c.upstream_secret, SECRET) == 0,
+                enr_config_load_secrets(&c, NULL, NULL, err, sizeof err) == 0 &&
+                strcmp(c.upstream_secret.bytes, SECRET) == 0,
             "credential read: %s", err);
+    enr_config_secrets_free(&c, NULL);
     unsetenv("CREDENTIALS_DIRECTORY");
     T_CHECK(conf(&c,
                  "upstream_url = http://127.0.0.1:1/v1\nupstream_secret_credential = api\n"
                  "upstream_secret_header = X-K\n",
-                 err, sizeof err) == -1 &&
+                 err, sizeof err) == 0 &&
+                enr_config_load_secrets(&c, NULL, NULL, err, sizeof err) == -1 &&
                 strstr(err, "CREDENTIALS_DIRECTORY"),
-            "credential outside systemd: %s", err);
+            "credential outside systemd: the daemon refuses it (%s)", err);
+    {
+        unsigned nw = 0;
+        T_CHECK(enr_config_probe_credentials(&c, count_warning, &nw, err, sizeof err) == 0 &&
+                    nw == 1,
+                "credential outside systemd: -t warns, does not fail");
+    }
 
     T_CHECK(conf(&c, "upstream_max_calls_per_s = 50\n", err, sizeof err) == 0 &&
                 c.upstream_max_calls_per_s == 50,
@@ -326,6 +353,112 @@ static void test_config_keys(void)
     T_CHECK(conf(&c, "upstream_url = ftp://h/x?key=" SECRET "\n", err, sizeof err) == -1 &&
                 strstr(err, SECRET) == NULL && strstr(err, "?[redacted]"),
             "a bad URL is quoted without its query: %s", err);
+}
+
+/* The permission rule of each kind of credential file. */
+static void test_cred_modes(void)
+{
+    static const struct {
+        mode_t mode;
+        uid_t uid;
+        enr_cred_kind kind;
+        int ok;
+    } cases[] = {
+        {0600, 0, ENR_CRED_PRIVATE, 1},     {0400, 0, ENR_CRED_PRIVATE, 1},
+        {0640, 0, ENR_CRED_PRIVATE, 1},     {0640, 65534, ENR_CRED_PRIVATE, 0},
+        {0600, 65534, ENR_CRED_PRIVATE, 1}, {0620, 0, ENR_CRED_PRIVATE, 0},
+        {0660, 0, ENR_CRED_PRIVATE, 0},     {0644, 0, ENR_CRED_PRIVATE, 0},
+        {0604, 0, ENR_CRED_PRIVATE, 0},     {0666, 0, ENR_CRED_PRIVATE, 0},
+        {0644, 0, ENR_CRED_PUBLIC, 1},      {0444, 65534, ENR_CRED_PUBLIC, 1},
+        {0664, 0, ENR_CRED_PUBLIC, 0},      {0646, 0, ENR_CRED_PUBLIC, 0},
+        {0666, 0, ENR_CRED_PUBLIC, 0},
+    };
+    char why[512];
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct stat st;
+        memset(&st, 0, sizeof st);
+        st.st_mode = S_IFREG | cases[i].mode;
+        st.st_uid = cases[i].uid;
+        T_CHECK((enr_cred_mode_check("/k", &st, cases[i].kind, why, sizeof why) == 0) ==
+                    cases[i].ok,
+                "%s %04o uid %u: %s", cases[i].kind == ENR_CRED_PRIVATE ? "private" : "public",
+                (unsigned)cases[i].mode, (unsigned)cases[i].uid, cases[i].ok ? "accepted" : why);
+    }
+    T_CHECK(enr_cred_probe(write_file("pempty", "", 0, 0600), ENR_CRED_PRIVATE, 1, why,
+                           sizeof why) == -1 &&
+                strstr(why, "empty"),
+            "-t: an empty secret file: %s", why);
+    T_CHECK(enr_cred_probe(write_file("pok", "abc", 3, 0600), ENR_CRED_PRIVATE, 1, why,
+                           sizeof why) == 0,
+            "-t: a good one");
+    T_CHECK(enr_cred_probe("/nonexistent/k", ENR_CRED_PUBLIC, 0, why, sizeof why) == -1,
+            "-t: a missing one");
+}
+
+/* 1 when /proc/self/smaps says the mapping at p is left out of cores. */
+static int dontdump(const void *p)
+{
+    char line[512];
+    FILE *f = fopen("/proc/self/smaps", "re");
+    int in = 0, dd = -1;
+    unsigned long lo, hi;
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = lo == (unsigned long)(uintptr_t)p;
+        else if (in && strncmp(line, "VmFlags:", 8) == 0)
+            dd = strstr(line, " dd") != NULL;
+    }
+    fclose(f);
+    return dd;
+}
+
+static void test_handle(void)
+{
+    enr_secret s, empty;
+    char why[512];
+    const char *p = write_file("h", SECRET "\n", strlen(SECRET) + 1, 0600);
+    void *at;
+
+    memset(&s, 0, sizeof s);
+    memset(&empty, 0, sizeof empty);
+    T_CHECK(enr_secret_load(&s, p, why, sizeof why) == 0 && s.len == strlen(SECRET) &&
+                strcmp(s.bytes, SECRET) == 0,
+            "loaded: %s", why);
+    at = s.bytes;
+    T_CHECK(dontdump(at) == 1, "its mapping is MADV_DONTDUMP");
+    T_CHECK(prctl(PR_GET_DUMPABLE) == 0, "the process holding it is not dumpable");
+    enr_secret_child_dumpable();
+    T_CHECK(prctl(PR_GET_DUMPABLE) == 1, "a child says it is dumpable again");
+    enr_secret_free(&s);
+    T_CHECK(s.bytes == NULL && s.len == 0 && dontdump(at) == -1, "freed: unmapped");
+    enr_secret_free(&empty);
+    enr_secret_forget(&empty);
+    T_CHECK(enr_secret_load(&s, write_file("hw", "x", 1, 0644), why, sizeof why) == -1 &&
+                s.bytes == NULL,
+            "refused: nothing kept (%s)", why);
+}
+
+static void test_cleartext(void)
+{
+    static const struct {
+        const char *url;
+        int clear;
+    } cases[] = {
+        {"https://api.example/v1", 0},   {"http://127.0.0.1:8/v1", 0},
+        {"http://127.9.9.9/x", 0},       {"http://localhost:80/", 0},
+        {"http://[::1]:9/v1", 0},        {"HTTP://api.example/v1", 1},
+        {"http://10.0.0.5/v1", 1},       {"http://127.0.0.1.evil.example/", 1},
+        {"http://localhost.evil/", 1},   {"http://[::1x]/", 1},
+        {"http://[2001:db8::1]:80/", 1}, {"", 0},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        T_CHECK(enr_secret_cleartext_url(cases[i].url) == cases[i].clear, "%s: %s", cases[i].url,
+                cases[i].clear ? "clear text to another host" : "not");
 }
 
 int main(void)
@@ -339,6 +472,9 @@ int main(void)
     test_credential();
     test_redact();
     test_config_keys();
+    test_cred_modes();
+    test_handle();
+    test_cleartext();
     {
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

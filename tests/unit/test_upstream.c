@@ -32,6 +32,8 @@
 #include "engine/engine.h"
 #include "base/log.h"
 #include "upstream/breaker.h"
+#include "upstream/api.h"
+#include "engine/contract.h"
 #include "t.h"
 #include "upstream/upstream.h"
 
@@ -272,6 +274,8 @@ static void base_config(enr_config *c)
                              "defaults", err, sizeof err) == 0,
             "the built-in defaults parse: %s", err);
     snprintf(c->upstream_url, sizeof(c->upstream_url), "http://127.0.0.1:%d/v1/meta", fake_port);
+    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++)
+        c->sources[p] = ENR_API_UPSTREAM; /* what the parser resolves for upstream_url */
     c->upstream_timeout_ms = 500;
     c->ids_per_call = 50;
     c->max_calls_per_batch = 4;
@@ -301,7 +305,9 @@ static enr_upstream *make(const enr_config *c)
 }
 
 /* The client's own counters (the worker publishes them to its slot). */
-#define G(f) ((unsigned long)enr_upstream_stats_of(u)->f)
+#define G(f) ((unsigned long)enr_upstream_stats_of(u)->src[ENR_API_UPSTREAM].f)
+#define G_FDS() ((unsigned long)enr_upstream_stats_of(u)->fds)
+#define G_BREAKER() ((unsigned long)enr_upstream_stats_of(u)->breaker_state[ENR_API_UPSTREAM])
 
 /* ---- tests ---- */
 
@@ -314,6 +320,8 @@ static void test_config(void)
 
     base_config(&c);
     c.upstream_url[0] = '\0';
+    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++)
+        c.sources[p] = ENR_SOURCE_OFF;
     strcpy(err, "x");
     T_CHECK(enr_upstream_new(&c, NULL, err, sizeof(err)) == NULL && err[0] == '\0',
             "empty upstream_url: enrichment off, no error");
@@ -325,6 +333,82 @@ static void test_config(void)
                 "bad upstream_url rejected: %s", bad[i]);
     }
     T_CHECK(enr_upstream_enrich(NULL, NULL, 0) == 0, "NULL client: nothing to do");
+}
+
+/* Sources: each API's ids per call (Dailymotion 100, the aggregator
+ * ids_per_call), max_calls_per_batch counted per source, a source that
+ * is off asks nothing and degrades nothing (its records' local values
+ * are the answer), and one provider's ids from two sources never share
+ * a cache entry. */
+static void test_sources(void)
+{
+    enr_config c;
+    enr_batch b = {0};
+    enr_upstream *u;
+    const enr_upstream_stats *st;
+    char id[32], err[256] = "";
+    size_t deg;
+
+    base_config(&c);
+    c.max_calls_per_batch = 2;
+    snprintf(c.dailymotion_url, sizeof c.dailymotion_url, "http://127.0.0.1:%d/dm", fake_port);
+    c.sources[ENR_PROV_DM] = ENR_API_DAILYMOTION;
+    c.sources[ENR_PROV_VM] = ENR_SOURCE_OFF;
+    u = make(&c);
+    for (int i = 0; i < 250; i++) {
+        snprintf(id, sizeof id, "x%d", i);
+        add_rec(&b, ENR_PROV_DM, id, 0);
+    }
+    for (int i = 0; i < 120; i++) {
+        snprintf(id, sizeof id, "y%d", i);
+        add_rec(&b, ENR_PROV_YT, id, 0);
+    }
+    for (int i = 0; i < 5; i++) {
+        snprintf(id, sizeof id, "v%d", i);
+        add_rec(&b, ENR_PROV_VM, id, 0);
+    }
+    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    st = enr_upstream_stats_of(u);
+    T_CHECK(st->src[ENR_API_DAILYMOTION].calls == 2 &&
+                st->src[ENR_API_DAILYMOTION].ids_asked == 200,
+            "Dailymotion: 100 ids a call, 2 calls: %llu calls, %llu ids",
+            (unsigned long long)st->src[ENR_API_DAILYMOTION].calls,
+            (unsigned long long)st->src[ENR_API_DAILYMOTION].ids_asked);
+    T_CHECK(st->src[ENR_API_UPSTREAM].calls == 2 && st->src[ENR_API_UPSTREAM].ids_asked == 100,
+            "the aggregator: 50 ids a call, its own 2 calls: %llu calls, %llu ids",
+            (unsigned long long)st->src[ENR_API_UPSTREAM].calls,
+            (unsigned long long)st->src[ENR_API_UPSTREAM].ids_asked);
+    T_CHECK(st->src[ENR_API_VIMEO].calls == 0 && st->src[ENR_API_VIMEO].cache_misses == 0,
+            "Vimeo off: not even looked up");
+    T_CHECK(st->src[ENR_API_UPSTREAM].found + st->src[ENR_API_UPSTREAM].unknown == 100,
+            "every id asked of the aggregator found or unknown: %llu + %llu",
+            (unsigned long long)st->src[ENR_API_UPSTREAM].found,
+            (unsigned long long)st->src[ENR_API_UPSTREAM].unknown);
+    /* Dailymotion's 250 (the fake is no Dailymotion: its calls fail, and
+     * 50 ids were past the cap), YouTube's 20 past the cap; Vimeo none. */
+    T_CHECK(deg == 270, "degraded %zu (want 270)", deg);
+    enr_upstream_free(u);
+
+    /* y0 from the aggregator is in the cache; YouTube's own API must not
+     * take it from there. */
+    base_config(&c);
+    snprintf(c.youtube_url, sizeof c.youtube_url, "http://127.0.0.1:%d/yt", fake_port);
+    c.youtube_key.bytes = (char *)"KEY"; /* read only: nothing here frees it */
+    c.youtube_key.len = 3;
+    c.sources[ENR_PROV_YT] = ENR_API_YOUTUBE;
+    u = enr_upstream_new(&c, cache, err, sizeof err); /* make() would start a new cache */
+    T_CHECK(u != NULL, "a YouTube client on the same cache: %s", err);
+    clear(&b);
+    add_rec(&b, ENR_PROV_YT, "y0", 0);
+    (void)enr_upstream_enrich(u, &b, now_ms() + 2000);
+    st = enr_upstream_stats_of(u);
+    T_CHECK(st->src[ENR_API_YOUTUBE].cache_misses == 1 && st->src[ENR_API_YOUTUBE].calls == 1,
+            "the aggregator's answer is not YouTube's: %llu misses, %llu calls",
+            (unsigned long long)st->src[ENR_API_YOUTUBE].cache_misses,
+            (unsigned long long)st->src[ENR_API_YOUTUBE].calls);
+    enr_upstream_free(u);
+    free(b.recs);
+    enr_buf_free(&b.text);
 }
 
 static void test_effect(void)
@@ -399,7 +483,7 @@ static void test_effect(void)
     T_CHECK(G(cache_hits) == 2, "2 hits: %lu", G(cache_hits));
     T_CHECK(enr_upstream_fds(u) >= 1 && enr_upstream_fds(u) <= 4, "fds %u within the bound",
             enr_upstream_fds(u));
-    T_CHECK(G(fds) == enr_upstream_fds(u), "up_fds published");
+    T_CHECK(G_FDS() == enr_upstream_fds(u), "up_fds published");
     enr_upstream_free(u);
     enr_batch_free(&b);
 }
@@ -652,7 +736,7 @@ static void test_hang_and_breaker(void)
     T_CHECK(worst <= 150 + 75, "hang: worst batch %llu ms <= deadline 150 + 75",
             (unsigned long long)worst);
     T_CHECK(G(fail_timeout) == 3, "hang: 3 timeouts, then the breaker skips: %lu", G(fail_timeout));
-    T_CHECK(G(breaker_state) == ENR_BREAKER_OPEN && G(breaker_opens) == 1, "breaker open");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN && G(breaker_opens) == 1, "breaker open");
     T_CHECK(G(calls) == 3, "no call while open: %lu", G(calls));
     T_CHECK(enr_upstream_fds(u) == 0, "abandoned connections closed: %u", enr_upstream_fds(u));
     T_CHECK(count_fds() == fds0, "process fds back to %d: %d", fds0, count_fds());
@@ -674,7 +758,7 @@ static void test_hang_and_breaker(void)
     T_CHECK(stat_of("data_requests") == before + 1, "half_open: exactly one probe call");
     T_CHECK(deg == 2 && poster_is(&b, 0, "https://img.example/yt/rec1.jpg"),
             "probe's records enriched, the others degraded: %zu", deg);
-    T_CHECK(G(breaker_state) == ENR_BREAKER_CLOSED, "probe success closes the breaker");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_CLOSED, "probe success closes the breaker");
     clear(&b);
     add_rec(&b, ENR_PROV_VM, "rec2", 0);
     add_rec(&b, ENR_PROV_DM, "rec3", 0);
@@ -688,12 +772,12 @@ static void test_hang_and_breaker(void)
         add_rec(&b, ENR_PROV_YT, id, 0);
         enr_upstream_enrich(u, &b, now_ms() + 10000);
     }
-    T_CHECK(G(breaker_state) == ENR_BREAKER_OPEN && G(breaker_opens) == 2, "reopened by 5xx");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN && G(breaker_opens) == 2, "reopened by 5xx");
     sleep_ms(450);
     clear(&b);
     add_rec(&b, ENR_PROV_YT, "x6", 0);
     enr_upstream_enrich(u, &b, now_ms() + 10000);
-    T_CHECK(G(breaker_state) == ENR_BREAKER_OPEN && G(breaker_opens) == 3,
+    T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN && G(breaker_opens) == 3,
             "failed probe reopens (opens %lu)", G(breaker_opens));
     set_fake("{\"mode\":\"ok\"}");
     enr_upstream_free(u);
@@ -871,8 +955,7 @@ static void test_deadline_passed(void)
     T_CHECK(G(fail_connect) == 0 && G(fail_timeout) == 0 && G(calls) == 0,
             "not connect (%lu) nor timeout (%lu) failures, no call made (%lu)", G(fail_connect),
             G(fail_timeout), G(calls));
-    T_CHECK(G(breaker_state) == ENR_BREAKER_CLOSED && G(breaker_opens) == 0,
-            "breaker still closed");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_CLOSED && G(breaker_opens) == 0, "breaker still closed");
     T_CHECK(stat_of("data_requests") == before, "nothing reached the upstream");
 
     /* open it for real (a 5xx), then let a late batch meet the half_open gate */
@@ -880,7 +963,7 @@ static void test_deadline_passed(void)
     clear(&b);
     add_rec(&b, ENR_PROV_YT, "opener", 0);
     enr_upstream_enrich(u, &b, now_ms() + 2000);
-    T_CHECK(G(breaker_state) == ENR_BREAKER_OPEN, "a 5xx opens it");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN, "a 5xx opens it");
     set_fake("{\"mode\":\"ok\"}");
     sleep_ms(80);
     clear(&b);
@@ -890,7 +973,7 @@ static void test_deadline_passed(void)
     add_rec(&b, ENR_PROV_YT, "probe", 0);
     T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 0,
             "the probe the late batch held was given back: the next batch probes and succeeds");
-    T_CHECK(G(breaker_state) == ENR_BREAKER_CLOSED, "closed again by the probe");
+    T_CHECK(G_BREAKER() == ENR_BREAKER_CLOSED, "closed again by the probe");
     enr_upstream_free(u);
     enr_batch_free(&b);
 }
@@ -963,6 +1046,8 @@ int main(void)
         test_config();
     if (want_test("test_effect"))
         test_effect();
+    if (want_test("test_sources"))
+        test_sources();
     if (want_test("test_validation"))
         test_validation();
     if (want_test("test_chunks"))

@@ -118,12 +118,15 @@ static void test_semantics(void)
     /* keys compare up to their first NUL; escapes decode as json-c did */
     rc = PARSE("a", "{\"items\":[{\"id\\u0000zz\":\"a\",\"duration\\u0000\":4}]}");
     T_CHECK(rc == 0 && ids[0].state == ENR_REPLY_FOUND && ids[0].duration == 4, "key up to NUL");
-    rc = PARSE("a\xe2\x82\xac,\xf0\x9f\x98\x80,\xef\xbf\xbd"
+    rc = PARSE("a\xe2\x82\xac,\xf0\x9f\x98\x80,\xed\xa0\x80"
+               "A,\xef\xbf\xbd"
                "A",
                "{\"items\":[{\"id\":\"a\\u20ac\",\"duration\":1},{\"id\":\"\\ud83d\\ude00\","
                "\"duration\":2},{\"id\":\"\\ud800\\u0041\",\"duration\":3}]}");
-    T_CHECK(rc == 0 && ids[0].duration == 1 && ids[1].duration == 2 && ids[2].duration == 3,
-            "\\u escapes, pairs, a lone surrogate as U+FFFD");
+    T_CHECK(rc == 0 && ids[0].duration == 1 && ids[1].duration == 2 &&
+                ids[2].state == ENR_REPLY_ABSENT && ids[3].state == ENR_REPLY_ABSENT,
+            "\\u escapes, pairs; a lone surrogate names no id (neither its WTF-8 bytes nor "
+            "U+FFFD)");
     rc = PARSE("a", "{\"items\":[{\"id\":\"a\",\"poster\":\"https:\\/\\/h\\/caf\\u00e9.jpg\"}]}");
     T_CHECK(rc == 0 && poster_is(0, "https://h/caf\xc3\xa9.jpg"), "escaped poster decoded");
 

@@ -1,0 +1,89 @@
+/*
+ * upcounters.h: the upstream client's counters, per source: ONE table
+ * (ENR_UP_COUNTERS) from which every surface is generated: the client's
+ * struct (upstream/upstream_stats.h), the scoreboard's fields
+ * (scoreboard.h), the worker's publish step, /status (statusdoc.c),
+ * /metrics (metrics.c), the HTML page (statushtml.c) and `enrichd
+ * status` (statustext.c).  A counter added here appears everywhere;
+ * test_metrics.c fails if a surface misses one.  In base/ because the
+ * scoreboard, which every layer reads, holds them.
+ */
+#ifndef ENR_UPCOUNTERS_H
+#define ENR_UPCOUNTERS_H
+
+#include <stdint.h>
+
+/* The sources a client counts for: enum enr_api_id (api.h) indexes them. */
+#define ENR_UP_SOURCES 4
+
+/* The family every failure kind is a sample of (label kind). */
+#define ENR_UP_FAIL_METRIC "enrichd_upstream_failures_total"
+#define ENR_UP_FAIL_HELP "Failed upstream calls by kind (current workers)."
+
+/* X(field, metric, kind, help): every counter is cumulative over the
+ * client's life.  kind "": a family of its own named metric, and the
+ * JSON key field; else a failure kind: the sample {kind="KIND"} of
+ * ENR_UP_FAIL_METRIC and the key failures.KIND.  For the upstream
+ * source the samples carry no source label (the names dashboards know);
+ * the others carry source="youtube", ... */
+#define ENR_UP_COUNTERS(X)                                                                         \
+    X(calls, "enrichd_upstream_calls_total", "",                                                   \
+      "Calls made to the upstream API (current workers).")                                         \
+    X(retries, "enrichd_upstream_retries_total", "", "Upstream calls retried (current workers).")  \
+    X(cache_hits, "enrichd_upstream_cache_hits_total", "",                                         \
+      "Upstream cache hits (current workers).")                                                    \
+    X(cache_misses, "enrichd_upstream_cache_misses_total", "",                                     \
+      "Upstream cache misses (current workers).")                                                  \
+    X(ids_asked, "enrichd_upstream_ids_asked_total", "",                                           \
+      "Ids asked for in upstream calls (current workers).")                                        \
+    X(found, "enrichd_upstream_ids_found_total", "",                                               \
+      "Ids the upstream answered with a poster or a runtime (current workers).")                   \
+    X(unknown, "enrichd_upstream_ids_unknown_total", "",                                           \
+      "Ids the upstream did not know: absent from its answer (current workers).")                  \
+    X(breaker_opens, "enrichd_upstream_breaker_opens_total", "",                                   \
+      "Times an upstream breaker opened (current workers).")                                       \
+    X(detached, "enrichd_upstream_detached_total", "",                                             \
+      "Upstream calls still running at their batch's deadline, left to finish in the "             \
+      "background.")                                                                               \
+    X(late, "enrichd_upstream_late_total", "",                                                     \
+      "Detached upstream calls answered after their batch: the answers cached.")                   \
+    X(warmups, "enrichd_upstream_warmups_total", "",                                               \
+      "Upstream connections opened ahead of batches (TCP and TLS; upstream: a HEAD).")             \
+    X(fail_timeout, ENR_UP_FAIL_METRIC, "timeout", "no answer within the batch's deadline")        \
+    X(fail_connect, ENR_UP_FAIL_METRIC, "connect", "no connection (DNS, TCP, reset)")              \
+    X(fail_status, ENR_UP_FAIL_METRIC, "status", "an error status the others do not explain")      \
+    X(fail_body, ENR_UP_FAIL_METRIC, "body", "an answer not of the API's shape")                   \
+    X(fail_too_large, ENR_UP_FAIL_METRIC, "too_large", "an answer larger than its call needs")     \
+    X(skip_deadline, ENR_UP_FAIL_METRIC, "deadline", "not made: no time left in the batch")        \
+    X(fail_tls, ENR_UP_FAIL_METRIC, "tls", "TLS handshake or verification failed")                 \
+    X(fail_throttled, ENR_UP_FAIL_METRIC, "throttled",                                             \
+      "answered 429 (or 503 with Retry-After), or not made: the provider's pause or the rate")     \
+    X(fail_quota, ENR_UP_FAIL_METRIC, "quota",                                                     \
+      "the day's quota spent, or not made until it is back")                                       \
+    X(fail_auth, ENR_UP_FAIL_METRIC, "auth",                                                       \
+      "the key or token rejected, or not made until a reload (HUP)")
+
+/* The counters of one source. */
+typedef struct enr_up_counters {
+#define ENR_UP_FIELD(field, metric, kind, help) uint64_t field;
+    ENR_UP_COUNTERS(ENR_UP_FIELD)
+#undef ENR_UP_FIELD
+} enr_up_counters;
+
+/* Rows of the table. */
+enum {
+#define ENR_UP_ROW(field, metric, kind, help) ENR_UP_ROW_##field,
+    ENR_UP_COUNTERS(ENR_UP_ROW)
+#undef ENR_UP_ROW
+        ENR_UP_NCOUNTERS
+};
+
+/* The table as data, for the surfaces that loop over it; off is the
+ * counter's place in enr_up_counters (and, scaled, in the scoreboard's
+ * enr_sb_up_counters: the same order). */
+typedef struct enr_up_counter_row {
+    const char *field, *metric, *kind, *help;
+} enr_up_counter_row;
+extern const enr_up_counter_row enr_up_counter_rows[ENR_UP_NCOUNTERS];
+
+#endif

@@ -1,0 +1,385 @@
+/*
+ * api.c: the table of sources (api.h) and what their rows share: the id
+ * rule, the URL pieces, the outcome's helpers, and a bounded reader of
+ * error documents.
+ *
+ * The UPSTREAM row is the aggregator protocol (docs/upstream.md): its
+ * reader is enr_upstream_reply_parse() and its classifier the client's
+ * rule of today (429, or 503 with Retry-After, is a pause; other 5xx the
+ * provider's failure).  Its URL and headers stay the client's
+ * (build_url and headers are NULL): the call names the provider
+ * (provider=yt) and carries the configured upstream_header lines and
+ * secret, none of which a row of pure functions can know.
+ *
+ * Invariants: a row's parse, build_url and classify read only their
+ * arguments; an outcome's reason is printable ASCII; a pause from a
+ * provider's header ends at most ENR_RETRY_AFTER_MAX_S from now.
+ */
+#include "upstream/api.h"
+#include "upstream/api_int.h"
+#include "upstream/quota.h"
+#include "upstream/reply_scan.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* ---- the table ---- */
+
+static void upstream_classify(int status, const char *body, size_t len, const enr_api_headers *h,
+                              int64_t now, enr_api_outcome *out)
+{
+    enr_api_outcome_init(out);
+    if (status >= 200 && status < 300)
+        return;
+    out->until = enr_api_retry_after(h, now);
+    if (status == 429 || (status == 503 && out->until != 0))
+        out->verdict = ENR_API_V_THROTTLED;
+    else
+        out->verdict = status >= 500 ? ENR_API_V_SERVER : enr_api_status_verdict(status);
+}
+
+static const enr_api api_upstream = {
+    .name = "upstream",
+    .title = "upstream",
+    .max_ids = 50,
+    .needs_secret = 0,
+    .build_url = NULL,
+    .headers = NULL,
+    .parse = enr_upstream_reply_parse,
+    .classify = upstream_classify,
+};
+
+static const enr_api *const rows[ENR_API_COUNT] = {&api_upstream, &enr_api_youtube, &enr_api_vimeo,
+                                                   &enr_api_dailymotion};
+
+static const char *const names[] = {
+#define ENR_API_NAME(name, text, max) text,
+    ENR_API_LIST(ENR_API_NAME)
+#undef ENR_API_NAME
+};
+
+static const size_t max_ids[] = {
+#define ENR_API_MAX(name, text, max) max,
+    ENR_API_LIST(ENR_API_MAX)
+#undef ENR_API_MAX
+};
+
+const enr_api *enr_api_get(int id)
+{
+    if (id < 0 || id >= ENR_API_COUNT)
+        return NULL;
+    /* ENR_API_LIST is the home of a source's name and limit: a row that
+     * says otherwise is not served (and the unit test fails). */
+    if (strcmp(rows[id]->name, names[id]) != 0 || rows[id]->max_ids != max_ids[id])
+        return NULL;
+    return rows[id];
+}
+
+int enr_api_by_name(const char *name)
+{
+    for (int i = 0; name != NULL && i < ENR_API_COUNT; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *enr_api_verdict_name(int verdict)
+{
+    static const char *const v[] = {
+#define ENR_API_VERDICT_NAME(name, text) text,
+        ENR_API_VERDICT_LIST(ENR_API_VERDICT_NAME)
+#undef ENR_API_VERDICT_NAME
+    };
+    if (verdict < 0 || (size_t)verdict >= sizeof v / sizeof v[0])
+        return "unknown";
+    return v[verdict];
+}
+
+/* ---- ids and URLs ---- */
+
+/* The length of the strict UTF-8 sequence at s[0..n) (no surrogate, no
+ * overlong), 0 when there is none. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t need = s[0] < 0x80 ? 0 : s[0] >= 0xf0 ? 3 : s[0] >= 0xe0 ? 2 : s[0] >= 0xc2 ? 1 : 9;
+    uint32_t cp;
+
+    if (need == 0)
+        return 1;
+    if (need == 9 || s[0] > 0xf4 || need >= n)
+        return 0;
+    cp = s[0] & (0x3fu >> need);
+    for (size_t k = 1; k <= need; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[k] & 0x3fu);
+    }
+    if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return need + 1;
+}
+
+int enr_api_id_ok(const char *id, size_t len, const char *forbid)
+{
+    const unsigned char *s = (const unsigned char *)id;
+
+    if (len == 0 || len > ENR_API_ID_MAX)
+        return 0;
+    for (size_t i = 0, k; i < len; i += k) {
+        if (s[i] < 0x20 || s[i] == 0x7f || (s[i] < 0x80 && strchr(forbid, s[i]) != NULL))
+            return 0;
+        if ((k = utf8_len(s + i, len - i)) == 0)
+            return 0;
+    }
+    return 1;
+}
+
+void enr_api_pct(enr_buf *o, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    static const char keep[] = "-._~"; /* with the letters and digits */
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        int plain = (ch | 0x20) >= 'a' && (ch | 0x20) <= 'z';
+        plain |= (ch >= '0' && ch <= '9') || (ch != 0 && strchr(keep, ch) != NULL);
+        if (plain) {
+            enr_buf_putc(o, (char)ch);
+            continue;
+        }
+        enr_buf_putc(o, '%');
+        enr_buf_putc(o, hex[ch >> 4]);
+        enr_buf_putc(o, hex[ch & 15]);
+    }
+}
+
+int enr_api_url_ids(enr_buf *url, const char *base, const char *path, const enr_reply_id *ids,
+                    size_t n, size_t max, const char *prefix, const char *forbid)
+{
+    size_t start = url->len, blen = strlen(base);
+
+    if (n == 0 || n > max)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!enr_api_id_ok(ids[i].id, ids[i].id_len, forbid))
+            return -1;
+    while (blen > 0 && base[blen - 1] == '/')
+        blen--;
+    enr_buf_append(url, base, blen);
+    enr_buf_putc(url, '/');
+    enr_buf_append(url, path, strlen(path));
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            enr_buf_putc(url, ',');
+        enr_buf_append(url, prefix, strlen(prefix));
+        enr_api_pct(url, ids[i].id, ids[i].id_len);
+    }
+    if (url->oom) {
+        url->len = start;
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- outcomes ---- */
+
+void enr_api_outcome_init(enr_api_outcome *o)
+{
+    o->verdict = ENR_API_V_OK;
+    o->until = 0;
+    o->remaining = -1;
+    o->reason[0] = '\0';
+}
+
+void enr_api_set_reason(enr_api_outcome *o, const char *s, size_t n)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < n && k + 1 < sizeof o->reason; i++)
+        if (s[i] >= 0x20 && s[i] < 0x7f)
+            o->reason[k++] = s[i];
+    o->reason[k] = '\0';
+}
+
+int enr_api_status_verdict(int status)
+{
+    if (status >= 200 && status < 300)
+        return ENR_API_V_OK;
+    if (status == 401 || status == 403)
+        return ENR_API_V_AUTH;
+    if (status == 429)
+        return ENR_API_V_THROTTLED;
+    if (status >= 300 && status < 500)
+        return ENR_API_V_CONFIG;
+    return ENR_API_V_SERVER;
+}
+
+int64_t enr_api_retry_after(const enr_api_headers *h, int64_t now)
+{
+    unsigned delay;
+
+    if (h == NULL || h->retry_after == NULL ||
+        enr_retry_after_parse(h->retry_after, h->retry_after_len, now, &delay) != 0)
+        return 0;
+    return now + delay;
+}
+
+/* v[0..n) without the white space around it. */
+static void trim(const char **v, size_t *n)
+{
+    while (*n > 0 && (**v == ' ' || **v == '\t')) {
+        (*v)++;
+        (*n)--;
+    }
+    while (*n > 0 && strchr(" \t\r\n", (*v)[*n - 1]) != NULL)
+        (*n)--;
+}
+
+/* All digits, at most 18 of them: the value, else -1. */
+static int64_t digits(const char *v, size_t n)
+{
+    int64_t x = 0;
+
+    if (n == 0 || n > 18)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9')
+            return -1;
+        x = x * 10 + (v[i] - '0');
+    }
+    return x;
+}
+
+int64_t enr_api_reset_until(const char *v, size_t n, int64_t now)
+{
+    int64_t t = -1, x;
+    unsigned delay;
+
+    if (v == NULL)
+        return 0;
+    trim(&v, &n);
+    if ((x = digits(v, n)) >= 0)
+        t = x < 1000000000 ? now + x : x;
+    else if (enr_api_iso_datetime(v, n, &x) == 0)
+        t = x;
+    else if (enr_retry_after_parse(v, n, now, &delay) == 0)
+        t = now + delay;
+    if (t < 0)
+        return 0;
+    if (t < now)
+        return now;
+    return t - now > ENR_RETRY_AFTER_MAX_S ? now + ENR_RETRY_AFTER_MAX_S : t;
+}
+
+long enr_api_count(const char *v, size_t n)
+{
+    int64_t x;
+
+    if (v == NULL)
+        return -1;
+    trim(&v, &n);
+    x = digits(v, n);
+    return x < 0 || x > 1000000000 ? -1 : (long)x;
+}
+
+/* ---- error documents ---- */
+
+#define FIELD_DEPTH 5
+
+typedef struct walk {
+    enr_jscan s;
+    enr_api_field *f;
+    size_t nf;
+    char keys[FIELD_DEPTH][ENR_JSCAN_KEY_MAX + 1]; /* the path to the value being read */
+} walk;
+
+/* The fields whose path is keys[0..depth) and not found yet get the text
+ * of the value at s->p, a string or a number. */
+static void take(walk *w, int depth, const unsigned char *at, size_t numlen)
+{
+    for (size_t i = 0; i < w->nf; i++) {
+        enr_api_field *f = &w->f[i];
+        int k = 0;
+        if (f->found)
+            continue;
+        while (k < depth && f->path[k] != NULL && strcmp(f->path[k], w->keys[k]) == 0)
+            k++;
+        if (k != depth || f->path[k] != NULL)
+            continue;
+        if (numlen > 0) {
+            f->len = numlen < sizeof f->text ? numlen : sizeof f->text - 1;
+            memcpy(f->text, at, f->len);
+        } else {
+            enr_jscan s = {at, w->s.end, 0};
+            if (enr_jscan_string(&s, f->text, sizeof f->text - 1, &f->len) != 0)
+                continue;
+            if (f->len > sizeof f->text - 1)
+                f->len = sizeof f->text - 1;
+        }
+        f->text[f->len] = '\0';
+        f->found = 1;
+    }
+}
+
+/* One value at s->p whose path is keys[0..depth). */
+static int walk_value(walk *w, int depth)
+{
+    const unsigned char *at = w->s.p;
+    int more, key;
+
+    if (enr_jscan_at(&w->s, '{') || enr_jscan_at(&w->s, '[')) {
+        unsigned char close = *w->s.p == '{' ? '}' : ']';
+        if (depth >= FIELD_DEPTH)
+            return enr_jscan_skip(&w->s, depth + 1);
+        for (more = enr_jscan_open(&w->s, depth + 1); more == 1;
+             more = enr_jscan_next(&w->s, close)) {
+            if (close == ']') {
+                strcpy(w->keys[depth], "[]");
+            } else {
+                enr_jscan k = w->s;
+                size_t len;
+                if (enr_jscan_key(&w->s, NULL, 0, &key) != 0)
+                    return -1;
+                (void)enr_jscan_string(&k, w->keys[depth], ENR_JSCAN_KEY_MAX, &len);
+                w->keys[depth][len <= ENR_JSCAN_KEY_MAX ? len : 0] = '\0';
+            }
+            if (walk_value(w, depth + 1) != 0)
+                return -1;
+        }
+        return more;
+    }
+    if (enr_jscan_skip(&w->s, depth + 1) != 0)
+        return -1;
+    if (*at == '"' || *at == '-' || (*at >= '0' && *at <= '9'))
+        take(w, depth, at, *at == '"' ? 0 : (size_t)(w->s.p - at));
+    return 0;
+}
+
+int enr_api_fields(const char *body, size_t len, enr_api_field *f, size_t nf)
+{
+    walk w;
+
+    memset(&w, 0, sizeof w);
+    for (size_t i = 0; i < nf; i++) {
+        f[i].found = 0;
+        f[i].len = 0;
+        f[i].text[0] = '\0';
+    }
+    if (body == NULL || len == 0)
+        return -1;
+    w.s.p = (const unsigned char *)body;
+    w.s.end = w.s.p + len;
+    w.f = f;
+    w.nf = nf;
+    enr_jscan_ws(&w.s);
+    if (w.s.p >= w.s.end || walk_value(&w, 0) != 0)
+        return -1;
+    enr_jscan_ws(&w.s);
+    return w.s.p == w.s.end ? 0 : -1;
+}
+
+int enr_api_field_is(const enr_api_field *f, const char *word)
+{
+    return f->found && strcmp(f->text, word) == 0;
+}

@@ -1,0 +1,143 @@
+/*
+ * api_dailymotion.c: the Dailymotion API's GET /videos by ids (public
+ * data, no key; 100 ids a call, limit at most 100):
+ *
+ *   GET {dailymotion_url}/videos?ids=x1,x2&limit=N
+ *       &fields=id,duration,thumbnail_1080_url,thumbnail_720_url,thumbnail_480_url,thumbnail_url
+ *       &family_filter=false
+ *
+ * family_filter=false, or explicit videos silently vanish from the list.
+ * An answer is {"page":1,"limit":N,"has_more":false,"list":[{"id":"x1",
+ * "duration":213,"thumbnail_1080_url":..,..}]}; ids the API does not
+ * know are absent.  The poster is the first of thumbnail_1080_url >
+ * 720 > 480 > thumbnail_url that passes the poster checks; the runtime is
+ * duration in seconds, none when 0.
+ *
+ * Errors are {"error":{"code":400,"message":"..","type":"invalid_parameter",
+ * "error_data":{..}}}: 400 is a request refused (its type for the log),
+ * 401 a token, 403 and 429 the API's read limits (undocumented: back off,
+ * Retry-After when given).  Within an object the last occurrence of a key
+ * counts.
+ */
+#include "upstream/api.h"
+#include "upstream/api_int.h"
+#include "upstream/reply_scan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FORBID "," /* the ids parameter's separator */
+
+static int dm_matchable(const char *id, size_t len)
+{
+    return enr_api_id_ok(id, len, FORBID);
+}
+
+static int dm_build_url(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
+                        const char *secret, size_t secret_len)
+{
+    size_t start = url->len;
+
+    if (enr_api_url_ids(url, base, "videos?ids=", ids, n, enr_api_dailymotion.max_ids, "",
+                        FORBID) != 0)
+        return -1;
+    enr_buf_printf(url, "&limit=%zu", n);
+    enr_buf_lit(url, "&fields=id,duration,thumbnail_1080_url,thumbnail_720_url,"
+                     "thumbnail_480_url,thumbnail_url&family_filter=false");
+    if (url->oom) {
+        url->len = start;
+        return -1;
+    }
+    return 0;
+}
+
+static void dm_headers(enr_buf *out, const char *secret, size_t secret_len)
+{
+    /* public data: nothing but what every call carries */
+}
+
+/* ---- the reader ---- */
+
+/* The item's keys: the thumbnails first, best first. */
+enum { K_1080, K_720, K_480, K_THUMB, K_ID, K_DURATION, K_COUNT };
+
+static int dm_item_read(enr_rscan *r, int depth)
+{
+    static const char *const names[] = {"thumbnail_1080_url",
+                                        "thumbnail_720_url",
+                                        "thumbnail_480_url",
+                                        "thumbnail_url",
+                                        "id",
+                                        "duration"};
+    const unsigned char *at[K_COUNT] = {NULL}; /* the last string (a number for duration) */
+    enr_reply_id *id;
+    size_t len;
+    int more, key, faithful;
+    double d;
+
+    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
+        int rc;
+        if (enr_jscan_key(&r->j, names, K_COUNT, &key) != 0)
+            return -1;
+        if (key == K_DURATION) {
+            rc = enr_jscan_number_at(&r->j, depth + 1, &at[K_DURATION]);
+        } else {
+            if (key >= 0)
+                at[key] = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
+            rc = enr_jscan_skip(&r->j, depth + 1);
+        }
+        if (rc != 0)
+            return -1;
+    }
+    if (more != 0)
+        return -1;
+    if (enr_rscan_string_at(r, at[K_ID], r->idbuf, r->idmax, &len, &faithful) != 0 || !faithful ||
+        (id = enr_rscan_claim(r, r->idbuf, len)) == NULL)
+        return 0;
+    for (int k = K_1080; k <= K_THUMB; k++)
+        if (enr_rscan_poster_at(r, id, at[k]))
+            break;
+    if (at[K_DURATION] != NULL) {
+        d = strtod((const char *)at[K_DURATION], NULL); /* a delimiter follows it */
+        if (d > 0 && enr_reply_duration_ok(d, &id->duration))
+            id->has_duration = 1;
+    }
+    enr_rscan_settle(id);
+    return 0;
+}
+
+static int dm_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, uint64_t seed,
+                    enr_buf *arena)
+{
+    static const enr_rscan_spec spec = {"list", 0, 0, dm_matchable, dm_item_read};
+
+    return enr_rscan_parse(body, len, ids, n, seed, arena, &spec);
+}
+
+/* ---- the classifier ---- */
+
+static void dm_classify(int status, const char *body, size_t len, const enr_api_headers *h,
+                        int64_t now, enr_api_outcome *out)
+{
+    enr_api_field type = {.path = {"error", "type"}};
+
+    enr_api_outcome_init(out);
+    if (status >= 200 && status < 300)
+        return;
+    out->verdict = status == 403 ? ENR_API_V_THROTTLED : enr_api_status_verdict(status);
+    (void)enr_api_fields(body, len, &type, 1);
+    enr_api_set_reason(out, type.text, type.len);
+    if (out->verdict == ENR_API_V_THROTTLED)
+        out->until = enr_api_retry_after(h, now);
+}
+
+const enr_api enr_api_dailymotion = {
+    .name = "dailymotion",
+    .title = "Dailymotion",
+    .max_ids = 100,
+    .needs_secret = 0,
+    .build_url = dm_build_url,
+    .headers = dm_headers,
+    .parse = dm_parse,
+    .classify = dm_classify,
+};

@@ -1,0 +1,252 @@
+/*
+ * api_vimeo.c: the Vimeo API 3.4's GET /videos by uris (50 ids a call:
+ * the limit is undocumented):
+ *
+ *   GET {vimeo_url}/videos?uris=/videos/1,/videos/2&fields=uri,duration,pictures.sizes
+ *   Authorization: bearer TOKEN
+ *   Accept: application/vnd.vimeo.*+json;version=3.4
+ *
+ * and nothing else in the query: the API refuses sort, filter and page
+ * parameters beside uris (error 2101).  An answer is {"data":[{"uri":
+ * "/videos/ID" or "/videos/ID:HASH" (unlisted), "duration":213,
+ * "pictures":{"sizes":[{"width":1920,"link":..},..]}}], "total":..,..};
+ * ids the API does not know are absent.  The poster is the link of the
+ * widest size whose link passes the poster checks (the first of equal
+ * widths); the runtime is duration in seconds, none when 0.
+ *
+ * Errors are {"error":"..","developer_message":"..","error_code":2204}:
+ * 401 is the token, 429 the rate limit (X-RateLimit-Reset says until
+ * when: epoch seconds, or a date), any other 4xx a request refused (its
+ * error_code for the log); X-RateLimit-Remaining is read on every answer.
+ * Within an object the last occurrence of a key counts.
+ */
+#include "upstream/api.h"
+#include "upstream/api_int.h"
+#include "upstream/reply_scan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The uris separator, and the bytes that would make /videos/ID another
+ * path or cut ID:HASH in the wrong place. */
+#define FORBID ",/:"
+#define URI_PREFIX "/videos/"
+#define URI_PREFIX_LEN (sizeof URI_PREFIX - 1)
+
+static int vm_matchable(const char *id, size_t len)
+{
+    return enr_api_id_ok(id, len, FORBID);
+}
+
+static int vm_build_url(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
+                        const char *secret, size_t secret_len)
+{
+    size_t start = url->len;
+
+    if (enr_api_url_ids(url, base, "videos?uris=", ids, n, enr_api_vimeo.max_ids, URI_PREFIX,
+                        FORBID) != 0)
+        return -1;
+    enr_buf_lit(url, "&fields=uri,duration,pictures.sizes");
+    if (url->oom) {
+        url->len = start;
+        return -1;
+    }
+    return 0;
+}
+
+/* A token that could end the header line or start another is not sent:
+ * the call then gets the API's 401, which names the fault. */
+static int token_ok(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+            return 0;
+    return n > 0;
+}
+
+static void vm_headers(enr_buf *out, const char *secret, size_t secret_len)
+{
+    static const char accept[] = "Accept: application/vnd.vimeo.*+json;version=3.4";
+
+    if (secret != NULL && token_ok(secret, secret_len)) {
+        enr_buf_lit(out, "Authorization: bearer ");
+        enr_buf_append(out, secret, secret_len);
+        enr_buf_putc(out, '\0');
+    }
+    enr_buf_append(out, accept, sizeof accept); /* with its NUL */
+}
+
+/* ---- the reader ---- */
+
+typedef struct vm_item {
+    const unsigned char *uri, *duration, *link; /* link: of the widest size so far */
+    double width;
+} vm_item;
+
+/* One element of sizes: a candidate when its width is a number and its
+ * link passes the poster checks. */
+static int read_size(enr_rscan *r, int depth, vm_item *it)
+{
+    static const char *const names[] = {"width", "link"};
+    const unsigned char *width = NULL, *link = NULL;
+    int more, key;
+    size_t len;
+    int faithful;
+    double w;
+
+    if (!enr_jscan_at(&r->j, '{'))
+        return enr_jscan_skip(&r->j, depth);
+    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
+        int rc;
+        if (enr_jscan_key(&r->j, names, 2, &key) != 0)
+            return -1;
+        if (key == 0) {
+            rc = enr_jscan_number_at(&r->j, depth + 1, &width);
+        } else {
+            if (key == 1)
+                link = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
+            rc = enr_jscan_skip(&r->j, depth + 1);
+        }
+        if (rc != 0)
+            return -1;
+    }
+    if (more != 0 || width == NULL || link == NULL)
+        return more;
+    w = strtod((const char *)width, NULL); /* a delimiter follows it in the body */
+    if ((it->link == NULL || w > it->width) &&
+        enr_rscan_string_at(r, link, r->poster, sizeof r->poster, &len, &faithful) == 0 &&
+        len <= sizeof r->poster && enr_reply_poster_ok(r->poster, len)) {
+        it->link = link;
+        it->width = w;
+    }
+    return 0;
+}
+
+/* pictures {sizes [..]}: the widest usable size. */
+static int read_pictures(enr_rscan *r, int depth, vm_item *it)
+{
+    static const char *const names[] = {"sizes"};
+    int more, key;
+
+    it->link = NULL;
+    if (!enr_jscan_at(&r->j, '{'))
+        return enr_jscan_skip(&r->j, depth);
+    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
+        int rc = 0, m;
+        if (enr_jscan_key(&r->j, names, 1, &key) != 0)
+            return -1;
+        if (key != 0 || !enr_jscan_at(&r->j, '[')) {
+            it->link = key == 0 ? NULL : it->link;
+            rc = enr_jscan_skip(&r->j, depth + 1);
+        } else {
+            it->link = NULL; /* a later sizes replaces an earlier one */
+            for (m = enr_jscan_open(&r->j, depth + 1); m == 1 && rc == 0;
+                 m = enr_jscan_next(&r->j, ']'))
+                rc = read_size(r, depth + 2, it);
+            rc = rc != 0 ? rc : m;
+        }
+        if (rc != 0)
+            return -1;
+    }
+    return more;
+}
+
+static void vm_resolve(enr_rscan *r, const vm_item *it)
+{
+    size_t len, idlen, cap = r->idmax + r->idextra;
+    int faithful;
+    enr_reply_id *id;
+    const char *colon;
+    double d;
+
+    if (enr_rscan_string_at(r, it->uri, r->idbuf, cap, &len, &faithful) != 0 || !faithful ||
+        len <= URI_PREFIX_LEN || memcmp(r->idbuf, URI_PREFIX, URI_PREFIX_LEN) != 0)
+        return;
+    colon = memchr(r->idbuf + URI_PREFIX_LEN, ':', (len < cap ? len : cap) - URI_PREFIX_LEN);
+    if (colon != NULL)
+        idlen = (size_t)(colon - r->idbuf) - URI_PREFIX_LEN;
+    else if (len <= cap)
+        idlen = len - URI_PREFIX_LEN;
+    else
+        return; /* an id longer than any asked */
+    if ((id = enr_rscan_claim(r, r->idbuf + URI_PREFIX_LEN, idlen)) == NULL)
+        return;
+    (void)enr_rscan_poster_at(r, id, it->link);
+    if (it->duration != NULL) {
+        d = strtod((const char *)it->duration, NULL);
+        if (d > 0 && enr_reply_duration_ok(d, &id->duration))
+            id->has_duration = 1;
+    }
+    enr_rscan_settle(id);
+}
+
+static int vm_item_read(enr_rscan *r, int depth)
+{
+    static const char *const names[] = {"uri", "duration", "pictures"};
+    vm_item it;
+    int more, key;
+
+    memset(&it, 0, sizeof it);
+    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
+        int rc;
+        if (enr_jscan_key(&r->j, names, 3, &key) != 0)
+            return -1;
+        if (key == 2) {
+            rc = read_pictures(r, depth + 1, &it);
+        } else if (key == 1) {
+            rc = enr_jscan_number_at(&r->j, depth + 1, &it.duration);
+        } else {
+            if (key == 0)
+                it.uri = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
+            rc = enr_jscan_skip(&r->j, depth + 1);
+        }
+        if (rc != 0)
+            return -1;
+    }
+    if (more != 0)
+        return -1;
+    vm_resolve(r, &it);
+    return 0;
+}
+
+static int vm_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, uint64_t seed,
+                    enr_buf *arena)
+{
+    /* a candidate uri: the prefix, the longest id asked, and its colon */
+    static const enr_rscan_spec spec = {"data", 0, URI_PREFIX_LEN + 1, vm_matchable, vm_item_read};
+
+    return enr_rscan_parse(body, len, ids, n, seed, arena, &spec);
+}
+
+/* ---- the classifier ---- */
+
+static void vm_classify(int status, const char *body, size_t len, const enr_api_headers *h,
+                        int64_t now, enr_api_outcome *out)
+{
+    enr_api_field code = {.path = {"error_code"}};
+
+    enr_api_outcome_init(out);
+    if (h != NULL)
+        out->remaining = enr_api_count(h->ratelimit_remaining, h->ratelimit_remaining_len);
+    if (status >= 200 && status < 300)
+        return;
+    out->verdict = enr_api_status_verdict(status);
+    (void)enr_api_fields(body, len, &code, 1);
+    enr_api_set_reason(out, code.text, code.len);
+    if (out->verdict == ENR_API_V_THROTTLED && h != NULL) {
+        out->until = enr_api_reset_until(h->ratelimit_reset, h->ratelimit_reset_len, now);
+        if (out->until == 0)
+            out->until = enr_api_retry_after(h, now);
+    }
+}
+
+const enr_api enr_api_vimeo = {
+    .name = "vimeo",
+    .title = "Vimeo",
+    .max_ids = 50,
+    .needs_secret = 1,
+    .build_url = vm_build_url,
+    .headers = vm_headers,
+    .parse = vm_parse,
+    .classify = vm_classify,
+};

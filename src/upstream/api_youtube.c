@@ -1,0 +1,275 @@
+/*
+ * api_youtube.c: the YouTube Data API v3's videos.list, the one method
+ * enrichd calls (1 quota unit a call, 50 ids at most):
+ *
+ *   GET {youtube_url}/videos?part=contentDetails,snippet&id=A,B
+ *       &fields=items(id,contentDetails/duration,snippet/thumbnails)&key=KEY
+ *
+ * fields is percent-encoded as Google's client libraries encode a query
+ * value; the ids, a comma apart, each percent-encoded.  An answer is
+ * {"items":[{"id":..,"contentDetails":{"duration":"PT4M13S"},
+ * "snippet":{"thumbnails":{"default":{"url":..},..,"maxres":{..}}}}]}:
+ * unknown, private and deleted ids are simply not in it, and a partial
+ * response may leave out an empty "items" (the answer then found
+ * nothing).  The poster is the url of the largest thumbnail that passes
+ * the poster checks, maxres > standard > high > medium > default; the
+ * runtime is the ISO 8601 duration, none for P0D/PT0S (live, upcoming).
+ *
+ * Errors (developers.google.com/youtube/v3/docs/errors) are
+ * {"error":{"code":403,"message":..,"errors":[{"reason":"quotaExceeded",
+ * "domain":..}],"details":[{"reason":"API_KEY_INVALID",..}]}}: the reason
+ * decides, else the message ("API key not valid"), else the status.
+ * Within an object the last occurrence of a key counts.
+ */
+#include "upstream/api.h"
+#include "upstream/api_int.h"
+#include "upstream/reply_scan.h"
+
+#include <string.h>
+
+#define FORBID "," /* the id parameter's separator */
+#define DURATION_TEXT_MAX 64
+
+static int yt_matchable(const char *id, size_t len)
+{
+    return enr_api_id_ok(id, len, FORBID);
+}
+
+static int yt_build_url(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
+                        const char *secret, size_t secret_len)
+{
+    static const char fields[] = "items(id,contentDetails/duration,snippet/thumbnails)";
+    size_t start = url->len;
+
+    if (enr_api_url_ids(url, base, "videos?part=contentDetails,snippet&id=", ids, n,
+                        enr_api_youtube.max_ids, "", FORBID) != 0)
+        return -1;
+    enr_buf_lit(url, "&fields=");
+    enr_api_pct(url, fields, sizeof fields - 1);
+    if (secret != NULL) {
+        enr_buf_lit(url, "&key=");
+        enr_api_pct(url, secret, secret_len);
+    }
+    if (url->oom) {
+        url->len = start;
+        return -1;
+    }
+    return 0;
+}
+
+static void yt_headers(enr_buf *out, const char *secret, size_t secret_len)
+{
+    /* the key travels in the URL (key=), as the API documents it */
+}
+
+/* ---- the reader ---- */
+
+enum { T_DEFAULT, T_MEDIUM, T_HIGH, T_STANDARD, T_MAXRES, T_COUNT };
+
+typedef struct yt_item {
+    const unsigned char *id, *duration, *thumb[T_COUNT]; /* last string of each, or NULL */
+} yt_item;
+
+/* An object whose only member read is "url": where its last string is. */
+static int read_thumb(enr_rscan *r, int depth, const unsigned char **url)
+{
+    static const char *const names[] = {"url"};
+    int more, key;
+
+    *url = NULL;
+    if (!enr_jscan_at(&r->j, '{'))
+        return enr_jscan_skip(&r->j, depth);
+    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
+        if (enr_jscan_key(&r->j, names, 1, &key) != 0)
+            return -1;
+        if (key == 0)
+            *url = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
+        if (enr_jscan_skip(&r->j, depth + 1) != 0)
+            return -1;
+    }
+    return more;
+}
+
+static int read_thumbnails(enr_rscan *r, int depth, yt_item *it)
+{
+    static const char *const names[] = {"default", "medium", "high", "standard", "maxres"};
+    int more, key;
+
+    memset(it->thumb, 0, sizeof it->thumb);
+    if (!enr_jscan_at(&r->j, '{'))
+        return enr_jscan_skip(&r->j, depth);
+    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
+        int rc;
+        if (enr_jscan_key(&r->j, names, T_COUNT, &key) != 0)
+            return -1;
+        rc =
+            key >= 0 ? read_thumb(r, depth + 1, &it->thumb[key]) : enr_jscan_skip(&r->j, depth + 1);
+        if (rc != 0)
+            return -1;
+    }
+    return more;
+}
+
+/* snippet {thumbnails} or contentDetails {duration}: the one member read. */
+static int read_part(enr_rscan *r, int depth, yt_item *it, int snippet)
+{
+    const char *const names[] = {snippet ? "thumbnails" : "duration"};
+    int more, key;
+
+    if (snippet)
+        memset(it->thumb, 0, sizeof it->thumb);
+    else
+        it->duration = NULL;
+    if (!enr_jscan_at(&r->j, '{'))
+        return enr_jscan_skip(&r->j, depth);
+    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
+        int rc;
+        if (enr_jscan_key(&r->j, names, 1, &key) != 0)
+            return -1;
+        if (key == 0 && snippet) {
+            rc = read_thumbnails(r, depth + 1, it);
+        } else {
+            if (key == 0)
+                it->duration = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
+            rc = enr_jscan_skip(&r->j, depth + 1);
+        }
+        if (rc != 0)
+            return -1;
+    }
+    return more;
+}
+
+static void yt_resolve(enr_rscan *r, const yt_item *it)
+{
+    char text[DURATION_TEXT_MAX];
+    size_t len;
+    int faithful;
+    enr_reply_id *id;
+    double d;
+
+    if (enr_rscan_string_at(r, it->id, r->idbuf, r->idmax, &len, &faithful) != 0 || !faithful ||
+        (id = enr_rscan_claim(r, r->idbuf, len)) == NULL)
+        return;
+    for (int t = T_MAXRES; t >= T_DEFAULT; t--)
+        if (enr_rscan_poster_at(r, id, it->thumb[t]))
+            break;
+    if (enr_rscan_string_at(r, it->duration, text, sizeof text, &len, &faithful) == 0 &&
+        len <= sizeof text && enr_iso8601_duration(text, len, &d) == 0 && d > 0 &&
+        enr_reply_duration_ok(d, &id->duration))
+        id->has_duration = 1;
+    enr_rscan_settle(id);
+}
+
+static int yt_item_read(enr_rscan *r, int depth)
+{
+    static const char *const names[] = {"id", "snippet", "contentDetails"};
+    yt_item it;
+    int more, key;
+
+    memset(&it, 0, sizeof it);
+    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
+        int rc;
+        if (enr_jscan_key(&r->j, names, 3, &key) != 0)
+            return -1;
+        if (key == 1 || key == 2) {
+            rc = read_part(r, depth + 1, &it, key == 1);
+        } else {
+            if (key == 0)
+                it.id = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
+            rc = enr_jscan_skip(&r->j, depth + 1);
+        }
+        if (rc != 0)
+            return -1;
+    }
+    if (more != 0)
+        return -1;
+    yt_resolve(r, &it);
+    return 0;
+}
+
+static int yt_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, uint64_t seed,
+                    enr_buf *arena)
+{
+    static const enr_rscan_spec spec = {"items", 1, 0, yt_matchable, yt_item_read};
+
+    return enr_rscan_parse(body, len, ids, n, seed, arena, &spec);
+}
+
+/* ---- the classifier ---- */
+
+static const struct {
+    const char *word;
+    int verdict;
+} reasons[] = {
+    {"quotaExceeded", ENR_API_V_QUOTA},
+    {"dailyLimitExceeded", ENR_API_V_QUOTA},
+    {"rateLimitExceeded", ENR_API_V_THROTTLED},
+    {"userRateLimitExceeded", ENR_API_V_THROTTLED},
+    {"RATE_LIMIT_EXCEEDED", ENR_API_V_THROTTLED},
+    {"keyInvalid", ENR_API_V_AUTH},
+    {"keyExpired", ENR_API_V_AUTH},
+    {"accessNotConfigured", ENR_API_V_AUTH},
+    {"forbidden", ENR_API_V_AUTH},
+    {"ipRefererBlocked", ENR_API_V_AUTH},
+    {"dailyLimitExceededUnreg", ENR_API_V_AUTH}, /* no key reached the API */
+    {"API_KEY_INVALID", ENR_API_V_AUTH},
+    {"API_KEY_EXPIRED", ENR_API_V_AUTH},
+    {"API_KEY_SERVICE_BLOCKED", ENR_API_V_AUTH},
+    {"API_KEY_HTTP_REFERRER_BLOCKED", ENR_API_V_AUTH},
+    {"API_KEY_IP_ADDRESS_BLOCKED", ENR_API_V_AUTH},
+    {"SERVICE_DISABLED", ENR_API_V_AUTH},
+};
+
+/* The verdict a reason word stands for, -1 when it is not one of ours. */
+static int reason_verdict(const enr_api_field *f)
+{
+    for (size_t i = 0; f->found && i < sizeof reasons / sizeof reasons[0]; i++)
+        if (strcmp(f->text, reasons[i].word) == 0)
+            return reasons[i].verdict;
+    return -1;
+}
+
+static void yt_classify(int status, const char *body, size_t len, const enr_api_headers *h,
+                        int64_t now, enr_api_outcome *out)
+{
+    enum { F_REASON, F_DETAIL, F_MESSAGE, F_COUNT };
+    enr_api_field f[F_COUNT] = {{.path = {"error", "errors", "[]", "reason"}},
+                                {.path = {"error", "details", "[]", "reason"}},
+                                {.path = {"error", "message"}}};
+    int v;
+
+    enr_api_outcome_init(out);
+    if (status >= 200 && status < 300)
+        return;
+    out->verdict = enr_api_status_verdict(status);
+    (void)enr_api_fields(body, len, f, F_COUNT);
+    if ((v = reason_verdict(&f[F_REASON])) >= 0) {
+        enr_api_set_reason(out, f[F_REASON].text, f[F_REASON].len);
+    } else if ((v = reason_verdict(&f[F_DETAIL])) >= 0) {
+        enr_api_set_reason(out, f[F_DETAIL].text, f[F_DETAIL].len);
+    } else if (f[F_MESSAGE].found && (strncmp(f[F_MESSAGE].text, "API key not valid", 17) == 0 ||
+                                      strncmp(f[F_MESSAGE].text, "API key expired", 15) == 0)) {
+        v = ENR_API_V_AUTH; /* the v3 name of what the message says */
+        enr_api_set_reason(out, f[F_MESSAGE].text[8] == 'n' ? "keyInvalid" : "keyExpired", 10);
+    } else {
+        const enr_api_field *w = f[F_REASON].found ? &f[F_REASON] : &f[F_DETAIL];
+        enr_api_set_reason(out, w->text, w->len);
+    }
+    if (v >= 0 && status < 500)
+        out->verdict = v; /* a 5xx is the provider's failure whatever it says */
+    if (out->verdict == ENR_API_V_QUOTA)
+        out->until = enr_pacific_next_midnight(now);
+    else if (out->verdict == ENR_API_V_THROTTLED)
+        out->until = enr_api_retry_after(h, now);
+}
+
+const enr_api enr_api_youtube = {
+    .name = "youtube",
+    .title = "YouTube",
+    .max_ids = 50,
+    .needs_secret = 1,
+    .build_url = yt_build_url,
+    .headers = yt_headers,
+    .parse = yt_parse,
+    .classify = yt_classify,
+};

@@ -1,0 +1,535 @@
+/*
+ * reply_scan.c: the pieces every reader of a provider's answer shares
+ * (reply_scan.h): the JSON scanner, the poster and duration checks, the
+ * id table and the shape of a reply (one root object holding an array of
+ * items).
+ *
+ * The answer is hostile input: it is read in one pass, never as a tree.
+ * Memory is O(ids asked + posters accepted): the id table, one candidate
+ * id (no longer than the longest id asked, plus what the reader says its
+ * ids carry around them), one candidate poster (ENR_REPLY_POSTER_MAX
+ * bytes); nesting is bounded (ENR_REPLY_MAX_DEPTH), so is the recursion.
+ *
+ * Invariants: ids are matched through a table keyed by a seed, so the work
+ * is linear in the answer whatever ids a hostile provider sends; an id
+ * is decided by the first item naming it; a reply either resolves every
+ * id or is rejected whole, the arena then as it was.  The scanner never
+ * reads past end.
+ */
+#include "upstream/reply_scan.h"
+#include "base/hash.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- checks ---- */
+
+/* Strict UTF-8 (no surrogates, no overlongs), and no C1 control or
+ * Unicode white space either: the length of the sequence at s[0..n), or
+ * 0 when it is not one of those. */
+static size_t poster_char(const unsigned char *s, size_t n)
+{
+    uint32_t cp;
+    size_t need = s[0] >= 0xf0 ? 3 : s[0] >= 0xe0 ? 2 : s[0] >= 0xc2 ? 1 : 0;
+
+    if (need == 0 || s[0] > 0xf4 || need >= n)
+        return 0;
+    cp = s[0] & (0x3f >> need);
+    for (size_t k = 1; k <= need; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[k] & 0x3f);
+    }
+    if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0xa0) || cp == 0x1680 ||
+        (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+        cp == 0x205f || cp == 0x3000 || cp == 0xfeff)
+        return 0;
+    return need + 1;
+}
+
+int enr_reply_poster_ok(const char *s, size_t n)
+{
+    size_t i = 8, host = 0;
+
+    if (n > ENR_REPLY_POSTER_MAX || n < 9 || strncasecmp(s, "https://", 8) != 0)
+        return 0;
+    for (; i < n && s[i] != '/' && s[i] != '?' && s[i] != '#'; i++)
+        host++;
+    if (host == 0)
+        return 0;
+    for (i = 0; i < n;) {
+        unsigned char ch = (unsigned char)s[i];
+        size_t k = 1;
+        if (ch <= 0x20 || ch == 0x7f)
+            return 0;
+        if (ch >= 0x80 && (k = poster_char((const unsigned char *)s + i, n - i)) == 0)
+            return 0;
+        i += k;
+    }
+    return 1;
+}
+
+int enr_reply_duration_ok(double v, double *out)
+{
+    if (!isfinite(v) || v < 0 || v >= ENR_REPLY_DURATION_LIMIT)
+        return 0;
+    *out = v == 0 ? 0 : v; /* -0 becomes 0 */
+    return 1;
+}
+
+void enr_reply_reset(enr_reply_id *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ids[i].state = ENR_REPLY_ABSENT;
+        ids[i].has_poster = ids[i].has_duration = 0;
+        ids[i].poster_off = ids[i].poster_len = 0;
+        ids[i].duration = 0;
+    }
+}
+
+/* ---- the scanner ---- */
+
+void enr_jscan_ws(enr_jscan *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+static int hexval(unsigned c)
+{
+    if (c >= '0' && c <= '9')
+        return (int)(c - '0');
+    c |= 0x20;
+    if (c >= 'a' && c <= 'f')
+        return (int)(c - 'a' + 10);
+    return -1;
+}
+
+/* The code unit of "\\uXXXX" at p (6 bytes available), or -1. */
+static long unit_at(const unsigned char *p, const unsigned char *end)
+{
+    long v = 0;
+
+    if (end - p < 6 || p[0] != '\\' || p[1] != 'u')
+        return -1;
+    for (int i = 2; i < 6; i++) {
+        int h = hexval(p[i]);
+        if (h < 0)
+            return -1;
+        v = v * 16 + h;
+    }
+    return v;
+}
+
+/* Decoded bytes go to out[0..cap); *len counts them all, so a string
+ * longer than cap is seen to be longer without being kept. */
+static void put(char *out, size_t cap, size_t *len, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++, (*len)++)
+        if (out != NULL && *len < cap)
+            out[*len] = b[i];
+}
+
+static void put_cp(char *out, size_t cap, size_t *len, unsigned long cp)
+{
+    char b[4];
+
+    if (cp < 0x80) {
+        b[0] = (char)cp;
+        put(out, cap, len, b, 1);
+    } else if (cp < 0x800) {
+        b[0] = (char)(0xc0 | (cp >> 6));
+        b[1] = (char)(0x80 | (cp & 0x3f));
+        put(out, cap, len, b, 2);
+    } else if (cp < 0x10000) {
+        b[0] = (char)(0xe0 | (cp >> 12));
+        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[2] = (char)(0x80 | (cp & 0x3f));
+        put(out, cap, len, b, 3);
+    } else {
+        b[0] = (char)(0xf0 | (cp >> 18));
+        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+        b[3] = (char)(0x80 | (cp & 0x3f));
+        put(out, cap, len, b, 4);
+    }
+}
+
+/* The character a one-letter JSON escape stands for, 0 if none. */
+static char simple_escape(unsigned char e)
+{
+    switch (e) {
+    case '"':
+    case '\\':
+    case '/':
+        return (char)e;
+    case 'b':
+        return '\b';
+    case 'f':
+        return '\f';
+    case 'n':
+        return '\n';
+    case 'r':
+        return '\r';
+    case 't':
+        return '\t';
+    default:
+        return 0;
+    }
+}
+
+int enr_jscan_string(enr_jscan *s, char *out, size_t cap, size_t *len)
+{
+    const unsigned char *p = s->p + 1, *end = s->end;
+
+    *len = 0;
+    for (;;) {
+        const unsigned char *q = p;
+        long u;
+        while (q < end && *q != '"' && *q != '\\' && *q != '\0')
+            q++;
+        put(out, cap, len, (const char *)p, (size_t)(q - p));
+        if (q >= end || *q == '\0') /* json-c ends its input at a NUL byte */
+            return -1;
+        if (*q == '"') {
+            s->p = q + 1;
+            return 0;
+        }
+        if (q + 1 >= end)
+            return -1;
+        if (q[1] != 'u') {
+            char c = simple_escape(q[1]);
+            if (c == 0)
+                return -1;
+            put(out, cap, len, &c, 1);
+            p = q + 2;
+            continue;
+        }
+        u = unit_at(q, end);
+        if (u < 0)
+            return -1;
+        p = q + 6;
+        if (u >= 0xd800 && u <= 0xdbff) {
+            long lo = unit_at(p, end);
+            if (lo >= 0xdc00 && lo <= 0xdfff) {
+                put_cp(out, cap, len,
+                       0x10000 + (((unsigned long)u - 0xd800) << 10) +
+                           ((unsigned long)lo - 0xdc00));
+                p += 6;
+                continue;
+            }
+            u = 0xfffd; /* unpaired: what follows is read on its own */
+            s->lone++;
+        } else if (u >= 0xdc00 && u <= 0xdfff) {
+            u = 0xfffd;
+            s->lone++;
+        }
+        put_cp(out, cap, len, (unsigned long)u);
+    }
+}
+
+int enr_jscan_key(enr_jscan *s, const char *const *names, int nnames, int *key)
+{
+    char k[ENR_JSCAN_KEY_MAX + 1];
+    size_t len, klen;
+
+    if (!enr_jscan_at(s, '"') || enr_jscan_string(s, k, sizeof k, &len) != 0)
+        return -1;
+    klen = len < sizeof k ? len : sizeof k;
+    for (size_t i = 0; i < klen; i++)
+        if (k[i] == '\0') {
+            klen = len = i;
+            break;
+        }
+    *key = -1;
+    for (int i = 0; i < nnames && len <= ENR_JSCAN_KEY_MAX; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], k, len) == 0)
+            *key = i;
+    enr_jscan_ws(s);
+    if (!enr_jscan_at(s, ':'))
+        return -1;
+    s->p++;
+    enr_jscan_ws(s);
+    return 0;
+}
+
+static int read_number(enr_jscan *s)
+{
+    const unsigned char *p = s->p, *end = s->end;
+
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end || *p < '0' || *p > '9')
+        return -1;
+    if (*p == '0')
+        p++;
+    else
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    if (p < end && *p == '.') {
+        const unsigned char *d = ++p;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+        if (p == d)
+            return -1;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        const unsigned char *d;
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        d = p;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+        if (p == d)
+            return -1;
+    }
+    s->p = p;
+    return 0;
+}
+
+int enr_jscan_number_at(enr_jscan *s, int depth, const unsigned char **at)
+{
+    *at = enr_jscan_at_number(s) ? s->p : NULL;
+    return enr_jscan_skip(s, depth);
+}
+
+int enr_jscan_next(enr_jscan *s, unsigned char close)
+{
+    enr_jscan_ws(s);
+    if (s->p >= s->end)
+        return -1;
+    if (*s->p == ',') {
+        s->p++;
+        enr_jscan_ws(s);
+        return s->p < s->end ? 1 : -1;
+    }
+    if (*s->p == close) {
+        s->p++;
+        return 0;
+    }
+    return -1;
+}
+
+int enr_jscan_open(enr_jscan *s, int depth)
+{
+    unsigned char close = *s->p == '{' ? '}' : ']';
+
+    if (depth > ENR_REPLY_MAX_DEPTH)
+        return -1;
+    s->p++;
+    enr_jscan_ws(s);
+    if (enr_jscan_at(s, (char)close)) {
+        s->p++;
+        return 0;
+    }
+    return s->p < s->end ? 1 : -1;
+}
+
+static int literal(enr_jscan *s, const char *word, size_t n)
+{
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
+        return -1;
+    s->p += n;
+    return 0;
+}
+
+int enr_jscan_skip(enr_jscan *s, int depth)
+{
+    size_t len;
+    int more, key;
+
+    if (s->p >= s->end)
+        return -1;
+    switch (*s->p) {
+    case '"':
+        return enr_jscan_string(s, NULL, 0, &len);
+    case '{':
+        for (more = enr_jscan_open(s, depth); more == 1; more = enr_jscan_next(s, '}'))
+            if (enr_jscan_key(s, NULL, 0, &key) != 0 || enr_jscan_skip(s, depth + 1) != 0)
+                return -1;
+        return more;
+    case '[':
+        for (more = enr_jscan_open(s, depth); more == 1; more = enr_jscan_next(s, ']'))
+            if (enr_jscan_skip(s, depth + 1) != 0)
+                return -1;
+        return more;
+    case 't':
+        return literal(s, "true", 4);
+    case 'f':
+        return literal(s, "false", 5);
+    case 'n':
+        return literal(s, "null", 4);
+    default:
+        return read_number(s);
+    }
+}
+
+/* ---- ids and the items' shape ---- */
+
+/* Slot of id in the open-addressing table (index + 1, 0 empty). */
+static uint32_t *id_slot(const enr_rscan *r, const char *s, size_t len)
+{
+    for (size_t i = enr_hash_key(r->seed, 0, s, len) & r->mask;; i = (i + 1) & r->mask) {
+        uint32_t *slot = &r->table[i];
+        if (*slot == 0)
+            return slot;
+        if (r->ids[*slot - 1].id_len == len && memcmp(r->ids[*slot - 1].id, s, len) == 0)
+            return slot;
+    }
+}
+
+enr_reply_id *enr_rscan_claim(enr_rscan *r, const char *s, size_t len)
+{
+    uint32_t *slot;
+
+    if (len > r->idmax)
+        return NULL;
+    slot = id_slot(r, s, len);
+    if (*slot == 0 || r->ids[*slot - 1].state != ENR_REPLY_ABSENT)
+        return NULL; /* an id we did not ask for, or a duplicate */
+    return &r->ids[*slot - 1];
+}
+
+void enr_rscan_poster(enr_rscan *r, enr_reply_id *id, const char *s, size_t len)
+{
+    size_t off = r->arena->len;
+
+    if (!enr_reply_poster_ok(s, len) || r->arena->oom || enr_buf_reserve(r->arena, len) != 0)
+        return;
+    enr_buf_append(r->arena, s, len);
+    id->poster_off = off;
+    id->poster_len = len;
+    id->has_poster = 1;
+}
+
+int enr_rscan_string_at(const enr_rscan *r, const unsigned char *at, char *out, size_t cap,
+                        size_t *len, int *faithful)
+{
+    enr_jscan s = {at, r->j.end, 0};
+
+    *len = 0;
+    *faithful = 0;
+    if (at == NULL || enr_jscan_string(&s, out, cap, len) != 0)
+        return -1;
+    *faithful = s.lone == 0;
+    return 0;
+}
+
+int enr_rscan_poster_at(enr_rscan *r, enr_reply_id *id, const unsigned char *at)
+{
+    size_t len;
+    int faithful;
+
+    if (enr_rscan_string_at(r, at, r->poster, sizeof r->poster, &len, &faithful) != 0 ||
+        len > sizeof r->poster)
+        return 0;
+    enr_rscan_poster(r, id, r->poster, len);
+    return id->has_poster;
+}
+
+void enr_rscan_settle(enr_reply_id *id)
+{
+    /* An item with nothing usable tells no more than absence, but it
+     * still decides the id: a later duplicate is ignored. */
+    id->state = (id->has_poster || id->has_duration) ? ENR_REPLY_FOUND : ENR_REPLY_EMPTY;
+}
+
+static int read_array(enr_rscan *r, const enr_rscan_spec *spec)
+{
+    int more;
+
+    for (more = enr_jscan_open(&r->j, 2); more == 1; more = enr_jscan_next(&r->j, ']')) {
+        int rc = enr_jscan_at(&r->j, '{') ? spec->item(r, 3) : enr_jscan_skip(&r->j, 3);
+        if (rc != 0)
+            return -1;
+    }
+    return more;
+}
+
+/* The root object; 0 when its last spec->array member is an array (or,
+ * when it may be, there is none). */
+static int read_root(enr_rscan *r, const enr_rscan_spec *spec)
+{
+    const char *const names[] = {spec->array};
+    int more, key, seen = 0, array_ok = 0;
+
+    enr_jscan_ws(&r->j);
+    if (!enr_jscan_at(&r->j, '{'))
+        return -1;
+    for (more = enr_jscan_open(&r->j, 1); more == 1; more = enr_jscan_next(&r->j, '}')) {
+        if (enr_jscan_key(&r->j, names, 1, &key) != 0)
+            return -1;
+        if (key != 0) {
+            if (enr_jscan_skip(&r->j, 2) != 0)
+                return -1;
+            continue;
+        }
+        /* A later array replaces an earlier one. */
+        enr_reply_reset(r->ids, r->n);
+        r->arena->len = r->arena_start;
+        seen = 1;
+        array_ok = enr_jscan_at(&r->j, '[');
+        if ((array_ok ? read_array(r, spec) : enr_jscan_skip(&r->j, 2)) != 0)
+            return -1;
+    }
+    if (more != 0)
+        return -1;
+    enr_jscan_ws(&r->j);
+    return r->j.p == r->j.end && (array_ok || (!seen && spec->array_optional)) ? 0 : -1;
+}
+
+int enr_rscan_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, uint64_t seed,
+                    enr_buf *arena, const enr_rscan_spec *spec)
+{
+    enr_rscan *r;
+    size_t tcap = 16;
+    int rc = -1;
+
+    enr_reply_reset(ids, n);
+    if (len == 0 || len > INT_MAX || n > UINT32_MAX / 4)
+        return -1;
+    while (tcap < 2 * n)
+        tcap <<= 1;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -1;
+    r->arena_start = arena->len;
+    r->table = calloc(tcap, sizeof(*r->table));
+    for (size_t i = 0; i < n; i++)
+        if (ids[i].id_len > r->idmax)
+            r->idmax = ids[i].id_len;
+    r->idextra = spec->idextra;
+    r->idbuf = malloc(r->idmax + r->idextra + 1);
+    if (r->table == NULL || r->idbuf == NULL)
+        goto out;
+    r->j.p = (const unsigned char *)body;
+    r->j.end = r->j.p + len;
+    r->ids = ids;
+    r->n = n;
+    r->mask = tcap - 1;
+    r->seed = seed;
+    r->arena = arena;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *slot;
+        if (spec->matchable != NULL && !spec->matchable(ids[i].id, ids[i].id_len))
+            continue;
+        slot = id_slot(r, ids[i].id, ids[i].id_len);
+        if (*slot == 0)
+            *slot = (uint32_t)(i + 1); /* a duplicate id keeps its first index */
+    }
+    rc = read_root(r, spec);
+out:
+    if (rc != 0) {
+        enr_reply_reset(ids, n);
+        arena->len = r->arena_start;
+    }
+    free(r->table);
+    free(r->idbuf);
+    free(r);
+    return rc;
+}

@@ -1,0 +1,142 @@
+/*
+ * upsource.c: what the client does per source (upstream_int.h): its
+ * breaker's transitions, the gate a call passes (breaker, then the
+ * source's host-wide pause and rate), an API's answer classified
+ * (api.h) and the pause it asks for, said to operators once.
+ *
+ * Invariants: a pause is set through quota.c only (host-wide, only ever
+ * lengthened) and logged by the worker that set it, once; the words
+ * logged are the API's own reason, printable ASCII (api.h), never a
+ * secret; a refused key pauses its source until a reload (HUP), a day
+ * at most, a spent quota until midnight Pacific time.
+ */
+#include "upstream/upstream.h"
+#include "upstream/upstream_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "upstream/api.h"
+#include "upstream/breaker.h"
+#include "upstream/quota.h"
+
+#define UP_RATE_LOW 5         /* a rate limit's calls left at which a source slows down */
+#define UP_AUTH_PAUSE_S 86400 /* a refused key: no call for this long, or until a reload */
+
+/* ---- breaker transitions: logged once, counted ---- */
+
+void enr_up_breaker_note(enr_upstream *u, int src, int prev, const char *why)
+{
+    enr_breaker *br = &u->src[src].br;
+
+    if (prev == br->state)
+        return;
+    u->st.breaker_state[src] = br->state;
+    if (br->state == ENR_BREAKER_OPEN)
+        u->st.src[src].breaker_opens++;
+    enr_log(br->state == ENR_BREAKER_CLOSED ? ENR_LOG_INFO : ENR_LOG_WARN,
+            "upstream breaker transition", "source=%s from=%s to=%s reason=%s opens=%llu",
+            u->src[src].title, enr_breaker_state_name(prev), enr_breaker_state_name(br->state), why,
+            (unsigned long long)br->opens);
+}
+
+/* May source src make one more call now?  The breaker first, then the
+ * source's host-wide pause and rate (quota.h).  A call refused by the
+ * pause is counted once per batch by why the pause holds. */
+int enr_up_source_gate(enr_upstream *u, int src, uint64_t now)
+{
+    enr_upsource *x = &u->src[src];
+    int prev;
+
+    if (!enr_breaker_allow(&x->br, now, &prev))
+        return 0;
+    if (enr_quota_take(&x->quota, now) != ENR_QUOTA_OK) {
+        /* The rest of the batch's calls of this source are not made;
+         * a probe granted is given back. */
+        enr_breaker_release(&x->br);
+        enr_up_breaker_note(u, src, prev, "cooldown");
+        switch (enr_quota_why(&x->quota, now)) {
+        case ENR_QUOTA_WHY_QUOTA:
+            u->st.src[src].fail_quota++;
+            break;
+        case ENR_QUOTA_WHY_AUTH:
+            u->st.src[src].fail_auth++;
+            break;
+        default:
+            u->st.src[src].fail_throttled++;
+            break;
+        }
+        return 0;
+    }
+    enr_up_breaker_note(u, src, prev, "cooldown");
+    return 1;
+}
+
+/* An API's answer, as its classifier reads it (api.h): its verdict,
+ * kept in c->why too, and the rate headers acted on at once (a
+ * Remaining near 0 slows the source down before its 429 comes). */
+int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now)
+{
+    const enr_upsource *x = &u->src[c->src];
+    enr_api_headers h = {c->h_retry_after_len ? c->h_retry_after : NULL,
+                         c->h_retry_after_len,
+                         c->h_remaining_len ? c->h_remaining : NULL,
+                         c->h_remaining_len,
+                         c->h_reset_len ? c->h_reset : NULL,
+                         c->h_reset_len};
+    int64_t wall = (int64_t)time(NULL);
+
+    memset(&c->why, 0, sizeof c->why);
+    c->why.remaining = -1;
+    x->api->classify((int)status, c->body.data, c->body.len, &h, wall, &c->why);
+    c->why.reason[sizeof c->why.reason - 1] = '\0';
+    if (c->why.remaining >= 0 && c->why.remaining <= UP_RATE_LOW &&
+        c->why.verdict == ENR_API_V_OK) {
+        /* What is left of the window, spread over the calls left in it. */
+        int64_t left_s = c->why.until > wall ? c->why.until - wall : 1;
+        uint64_t gap_ms = (uint64_t)left_s * 1000u / (uint64_t)(c->why.remaining + 1);
+        if (enr_quota_hold(&u->src[c->src].quota, now, gap_ms, ENR_QUOTA_WHY_THROTTLED,
+                           wall + (int64_t)(gap_ms / 1000u), "ratelimit-remaining"))
+            enr_log(ENR_LOG_INFO, "upstream slowing down: the rate limit is nearly spent",
+                    "source=%s remaining=%ld pause_ms=%llu", x->title, c->why.remaining,
+                    (unsigned long long)gap_ms);
+    }
+    return c->why.verdict;
+}
+
+/* An API's pause, host-wide (quota.h), said once per pause in the words
+ * an operator acts on. */
+void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
+{
+    enr_upsource *x = &u->src[c->src];
+    int64_t wall = (int64_t)time(NULL), until = c->why.until;
+    const char *reason = c->why.reason[0] ? c->why.reason : "-";
+    char when[32], msg[160];
+    struct tm tm;
+
+    if (why == ENR_QUOTA_WHY_QUOTA && until <= wall)
+        until = enr_pacific_next_midnight(wall);
+    else if (why == ENR_QUOTA_WHY_AUTH)
+        until = wall + UP_AUTH_PAUSE_S; /* a reload (HUP) tries again at once */
+    else if (why == ENR_QUOTA_WHY_THROTTLED && until <= wall)
+        until = wall + (c->has_retry_after && c->retry_after_s ? c->retry_after_s
+                                                               : ENR_THROTTLE_DEFAULT_S);
+    if (!enr_quota_hold(&x->quota, now, (uint64_t)(until - wall) * 1000u, why, until,
+                        c->why.reason))
+        return; /* held already: its setter said so */
+    gmtime_r(&(time_t){(time_t)until}, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    /* The reason is the API's own word, printable ASCII (api.h). */
+    if (why == ENR_QUOTA_WHY_AUTH)
+        snprintf(msg, sizeof msg, "%s rejected the %s: %s", x->title,
+                 c->src == ENR_API_VIMEO ? "access token" : "API key", reason);
+    else if (why == ENR_QUOTA_WHY_QUOTA)
+        snprintf(msg, sizeof msg, "%s quota spent: %s", x->title, reason);
+    else
+        snprintf(msg, sizeof msg, "%s throttled: %s", x->title, reason);
+    enr_log(why == ENR_QUOTA_WHY_THROTTLED ? ENR_LOG_WARN : ENR_LOG_ERROR, msg,
+            "source=%s until=%s%s", x->api->name, when,
+            why == ENR_QUOTA_WHY_AUTH ? " retry=\"after a reload (HUP)\"" : "");
+}
