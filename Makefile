@@ -158,12 +158,17 @@ bench: all
 bench-engine: all
 	@scripts/bench-engine.sh $(B)
 
+bench-syscalls: all
+	@python3 scripts/bench-syscalls.py --build $(B)
+
 # Outbound enrichment, one script a section: a cached hot set against
 # enrichment off; the provider across a network path (round trip 0-150 ms,
-# HTTP against HTTPS, connections cycled every 100 requests).
+# HTTP against HTTPS, connections cycled every 100 requests); the
+# providers' own APIs (calls and quota units per 1,000 records, 50 ms away).
 bench-upstream: all
 	@scripts/bench-upstream.sh $(B)
 	@scripts/bench-upstream-net.sh $(B)
+	@ENR_BUILD=$(B) scripts/bench-upstream-providers.py
 
 FUZZ_SECONDS ?= 60
 fuzz:

@@ -260,7 +260,12 @@ static int api_source(enr_upsource *x, const enr_config *c, int api, char *err, 
     }
     x->title = x->api->title;
     x->max_ids = x->api->max_ids;
-    enr_buf_append(&x->base, url, strlen(url));
+    /* The builders take the base as a C string: its NUL is kept past len
+     * (a reused buffer held a longer URL after a reload). */
+    enr_buf_append(&x->base, url, strlen(url) + 1);
+    x->base.len--;
+    if (x->base.oom)
+        goto oom;
     if (api == ENR_API_YOUTUBE && keep_secret(x, c->youtube_key.bytes, c->youtube_key.len) != 0)
         goto oom;
     if (api == ENR_API_VIMEO && keep_secret(x, c->vimeo_token.bytes, c->vimeo_token.len) != 0)
