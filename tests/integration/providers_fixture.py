@@ -107,7 +107,8 @@ class Providers:
                                           "--close-after", str(close_after))
                 tls_fixture.renice_threads(self.fakes[api].proc.pid, tls_fixture.REMOTE_NICE)
             self.nginx = tls_fixture.Terminator(self.dir, self.pki, 0, kinds=APIS,
-                                                backends={a: f.port for a, f in self.fakes.items()})
+                                                backends={a: f.port for a, f in self.fakes.items()},
+                                                http2=True)
         except Exception:
             self.close()
             raise
