@@ -16,9 +16,10 @@
  * transfers are the module's own and never reach the callback.
  *
  * Invariants: every socket curl opens goes through this module (counted,
- * SOCK_CLOEXEC); at most upstream_warm_connections warm-ups run, and none
- * while the connections open reach their target; a failed warm-up backs
- * off before the next.
+ * SOCK_CLOEXEC, per origin: the aggregator and each API); per origin, at
+ * most its warm connections' worth of warm-ups run, and none while the
+ * connections open reach their target; a failed wave backs off before
+ * the next.  An API's warm-up writes no request (docs/upstream.md).
  */
 #ifndef ENR_UPCONN_H
 #define ENR_UPCONN_H
