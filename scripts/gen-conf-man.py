@@ -5,7 +5,8 @@ The configuration file is the one documentation of the keys: its header
 comment becomes the description, each `## --- title ---` line a section,
 and each comment block the description of the `key = default` lines that
 follow it.  So the page cannot drift from the file, and
-tests/man_check.py checks the file against the built-in defaults.
+tests/integration/test_man_pages.py checks the file against the built-in
+defaults.
 
 usage: gen-conf-man.py [--version V] conf/enrichd.conf > enrichd.conf.5
 """

@@ -311,7 +311,10 @@ def vimeo(method, path, params, headers):
     s = core.settings
     now = time.time()
     limit, remaining, reset, over = vm_rate(now)
-    form = formatdate(reset, usegmt=True) if s["reset_form"] == "date" else "%d" % int(reset + 0.999)
+    if s["reset_form"] == "date":
+        form = formatdate(reset, usegmt=True)
+    else:
+        form = "%d" % int(reset + 0.999)
     rate = {"X-RateLimit-Limit": str(limit), "X-RateLimit-Remaining": str(remaining),
             "X-RateLimit-Reset": form}
     if method != "GET" or path != PATHS["vimeo"]:

@@ -1,19 +1,36 @@
 #!/usr/bin/env python3
-"""make test: every suite, one summary.
+"""make test and make check: every suite, one summary.
 
-Runs the unit test binaries, the conformance vectors through the CLI, and
-every integration script (real nginx, real enrichd); each prints
-"N passed, M failed" as its last such line, which is summed here.  A suite
-that crashes or prints no summary counts as one failure.  Ends with the
-total "N passed, M failed" and exits non-zero on any failure.
+Runs the unit test binaries, the conformance vectors through the CLI, the
+Unicode sweeps against Node, and every integration and hostile script
+(real nginx, real enrichd; found by glob, so a new tests/*/test_*.py is
+run without being listed); each prints "N passed, M failed" as its last
+such line, which is summed here.  A suite that crashes or prints no
+summary counts as one failure.  Ends with the total "N passed, M failed"
+and exits non-zero on any failure.
+
+Suites run side by side (-j, sized to the machine by default): each has
+its own directory, sockets and ports, and most of their time is spent
+waiting for the daemon.  A suite that measures time or load, or needs the
+machine to itself, says so in a comment line of its own that starts
+"# run alone:" (a unit test's source: " * run alone:" or "/* run alone:"),
+followed by why; those run afterwards, one at a time,
+with nothing else running.  Each suite's line (its name, counts and time,
+and the tail of its output when it failed) prints as it finishes; the
+failed ones are named again in a fixed order at the end.  The longest
+suites (by the previous run's times, kept in BUILD/test-times.json) are
+started first.
 """
 import argparse
 import glob
+import json
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -21,17 +38,43 @@ SUMMARY = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed", re.M)
 # Tests (functions) apart from assertions: "tests: N run, M failed".  A
 # suite that does not say counts as one test.
 TESTS = re.compile(r"^tests: (\d+) run, (\d+) failed", re.M)
-SUITE_TIMEOUT_S = 300
+ALONE = re.compile(r"^(?:#|/\*| \*) run alone: ", re.M)
+# A hung suite's bound: several times the longest suite's time on a busy
+# machine, where the suites side by side slow one another.
+SUITE_TIMEOUT_S = 600
+# A suite process, its nginx and its daemon's workers hold ~100-250 MB
+# (more on the sanitizer build): the default -j leaves room for them.
+SUITE_MB = 400
 
 
-def run(name, argv, env):
+def default_jobs():
+    """Twice the cores (the suites mostly wait), at most what memory holds."""
+    jobs = 2 * (os.cpu_count() or 1)
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(l.split()[1]) for l in f if l.startswith("MemAvailable:"))
+        jobs = min(jobs, max(1, avail // 1024 // SUITE_MB))
+    except (OSError, StopIteration, ValueError):
+        pass
+    return max(1, min(jobs, 8))
+
+
+class Suite:
+    def __init__(self, name, argv, alone=False):
+        self.name, self.argv, self.alone = name, argv, alone
+        self.line = None  # the printed result, once run
+        self.counts = (0, 0, 0, 0)
+        self.secs = 0.0
+
+
+def run(suite, env):
     t = time.monotonic()
     try:
-        p = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+        p = subprocess.run(suite.argv, cwd=ROOT, env=env, capture_output=True, text=True,
                            errors="replace", timeout=SUITE_TIMEOUT_S)
         out, rc = p.stdout + p.stderr, p.returncode
     except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         out += "\nTIMEOUT after %ds" % SUITE_TIMEOUT_S
         rc = -1
     found = SUMMARY.findall(out)
@@ -45,14 +88,82 @@ def run(name, argv, env):
     ntests, tfailed = (int(tests[-1][0]), int(tests[-1][1])) if tests else (1, 0)
     if failed and tfailed == 0:
         tfailed = 1
+    suite.secs = time.monotonic() - t
     status = "ok  " if failed == 0 else "FAIL"
-    print("%s %-36s %3d tests %5d passed, %d failed  (%.1fs)"
-          % (status, name, ntests, passed, failed, time.monotonic() - t), flush=True)
+    line = "%s %-36s %3d tests %5d passed, %d failed  (%.1fs)" % (
+        status, suite.name, ntests, passed, failed, suite.secs)
     if failed:
-        lines = out.strip().splitlines()
-        for line in lines[-40:]:
-            print("     | " + line)
-    return passed, failed, ntests, tfailed
+        line += "".join("\n     | " + l for l in out.strip().splitlines()[-40:])
+    suite.counts = (passed, failed, ntests, tfailed)
+    suite.line = line
+
+
+def marked_alone(source):
+    try:
+        with open(source, encoding="utf-8", errors="replace") as f:
+            return bool(ALONE.search(f.read()))
+    except OSError:
+        return False
+
+
+def collect(build, kinds, only):
+    suites = []
+    for t in sorted(glob.glob(os.path.join(build, "tests", "test_*"))):
+        if os.access(t, os.X_OK) and not t.endswith((".o", ".d")):
+            src = os.path.join(HERE, "unit", os.path.basename(t) + ".c")
+            suites.append(Suite("unit/" + os.path.basename(t), [t], marked_alone(src)))
+    suites.append(Suite("vectors/cli", [sys.executable, "tests/vectors.py", "--cmd",
+                                        os.path.join(build, "enrich")]))
+    # The lower-casing and NFKC against Node's (tests/unicode/oracle.mjs):
+    # every code point and composition pair, then seeded random strings
+    # (a million of them once by hand: --random 1000000).
+    node = ["node", "tests/unicode/oracle.mjs", "--cmd", os.path.join(build, "enrich")]
+    suites.append(Suite("vectors/unicode-node", node))
+    suites.append(Suite("vectors/unicode-node-random", node + ["--random", "200000", "--seed", "17"]))
+    # hostile/: the same real stack, driven as an attacker or a careless
+    # operator would (slow readers, inflating input, bad upstreams, bad
+    # reloads, raw FastCGI); counted as integration suites.
+    for kind in ("integration", "hostile"):
+        for t in sorted(glob.glob(os.path.join(HERE, kind, "test_*.py"))):
+            suites.append(Suite(kind + "/" + os.path.basename(t), [sys.executable, t],
+                                marked_alone(t)))
+    kinds = kinds.split(",")
+    if "integration" in kinds:
+        kinds.append("hostile")
+    suites = [s for s in suites if s.name.split("/")[0] in kinds]
+    if only:
+        suites = [s for s in suites if only in s.name]
+    return suites
+
+
+class Printer:
+    """Prints each suite's line as it finishes (one at a time)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def done(self, suite):
+        with self.lock:
+            print(suite.line, flush=True)
+
+
+def load_times(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def save_times(path, suites, old):
+    times = dict(old)
+    times.update({s.name: round(s.secs, 1) for s in suites if s.line is not None})
+    try:
+        with open(path + ".tmp", "w") as f:
+            json.dump(times, f, indent=0, sort_keys=True)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass
 
 
 def main():
@@ -62,43 +173,55 @@ def main():
     ap.add_argument("--kind", default="unit,vectors,integration",
                     help="comma-separated suite kinds: unit, vectors, integration "
                          "(integration includes hostile), hostile")
+    ap.add_argument("-j", "--jobs", type=int, default=int(os.environ.get("TEST_JOBS") or 0),
+                    help="suites run side by side (default: sized to the machine, %d here)"
+                         % default_jobs())
+    part = ap.add_mutually_exclusive_group()
+    part.add_argument("--skip-alone", action="store_true",
+                      help="only the suites that run side by side (CI runs the others apart)")
+    part.add_argument("--alone-only", action="store_true",
+                      help="only the suites that run alone")
     args = ap.parse_args()
+    jobs = args.jobs if args.jobs > 0 else default_jobs()
     env = dict(os.environ, ENR_BUILD=args.build, PYTHONUNBUFFERED="1")
-    suites = []
-    for t in sorted(glob.glob(os.path.join(args.build, "tests", "test_*"))):
-        if os.access(t, os.X_OK) and not t.endswith((".o", ".d")):
-            suites.append(("unit/" + os.path.basename(t), [t]))
-    suites.append(("vectors/cli", [sys.executable, "tests/vectors.py", "--cmd",
-                                   os.path.join(args.build, "enrich")]))
-    # The lower-casing and NFKC against Node's (tests/unicode/oracle.mjs):
-    # every code point and composition pair, then seeded random strings
-    # (a million of them once by hand: --random 1000000).
-    node = ["node", "tests/unicode/oracle.mjs", "--cmd", os.path.join(args.build, "enrich")]
-    suites.append(("vectors/unicode-node", node))
-    suites.append(("vectors/unicode-node-random", node + ["--random", "200000", "--seed", "17"]))
-    # hostile/: the same real stack, driven as an attacker or a careless
-    # operator would (slow readers, inflating input, bad upstreams, bad
-    # reloads, raw FastCGI); counted as integration suites.
-    for kind in ("integration", "hostile"):
-        for t in sorted(glob.glob(os.path.join(HERE, kind, "test_*.py"))):
-            suites.append((kind + "/" + os.path.basename(t), [sys.executable, t]))
-    kinds = args.kind.split(",")
-    if "integration" in kinds:
-        kinds.append("hostile")
-    suites = [s for s in suites if s[0].split("/")[0] in kinds]
-    if args.only:
-        suites = [s for s in suites if args.only in s[0]]
-    total_p = total_f = total_t = total_tf = 0
-    for name, argv in suites:
-        p, f, t, tf = run(name, argv, env)
-        total_p += p
-        total_f += f
-        total_t += t
-        total_tf += tf
+    suites = collect(args.build, args.kind, args.only)
+    if args.skip_alone or args.alone_only:
+        suites = [s for s in suites if s.alone == args.alone_only]
+    shared = [s for s in suites if not s.alone]
+    alone = [s for s in suites if s.alone]
+    times_path = os.path.join(args.build, "test-times.json")
+    times = load_times(times_path)
+    printer = Printer()
+    print("%d suites: %d side by side (-j %d), %d alone after them"
+          % (len(suites), len(shared), jobs, len(alone)), flush=True)
+    t0 = time.monotonic()
+
+    def one(s):
+        run(s, env)
+        printer.done(s)
+
+    # Longest first (unknown ones count as long), so that the last to
+    # finish are short ones.
+    start = sorted(shared, key=lambda s: -times.get(s.name, 1e6))
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for f in [pool.submit(one, s) for s in start]:
+                f.result()
+        for s in alone:
+            one(s)
+    finally:
+        save_times(times_path, suites, times)
+    total_p = sum(s.counts[0] for s in suites)
+    total_f = sum(s.counts[1] for s in suites)
+    total_t = sum(s.counts[2] for s in suites)
+    total_tf = sum(s.counts[3] for s in suites)
     # Assertions overstate coverage (one table of cases is hundreds of
     # them): the tests are reported apart.
-    print("%d suites, %d tests (%d failed), %d assertions (%d failed)"
-          % (len(suites), total_t, total_tf, total_p + total_f, total_f))
+    failed = [s.name for s in suites if s.counts[1]]
+    if failed:
+        print("failed: " + " ".join(failed))
+    print("%d suites, %d tests (%d failed), %d assertions (%d failed) in %.0f s"
+          % (len(suites), total_t, total_tf, total_p + total_f, total_f, time.monotonic() - t0))
     print("%d passed, %d failed" % (total_p, total_f))
     return 1 if total_f else 0
 

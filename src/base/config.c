@@ -27,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -508,7 +509,8 @@ static int sources(parse_state *ps, enr_config *c)
  * a regular file.  It is opened without blocking and checked on its
  * descriptor, so a FIFO (whose open and read wait for a writer) or a
  * device is refused at once and a file swapped between a check and the
- * open cannot slip past. */
+ * open cannot slip past.  /dev/null, the usual "no settings", is the one
+ * device taken: it is empty and never waits. */
 static int read_file(const char *path, char **out, char *why, size_t whylen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -521,7 +523,8 @@ static int read_file(const char *path, char **out, char *why, size_t whylen)
         snprintf(why, whylen, "%s", strerror(errno));
         return -1;
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0 ||
+        !(S_ISREG(st.st_mode) || (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3)))) {
         snprintf(why, whylen, "not a regular file");
         close(fd);
         return -1;

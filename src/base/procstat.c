@@ -5,6 +5,12 @@
  * buffer; the descriptor count walks /proc/PID/fd with getdents64 into a
  * stack buffer so that counting never opens a DIR* (a heap allocation)
  * and never reads link targets.  Every descriptor is opened O_CLOEXEC.
+ *
+ * A process measuring itself (pid 0: a worker after its requests) keeps
+ * its statm and fd directory open and rereads them in place: one pread,
+ * or an lseek and the scan, instead of an open, reads and a close.  A
+ * forked child drops the ones it inherited (they name its parent) in a
+ * pthread_atfork handler, so no call asks getpid() whose they are.
  */
 #include "base/procstat.h"
 
@@ -14,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -60,14 +67,68 @@ static ssize_t read_small(const char *path, char *buf, size_t len)
     return total;
 }
 
+/* This process's own kept descriptors (file comment): -1 until first use
+ * and in a child after fork. */
+static int self_dir = -1;
+static int self_statm = -1;
+
+static void forget_parent(void)
+{
+    if (self_dir >= 0)
+        close(self_dir);
+    if (self_statm >= 0)
+        close(self_statm);
+    self_dir = self_statm = -1;
+}
+
+/* Registered once, before the first kept descriptor exists. */
+static int watch_forks(void)
+{
+    static int registered;
+
+    if (!registered && pthread_atfork(NULL, NULL, forget_parent) != 0)
+        return -1;
+    registered = 1;
+    return 0;
+}
+
+/* statm of this process through its kept descriptor: one pread. */
+static ssize_t read_self_statm(char *buf, size_t len)
+{
+    ssize_t n;
+
+    if (self_statm < 0) {
+        if (watch_forks() != 0)
+            return -1;
+        self_statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+        if (self_statm < 0)
+            return -1;
+    }
+    do
+        n = pread(self_statm, buf, len - 1, 0);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        close(self_statm);
+        self_statm = -1;
+        return -1;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
 long enr_proc_rss_kb(pid_t pid)
 {
     char path[64], buf[128];
     unsigned long size, resident;
 
-    proc_path(path, sizeof path, pid, "statm");
-    if (read_small(path, buf, sizeof buf) <= 0)
-        return -1;
+    if (pid == 0) {
+        if (read_self_statm(buf, sizeof buf) <= 0)
+            return -1;
+    } else {
+        proc_path(path, sizeof path, pid, "statm");
+        if (read_small(path, buf, sizeof buf) <= 0)
+            return -1;
+    }
     if (sscanf(buf, "%lu %lu", &size, &resident) != 2)
         return -1;
     return (long)resident * page_kb();
@@ -106,28 +167,20 @@ static long count_entries(int dfd)
     }
 }
 
-/* A worker counts its own table after every request.  Opening a /proc
+/* A worker counts its own table after its requests.  Opening a /proc
  * path is most of the cost (~14 us a count here, ~7 us rewinding a
  * directory kept open), so the process keeps its own fd directory open
- * and rewinds it.  A forked child must not count through its parent's
- * (it names the parent's pid): the pid it was opened by is kept. */
-static int self_dir = -1;
-static pid_t self_dir_pid;
-
+ * and rewinds it; a forked child drops its parent's (forget_parent). */
 static long count_self(void)
 {
-    pid_t me = getpid();
     long n;
 
-    if (self_dir >= 0 && self_dir_pid != me) {
-        close(self_dir); /* the parent's, inherited */
-        self_dir = -1;
-    }
     if (self_dir < 0) {
+        if (watch_forks() != 0)
+            return -1;
         self_dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (self_dir < 0)
             return -1;
-        self_dir_pid = me;
     } else if (lseek(self_dir, 0, SEEK_SET) != 0) {
         close(self_dir);
         self_dir = -1;

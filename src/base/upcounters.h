@@ -80,7 +80,7 @@ enum {
 
 /* The table as data, for the surfaces that loop over it; off is the
  * counter's place in enr_up_counters (and, scaled, in the scoreboard's
- * enr_sb_up_counters: the same order). */
+ * up[source] rows: the same order). */
 typedef struct enr_up_counter_row {
     const char *field, *metric, *kind, *help;
 } enr_up_counter_row;

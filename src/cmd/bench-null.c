@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "fcgi/fcgi_body.h"
 #include "fcgi/fcgi_conn.h"
 #include "fcgi/fcgi_stream.h"
@@ -41,6 +42,7 @@
 #define NULL_MAX_BODY (4u << 20)    /* nginx/enrichd.conf client_max_body_size */
 #define NULL_HEADER_TIMEOUT_MS 1000 /* enrichd's worker.h bounds */
 #define NULL_LINGER_MS 500
+#define NULL_BODY_TIMEOUT_MS 5000 /* enrichd's default body_timeout_ms */
 
 /* enrichd's transport (fcgi_conn.h): accept, the checked records, the
  * body straight into a buffer the process keeps, the answer and its
@@ -59,6 +61,7 @@ static void serve_wide(int fd, const char *answer, size_t len)
 
     memset(&c, 0, sizeof c);
     c.listen_fd = fd;
+    c.side_fd = -1; /* nothing else to wait for (0 would be stdin) */
     c.req = &req;
     c.header_ms = NULL_HEADER_TIMEOUT_MS;
     c.read_ms = NULL_HEADER_TIMEOUT_MS;
@@ -75,7 +78,10 @@ static void serve_wide(int fd, const char *answer, size_t len)
         if (enr_fcgi_conn_open(&c, cfd) != 0)
             continue;
         enr_buf_reset(&body);
-        if (enr_fcgi_conn_body(&c, &body, NULL_MAX_BODY, SIZE_MAX, 0) == ENR_FCGI_BODY_DONE)
+        /* A real deadline: with 0, the first read that finds nothing yet
+         * would end the body (every batch larger than a socket buffer). */
+        if (enr_fcgi_conn_body(&c, &body, NULL_MAX_BODY, SIZE_MAX,
+                               enr_mono_ms() + NULL_BODY_TIMEOUT_MS) == ENR_FCGI_BODY_DONE)
             enr_fcgi_write_answer(&req, head, (size_t)hlen, answer, len, NULL_WRITE_TIMEOUT_MS);
         enr_fcgi_conn_finish(&c);
         enr_fcgi_conn_close(&c);

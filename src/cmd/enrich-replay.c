@@ -11,6 +11,11 @@
  *     target at the same moment, in an order rotated per entry.
  *   closed loop (--closed): each target keeps exactly --concurrency
  *     requests in flight, cycling through the trace, for --duration s.
+ *   check (--check FILE, for the next target): every 200's body, "fetched_at"
+ *     values made 0, is hashed (SHA-1, its first 8 bytes) and compared with the FILE's line
+ *     for its trace entry (16 hex digits, or "-" for any); one that differs
+ *     is a bad body, and only 200s with a whole body that passed count as
+ *     good (the summary's good rate and percentiles).
  *   compare (--compare, open loop, two targets): also keeps both bodies and
  *     counts responses that differ other than in "fetched_at" values.  Only
  *     two answers are compared: an entry a target gave no answer to (a
@@ -31,6 +36,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <openssl/evp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +72,7 @@ static void on_signal(int sig)
 
 typedef struct tstate {
     enr_replay_target tgt;
+    uint64_t *expect; /* --check: per trace entry, 0 for any */
     enr_replay_conn *conns;
     enr_replay_conn **idle; /* stack of free conns (open ones on top) */
     size_t nidle;
@@ -118,6 +125,8 @@ static void usage(FILE *f)
         "      --name NAME       name the next target (repeat, in URL order)\n"
         "      --timeout MS      per-request timeout (default 30000)\n"
         "      --compare         two targets: compare bodies, ignoring fetched_at\n"
+        "      --check FILE      the next target's 200s must have these bodies (a line per\n"
+        "                        trace entry: SHA-1's first 8 bytes in hex, fetched_at 0)\n"
         "      --max-answer-bytes N  an answer's body past N bytes fails it (default 64 MiB)\n"
         "      --tsv FILE        raw per-request records\n"
         "      --json FILE       summary as JSON\n"
@@ -138,6 +147,64 @@ static int push_rec(const enr_replay_rec *r)
     }
     R.rec[R.nrec++] = *r;
     return 0;
+}
+
+/* --check's digest: the first 8 bytes of the SHA-1 of the body with its
+ * "fetched_at" values made 0 (as normalize() leaves it), in hex. */
+static uint64_t body_digest(const char *in, size_t n)
+{
+    static const char key[] = "\"fetched_at\":";
+    const size_t kl = sizeof key - 1;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    uint64_t h = 0;
+    size_t run = 0;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+
+    if (ctx == NULL || EVP_DigestInit_ex(ctx, EVP_sha1(), NULL) != 1) {
+        fprintf(stderr, "enrich-replay: SHA-1 unavailable\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n;) {
+        if (in[i] == '"' && n - i >= kl && memcmp(in + i, key, kl) == 0) {
+            EVP_DigestUpdate(ctx, in + run, i + kl - run);
+            i += kl;
+            while (i < n && (in[i] == '-' || in[i] == '.' || (in[i] >= '0' && in[i] <= '9') ||
+                             in[i] == 'e' || in[i] == 'E' || in[i] == '+'))
+                i++;
+            EVP_DigestUpdate(ctx, "0", 1);
+            run = i;
+            continue;
+        }
+        i++;
+    }
+    EVP_DigestUpdate(ctx, in + run, n - run);
+    EVP_DigestFinal_ex(ctx, md, NULL);
+    EVP_MD_CTX_free(ctx);
+    for (int k = 0; k < 8; k++)
+        h = h << 8 | md[k];
+    return h;
+}
+
+/* The --check file: a line per trace entry. */
+static uint64_t *load_check(const char *path, size_t n)
+{
+    FILE *f = fopen(path, "re");
+    uint64_t *v = calloc(n ? n : 1, sizeof *v);
+    char line[64];
+    size_t i = 0;
+
+    if (!f || !v) {
+        fprintf(stderr, "enrich-replay: --check %s: %s\n", path, strerror(errno));
+        exit(1);
+    }
+    while (i < n && fgets(line, sizeof line, f))
+        v[i++] = line[0] == '-' ? 0 : strtoull(line, NULL, 16);
+    fclose(f);
+    if (i < n) {
+        fprintf(stderr, "enrich-replay: --check %s: %zu lines for %zu trace entries\n", path, i, n);
+        exit(1);
+    }
+    return v;
 }
 
 /* "fetched_at":<number> is the one field allowed to differ. */
@@ -243,6 +310,8 @@ static void finish(tstate *t, enr_replay_conn *c, int status, int err)
         .err = (uint8_t)err,
         .capped = (uint8_t)c->capped,
     };
+    if (t->expect && !err && status == 200 && t->expect[c->job] != 0)
+        r.bad_body = body_digest(c->kb, c->kb_len) != t->expect[c->job];
     if (push_rec(&r) < 0) {
         fprintf(stderr, "enrich-replay: out of memory for records\n");
         exit(1);
@@ -281,7 +350,7 @@ static void start(tstate *t, unsigned ti, uint32_t job, int64_t due, int capped)
     c->body = e->body;
     c->body_len = e->len;
     c->target = ti;
-    c->keep = R.compare;
+    c->keep = R.compare || t->expect != NULL;
     c->max_answer = R.max_answer;
     t->inflight++;
     t->issued++;
@@ -450,6 +519,7 @@ int main(int argc, char **argv)
         {"name", required_argument, 0, 'N'},
         {"timeout", required_argument, 0, 'T'},
         {"compare", no_argument, 0, 'K'},
+        {"check", required_argument, 0, 'X'},
         {"max-answer-bytes", required_argument, 0, 'M'},
         {"tsv", required_argument, 0, 'V'},
         {"json", required_argument, 0, 'J'},
@@ -460,7 +530,8 @@ int main(int argc, char **argv)
         {0, 0, 0, 0},
     };
     const char *names[MAX_TARGETS] = {0};
-    size_t nnames = 0;
+    const char *checks[MAX_TARGETS] = {0};
+    size_t nnames = 0, nchecks = 0;
     const char *tsv = NULL, *json = NULL, *hist = NULL;
     int want_hist = 0;
     R.conc = DEFAULT_CONCURRENCY;
@@ -505,6 +576,10 @@ int main(int argc, char **argv)
         case 'N':
             if (nnames < MAX_TARGETS)
                 names[nnames++] = optarg;
+            break;
+        case 'X':
+            if (nchecks < MAX_TARGETS)
+                checks[nchecks++] = optarg;
             break;
         case 'V':
             tsv = optarg;
@@ -573,6 +648,8 @@ int main(int argc, char **argv)
         }
         if (i < nnames)
             snprintf(t->tgt.name, sizeof t->tgt.name, "%s", names[i]);
+        if (i < nchecks && strcmp(checks[i], "-") != 0)
+            t->expect = load_check(checks[i], R.tr.n);
         t->conns = calloc(R.conc, sizeof *t->conns);
         t->idle = calloc(R.conc, sizeof *t->idle);
         t->queue = calloc(qcap, sizeof *t->queue);

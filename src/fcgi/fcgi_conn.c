@@ -275,39 +275,75 @@ static void linger_close(int fd, unsigned ms)
 }
 
 /* The reader's I/O on a connection: every read and write by the run's
- * deadline, each read also within read_ms (fcgi_body.h). */
+ * deadline, each read also within read_ms (fcgi_body.h).  drained: the
+ * last read took all the socket held (less than asked, or nothing). */
 typedef struct conn_io {
     int fd;
     uint64_t deadline_ms;
     unsigned read_ms;
+    int drained;
 } conn_io;
 
+/* Waits until fd is readable within the time left: 1, or -1 with errno
+ * (ETIMEDOUT, or poll's); 0 when a signal came first. */
+static int conn_wait(const conn_io *io)
+{
+    struct pollfd p = {.fd = io->fd, .events = POLLIN};
+    uint64_t now = enr_mono_ms(), wait;
+    int r;
+
+    if (now >= io->deadline_ms) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    wait = io->deadline_ms - now < io->read_ms ? io->deadline_ms - now : io->read_ms;
+    r = poll(&p, 1, (int)wait);
+    if (r == 0) {
+        errno = ETIMEDOUT;
+        return -1;
+    }
+    if (r < 0)
+        return errno == EINTR ? 0 : -1;
+    return 1;
+}
+
+/* A read that drained the socket is followed by a wait, not by a read:
+ * the peer (nginx, on the same core) cannot have written more in
+ * between, and the read would only fail with EAGAIN (a system call,
+ * then the wait, then the read again).  Otherwise the read comes first,
+ * and waits only when it finds nothing. */
 static ssize_t conn_readv(void *ctx, const struct iovec *iov, int n)
 {
-    const conn_io *io = ctx;
+    conn_io *io = ctx;
+    size_t want = 0;
 
+    for (int i = 0; i < n; i++)
+        want += iov[i].iov_len;
     for (;;) {
         struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
-        struct pollfd p = {.fd = io->fd, .events = POLLIN};
-        ssize_t got = recvmsg(io->fd, &m, MSG_DONTWAIT);
-        uint64_t now, wait;
+        ssize_t got;
         int r;
 
-        if (got >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+        /* Past the deadline the bytes already there are still taken. */
+        if (io->drained && enr_mono_ms() < io->deadline_ms) {
+            r = conn_wait(io);
+            if (r < 0)
+                return -1;
+            if (r == 0)
+                continue;
+        }
+        got = recvmsg(io->fd, &m, MSG_DONTWAIT);
+        if (got >= 0) {
+            io->drained = (size_t)got < want;
             return got;
-        now = enr_mono_ms();
-        if (now >= io->deadline_ms) {
-            errno = ETIMEDOUT;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        if (io->drained && enr_mono_ms() >= io->deadline_ms) {
+            errno = ETIMEDOUT; /* past the deadline, and nothing there */
             return -1;
         }
-        wait = io->deadline_ms - now < io->read_ms ? io->deadline_ms - now : io->read_ms;
-        r = poll(&p, 1, (int)wait);
-        if (r == 0) {
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        if (r < 0 && errno != EINTR)
-            return -1;
+        io->drained = 1;
     }
 }
 
@@ -326,7 +362,7 @@ static int conn_write(void *ctx, const unsigned char *p, size_t n)
 static int conn_run(enr_fcgi_conn *c, int fd, enr_buf *body, size_t expect, uint64_t deadline_ms,
                     unsigned read_ms, size_t stage_len)
 {
-    conn_io io = {fd, deadline_ms, read_ms};
+    conn_io io = {fd, deadline_ms, read_ms, 0};
     enr_fcgi_run r = {.rd = conn_readv,
                       .wr = conn_write,
                       .ctx = &io,
@@ -372,11 +408,6 @@ int enr_fcgi_conn_open(enr_fcgi_conn *c, int fd)
     uint64_t deadline = enr_mono_ms() + c->header_ms;
     int rc;
 
-    /* libfcgi's own writes (the closing records of a request that got no
-     * answer) block: one that makes no progress for write_ms fails
-     * instead of holding the process.  Every other write has its own
-     * deadline (enr_fcgi_send). */
-    set_timeout(fd, SO_SNDTIMEO, c->write_ms, "SO_SNDTIMEO failed");
     c->pend = c->pre;
     c->pend_len = c->pre_len;
     c->pre = NULL;
@@ -464,6 +495,15 @@ void enr_fcgi_conn_finish(enr_fcgi_conn *c)
      * broke its stream is closed at once after the closing records. */
     failed = c->in.state == ENR_FCGI_IN_BAD || c->in.state == ENR_FCGI_IN_ABORTED ||
              (c->in.state == ENR_FCGI_IN_RUN && c->input_read);
+    /* libfcgi's own writes (the closing records of a request that got no
+     * answer, or what was put in its streams) block: one that makes no
+     * progress for write_ms fails instead of holding the process.  Only
+     * then is the option set: an answer written by enr_fcgi_write_answer
+     * closed both streams, and every write of ours has its own deadline
+     * (enr_fcgi_send). */
+    if (req->ipcFd >= 0 && ((req->out != NULL && !req->out->wasFCloseCalled) ||
+                            (req->err != NULL && !req->err->wasFCloseCalled)))
+        set_timeout(req->ipcFd, SO_SNDTIMEO, c->write_ms, "SO_SNDTIMEO failed");
     FCGX_Finish_r(req);
     if (failed && req->ipcFd >= 0) {
         close(req->ipcFd);

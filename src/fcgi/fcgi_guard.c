@@ -235,12 +235,8 @@ int enr_fcgi_libfcgi_accept(FCGX_Request *req, int pipe_fds[2], int sock, unsign
     /* One request per connection, closed by us (fcgi_conn.h): FCGX_Finish_r
      * must not close it, whatever the BEGIN_REQUEST flags said. */
     req->keepConnection = 1;
-    {
-        char rest[64];
-        if (read(pipe_fds[0], rest, sizeof rest) > 0) {
-            /* libfcgi left bytes of the hand-over: never for the next request */
-            pipe_close(pipe_fds);
-        }
-    }
+    /* The pipe is empty now, with no read to prove it: the empty
+     * FCGI_PARAMS record ends what one writev put in it, and libfcgi's
+     * accept succeeds only once it has read that record. */
     return 0;
 }

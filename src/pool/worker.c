@@ -55,6 +55,16 @@
  * them answers a failed allocation: its message is at most 95 bytes, 570
  * escaped, plus the "where" fields. */
 #define ERROR_BODY_MAX 1024
+/* A caller heard from this recently (its body's end, or a check) is not
+ * asked again whether it hung up: a poll(2) each time costs more than
+ * the few milliseconds of work a gone caller could waste. */
+#define CALLER_FRESH_MS 5
+/* The worker's count of its own descriptors (fd_soft) lists /proc: at
+ * most every FD_CHECK_GAP_MAX requests while the count holds still, the
+ * gap doubling from 1; after every request once it grew, or once it (or
+ * the master's count from outside) is within FD_CHECK_NEAR of fd_soft. */
+#define FD_CHECK_GAP_MAX 64
+#define FD_CHECK_NEAR 16
 
 static volatile sig_atomic_t worker_stop;  /* TERM: end after the request in hand */
 static volatile sig_atomic_t worker_drain; /* USR2: also serve what waits in the backlog */
@@ -78,6 +88,12 @@ typedef struct worker {
     enr_fcgi_conn conn;           /* fcgi_conn.h: accept to close */
     int answer_lost;              /* the answer's write failed: it counts as 499, not as sent */
     int fds_unknown;              /* the last count of our descriptors failed (said once) */
+    long fds_last;                /* that count, -1 unknown */
+    unsigned fds_gap, fds_wait;   /* requests between counts, and until the next */
+    long rss_kb;                  /* after the last request, -1 unknown */
+    uint64_t cpu_mark_us;         /* CPU time when the worker last began to wait */
+    uint64_t caller_seen_ms;      /* the caller last heard from (caller_gone) */
+    int64_t pid;
     enr_engine *engine;
     enr_upstream *upstream;
     enr_upstream_stats up_published; /* its counters as last added to the slot */
@@ -290,14 +306,27 @@ static uint64_t overload_wait_ms(const worker *w)
 }
 
 /* nginx closes its end when the client goes away (fastcgi_ignore_client_abort
- * off): a hung-up connection means nobody will read the answer. */
-static int caller_gone(int fd)
+ * off): a hung-up connection means nobody will read the answer.  Asked
+ * only when the caller was last heard from CALLER_FRESH_MS ago or more. */
+static int hung_up(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
 
     if (poll(&p, 1, 0) <= 0)
         return 0;
     return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+static int caller_gone(worker *w)
+{
+    uint64_t now = enr_mono_ms();
+
+    if (now - w->caller_seen_ms < CALLER_FRESH_MS)
+        return 0;
+    if (hung_up(w->req.ipcFd))
+        return 1;
+    w->caller_seen_ms = now;
+    return 0;
 }
 
 /* The worker's routes (the rule: fcgi_http.h); nginx/enrichd.conf names
@@ -326,6 +355,8 @@ static int read_body(worker *w)
     }
     w->body_deadline = enr_mono_ms() + w->cfg->body_timeout_ms;
     r = enr_fcgi_conn_body(&w->conn, &w->body, max, expect, w->body_deadline);
+    if (r == ENR_FCGI_BODY_DONE)
+        w->caller_seen_ms = enr_mono_ms(); /* its last record just came */
     if (r == ENR_FCGI_BODY_ERROR)
         return -1;
     /* A body is whole or refused: one cut short (or longer) than it was
@@ -387,7 +418,7 @@ static void handle_request(worker *w, outcome *o)
                     w->body.len);
             o->status = 503;
             send_json_error(w, 503, "out of memory");
-        } else if (body_timed_out(w) && !caller_gone(w->req.ipcFd)) {
+        } else if (body_timed_out(w) && !hung_up(w->req.ipcFd)) {
             /* A front end that streams the body as the client sends it,
              * and a client still sending: it is told, not dropped. */
             char msg[96];
@@ -410,7 +441,7 @@ static void handle_request(worker *w, outcome *o)
     /* request_timeout_ms counts the work, from here (the body had its own). */
     work_start = enr_mono_ms();
     ENR_SB_SET(w->slot->work_start_mono_ms, work_start);
-    if (caller_gone(w->req.ipcFd)) {
+    if (caller_gone(w)) {
         enr_log(ENR_LOG_INFO, "caller gone before the engine", NULL);
         o->status = STATUS_CLIENT_GONE;
         return;
@@ -440,7 +471,7 @@ static void handle_request(worker *w, outcome *o)
     deadline = work_start + c->request_timeout_ms - margin;
     if (w->upstream != NULL && w->batch.n > 0) {
         uint64_t up_deadline = enr_mono_ms() + c->upstream_timeout_ms;
-        if (caller_gone(w->req.ipcFd)) {
+        if (caller_gone(w)) {
             enr_log(ENR_LOG_INFO, "caller gone before upstream call", NULL);
             o->status = STATUS_CLIENT_GONE;
             o->rec_in = o->rec_out = 0; /* nothing was answered: as every 499 */
@@ -460,7 +491,7 @@ static void handle_request(worker *w, outcome *o)
         send_json_error(w, 503, "request deadline exceeded");
         return;
     }
-    if (caller_gone(w->req.ipcFd)) {
+    if (caller_gone(w)) {
         enr_log(ENR_LOG_INFO, "caller gone before the answer", NULL);
         o->status = STATUS_CLIENT_GONE;
         o->rec_in = o->rec_out = 0;
@@ -516,14 +547,20 @@ static const char *request_id(FCGX_Request *req)
     return id;
 }
 
-/* CPU time of this process (user and system), in microseconds. */
+/* CPU time of this process (user and system, every thread), in
+ * microseconds: getrusage's sum is the scheduler's exact runtime, as
+ * CLOCK_PROCESS_CPUTIME_ID's (both a real system call, unlike the
+ * monotonic clock's vDSO).  Taken once a request, when it ends: a
+ * request's CPU runs from the end of the one before it (cpu_mark_us) to
+ * its own end, its wake-up and accept included. */
 static uint64_t cpu_us(void)
 {
-    struct timespec ts;
+    struct rusage ru;
 
-    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
         return 0;
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return (uint64_t)ru.ru_utime.tv_sec * 1000000u + (uint64_t)ru.ru_utime.tv_usec +
+           (uint64_t)ru.ru_stime.tv_sec * 1000000u + (uint64_t)ru.ru_stime.tv_usec;
 }
 
 static void title(const worker *w, const char *state)
@@ -533,11 +570,10 @@ static void title(const worker *w, const char *state)
 
 static void serve_one(worker *w)
 {
-    uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), work, lat, cpu0 = cpu_us();
+    uint64_t t0 = enr_mono_us(), t0_ms = enr_mono_ms(), work, lat, cpu;
     const char *rid = request_id(&w->req);
     outcome o = {0};
     enr_sb_last_req last = {0};
-    long rss;
     int slow;
 
     title(w, "busy");
@@ -548,7 +584,11 @@ static void serve_one(worker *w)
                                       w->arrival_us / 1000, NULL);
     enr_sb_request_start(w->slot, rid, t0_ms, w->arrival_us / 1000);
     w->answer_lost = 0;
+    w->caller_seen_ms = 0;
     handle(w, &o);
+#ifdef ENR_TEST_HOOKS
+    hooks_leak(w); /* what the request left behind, in what follows */
+#endif
     if (w->answer_lost)
         o.status = STATUS_CLIENT_GONE;
     /* What the caller lived: its wait for a worker, then the work.  A
@@ -571,26 +611,26 @@ static void serve_one(worker *w)
     enr_sb_request_done(w->slot, o.status, o.rec_in, o.rec_out, o.degraded, lat, slow);
     last.status = o.status;
     last.duration_us = lat;
-    last.cpu_us = cpu_us() - cpu0;
-    rss = enr_proc_rss_kb(0);
-    last.rss_kb = rss > 0 ? (uint64_t)rss : 0;
+    cpu = cpu_us();
+    last.cpu_us = cpu > w->cpu_mark_us ? cpu - w->cpu_mark_us : 0;
+    w->cpu_mark_us = cpu;
+    /* One pread (procstat.h), also what rss_soft_mb is judged by. */
+    w->rss_kb = enr_proc_rss_kb(0);
+    last.rss_kb = w->rss_kb > 0 ? (uint64_t)w->rss_kb : 0;
     last.records_in = o.rec_in;
     last.records_out = o.rec_out;
     last.end_wall_ms = enr_wall_ms();
-    last.pid = (int64_t)getpid();
+    last.pid = w->pid;
     enr_sb_request_last(w->slot, &last);
     /* Completed before idle: /metrics reads them in the other order. */
     atomic_thread_fence(memory_order_release);
     ENR_SB_SET(w->slot->state, ENR_WS_IDLE);
     title(w, "idle");
-#ifdef ENR_TEST_HOOKS
-    hooks_leak(w);
-#endif
 }
 
 /* Our open descriptors, or -1; a failure is said when it starts, not
  * after every request (the master's fd_hard, counted from outside, still
- * holds meanwhile). */
+ * holds meanwhile).  Sets when the next count is due (FD_CHECK_GAP_MAX). */
 static long own_fds(worker *w)
 {
     long n = enr_proc_fd_count(0);
@@ -601,7 +641,28 @@ static long own_fds(worker *w)
     else if (n >= 0 && w->fds_unknown)
         enr_log(ENR_LOG_INFO, "own descriptors counted again", "fds=%ld", n);
     w->fds_unknown = n < 0;
+    if (n < 0 || w->fds_last < 0 || n > w->fds_last)
+        w->fds_gap = 1;
+    else if (w->fds_gap < FD_CHECK_GAP_MAX)
+        w->fds_gap *= 2;
+    w->fds_wait = w->fds_gap;
+    w->fds_last = n;
     return n;
+}
+
+/* Whether this request's end counts the descriptors (FD_CHECK_GAP_MAX):
+ * a leak is seen at the first count after it starts, and from then on
+ * after every request, so the exit comes after the first request that
+ * leaves the worker over fd_soft. */
+static int fds_due(worker *w)
+{
+    unsigned long soft = w->cfg->fd_soft;
+    uint64_t outside = ENR_SB_GET(w->slot->fds); /* the master's last count */
+
+    if (w->fds_wait > 0)
+        w->fds_wait--;
+    return w->fds_wait == 0 || w->fds_last < 0 ||
+           (unsigned long)w->fds_last + FD_CHECK_NEAR >= soft || outside + FD_CHECK_NEAR >= soft;
 }
 
 /* After a request: over a soft limit, finish gracefully (nothing is in
@@ -612,20 +673,11 @@ static int soft_limit_reached(worker *w)
 
     if (w->max_served && w->served >= w->max_served)
         return ENR_EXIT_MAX_REQUESTS;
-    if (c->rss_soft_mb) {
-        /* The peak RSS bounds the current one: while the peak is under the
-         * limit, one getrusage() replaces reading /proc (~10 us here). */
-        struct rusage ru;
-        unsigned long soft_kb = (unsigned long)c->rss_soft_mb * 1024;
-        long kb;
-
-        if (getrusage(RUSAGE_SELF, &ru) != 0 || (unsigned long)ru.ru_maxrss > soft_kb) {
-            kb = enr_proc_rss_kb(0);
-            if (kb > 0 && (unsigned long)kb > soft_kb)
-                return ENR_EXIT_RSS;
-        }
-    }
-    if (c->fd_soft) {
+    /* The RSS serve_one read after the request (its buffers shrunk). */
+    if (c->rss_soft_mb && w->rss_kb > 0 &&
+        (unsigned long)w->rss_kb > (unsigned long)c->rss_soft_mb * 1024)
+        return ENR_EXIT_RSS;
+    if (c->fd_soft && fds_due(w)) {
         long n = own_fds(w);
         if (n > 0 && (unsigned long)n > c->fd_soft)
             return ENR_EXIT_FD;
@@ -638,7 +690,7 @@ static void serve_connection(worker *w, int fd)
 {
     /* Before a byte is read: reading lets the front send the rest of a
      * large body, and the kernel's "last data received" would move. */
-    w->tcp_wait_known = enr_shed_tcp_wait_ms(fd, &w->wait_ms) == 0;
+    w->tcp_wait_known = w->conn.is_tcp && enr_shed_tcp_wait_ms(fd, &w->wait_ms) == 0;
     if (enr_fcgi_conn_open(&w->conn, fd) != 0)
         return;
     serve_one(w);
@@ -720,11 +772,15 @@ static int setup(worker *w, const enr_worker_args *a)
         srandom((unsigned)getpid() ^ (unsigned)enr_mono_us());
         w->max_served = a->cfg->max_requests + (j ? (unsigned long)random() % (j + 1) : 0);
     }
-    /* The count after each request keeps its /proc directory open from
-     * its first call (procstat.h): taken now, so that the worker's
+    /* The counts after requests keep /proc descriptors open from their
+     * first call (procstat.h): taken now, so that the worker's
      * descriptors are the same before its first request as after. */
+    w->pid = (int64_t)getpid();
+    w->fds_last = -1;
+    w->rss_kb = enr_proc_rss_kb(0);
     if (a->cfg->fd_soft)
         own_fds(w);
+    w->cpu_mark_us = cpu_us();
 #ifdef ENR_TEST_HOOKS
     hooks_init(w);
 #endif
@@ -795,6 +851,7 @@ int enr_worker_main(const enr_worker_args *a)
         if (w.upstream != NULL) {
             wait_ms = enr_upstream_idle(w.upstream);
             publish_upstream(&w);
+            w.cpu_mark_us = cpu_us(); /* idle transfers are no request's CPU */
         }
         fd = enr_fcgi_conn_next(&w.conn, wait_ms);
         if (fd == ENR_FCGI_SIDE || fd == ENR_FCGI_IDLE)

@@ -25,11 +25,19 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 /* Latencies (µs) of target's answered requests, sorted; NULL if none. */
-static uint32_t *sorted_lat(const enr_replay_rec *r, size_t n, unsigned target, size_t *m)
+/* A 200 with a whole body that passed --check (if any). */
+static int is_good(const enr_replay_rec *r)
+{
+    return r->err == ENR_RERR_NONE && r->status == 200 && !r->bad_body;
+}
+
+/* Latencies of the target's answers (good: of its good ones only). */
+static uint32_t *sorted_lat_of(const enr_replay_rec *r, size_t n, unsigned target, size_t *m,
+                               int good)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (r[i].target == target && r[i].err == ENR_RERR_NONE)
+        if (r[i].target == target && r[i].err == ENR_RERR_NONE && (!good || is_good(&r[i])))
             k++;
     *m = k;
     if (k == 0)
@@ -39,10 +47,15 @@ static uint32_t *sorted_lat(const enr_replay_rec *r, size_t n, unsigned target, 
         return NULL;
     k = 0;
     for (size_t i = 0; i < n; i++)
-        if (r[i].target == target && r[i].err == ENR_RERR_NONE)
+        if (r[i].target == target && r[i].err == ENR_RERR_NONE && (!good || is_good(&r[i])))
             v[k++] = r[i].lat_us;
     qsort(v, k, sizeof *v, cmp_u32);
     return v;
+}
+
+static uint32_t *sorted_lat(const enr_replay_rec *r, size_t n, unsigned target, size_t *m)
+{
+    return sorted_lat_of(r, n, target, m, 0);
 }
 
 static double pct(const uint32_t *v, size_t m, double p)
@@ -78,6 +91,8 @@ void enr_replay_summarize(const enr_replay_rec *r, size_t n, unsigned target, do
             continue;
         }
         sum += r[i].lat_us;
+        s->good += is_good(&r[i]);
+        s->bad_body += r[i].bad_body;
         if (r[i].status >= 200 && r[i].status < 300)
             s->ok2xx++;
         else if (r[i].status >= 400 && r[i].status < 500)
@@ -90,8 +105,17 @@ void enr_replay_summarize(const enr_replay_rec *r, size_t n, unsigned target, do
     s->mb_out = bo / 1e6;
     s->mb_in = bi / 1e6;
     s->rps = elapsed_s > 0 ? (double)s->count / elapsed_s : 0;
+    s->good_rps = elapsed_s > 0 ? (double)s->good / elapsed_s : 0;
     size_t m;
-    uint32_t *v = sorted_lat(r, n, target, &m);
+    uint32_t *v = sorted_lat_of(r, n, target, &m, 1);
+    if (v) {
+        s->good_p50 = pct(v, m, 50) / 1e3;
+        s->good_p99 = pct(v, m, 99) / 1e3;
+        s->good_p999 = pct(v, m, 99.9) / 1e3;
+        s->good_max = v[m - 1] / 1e3;
+        free(v);
+    }
+    v = sorted_lat(r, n, target, &m);
     if (v) {
         s->p50 = pct(v, m, 50) / 1e3;
         s->p90 = pct(v, m, 90) / 1e3;
@@ -168,6 +192,11 @@ void enr_replay_print(FILE *f, const enr_replay_summary *s, size_t ns)
                 "\n  latency ms: p50 %.3f  p90 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  "
                 "mean %.3f\n",
                 x->p50, x->p90, x->p95, x->p99, x->p999, x->max, x->mean);
+        fprintf(f,
+                "  good (200, whole body%s) %zu = %.1f req/s, bad bodies %zu; their latency ms: "
+                "p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n",
+                x->bad_body ? ", checked" : "", x->good, x->good_rps, x->bad_body, x->good_p50,
+                x->good_p99, x->good_p999, x->good_max);
         fprintf(f, "  client lag (due -> sent, not waiting for a slot) p50 %.0f us, p99 %.0f us\n",
                 x->lag_p50_us, x->lag_p99_us);
         if (x->cpu_ms_per_req >= 0)
@@ -340,11 +369,12 @@ int enr_replay_write_tsv(const char *path, const enr_replay_rec *r, size_t n,
     FILE *f = fopen(path, "we");
     if (!f)
         return -1;
-    fprintf(f, "t_due_s\tjob\ttarget\tstatus\tlatency_us\twait_us\tbytes_out\tbytes_in\terror\n");
+    fprintf(f, "t_due_s\tjob\ttarget\tstatus\tlatency_us\twait_us\tbytes_out\tbytes_in\terror"
+               "\tbad_body\n");
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%.6f\t%u\t%s\t%u\t%u\t%u\t%u\t%u\t%s\n", r[i].t_sched, r[i].job,
+        fprintf(f, "%.6f\t%u\t%s\t%u\t%u\t%u\t%u\t%u\t%s\t%u\n", r[i].t_sched, r[i].job,
                 s[r[i].target].name, r[i].status, r[i].lat_us, r[i].wait_us, r[i].bytes_out,
-                r[i].bytes_in, r[i].err ? enr_replay_err_names[r[i].err] : "");
+                r[i].bytes_in, r[i].err ? enr_replay_err_names[r[i].err] : "", r[i].bad_body);
     return fclose(f);
 }
 
@@ -362,10 +392,12 @@ int enr_replay_write_json(const char *path, const enr_replay_summary *s, size_t 
                 "\"s5xx\":%zu,\"errors\":%zu,\"elapsed_s\":%.4f,\"rps\":%.3f,\"p50\":%.4f,"
                 "\"p90\":%.4f,\"p95\":%.4f,\"p99\":%.4f,\"p999\":%.4f,\"max\":%.4f,\"mean\":%.4f,"
                 "\"lag_p50_us\":%.1f,\"lag_p99_us\":%.1f,\"mb_out\":%.3f,\"mb_in\":%.3f,"
-                "\"client_cpu_us\":%.2f}",
+                "\"client_cpu_us\":%.2f,\"good\":%zu,\"bad_body\":%zu,\"good_rps\":%.3f,"
+                "\"good_p50\":%.4f,\"good_p99\":%.4f,\"good_p999\":%.4f,\"good_max\":%.4f}",
                 i ? "," : "", x->name, mode, x->count, x->ok2xx, x->st4xx, x->st5xx, nerrs(x),
                 x->elapsed_s, x->rps, x->p50, x->p90, x->p95, x->p99, x->p999, x->max, x->mean,
-                x->lag_p50_us, x->lag_p99_us, x->mb_out, x->mb_in, client_cpu_us);
+                x->lag_p50_us, x->lag_p99_us, x->mb_out, x->mb_in, client_cpu_us, x->good,
+                x->bad_body, x->good_rps, x->good_p50, x->good_p99, x->good_p999, x->good_max);
     }
     fprintf(f, "\n]\n");
     return fclose(f);

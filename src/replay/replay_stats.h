@@ -34,13 +34,18 @@ typedef struct enr_replay_rec {
     uint32_t wait_us; /* due -> first byte written (queueing + client lag) */
     uint32_t bytes_out, bytes_in;
     uint8_t err;
-    uint8_t capped; /* waited for a free slot (--concurrency) */
+    uint8_t capped;   /* waited for a free slot (--concurrency) */
+    uint8_t bad_body; /* a 200 whose body failed --check */
 } enr_replay_rec;
 
 typedef struct enr_replay_summary {
     const char *name;
     size_t count, ok2xx, st4xx, st5xx, other;
     size_t errs[ENR_RERR_COUNT];
+    /* good: a 200 with a whole body (and, with --check, the expected
+     * one); its rate and percentiles count nothing else. */
+    size_t good, bad_body;
+    double good_rps, good_p50, good_p99, good_p999, good_max; /* milliseconds */
     double elapsed_s, rps;
     double mb_out, mb_in;
     double p50, p90, p95, p99, p999, max, mean; /* milliseconds */
@@ -69,7 +74,7 @@ int enr_replay_write_plots(const char *prefix, const enr_replay_rec *r, size_t n
 int enr_replay_write_tsv(const char *path, const enr_replay_rec *r, size_t n,
                          const enr_replay_summary *s);
 
-/* A JSON array of the summaries (for scripts/bench); client_cpu_us is
+/* A JSON array of the summaries (for scripts/bench.py); client_cpu_us is
  * the replayer's own CPU time per request of the run. */
 int enr_replay_write_json(const char *path, const enr_replay_summary *s, size_t ns,
                           const char *mode, double client_cpu_us);

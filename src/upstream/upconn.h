@@ -83,7 +83,7 @@ unsigned enr_upconn_fds(const enr_upconn *p);
 uint64_t enr_upconn_warmups(const enr_upconn *p, int src);
 
 /* The kind of a failed transfer, and, for a TLS failure, the reason in
- * an operator's words (logged at most once per ENR_UPCONN_LOG_GAP_MS per
+ * an operator's words (logged at most once per UPCONN_LOG_GAP_MS per
  * kind by enr_upconn_explain). */
 int enr_upconn_fail_kind(CURLcode rc);
 void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf);

@@ -260,13 +260,12 @@ static int api_source(enr_upsource *x, const enr_config *c, int api, char *err, 
     }
     x->title = x->api->title;
     x->max_ids = x->api->max_ids;
-    /* The rows read the base as a string (api.h): terminated, the NUL
-     * not counted.  Unterminated, a reused heap block's bytes followed it
-     * into the calls' URLs (a new worker after a reload asked
-     * /youtube/v3m/videos). */
+    /* The builders take the base as a C string: its NUL is kept past len
+     * (a reused buffer held a longer URL after a reload). */
     enr_buf_append(&x->base, url, strlen(url) + 1);
-    if (!x->base.oom)
-        x->base.len--;
+    x->base.len--;
+    if (x->base.oom)
+        goto oom;
     if (api == ENR_API_YOUTUBE && keep_secret(x, c->youtube_key.bytes, c->youtube_key.len) != 0)
         goto oom;
     if (api == ENR_API_VIMEO && keep_secret(x, c->vimeo_token.bytes, c->vimeo_token.len) != 0)

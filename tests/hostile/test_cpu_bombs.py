@@ -12,7 +12,9 @@ inside request_timeout_ms, without a worker being stopped as stuck.
   over 10 minutes for 4 MB of it);
 - an id of 838,000 numbers that print as 21 digits each: the output
   bound stops it early (413) instead of printing 17 MB.
+The titles' answers are the bytes build/enrich prints for them.
 """
+# run alone: each bomb must be answered within 1.5 s of CPU-bound work.
 import json
 import os
 import sys
@@ -60,6 +62,12 @@ def test_bombs(r):
                                                                           len(out), took))
             r.check(st == want, "%s: status %d (want %d)" % (name, st, want))
             r.check(took < BOUND_S, "%s: answered in %.3f s (< %.1f s)" % (name, took, BOUND_S))
+            if want == 200:
+                # Fast and right: the same bytes as the engine alone.
+                rc, cli = harness.cli_enrich(body)
+                r.check(rc == 0 and harness.zero_fetched_at(out) == harness.zero_fetched_at(cli),
+                        "%s: the same bytes as build/enrich (%d and %d bytes)"
+                        % (name, len(out), len(cli)))
         r.check(env.worker_pids() == pids, "the same workers serve: none stopped or killed")
         r.check(not env.log_events("worker exit"), "no worker exit")
 

@@ -32,24 +32,14 @@ BODY = harness.sample_body(20)
 PARAMS = harness.fcgi_enrich_params(BODY)
 
 
-def worker_constant(name):
-    """A bound from src/pool/worker.h, so the test follows the code (a
-    missing one is an error, not a guess)."""
-    with open(os.path.join(harness.ROOT, "src", "pool", "worker.h")) as f:
-        m = re.search(r"#define %s (\d+)" % name, f.read())
-    if not m:
-        raise RuntimeError("%s is not defined in src/pool/worker.h" % name)
-    return int(m.group(1)) / 1000.0
-
-
-HEADER_S = worker_constant("ENR_WORKER_HEADER_TIMEOUT_MS")
-READ_S = worker_constant("ENR_WORKER_READ_TIMEOUT_MS")
-LINGER_S = worker_constant("ENR_WORKER_LINGER_MS")
+HEADER_S = harness.worker_constant("ENR_WORKER_HEADER_TIMEOUT_MS")
+READ_S = harness.worker_constant("ENR_WORKER_READ_TIMEOUT_MS")
+LINGER_S = harness.worker_constant("ENR_WORKER_LINGER_MS")
 SLACK_S = 1.5  # scheduling on a loaded 2-core machine, sanitizer builds
 
 
 def fd_total(pids):
-    return sum(harness.proc_fd_count(p) for p in pids)
+    return sum(harness.fd_count(p) for p in pids)
 
 
 def raw(env, data, rid=1, timeout=8.0, shut=False):
@@ -232,11 +222,7 @@ def test_raw_suite(r):
             r.run(fn, env)
         r.run(test_stalled, env, workers)
         # After all of it: a normal batch through nginx, same workers.
-        bad = []
-        for _ in range(50):
-            st, _, data = env.request("/v1/enrich", BODY)
-            if st != 200 or data.count(b"\n") != 20:
-                bad.append(st)
+        bad = harness.batches_failing(env, BODY, 50, 20)
         r.check(not bad, "after the abuse: 50 batches through nginx all 200 (%r)" % bad[:5])
         r.check(env.worker_pids() == pids, "after the abuse: the same workers alive (%r -> %r)"
                 % (pids, env.worker_pids()))
@@ -345,7 +331,7 @@ def test_nginx_keep_conn(r):
         env.request("/v1/enrich", BODY)
         before = fd_total(pids)
         load = harness.Load(env, clients=6, body=BODY)
-        time.sleep(4)
+        harness.poll(lambda: load.count() > 250, 30)
         res = load.stop()
         time.sleep(LINGER_S + 0.2)
         after = fd_total(pids)

@@ -20,9 +20,6 @@ the unix socket, against the answers of the plain case.
   there), before the master's stuck-request kill: the same worker lives
   on, no exit in the log."""
 import os
-import re
-import subprocess
-import struct
 import sys
 import time
 
@@ -37,22 +34,8 @@ BODY_TIMEOUT_MS = 1000  # likewise
 MAX_BODY = 1 << 20
 
 
-def worker_constant(name):
-    with open(os.path.join(H.ROOT, "src", "pool", "worker.h")) as f:
-        m = re.search(r"#define %s (\d+)" % name, f.read())
-    if not m:
-        raise RuntimeError("%s is not defined in src/pool/worker.h" % name)
-    return int(m.group(1)) / 1000.0
-
-
-READ_S = min(worker_constant("ENR_WORKER_READ_TIMEOUT_MS"), REQUEST_TIMEOUT_MS / 2000.0)
-LINGER_S = worker_constant("ENR_WORKER_LINGER_MS")
-
-
-def big_body(build):
-    """bench-engine's 400 KB batch."""
-    return subprocess.run([os.path.join(build, "bench-engine"), "--dump", "big"],
-                          capture_output=True, check=True).stdout
+READ_S = min(H.worker_constant("ENR_WORKER_READ_TIMEOUT_MS"), REQUEST_TIMEOUT_MS / 2000.0)
+LINGER_S = H.worker_constant("ENR_WORKER_LINGER_MS")
 
 
 def head(params, rid=1):
@@ -80,16 +63,12 @@ def end(rid=1):
     return H.fcgi_record(H.FCGI_STDIN, b"", rid)
 
 
-def strip_time(stdout):
-    return re.sub(rb'"fetched_at":\d+', b"", stdout)
-
-
 def test_layouts(r, env, body):
     params = H.fcgi_enrich_params(body)
     ref, _ = H.fcgi_exchange(env.sock, head(params) + stdin_records(body, 65535) + end())
     r.check(H.fcgi_status(ref["stdout"]) == 200 and ref["ends"].get(1) == (0, 0),
             "reference: 65535-byte records answered 200 (%r)" % (ref["ends"],))
-    want = strip_time(ref["stdout"])
+    want = H.zero_fetched_at(ref["stdout"])
     longer = dict(params, CONTENT_LENGTH=str(len(body) + 4096))
     shorter = dict(params, CONTENT_LENGTH=str(len(body) // 3))
     nolen = {k: v for k, v in params.items() if k != "CONTENT_LENGTH"}
@@ -133,7 +112,7 @@ def test_layouts(r, env, body):
                 c.close()
         else:
             out, _ = H.fcgi_exchange(env.sock, data)
-        ok = strip_time(out["stdout"]) == want and out["ends"].get(1) == (0, 0)
+        ok = H.zero_fetched_at(out["stdout"]) == want and out["ends"].get(1) == (0, 0)
         r.check(ok, "%s: the same 200 answer (status %r, %d vs %d bytes, ends %r)"
                 % (name, H.fcgi_status(out["stdout"]), len(out["stdout"]), len(ref["stdout"]),
                    out["ends"]))
@@ -178,14 +157,7 @@ def test_drip(r, env, body):
     params = H.fcgi_enrich_params(body)
     pid = env.worker_pids()
     data = head(params) + stdin_records(body, 32768) + end()
-    c = H.FcgiConn(env.sock, 10)
-    t0 = time.monotonic()
-    try:
-        c.send(data[:4096])
-        cut = c.drip(data[4096:])  # 200 bytes, 10 s at most
-        cut = None if cut is None else time.monotonic() - t0
-    finally:
-        c.close()
+    cut = H.fcgi_drip_cut(env.sock, data, 4096)
     bound = BODY_TIMEOUT_MS / 1000.0 + READ_S + SLACK_S
     r.check(cut is not None and cut < bound,
             "drip: the worker ended the connection within %.1f s (%r)" % (bound, cut))
@@ -202,7 +174,7 @@ def test_drip(r, env, body):
 
 def main():
     res = H.Results()
-    body = big_body(H.build_dir())
+    body = H.bench_body()
     with H.Env(name="fcgi-body") as env:
         env.start_enrichd("workers = 1\nrequest_timeout_ms = %d\nmax_body_bytes = %d\n"
                           "body_timeout_ms = %d\nrss_soft_mb = 0\nrss_hard_mb = 0\n"

@@ -16,7 +16,6 @@ listen_allow (default: loopback only).
 - bad values fail `enrichd -t` with FILE:LINE: listen_allow: problem."""
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -45,12 +44,6 @@ def raw(addr, source=None):
         c.close()
 
 
-def metric(env, name):
-    st, _, data = env.request("/metrics", method="GET")
-    m = re.search(rb"^%s (\d+)$" % name.encode(), data, re.M)
-    return int(m.group(1)) if m else None
-
-
 def test_tcp(r):
     port = harness.free_port()
     addr = ("127.0.0.1", port)
@@ -67,7 +60,7 @@ def test_tcp(r):
 
         env.start_nginx(site_edit=edit)
         env.wait_workers(2)
-        accepted0 = metric(env, "enrichd_requests_accepted_total")
+        accepted0 = harness.metric(env, "enrichd_requests_accepted_total")
 
         refused = 0
         for _ in range(5):
@@ -79,16 +72,12 @@ def test_tcp(r):
         st, _, _ = raw(addr, source="127.0.0.2")
         r.check(st == 200, "peer 127.0.0.2 (in listen_allow) served: %r" % st)
 
-        bad = []
-        for _ in range(30):
-            s, _, data = env.request("/v1/enrich", BODY)
-            if s != 200 or data.count(b"\n") != 10:
-                bad.append(s)
+        bad = harness.batches_failing(env, BODY, 30, 10)
         r.check(not bad, "nginx from 127.0.0.2: 30 batches all 200 (%r)" % bad[:5])
 
-        n = metric(env, "enrichd_listen_refused_total")
+        n = harness.metric(env, "enrichd_listen_refused_total")
         r.check(n == refused, "/metrics enrichd_listen_refused_total = %d (got %r)" % (refused, n))
-        acc = metric(env, "enrichd_requests_accepted_total")
+        acc = harness.metric(env, "enrichd_requests_accepted_total")
         r.check(acc == accepted0 + 31, "refused peers never reached a request: accepted "
                 "%r -> %r (31 served)" % (accepted0, acc))
         st, _, data = env.request("/status", method="GET")

@@ -141,9 +141,7 @@ def check_limit_answer(r, name, st, hdr, body, size):
 
 def test_one_at_a_time(r):
     with harness.Env(name="hostile-mem") as env:
-        env.start_enrichd("workers = 2\n" + SAN_CONF)
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack("workers = 2\n" + SAN_CONF, workers=2)
         for name, make in HOSTILE:
             body = make()
             r.check(len(body) <= MAX_BODY, "%s: body under max_body_bytes" % name)
@@ -170,9 +168,7 @@ def test_one_at_a_time(r):
 
 def test_four_at_once(r):
     with harness.Env(name="hostile-mem4") as env:
-        env.start_enrichd("workers = 4\n" + SAN_CONF)
-        env.start_nginx()
-        pids = env.wait_workers(4)
+        pids = env.start_stack("workers = 4\n" + SAN_CONF, workers=4)
         # the four refused while parsing, each near max_body_bytes
         bodies = [fdfa_titles(), object_ids(), invalid_utf8_id(), id_and_title()]
         res = [None] * 4
@@ -206,9 +202,7 @@ def test_large_legit_output(r):
     """Under the limit, a large output is whole: 7 MB of NDJSON from a
     650 KB body (the same U+FDFA titles, fewer of them)."""
     with harness.Env(name="hostile-mem-big") as env:
-        env.start_enrichd("workers = 1\n" + SAN_CONF)
-        env.start_nginx()
-        env.wait_workers(1)
+        env.start_stack("workers = 1\n" + SAN_CONF, workers=1)
         body = fdfa_titles()[:650000]
         body = body[:body.rindex(b'},{"provider"') + 1] + b"]"
         nrec = body.count(b'"provider"')

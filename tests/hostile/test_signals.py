@@ -51,9 +51,7 @@ def ignored_lines(env, pid):
 
 def test_every_process(r):
     with harness.Env(name="signals-all") as env:
-        env.start_enrichd("workers = 2\n")
-        env.start_nginx()
-        workers = env.wait_workers(2)
+        workers = env.start_stack("workers = 2\n", workers=2)
         r.check(serving(env), "serving before the signals")
         master, status = env.master_pid(), env.status_pid()
         roles = [("master", master), ("status process", status), ("worker", workers[0])]
@@ -126,9 +124,7 @@ def test_every_process(r):
 def test_outside_stop(r):
     """TERM, QUIT, USR2 to one worker (not from the master): reason=signal."""
     with harness.Env(name="signals-worker") as env:
-        env.start_enrichd("workers = 2\n")
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack("workers = 2\n", workers=2)
         load = harness.Load(env, clients=2, body=BODY)
         harness.wait_for(lambda: load.count() > 10, 20, what="load")
         for i, sig in enumerate((signal.SIGUSR2, signal.SIGTERM, signal.SIGQUIT)):

@@ -13,6 +13,8 @@ Before the fix, nginx held at most ~1 MB of an answer; the worker sat in
 its write until the master killed it as stuck, and the client got a 200
 with a cut body.
 """
+# run alone: it bounds normal batches' latency and a worker's write deadline
+# while slow readers hold the pool.
 import json
 import os
 import re
@@ -87,9 +89,7 @@ CONF = ("workers = 6\nrequest_timeout_ms = 1000\nkill_grace_ms = 500\n"
 def test_one_slow_reader_gets_a_whole_answer(r):
     body = big_body()
     with harness.Env(name="slow-one") as env:
-        env.start_enrichd(CONF)
-        env.start_nginx()
-        env.wait_workers(6)
+        env.start_stack(CONF, workers=6)
         # The reference answer, read at once.
         st, _, ref = env.request("/v1/enrich", body, timeout=30)
         r.check(st == 200 and len(ref) > 7 << 20,
@@ -113,9 +113,7 @@ def test_six_slow_readers_leave_the_pool_serving(r):
     body = big_body()
     normal = harness.sample_body(50)
     with harness.Env(name="slow-six") as env:
-        env.start_enrichd(CONF)
-        env.start_nginx()
-        env.wait_workers(6)
+        env.start_stack(CONF, workers=6)
         out = []
         threads = [threading.Thread(target=slow_request, args=(env.port, body, STALL_S, out))
                    for _ in range(SLOW_READERS)]

@@ -22,6 +22,9 @@ And a lookup that returns after the deadline: the batch answers degraded
 on time, the call finishes while the worker is idle and its answer is
 cached for the same ids next time.
 """
+# run alone: a 4 MB flood must reach the worker within upstream_timeout_ms
+# to be counted as too large, not as a timeout, and each case's latency is
+# bounded.
 import json
 import os
 import subprocess

@@ -7,8 +7,10 @@ see that file's header), logs, and a NOTIFY_SOCKET listener.  Every
 process is started in its own session and killed (whole process group)
 by Env.close(), which runs even when a test fails.
 
-Other engineers may add functions at the end of this file; do not
-change the existing ones (tests of several issues rely on them).
+One home per helper: a suite that needs a helper another suite has
+takes it from here (or adds it here), never copies it.  The raw FastCGI
+client is fcgi_client.py (its names are re-exported here); the other
+front ends (Apache, lighttpd) are frontends.py.
 """
 import http.client
 import json
@@ -46,6 +48,19 @@ def render_nginx_site(text, subst):
     subst[key]."""
     return render_site(text, dict(NGINX_TOKENS, **NGINX_OPS_TOKENS), subst,
                        "nginx/enrichd.conf")
+
+
+def render_site(text, tokens, subst, name):
+    """A front end's shipped site (name) with its deployment strings
+    (tokens: {key: string}, each exactly once outside comments) replaced
+    by subst[key]."""
+    lines = text.split("\n")
+    for key, token in tokens.items():
+        hits = [i for i, l in enumerate(lines) if token in l and not l.lstrip().startswith("#")]
+        if len(hits) != 1:
+            raise AssertionError("%s: %r must occur exactly once" % (name, token))
+        lines[hits[0]] = lines[hits[0]].replace(token, subst[key])
+    return "\n".join(lines)
 
 
 def copy_snippets(dest, edit=None):
@@ -95,16 +110,25 @@ def free_port():
     return port
 
 
-def wait_for(cond, timeout=10.0, interval=0.02, what="condition"):
-    """Polls cond() until it returns a true value; returns it or raises."""
+def poll(cond, timeout=10.0, interval=0.02):
+    """Polls cond() until it returns a true value or timeout passes;
+    returns its last value (false on time-out), so that a check can be
+    made of it: r.check(poll(...))."""
     deadline = time.monotonic() + timeout
     while True:
         v = cond()
-        if v:
+        if v or time.monotonic() >= deadline:
             return v
-        if time.monotonic() >= deadline:
-            raise TimeoutError("timed out waiting for " + what)
         time.sleep(interval)
+
+
+def wait_for(cond, timeout=10.0, interval=0.02, what="condition"):
+    """poll() that raises TimeoutError (saying what) instead of returning
+    a false value."""
+    v = poll(cond, timeout, interval)
+    if not v:
+        raise TimeoutError("timed out waiting for " + what)
+    return v
 
 
 def children(pid):
@@ -331,6 +355,13 @@ class Env:
         wait_for(self._port_open, 10, what="nginx port")
         return self.nginx
 
+    def start_stack(self, extra_conf="", workers=None, **kw):
+        """enrichd (start_enrichd's arguments), then nginx in front of it;
+        with workers=N, waits for N workers and returns their pids."""
+        self.start_enrichd(extra_conf, **kw)
+        self.start_nginx()
+        return self.wait_workers(workers) if workers is not None else None
+
     def _port_open(self):
         try:
             socket.create_connection(("127.0.0.1", self.port), 0.2).close()
@@ -401,14 +432,7 @@ class Env:
 
     def close(self):
         for p in self.procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
-                p.wait(5)
-            except Exception:
-                pass
+            kill_group(p)
         if self.notify:
             self.notify.close()
         if self._log_fh:
@@ -423,6 +447,30 @@ class Env:
             sys.stdout.write("\n".join(self.log_lines()[-40:]) + "\n")
         self.close()
         return False
+
+
+def kill_group(proc):
+    """SIGKILL to proc's whole process group (each process the tests start
+    leads its own session), then reaps it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.wait(5)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def batches_failing(env, body, n, lines):
+    """Sends body n times through nginx; the statuses of those that were
+    not a 200 of `lines` lines."""
+    bad = []
+    for _ in range(n):
+        st, _, data = env.request("/v1/enrich", body)
+        if st != 200 or data.count(b"\n") != lines:
+            bad.append(st)
+    return bad
 
 
 def discard_dir(path):
@@ -522,47 +570,6 @@ def sample_body(records=50):
     return json.dumps(recs).encode()
 
 
-def fcgi_request(addr, params, body=b"", timeout=10):
-    """A raw FastCGI request (no nginx) to addr: a unix socket path or a
-    (host, port) tuple.  Returns the raw STDOUT bytes (CGI headers + body)."""
-    import struct
-
-    def record(rtype, content, rid=1):
-        return struct.pack(">BBHHBB", 1, rtype, rid, len(content), 0, 0) + content
-
-    def pair(k, v):
-        k, v = k.encode(), v.encode()
-        enc = b""
-        for n in (len(k), len(v)):
-            enc += bytes([n]) if n < 128 else struct.pack(">I", n | 0x80000000)
-        return enc + k + v
-
-    fam = socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET
-    s = socket.socket(fam, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    s.connect(addr)
-    p = b"".join(pair(k, v) for k, v in params.items())
-    out = record(1, struct.pack(">HB5x", 1, 0)) + record(4, p) + record(4, b"")
-    for i in range(0, len(body), 65535):
-        out += record(5, body[i:i + 65535])
-    out += record(5, b"")
-    s.sendall(out)
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    stdout, i = b"", 0
-    while i + 8 <= len(data):
-        _, rtype, _, clen, plen, _ = struct.unpack(">BBHHBB", data[i:i + 8])
-        if rtype == 6:
-            stdout += data[i + 8:i + 8 + clen]
-        i += 8 + clen + plen
-    return stdout
-
-
 def is_sanitized(build):
     """True for an ASan build (its allocator fails differently from glibc's)."""
     with open(os.path.join(build, "enrichd"), "rb") as f:
@@ -629,14 +636,7 @@ class FakeUpstream:
         return self._req("POST", "/_reset", "{}")
 
     def close(self):
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            self.proc.wait(5)
-        except Exception:
-            pass
+        kill_group(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self):
@@ -645,171 +645,6 @@ class FakeUpstream:
     def __exit__(self, *exc):
         self.close()
         return False
-
-
-# -- raw FastCGI client (records built by hand, for malformed input) -------
-FCGI_BEGIN_REQUEST, FCGI_ABORT_REQUEST, FCGI_END_REQUEST = 1, 2, 3
-FCGI_PARAMS, FCGI_STDIN, FCGI_STDOUT, FCGI_STDERR = 4, 5, 6, 7
-FCGI_RESPONDER, FCGI_AUTHORIZER, FCGI_FILTER = 1, 2, 3
-FCGI_KEEP_CONN = 1
-FCGI_REQUEST_COMPLETE, FCGI_CANT_MPX_CONN, FCGI_OVERLOADED, FCGI_UNKNOWN_ROLE = 0, 1, 2, 3
-
-
-def fcgi_record(rtype, content=b"", rid=1, version=1, padding=0):
-    """One FastCGI record: 8-byte header, content, `padding` zero bytes."""
-    import struct
-    return (struct.pack(">BBHHBB", version, rtype, rid, len(content), padding, 0) + content
-            + b"\0" * padding)
-
-
-def fcgi_pairs(params):
-    """Name-value pairs encoded as in FCGI_PARAMS."""
-    import struct
-    out = b""
-    for k, v in params.items():
-        k = k.encode() if isinstance(k, str) else k
-        v = v.encode() if isinstance(v, str) else v
-        for n in (len(k), len(v)):
-            out += bytes([n]) if n < 128 else struct.pack(">I", n | 0x80000000)
-        out += k + v
-    return out
-
-
-def fcgi_begin(rid=1, role=FCGI_RESPONDER, flags=0):
-    import struct
-    return fcgi_record(FCGI_BEGIN_REQUEST, struct.pack(">HB5x", role, flags), rid)
-
-
-def fcgi_enrich_params(body, uri="/v1/enrich", method="POST"):
-    """The params nginx/enrichd.conf passes for a POST of body to uri."""
-    return {"REQUEST_METHOD": method, "DOCUMENT_URI": uri, "SCRIPT_NAME": uri,
-            "REQUEST_URI": uri, "CONTENT_LENGTH": str(len(body)),
-            "CONTENT_TYPE": "application/json", "SERVER_PROTOCOL": "HTTP/1.1",
-            "REMOTE_ADDR": "127.0.0.1"}
-
-
-def fcgi_request_bytes(params, body=b"", rid=1, role=FCGI_RESPONDER, flags=0):
-    """A whole well-formed request: BEGIN, PARAMS, empty PARAMS, STDIN, empty STDIN."""
-    out = fcgi_begin(rid, role, flags)
-    p = fcgi_pairs(params)
-    for i in range(0, len(p), 65535):
-        out += fcgi_record(FCGI_PARAMS, p[i:i + 65535], rid)
-    out += fcgi_record(FCGI_PARAMS, b"", rid)
-    for i in range(0, len(body), 65535):
-        out += fcgi_record(FCGI_STDIN, body[i:i + 65535], rid)
-    return out + fcgi_record(FCGI_STDIN, b"", rid)
-
-
-class FcgiConn:
-    """A raw FastCGI connection: send bytes, read records with a bound.
-    recv_until_end() returns {'stdout', 'stderr', 'ends': {rid: (app, proto)},
-    'eof': bool, 'timeout': bool, 'records': [(type, rid, content)]}."""
-
-    def __init__(self, addr, timeout=5.0, source=None):
-        import struct
-        self._struct = struct
-        fam = socket.AF_UNIX if isinstance(addr, str) else \
-            socket.AF_INET6 if ":" in addr[0] else socket.AF_INET
-        self.sock = socket.socket(fam, socket.SOCK_STREAM)
-        if source is not None:
-            self.sock.bind((source, 0))
-        self.sock.settimeout(timeout)
-        self.sock.connect(addr)
-        self.buf = b""
-        self.eof = False
-
-    def send(self, data):
-        self.sock.sendall(data)
-
-    def drip(self, data, gap_s=0.05, most=200):
-        """Sends data one byte every gap_s (at most `most` bytes) until the
-        peer answers or closes; returns the seconds from the first byte to
-        that moment, or None if it never did."""
-        import select
-        t0 = time.monotonic()
-        for i in range(min(len(data), most)):
-            try:
-                self.sock.sendall(data[i:i + 1])
-            except OSError:
-                return time.monotonic() - t0
-            time.sleep(gap_s)
-            if select.select([self.sock], [], [], 0)[0]:  # an answer, or EOF
-                return time.monotonic() - t0
-        return None
-
-    def _fill(self, deadline):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise socket.timeout()
-        self.sock.settimeout(left)
-        try:
-            chunk = self.sock.recv(65536)
-        except ConnectionResetError:
-            chunk = b""
-        if not chunk:
-            self.eof = True
-        self.buf += chunk
-
-    def recv_until_end(self, rid=1, timeout=5.0):
-        """Reads records until END_REQUEST for rid, EOF, or timeout."""
-        out = {"stdout": b"", "stderr": b"", "ends": {}, "eof": False, "timeout": False,
-               "records": []}
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                while len(self.buf) >= 8:
-                    _, t, r, clen, plen, _ = self._struct.unpack(">BBHHBB", self.buf[:8])
-                    if len(self.buf) < 8 + clen + plen:
-                        break
-                    content = self.buf[8:8 + clen]
-                    self.buf = self.buf[8 + clen + plen:]
-                    out["records"].append((t, r, content))
-                    if t == FCGI_STDOUT:
-                        out["stdout"] += content
-                    elif t == FCGI_STDERR:
-                        out["stderr"] += content
-                    elif t == FCGI_END_REQUEST and len(content) >= 5:
-                        app, proto = self._struct.unpack(">IB", content[:5])
-                        out["ends"][r] = (app, proto)
-                        if r == rid:
-                            return out
-                if self.eof:
-                    out["eof"] = True
-                    return out
-                self._fill(deadline)
-        except (socket.timeout, TimeoutError):
-            out["timeout"] = True
-            return out
-
-    def wait_eof(self, timeout=3.0):
-        """True when the peer closes within timeout (data before EOF is dropped)."""
-        deadline = time.monotonic() + timeout
-        try:
-            while not self.eof:
-                self._fill(deadline)
-            return True
-        except (socket.timeout, TimeoutError):
-            return False
-        except OSError:
-            return True
-
-    def close(self):
-        self.sock.close()
-
-
-def fcgi_status(stdout):
-    """The Status: of CGI response headers (200 when absent), or None."""
-    head = stdout.split(b"\r\n\r\n", 1)[0]
-    if not stdout:
-        return None
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"status:"):
-            return int(line.split()[1])
-    return 200
-
-
-def proc_fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
 
 
 def worker_exit_reasons(env):
@@ -877,24 +712,46 @@ def local_poster(provider, out_id):
 
 
 def metrics(env):
-    """The Prometheus text as {name{labels}: float}."""
+    """env's /metrics as {name{labels}: float} ({} when not a 200)."""
     st, _, data = env.request("/metrics", method="GET")
-    out = {}
-    if st != 200:
-        return out
-    for line in data.decode().splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, _, val = line.rpartition(" ")
-        try:
-            out[name] = float(val)
-        except ValueError:
-            pass
-    return out
+    return metrics_values(data.decode()) if st == 200 else {}
+
+
+def metric(env, name, default=None):
+    """One sample of env's /metrics (name with its labels as printed)."""
+    return metrics(env).get(name, default)
 
 
 def fd_count(pid):
+    """The open descriptors of pid."""
     return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def worker_constant(name):
+    """A millisecond constant of src/pool/worker.h, in seconds."""
+    with open(os.path.join(ROOT, "src", "pool", "worker.h")) as f:
+        m = re.search(r"#define %s (\d+)" % name, f.read())
+    if not m:
+        raise RuntimeError("%s is not defined in src/pool/worker.h" % name)
+    return int(m.group(1)) / 1000.0
+
+
+def bench_body(which="big"):
+    """One of bench-engine's batches (big: 400 KB, 200 records)."""
+    return subprocess.run([os.path.join(build_dir(), "bench-engine"), "--dump", which],
+                          capture_output=True, check=True).stdout
+
+
+def zero_fetched_at(body):
+    """NDJSON with every fetched_at written as 0: the bytes to compare."""
+    return re.sub(rb'"fetched_at":\d+', b'"fetched_at":0', body)
+
+
+def cli_enrich(body):
+    """build/enrich's answer to body: (exit status, stdout bytes)."""
+    p = subprocess.run([os.path.join(build_dir(), "enrich")], input=body,
+                       capture_output=True, timeout=60)
+    return p.returncode, p.stdout
 
 
 def socket_inodes_to(port):
@@ -956,7 +813,8 @@ def promtool_check(text):
 
 
 def metrics_values(text):
-    """{'name{labels}': value} of an exposition (labels as printed)."""
+    """{'name{labels}': value} of an exposition (labels as printed): the
+    one parser of the tests."""
     out = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -976,17 +834,6 @@ def ss_listen_queue(path):
     return None
 
 
-def poll(cond, timeout=10.0, interval=0.02):
-    """Like wait_for, but returns cond()'s last value (false on time-out)
-    instead of raising, so a check can be made of it: r.check(poll(...))."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v or time.monotonic() >= deadline:
-            return v
-        time.sleep(interval)
-
-
 def proc_status_kb(pid, key):
     """A kB field of /proc/PID/status (VmRSS, VmHWM, ...), 0 when the
     process is gone."""
@@ -1000,171 +847,5 @@ def proc_status_kb(pid, key):
     return 0
 
 
-def fcgi_exchange(sock, data, chunk=None, pause=0.0, shut=False, timeout=10.0, rid=1):
-    """Sends raw FastCGI bytes on a new connection to sock (in chunks of
-    `chunk` bytes, `pause` s apart; `shut`: then half-closes), reads the
-    answer; returns (FcgiConn.recv_until_end's result, seconds).  A send
-    the worker refused by closing first is not an error: the answer (or
-    EOF) tells."""
-    c = FcgiConn(sock, timeout)
-    t0 = time.monotonic()
-    try:
-        try:
-            if chunk is None:
-                c.send(data)
-            else:
-                for i in range(0, len(data), chunk):
-                    c.send(data[i:i + chunk])
-                    if pause:
-                        time.sleep(pause)
-            if shut:
-                c.sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-        out = c.recv_until_end(rid, timeout)
-        if not out["eof"] and not out["timeout"] and rid not in out["ends"]:
-            out["eof"] = c.wait_eof(timeout)
-        return out, time.monotonic() - t0
-    finally:
-        c.close()
-
-
-# ---- other FastCGI front ends: Apache (mod_proxy_fcgi) and lighttpd ---------
-# Each runs its shipped site (conf/apache/enrichd.conf,
-# conf/lighttpd/enrichd.conf) with its deployment strings substituted, as
-# start_nginx() does, under a generated top-level configuration, as a
-# foreground process in its own session on a free loopback port; it is
-# one of env.procs, so Env.close() kills it.  env.port stays nginx's.
-
-
-class FrontEnd:
-    """A started front end: name, proc, port, dir (its logs), and
-    request(), the same client as Env.request(), to this front end."""
-
-    def __init__(self, name, proc, port, d):
-        self.name, self.proc, self.port, self.dir = name, proc, port, d
-
-    request = Env.request
-
-    def error_log(self):
-        return _tail(os.path.join(self.dir, "error.log")) + _tail(os.path.join(self.dir, "stderr.log"))
-
-
-def render_site(text, tokens, subst, name):
-    """A front end's shipped site (name) with its deployment strings
-    (tokens: {key: string}, each exactly once outside comments) replaced
-    by subst[key]."""
-    lines = text.split("\n")
-    for key, token in tokens.items():
-        hits = [i for i, l in enumerate(lines) if token in l and not l.lstrip().startswith("#")]
-        if len(hits) != 1:
-            raise AssertionError("%s: %r must occur exactly once" % (name, token))
-        lines[hits[0]] = lines[hits[0]].replace(token, subst[key])
-    return "\n".join(lines)
-
-
-APACHE_CONF = os.path.join(ROOT, "conf", "apache", "enrichd.conf")
-# The same deployment strings as nginx's site, but for the access log.
-APACHE_TOKENS = dict(NGINX_TOKENS, access_log="/var/log/apache2/enrichd.access.log")
-APACHE_BIN = "/usr/sbin/apache2"
-APACHE_MODULES_DIR = "/usr/lib/apache2/modules"
-# What the site needs besides Debian's built-in modules (mod_unixd,
-# mod_log_config): the ones `a2enmod` would enable.
-APACHE_MODULES = ("mpm_event", "authz_core", "authz_host", "proxy", "proxy_fcgi", "headers",
-                  "unique_id")
-LIGHTTPD_CONF = os.path.join(ROOT, "conf", "lighttpd", "enrichd.conf")
-LIGHTTPD_TOKENS = dict(NGINX_TOKENS, access_log="/var/log/lighttpd/enrichd.access.log")
-LIGHTTPD_BIN = "/usr/sbin/lighttpd"
-
-
-def _frontend_dir(env, name):
-    """env.dir/name, writable by the front end's user (its logs, pid
-    file, spooled bodies)."""
-    d = os.path.join(env.dir, name)
-    os.makedirs(d, exist_ok=True)
-    if IS_ROOT:
-        shutil.chown(d, user="www-data", group="www-data")
-    return d
-
-
-def _frontend_site(env, name, conf, tokens, site_edit):
-    """The front end's folder, a free port, and its shipped site (conf)
-    rendered for env there, through site_edit(text) when given."""
-    d = _frontend_dir(env, name)
-    with open(conf) as f:
-        text = f.read()
-    port = free_port()
-    text = render_site(text, tokens, {
-        "listen": "127.0.0.1:%d" % port, "fastcgi": env.sock, "status": env.status_sock,
-        "access_log": os.path.join(d, "access.log")}, os.path.relpath(conf, ROOT))
-    if site_edit is not None:
-        text = site_edit(text)
-    site = os.path.join(d, "enrichd-site.conf")
-    with open(site, "w") as f:
-        f.write(text)
-    return d, port, site
-
-
-def _start_frontend(env, top, lines, argv, port, d, what):
-    """Writes the top-level configuration (lines) to top, then runs argv
-    as www-data when the tests run as root (no process of it is
-    privileged: the port is above 1024 and its files are in d)."""
-    with open(top, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    log = os.path.join(d, "stderr.log")
-    who = dict(user="www-data", group="www-data", extra_groups=[]) if IS_ROOT else {}
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(log, "ab"),
-                         start_new_session=True, **who)
-    env.procs.append(p)
-
-    def up():
-        if p.poll() is not None:
-            raise RuntimeError("%s exited %s: %s" % (what, p.returncode, _tail(log)))
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return True
-        except OSError:
-            return False
-    wait_for(up, 10, what=what + " port")
-    return FrontEnd(what, p, port, d)
-
-
-def _tail(path, n=2000):
-    try:
-        with open(path, "rb") as f:
-            return f.read()[-n:].decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def start_apache(env, site_edit=None):
-    """Apache 2.4 with conf/apache/enrichd.conf in front of env's sockets,
-    on a free port: a FrontEnd.  site_edit(text) may change the site
-    (its deployment strings substituted) first."""
-    d, port, site = _frontend_site(env, "apache", APACHE_CONF, APACHE_TOKENS, site_edit)
-    top = os.path.join(d, "httpd.conf")
-    lines = ["ServerRoot %s" % d, "DefaultRuntimeDir %s" % d, "PidFile %s/httpd.pid" % d,
-             "ErrorLog %s/error.log" % d, "LogLevel warn", "Mutex file:%s default" % d,
-             "ServerName localhost"]
-    lines += ["LoadModule %s_module %s/mod_%s.so" % (m, APACHE_MODULES_DIR, m)
-              for m in APACHE_MODULES]
-    # One child of 25 threads, a second when busy: enough for the tests'
-    # concurrent clients, small on a 2-core machine.
-    lines += ["StartServers 1", "ServerLimit 2", "ThreadsPerChild 25",
-              "MaxRequestWorkers 50", "MinSpareThreads 1", "MaxSpareThreads 50",
-              "Include %s" % site]
-    return _start_frontend(env, top, lines, [APACHE_BIN, "-f", top, "-DFOREGROUND"], port, d,
-                           "apache")
-
-
-def start_lighttpd(env, site_edit=None):
-    """lighttpd 1.4 with conf/lighttpd/enrichd.conf in front of env's
-    sockets, on a free port: a FrontEnd (site_edit as start_apache's)."""
-    d, port, site = _frontend_site(env, "lighttpd", LIGHTTPD_CONF, LIGHTTPD_TOKENS, site_edit)
-    top = os.path.join(d, "lighttpd.conf")
-    # The main listener (Debian's is port 80) on a unix socket nobody
-    # uses: the site serves on its own $SERVER["socket"].
-    lines = ['server.document-root = "%s"' % d, 'server.bind = "%s/unused.sock"' % d,
-             'server.pid-file = "%s/lighttpd.pid"' % d, 'server.errorlog = "%s/error.log"' % d,
-             'server.upload-dirs = ("%s")' % d, 'include "%s"' % site]
-    return _start_frontend(env, top, lines, [LIGHTTPD_BIN, "-D", "-f", top], port, d, "lighttpd")
+# The raw FastCGI client has its own file; its names are the harness's too.
+from fcgi_client import *  # noqa: E402,F401,F403

@@ -19,6 +19,11 @@ listener per API, the test's own CA), optionally a network path away
   check_lines(recs, lines)  what each output line should be: the API's
                          largest poster and its runtime for a known id,
                          the local values for an unknown one
+  start_env, measure, distance_runs  an enrichd on the three sources;
+                         sequential batches against several at once,
+                         interleaved, with latency and enriched share; the
+                         providers and a control (the aggregator protocol of
+                         tls_fixture.Provider) across the same path
 
 Every process is killed by close(), which runs even when a test fails.
 Traffic stays on loopback.
@@ -28,12 +33,14 @@ import secrets
 import subprocess
 import sys
 import tempfile
-from urllib.parse import urlsplit
+import time
+from urllib.parse import parse_qs, urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 import harness  # noqa: E402
 import tls_fixture  # noqa: E402
+from tls_fixture import percentile  # noqa: E402,F401
 import fake_providers  # noqa: E402
 
 APIS = fake_providers.APIS
@@ -44,7 +51,8 @@ URL_KEY = {"youtube": "youtube_url", "vimeo": "vimeo_url", "dailymotion": "daily
 # The public endpoints (the issue's table): the default *_url keep their
 # path, the tests only change scheme, host and port.
 PUBLIC = {"youtube": "https://www.googleapis.com/youtube/v3/videos",
-          "vimeo": "https://api.vimeo.com/videos", "dailymotion": "https://api.dailymotion.com/videos"}
+          "vimeo": "https://api.vimeo.com/videos",
+          "dailymotion": "https://api.dailymotion.com/videos"}
 
 
 class ApiFake(harness.FakeUpstream):
@@ -59,6 +67,16 @@ class ApiFake(harness.FakeUpstream):
 
     def api_stats(self):
         return self.stats()["api"]
+
+
+def asked_ids(api, entry):
+    """The ids one logged request asked for."""
+    p = parse_qs(entry["query"], keep_blank_values=True)
+    if api == "youtube":
+        return [i for i in ",".join(p.get("id", [])).split(",") if i]
+    if api == "vimeo":
+        return [u.rpartition("/")[2] for u in ",".join(p.get("uris", [])).split(",") if u]
+    return [i for i in ",".join(p.get("ids", [])).split(",") if i]
 
 
 def default_urls(build=None):
@@ -87,11 +105,15 @@ def write_secret(path, text):
     os.close(fd)
 
 
-class Providers:
+class Providers(tls_fixture.Provider):
+    """tls_fixture.Provider's nginx, PKI and delay proxies, with the three
+    APIs' fakes behind it, one listener each (kinds: the API names)."""
+
     def __init__(self, close_after=0):
         self.dir = tempfile.mkdtemp(prefix="enr-providers-")
         os.chmod(self.dir, 0o755)  # nginx's workers (www-data) create their temp dirs here
-        self.fakes, self.nginx, self.proxies = {}, None, {}
+        self.fake = self.nginx = None
+        self.fakes, self.proxies = {}, {}
         # The shapes of the real ones: a Google API key, a Vimeo token.
         self.key = "AIzaSy" + secrets.token_urlsafe(24)[:33]
         self.token = secrets.token_hex(16)
@@ -113,14 +135,6 @@ class Providers:
             self.close()
             raise
 
-    def port(self, api, rtt_ms=None):
-        if rtt_ms is None:
-            return self.nginx.port[api]
-        if (api, rtt_ms) not in self.proxies:
-            self.proxies[(api, rtt_ms)] = tls_fixture.DelayProxy(
-                os.path.join(self.dir, "proxy-%s-%s" % (api, rtt_ms)), self.nginx.port[api], rtt_ms)
-        return self.proxies[(api, rtt_ms)].port
-
     def url(self, api, rtt_ms=None):
         return "https://%s:%d%s" % (tls_fixture.HOST, self.port(api, rtt_ms), self.paths[api])
 
@@ -140,20 +154,9 @@ class Providers:
             f.reset()
 
     def close(self):
-        for p in self.proxies.values():
-            p.close()
-        if self.nginx is not None:
-            self.nginx.close()
         for f in self.fakes.values():
             f.close()
-        harness.discard_dir(self.dir)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+        super().close()
 
 
 # ---- batches and what enrichd must answer for them -----------------------
@@ -227,3 +230,94 @@ def check_lines(recs, lines):
         elif len(out["wrong"]) < 5:
             out["wrong"].append((i, rec, {k: line.get(k) for k in ("poster", "duration")}, w))
     return out
+
+
+# ---- an enrichd on the three sources, and measuring it -------------------
+
+def start_env(prov, name, workers, rtt_ms=None, extra="", env_vars=None, **over):
+    """enrichd (max_requests 0) on prov's three sources rtt_ms away, and
+    its nginx: a started harness.Env."""
+    env = harness.Env(name=name)
+    try:
+        env.start_enrichd("workers = %d\nmax_requests = 0\n" % workers
+                          + prov.conf(rtt_ms, **over) + extra, env=env_vars)
+        env.start_nginx()
+        env.wait_workers(workers)
+    except Exception:
+        env.close()
+        raise
+    return env
+
+
+def control_batch(tag, i, n=150):
+    """The control's batch: n new ids over the three providers, for the
+    aggregator protocol of the fake upstream (150: three calls of 50, what
+    its shipped max_calls_per_batch and connections allow)."""
+    return [{"provider": ("yt", "vm", "dm")[k % 3], "id": "Ctl-%s-%d-%d" % (tag, i, k),
+             "duration": 0} for k in range(n)]
+
+
+def control_check(recs, lines):
+    hit = sum(1 for rec, l in zip(recs, lines)
+              if l["poster"] == harness.fake_poster(rec["provider"], rec["id"]))
+    return {"known": len(recs), "enriched": hit}
+
+
+def measure(runs, batches, warm):
+    """Sequential batches, interleaved run by run (so that the machine's
+    load weighs on each alike), each run on one kept-alive connection;
+    runs: [(label, env, batch(i), check(recs, lines))].  Returns {label:
+    {'lat': [ms], 'known', 'enriched', 'bad', 'degraded', 'p50', 'p99',
+    'share', 'first_degraded' (the first batch's, warm-ups included)}}."""
+    import http.client
+    out = {}
+    conns = {label: http.client.HTTPConnection("127.0.0.1", env.port, timeout=15)
+             for label, env, _, _ in runs}
+    try:
+        for i in range(warm + batches):
+            for label, env, make, check in runs:
+                res = out.setdefault(label, {"lat": [], "known": 0, "enriched": 0, "bad": 0,
+                                             "degraded": 0})
+                recs = make(i)
+                t0 = time.monotonic()
+                st, h, lines = harness.post(env, recs, conn=conns[label])
+                ms = (time.monotonic() - t0) * 1000
+                if i == 0:  # the first batch after start
+                    res["first_degraded"] = harness.degraded(h) if st == 200 else len(recs)
+                if i < warm:
+                    continue
+                res["lat"].append(ms)
+                if st != 200 or len(lines) != len(recs):
+                    res["bad"] += 1
+                    continue
+                c = check(recs, lines)
+                res["known"] += c["known"]
+                res["enriched"] += c["enriched"]
+                res["degraded"] += harness.degraded(h)
+    finally:
+        for c in conns.values():
+            c.close()
+    for res in out.values():
+        res["p50"] = percentile(res["lat"], 0.5)
+        res["p99"] = percentile(res["lat"], 0.99)
+        res["share"] = res["enriched"] / max(1, res["known"])
+    return out
+
+
+def distance_runs(prov, agg, rtt_ms, workers):
+    """Two enrichd: the three APIs rtt_ms away (the defaults plus sources,
+    URLs, key, token, CA), and the control, the aggregator protocol over
+    the same path (tls_fixture.Provider), the defaults plus its URL and CA."""
+    a = start_env(prov, "prov-far", workers, rtt_ms)
+    b = harness.Env(name="prov-ctl")
+    try:
+        b.start_enrichd("workers = %d\nmax_requests = 0\nupstream_url = %s\n"
+                        "upstream_ca_file = %s\n"
+                        % (workers, agg.url("https", rtt_ms), agg.pki.ca))
+        b.start_nginx()
+        b.wait_workers(workers)
+    except Exception:
+        a.close()
+        b.close()
+        raise
+    return a, b

@@ -65,14 +65,6 @@ def read_capture(d):
     return lines
 
 
-def metric(env, name):
-    st, _, body = env.request("/metrics", method="GET")
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def test_every_body_round_trips(r):
     cap = tempfile.mkdtemp(prefix="capture-")
     with harness.Env(name="capture") as env:
@@ -85,7 +77,7 @@ def test_every_body_round_trips(r):
             statuses.append(st)
         r.check(statuses.count(200) == len(BODIES) - 1 and 400 <= statuses[-2] < 500,
                 "all answered as usual: %r" % statuses)
-        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == len(BODIES), 5,
+        harness.wait_for(lambda: harness.metric(env, "enrichd_capture_written_total") == len(BODIES), 5,
                          what="every sample written")
         lines = read_capture(cap)
         got = [payload_bytes(l) for l in lines]
@@ -126,7 +118,7 @@ def test_rotation_bounds_the_directory(r):
             if st != 200:
                 break
         r.check(st == 200, "requests answered while rotating")
-        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 60, 5,
+        harness.wait_for(lambda: harness.metric(env, "enrichd_capture_written_total") == 60, 5,
                          what="samples written")
         names = sorted(os.listdir(cap))
         total = sum(os.path.getsize(os.path.join(cap, n)) for n in names)
@@ -148,10 +140,10 @@ def test_full_disk_and_full_queue_never_fail_a_request(r):
             env.start_nginx()
             sts = [env.request("/v1/enrich", body)[0] for _ in range(20)]
             r.check(sts == [200] * 20, "a full disk fails no request: %r" % sorted(set(sts)))
-            harness.wait_for(lambda: (metric(env, "enrichd_capture_written_total") or 0)
-                             + (metric(env, "enrichd_capture_dropped_error_total") or 0) == 20, 5,
+            harness.wait_for(lambda: (harness.metric(env, "enrichd_capture_written_total") or 0)
+                             + (harness.metric(env, "enrichd_capture_dropped_error_total") or 0) == 20, 5,
                              what="every sample written or dropped")
-            dropped = metric(env, "enrichd_capture_dropped_error_total")
+            dropped = harness.metric(env, "enrichd_capture_dropped_error_total")
             r.check(dropped and dropped > 0, "samples dropped on the full disk are counted (%s)" % dropped)
             lines = read_capture(cap)
             r.check(all(payload_bytes(l)[0] == body for l in lines),
@@ -165,7 +157,7 @@ def test_full_disk_and_full_queue_never_fail_a_request(r):
             env.start_nginx()
             sts = [env.request("/v1/enrich", body)[0] for _ in range(5)]
             r.check(sts == [200] * 5, "a full queue fails no request")
-            r.check(metric(env, "enrichd_capture_dropped_queue_total") == 5,
+            r.check(harness.metric(env, "enrichd_capture_dropped_queue_total") == 5,
                     "samples larger than the queue are dropped and counted")
     finally:
         subprocess.run(["umount", cap], check=False)
@@ -242,12 +234,12 @@ def test_planted_links_and_files(r):
             env.start_nginx()
             sts = [env.request("/v1/enrich", body)[0] for _ in range(6)]
             r.check(sts == [200] * 6, "%s: every request answered: %r" % (what, sorted(set(sts))))
-            settle(lambda: metric(env, "enrichd_capture_dropped_error_total") == 6)
-            r.check(metric(env, "enrichd_capture_written_total") == 0 and
-                    metric(env, "enrichd_capture_dropped_error_total") == 6,
+            settle(lambda: harness.metric(env, "enrichd_capture_dropped_error_total") == 6)
+            r.check(harness.metric(env, "enrichd_capture_written_total") == 0 and
+                    harness.metric(env, "enrichd_capture_dropped_error_total") == 6,
                     "%s: 6 samples dropped and counted, none written (written %r, dropped %r)"
-                    % (what, metric(env, "enrichd_capture_written_total"),
-                       metric(env, "enrichd_capture_dropped_error_total")))
+                    % (what, harness.metric(env, "enrichd_capture_written_total"),
+                       harness.metric(env, "enrichd_capture_dropped_error_total")))
             ev = env.log_events("capture file refused: samples dropped")
             err = ev[0].get("error", "") if ev else ""
             r.check(len(ev) == 1 and any(x in err for x in reasons),
@@ -267,9 +259,9 @@ def test_planted_links_and_files(r):
             env.start_nginx()
             for _ in range(3):
                 env.request("/v1/enrich", body)
-            settle(lambda: metric(env, "enrichd_capture_dropped_error_total") == 3)
+            settle(lambda: harness.metric(env, "enrichd_capture_dropped_error_total") == 3)
             ev = env.log_events("capture file refused: samples dropped")
-            r.check(metric(env, "enrichd_capture_written_total") == 0 and len(ev) == 1 and
+            r.check(harness.metric(env, "enrichd_capture_written_total") == 0 and len(ev) == 1 and
                     reason in ev[0].get("error", ""),
                     "%s in the file's place: refused (%s), said once: %r"
                     % (what, reason, [e.get("error") for e in ev]))
@@ -284,7 +276,7 @@ def test_planted_links_and_files(r):
         env.start_enrichd("workers = 1\ncapture_dir = %s\ncapture_sample = 1\n" % cap)
         env.start_nginx()
         env.request("/v1/enrich", body)
-        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 1, 5,
+        harness.wait_for(lambda: harness.metric(env, "enrichd_capture_written_total") == 1, 5,
                          what="written")
         r.check(os.stat(mine).st_mode & 0o7777 == 0o640, "our 0666 file narrowed to 0640: %o"
                 % (os.stat(mine).st_mode & 0o7777))
@@ -292,14 +284,14 @@ def test_planted_links_and_files(r):
         os.chmod(cap, 0o777)
         for _ in range(4):
             env.request("/v1/enrich", body)
-        settle(lambda: metric(env, "enrichd_capture_dropped_error_total") == 4)
-        r.check(metric(env, "enrichd_capture_written_total") == 1,
+        settle(lambda: harness.metric(env, "enrichd_capture_dropped_error_total") == 4)
+        r.check(harness.metric(env, "enrichd_capture_written_total") == 1,
                 "a directory opened to all while running takes no more samples")
         r.check(len(env.log_events("capture directory refused: samples dropped")) == 1,
                 "said in one line")
         os.chmod(cap, 0o700)
         env.request("/v1/enrich", body)
-        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 2, 5,
+        harness.wait_for(lambda: harness.metric(env, "enrichd_capture_written_total") == 2, 5,
                          what="written again once fixed")
 
 
@@ -312,21 +304,21 @@ def test_directory_gone_and_back(r):
         env.start_nginx()
         for _ in range(3):
             env.request("/v1/enrich", body)
-        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 3, 5,
+        harness.wait_for(lambda: harness.metric(env, "enrichd_capture_written_total") == 3, 5,
                          what="3 written")
         shutil.rmtree(cap)
         sts = [env.request("/v1/enrich", body)[0] for _ in range(5)]
         r.check(sts == [200] * 5, "requests answered while the directory is gone")
-        settle(lambda: metric(env, "enrichd_capture_dropped_nodir_total") == 5)
-        r.check(metric(env, "enrichd_capture_written_total") == 3,
+        settle(lambda: harness.metric(env, "enrichd_capture_dropped_nodir_total") == 5)
+        r.check(harness.metric(env, "enrichd_capture_written_total") == 3,
                 "no sample counted as written into a directory that is gone (%r)"
-                % metric(env, "enrichd_capture_written_total"))
+                % harness.metric(env, "enrichd_capture_written_total"))
         ev = env.log_events("capture directory gone: samples dropped until it is back")
         r.check(len(ev) == 1, "said in one line, not one per sample: %d" % len(ev))
         os.mkdir(cap, 0o700)
         for _ in range(2):
             env.request("/v1/enrich", body)
-        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 5, 5,
+        harness.wait_for(lambda: harness.metric(env, "enrichd_capture_written_total") == 5, 5,
                          what="written again")
         r.check(len(env.log_events("capture directory back")) == 1, "its return said once")
         lines = read_capture(cap)
@@ -400,7 +392,7 @@ def test_age_bound(r):
         empty = not os.listdir(cap)
         r.check(empty, "with no more traffic every file goes within the bound: %.2f s, left %r"
                 % (time.monotonic() - t0, os.listdir(cap)))
-        written = metric(env, "enrichd_capture_written_total")
+        written = harness.metric(env, "enrichd_capture_written_total")
         r.check(written == n, "every sample was written before it expired: %r of %d"
                 % (written, n))
 
@@ -423,7 +415,7 @@ def test_group(r):
             os.umask(old_umask)
         env.start_nginx()
         st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
-        harness.wait_for(lambda: metric(env, "enrichd_capture_written_total") == 1, 5,
+        harness.wait_for(lambda: harness.metric(env, "enrichd_capture_written_total") == 1, 5,
                          what="the sample written")
         f = os.stat(os.path.join(cap, "capture-0.ndjson"))
         r.check(st == 200 and f.st_gid == www and f.st_mode & 0o777 == 0o640,

@@ -33,7 +33,6 @@ front of one pool, with nginx (nginx/enrichd.conf) as the control:
 import io
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -42,6 +41,7 @@ import time
 import http.client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import frontends  # noqa: E402
 import harness  # noqa: E402
 
 H = harness
@@ -63,16 +63,6 @@ POLL_CLIENTS, POLL_EACH = 8, 5
 POLL_WALL_S = 2.0
 
 
-def strip_time(body):
-    return re.sub(rb'"fetched_at":\d+', b'"fetched_at":0', body)
-
-
-def big_body():
-    """bench-engine's 400 KB batch."""
-    return subprocess.run([os.path.join(H.build_dir(), "bench-engine"), "--dump", "big"],
-                          capture_output=True, check=True).stdout
-
-
 def huge_body(big):
     """~3.9 MB: the 400 KB batch's records again and again, under MAX_BODY."""
     recs = json.loads(big)
@@ -91,7 +81,7 @@ def same_answer(r, what, got, want):
     st, h, body = got
     wst, wh, wbody = want
     r.check(st == wst == 200 and h.get("content-type") == wh.get("content-type")
-            and strip_time(body) == strip_time(wbody),
+            and H.zero_fetched_at(body) == H.zero_fetched_at(wbody),
             "%s: the same answer as nginx's (%d vs %d, %s vs %s, %d vs %d bytes)"
             % (what, st, wst, h.get("content-type"), wh.get("content-type"), len(body),
                len(wbody)))
@@ -301,7 +291,7 @@ def test_slow_reader(r, env, fe, body, buffers):
                 "%s: the worker gave up on the answer: the client gets it cut (%r, %d bytes)"
                 % (what, st, len(body or b"")))
     else:
-        r.check(st == 200 and strip_time(body or b"") == strip_time(whole),
+        r.check(st == 200 and H.zero_fetched_at(body or b"") == H.zero_fetched_at(whole),
                 "%s: then read at once, the whole answer (%r, %d of %d bytes)"
                 % (what, st, len(body or b""), len(whole)))
     print("%s: busy until %s s, client read %d bytes, the worker %s" % (
@@ -459,7 +449,7 @@ def test_lighttpd_stock(r, env, fe):
     wrap = os.path.join(fe.dir, "stock-check.conf")
     with open(wrap, "w") as f:
         f.write('include "%s"\ninclude "%s"\n' % (stock, os.path.join(fe.dir, "enrichd-site.conf")))
-    p = subprocess.run([H.LIGHTTPD_BIN, "-tt", "-f", wrap], capture_output=True, text=True,
+    p = subprocess.run([frontends.LIGHTTPD_BIN, "-tt", "-f", wrap], capture_output=True, text=True,
                        timeout=30)
     r.check(p.returncode == 0, "lighttpd: the site loads after Debian's %s: rc %d %s"
             % (stock, p.returncode, (p.stdout + p.stderr)[-500:]))
@@ -467,7 +457,7 @@ def test_lighttpd_stock(r, env, fe):
 
 def main():
     r = H.Results()
-    big = big_body()
+    big = H.bench_body()
     huge = huge_body(big)
     reader = reader_body()
     with H.Env(name="frontends") as env:
@@ -476,8 +466,8 @@ def main():
                           % (WORKERS, REQUEST_TIMEOUT_MS, MAX_BODY, WRITE_TIMEOUT_MS,
                              READER_RECORDS))
         env.start_nginx()
-        fronts = [(H.start_apache(env), False), (H.start_lighttpd(env), True)]
-        control = H.FrontEnd("nginx", env.nginx, env.port, env.dir)
+        fronts = [(frontends.start_apache(env), False), (frontends.start_lighttpd(env), True)]
+        control = frontends.FrontEnd("nginx", env.nginx, env.port, env.dir)
         for fe, buffers in fronts:
             for fn in (test_vectors, test_status, test_operators_only, test_polling,
                        test_http_rules):

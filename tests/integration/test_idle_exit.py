@@ -51,7 +51,8 @@ def test_activated_pool_exits_when_idle(r):
                 "exits idle_exit_s to idle_exit_s + one tick after the last request: %.2f s "
                 "(%.2f..%.2f)" % (took, IDLE_S - 0.05, IDLE_S + TICK_S + SLACK_S))
         r.check(len(env.log_events("idle exit")) == 1, "logged as an idle exit")
-        r.check("STOPPING" in env.notify.keys(), "systemd is told it is stopping")
+        r.check(harness.poll(lambda: "STOPPING" in env.notify.keys(), 2),
+                "systemd is told it is stopping")
         exits = [e.get("reason") for e in env.log_events("worker exit")]
         r.check(exits and all(x == "stop" for x in exits), "workers ended as a stop: %r" % exits)
 

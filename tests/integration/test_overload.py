@@ -18,6 +18,8 @@ Margins are for a shared 2-core machine: the bar (goodput >= 90 %,
 refusals within 100 ms) is what a quiet host shows and what the report
 prints; ENR_OVERLOAD_BURST_S=60 runs the full minute.
 """
+# run alone: it measures the pool's capacity, then offers 3x that rate;
+# goodput and refusal times are bars only a machine to itself can hold.
 import http.client
 import json
 import os
@@ -103,9 +105,7 @@ def test_burst(r):
                                   breaker_failures=1000)
                 + "request_timeout_ms = 2000\n")
         with H.Env(name="overload") as env:
-            env.start_enrichd(conf)
-            env.start_nginx()
-            pids = env.wait_workers(2)
+            pids = env.start_stack(conf, workers=2)
             cap, service, warm = capacity(env, seq)
             r.check(cap > 5 and all(d[0] == 200 for d in warm),
                     "capacity measured: %.1f batches/s, service %.0f ms, all 200" % (cap, service * 1000))

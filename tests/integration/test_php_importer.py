@@ -17,6 +17,8 @@ has rejected_at and no hash; every good row has enriched_at and the hash
 enrichd gives that record posted alone (so line k of the body was paired
 with the right row); nothing is left unselected.
 """
+# run alone: 30 PHP processes must arrive at once to be refused; on a busy
+# machine they start one by one and none is.
 import json
 import os
 import re

@@ -29,9 +29,7 @@ BODY = harness.sample_body(20)
 
 def leak_case(r, leak, extra, reason, name):
     with harness.Env(build=harness.hooks_build_dir(), name=name) as env:
-        env.start_enrichd("workers = 2\n" + extra, env={"ENRICHD_TEST_LEAK": leak})
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack("workers = 2\n" + extra, env={"ENRICHD_TEST_LEAK": leak}, workers=2)
         load = harness.Load(env, clients=4, body=BODY)
         env.wait_log("worker exit", count=4, timeout=40)
         res = load.stop()
@@ -100,7 +98,7 @@ def test_fd_soft_exact(r):
                           env={"ENRICHD_TEST_LEAK": "fd:0"})
         pid = env.wait_workers(1)[0]
         one_request(env)
-        idle = harness.proc_fd_count(pid) - 1
+        idle = harness.fd_count(pid) - 1
         env.signal(15)
         env.wait_exit(10)
         limit = max(16, idle + 3)
@@ -111,7 +109,7 @@ def test_fd_soft_exact(r):
         pid = env.wait_workers(1)[0]
         counts = {}
         ev, sent = exit_after(env, pid, k + 5, k + 1,
-                              lambda i: counts.__setitem__(i, harness.proc_fd_count(pid) - 1))
+                              lambda i: counts.__setitem__(i, harness.fd_count(pid) - 1))
         r.check(ev is not None and ev.get("reason") == "fd",
                 "the worker ended itself for fd: %r" % ev)
         r.check(counts.get(k) == limit,
@@ -193,9 +191,7 @@ def test_stuck_request(r):
 
 def test_worker_deadline(r):
     with harness.Env(build=harness.hooks_build_dir(), name="pool-deadline") as env:
-        env.start_enrichd("workers = 1\nrequest_timeout_ms = 500\nupstream_timeout_ms = 100\n")
-        env.start_nginx()
-        env.wait_workers(1)
+        env.start_stack("workers = 1\nrequest_timeout_ms = 500\nupstream_timeout_ms = 100\n", workers=1)
         t0 = time.monotonic()
         st, hdr, body = env.request("/v1/enrich", BODY, headers={"X-Test-Sleep-Ms": "460"})
         took = time.monotonic() - t0

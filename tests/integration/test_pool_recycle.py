@@ -25,9 +25,7 @@ BODY = harness.sample_body(50)
 
 def test_kill9_under_load(r):
     with harness.Env(name="pool-kill") as env:
-        env.start_enrichd("workers = 4\n")
-        env.start_nginx()
-        pids = env.wait_workers(4)
+        pids = env.start_stack("workers = 4\n", workers=4)
         load = harness.Load(env, clients=8, body=BODY)
         harness.wait_for(lambda: load.count() > 50, 20, what="load")
         victim = pids[1]
@@ -70,9 +68,7 @@ def crafted_params(sock_path):
 
 def test_cve_params_refused(r):
     with harness.Env(name="pool-cve") as env:
-        env.start_enrichd("workers = 3\n")
-        env.start_nginx()
-        before = env.wait_workers(3)
+        before = env.start_stack("workers = 3\n", workers=3)
         load = harness.Load(env, clients=4, body=BODY)
         harness.wait_for(lambda: load.count() > 20, 20, what="load")
         data = crafted_params(env.sock)
@@ -102,9 +98,7 @@ def test_cve_params_refused(r):
 
 def test_max_requests(r):
     with harness.Env(name="pool-maxreq") as env:
-        env.start_enrichd("workers = 2\nmax_requests = 25\nmax_requests_jitter = 0\n")
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack("workers = 2\nmax_requests = 25\nmax_requests_jitter = 0\n", workers=2)
         load = harness.Load(env, clients=4, body=BODY)
         env.wait_log("worker exit", count=6, timeout=30)
         res = load.stop()

@@ -68,9 +68,7 @@ def test_hup_under_load(r):
 def test_term_drains_queue(r):
     build = harness.hooks_build_dir()
     with harness.Env(build=build, name="pool-drain") as env:
-        env.start_enrichd("workers = 3\n")
-        env.start_nginx()
-        env.wait_workers(3)
+        env.start_stack("workers = 3\n", workers=3)
         results = []
         lock = threading.Lock()
 
@@ -102,9 +100,7 @@ def test_term_drains_queue(r):
 def test_term_after_load(r):
     build = harness.hooks_build_dir()
     with harness.Env(build=build, name="pool-term") as env:
-        env.start_enrichd("workers = 4\n")
-        env.start_nginx()
-        env.wait_workers(4)
+        env.start_stack("workers = 4\n", workers=4)
         load = harness.Load(env, clients=8, body=BODY, headers={"X-Test-Sleep-Ms": "100"})
         harness.wait_for(lambda: load.count() > 40, 20, what="load")
         t_term = time.monotonic()
@@ -145,9 +141,7 @@ def test_second_term(r):
     X-Test-Sleep-Ms keeps requests in flight)."""
     build = harness.hooks_build_dir()
     with harness.Env(build=build, name="pool-term2") as env:
-        env.start_enrichd("workers = 2\ndrain_timeout_ms = 20000\nrequest_timeout_ms = 30000\n")
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack("workers = 2\ndrain_timeout_ms = 20000\nrequest_timeout_ms = 30000\n", workers=2)
         kids = harness.children(env.master_pid())
         results = []
         lock = threading.Lock()

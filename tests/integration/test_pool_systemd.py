@@ -143,7 +143,7 @@ def test_units(r):
             text = text.replace("/usr/sbin/enrichd", ENRICHD)
             with open(os.path.join(d, name), "w") as f:
                 f.write(text)
-        # --man=no: the man pages are checked by tests/man_check.py.
+        # --man=no: the man pages are checked by test_man_pages.py.
         cp = subprocess.run(["systemd-analyze", "verify", "--man=no", os.path.join(d, "enrichd.socket"),
                              os.path.join(d, "enrichd-status.socket"),
                              os.path.join(d, "enrichd.service")], capture_output=True, text=True)
@@ -189,14 +189,6 @@ def run_exec_reload(env):
     return 0, "", ran
 
 
-def metric(env, name):
-    st, _, body = env.request("/metrics", method="GET")
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
 def test_reload_verdict(r):
     """A refused configuration fails `systemctl reload` (the unit checks
     before it signals), and a refused HUP is counted and shown."""
@@ -205,11 +197,9 @@ def test_reload_verdict(r):
             and "kill -HUP $MAINPID" in cmds[1],
             "ExecReload= checks the file, then signals: %r" % cmds)
     with harness.Env(name="pool-reload-verdict") as env:
-        env.start_enrichd("workers = 2\n", notify=True)
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack("workers = 2\n", notify=True, workers=2)
         good = open(env.conf).read()
-        r.check(metric(env, "enrichd_reload_failures_total") == 0, "no reload failure at start")
+        r.check(harness.metric(env, "enrichd_reload_failures_total") == 0, "no reload failure at start")
         with open(env.conf, "a") as f:
             f.write("max_records = many\n")
         code, out, ran = run_exec_reload(env)
@@ -221,7 +211,7 @@ def test_reload_verdict(r):
         # A HUP that bypasses the unit (kill -HUP by hand): refused, counted, shown.
         env.signal(signal.SIGHUP)
         env.wait_log("reload refused: configuration invalid, keeping the old one", timeout=5)
-        n = metric(env, "enrichd_reload_failures_total")
+        n = harness.metric(env, "enrichd_reload_failures_total")
         st, _, body = env.request("/status", method="GET")
         rl = json.loads(body).get("reload", {})
         r.check(n == 1, "a refused HUP counts in enrichd_reload_failures_total: %r" % n)
@@ -236,7 +226,7 @@ def test_reload_verdict(r):
         env.wait_workers(3)
         st, _, body = env.request("/status", method="GET")
         rl = json.loads(body).get("reload", {})
-        r.check(rl.get("last_error") == "" and metric(env, "enrichd_reload_failures_total") == 1,
+        r.check(rl.get("last_error") == "" and harness.metric(env, "enrichd_reload_failures_total") == 1,
                 "a done reload clears last_error, the counter stays: %r" % rl)
 
 

@@ -121,8 +121,9 @@ def test_last_request_titles_and_slots(r):
         env.signal(signal.SIGHUP)
         harness.wait_for(lambda: len(env.log_events("reload done")) >= 2, 15, what="2nd reload")
         env.wait_workers(2)
-        time.sleep(0.5)  # the master reaps and clears the slots it stopped
-        full = get_json(env, "/status?full")
+        # the master reaps and clears the slots it stopped
+        full = harness.poll(lambda: (lambda d: d if len(d["processes"]) == 2 else None)(
+            get_json(env, "/status?full")), 5) or get_json(env, "/status?full")
         r.check(len(full["processes"]) == 2 and all(p["pid"] > 0 for p in full["processes"]),
                 "every listed process has a pid: %r" % [p["pid"] for p in full["processes"]])
         # (slots 2, 3, and the slots the reloads' probes used)

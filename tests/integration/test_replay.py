@@ -6,6 +6,8 @@ payloads), open-loop timing, queueing counted from the due time, closed
 loop concurrency, interleaving, compare mode, errors by kind, chunked and
 Connection: close responses, TSV/JSON/histogram outputs.
 """
+# run alone: it checks the open loop keeps inter-arrival times to
+# milliseconds.
 import hashlib
 import json
 import resource
@@ -299,6 +301,24 @@ def main():
         check(s and s[0]["errors"] == 7 and "connect=7" in r.stdout, "refused connections counted as connect errors")
         r, s = replay(["--speed", "0", "--timeout", "100", "-n", "3", t, srv.url("/slow")], tmp)
         check(s and s[0]["errors"] == 3 and "timeout=3" in r.stdout, "timeouts counted by kind")
+
+        # -- --check: good answers are 200s with the expected body ----------------------
+        n_t = sum(1 for l in open(t) if l.strip())
+        ck = os.path.join(tmp, "check.txt")
+        want = hashlib.sha1(b'{"x":1,"fetched_at":0}\n').hexdigest()[:16]
+        with open(ck, "w") as f:
+            f.write((want + "\n") * n_t)
+        r, s = replay(["--speed", "0", "--name", "stamp", "--check", ck, "--name", "differ", "--check", ck,
+                       t, srv.url("/stamp"), srv.url("/differ")], tmp)
+        by = {x["target"]: x for x in s}
+        check(by.get("stamp", {}).get("good") == n_t and by["stamp"]["bad_body"] == 0,
+              "--check: every answer with the expected body (its fetched_at aside) is good: %r" % by.get("stamp"))
+        check(by.get("differ", {}).get("good") == 0 and by["differ"]["bad_body"] == n_t
+              and by["differ"]["ok"] == n_t and by["differ"]["good_rps"] == 0,
+              "--check: a 200 with another body is a bad body, in no good rate: %r" % by.get("differ"))
+        r, s = replay(["--speed", "0", "-n", "5", t, dead], tmp)
+        check(s and s[0]["good"] == 0 and s[0]["good_p50"] == 0 and s[0]["p50"] == 0,
+              "no answer, no good latency")
 
         # -- outputs -------------------------------------------------------------------
         tsv = os.path.join(tmp, "r.tsv")

@@ -65,16 +65,12 @@ def exchange(env, body, queued_at=None):
     return H.fcgi_status(out), headers_of(out), body_of(out), time.monotonic() - t0
 
 
-def metric(env, name):
-    return H.metrics(env).get(name, 0.0)
-
-
 def test_shed_raw(r, env):
     # The pool older than the waits below: what waited before the master
     # started is not shed (test_cold_start).
     time.sleep(1.2)
     good = H.sample_body(3)
-    shed0 = metric(env, "enrichd_shed_total")
+    shed0 = H.metric(env, "enrichd_shed_total", 0.0)
     st, h, body, took = exchange(env, b"[{not json", msec(time.time() - 1.0))
     r.check(st == 503, "waited 1 s > %d ms: 503 (%r)" % (QUEUE_MS, st))
     r.check(h.get("retry-after") == "1", "Retry-After: 1 (%r)" % h)
@@ -86,14 +82,14 @@ def test_shed_raw(r, env):
     r.check("overloaded" in doc.get("error", "") and "queue_timeout_ms" in doc.get("error", ""),
             "the reason says why: %r" % body[:200])
     r.check(took < 0.5, "answered at once: %.3f s" % took)
-    r.check(metric(env, "enrichd_shed_total") == shed0 + 1, "enrichd_shed_total counted it")
+    r.check(H.metric(env, "enrichd_shed_total", 0.0) == shed0 + 1, "enrichd_shed_total counted it")
     # Served: fresh, absent, malformed, from a clock ahead, from a clock far behind.
     for what, at in (("fresh", msec(time.time())), ("absent", None), ("malformed", "soon"),
                      ("a clock ahead", msec(time.time() + 5)),
                      ("a clock 1 h behind", msec(time.time() - 3600))):
         st, _, body, _ = exchange(env, good, at)
         r.check(st == 200 and body.count(b"\n") == 3, "%s: served (%r)" % (what, st))
-    r.check(metric(env, "enrichd_shed_total") == shed0 + 1, "nothing else shed")
+    r.check(H.metric(env, "enrichd_shed_total", 0.0) == shed0 + 1, "nothing else shed")
     # An invalid body that did not wait is parsed (and refused) as usual.
     st, _, _, _ = exchange(env, b"[{not json", msec(time.time()))
     r.check(st == 400, "not shed: the engine answers 400 (%r)" % st)
@@ -120,14 +116,14 @@ def test_wait_in_latency(r, env):
 
 def test_client_gone(r, env):
     body = H.sample_body(20)
-    gone0 = metric(env, "enrichd_client_gone_total")
+    gone0 = H.metric(env, "enrichd_client_gone_total", 0.0)
     b0 = bucket_counts(env)
     data = H.fcgi_request_bytes(H.fcgi_enrich_params(body), body)
     c = H.FcgiConn(env.sock, 5)
     c.send(data[:len(data) - len(body) // 2])  # half the body, then gone
     time.sleep(0.05)
     c.close()
-    ok = H.poll(lambda: metric(env, "enrichd_client_gone_total") == gone0 + 1, 5)
+    ok = H.poll(lambda: H.metric(env, "enrichd_client_gone_total", 0.0) == gone0 + 1, 5)
     r.check(ok, "a caller gone mid-body: counted in enrichd_client_gone_total")
     b1 = bucket_counts(env)
     r.check(b1["enrichd_request_duration_seconds_count"] ==
@@ -308,9 +304,7 @@ def main():
     conf = ("workers = 2\nqueue_timeout_ms = %d\nbody_timeout_ms = %d\nlisten_backlog = 2\n"
             "request_timeout_ms = 1500\n" % (QUEUE_MS, BODY_MS))
     with H.Env(build=H.hooks_build_dir(), name="shed") as env:
-        env.start_enrichd(conf)
-        env.start_nginx()
-        env.wait_workers(2)
+        env.start_stack(conf, workers=2)
         for fn in (test_shed_raw, test_wait_in_latency, test_client_gone, test_body_timeout,
                    test_through_nginx, test_nginx_502_is_503):
             r.run(fn, env)

@@ -13,6 +13,8 @@ counted where they arrive (the fake's /_stats).
     3 s get at most rate x t + burst calls to the fake, and no batch
     waits past the deadline for a token.
 """
+# run alone: it times a provider's pauses (3 s, to the tenth) and counts
+# calls per second against the rate.
 
 import json
 import os

@@ -248,7 +248,7 @@ class Terminator:
         return out
 
     def close(self):
-        _kill(self.proc)
+        harness.kill_group(self.proc)
 
 
 def renice_threads(pid, nice):
@@ -278,17 +278,6 @@ def _port_open(port):
         return True
     except OSError:
         return False
-
-
-def _kill(proc):
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        proc.wait(5)
-    except Exception:
-        pass
 
 
 class DelayProxy:
@@ -325,7 +314,7 @@ class DelayProxy:
             return json.load(f)
 
     def close(self):
-        _kill(self.proc)
+        harness.kill_group(self.proc)
 
 
 class Provider:

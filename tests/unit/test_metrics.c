@@ -20,6 +20,7 @@
 #include "base/sockdiag.h"
 #include "ops/statusdoc.h"
 #include "t.h"
+#include "t_config.h"
 
 static enr_scoreboard sb;
 static enr_config cfg;
@@ -27,10 +28,7 @@ static enr_config cfg;
 static void fill(void)
 {
     memset(&sb, 0, sizeof sb);
-    /* The shipped defaults, parsed; then what these tests choose. */
-    T_CHECK(enr_config_parse(&cfg, enr_config_default_text, strlen(enr_config_default_text),
-                             "defaults", NULL, 0) == 0,
-            "the built-in defaults parse");
+    t_default_config(&cfg); /* then what these tests choose */
     cfg.health_window_s = 30;
     cfg.health_max_5xx_ratio = 0.05;
     cfg.health_max_degraded_ratio = 0.5;

@@ -1,9 +1,13 @@
 /*
  * test_procstat.c: the descriptor count a worker takes of itself after
  * every request (through a directory it keeps open), against what
- * another process counting it sees, across opens, closes and a fork.
+ * another process counting it sees, across opens, closes and a fork;
+ * its own RSS through the statm it keeps open, reread in place and its
+ * own after a fork.
  */
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,10 +68,52 @@ static void after_fork(void)
     T_CHECK(enr_proc_fd_count(0) == parent, "the parent's count back");
 }
 
+/* kb of fresh memory, touched so that it is resident. */
+static void *touch(size_t kb)
+{
+    void *p = mmap(NULL, kb * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (p != MAP_FAILED)
+        memset(p, 0x5a, kb * 1024);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* The kept statm is reread, not a stale first reading, and a forked
+ * child reads its own, not its parent's through the one it inherited. */
+static void self_rss(void)
+{
+    long before = enr_proc_rss_kb(0), fds = enr_proc_fd_count(0), after;
+    void *p = touch(16384);
+    int status = 0;
+    pid_t pid;
+
+    T_CHECK(before > 0, "own RSS %ld KiB", before);
+    after = enr_proc_rss_kb(0);
+    T_CHECK(p != NULL && after >= before + 15000, "16 MiB touched: %ld KiB after %ld", after,
+            before);
+    T_CHECK(enr_proc_fd_count(0) == fds, "the kept statm is one descriptor, opened once");
+    pid = fork();
+    if (pid == 0) {
+        /* The parent's RSS stays; only the child's grows by 32 MiB. */
+        long mine = enr_proc_rss_kb(0), grown;
+        touch(32768);
+        grown = enr_proc_rss_kb(0);
+        _exit(mine > 0 && grown >= mine + 30000 ? 0 : 1);
+    }
+    T_CHECK(pid > 0 && t_wait_child(pid, 5000, &status) == 0 && WIFEXITED(status) &&
+                WEXITSTATUS(status) == 0,
+            "the child's own RSS grows with its own memory (status %d)", status);
+    after = enr_proc_rss_kb(0);
+    T_CHECK(after < before + 16384 + 15000, "the parent's RSS without the child's: %ld", after);
+    if (p != NULL)
+        munmap(p, 16384 * 1024);
+}
+
 int main(void)
 {
     self_count();
     after_fork();
+    self_rss();
     T_CHECK(enr_proc_fd_count(999999999) == -1, "a process that does not exist: -1");
     T_DONE();
 }

@@ -3,6 +3,8 @@
  * not), the host-wide pause and the token bucket, the last two also
  * across processes sharing one mapping as the workers share the
  * scoreboard.
+ * run alone: the bucket is read on the real clock (0.3 s of calls at
+ * 200/s), which a busy machine's scheduling moves.
  */
 #include <stdlib.h>
 #include <sys/mman.h>

@@ -1,6 +1,6 @@
 /*
  * test_upstream.c: the upstream client against the real fake upstream
- * (tests/fake_upstream.py, started here as a child process on loopback).
+ * (tests/fake_upstream.py, a child process on loopback: t_fake_upstream.h).
  *
  * Batches are built by hand (key/provider/duration), as enr_parse would
  * leave them.  Covers: the effect on poster/duration, validation of the
@@ -35,24 +35,16 @@
 #include "upstream/api.h"
 #include "engine/contract.h"
 #include "t.h"
+#include "t_batch.h"
+#include "t_config.h"
+#include "t_fake_upstream.h"
 #include "upstream/upstream.h"
-
-static pid_t fake_pid;
-static int fake_port, fake_cport;
-static char ready_path[128];
 
 static uint64_t now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
 }
 
 static uint32_t crc32_of(const char *s, size_t n)
@@ -71,148 +63,6 @@ static double fake_duration(const char *id)
     return 1 + crc32_of(id, strlen(id)) % 7200;
 }
 
-/* ---- the fake upstream process ---- */
-
-static const char *fake_script(void)
-{
-    static char path[4200];
-    const char *env = getenv("ENR_FAKE_UPSTREAM");
-    char exe[4096];
-    ssize_t n;
-
-    if (env)
-        return env;
-    if (access("tests/fake_upstream.py", R_OK) == 0)
-        return "tests/fake_upstream.py";
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1); /* build/tests/test_upstream */
-    if (n <= 0)
-        return "tests/fake_upstream.py";
-    exe[n] = '\0';
-    snprintf(path, sizeof(path), "%s/../../tests/fake_upstream.py", dirname(exe));
-    return path;
-}
-
-static void fake_stop(void)
-{
-    int st;
-    if (fake_pid > 0) {
-        kill(fake_pid, SIGTERM);
-        T_CHECK(t_wait_child(fake_pid, 5000, &st) == 0,
-                "the fake upstream ends within 5 s of TERM (killed)");
-        fake_pid = 0;
-    }
-    if (ready_path[0])
-        unlink(ready_path);
-}
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    if (fake_pid > 0)
-        kill(fake_pid, SIGKILL);
-    _exit(2);
-}
-
-static int fake_start(void)
-{
-    const char *script = fake_script();
-    char buf[256] = "";
-    FILE *f;
-
-    snprintf(ready_path, sizeof(ready_path), "/tmp/enr-fake-upstream-%d.json", (int)getpid());
-    unlink(ready_path);
-    fake_pid = fork();
-    if (fake_pid < 0)
-        return -1;
-    if (fake_pid == 0) {
-        int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-        /* If this test dies, the fake upstream must not outlive it. */
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (devnull >= 0)
-            dup2(devnull, 1);
-        execlp("python3", "python3", script, "--ready-file", ready_path, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200; i++) {
-        f = fopen(ready_path, "re");
-        if (f) {
-            size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            break;
-        }
-        sleep_ms(25);
-    }
-    if (sscanf(buf, "{\"port\": %d, \"control_port\": %d", &fake_port, &fake_cport) != 2)
-        return -1;
-    return 0;
-}
-
-static size_t collect(char *p, size_t s, size_t n, void *ud)
-{
-    enr_buf_append(ud, p, s * n);
-    return s * n;
-}
-
-/* A control-port request; returns the HTTP status, body in out. */
-static long control(const char *method, const char *path, const char *body, enr_buf *out)
-{
-    CURL *e = curl_easy_init();
-    char url[256];
-    long status = 0;
-    struct curl_slist *h = NULL;
-
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", fake_cport, path);
-    enr_buf_reset(out);
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_PROXY, "");
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
-    if (strcmp(method, "POST") == 0) {
-        h = curl_slist_append(NULL, "Content-Type: application/json");
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body ? body : "{}");
-    }
-    if (curl_easy_perform(e) == CURLE_OK)
-        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(e);
-    curl_slist_free_all(h);
-    enr_buf_putc(out, '\0');
-    return status;
-}
-
-static void set_fake(const char *json)
-{
-    enr_buf out = {0};
-    long st = control("POST", "/_control", json, &out);
-    if (st != 200)
-        printf("control %s -> %ld %s\n", json, st, out.data ? out.data : "");
-    enr_buf_free(&out);
-    sleep_ms(30); /* a refuse switch closes the listener from a thread */
-}
-
-/* One counter of /_stats (-1 on error); "last_targets" etc. via stats_json. */
-static json_object *stats_json(void)
-{
-    enr_buf out = {0};
-    json_object *o = NULL;
-    if (control("GET", "/_stats", NULL, &out) == 200)
-        o = json_tokener_parse(out.data);
-    enr_buf_free(&out);
-    return o;
-}
-
-static long stat_of(const char *key)
-{
-    json_object *o = stats_json(), *v;
-    long r = -1;
-    if (o && json_object_object_get_ex(o, key, &v))
-        r = (long)json_object_get_int64(v);
-    json_object_put(o);
-    return r;
-}
-
 static int count_fds(void)
 {
     DIR *d = opendir("/proc/self/fd");
@@ -227,52 +77,11 @@ static int count_fds(void)
     return n;
 }
 
-/* ---- batches built by hand ---- */
-
-static void add_rec(enr_batch *b, int prov, const char *key, double duration)
-{
-    enr_record *r;
-    if (b->n == b->cap) {
-        b->cap = b->cap ? b->cap * 2 : 16;
-        b->recs = realloc(b->recs, b->cap * sizeof(*b->recs));
-    }
-    r = &b->recs[b->n];
-    memset(r, 0, sizeof(*r));
-    r->key_off = b->text.len;
-    r->key_len = strlen(key);
-    enr_buf_append(&b->text, key, r->key_len);
-    r->id_off = r->key_off;
-    r->id_len = r->key_len;
-    r->provider = (uint8_t)prov;
-    r->duration = duration;
-    r->element = (uint32_t)b->n;
-    b->n++;
-    b->elements = b->n;
-}
-
-static void clear(enr_batch *b)
-{
-    b->n = 0;
-    b->elements = 0;
-    enr_buf_reset(&b->text);
-}
-
-static int poster_is(const enr_batch *b, size_t i, const char *want)
-{
-    const enr_record *r = &b->recs[i];
-    return r->poster_len == strlen(want) &&
-           memcmp(b->text.data + r->poster_off, want, r->poster_len) == 0;
-}
-
 /* The shipped defaults (parsed from the built-in text, never copied by
  * hand), then what these tests choose on purpose. */
 static void base_config(enr_config *c)
 {
-    char err[256];
-
-    T_CHECK(enr_config_parse(c, enr_config_default_text, strlen(enr_config_default_text),
-                             "defaults", err, sizeof err) == 0,
-            "the built-in defaults parse: %s", err);
+    t_default_config(c);
     snprintf(c->upstream_url, sizeof(c->upstream_url), "http://127.0.0.1:%d/v1/meta", fake_port);
     for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++)
         c->sources[p] = ENR_API_UPSTREAM; /* what the parser resolves for upstream_url */
@@ -304,10 +113,38 @@ static enr_upstream *make(const enr_config *c)
     return u;
 }
 
+/* One test's client: the shipped configuration with this file's choices
+ * (the test changes f.c after begin()), a batch, and the client start()
+ * makes of f.c, replacing the one before; end() frees both. */
+typedef struct {
+    enr_config c;
+    enr_batch b;
+    enr_upstream *u;
+} fixture;
+
+static void begin(fixture *f)
+{
+    memset(f, 0, sizeof(*f));
+    base_config(&f->c);
+}
+
+static void start(fixture *f)
+{
+    enr_upstream_free(f->u); /* before make() frees its cache */
+    f->u = make(&f->c);
+}
+
+static void end(fixture *f)
+{
+    enr_upstream_free(f->u);
+    f->u = NULL;
+    enr_batch_free(&f->b);
+}
+
 /* The client's own counters (the worker publishes them to its slot). */
-#define G(f) ((unsigned long)enr_upstream_stats_of(u)->src[ENR_API_UPSTREAM].f)
-#define G_FDS() ((unsigned long)enr_upstream_stats_of(u)->fds)
-#define G_BREAKER() ((unsigned long)enr_upstream_stats_of(u)->breaker_state[ENR_API_UPSTREAM])
+#define G(field) ((unsigned long)enr_upstream_stats_of(f.u)->src[ENR_API_UPSTREAM].field)
+#define G_FDS() ((unsigned long)enr_upstream_stats_of(f.u)->fds)
+#define G_BREAKER() ((unsigned long)enr_upstream_stats_of(f.u)->breaker_state[ENR_API_UPSTREAM])
 
 /* ---- tests ---- */
 
@@ -413,34 +250,34 @@ static void test_sources(void)
 
 static void test_effect(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char want[512];
     size_t deg;
     long calls0 = stat_of("data_requests");
     const char *evil = "a,b/../?#&provider=vm&x=1 \xc3\xa9%2F@evil.example:1";
 
-    base_config(&c);
-    u = make(&c);
-    add_rec(&b, ENR_PROV_YT, "dQw4w9WgXcQ", 0);
-    add_rec(&b, ENR_PROV_VM, "AbC", 42);
-    add_rec(&b, ENR_PROV_DM, "unk1", 0);
-    add_rec(&b, ENR_PROV_YT, evil, 0);
-    add_rec(&b, ENR_PROV_YT, "dQw4w9WgXcQ", 7); /* same key twice in a batch */
-    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    begin(&f);
+    start(&f);
+    add_rec(&f.b, ENR_PROV_YT, "dQw4w9WgXcQ", 0);
+    add_rec(&f.b, ENR_PROV_VM, "AbC", 42);
+    add_rec(&f.b, ENR_PROV_DM, "unk1", 0);
+    add_rec(&f.b, ENR_PROV_YT, evil, 0);
+    add_rec(&f.b, ENR_PROV_YT, "dQw4w9WgXcQ", 7); /* same key twice in a batch */
+    deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
     T_CHECK(deg == 0, "nothing degraded: %zu", deg);
-    T_CHECK(poster_is(&b, 0, "https://img.example/yt/dQw4w9WgXcQ.jpg"), "poster from upstream");
-    T_CHECK(b.recs[0].duration == fake_duration("dQw4w9WgXcQ"), "duration 0 replaced: %g",
-            b.recs[0].duration);
-    T_CHECK(poster_is(&b, 1, "https://img.example/vm/AbC.jpg"), "vm poster");
-    T_CHECK(b.recs[1].duration == 42, "local duration kept when non-zero");
-    T_CHECK(b.recs[2].poster_len == 0 && b.recs[2].duration == 0, "unknown id keeps local values");
+    T_CHECK(poster_is(&f.b, 0, "https://img.example/yt/dQw4w9WgXcQ.jpg"), "poster from upstream");
+    T_CHECK(f.b.recs[0].duration == fake_duration("dQw4w9WgXcQ"), "duration 0 replaced: %g",
+            f.b.recs[0].duration);
+    T_CHECK(poster_is(&f.b, 1, "https://img.example/vm/AbC.jpg"), "vm poster");
+    T_CHECK(f.b.recs[1].duration == 42, "local duration kept when non-zero");
+    T_CHECK(f.b.recs[2].poster_len == 0 && f.b.recs[2].duration == 0,
+            "unknown id keeps local values");
     snprintf(want, sizeof(want), "https://img.example/yt/%s.jpg",
              "a%2Cb%2F..%2F%3F%23%26provider%3Dvm%26x%3D1%20%C3%A9%252F%40evil.example%3A1");
-    T_CHECK(poster_is(&b, 3, want), "percent-encoded id round-trips (poster %.*s)",
-            (int)b.recs[3].poster_len, b.text.data + b.recs[3].poster_off);
-    T_CHECK(poster_is(&b, 4, "https://img.example/yt/dQw4w9WgXcQ.jpg") && b.recs[4].duration == 7,
+    T_CHECK(poster_is(&f.b, 3, want), "percent-encoded id round-trips (poster %.*s)",
+            (int)f.b.recs[3].poster_len, f.b.text.data + f.b.recs[3].poster_off);
+    T_CHECK(poster_is(&f.b, 4, "https://img.example/yt/dQw4w9WgXcQ.jpg") &&
+                f.b.recs[4].duration == 7,
             "duplicate key: same poster, own local duration kept");
     T_CHECK(G(calls) == 3, "one call per provider: %lu", G(calls));
     T_CHECK(stat_of("data_requests") - calls0 == 3, "the upstream saw 3 calls");
@@ -468,194 +305,175 @@ static void test_effect(void)
 
     /* the same batch again: all from the cache, the negative entry too */
     calls0 = stat_of("data_requests");
-    clear(&b);
-    add_rec(&b, ENR_PROV_YT, "dQw4w9WgXcQ", 0);
-    add_rec(&b, ENR_PROV_DM, "unk1", 0);
-    add_rec(&b, ENR_PROV_YT, "dqw4w9wgxcq", 0); /* other case: another id */
-    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_YT, "dQw4w9WgXcQ", 0);
+    add_rec(&f.b, ENR_PROV_DM, "unk1", 0);
+    add_rec(&f.b, ENR_PROV_YT, "dqw4w9wgxcq", 0); /* other case: another id */
+    deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
     T_CHECK(deg == 0, "cached: nothing degraded");
-    T_CHECK(poster_is(&b, 0, "https://img.example/yt/dQw4w9WgXcQ.jpg") &&
-                b.recs[0].duration == fake_duration("dQw4w9WgXcQ"),
+    T_CHECK(poster_is(&f.b, 0, "https://img.example/yt/dQw4w9WgXcQ.jpg") &&
+                f.b.recs[0].duration == fake_duration("dQw4w9WgXcQ"),
             "cache hit applies poster and duration");
-    T_CHECK(b.recs[1].poster_len == 0, "negative hit: local values");
-    T_CHECK(poster_is(&b, 2, "https://img.example/yt/dqw4w9wgxcq.jpg"), "case-sensitive key");
+    T_CHECK(f.b.recs[1].poster_len == 0, "negative hit: local values");
+    T_CHECK(poster_is(&f.b, 2, "https://img.example/yt/dqw4w9wgxcq.jpg"), "case-sensitive key");
     T_CHECK(stat_of("data_requests") - calls0 == 1, "only the new id called upstream");
     T_CHECK(G(cache_hits) == 2, "2 hits: %lu", G(cache_hits));
-    T_CHECK(enr_upstream_fds(u) >= 1 && enr_upstream_fds(u) <= 4, "fds %u within the bound",
-            enr_upstream_fds(u));
-    T_CHECK(G_FDS() == enr_upstream_fds(u), "up_fds published");
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    T_CHECK(enr_upstream_fds(f.u) >= 1 && enr_upstream_fds(f.u) <= 4, "fds %u within the bound",
+            enr_upstream_fds(f.u));
+    T_CHECK(G_FDS() == enr_upstream_fds(f.u), "up_fds published");
+    end(&f);
 }
 
 static void test_validation(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char id[64];
     size_t deg;
 
-    base_config(&c);
-    u = make(&c);
+    begin(&f);
+    start(&f);
     for (int k = 0; k < 9; k++) {
         snprintf(id, sizeof(id), "badp%d", k);
-        add_rec(&b, ENR_PROV_YT, id, 0);
+        add_rec(&f.b, ENR_PROV_YT, id, 0);
     }
     for (int k = 0; k < 8; k++) {
         snprintf(id, sizeof(id), "badd%d", k);
-        add_rec(&b, ENR_PROV_VM, id, 0);
+        add_rec(&f.b, ENR_PROV_VM, id, 0);
     }
-    add_rec(&b, ENR_PROV_DM, "long1", 0);
-    add_rec(&b, ENR_PROV_DM, "frac1", 0);
-    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    add_rec(&f.b, ENR_PROV_DM, "long1", 0);
+    add_rec(&f.b, ENR_PROV_DM, "frac1", 0);
+    deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
     T_CHECK(deg == 0, "invalid fields are ignored, not failures: %zu", deg);
     for (int k = 0; k < 9; k++) {
         snprintf(id, sizeof(id), "badp%d", k);
-        T_CHECK(b.recs[k].poster_len == 0, "invalid poster %s ignored", id);
-        T_CHECK(b.recs[k].duration == fake_duration(id), "its valid duration still used (%s)", id);
+        T_CHECK(f.b.recs[k].poster_len == 0, "invalid poster %s ignored", id);
+        T_CHECK(f.b.recs[k].duration == fake_duration(id), "its valid duration still used (%s)",
+                id);
     }
     for (int k = 0; k < 8; k++) {
         snprintf(id, sizeof(id), "badd%d", k);
-        T_CHECK(b.recs[9 + k].duration == 0, "invalid duration %s ignored: %g", id,
-                b.recs[9 + k].duration);
+        T_CHECK(f.b.recs[9 + k].duration == 0, "invalid duration %s ignored: %g", id,
+                f.b.recs[9 + k].duration);
         snprintf(id, sizeof(id), "https://img.example/vm/badd%d.jpg", k);
-        T_CHECK(poster_is(&b, 9 + (size_t)k, id), "its valid poster still used");
+        T_CHECK(poster_is(&f.b, 9 + (size_t)k, id), "its valid poster still used");
     }
-    T_CHECK(b.recs[17].poster_len == 2048, "a 2048-byte poster is valid: %zu",
-            b.recs[17].poster_len);
-    T_CHECK(b.recs[18].duration == 12.5, "fractional duration: %g", b.recs[18].duration);
+    T_CHECK(f.b.recs[17].poster_len == 2048, "a 2048-byte poster is valid: %zu",
+            f.b.recs[17].poster_len);
+    T_CHECK(f.b.recs[18].duration == 12.5, "fractional duration: %g", f.b.recs[18].duration);
     T_CHECK(G(fail_body) == 0, "no bad body counted");
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
 
 static void test_chunks(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char id[32];
     size_t deg;
 
-    base_config(&c);
-    c.ids_per_call = 3;
-    c.max_calls_per_batch = 2;
-    u = make(&c);
-    {
-        enr_buf out = {0};
-        control("POST", "/_reset", "{}", &out);
-        enr_buf_free(&out);
-    }
+    begin(&f);
+    f.c.ids_per_call = 3;
+    f.c.max_calls_per_batch = 2;
+    start(&f);
+    fake_reset();
     for (int k = 0; k < 10; k++) {
         snprintf(id, sizeof(id), "chunk%d", k);
-        add_rec(&b, ENR_PROV_YT, id, 0);
+        add_rec(&f.b, ENR_PROV_YT, id, 0);
     }
-    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
     T_CHECK(deg == 4, "10 ids, 2 calls of 3: 4 records beyond the cap degraded: %zu", deg);
     T_CHECK(stat_of("data_requests") == 2 && stat_of("max_ids_per_call") == 3,
             "2 calls of at most 3 ids");
-    T_CHECK(poster_is(&b, 5, "https://img.example/yt/chunk5.jpg") && b.recs[6].poster_len == 0,
+    T_CHECK(poster_is(&f.b, 5, "https://img.example/yt/chunk5.jpg") && f.b.recs[6].poster_len == 0,
             "first 6 enriched, the rest local");
-    enr_upstream_free(u);
 
     /* an id too long for any request line keeps its local values; the
      * rest of its provider's ids still go, in calls under the URL limit */
-    base_config(&c);
-    u = make(&c);
-    clear(&b);
+    base_config(&f.c);
+    start(&f);
+    clear(&f.b);
     {
         static char huge[9001];
         char mid[3000];
         memset(huge, 'h', sizeof(huge) - 1);
         memset(mid, 'm', sizeof(mid) - 1);
         mid[sizeof(mid) - 1] = '\0';
-        add_rec(&b, ENR_PROV_VM, "short1", 0);
-        add_rec(&b, ENR_PROV_VM, huge, 0);
+        add_rec(&f.b, ENR_PROV_VM, "short1", 0);
+        add_rec(&f.b, ENR_PROV_VM, huge, 0);
         for (int k = 0; k < 4; k++) {
             mid[0] = (char)('a' + k);
-            add_rec(&b, ENR_PROV_VM, mid, 0); /* 4 x 3000 bytes: two calls */
+            add_rec(&f.b, ENR_PROV_VM, mid, 0); /* 4 x 3000 bytes: two calls */
         }
-        deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
-        T_CHECK(deg == 1 && b.recs[1].poster_len == 0, "the oversized id alone degraded: %zu", deg);
+        deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
+        T_CHECK(deg == 1 && f.b.recs[1].poster_len == 0, "the oversized id alone degraded: %zu",
+                deg);
         /* (a 3000-byte id makes a poster over 2048 bytes: only its duration comes back) */
-        T_CHECK(poster_is(&b, 0, "https://img.example/vm/short1.jpg") && b.recs[5].duration > 0,
+        T_CHECK(poster_is(&f.b, 0, "https://img.example/vm/short1.jpg") && f.b.recs[5].duration > 0,
                 "the others enriched");
         T_CHECK(G(calls) == 2 && stat_of("bad_requests") == 0,
                 "split under the URL limit: %lu calls", G(calls));
     }
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
 
 /* More concurrent calls than connections: curl queues them, the bound
  * holds on the upstream's side, and every call still completes. */
 static void test_conn_bound(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char id[32];
     size_t deg = 0;
 
-    base_config(&c);
-    c.ids_per_call = 1;
-    c.max_calls_per_batch = 8;
-    c.upstream_max_connections = 2;
-    u = make(&c);
-    {
-        enr_buf out = {0};
-        control("POST", "/_reset", "{}", &out);
-        enr_buf_free(&out);
-    }
+    begin(&f);
+    f.c.ids_per_call = 1;
+    f.c.max_calls_per_batch = 8;
+    f.c.upstream_max_connections = 2;
+    start(&f);
+    fake_reset();
     set_fake("{\"latency_ms\":20}");
     for (int round = 0; round < 3; round++) {
-        clear(&b);
+        clear(&f.b);
         for (int k = 0; k < 8; k++) {
             snprintf(id, sizeof(id), "bound%d-%d", round, k);
-            add_rec(&b, 1 + k % 3, id, 0);
+            add_rec(&f.b, 1 + k % 3, id, 0);
         }
-        deg += enr_upstream_enrich(u, &b, now_ms() + 2000);
-        T_CHECK(enr_upstream_fds(u) <= 2, "client holds at most 2 sockets: %u",
-                enr_upstream_fds(u));
+        deg += enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
+        T_CHECK(enr_upstream_fds(f.u) <= 2, "client holds at most 2 sockets: %u",
+                enr_upstream_fds(f.u));
     }
     set_fake("{\"latency_ms\":0}");
     T_CHECK(deg == 0, "8 calls over 2 connections all complete: %zu degraded", deg);
     T_CHECK(stat_of("max_open_connections") <= 2 + 1, /* + the control connection */
             "upstream saw at most 2 connections at once: %ld", stat_of("max_open_connections"));
     T_CHECK(G(calls) == 24, "24 calls: %lu", G(calls));
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
 
 /* A fault mode: fresh ids, every record degraded, local values kept,
  * the failure counted under the right kind. */
 static void test_fault(const char *mode_json, const char *name, int counter_index)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char id[32];
     size_t deg;
     unsigned long counters[4];
     uint64_t t0;
 
-    base_config(&c);
-    c.breaker_failures = 100;
-    u = make(&c);
+    begin(&f);
+    f.c.breaker_failures = 100;
+    start(&f);
     set_fake(mode_json);
     for (int k = 0; k < 6; k++) {
         snprintf(id, sizeof(id), "%s%d", name, k);
-        add_rec(&b, 1 + k % 3, id, k == 0 ? 0 : 30);
+        add_rec(&f.b, 1 + k % 3, id, k == 0 ? 0 : 30);
     }
     t0 = now_ms();
-    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+    deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
     T_CHECK(now_ms() - t0 < 700, "%s: answers within the deadline: %llu ms", name,
             (unsigned long long)(now_ms() - t0));
     T_CHECK(deg == 6, "%s: all 6 degraded: %zu", name, deg);
-    T_CHECK(b.n == 6, "%s: nothing dropped", name);
-    for (size_t i = 0; i < b.n; i++)
-        T_CHECK(b.recs[i].poster_len == 0 && b.recs[i].duration == (i == 0 ? 0 : 30),
+    T_CHECK(f.b.n == 6, "%s: nothing dropped", name);
+    for (size_t i = 0; i < f.b.n; i++)
+        T_CHECK(f.b.recs[i].poster_len == 0 && f.b.recs[i].duration == (i == 0 ? 0 : 30),
                 "%s: record %zu keeps local values", name, i);
     counters[0] = G(fail_timeout);
     counters[1] = G(fail_connect);
@@ -665,69 +483,63 @@ static void test_fault(const char *mode_json, const char *name, int counter_inde
             counter_index, counters[0], counters[1], counters[2], counters[3]);
     set_fake("{\"mode\":\"ok\"}");
     /* failures are not cached: the next batch gets the data */
-    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
-    T_CHECK(deg == 0 && b.recs[1].poster_len > 0, "%s: recovered on the next batch (%zu)", name,
+    deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
+    T_CHECK(deg == 0 && f.b.recs[1].poster_len > 0, "%s: recovered on the next batch (%zu)", name,
             deg);
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
 
 static void test_partial(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char id[32];
     size_t deg, known = 0;
 
-    base_config(&c);
-    u = make(&c);
+    begin(&f);
+    start(&f);
     set_fake("{\"mode\":\"partial\"}");
     for (int k = 0; k < 20; k++) {
         snprintf(id, sizeof(id), "part%d", k);
-        add_rec(&b, ENR_PROV_VM, id, 0);
+        add_rec(&f.b, ENR_PROV_VM, id, 0);
     }
-    deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
-    for (size_t i = 0; i < b.n; i++) {
-        const char *k = b.text.data + b.recs[i].key_off;
-        int answered = crc32_of(k, b.recs[i].key_len) % 2 == 0;
-        known += b.recs[i].poster_len > 0;
-        T_CHECK((b.recs[i].poster_len > 0) == answered, "partial: record %zu enriched iff answered",
-                i);
+    deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
+    for (size_t i = 0; i < f.b.n; i++) {
+        const char *k = f.b.text.data + f.b.recs[i].key_off;
+        int answered = crc32_of(k, f.b.recs[i].key_len) % 2 == 0;
+        known += f.b.recs[i].poster_len > 0;
+        T_CHECK((f.b.recs[i].poster_len > 0) == answered,
+                "partial: record %zu enriched iff answered", i);
     }
     T_CHECK(deg == 0 && known > 0 && known < 20,
             "partial: answered ids enriched (%zu), the rest "
             "unknown, none degraded (%zu)",
             known, deg);
     set_fake("{\"mode\":\"ok\"}");
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
 
 static void test_hang_and_breaker(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char id[32];
     size_t deg;
     uint64_t t0, worst = 0;
     long before;
     int fds0;
 
-    base_config(&c);
-    c.upstream_timeout_ms = 150;
-    c.breaker_failures = 3;
-    c.breaker_cooldown_ms = 400;
-    u = make(&c);
+    begin(&f);
+    f.c.upstream_timeout_ms = 150;
+    f.c.breaker_failures = 3;
+    f.c.breaker_cooldown_ms = 400;
+    start(&f);
     fds0 = count_fds();
     set_fake("{\"mode\":\"hang\"}");
     for (int i = 0; i < 6; i++) {
-        clear(&b);
+        clear(&f.b);
         snprintf(id, sizeof(id), "hang%d", i);
-        add_rec(&b, ENR_PROV_YT, id, 0);
+        add_rec(&f.b, ENR_PROV_YT, id, 0);
         t0 = now_ms();
-        deg = enr_upstream_enrich(u, &b, now_ms() + 10000);
+        deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 10000);
         if (now_ms() - t0 > worst)
             worst = now_ms() - t0;
         T_CHECK(deg == 1, "hang: batch %d degraded", i);
@@ -738,95 +550,90 @@ static void test_hang_and_breaker(void)
     T_CHECK(G(fail_timeout) == 3, "hang: 3 timeouts, then the breaker skips: %lu", G(fail_timeout));
     T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN && G(breaker_opens) == 1, "breaker open");
     T_CHECK(G(calls) == 3, "no call while open: %lu", G(calls));
-    T_CHECK(enr_upstream_fds(u) == 0, "abandoned connections closed: %u", enr_upstream_fds(u));
+    T_CHECK(enr_upstream_fds(f.u) == 0, "abandoned connections closed: %u", enr_upstream_fds(f.u));
     T_CHECK(count_fds() == fds0, "process fds back to %d: %d", fds0, count_fds());
 
     /* upstream recovers; while open nothing goes out */
     set_fake("{\"mode\":\"ok\"}");
     before = stat_of("data_requests");
-    clear(&b);
-    add_rec(&b, ENR_PROV_YT, "rec0", 0);
-    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 10000) == 1, "open: degraded at once");
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_YT, "rec0", 0);
+    T_CHECK(enr_upstream_enrich(f.u, &f.b, now_ms() + 10000) == 1, "open: degraded at once");
     T_CHECK(stat_of("data_requests") == before, "open: no request reached the upstream");
     sleep_ms(450);
     /* half_open: a batch needing 3 calls sends exactly one (the probe) */
-    clear(&b);
-    add_rec(&b, ENR_PROV_YT, "rec1", 0);
-    add_rec(&b, ENR_PROV_VM, "rec2", 0);
-    add_rec(&b, ENR_PROV_DM, "rec3", 0);
-    deg = enr_upstream_enrich(u, &b, now_ms() + 10000);
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_YT, "rec1", 0);
+    add_rec(&f.b, ENR_PROV_VM, "rec2", 0);
+    add_rec(&f.b, ENR_PROV_DM, "rec3", 0);
+    deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 10000);
     T_CHECK(stat_of("data_requests") == before + 1, "half_open: exactly one probe call");
-    T_CHECK(deg == 2 && poster_is(&b, 0, "https://img.example/yt/rec1.jpg"),
+    T_CHECK(deg == 2 && poster_is(&f.b, 0, "https://img.example/yt/rec1.jpg"),
             "probe's records enriched, the others degraded: %zu", deg);
     T_CHECK(G_BREAKER() == ENR_BREAKER_CLOSED, "probe success closes the breaker");
-    clear(&b);
-    add_rec(&b, ENR_PROV_VM, "rec2", 0);
-    add_rec(&b, ENR_PROV_DM, "rec3", 0);
-    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 10000) == 0, "closed: everything enriched");
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_VM, "rec2", 0);
+    add_rec(&f.b, ENR_PROV_DM, "rec3", 0);
+    T_CHECK(enr_upstream_enrich(f.u, &f.b, now_ms() + 10000) == 0, "closed: everything enriched");
 
     /* failed probe reopens */
     set_fake("{\"mode\":\"5xx\"}");
     for (int i = 0; i < 3; i++) {
-        clear(&b);
+        clear(&f.b);
         snprintf(id, sizeof(id), "x5%d", i);
-        add_rec(&b, ENR_PROV_YT, id, 0);
-        enr_upstream_enrich(u, &b, now_ms() + 10000);
+        add_rec(&f.b, ENR_PROV_YT, id, 0);
+        enr_upstream_enrich(f.u, &f.b, now_ms() + 10000);
     }
     T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN && G(breaker_opens) == 2, "reopened by 5xx");
     sleep_ms(450);
-    clear(&b);
-    add_rec(&b, ENR_PROV_YT, "x6", 0);
-    enr_upstream_enrich(u, &b, now_ms() + 10000);
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_YT, "x6", 0);
+    enr_upstream_enrich(f.u, &f.b, now_ms() + 10000);
     T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN && G(breaker_opens) == 3,
             "failed probe reopens (opens %lu)", G(breaker_opens));
     set_fake("{\"mode\":\"ok\"}");
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
 
 static void test_deadline(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     uint64_t t0, took;
     size_t deg;
 
-    base_config(&c);
-    c.upstream_timeout_ms = 1000;
-    u = make(&c);
+    begin(&f);
+    f.c.upstream_timeout_ms = 1000;
+    start(&f);
     set_fake("{\"latency_ms\":300}");
-    add_rec(&b, ENR_PROV_YT, "slow1", 0);
+    add_rec(&f.b, ENR_PROV_YT, "slow1", 0);
     t0 = now_ms();
-    deg = enr_upstream_enrich(u, &b, t0 + 60); /* the caller's deadline is shorter */
+    deg = enr_upstream_enrich(f.u, &f.b, t0 + 60); /* the caller's deadline is shorter */
     took = now_ms() - t0;
     T_CHECK(deg == 1 && took >= 55 && took <= 60 + 75, "caller's deadline wins: %llu ms",
             (unsigned long long)took);
-    T_CHECK(enr_upstream_enrich(u, &b, now_ms()) == 1, "deadline already passed: degraded at once");
+    T_CHECK(enr_upstream_enrich(f.u, &f.b, now_ms()) == 1,
+            "deadline already passed: degraded at once");
     T_CHECK(G(fail_timeout) == 1, "deadline counted as timeout once: %lu", G(fail_timeout));
     set_fake("{\"latency_ms\":0}");
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
 
 static void test_retry(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char id[32];
     size_t deg = 0;
 
-    base_config(&c);
-    u = make(&c);
+    begin(&f);
+    start(&f);
     /* every connection fresh (the upstream says Connection: close after
      * each reply), every 3rd request dies before any byte of the reply */
     set_fake("{\"close_after\":1,\"close_style\":\"header\",\"drop_every\":3}");
     for (int i = 0; i < 30; i++) {
-        clear(&b);
+        clear(&f.b);
         snprintf(id, sizeof(id), "retry%d", i);
-        add_rec(&b, ENR_PROV_DM, id, 0);
-        deg += enr_upstream_enrich(u, &b, now_ms() + 2000);
+        add_rec(&f.b, ENR_PROV_DM, id, 0);
+        deg += enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
     }
     T_CHECK(deg == 0, "dead connections retried: nothing degraded (%zu)", deg);
     if (getenv("ENR_TEST_DEBUG")) {
@@ -841,27 +648,24 @@ static void test_retry(void)
     T_CHECK(G(calls) == 30, "a retry is not a new call: %lu", G(calls));
     /* every request dies: one retry only, then a counted failure */
     set_fake("{\"drop_every\":1}");
-    clear(&b);
-    add_rec(&b, ENR_PROV_DM, "retryfail", 0);
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_DM, "retryfail", 0);
     {
         unsigned long r0 = G(retries), f0 = G(fail_connect);
-        deg = enr_upstream_enrich(u, &b, now_ms() + 2000);
+        deg = enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
         T_CHECK(deg == 1 && G(retries) == r0 + 1 && G(fail_connect) == f0 + 1,
                 "at most one retry, and the failure is reported (%zu, +%lu retries)", deg,
                 G(retries) - r0);
     }
     set_fake("{\"close_after\":100,\"close_style\":\"silent\",\"drop_every\":0}");
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
 
 /* An upstream cycling connections every 100 requests: ten cycles or more
  * show a descriptor leaked per close (the incident's cause). */
 static void test_incident(const char *style, long divisor)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char id[64], js[128];
     long n = (getenv("ENR_CYCLE_BATCHES") ? atol(getenv("ENR_CYCLE_BATCHES")) : 1000) / divisor;
     size_t degraded_batches = 0, maxfds = 0;
@@ -869,31 +673,31 @@ static void test_incident(const char *style, long divisor)
     long closes0;
     uint64_t t0 = now_ms();
 
-    base_config(&c);
-    c.cache_entries = 1000; /* unique ids: every batch misses, eviction runs */
-    c.upstream_timeout_ms = 1000;
-    u = make(&c);
+    begin(&f);
+    f.c.cache_entries = 1000; /* unique ids: every batch misses, eviction runs */
+    f.c.upstream_timeout_ms = 1000;
+    start(&f);
     snprintf(js, sizeof(js), "{\"close_after\":100,\"close_style\":\"%s\",\"mode\":\"ok\"}", style);
     set_fake(js);
     closes0 = stat_of("server_closes");
     for (long i = 0; i < n; i++) {
-        clear(&b);
+        clear(&f.b);
         for (int k = 0; k < 3; k++) {
             snprintf(id, sizeof(id), "inc-%s-%ld-%d", style, i, k);
-            add_rec(&b, ENR_PROV_YT, id, 0);
+            add_rec(&f.b, ENR_PROV_YT, id, 0);
         }
-        if (enr_upstream_enrich(u, &b, now_ms() + 1000) != 0 || b.recs[2].poster_len == 0)
+        if (enr_upstream_enrich(f.u, &f.b, now_ms() + 1000) != 0 || f.b.recs[2].poster_len == 0)
             degraded_batches++;
-        if (enr_upstream_fds(u) > maxfds)
-            maxfds = enr_upstream_fds(u);
+        if (enr_upstream_fds(f.u) > maxfds)
+            maxfds = enr_upstream_fds(f.u);
         /* The process's descriptors minus the client's sockets must not
          * move, and /proc must agree with the client's own count. */
         if (i == 0 || i == n / 2 || i == n - 1) {
             int at = i == 0 ? 0 : i == n - 1 ? 2 : 1;
             int all = count_fds();
-            fds[at] = all - (int)enr_upstream_fds(u);
-            T_CHECK(all >= (int)enr_upstream_fds(u), "incident (%s): /proc %d >= client %u", style,
-                    all, enr_upstream_fds(u));
+            fds[at] = all - (int)enr_upstream_fds(f.u);
+            T_CHECK(all >= (int)enr_upstream_fds(f.u), "incident (%s): /proc %d >= client %u",
+                    style, all, enr_upstream_fds(f.u));
         }
     }
     T_CHECK(degraded_batches == 0, "incident (%s): %ld batches, %zu degraded", style, n,
@@ -910,10 +714,9 @@ static void test_incident(const char *style, long divisor)
     printf("incident %s: %ld batches in %llu ms, retries %lu, fds %d/%d/%d, client max %zu\n",
            style, n, (unsigned long long)(now_ms() - t0), G(retries), fds[0], fds[1], fds[2],
            maxfds);
-    enr_upstream_free(u);
+    end(&f);
     T_CHECK(count_fds() <= fds[0], "free closes the client's sockets: %d <= %d", count_fds(),
             fds[0]);
-    enr_batch_free(&b);
 }
 
 /* ENR_TEST_ONLY=name runs one group (debugging); every group by default. */
@@ -931,24 +734,22 @@ static int want_test(const char *name)
  * breaker, and a half_open probe it was granted is given back. */
 static void test_deadline_passed(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     char id[32];
     long before;
 
-    base_config(&c);
-    c.breaker_failures = 1;
-    c.breaker_cooldown_ms = 50;
-    u = make(&c);
+    begin(&f);
+    f.c.breaker_failures = 1;
+    f.c.breaker_cooldown_ms = 50;
+    start(&f);
     set_fake("{\"mode\":\"ok\"}");
     before = stat_of("data_requests");
     for (int i = 0; i < 20; i++) {
-        clear(&b);
+        clear(&f.b);
         snprintf(id, sizeof(id), "late%d", i);
-        add_rec(&b, ENR_PROV_YT, id, 0);
-        add_rec(&b, ENR_PROV_VM, id, 0);
-        T_CHECK(enr_upstream_enrich(u, &b, now_ms() - (uint64_t)(i % 2)) == 2,
+        add_rec(&f.b, ENR_PROV_YT, id, 0);
+        add_rec(&f.b, ENR_PROV_VM, id, 0);
+        T_CHECK(enr_upstream_enrich(f.u, &f.b, now_ms() - (uint64_t)(i % 2)) == 2,
                 "passed deadline %d: both records degraded", i);
     }
     T_CHECK(G(skip_deadline) == 40, "40 calls counted as deadline: %lu", G(skip_deadline));
@@ -960,30 +761,27 @@ static void test_deadline_passed(void)
 
     /* open it for real (a 5xx), then let a late batch meet the half_open gate */
     set_fake("{\"mode\":\"5xx\"}");
-    clear(&b);
-    add_rec(&b, ENR_PROV_YT, "opener", 0);
-    enr_upstream_enrich(u, &b, now_ms() + 2000);
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_YT, "opener", 0);
+    enr_upstream_enrich(f.u, &f.b, now_ms() + 2000);
     T_CHECK(G_BREAKER() == ENR_BREAKER_OPEN, "a 5xx opens it");
     set_fake("{\"mode\":\"ok\"}");
     sleep_ms(80);
-    clear(&b);
-    add_rec(&b, ENR_PROV_YT, "late-probe", 0);
-    enr_upstream_enrich(u, &b, now_ms() - 1);
-    clear(&b);
-    add_rec(&b, ENR_PROV_YT, "probe", 0);
-    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 0,
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_YT, "late-probe", 0);
+    enr_upstream_enrich(f.u, &f.b, now_ms() - 1);
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_YT, "probe", 0);
+    T_CHECK(enr_upstream_enrich(f.u, &f.b, now_ms() + 2000) == 0,
             "the probe the late batch held was given back: the next batch probes and succeeds");
     T_CHECK(G_BREAKER() == ENR_BREAKER_CLOSED, "closed again by the probe");
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
 
 /* A reply larger than the call can need is refused unread, by kind. */
 static void test_too_large(void)
 {
-    enr_config c;
-    enr_batch b = {0};
-    enr_upstream *u;
+    fixture f;
     static const char *const modes[] = {
         "{\"mode\":\"flood\",\"flood_bytes\":1048576}",
         "{\"mode\":\"flood_chunked\",\"flood_bytes\":1048576}",
@@ -992,17 +790,17 @@ static void test_too_large(void)
     };
     char id[32];
 
-    base_config(&c);
-    c.breaker_failures = 100;
-    u = make(&c);
+    begin(&f);
+    f.c.breaker_failures = 100;
+    start(&f);
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         uint64_t t0;
         set_fake(modes[m]);
-        clear(&b);
+        clear(&f.b);
         snprintf(id, sizeof(id), "big%zu", m);
-        add_rec(&b, ENR_PROV_YT, id, 0);
+        add_rec(&f.b, ENR_PROV_YT, id, 0);
         t0 = now_ms();
-        T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 1, "%s: degraded", modes[m]);
+        T_CHECK(enr_upstream_enrich(f.u, &f.b, now_ms() + 2000) == 1, "%s: degraded", modes[m]);
         T_CHECK(G(fail_too_large) == m + 1, "%s: too_large %lu", modes[m], G(fail_too_large));
         T_CHECK(now_ms() - t0 < 400, "%s: refused without waiting (%llu ms)", modes[m],
                 (unsigned long long)(now_ms() - t0));
@@ -1010,17 +808,56 @@ static void test_too_large(void)
     T_CHECK(G(fail_body) == 0 && G(fail_timeout) == 0, "no other kind counted");
     /* a flood under the cap of one id is read, and finds nothing */
     set_fake("{\"mode\":\"flood\",\"flood_bytes\":8192}");
-    clear(&b);
-    add_rec(&b, ENR_PROV_YT, "smallflood", 0);
-    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 0, "small flood: read, id unknown");
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_YT, "smallflood", 0);
+    T_CHECK(enr_upstream_enrich(f.u, &f.b, now_ms() + 2000) == 0, "small flood: read, id unknown");
     set_fake("{\"mode\":\"ok\"}");
-    clear(&b);
-    add_rec(&b, ENR_PROV_YT, "fine", 0);
-    T_CHECK(enr_upstream_enrich(u, &b, now_ms() + 2000) == 0 && b.recs[0].poster_len > 0,
+    clear(&f.b);
+    add_rec(&f.b, ENR_PROV_YT, "fine", 0);
+    T_CHECK(enr_upstream_enrich(f.u, &f.b, now_ms() + 2000) == 0 && f.b.recs[0].poster_len > 0,
             "the same client enriches the next batch");
-    enr_upstream_free(u);
-    enr_batch_free(&b);
+    end(&f);
 }
+
+/* Every fault mode: the mode, the ids' prefix, the failure kind. */
+static void test_faults(void)
+{
+    static const struct {
+        const char *mode, *name;
+        int kind;
+    } faults[] = {
+        {"{\"mode\":\"5xx\"}", "f5xx", 2},        {"{\"mode\":\"malformed\"}", "fmal", 3},
+        {"{\"mode\":\"badshape\"}", "fshape", 3}, {"{\"mode\":\"truncated\"}", "ftrunc", 3},
+        {"{\"mode\":\"refuse\"}", "frefuse", 1},  {"{\"mode\":\"hang\"}", "fhang", 0}};
+    for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+        test_fault(faults[i].mode, faults[i].name, faults[i].kind);
+}
+
+static void test_incidents(void)
+{
+    test_incident("silent", 1);
+    test_incident("header", 4);
+}
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} tests[] = {
+    {"test_config", test_config},
+    {"test_effect", test_effect},
+    {"test_sources", test_sources},
+    {"test_validation", test_validation},
+    {"test_chunks", test_chunks},
+    {"test_conn_bound", test_conn_bound},
+    {"test_fault", test_faults},
+    {"test_partial", test_partial},
+    {"test_hang_and_breaker", test_hang_and_breaker},
+    {"test_deadline", test_deadline},
+    {"test_retry", test_retry},
+    {"test_deadline_passed", test_deadline_passed},
+    {"test_too_large", test_too_large},
+    {"test_incident", test_incidents},
+};
 
 int main(void)
 {
@@ -1042,46 +879,9 @@ int main(void)
         fake_stop();
         T_DONE();
     }
-    if (want_test("test_config"))
-        test_config();
-    if (want_test("test_effect"))
-        test_effect();
-    if (want_test("test_sources"))
-        test_sources();
-    if (want_test("test_validation"))
-        test_validation();
-    if (want_test("test_chunks"))
-        test_chunks();
-    if (want_test("test_conn_bound"))
-        test_conn_bound();
-    if (want_test("test_fault"))
-        test_fault("{\"mode\":\"5xx\"}", "f5xx", 2);
-    if (want_test("test_fault"))
-        test_fault("{\"mode\":\"malformed\"}", "fmal", 3);
-    if (want_test("test_fault"))
-        test_fault("{\"mode\":\"badshape\"}", "fshape", 3);
-    if (want_test("test_fault"))
-        test_fault("{\"mode\":\"truncated\"}", "ftrunc", 3);
-    if (want_test("test_fault"))
-        test_fault("{\"mode\":\"refuse\"}", "frefuse", 1);
-    if (want_test("test_fault"))
-        test_fault("{\"mode\":\"hang\"}", "fhang", 0);
-    if (want_test("test_partial"))
-        test_partial();
-    if (want_test("test_hang_and_breaker"))
-        test_hang_and_breaker();
-    if (want_test("test_deadline"))
-        test_deadline();
-    if (want_test("test_retry"))
-        test_retry();
-    if (want_test("test_deadline_passed"))
-        test_deadline_passed();
-    if (want_test("test_too_large"))
-        test_too_large();
-    if (want_test("test_incident"))
-        test_incident("silent", 1);
-    if (want_test("test_incident"))
-        test_incident("header", 4);
+    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+        if (want_test(tests[i].name))
+            tests[i].fn();
     fake_stop();
     T_DONE();
 }
