@@ -698,12 +698,29 @@ static int maintain_origin(enr_upconn *p, int src, uint64_t now_ms)
     return -1;
 }
 
-int enr_upconn_warming(const enr_upconn *p)
+static int api_warming(const enr_upconn *p)
 {
     for (int src = 0; src < ENR_API_COUNT; src++)
         if (src != ENR_API_UPSTREAM && p->org[src].running > 0)
             return 1;
     return 0;
+}
+
+/* No transfer of the caller's runs before its first batch. */
+static void none_done(void *ud, CURL *easy, CURLcode rc)
+{
+    (void)ud;
+    (void)easy;
+    (void)rc;
+}
+
+void enr_upconn_warm(enr_upconn *p, unsigned bound_ms)
+{
+    uint64_t now = enr_mono_ms(), dl = now + bound_ms;
+
+    (void)enr_upconn_maintain(p, now);
+    while (api_warming(p) && (now = enr_mono_ms()) < dl)
+        enr_upconn_drive(p, (int)(dl - now), none_done, NULL);
 }
 
 int enr_upconn_maintain(enr_upconn *p, uint64_t now_ms)

@@ -70,9 +70,10 @@ void enr_upconn_drive(enr_upconn *p, int wait_ms, enr_upconn_done_fn *done, void
  * readable). */
 int enr_upconn_maintain(enr_upconn *p, uint64_t now_ms);
 
-/* Whether an API's warm-ups are running (the aggregator's are not waited
+/* Before the first transfer of the caller's: starts the warm-ups and
+ * waits up to bound_ms for the APIs' (the aggregator's are not waited
  * for: its warm-up is a request, as it always was). */
-int enr_upconn_warming(const enr_upconn *p);
+void enr_upconn_warm(enr_upconn *p, unsigned bound_ms);
 
 /* The descriptor to poll for readability between batches. */
 int enr_upconn_fd(const enr_upconn *p);

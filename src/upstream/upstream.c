@@ -758,17 +758,6 @@ int enr_upstream_idle(enr_upstream *u)
     return enr_upconn_maintain(u->conn, enr_mono_ms());
 }
 
-void enr_upstream_warm(enr_upstream *u)
-{
-    drive_ctx x = {.u = u, .b = NULL, .active = 0, .dl = 0};
-    uint64_t now = enr_mono_ms(), dl = now + ENR_UPSTREAM_WARM_WAIT_MS;
-
-    (void)enr_upconn_maintain(u->conn, now);
-    while (enr_upconn_warming(u->conn) && (now = enr_mono_ms()) < dl)
-        enr_upconn_drive(u->conn, (int)(dl - now), on_done, &x);
-    u->st.fds = enr_upconn_fds(u->conn);
-}
-
 int enr_upstream_fd(const enr_upstream *u)
 {
     return enr_upconn_fd(u->conn);
