@@ -199,6 +199,7 @@ format-check:
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--std=c11 --inline-suppr -Isrc -D__GNUC__ -DENR_VERSION='"$(VERSION)"' --suppress=missingIncludeSystem src src/cmd
+	@python3 scripts/incgraph.py --self-test
 	@python3 scripts/incgraph.py >/dev/null || { python3 scripts/incgraph.py; exit 1; }
 	@python3 scripts/check-refs.py
 

@@ -170,15 +170,13 @@ typedef struct enr_sb_pool {
     enr_sb_u64 exits[ENR_EXIT_REASONS];
     enr_sb_u64 listen_queue, listen_queue_max; /* sampled by the master */
     enr_sb_u64 max_active;                     /* most workers busy at once */
-    enr_sb_u64 healthy;                        /* the master's last judgement (1/0) */
-    char unhealthy_reason[96];
-    enr_sb_u64 start_mono_ms; /* master start, CLOCK_MONOTONIC ms, for its age */
+    enr_sb_u64 start_mono_ms;                  /* master start, CLOCK_MONOTONIC ms, for its age */
     /* A reload whose new workers cannot start: the old generation serves. */
     enr_sb_u64 reload_pending;  /* 1 while a new configuration waits for its probe */
     enr_sb_u64 reload_failures; /* reloads refused (file invalid) or whose probe did not start */
     enr_sb_u64 reload_retry_ms; /* current back-off before the next probe, 0: none */
     char reload_error[96];      /* why the last reload failed, "" once one is done */
-    enr_sb_health health;       /* the verdict healthy / unhealthy_reason summarize */
+    enr_sb_health health;       /* the health verdict: read with enr_health_read only */
 } enr_sb_pool;
 
 /* The upstream provider's quota, one for the host (src/upstream/quota.h).

@@ -508,42 +508,47 @@ static void run(void)
         progress(enr_replay_now_ns(), 1);
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for besides the run itself (R). */
+typedef struct outs {
+    const char *names[MAX_TARGETS], *checks[MAX_TARGETS];
+    size_t nnames, nchecks;
+    const char *tsv, *json, *hist;
+    int want_hist;
+} outs;
+
+static const struct option long_opts[] = {
+    {"concurrency", required_argument, 0, 'c'},
+    {"speed", required_argument, 0, 's'},
+    {"requests", required_argument, 0, 'n'},
+    {"duration", required_argument, 0, 'd'},
+    {"closed", no_argument, 0, 'C'},
+    {"name", required_argument, 0, 'N'},
+    {"timeout", required_argument, 0, 'T'},
+    {"compare", no_argument, 0, 'K'},
+    {"check", required_argument, 0, 'X'},
+    {"max-answer-bytes", required_argument, 0, 'M'},
+    {"tsv", required_argument, 0, 'V'},
+    {"json", required_argument, 0, 'J'},
+    {"histogram", optional_argument, 0, 'H'},
+    {"progress", no_argument, 0, 'P'},
+    {"no-progress", no_argument, 0, 'Q'},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+/* The options into R and *o.  -1 to go on, or the exit code. */
+static int parse_args(int argc, char **argv, outs *o)
 {
-    static const struct option opts[] = {
-        {"concurrency", required_argument, 0, 'c'},
-        {"speed", required_argument, 0, 's'},
-        {"requests", required_argument, 0, 'n'},
-        {"duration", required_argument, 0, 'd'},
-        {"closed", no_argument, 0, 'C'},
-        {"name", required_argument, 0, 'N'},
-        {"timeout", required_argument, 0, 'T'},
-        {"compare", no_argument, 0, 'K'},
-        {"check", required_argument, 0, 'X'},
-        {"max-answer-bytes", required_argument, 0, 'M'},
-        {"tsv", required_argument, 0, 'V'},
-        {"json", required_argument, 0, 'J'},
-        {"histogram", optional_argument, 0, 'H'},
-        {"progress", no_argument, 0, 'P'},
-        {"no-progress", no_argument, 0, 'Q'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
-    const char *names[MAX_TARGETS] = {0};
-    const char *checks[MAX_TARGETS] = {0};
-    size_t nnames = 0, nchecks = 0;
-    const char *tsv = NULL, *json = NULL, *hist = NULL;
-    int want_hist = 0;
     R.conc = DEFAULT_CONCURRENCY;
     R.speed = 1.0;
     R.duration = DEFAULT_CLOSED_S;
     R.timeout_ns = (int64_t)DEFAULT_TIMEOUT_MS * 1000000;
     R.max_answer = DEFAULT_MAX_ANSWER_BYTES;
     R.progress = isatty(STDERR_FILENO);
-    int o;
-    while ((o = getopt_long(argc, argv, "c:s:n:d:h", opts, NULL)) != -1) {
+    int c;
+    while ((c = getopt_long(argc, argv, "c:s:n:d:h", long_opts, NULL)) != -1) {
         char *ep = NULL;
-        switch (o) {
+        switch (c) {
         case 'c':
             R.conc = (unsigned)strtoul(optarg, &ep, 10);
             break;
@@ -574,22 +579,22 @@ int main(int argc, char **argv)
             R.max_answer = strtoull(optarg, &ep, 10);
             break;
         case 'N':
-            if (nnames < MAX_TARGETS)
-                names[nnames++] = optarg;
+            if (o->nnames < MAX_TARGETS)
+                o->names[o->nnames++] = optarg;
             break;
         case 'X':
-            if (nchecks < MAX_TARGETS)
-                checks[nchecks++] = optarg;
+            if (o->nchecks < MAX_TARGETS)
+                o->checks[o->nchecks++] = optarg;
             break;
         case 'V':
-            tsv = optarg;
+            o->tsv = optarg;
             break;
         case 'J':
-            json = optarg;
+            o->json = optarg;
             break;
         case 'H':
-            want_hist = 1;
-            hist = optarg;
+            o->want_hist = 1;
+            o->hist = optarg;
             break;
         case 'P':
             R.progress = 1;
@@ -619,6 +624,128 @@ int main(int argc, char **argv)
         fprintf(stderr, "enrich-replay: --compare needs exactly two targets and the open loop\n");
         return 2;
     }
+    return -1;
+}
+
+/* Each target of the command line with its connections, queue and
+ * expected answers.  0, or -1 (said on stderr). */
+static int setup_targets(char **targets, const outs *o)
+{
+    char err[512];
+    size_t qcap = R.tr.n + 1;
+    for (size_t i = 0; i < R.nt; i++) {
+        tstate *t = &R.ts[i];
+        if (enr_replay_target_parse(&t->tgt, targets[i], err, sizeof err) < 0) {
+            fprintf(stderr, "enrich-replay: %s\n", err);
+            return -1;
+        }
+        if (i < o->nnames)
+            snprintf(t->tgt.name, sizeof t->tgt.name, "%s", o->names[i]);
+        if (i < o->nchecks && strcmp(o->checks[i], "-") != 0)
+            t->expect = load_check(o->checks[i], R.tr.n);
+        t->conns = calloc(R.conc, sizeof *t->conns);
+        t->idle = calloc(R.conc, sizeof *t->idle);
+        t->queue = calloc(qcap, sizeof *t->queue);
+        t->qdue = calloc(qcap, sizeof *t->qdue);
+        if (!t->conns || !t->idle || !t->queue || !t->qdue) {
+            fprintf(stderr, "enrich-replay: out of memory\n");
+            return -1;
+        }
+        t->qcap = qcap;
+        for (unsigned k = 0; k < R.conc; k++) {
+            t->conns[k].fd = -1;
+            t->idle[t->nidle++] = &t->conns[k];
+        }
+    }
+    if (R.compare && !(R.cmp = calloc(R.tr.n, sizeof *R.cmp))) {
+        fprintf(stderr, "enrich-replay: out of memory\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* The summary, histograms, comparison and files of a finished run.
+ * Returns the exit code. */
+static int report(const outs *o, size_t used, double elapsed, double cpu)
+{
+    enr_replay_summary sum[MAX_TARGETS];
+    for (size_t i = 0; i < R.nt; i++) {
+        sum[i].name = R.ts[i].tgt.name;
+        sum[i].cpu_ms_per_req = -1;
+        enr_replay_summarize(R.rec, R.nrec, (unsigned)i, elapsed, &sum[i]);
+    }
+    /* In the open loop the CPU includes the spin before due times. */
+    printf("mode %s, concurrency %u%s, %zu records in %.2f s; replayer CPU %.1f us/request\n",
+           R.closed ? "closed loop" : "open loop", R.conc,
+           R.closed ? "" : (R.speed > 0 ? "" : ", no gaps"), R.nrec, elapsed,
+           R.nrec ? cpu * 1e6 / (double)R.nrec : 0);
+    if (!R.closed && R.speed > 0)
+        printf("speed %gx: trace span %.1f s played in %.1f s\n", R.speed, R.tr.e[used - 1].ts,
+               R.tr.e[used - 1].ts / R.speed);
+    enr_replay_print(stdout, sum, R.nt);
+    if (o->want_hist) {
+        enr_replay_print_histogram(stdout, R.rec, R.nrec, sum, R.nt);
+        const char *prefix = o->hist && *o->hist ? o->hist : "replay";
+        if (enr_replay_write_plots(prefix, R.rec, R.nrec, sum, R.nt) < 0)
+            fprintf(stderr, "enrich-replay: writing %s.*: %s\n", prefix, strerror(errno));
+        else
+            printf("histograms: %s.N.hgrm, CDF data %s.cdf.dat, gnuplot script %s.gp%s\n", prefix,
+                   prefix, prefix,
+                   access("/usr/bin/gnuplot", X_OK) == 0 ? " -> .svg" : " (gnuplot not installed)");
+    }
+    int rc = 0;
+    if (R.compare) {
+        printf("compare %s vs %s: %zu identical (ignoring fetched_at), %zu both rejected, %zu "
+               "FAILED (no answer to compare), %zu MISMATCHES\n",
+               R.ts[0].tgt.name, R.ts[1].tgt.name, R.cmp_same, R.cmp_both_rejected, R.cmp_failed,
+               R.cmp_diff);
+        rc = R.cmp_diff || R.cmp_failed ? 3 : 0;
+    }
+    if (o->tsv && enr_replay_write_tsv(o->tsv, R.rec, R.nrec, sum) != 0) {
+        fprintf(stderr, "enrich-replay: %s: %s\n", o->tsv, strerror(errno));
+        rc = 1;
+    }
+    if (o->json && enr_replay_write_json(o->json, sum, R.nt, R.closed ? "closed" : "open",
+                                         R.nrec ? cpu * 1e6 / (double)R.nrec : 0) != 0) {
+        fprintf(stderr, "enrich-replay: %s: %s\n", o->json, strerror(errno));
+        rc = 1;
+    }
+    return rc;
+}
+
+/* Everything the run held, given back. */
+static void teardown(void)
+{
+    for (size_t i = 0; i < R.nt; i++) {
+        for (unsigned k = 0; k < R.conc; k++) {
+            enr_replay_conn_close(&R.ts[i].conns[k], R.epfd);
+            free(R.ts[i].conns[k].hb);
+            free(R.ts[i].conns[k].kb);
+        }
+        free(R.ts[i].conns);
+        free(R.ts[i].idle);
+        free(R.ts[i].queue);
+        free(R.ts[i].qdue);
+    }
+    if (R.cmp) {
+        for (size_t i = 0; i < R.tr.n; i++) {
+            free(R.cmp[i].body[0]);
+            free(R.cmp[i].body[1]);
+        }
+        free(R.cmp);
+    }
+    free(R.rec);
+    close(R.epfd);
+    enr_replay_trace_free(&R.tr);
+}
+
+int main(int argc, char **argv)
+{
+    static outs o;
+    int rc = parse_args(argc, argv, &o);
+
+    if (rc >= 0)
+        return rc;
     char err[512];
     if (enr_replay_trace_load(&R.tr, argv[optind], err, sizeof err) < 0) {
         fprintf(stderr, "enrich-replay: %s\n", err);
@@ -639,35 +766,8 @@ int main(int argc, char **argv)
         perror("enrich-replay: epoll_create1");
         return 1;
     }
-    size_t qcap = R.tr.n + 1;
-    for (size_t i = 0; i < R.nt; i++) {
-        tstate *t = &R.ts[i];
-        if (enr_replay_target_parse(&t->tgt, argv[optind + 1 + i], err, sizeof err) < 0) {
-            fprintf(stderr, "enrich-replay: %s\n", err);
-            return 1;
-        }
-        if (i < nnames)
-            snprintf(t->tgt.name, sizeof t->tgt.name, "%s", names[i]);
-        if (i < nchecks && strcmp(checks[i], "-") != 0)
-            t->expect = load_check(checks[i], R.tr.n);
-        t->conns = calloc(R.conc, sizeof *t->conns);
-        t->idle = calloc(R.conc, sizeof *t->idle);
-        t->queue = calloc(qcap, sizeof *t->queue);
-        t->qdue = calloc(qcap, sizeof *t->qdue);
-        if (!t->conns || !t->idle || !t->queue || !t->qdue) {
-            fprintf(stderr, "enrich-replay: out of memory\n");
-            return 1;
-        }
-        t->qcap = qcap;
-        for (unsigned k = 0; k < R.conc; k++) {
-            t->conns[k].fd = -1;
-            t->idle[t->nidle++] = &t->conns[k];
-        }
-    }
-    if (R.compare && !(R.cmp = calloc(R.tr.n, sizeof *R.cmp))) {
-        fprintf(stderr, "enrich-replay: out of memory\n");
+    if (setup_targets(argv + optind + 1, &o) != 0)
         return 1;
-    }
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0) {
@@ -698,68 +798,7 @@ int main(int argc, char **argv)
                           ru0.ru_stime.tv_usec) /
                      1e6;
 
-    enr_replay_summary sum[MAX_TARGETS];
-    for (size_t i = 0; i < R.nt; i++) {
-        sum[i].name = R.ts[i].tgt.name;
-        sum[i].cpu_ms_per_req = -1;
-        enr_replay_summarize(R.rec, R.nrec, (unsigned)i, elapsed, &sum[i]);
-    }
-    /* In the open loop the CPU includes the spin before due times. */
-    printf("mode %s, concurrency %u%s, %zu records in %.2f s; replayer CPU %.1f us/request\n",
-           R.closed ? "closed loop" : "open loop", R.conc,
-           R.closed ? "" : (R.speed > 0 ? "" : ", no gaps"), R.nrec, elapsed,
-           R.nrec ? cpu * 1e6 / (double)R.nrec : 0);
-    if (!R.closed && R.speed > 0)
-        printf("speed %gx: trace span %.1f s played in %.1f s\n", R.speed, R.tr.e[used - 1].ts,
-               R.tr.e[used - 1].ts / R.speed);
-    enr_replay_print(stdout, sum, R.nt);
-    if (want_hist) {
-        enr_replay_print_histogram(stdout, R.rec, R.nrec, sum, R.nt);
-        const char *prefix = hist && *hist ? hist : "replay";
-        if (enr_replay_write_plots(prefix, R.rec, R.nrec, sum, R.nt) < 0)
-            fprintf(stderr, "enrich-replay: writing %s.*: %s\n", prefix, strerror(errno));
-        else
-            printf("histograms: %s.N.hgrm, CDF data %s.cdf.dat, gnuplot script %s.gp%s\n", prefix,
-                   prefix, prefix,
-                   access("/usr/bin/gnuplot", X_OK) == 0 ? " -> .svg" : " (gnuplot not installed)");
-    }
-    int rc = 0;
-    if (R.compare) {
-        printf("compare %s vs %s: %zu identical (ignoring fetched_at), %zu both rejected, %zu "
-               "FAILED (no answer to compare), %zu MISMATCHES\n",
-               R.ts[0].tgt.name, R.ts[1].tgt.name, R.cmp_same, R.cmp_both_rejected, R.cmp_failed,
-               R.cmp_diff);
-        rc = R.cmp_diff || R.cmp_failed ? 3 : 0;
-    }
-    if (tsv && enr_replay_write_tsv(tsv, R.rec, R.nrec, sum) != 0) {
-        fprintf(stderr, "enrich-replay: %s: %s\n", tsv, strerror(errno));
-        rc = 1;
-    }
-    if (json && enr_replay_write_json(json, sum, R.nt, R.closed ? "closed" : "open",
-                                      R.nrec ? cpu * 1e6 / (double)R.nrec : 0) != 0) {
-        fprintf(stderr, "enrich-replay: %s: %s\n", json, strerror(errno));
-        rc = 1;
-    }
-    for (size_t i = 0; i < R.nt; i++) {
-        for (unsigned k = 0; k < R.conc; k++) {
-            enr_replay_conn_close(&R.ts[i].conns[k], R.epfd);
-            free(R.ts[i].conns[k].hb);
-            free(R.ts[i].conns[k].kb);
-        }
-        free(R.ts[i].conns);
-        free(R.ts[i].idle);
-        free(R.ts[i].queue);
-        free(R.ts[i].qdue);
-    }
-    if (R.cmp) {
-        for (size_t i = 0; i < R.tr.n; i++) {
-            free(R.cmp[i].body[0]);
-            free(R.cmp[i].body[1]);
-        }
-        free(R.cmp);
-    }
-    free(R.rec);
-    close(R.epfd);
-    enr_replay_trace_free(&R.tr);
+    rc = report(&o, used, elapsed, cpu);
+    teardown();
     return rc;
 }

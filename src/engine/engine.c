@@ -182,78 +182,63 @@ static double duration_of(const enr_field *d)
 }
 
 /* Turns the fields of one object element into a record, or skips it. */
-static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long element,
-                      enr_error *err)
+/* Rule 4: the id's text as JavaScript's String() would give it, between
+ * *s and *t; returns whether the id is truthy (a falsy one drops the
+ * record). */
+static int id_text(const enr_field *id, const unsigned char **s, const unsigned char **t)
 {
-    const unsigned char *s, *t;
-    enr_record *rec;
-    size_t mark = b->text.len, room;
-    int truthy, rc;
-
-    /* Rule 4.5/4.6: the id is converted before the provider is checked. */
-    if (f->id.tostring)
-        return fail(err, 400, -1, element, "id: object with a toString key cannot be converted");
-    if (f->provider == ENR_PROV_NONE)
-        return 0;
-    /* A text past its cap is not white space only: the record is
-     * accepted, and its id cannot fit in the output. */
-    if (f->id.text.over)
-        return enr_engine_output_fail(e, err, element, b->n,
-                                      e->lower + ENR_LINE_MIN + e->max_output + 1);
-    switch (f->id.kind) {
+    switch (id->kind) {
     case ENR_K_STRING:
     case ENR_K_NUMBER:
     case ENR_K_ARRAY:
-        /* "" and 0 are falsy; an array is truthy even when it prints "" */
-        truthy = f->id.kind == ENR_K_ARRAY ||
-                 (f->id.kind == ENR_K_STRING ? f->id.text.len > 0 : f->id.num != 0);
         /* an empty buffer may have no allocation yet: never offset NULL */
-        s = (const unsigned char *)(f->id.text.len ? f->id.text.data : "");
-        t = s + f->id.text.len;
-        if (f->id.raw != NULL) { /* ASCII in the body, as decoding gives it */
-            truthy = f->id.raw_len > 0;
-            s = f->id.raw;
-            t = s + f->id.raw_len;
+        *s = (const unsigned char *)(id->text.len ? id->text.data : "");
+        *t = *s + id->text.len;
+        if (id->raw != NULL) { /* ASCII in the body, as decoding gives it */
+            *s = id->raw;
+            *t = *s + id->raw_len;
+            return id->raw_len > 0;
         }
-        break;
+        /* "" and 0 are falsy; an array is truthy even when it prints "" */
+        return id->kind == ENR_K_ARRAY ||
+               (id->kind == ENR_K_STRING ? id->text.len > 0 : id->num != 0);
     case ENR_K_TRUE:
-        truthy = 1;
-        s = (const unsigned char *)"true";
-        t = s + 4;
-        break;
+        *s = (const unsigned char *)"true";
+        *t = *s + 4;
+        return 1;
     case ENR_K_OBJECT:
-        truthy = 1;
-        s = (const unsigned char *)"[object Object]";
-        t = s + 15;
-        break;
+        *s = (const unsigned char *)"[object Object]";
+        *t = *s + 15;
+        return 1;
     default:
-        truthy = 0;
-        s = t = NULL;
-        break;
-    }
-    if (!truthy)
+        *s = *t = NULL;
         return 0;
-    trim_ws(&s, &t);
-    if (s == t)
-        return 0;
-
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        enr_record *nr = realloc(b->recs, cap * sizeof(*nr));
-
-        if (nr == NULL)
-            return fail(err, 500, -1, element, "out of memory");
-        b->recs = nr;
-        b->cap = cap;
     }
-    rec = &b->recs[b->n];
-    memset(rec, 0, sizeof(*rec));
-    rec->element = (uint32_t)element;
-    rec->provider = (uint8_t)f->provider;
+}
 
-    /* The id first, so that one that cannot fit is refused before its
-     * original-case copy (the key) is made. */
-    room = ENR_UNI_NO_MAX;
+/* Room for twice as many records (the batch is full).  0 or -1. */
+static int grow_records(enr_batch *b)
+{
+    size_t cap = b->cap ? b->cap * 2 : 64;
+    enr_record *nr = realloc(b->recs, cap * sizeof(*nr));
+
+    if (nr == NULL)
+        return -1;
+    b->recs = nr;
+    b->cap = cap;
+    return 0;
+}
+
+/* The id lower-cased, then its original-case copy (the key), into
+ * b->text: the id first, so that one that cannot fit is refused before
+ * the key is made.  0, 1 when the id lower-cases to nothing (the record
+ * is dropped, b->text as it was), -1 (err). */
+static int add_id(enr_engine *e, enr_batch *b, enr_record *rec, const unsigned char *s,
+                  const unsigned char *t, long element, enr_error *err)
+{
+    size_t mark = b->text.len, room = ENR_UNI_NO_MAX;
+    int rc;
+
     if (e->max_output) {
         if (e->lower + ENR_LINE_MIN > e->max_output)
             return enr_engine_output_fail(e, err, element, b->n, e->lower + ENR_LINE_MIN);
@@ -268,56 +253,71 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
     rec->id_len = b->text.len - rec->id_off;
     if (rec->id_len == 0) {
         b->text.len = mark;
-        return 0;
+        return 1;
     }
     rec->key_off = b->text.len;
     rec->key_len = (size_t)(t - s);
     enr_buf_append(&b->text, s, rec->key_len);
+    return 0;
+}
 
-    /* Rule 7: only truthy strings are normalized; other truthy values throw. */
+/* A string title normalized into b->text within room: from the body's
+ * bytes when the reader kept them (decoded here if escaped), else, or
+ * when those need the general path, from the decoded text.  0 or -1. */
+static int add_string_title(enr_engine *e, enr_batch *b, const enr_fields *f, size_t used,
+                            long element, enr_error *err)
+{
+    size_t room = ENR_UNI_NO_MAX;
+    int rc = 0;
+
+    if (e->max_output) {
+        if (f->title.text.over || used > e->max_output)
+            return enr_engine_output_fail(e, err, element, b->n, e->max_output + 1);
+        room = e->max_output - used;
+    }
+    if (f->title.raw != NULL && f->title.raw_len > 0) {
+        const char *v = (const char *)f->title.raw;
+        size_t n = f->title.raw_len;
+
+        if (f->title.raw_escaped) { /* never longer than the body's bytes */
+            enr_jstring_decode_unchecked(f->title.raw, f->title.raw + n, &e->f.title.text);
+            if (e->f.title.text.oom)
+                return fail(err, 500, -1, element, "out of memory");
+            v = e->f.title.text.data;
+            n = e->f.title.text.len;
+        }
+        rc = n > 0 ? enr_uni_title_raw(e->uni, v, n, room, &b->text) : 0;
+        if (rc == 1) { /* decoded, as the reader would have, then as usual */
+            enr_buf_reset(&e->f.title.text);
+            enr_jstring_decode(f->title.raw, f->title.raw + f->title.raw_len, f->title.raw_escaped,
+                               1, 0, &e->f.title.text);
+            if (e->f.title.text.over)
+                return enr_engine_output_fail(e, err, element, b->n, e->max_output + 1);
+            if (e->f.title.text.oom)
+                return fail(err, 500, -1, element, "out of memory");
+        }
+    }
+    if ((f->title.raw == NULL || rc == 1) && f->title.text.len > 0)
+        rc = enr_uni_title(e->uni, f->title.text.data, f->title.text.len, room, &b->text);
+    if (rc == ENR_UNI_TOO_LONG)
+        return enr_engine_output_fail(e, err, element, b->n, used + room + 1);
+    if (rc < 0)
+        return fail(err, 500, -1, element, "unicode: normalization failed");
+    return 0;
+}
+
+/* Rule 7: only truthy strings are normalized; other truthy values throw.
+ * 0 or -1. */
+static int add_title(enr_engine *e, enr_batch *b, enr_record *rec, const enr_fields *f,
+                     long element, enr_error *err)
+{
     rec->title_off = b->text.len;
     switch (f->title.kind) {
-    case ENR_K_STRING: {
+    case ENR_K_STRING:
         /* what is left of max_output for this title, or no limit */
-        size_t used = e->lower + ENR_LINE_MIN + rec->id_len;
-
-        room = ENR_UNI_NO_MAX;
-        if (e->max_output) {
-            if (f->title.text.over || used > e->max_output)
-                return enr_engine_output_fail(e, err, element, b->n, e->max_output + 1);
-            room = e->max_output - used;
-        }
-        rc = 0;
-        if (f->title.raw != NULL && f->title.raw_len > 0) {
-            const char *v = (const char *)f->title.raw;
-            size_t n = f->title.raw_len;
-
-            if (f->title.raw_escaped) { /* never longer than the body's bytes */
-                enr_jstring_decode_unchecked(f->title.raw, f->title.raw + n, &e->f.title.text);
-                if (e->f.title.text.oom)
-                    return fail(err, 500, -1, element, "out of memory");
-                v = e->f.title.text.data;
-                n = e->f.title.text.len;
-            }
-            rc = n > 0 ? enr_uni_title_raw(e->uni, v, n, room, &b->text) : 0;
-            if (rc == 1) { /* decoded, as the reader would have, then as usual */
-                enr_buf_reset(&e->f.title.text);
-                enr_jstring_decode(f->title.raw, f->title.raw + f->title.raw_len,
-                                   f->title.raw_escaped, 1, 0, &e->f.title.text);
-                if (e->f.title.text.over)
-                    return enr_engine_output_fail(e, err, element, b->n, e->max_output + 1);
-                if (e->f.title.text.oom)
-                    return fail(err, 500, -1, element, "out of memory");
-            }
-        }
-        if ((f->title.raw == NULL || rc == 1) && f->title.text.len > 0)
-            rc = enr_uni_title(e->uni, f->title.text.data, f->title.text.len, room, &b->text);
-        if (rc == ENR_UNI_TOO_LONG)
-            return enr_engine_output_fail(e, err, element, b->n, used + room + 1);
-        if (rc < 0)
-            return fail(err, 500, -1, element, "unicode: normalization failed");
+        if (add_string_title(e, b, f, e->lower + ENR_LINE_MIN + rec->id_len, element, err) < 0)
+            return -1;
         break;
-    }
     case ENR_K_NUMBER:
         if (f->title.num != 0)
             return fail(err, 400, -1, element, "title: a number is not a string");
@@ -330,6 +330,43 @@ static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long ele
         break;
     }
     rec->title_len = b->text.len - rec->title_off;
+    return 0;
+}
+
+static int add_record(enr_engine *e, enr_batch *b, const enr_fields *f, long element,
+                      enr_error *err)
+{
+    const unsigned char *s, *t;
+    enr_record *rec;
+    int rc;
+
+    /* Rule 4.5/4.6: the id is converted before the provider is checked. */
+    if (f->id.tostring)
+        return fail(err, 400, -1, element, "id: object with a toString key cannot be converted");
+    if (f->provider == ENR_PROV_NONE)
+        return 0;
+    /* A text past its cap is not white space only: the record is
+     * accepted, and its id cannot fit in the output. */
+    if (f->id.text.over)
+        return enr_engine_output_fail(e, err, element, b->n,
+                                      e->lower + ENR_LINE_MIN + e->max_output + 1);
+    if (!id_text(&f->id, &s, &t))
+        return 0;
+    trim_ws(&s, &t);
+    if (s == t)
+        return 0;
+
+    if (b->n == b->cap && grow_records(b) != 0)
+        return fail(err, 500, -1, element, "out of memory");
+    rec = &b->recs[b->n];
+    memset(rec, 0, sizeof(*rec));
+    rec->element = (uint32_t)element;
+    rec->provider = (uint8_t)f->provider;
+    rc = add_id(e, b, rec, s, t, element, err);
+    if (rc != 0)
+        return rc > 0 ? 0 : rc;
+    if (add_title(e, b, rec, f, element, err) != 0)
+        return -1;
 
     if (f->duration.tostring)
         return fail(err, 400, -1, element,

@@ -14,9 +14,10 @@
  * (a faster caller is judged but not recorded), so
  * ENR_HEALTH_SAMPLES covers about a minute whoever calls; the judgement
  * reads only the scoreboard; only enr_health_sample() writes it (in the
- * master, the one process that judges), and only the pool's health,
- * healthy / unhealthy_reason and listen_queue(_max) fields; every other
- * process reads that verdict back with enr_health_read().
+ * master, the one process that judges), and only the pool's health and
+ * listen_queue(_max) fields; every other process and surface reads that
+ * verdict back with enr_health_read(), the one read path (the scoreboard
+ * keeps no second copy of it).
  */
 #include "ops/health.h"
 
@@ -417,6 +418,7 @@ int enr_health_read(enr_health *h, const enr_scoreboard *sb)
         atomic_thread_fence(memory_order_acquire);
         s2 = ENR_SB_GET(p->seq);
         if (s1 == s2) {
+            h->published = 1;
             key_rejected_now(h, sb);
             return 0;
         }
@@ -431,7 +433,6 @@ int enr_health_sample(enr_health *h, const enr_config *c, enr_scoreboard *sb, in
                       uint64_t now_ms)
 {
     unsigned queued = 0, limit = 0;
-    size_t n;
 
     /* A failed measurement keeps the last depth: the queue is a gauge and
      * the verdict must not flap on a transient netlink error. */
@@ -441,15 +442,7 @@ int enr_health_sample(enr_health *h, const enr_config *c, enr_scoreboard *sb, in
             ENR_SB_SET(sb->pool.listen_queue_max, queued);
     }
     enr_health_observe(h, c, sb, ENR_SB_GET(sb->pool.listen_queue), now_ms);
-
-    /* Readers copy the reason without a lock: write the text, then its
-     * terminator, so a torn read is at worst a mix of two reasons. */
-    n = strlen(h->reason);
-    if (n >= sizeof sb->pool.unhealthy_reason)
-        n = sizeof sb->pool.unhealthy_reason - 1;
-    memcpy(sb->pool.unhealthy_reason, h->healthy ? "" : h->reason, h->healthy ? 1 : n);
-    sb->pool.unhealthy_reason[h->healthy ? 0 : n] = '\0';
-    ENR_SB_SET(sb->pool.healthy, (uint64_t)h->healthy);
+    h->published = 1;
     publish(h, &sb->pool.health, now_ms);
     return h->healthy;
 }

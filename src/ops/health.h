@@ -67,6 +67,7 @@ typedef struct enr_liveness {
 typedef struct enr_health {
     enr_health_point ring[ENR_HEALTH_SAMPLES];
     unsigned head, count;
+    int published; /* a verdict: judged here, or read back (enr_health_read) */
     int healthy;
     char reason[96];
     unsigned reasons; /* enum enr_health_reason bits, 0 when healthy */
@@ -77,7 +78,7 @@ typedef struct enr_health {
 /* The master's judgement, the only one (health and liveness): take a sample (call at least once
  * a second; more often is judged but not recorded), judge the window of
  * c->health_window_s, store the verdict in h and publish it in the
- * scoreboard (pool.health, pool.healthy / unhealthy_reason), and sample
+ * scoreboard (pool.health, read back by enr_health_read alone), and sample
  * the listen queue of listen_fd into sb->pool.listen_queue(_max).
  * Returns h->healthy; h->liveness.live is the watchdog's answer. */
 int enr_health_sample(enr_health *h, const enr_config *c, enr_scoreboard *sb, int listen_fd,
@@ -91,10 +92,11 @@ int enr_health_sample(enr_health *h, const enr_config *c, enr_scoreboard *sb, in
 int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard *sb,
                        uint64_t listen_queue, uint64_t now_ms);
 
-/* What every other reader (the status process: /healthz, /status,
- * /metrics) shows: the verdict and window the master published last,
- * copied into h (its ring stays empty).  Returns 0, or -1 while nothing
- * is published yet (h then says unhealthy, "no verdict yet"). */
+/* The one way to read the verdict back: what every other reader (the
+ * status process: /healthz, /status, /metrics, the HTML page) shows is
+ * the verdict and window the master published last, copied into h (its
+ * ring stays empty).  Returns 0, or -1 while nothing is published yet (h
+ * then says unhealthy, "no verdict yet", and published is 0). */
 int enr_health_read(enr_health *h, const enr_scoreboard *sb);
 
 /* A reload done: the window starts again, so the new configuration is

@@ -399,10 +399,13 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
 static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
 {
     const enr_health *h = x ? x->health : NULL;
+    enr_health read;
     char l[64];
 
+    if (h == NULL) /* the caller read none: the verdict alone, read the one way */
+        enr_health_read(&read, sb);
     one_u(b, "enrichd_healthy", "gauge", "1 when the windowed health judgement passes.",
-          h ? (uint64_t)(h->healthy != 0) : (ENR_SB_GET(sb->pool.healthy) != 0));
+          (uint64_t)((h ? h : &read)->healthy != 0));
     if (h == NULL)
         return;
     one_u(b, "enrichd_live", "gauge",

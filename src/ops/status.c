@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -41,6 +40,7 @@
 #include "ops/statusdoc.h"
 #include "ops/statushtml.h"
 #include "base/clock.h"
+#include "fcgi/fcgi_child.h"
 #include "fcgi/fcgi_conn.h"
 #include "fcgi/fcgi_http.h"
 #include "fcgi/fcgi_mux.h"
@@ -343,17 +343,6 @@ static const enr_sig_rule status_signals[] = {
     {SIGUSR2, ENR_SIG_NOTE, NULL, "the workers': the status process has no backlog to drain"},
 };
 
-static int install_signals(sigset_t *wait_mask)
-{
-    sigset_t handled;
-
-    if (enr_signals_install(status_signals, sizeof status_signals / sizeof status_signals[0],
-                            &handled) != 0)
-        return -1;
-    sigemptyset(wait_mask);
-    return sigprocmask(SIG_SETMASK, &handled, NULL);
-}
-
 int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *cache, int status_fd,
                     int main_fd, pid_t master_pid)
 {
@@ -362,25 +351,18 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     FCGX_Request req;
     char qsock[2 * ENR_PATH_MAX];
 
-    enr_log_role("status");
-    enr_proctitle_set("status");
+    enr_fcgi_child start = {
+        "status",   "status",       "master gone before the status process started",
+        master_pid, status_signals, sizeof status_signals / sizeof status_signals[0]};
+
     memset(&x, 0, sizeof x);
     x.c = c;
     x.sb = sb;
     x.cache = cache;
     x.main_fd = main_fd;
-    if (install_signals(&wait_mask) != 0) {
-        enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
+    /* Die with the master rather than serve a stale scoreboard. */
+    if (enr_fcgi_child_start(&start, &wait_mask) != 0)
         return 1;
-    }
-    /* Die with the master rather than serve a stale scoreboard.  The
-     * master's pid comes from before the fork: a master that died before
-     * prctl() left us another parent, and no signal will ever come. */
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != master_pid) {
-        enr_log(ENR_LOG_ERROR, "master gone before the status process started", "master_pid=%ld",
-                (long)master_pid);
-        return 1;
-    }
     /* Non-blocking: when the connection poll() saw is gone by the time
      * we accept, accept fails with EAGAIN instead of waiting for the next
      * client. */
@@ -406,7 +388,7 @@ int enr_status_main(const enr_config *c, enr_scoreboard *sb, const enr_cache *ca
     x.mux.conn = &x.conn;
     x.mux.max = STATUS_MAX_PEERS;
     x.mux.request_ms = STATUS_CLIENT_TIMEOUT_MS;
-    if (FCGX_Init() != 0 || enr_fcgi_conn_init(&x.conn) != 0) {
+    if (enr_fcgi_conn_init(&x.conn) != 0) {
         enr_log(ENR_LOG_ERROR, "FastCGI init failed", NULL);
         return 1;
     }

@@ -521,7 +521,6 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     json_object *o = json_object_new_object(), *w = json_object_new_object();
     json_object *rs = json_object_new_array(), *m = json_object_new_object();
     const enr_health_window *x = &h->win;
-    char reason[sizeof sb->pool.unhealthy_reason];
 
     add_s(o, "status", h->healthy ? "ok" : "unhealthy");
     if (!h->healthy)
@@ -567,10 +566,9 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     json_object_object_add(o, "window", w);
 
     /* The verdict above is the master's (liveness gates the watchdog);
-     * this block is its summary in the scoreboard, kept for old readers. */
-    copy_text(reason, sb->pool.unhealthy_reason, sizeof reason);
-    add_b(m, "healthy", ENR_SB_GET(sb->pool.healthy) != 0);
-    add_s(m, "reason", reason);
+     * this block is its summary, kept for old readers. */
+    add_b(m, "healthy", h->healthy != 0);
+    add_s(m, "reason", h->healthy ? "" : h->reason);
     json_object_object_add(o, "master", m);
     json_object_object_add(o, "reload", reload_doc(&sb->pool));
     return o;

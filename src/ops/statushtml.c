@@ -29,7 +29,7 @@ void enr_status_hist_add(enr_status_hist *h, const enr_scoreboard *sb, const enr
     x->completed = ENR_SB_TOTAL(sb, completed);
     x->p99_ms = health ? health->win.p99_ms : 0.0;
     /* Before the master's first verdict there is nothing to draw as one. */
-    x->healthy = ENR_SB_GET(sb->pool.health.seq) == 0 ? -1 : health ? health->healthy : 0;
+    x->healthy = health == NULL || !health->published ? -1 : health->healthy;
     for (ENR_SB_EACH_SLOT(sb, i, s)) {
         if (!enr_sb_slot_serving(s))
             continue;

@@ -10,8 +10,9 @@
  *    inside ppoll(), so a flag is always seen by the next loop turn and
  *    a handler never runs in the middle of the loop's work.
  *  - spawn_with() is the only fork() of the daemon, for workers (also
- *    reload.c's, through enr_master_spawn_worker) and for the status
- *    process; the child never returns into this file's loop.
+ *    the probes reload.c asks for: it returns them, reload_start() forks
+ *    them) and for the status process; the child never returns into this
+ *    file's loop.
  *  - Every child exit is classified once, in child_exited(): the reason the
  *    master asked for (recycle, timeout, reload, stop), the reason the
  *    worker gave in its exit code (soft limits), a crash (a signal the
@@ -81,7 +82,7 @@ static const enr_sig_rule master_signals[] = {
 
 /* ---- the fork site ------------------------------------------------------ */
 
-int enr_master_live_workers(const master *m, int ready_only)
+static int live_workers(const master *m, int ready_only)
 {
     int n = 0;
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
@@ -155,23 +156,12 @@ static int spawn(master *m, int kind, unsigned slot)
     return spawn_with(m, kind, slot, &m->cfg, m->generation);
 }
 
-int enr_master_spawn_worker(master *m, unsigned slot, const enr_config *cfg, unsigned gen)
+/* A worker the reload asked for (a probe of the pending configuration),
+ * forked here and the outcome handed back. */
+static void reload_start(master *m, enr_reload_start st, uint64_t now)
 {
-    return spawn_with(m, CHILD_WORKER, slot, cfg, gen);
-}
-
-int enr_master_cache_new(const enr_config *c, enr_cache **out)
-{
-    *out = NULL;
-    if (!enr_config_enriches(c) || c->cache_entries == 0 || c->cache_bytes == 0)
-        return 0;
-    *out = enr_cache_new(c->cache_entries, c->cache_bytes);
-    if (*out == NULL) {
-        enr_log(ENR_LOG_ERROR, "upstream cache mmap failed", "error=%s cache_bytes=%zu",
-                enr_log_errno(errno), c->cache_bytes);
-        return -1;
-    }
-    return 0;
+    if (st.start)
+        enr_reload_started(m, &st, spawn_with(m, CHILD_WORKER, st.slot, st.cfg, st.gen) == 0, now);
 }
 
 /* ---- exits ------------------------------------------------------------ */
@@ -315,7 +305,7 @@ static void fill_workers(master *m, uint64_t now)
         /* In a crash loop one probe at a time, not the whole pool: its
          * early death doubles the back-off (crashloop_note), its survival
          * ends the loop (sample_workers). */
-        if (holding && enr_master_live_workers(m, 0) > 0)
+        if (holding && live_workers(m, 0) > 0)
             return;
         if (spawn(m, CHILD_WORKER, i) != 0 || holding)
             return;
@@ -351,28 +341,9 @@ static void read_readiness(master *m)
     }
 }
 
-static int old_generation_left(const master *m)
-{
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid > 0 && m->w[i].generation != m->generation)
-            return 1;
-    return 0;
-}
-
-/* Workers of the current generation that serve, in the pool's own slots
- * (a reload's probe, kept until the pool is whole, is not one of them). */
-static int generation_ready(const master *m)
-{
-    int n = 0;
-    for (unsigned i = 0; i < m->cfg.workers && i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid > 0 && m->w[i].ready && m->w[i].generation == m->generation)
-            n++;
-    return n;
-}
-
 static void check_ready(master *m, uint64_t now)
 {
-    int ready = enr_master_live_workers(m, 1);
+    int ready = live_workers(m, 1);
     int enough = ready >= (int)m->cfg.workers ||
                  (ready >= (int)(m->cfg.min_ready_workers ? m->cfg.min_ready_workers : 1) &&
                   now >= m->start_ms + ENR_READY_WAIT_MS);
@@ -383,18 +354,7 @@ static void check_ready(master *m, uint64_t now)
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "ready", "workers=%d startup_ms=%" PRIu64, ready, now - m->start_ms);
     }
-    /* Done when the new generation is whole, or, past the start-up wait,
-     * with what started: the line says how many serve, not the first. */
-    if (m->reloading && !old_generation_left(m) && ready >= 1 &&
-        (generation_ready(m) >= (int)m->cfg.workers ||
-         now >= m->reload_start_ms + ENR_READY_WAIT_MS)) {
-        m->reloading = 0;
-        enr_health_restart(&m->health);
-        ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
-        enr_notify_ready();
-        enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d configured=%u",
-                m->generation, generation_ready(m), m->cfg.workers);
-    }
+    enr_reload_done_check(m, ready, now);
 }
 
 /* ---- tick: sampling, hard limits, health, systemd ------------------------ */
@@ -503,7 +463,7 @@ static void check_idle(master *m, uint64_t now)
 
 static void send_status(master *m, uint64_t now)
 {
-    char text[256];
+    char text[320];
     uint64_t done = ENR_SB_TOTAL(m->sb, completed);
 
     if (now > m->last_completed_at)
@@ -511,26 +471,25 @@ static void send_status(master *m, uint64_t now)
             (double)(done - m->last_completed) * 1000.0 / (double)(now - m->last_completed_at);
     m->last_completed = done;
     m->last_completed_at = now;
-    if (m->pending && m->probe_failures)
+    if (enr_reload_failing(m)) {
         /* Loud until it is resolved: the file on disk is not what serves. */
+        char why[240];
+        enr_reload_failed_text(m, why, sizeof why);
+        snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, %s", live_workers(m, 1),
+                 m->cfg.workers, m->req_rate, why);
+    } else if (ENR_SB_GET(m->sb->pool.crashloop))
         snprintf(text, sizeof text,
-                 "workers %d/%u, %.1f req/s, RELOAD FAILED: new workers do not start (%s), old "
-                 "configuration serving, attempt %u",
-                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->probe_error,
-                 m->probe_failures + 1);
-    else if (ENR_SB_GET(m->sb->pool.crashloop))
-        snprintf(
-            text, sizeof text,
-            "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64 " ms",
-            enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
+                 "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64
+                 " ms",
+                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
     else if (!m->draining && !m->health.liveness.live)
         snprintf(text, sizeof text,
                  "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", NOT LIVE, watchdog stopped: %s",
-                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
+                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
                  m->health.liveness.reason);
     else
         snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", %s%s%s",
-                 enr_master_live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
+                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
                  m->draining         ? "draining"
                  : m->health.healthy ? "healthy"
                                      : "unhealthy",
@@ -630,6 +589,7 @@ static const struct job {
     {"watchdog", watchdog_wanted, watchdog_period, feed_watchdog}, /* systemd WATCHDOG=1 */
 };
 #define N_JOBS (sizeof jobs / sizeof jobs[0])
+_Static_assert(N_JOBS == ENR_MASTER_JOBS, "master_state.h's job_next[] has one entry per job");
 
 static void run_jobs(master *m, uint64_t now)
 {
@@ -649,8 +609,8 @@ static void begin_drain(master *m, uint64_t now)
     m->drain_deadline = now + m->cfg.drain_timeout_ms;
     ENR_SB_SET(m->sb->pool.state, ENR_POOL_DRAINING);
     enr_notify_stopping();
-    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u",
-            enr_master_live_workers(m, 0), m->cfg.drain_timeout_ms);
+    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u", live_workers(m, 0),
+            m->cfg.drain_timeout_ms);
     /* New connections fail fast at nginx instead of waiting in a backlog
      * nobody will serve; the ones already queued are drained (USR2). */
     if (m->listen_path[0] && unlink(m->listen_path) == 0)
@@ -742,85 +702,145 @@ static int setup_signals(sigset_t *wait_mask)
     return 0;
 }
 
-int enr_master_run(const enr_config *cfg, const char *cfg_path)
+/* Everything before the loop: signals, systemd, the scoreboard and the
+ * cache (before the first fork: every child shares them), the sockets,
+ * the readiness pipe, the shared libraries.  0, or -1 (logged). */
+static int start_up(master *m, sigset_t *wait_mask)
 {
-    static master m; /* large (per-slot state): not on the stack */
-    sigset_t wait_mask;
     char err[512], q[600], served[ENR_PATH_MAX + 160], status_served[ENR_PATH_MAX + 160];
     int pipefd[2];
 
-    memset(&m, 0, sizeof m);
-    m.cfg = *cfg;
-    m.cfg_path = cfg_path;
-    m.start_ms = enr_mono_ms();
-    m.listen_fd = m.status_fd = m.ready_r = m.ready_w = -1;
+    m->start_ms = enr_mono_ms();
+    m->listen_fd = m->status_fd = m->ready_r = m->ready_w = -1;
     enr_log_role("master");
     enr_proctitle_set("master");
-    if (setup_signals(&wait_mask) != 0) {
+    if (setup_signals(wait_mask) != 0) {
         enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
-        return 1;
+        return -1;
     }
-    m.watchdog_ms = enr_notify_init();
-    m.sb = enr_sb_create();
-    if (m.sb == NULL) {
+    m->watchdog_ms = enr_notify_init();
+    m->sb = enr_sb_create();
+    if (m->sb == NULL) {
         enr_log(ENR_LOG_ERROR, "scoreboard mmap failed", "error=%s", enr_log_errno(errno));
-        return 1;
+        return -1;
     }
     /* Before the first fork, like the scoreboard: every worker shares it. */
-    if (enr_master_cache_new(&m.cfg, &m.cache) != 0)
-        return 1;
-    m.next_cache = m.cache;
-    ENR_SB_SET(m.sb->pool.start_ms, enr_wall_ms());
-    ENR_SB_SET(m.sb->pool.start_mono_ms, m.start_ms);
-    ENR_SB_SET(m.sb->pool.workers, m.cfg.workers);
-    m.sb->nslots = m.cfg.workers;
-    m.activated = enr_listen_activated();
-    if (m.cfg.idle_exit_s && !m.activated)
+    if (enr_reload_cache_new(&m->cfg, &m->cache) != 0)
+        return -1;
+    m->next_cache = m->cache;
+    ENR_SB_SET(m->sb->pool.start_ms, enr_wall_ms());
+    ENR_SB_SET(m->sb->pool.start_mono_ms, m->start_ms);
+    ENR_SB_SET(m->sb->pool.workers, m->cfg.workers);
+    m->sb->nslots = m->cfg.workers;
+    m->activated = enr_listen_activated();
+    if (m->cfg.idle_exit_s && !m->activated)
         enr_log(ENR_LOG_WARN,
                 "idle_exit_s ignored: not socket-activated, nothing would start "
                 "enrichd again",
                 NULL);
-    if (enr_listen_open(&m.cfg, &m.listen_fd, &m.status_fd, m.listen_path, m.status_path, err,
+    if (enr_listen_open(&m->cfg, &m->listen_fd, &m->status_fd, m->listen_path, m->status_path, err,
                         sizeof err) != 0) {
         enr_log(ENR_LOG_ERROR, "cannot open sockets", "error=%s", enr_log_quote(q, sizeof q, err));
-        cleanup(&m);
-        return 1;
+        cleanup(m);
+        return -1;
     }
     if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) != 0) {
         enr_log(ENR_LOG_ERROR, "pipe failed", "error=%s", enr_log_errno(errno));
-        cleanup(&m);
-        return 1;
+        cleanup(m);
+        return -1;
     }
-    m.ready_r = pipefd[0];
-    m.ready_w = pipefd[1];
+    m->ready_r = pipefd[0];
+    m->ready_w = pipefd[1];
     /* Before the first fork: shared libraries loaded once (worker.h). */
-    if (enr_worker_preload(&m.cfg, err, sizeof err) != 0) {
+    if (enr_worker_preload(&m->cfg, err, sizeof err) != 0) {
         enr_log(ENR_LOG_ERROR, "upstream_url is set but libcurl cannot be loaded", "error=%s",
                 enr_log_quote(q, sizeof q, err));
-        cleanup(&m);
-        return 1;
+        cleanup(m);
+        return -1;
     }
 #ifdef ENR_TEST_HOOKS
     enr_log(ENR_LOG_WARN, "TEST HOOKS compiled in: a test build, never for production", NULL);
 #endif
     /* What is served, as the kernel says: under socket activation not
      * necessarily what the file says (enr_listen_open warned). */
-    enr_log(ENR_LOG_INFO, "starting", "config=%s workers=%u activated=%d %s %s",
-            enr_log_quote(q, sizeof q, m.cfg.source), m.cfg.workers, m.activated,
-            enr_listen_describe(m.listen_fd, "listen", served, sizeof served),
-            enr_listen_describe(m.status_fd, "status_listen", status_served, sizeof status_served));
+    enr_log(
+        ENR_LOG_INFO, "starting", "config=%s workers=%u activated=%d %s %s",
+        enr_log_quote(q, sizeof q, m->cfg.source), m->cfg.workers, m->activated,
+        enr_listen_describe(m->listen_fd, "listen", served, sizeof served),
+        enr_listen_describe(m->status_fd, "status_listen", status_served, sizeof status_served));
     for (size_t j = 0; j < N_JOBS; j++) /* the first samples after a tick of start-up */
-        m.job_next[j] = m.start_ms + (jobs[j].run == feed_watchdog ? 0 : ENR_MASTER_TICK_MS);
-    m.last_completed_at = m.start_ms;
-    m.health.healthy = 1;
-    m.was_healthy = 1;
-    m.health.liveness.live = 1;
-    m.was_live = 1;
+        m->job_next[j] = m->start_ms + (jobs[j].run == feed_watchdog ? 0 : ENR_MASTER_TICK_MS);
+    m->last_completed_at = m->start_ms;
+    m->health.healthy = 1;
+    m->was_healthy = 1;
+    m->health.liveness.live = 1;
+    m->was_live = 1;
+    return 0;
+}
 
+/* The flags the handlers set: children to reap, a drain, a stop, a
+ * reload.  -1 to go on, or the process exit code. */
+static int take_signals(master *m, uint64_t now)
+{
+    if (sig_term) {
+        sig_term = 0;
+        if (!m->draining) {
+            begin_drain(m, now);
+        } else {
+            /* Like nginx and Gunicorn: a second TERM does not wait for
+             * the drain, it stops at once as QUIT does. */
+            enr_log(ENR_LOG_WARN, "second TERM while draining: stopping at once", NULL);
+            sig_quit = 1;
+        }
+    }
+    if (sig_quit) {
+        enr_log(ENR_LOG_WARN, "quit: stopping at once", NULL);
+        enr_notify_stopping();
+        return stop(m, 0);
+    }
+    if (sig_hup) {
+        sig_hup = 0;
+        if (!m->draining)
+            reload_start(m, enr_reload(m, now), now);
+    }
+    return -1;
+}
+
+/* A drain ends when the workers are gone (then the status process), or
+ * at its deadline.  -1 to go on, or the process exit code. */
+static int drain_step(master *m, uint64_t now)
+{
+    if (live_workers(m, 0) == 0) {
+        if (m->status.pid > 0 && m->status.asked == ENR_EXIT_NONE)
+            enr_child_ask(&m->status, ENR_EXIT_STOP, ENR_STEP_TERM);
+        if (m->status.pid == 0) {
+            enr_log(ENR_LOG_INFO, "stopped", "restarts=%" PRIu64, m->restarts);
+            return stop(m, 0);
+        }
+    }
+    if (now >= m->drain_deadline) {
+        enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
+                live_workers(m, 0));
+        return stop(m, 0);
+    }
+    return -1;
+}
+
+int enr_master_run(const enr_config *cfg, const char *cfg_path)
+{
+    static master m; /* large (per-slot state): not on the stack */
+    sigset_t wait_mask;
+
+    memset(&m, 0, sizeof m);
+    m.cfg = *cfg;
+    m.cfg_path = cfg_path;
+    if (start_up(&m, &wait_mask) != 0)
+        return 1;
     for (;;) {
         struct pollfd pfd = {.fd = m.ready_r, .events = POLLIN};
         struct timespec ts;
         uint64_t now, wait;
+        int rc;
 
         enr_signals_report();
         if (sig_chld) {
@@ -828,46 +848,16 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             reap_children(&m, WNOHANG);
         }
         now = enr_mono_ms();
-        if (sig_term) {
-            sig_term = 0;
-            if (!m.draining) {
-                begin_drain(&m, now);
-            } else {
-                /* Like nginx and Gunicorn: a second TERM does not wait for
-                 * the drain, it stops at once as QUIT does. */
-                enr_log(ENR_LOG_WARN, "second TERM while draining: stopping at once", NULL);
-                sig_quit = 1;
-            }
-        }
-        if (sig_quit) {
-            enr_log(ENR_LOG_WARN, "quit: stopping at once", NULL);
-            enr_notify_stopping();
-            return stop(&m, 0);
-        }
-        if (sig_hup) {
-            sig_hup = 0;
-            if (!m.draining)
-                enr_reload(&m, now);
-        }
+        if ((rc = take_signals(&m, now)) >= 0)
+            return rc;
         if (pfd.fd >= 0)
             read_readiness(&m);
         if (m.draining) {
-            if (enr_master_live_workers(&m, 0) == 0) {
-                if (m.status.pid > 0 && m.status.asked == ENR_EXIT_NONE)
-                    enr_child_ask(&m.status, ENR_EXIT_STOP, ENR_STEP_TERM);
-                if (m.status.pid == 0) {
-                    enr_log(ENR_LOG_INFO, "stopped", "restarts=%" PRIu64, m.restarts);
-                    return stop(&m, 0);
-                }
-            }
-            if (now >= m.drain_deadline) {
-                enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
-                        enr_master_live_workers(&m, 0));
-                return stop(&m, 0);
-            }
+            if ((rc = drain_step(&m, now)) >= 0)
+                return rc;
         } else {
             fill_pool(&m, now);
-            enr_reload_check(&m, now);
+            reload_start(&m, enr_reload_check(&m, now), now);
             check_ready(&m, now);
         }
         escalate(&m, now);

@@ -15,9 +15,6 @@
 #define ENR_EARLY_DEATH_MS 1000
 /* This many early deaths in a row mean a crash loop. */
 #define ENR_CRASHLOOP_THRESHOLD 3
-/* READY=1 waits for the whole first wave of workers, at most this long
- * (then min_ready_workers is enough). */
-#define ENR_READY_WAIT_MS 1000
 
 /* Runs the daemon in the foreground until TERM/INT (drain) or QUIT.
  * cfg_path is re-read on HUP (NULL: the built-in default).  Returns the

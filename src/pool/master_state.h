@@ -3,7 +3,9 @@
  * that make it: master.c (the loop, the one fork site, child exits, the
  * periodic jobs) and reload.c (configuration generations).  Nothing
  * outside the master includes it; enr_master_run() (master.h) is the
- * master's only public entry.
+ * master's only public entry.  It declares no function: reload.c answers
+ * master.c (it returns what to start, reload.h), never calls it, so the
+ * include check (scripts/incgraph.py) sees the two as one arrow.
  *
  * Invariants: w[i] is the process in scoreboard slot i; a pid > 0 is a
  * child not yet reaped; generation counts the committed configurations,
@@ -21,6 +23,14 @@
 #include "ops/health.h"
 #include "base/scoreboard.h"
 #include "upstream/cache.h"
+
+/* READY=1 waits for the whole first wave of workers, at most this long
+ * (then min_ready_workers is enough); a reload's end likewise waits for
+ * the new generation's. */
+#define ENR_READY_WAIT_MS 1000
+
+/* master.c's periodic jobs (its jobs[] table has one row each). */
+#define ENR_MASTER_JOBS 3
 
 typedef struct enr_master {
     enr_config cfg;
@@ -44,7 +54,7 @@ typedef struct enr_master {
     int first_ready;          /* some worker has accepted since start */
     uint64_t drain_deadline;
     uint64_t watchdog_ms;
-    uint64_t job_next[3]; /* when each of master.c's jobs[] runs next (monotonic ms) */
+    uint64_t job_next[ENR_MASTER_JOBS]; /* when each of master.c's jobs[] runs next (ms) */
     uint64_t last_completed, last_completed_at;
     int activated;                      /* the sockets came from systemd (idle exit) */
     uint64_t last_accepted, idle_since; /* idle exit: requests seen, and since when none */
@@ -62,18 +72,5 @@ typedef struct enr_master {
     unsigned probe_failures; /* of the pending configuration */
     char probe_error[96];
 } enr_master;
-
-/* master.c: the one fork site, for a worker of configuration cfg and
- * generation gen in slot; 0 or -1 (logged). */
-int enr_master_spawn_worker(enr_master *m, unsigned slot, const enr_config *cfg, unsigned gen);
-
-/* master.c: the host's upstream cache for configuration c, made before
- * the workers that use it are forked: *out is NULL when enrichment or the
- * cache is off.  0, or -1 (logged) when it cannot be mapped. */
-int enr_master_cache_new(const enr_config *c, enr_cache **out);
-
-/* master.c: how many workers are alive (ready_only: and have reported
- * ready). */
-int enr_master_live_workers(const enr_master *m, int ready_only);
 
 #endif

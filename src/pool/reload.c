@@ -16,8 +16,12 @@
  *  - The socket settings never change on reload (the sockets stay open
  *    across generations); a file that changes them is applied without
  *    them, with a warning.
- *  - Workers are started only through the master's fork site
- *    (enr_master_spawn_worker) and ended only through child.h.
+ *  - This file forks nothing and calls nothing of master.c: a probe to
+ *    start is returned to the master (enr_reload_start), which forks it at
+ *    its one fork site and says how it went (enr_reload_started); workers
+ *    are ended only through child.h.
+ *  - The reload's end (done, failed, refused) and its STATUS= text are
+ *    decided here and nowhere else.
  *  - The upstream cache is kept across a reload that leaves its layout
  *    (cache_entries, cache_bytes) and its identity (identity_fields:
  *    every key that changes what a call sends or where, the secret
@@ -30,11 +34,13 @@
 #include "pool/reload.h"
 #include "upstream/quota.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/health.h"
 #include "pool/child.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -64,10 +70,7 @@ static void probe_failed(enr_master *m, const char *why, const char *detail, uin
             "configuration keeps serving",
             "generation=%u reason=%s%s%s failures=%u retry_in_ms=%" PRIu64, m->generation + 1, why,
             detail[0] ? " " : "", detail, m->probe_failures, m->retry_ms);
-    snprintf(status, sizeof status,
-             "RELOAD FAILED: new workers do not start (%s), old configuration serving, retry in "
-             "%" PRIu64 " ms",
-             m->probe_error, m->retry_ms);
+    enr_reload_failed_text(m, status, sizeof status);
     enr_notify_status(status);
     /* systemd's reload ends here: the configuration in force is the old one. */
     if (m->probe_failures == 1)
@@ -255,9 +258,11 @@ static void commit_reload(enr_master *m)
 }
 
 /* One worker of the pending configuration, in a slot no generation uses:
- * the running pool is untouched until it reports ready. */
-static void start_probe(enr_master *m, uint64_t now)
+ * the running pool is untouched until it reports ready.  The slot is
+ * returned for the master to fork (enr_reload_started says how it went). */
+static enr_reload_start start_probe(enr_master *m)
 {
+    enr_reload_start none = {0, 0, NULL, 0};
     unsigned lo = m->cfg.workers > m->next_cfg.workers ? m->cfg.workers : m->next_cfg.workers;
     unsigned slot = ENR_SB_MAX_WORKERS;
 
@@ -271,29 +276,38 @@ static void start_probe(enr_master *m, uint64_t now)
                 "workers=%u", m->next_cfg.workers);
         m->probe_slot = ENR_SB_MAX_WORKERS; /* none */
         commit_reload(m);
-        return;
+        return none;
     }
     if (slot >= m->sb->nslots)
         m->sb->nslots = slot + 1;
     m->probe_slot = slot;
-    if (enr_master_spawn_worker(m, slot, &m->next_cfg, m->generation + 1) != 0) {
+    return (enr_reload_start){1, slot, &m->next_cfg, m->generation + 1};
+}
+
+void enr_reload_started(enr_master *m, const enr_reload_start *st, int forked, uint64_t now)
+{
+    if (!st->start)
+        return;
+    if (!forked) {
         probe_failed(m, "fork", "", now);
         return;
     }
-    m->w[slot].probe = ENR_PROBE_TRYING;
+    m->w[st->slot].probe = ENR_PROBE_TRYING;
     m->probe_deadline = now + ENR_RELOAD_PROBE_MS;
     enr_log(ENR_LOG_INFO, "reload: starting one worker of the new configuration first",
-            "generation=%u slot=%u attempt=%u", m->generation + 1, slot, m->probe_failures + 1);
+            "generation=%u slot=%u attempt=%u", st->gen, st->slot, m->probe_failures + 1);
 }
 
 /* Each loop turn while a reload is pending or its probe still serves. */
-void enr_reload_check(enr_master *m, uint64_t now)
+enr_reload_start enr_reload_check(enr_master *m, uint64_t now)
 {
+    enr_reload_start none = {0, 0, NULL, 0};
+
     if (m->pending) {
         enr_child *ch = &m->w[m->probe_slot];
         if (ch->pid == 0 || ch->probe != ENR_PROBE_TRYING) {
             if (now >= m->retry_at)
-                start_probe(m, now);
+                return start_probe(m);
         } else if (ch->ready) {
             commit_reload(m);
         } else if (now >= m->probe_deadline && ch->asked == ENR_EXIT_NONE) {
@@ -301,7 +315,7 @@ void enr_reload_check(enr_master *m, uint64_t now)
                     "worker_pid=%ld timeout_ms=%d", (long)ch->pid, ENR_RELOAD_PROBE_MS);
             enr_child_ask(ch, ENR_EXIT_TIMEOUT, ENR_STEP_KILL);
         }
-        return;
+        return none;
     }
     /* A committed probe serves until its generation fills the pool. */
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
@@ -314,6 +328,7 @@ void enr_reload_check(enr_master *m, uint64_t now)
         if (full)
             enr_child_ask(ch, ENR_EXIT_RELOAD, ENR_STEP_TERM);
     }
+    return none;
 }
 
 /* A finding of the new configuration that does not refuse it. */
@@ -326,8 +341,9 @@ static void log_warning(void *arg, const char *msg)
             enr_log_quote(q, sizeof q, msg));
 }
 
-void enr_reload(enr_master *m, uint64_t now)
+enr_reload_start enr_reload(enr_master *m, uint64_t now)
 {
+    enr_reload_start none = {0, 0, NULL, 0};
     enr_cache *ncache = NULL;
     enr_config next;
     const char *changed = NULL;
@@ -349,23 +365,23 @@ void enr_reload(enr_master *m, uint64_t now)
         enr_config_load_secrets(&next, log_warning, NULL, err, sizeof err) != 0) {
         refused(m, "reload refused: configuration invalid, keeping the old one",
                 "reload refused: invalid configuration (see log)", err);
-        return;
+        return none;
     }
     if (enr_worker_preload(&next, err, sizeof err) != 0) {
         refused(m, "reload refused: upstream_url is set but libcurl cannot be loaded",
                 "reload refused: libcurl cannot be loaded (see log)", err);
         enr_config_secrets_free(&next, NULL);
-        return;
+        return none;
     }
     if (keep_listen(&next, &m->cfg))
         enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
     if (cache_kept(&next, &m->cfg, &changed)) {
         ncache = m->cache;
-    } else if (enr_master_cache_new(&next, &ncache) != 0) {
+    } else if (enr_reload_cache_new(&next, &ncache) != 0) {
         refused(m, "reload refused: the new upstream cache cannot be mapped",
                 "reload refused: upstream cache cannot be mapped (see log)", "");
         enr_config_secrets_free(&next, NULL);
-        return;
+        return none;
     } else if (ncache != NULL) {
         enr_log(ENR_LOG_INFO, "reload: a new, empty upstream cache for the new configuration",
                 "changed=%s cache_entries=%u cache_bytes=%zu", changed, next.cache_entries,
@@ -390,7 +406,7 @@ void enr_reload(enr_master *m, uint64_t now)
     m->probe_error[0] = '\0';
     ENR_SB_SET(m->sb->pool.reload_pending, 1);
     ENR_SB_SET(m->sb->pool.state, ENR_POOL_RELOADING);
-    start_probe(m, now);
+    return start_probe(m);
 }
 
 int enr_reload_probe_exited(enr_master *m, unsigned slot, const char *why, const char *detail,
@@ -418,4 +434,66 @@ uint64_t enr_reload_next(const enr_master *m, uint64_t now)
         return UINT64_MAX;
     t = m->w[m->probe_slot].pid == 0 ? m->retry_at : m->probe_deadline;
     return t > now ? t : UINT64_MAX;
+}
+
+int enr_reload_cache_new(const enr_config *c, enr_cache **out)
+{
+    *out = NULL;
+    if (!enr_config_enriches(c) || c->cache_entries == 0 || c->cache_bytes == 0)
+        return 0;
+    *out = enr_cache_new(c->cache_entries, c->cache_bytes);
+    if (*out == NULL) {
+        enr_log(ENR_LOG_ERROR, "upstream cache mmap failed", "error=%s cache_bytes=%zu",
+                enr_log_errno(errno), c->cache_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+void enr_reload_failed_text(const enr_master *m, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "RELOAD FAILED: new workers do not start (%s), old configuration serving, attempt "
+             "%u, retry in %" PRIu64 " ms",
+             m->probe_error, m->probe_failures + 1, m->retry_ms);
+}
+
+int enr_reload_failing(const enr_master *m)
+{
+    return m->pending && m->probe_failures;
+}
+
+static int old_generation_left(const enr_master *m)
+{
+    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && m->w[i].generation != m->generation)
+            return 1;
+    return 0;
+}
+
+/* Workers of the current generation that serve, in the pool's own slots
+ * (a reload's probe, kept until the pool is whole, is not one of them). */
+static int generation_ready(const enr_master *m)
+{
+    int n = 0;
+    for (unsigned i = 0; i < m->cfg.workers && i < ENR_SB_MAX_WORKERS; i++)
+        if (m->w[i].pid > 0 && m->w[i].ready && m->w[i].generation == m->generation)
+            n++;
+    return n;
+}
+
+/* Done when the new generation is whole, or, past the start-up wait,
+ * with what started: the line says how many serve, not the first. */
+void enr_reload_done_check(enr_master *m, int ready, uint64_t now)
+{
+    if (m->reloading && !old_generation_left(m) && ready >= 1 &&
+        (generation_ready(m) >= (int)m->cfg.workers ||
+         now >= m->reload_start_ms + ENR_READY_WAIT_MS)) {
+        m->reloading = 0;
+        enr_health_restart(&m->health);
+        ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
+        enr_notify_ready();
+        enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d configured=%u",
+                m->generation, generation_ready(m), m->cfg.workers);
+    }
 }

@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +39,7 @@
 #include "base/curlapi.h"
 #include "engine/engine.h"
 #include "fcgi/fcgi_body.h"
+#include "fcgi/fcgi_child.h"
 #include "fcgi/fcgi_conn.h"
 #include "fcgi/fcgi_http.h"
 #include "fcgi/fcgi_stream.h"
@@ -699,7 +699,6 @@ static void serve_connection(worker *w, int fd)
 
 static int setup(worker *w, const enr_worker_args *a)
 {
-    sigset_t block;
     char err[256] = "";
     unsigned read_ms = ENR_WORKER_READ_TIMEOUT_MS;
 
@@ -710,20 +709,8 @@ static int setup(worker *w, const enr_worker_args *a)
     w->generation = a->generation;
     w->pool_start_mono_ms = ENR_SB_GET(a->sb->pool.start_mono_ms);
 
-    /* libfcgi installs its own SIGPIPE/SIGUSR1 handlers in FCGX_Init;
-     * ours come after so they win. */
-    if (FCGX_Init() != 0) {
-        enr_log(ENR_LOG_ERROR, "FCGX_Init failed", NULL);
-        return -1;
-    }
-    /* Every handled signal is blocked except inside the wait for a
-     * connection: see the file comment. */
-    if (enr_signals_install(worker_signals, sizeof worker_signals / sizeof worker_signals[0],
-                            &block) != 0 ||
-        sigprocmask(SIG_SETMASK, &block, &w->wait_mask) != 0) {
-        enr_log(ENR_LOG_ERROR, "signal setup failed", "error=%s", enr_log_errno(errno));
-        return -1;
-    }
+    /* Every handled signal is blocked (enr_fcgi_child_start) except
+     * inside the wait for a connection: see the file comment. */
     sigemptyset(&w->wait_mask);
 
     w->engine = enr_engine_new();
@@ -803,22 +790,22 @@ int enr_worker_main(const enr_worker_args *a)
     worker w;
     int reason = ENR_EXIT_NONE;
     enr_sb_slot *slot = &a->sb->slot[a->slot];
+    enr_fcgi_child start = {
+        "worker", NULL,           "master gone before the worker started",
+        0,        worker_signals, sizeof worker_signals / sizeof worker_signals[0]};
+    char ptitle[64];
+    sigset_t wait_mask;
 
 #ifdef ENR_TEST_HOOKS
     hooks_start_delay();
 #endif
     /* The pool dies with its master; a worker without one would serve a
      * socket nobody supervises. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    enr_log_role("worker");
-    enr_proctitle_set("worker %u gen %u starting", a->slot, a->generation);
-    /* A master that died before prctl() left us with another parent,
-     * and no signal will ever come. */
-    if (getppid() != a->master_pid) {
-        enr_log(ENR_LOG_ERROR, "master gone before the worker started", "master_pid=%ld",
-                (long)a->master_pid);
+    snprintf(ptitle, sizeof ptitle, "worker %u gen %u starting", a->slot, a->generation);
+    start.title = ptitle;
+    start.master_pid = a->master_pid;
+    if (enr_fcgi_child_start(&start, &wait_mask) != 0)
         return ENR_WORKER_EXIT_FAILED;
-    }
     ENR_SB_SET(slot->pid, (int64_t)getpid());
     ENR_SB_SET(slot->state, ENR_WS_STARTING);
     ENR_SB_SET(slot->started_ms, enr_wall_ms());

@@ -97,41 +97,13 @@ const char *enr_api_verdict_name(int verdict)
 
 /* ---- ids and URLs ---- */
 
-/* The length of the strict UTF-8 sequence at s[0..n) (no surrogate, no
- * overlong), 0 when there is none. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    size_t need = s[0] < 0x80 ? 0 : s[0] >= 0xf0 ? 3 : s[0] >= 0xe0 ? 2 : s[0] >= 0xc2 ? 1 : 9;
-    uint32_t cp;
-
-    if (need == 0)
-        return 1;
-    if (need == 9 || s[0] > 0xf4 || need >= n)
-        return 0;
-    cp = s[0] & (0x3fu >> need);
-    for (size_t k = 1; k <= need; k++) {
-        if ((s[k] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[k] & 0x3fu);
-    }
-    if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (need == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return need + 1;
-}
-
 int enr_api_id_ok(const char *id, size_t len, const char *forbid)
 {
-    const unsigned char *s = (const unsigned char *)id;
-
-    if (len == 0 || len > ENR_API_ID_MAX)
+    if (len == 0 || len > ENR_API_ID_MAX || !enr_reply_id_askable(id, len))
         return 0;
-    for (size_t i = 0, k; i < len; i += k) {
-        if (s[i] < 0x20 || s[i] == 0x7f || (s[i] < 0x80 && strchr(forbid, s[i]) != NULL))
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)id[i] < 0x20 || id[i] == 0x7f || strchr(forbid, id[i]) != NULL)
             return 0;
-        if ((k = utf8_len(s + i, len - i)) == 0)
-            return 0;
-    }
     return 1;
 }
 

@@ -83,14 +83,20 @@ typedef struct enr_api {
     size_t max_ids;    /* per call, the API's documented limit */
     int needs_secret;  /* 1: a call without the key/token is never made */
     /* Append to url the whole URL of one call: base (the configured
-     * *_url, no query), the API's parameters and ids[0..n) percent-encoded;
-     * secret (NULL when none) where the API takes it in the URL.  Returns
-     * 0, or -1 when an id cannot be asked for at all (too long, or bytes
-     * the API's answer could not echo unchanged): the caller skips it. */
+     * *_url, no query: the API's root, https://www.googleapis.com/youtube/v3,
+     * https://api.vimeo.com, https://api.dailymotion.com; the method's
+     * path, /videos, goes after one '/'), the API's parameters and
+     * ids[0..n) percent-encoded; secret (NULL when none) where the API
+     * takes it in the URL.  Returns 0, or -1 with url as it was when n is
+     * 0 or past max_ids or an id cannot be asked for at all (too long, or
+     * bytes the API's answer could not echo unchanged): the caller skips
+     * it (asking for it alone tells which).  NULL for UPSTREAM: the
+     * client builds that URL (provider=, upstream_header, its secret). */
     int (*build_url)(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
                      const char *secret, size_t secret_len);
     /* Append the extra request header lines, "Name: value" each
-     * NUL-separated, secret (NULL when none) where the API takes it. */
+     * NUL-terminated, secret (NULL when none) where the API takes it (a
+     * secret that could break the line is left out).  NULL for UPSTREAM. */
     void (*headers)(enr_buf *out, const char *secret, size_t secret_len);
     /* Read a 200 answer: see the contract at the top. */
     int (*parse)(const char *body, size_t len, enr_reply_id *ids, size_t n, uint64_t seed,

@@ -23,7 +23,6 @@
 #include "upstream/api_int.h"
 #include "upstream/reply_scan.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #define FORBID "," /* the ids parameter's separator */
@@ -61,6 +60,21 @@ static void dm_headers(enr_buf *out, const char *secret, size_t secret_len)
 /* The item's keys: the thumbnails first, best first. */
 enum { K_1080, K_720, K_480, K_THUMB, K_ID, K_DURATION, K_COUNT };
 
+typedef struct dm_item {
+    enr_rscan *r;
+    const unsigned char *at[K_COUNT]; /* the last string of each (a number for duration) */
+} dm_item;
+
+static int item_member(void *ctx, int key, int depth)
+{
+    dm_item *it = ctx;
+    const unsigned char *ignored;
+
+    if (key == K_DURATION)
+        return enr_jscan_number_at(&it->r->j, depth, &it->at[K_DURATION]);
+    return enr_jscan_string_at(&it->r->j, depth, key >= 0 ? &it->at[key] : &ignored);
+}
+
 static int dm_item_read(enr_rscan *r, int depth)
 {
     static const char *const names[] = {"thumbnail_1080_url",
@@ -69,39 +83,17 @@ static int dm_item_read(enr_rscan *r, int depth)
                                         "thumbnail_url",
                                         "id",
                                         "duration"};
-    const unsigned char *at[K_COUNT] = {NULL}; /* the last string (a number for duration) */
+    dm_item it = {.r = r};
     enr_reply_id *id;
-    size_t len;
-    int more, key, faithful;
-    double d;
 
-    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
-        int rc;
-        if (enr_jscan_key(&r->j, names, K_COUNT, &key) != 0)
-            return -1;
-        if (key == K_DURATION) {
-            rc = enr_jscan_number_at(&r->j, depth + 1, &at[K_DURATION]);
-        } else {
-            if (key >= 0)
-                at[key] = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
-            rc = enr_jscan_skip(&r->j, depth + 1);
-        }
-        if (rc != 0)
-            return -1;
-    }
-    if (more != 0)
+    if (enr_jscan_object(&r->j, depth, names, K_COUNT, item_member, &it) != 0)
         return -1;
-    if (enr_rscan_string_at(r, at[K_ID], r->idbuf, r->idmax, &len, &faithful) != 0 || !faithful ||
-        (id = enr_rscan_claim(r, r->idbuf, len)) == NULL)
+    if ((id = enr_rscan_claim_at(r, it.at[K_ID])) == NULL)
         return 0;
     for (int k = K_1080; k <= K_THUMB; k++)
-        if (enr_rscan_poster_at(r, id, at[k]))
+        if (enr_rscan_poster_at(r, id, it.at[k]))
             break;
-    if (at[K_DURATION] != NULL) {
-        d = strtod((const char *)at[K_DURATION], NULL); /* a delimiter follows it */
-        if (d > 0 && enr_reply_duration_ok(d, &id->duration))
-            id->has_duration = 1;
-    }
+    enr_rscan_seconds_at(id, it.at[K_DURATION]);
     enr_rscan_settle(id);
     return 0;
 }

@@ -79,133 +79,106 @@ static void vm_headers(enr_buf *out, const char *secret, size_t secret_len)
 /* ---- the reader ---- */
 
 typedef struct vm_item {
-    const unsigned char *uri, *duration, *link; /* link: of the widest size so far */
+    enr_rscan *r;
+    const unsigned char *uri, *duration;
+    const unsigned char *link; /* of the widest usable size so far */
     double width;
+    const unsigned char *size_width, *size_link; /* of the size being read */
 } vm_item;
 
+static int size_member(void *ctx, int key, int depth)
+{
+    vm_item *it = ctx;
+    const unsigned char *ignored;
+
+    if (key == 0)
+        return enr_jscan_number_at(&it->r->j, depth, &it->size_width);
+    return enr_jscan_string_at(&it->r->j, depth, key == 1 ? &it->size_link : &ignored);
+}
+
 /* One element of sizes: a candidate when its width is a number and its
- * link passes the poster checks. */
-static int read_size(enr_rscan *r, int depth, vm_item *it)
+ * link passes the poster checks; the first of equal widths wins. */
+static int read_size(void *ctx, int depth)
 {
     static const char *const names[] = {"width", "link"};
-    const unsigned char *width = NULL, *link = NULL;
-    int more, key;
+    vm_item *it = ctx;
+    enr_rscan *r = it->r;
     size_t len;
     int faithful;
     double w;
 
-    if (!enr_jscan_at(&r->j, '{'))
-        return enr_jscan_skip(&r->j, depth);
-    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
-        int rc;
-        if (enr_jscan_key(&r->j, names, 2, &key) != 0)
-            return -1;
-        if (key == 0) {
-            rc = enr_jscan_number_at(&r->j, depth + 1, &width);
-        } else {
-            if (key == 1)
-                link = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
-            rc = enr_jscan_skip(&r->j, depth + 1);
-        }
-        if (rc != 0)
-            return -1;
-    }
-    if (more != 0 || width == NULL || link == NULL)
-        return more;
-    w = strtod((const char *)width, NULL); /* a delimiter follows it in the body */
+    it->size_width = it->size_link = NULL;
+    if (enr_jscan_object(&r->j, depth, names, 2, size_member, it) != 0)
+        return -1;
+    if (it->size_width == NULL || it->size_link == NULL)
+        return 0;
+    w = strtod((const char *)it->size_width, NULL); /* a delimiter follows it in the body */
     if ((it->link == NULL || w > it->width) &&
-        enr_rscan_string_at(r, link, r->poster, sizeof r->poster, &len, &faithful) == 0 &&
+        enr_rscan_string_at(r, it->size_link, r->poster, sizeof r->poster, &len, &faithful) == 0 &&
         len <= sizeof r->poster && enr_reply_poster_ok(r->poster, len)) {
-        it->link = link;
+        it->link = it->size_link;
         it->width = w;
     }
     return 0;
 }
 
-/* pictures {sizes [..]}: the widest usable size. */
-static int read_pictures(enr_rscan *r, int depth, vm_item *it)
+/* pictures {sizes [..]}: a later sizes replaces an earlier one. */
+static int pictures_member(void *ctx, int key, int depth)
 {
-    static const char *const names[] = {"sizes"};
-    int more, key;
+    vm_item *it = ctx;
 
+    if (key != 0)
+        return enr_jscan_skip(&it->r->j, depth);
     it->link = NULL;
-    if (!enr_jscan_at(&r->j, '{'))
-        return enr_jscan_skip(&r->j, depth);
-    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
-        int rc = 0, m;
-        if (enr_jscan_key(&r->j, names, 1, &key) != 0)
-            return -1;
-        if (key != 0 || !enr_jscan_at(&r->j, '[')) {
-            it->link = key == 0 ? NULL : it->link;
-            rc = enr_jscan_skip(&r->j, depth + 1);
-        } else {
-            it->link = NULL; /* a later sizes replaces an earlier one */
-            for (m = enr_jscan_open(&r->j, depth + 1); m == 1 && rc == 0;
-                 m = enr_jscan_next(&r->j, ']'))
-                rc = read_size(r, depth + 2, it);
-            rc = rc != 0 ? rc : m;
-        }
-        if (rc != 0)
-            return -1;
-    }
-    return more;
+    return enr_jscan_array(&it->r->j, depth, read_size, it);
 }
 
-static void vm_resolve(enr_rscan *r, const vm_item *it)
+static int item_member(void *ctx, int key, int depth)
 {
-    size_t len, idlen, cap = r->idmax + r->idextra;
-    int faithful;
-    enr_reply_id *id;
-    const char *colon;
-    double d;
+    static const char *const pictures[] = {"sizes"};
+    vm_item *it = ctx;
+    const unsigned char *ignored;
 
-    if (enr_rscan_string_at(r, it->uri, r->idbuf, cap, &len, &faithful) != 0 || !faithful ||
+    if (key == 2) {
+        it->link = NULL;
+        return enr_jscan_object(&it->r->j, depth, pictures, 1, pictures_member, it);
+    }
+    if (key == 1)
+        return enr_jscan_number_at(&it->r->j, depth, &it->duration);
+    return enr_jscan_string_at(&it->r->j, depth, key == 0 ? &it->uri : &ignored);
+}
+
+/* The asked id a uri names: /videos/ID or /videos/ID:HASH. */
+static enr_reply_id *claim_uri(enr_rscan *r, const unsigned char *uri)
+{
+    size_t len, cap = r->idmax + r->idextra;
+    int faithful;
+    const char *colon;
+
+    if (enr_rscan_string_at(r, uri, r->idbuf, cap, &len, &faithful) != 0 || !faithful ||
         len <= URI_PREFIX_LEN || memcmp(r->idbuf, URI_PREFIX, URI_PREFIX_LEN) != 0)
-        return;
+        return NULL;
     colon = memchr(r->idbuf + URI_PREFIX_LEN, ':', (len < cap ? len : cap) - URI_PREFIX_LEN);
     if (colon != NULL)
-        idlen = (size_t)(colon - r->idbuf) - URI_PREFIX_LEN;
-    else if (len <= cap)
-        idlen = len - URI_PREFIX_LEN;
-    else
-        return; /* an id longer than any asked */
-    if ((id = enr_rscan_claim(r, r->idbuf + URI_PREFIX_LEN, idlen)) == NULL)
-        return;
-    (void)enr_rscan_poster_at(r, id, it->link);
-    if (it->duration != NULL) {
-        d = strtod((const char *)it->duration, NULL);
-        if (d > 0 && enr_reply_duration_ok(d, &id->duration))
-            id->has_duration = 1;
-    }
-    enr_rscan_settle(id);
+        len = (size_t)(colon - r->idbuf);
+    else if (len > cap)
+        return NULL; /* an id longer than any asked */
+    return enr_rscan_claim(r, r->idbuf + URI_PREFIX_LEN, len - URI_PREFIX_LEN);
 }
 
 static int vm_item_read(enr_rscan *r, int depth)
 {
     static const char *const names[] = {"uri", "duration", "pictures"};
-    vm_item it;
-    int more, key;
+    vm_item it = {.r = r};
+    enr_reply_id *id;
 
-    memset(&it, 0, sizeof it);
-    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
-        int rc;
-        if (enr_jscan_key(&r->j, names, 3, &key) != 0)
-            return -1;
-        if (key == 2) {
-            rc = read_pictures(r, depth + 1, &it);
-        } else if (key == 1) {
-            rc = enr_jscan_number_at(&r->j, depth + 1, &it.duration);
-        } else {
-            if (key == 0)
-                it.uri = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
-            rc = enr_jscan_skip(&r->j, depth + 1);
-        }
-        if (rc != 0)
-            return -1;
-    }
-    if (more != 0)
+    if (enr_jscan_object(&r->j, depth, names, 3, item_member, &it) != 0)
         return -1;
-    vm_resolve(r, &it);
+    if ((id = claim_uri(r, it.uri)) == NULL)
+        return 0;
+    (void)enr_rscan_poster_at(r, id, it.link);
+    enr_rscan_seconds_at(id, it.duration);
+    enr_rscan_settle(id);
     return 0;
 }
 

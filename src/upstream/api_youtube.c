@@ -66,124 +66,92 @@ static void yt_headers(enr_buf *out, const char *secret, size_t secret_len)
 
 enum { T_DEFAULT, T_MEDIUM, T_HIGH, T_STANDARD, T_MAXRES, T_COUNT };
 
+/* One item being read: where the last string of each field starts. */
 typedef struct yt_item {
-    const unsigned char *id, *duration, *thumb[T_COUNT]; /* last string of each, or NULL */
+    enr_rscan *r;
+    const unsigned char *id, *duration, *thumb[T_COUNT];
+    int rank; /* the thumbnail being read */
 } yt_item;
 
-/* An object whose only member read is "url": where its last string is. */
-static int read_thumb(enr_rscan *r, int depth, const unsigned char **url)
+static int thumb_member(void *ctx, int key, int depth)
+{
+    yt_item *it = ctx;
+    const unsigned char *ignored;
+
+    return enr_jscan_string_at(&it->r->j, depth, key == 0 ? &it->thumb[it->rank] : &ignored);
+}
+
+static int thumbnails_member(void *ctx, int key, int depth)
 {
     static const char *const names[] = {"url"};
-    int more, key;
+    yt_item *it = ctx;
 
-    *url = NULL;
-    if (!enr_jscan_at(&r->j, '{'))
-        return enr_jscan_skip(&r->j, depth);
-    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
-        if (enr_jscan_key(&r->j, names, 1, &key) != 0)
-            return -1;
-        if (key == 0)
-            *url = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
-        if (enr_jscan_skip(&r->j, depth + 1) != 0)
-            return -1;
-    }
-    return more;
+    if (key < 0)
+        return enr_jscan_skip(&it->r->j, depth);
+    it->rank = key;
+    it->thumb[key] = NULL;
+    return enr_jscan_object(&it->r->j, depth, names, 1, thumb_member, it);
 }
 
-static int read_thumbnails(enr_rscan *r, int depth, yt_item *it)
+/* snippet {thumbnails {RANK {url}}} */
+static int snippet_member(void *ctx, int key, int depth)
 {
     static const char *const names[] = {"default", "medium", "high", "standard", "maxres"};
-    int more, key;
+    yt_item *it = ctx;
 
-    memset(it->thumb, 0, sizeof it->thumb);
-    if (!enr_jscan_at(&r->j, '{'))
-        return enr_jscan_skip(&r->j, depth);
-    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
-        int rc;
-        if (enr_jscan_key(&r->j, names, T_COUNT, &key) != 0)
-            return -1;
-        rc =
-            key >= 0 ? read_thumb(r, depth + 1, &it->thumb[key]) : enr_jscan_skip(&r->j, depth + 1);
-        if (rc != 0)
-            return -1;
-    }
-    return more;
+    if (key < 0)
+        return enr_jscan_skip(&it->r->j, depth);
+    memset(it->thumb, 0, sizeof it->thumb); /* a later thumbnails replaces an earlier one */
+    return enr_jscan_object(&it->r->j, depth, names, T_COUNT, thumbnails_member, it);
 }
 
-/* snippet {thumbnails} or contentDetails {duration}: the one member read. */
-static int read_part(enr_rscan *r, int depth, yt_item *it, int snippet)
+/* contentDetails {duration} */
+static int details_member(void *ctx, int key, int depth)
 {
-    const char *const names[] = {snippet ? "thumbnails" : "duration"};
-    int more, key;
+    yt_item *it = ctx;
+    const unsigned char *ignored;
 
-    if (snippet)
+    return enr_jscan_string_at(&it->r->j, depth, key == 0 ? &it->duration : &ignored);
+}
+
+static int item_member(void *ctx, int key, int depth)
+{
+    static const char *const snippet[] = {"thumbnails"}, *const details[] = {"duration"};
+    yt_item *it = ctx;
+    const unsigned char *ignored;
+
+    if (key == 1) {
         memset(it->thumb, 0, sizeof it->thumb);
-    else
-        it->duration = NULL;
-    if (!enr_jscan_at(&r->j, '{'))
-        return enr_jscan_skip(&r->j, depth);
-    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
-        int rc;
-        if (enr_jscan_key(&r->j, names, 1, &key) != 0)
-            return -1;
-        if (key == 0 && snippet) {
-            rc = read_thumbnails(r, depth + 1, it);
-        } else {
-            if (key == 0)
-                it->duration = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
-            rc = enr_jscan_skip(&r->j, depth + 1);
-        }
-        if (rc != 0)
-            return -1;
+        return enr_jscan_object(&it->r->j, depth, snippet, 1, snippet_member, it);
     }
-    return more;
-}
-
-static void yt_resolve(enr_rscan *r, const yt_item *it)
-{
-    char text[DURATION_TEXT_MAX];
-    size_t len;
-    int faithful;
-    enr_reply_id *id;
-    double d;
-
-    if (enr_rscan_string_at(r, it->id, r->idbuf, r->idmax, &len, &faithful) != 0 || !faithful ||
-        (id = enr_rscan_claim(r, r->idbuf, len)) == NULL)
-        return;
-    for (int t = T_MAXRES; t >= T_DEFAULT; t--)
-        if (enr_rscan_poster_at(r, id, it->thumb[t]))
-            break;
-    if (enr_rscan_string_at(r, it->duration, text, sizeof text, &len, &faithful) == 0 &&
-        len <= sizeof text && enr_iso8601_duration(text, len, &d) == 0 && d > 0 &&
-        enr_reply_duration_ok(d, &id->duration))
-        id->has_duration = 1;
-    enr_rscan_settle(id);
+    if (key == 2) {
+        it->duration = NULL;
+        return enr_jscan_object(&it->r->j, depth, details, 1, details_member, it);
+    }
+    return enr_jscan_string_at(&it->r->j, depth, key == 0 ? &it->id : &ignored);
 }
 
 static int yt_item_read(enr_rscan *r, int depth)
 {
     static const char *const names[] = {"id", "snippet", "contentDetails"};
-    yt_item it;
-    int more, key;
+    yt_item it = {.r = r};
+    char text[DURATION_TEXT_MAX];
+    enr_reply_id *id;
+    size_t len;
+    int faithful;
+    double d;
 
-    memset(&it, 0, sizeof it);
-    for (more = enr_jscan_open(&r->j, depth); more == 1; more = enr_jscan_next(&r->j, '}')) {
-        int rc;
-        if (enr_jscan_key(&r->j, names, 3, &key) != 0)
-            return -1;
-        if (key == 1 || key == 2) {
-            rc = read_part(r, depth + 1, &it, key == 1);
-        } else {
-            if (key == 0)
-                it.id = enr_jscan_at(&r->j, '"') ? r->j.p : NULL;
-            rc = enr_jscan_skip(&r->j, depth + 1);
-        }
-        if (rc != 0)
-            return -1;
-    }
-    if (more != 0)
+    if (enr_jscan_object(&r->j, depth, names, 3, item_member, &it) != 0)
         return -1;
-    yt_resolve(r, &it);
+    if ((id = enr_rscan_claim_at(r, it.id)) == NULL)
+        return 0;
+    for (int t = T_MAXRES; t >= T_DEFAULT; t--)
+        if (enr_rscan_poster_at(r, id, it.thumb[t]))
+            break;
+    if (enr_rscan_string_at(r, it.duration, text, sizeof text, &len, &faithful) == 0 &&
+        len <= sizeof text && enr_iso8601_duration(text, len, &d) == 0)
+        enr_rscan_runtime(id, d);
+    enr_rscan_settle(id);
     return 0;
 }
 
@@ -220,6 +188,15 @@ static const struct {
     {"SERVICE_DISABLED", ENR_API_V_AUTH},
 };
 
+/* Messages that say what an older reason word said: the word stands in
+ * for them in the log. */
+static const struct {
+    const char *prefix, *word;
+} messages[] = {
+    {"API key not valid", "keyInvalid"},
+    {"API key expired", "keyExpired"},
+};
+
 /* The verdict a reason word stands for, -1 when it is not one of ours. */
 static int reason_verdict(const enr_api_field *f)
 {
@@ -247,13 +224,14 @@ static void yt_classify(int status, const char *body, size_t len, const enr_api_
         enr_api_set_reason(out, f[F_REASON].text, f[F_REASON].len);
     } else if ((v = reason_verdict(&f[F_DETAIL])) >= 0) {
         enr_api_set_reason(out, f[F_DETAIL].text, f[F_DETAIL].len);
-    } else if (f[F_MESSAGE].found && (strncmp(f[F_MESSAGE].text, "API key not valid", 17) == 0 ||
-                                      strncmp(f[F_MESSAGE].text, "API key expired", 15) == 0)) {
-        v = ENR_API_V_AUTH; /* the v3 name of what the message says */
-        enr_api_set_reason(out, f[F_MESSAGE].text[8] == 'n' ? "keyInvalid" : "keyExpired", 10);
     } else {
         const enr_api_field *w = f[F_REASON].found ? &f[F_REASON] : &f[F_DETAIL];
         enr_api_set_reason(out, w->text, w->len);
+        for (size_t i = 0; f[F_MESSAGE].found && i < sizeof messages / sizeof messages[0]; i++)
+            if (strncmp(f[F_MESSAGE].text, messages[i].prefix, strlen(messages[i].prefix)) == 0) {
+                v = ENR_API_V_AUTH;
+                enr_api_set_reason(out, messages[i].word, strlen(messages[i].word));
+            }
     }
     if (v >= 0 && status < 500)
         out->verdict = v; /* a 5xx is the provider's failure whatever it says */

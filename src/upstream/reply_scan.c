@@ -369,6 +369,37 @@ int enr_jscan_skip(enr_jscan *s, int depth)
     }
 }
 
+int enr_jscan_object(enr_jscan *s, int depth, const char *const *names, int nnames,
+                     enr_jscan_member_fn fn, void *ctx)
+{
+    int more, key;
+
+    if (!enr_jscan_at(s, '{'))
+        return enr_jscan_skip(s, depth);
+    for (more = enr_jscan_open(s, depth); more == 1; more = enr_jscan_next(s, '}'))
+        if (enr_jscan_key(s, names, nnames, &key) != 0 || fn(ctx, key, depth + 1) != 0)
+            return -1;
+    return more;
+}
+
+int enr_jscan_array(enr_jscan *s, int depth, enr_jscan_element_fn fn, void *ctx)
+{
+    int more;
+
+    if (!enr_jscan_at(s, '['))
+        return enr_jscan_skip(s, depth);
+    for (more = enr_jscan_open(s, depth); more == 1; more = enr_jscan_next(s, ']'))
+        if (fn(ctx, depth + 1) != 0)
+            return -1;
+    return more;
+}
+
+int enr_jscan_string_at(enr_jscan *s, int depth, const unsigned char **at)
+{
+    *at = enr_jscan_at(s, '"') ? s->p : NULL;
+    return enr_jscan_skip(s, depth);
+}
+
 /* ---- ids and the items' shape ---- */
 
 /* Slot of id in the open-addressing table (index + 1, 0 empty). */
@@ -432,6 +463,30 @@ int enr_rscan_poster_at(enr_rscan *r, enr_reply_id *id, const unsigned char *at)
     return id->has_poster;
 }
 
+void enr_rscan_runtime(enr_reply_id *id, double d)
+{
+    if (d > 0 && enr_reply_duration_ok(d, &id->duration))
+        id->has_duration = 1;
+}
+
+void enr_rscan_seconds_at(enr_reply_id *id, const unsigned char *num)
+{
+    /* The number is followed by a delimiter the reader has checked, so
+     * strtod stops at its end inside the body. */
+    if (num != NULL)
+        enr_rscan_runtime(id, strtod((const char *)num, NULL));
+}
+
+enr_reply_id *enr_rscan_claim_at(enr_rscan *r, const unsigned char *at)
+{
+    size_t len;
+    int faithful;
+
+    if (enr_rscan_string_at(r, at, r->idbuf, r->idmax, &len, &faithful) != 0 || !faithful)
+        return NULL;
+    return enr_rscan_claim(r, r->idbuf, len);
+}
+
 void enr_rscan_settle(enr_reply_id *id)
 {
     /* An item with nothing usable tells no more than absence, but it
@@ -439,16 +494,11 @@ void enr_rscan_settle(enr_reply_id *id)
     id->state = (id->has_poster || id->has_duration) ? ENR_REPLY_FOUND : ENR_REPLY_EMPTY;
 }
 
-static int read_array(enr_rscan *r, const enr_rscan_spec *spec)
+static int read_element(void *ctx, int depth)
 {
-    int more;
+    enr_rscan *r = ctx;
 
-    for (more = enr_jscan_open(&r->j, 2); more == 1; more = enr_jscan_next(&r->j, ']')) {
-        int rc = enr_jscan_at(&r->j, '{') ? spec->item(r, 3) : enr_jscan_skip(&r->j, 3);
-        if (rc != 0)
-            return -1;
-    }
-    return more;
+    return enr_jscan_at(&r->j, '{') ? r->item(r, depth) : enr_jscan_skip(&r->j, depth);
 }
 
 /* The root object; 0 when its last spec->array member is an array (or,
@@ -474,7 +524,7 @@ static int read_root(enr_rscan *r, const enr_rscan_spec *spec)
         r->arena->len = r->arena_start;
         seen = 1;
         array_ok = enr_jscan_at(&r->j, '[');
-        if ((array_ok ? read_array(r, spec) : enr_jscan_skip(&r->j, 2)) != 0)
+        if (enr_jscan_array(&r->j, 2, read_element, r) != 0)
             return -1;
     }
     if (more != 0)
@@ -504,6 +554,7 @@ int enr_rscan_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, u
         if (ids[i].id_len > r->idmax)
             r->idmax = ids[i].id_len;
     r->idextra = spec->idextra;
+    r->item = spec->item;
     r->idbuf = malloc(r->idmax + r->idextra + 1);
     if (r->table == NULL || r->idbuf == NULL)
         goto out;

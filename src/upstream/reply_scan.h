@@ -61,6 +61,22 @@ int enr_jscan_next(enr_jscan *s, unsigned char close);
  * inside the body. */
 int enr_jscan_number_at(enr_jscan *s, int depth, const unsigned char **at);
 
+/* A member of an object read by enr_jscan_object(): s->p on its value
+ * (at depth), which fn reads whole; key is its index in names, or -1. */
+typedef int (*enr_jscan_member_fn)(void *ctx, int key, int depth);
+/* An element of an array read by enr_jscan_array(), the same way. */
+typedef int (*enr_jscan_element_fn)(void *ctx, int depth);
+/* The object at s->p, at depth: each member to fn.  Any other value is
+ * skipped, as an object with no member would be.  0, or -1. */
+int enr_jscan_object(enr_jscan *s, int depth, const char *const *names, int nnames,
+                     enr_jscan_member_fn fn, void *ctx);
+/* The array at s->p, at depth: each element to fn; any other value is
+ * skipped.  0, or -1. */
+int enr_jscan_array(enr_jscan *s, int depth, enr_jscan_element_fn fn, void *ctx);
+/* A value whose string (when it is one) is decoded later: *at is where
+ * it starts, NULL when the value is of another type; then skipped. */
+int enr_jscan_string_at(enr_jscan *s, int depth, const unsigned char **at);
+
 /* The aggregator protocol's checks (upstream_reply.c's header comment):
  * an absolute https:// URL with a host, at most ENR_REPLY_POSTER_MAX
  * bytes, strict UTF-8 with no control character and no white space. */
@@ -81,6 +97,7 @@ typedef struct enr_rscan {
     char *idbuf; /* one candidate id: idmax bytes, and idextra more */
     size_t idmax, idextra;
     char poster[ENR_REPLY_POSTER_MAX]; /* one candidate poster */
+    int (*item)(struct enr_rscan *r, int depth);
 } enr_rscan;
 
 /* Reads one element of the array that is an object (r->j.p on its '{',
@@ -122,5 +139,14 @@ int enr_rscan_string_at(const enr_rscan *r, const unsigned char *at, char *out, 
                         size_t *len, int *faithful);
 /* The poster at at (NULL: none) for id, as enr_rscan_poster(); 1 when kept. */
 int enr_rscan_poster_at(enr_rscan *r, enr_reply_id *id, const unsigned char *at);
+/* A runtime for id: kept when 0 < d < ENR_REPLY_DURATION_LIMIT (0 is a
+ * live or upcoming video's: no runtime). */
+void enr_rscan_runtime(enr_reply_id *id, double d);
+/* The same from the number at num (NULL: none), in seconds. */
+void enr_rscan_seconds_at(enr_reply_id *id, const unsigned char *num);
+/* The id of an item, decoded from the string at at into r->idbuf: the
+ * asked id it names (as enr_rscan_claim()), NULL when none or when its
+ * decoding was not faithful. */
+enr_reply_id *enr_rscan_claim_at(enr_rscan *r, const unsigned char *at);
 
 #endif

@@ -18,9 +18,10 @@
  * json-c parser this replaces did (posters are checked); ids compare as
  * bytes, and an item's id that held such an escape names no id, nor is an
  * id that is not strict UTF-8 ever matched (enr_reply_id_askable): a
- * decoding that merges two ids must not let one's answer serve the other.  Within the document the
- * reading is json-c's: the last "items" member of the root object counts, within an item the last
- * occurrence of a key counts, and a key is compared up to its first NUL.
+ * decoding that merges two ids must not let one's answer serve the other.
+ * Within the document the reading is json-c's: the last "items" member of
+ * the root object counts, within an item the last occurrence of a key
+ * counts, and a key is compared up to its first NUL.
  *
  * Invariants: an accepted poster is an absolute https:// URL with a host,
  * at most ENR_REPLY_POSTER_MAX bytes, strict UTF-8 with no control
@@ -51,50 +52,56 @@ size_t enr_upstream_reply_cap(const enr_reply_id *ids, size_t n)
 
 enum { K_ID, K_POSTER, K_DURATION };
 
+/* One item being read: its last "id", "poster" and "duration". */
+typedef struct item {
+    enr_rscan *r;
+    size_t idlen, plen;
+    int has_id, has_poster;
+    unsigned lone;            /* unpaired surrogates in the last id: it names no asked id */
+    const unsigned char *num; /* the last duration, when a number */
+} item;
+
+static int item_member(void *ctx, int key, int depth)
+{
+    item *it = ctx;
+    enr_jscan *j = &it->r->j;
+
+    if (key == K_ID && enr_jscan_at(j, '"')) {
+        unsigned before = j->lone;
+        int rc = enr_jscan_string(j, it->r->idbuf, it->r->idmax, &it->idlen);
+        it->has_id = 1;
+        it->lone = j->lone - before;
+        return rc;
+    }
+    if (key == K_POSTER && enr_jscan_at(j, '"')) {
+        it->has_poster = 1;
+        return enr_jscan_string(j, it->r->poster, sizeof it->r->poster, &it->plen);
+    }
+    if (key == K_DURATION)
+        return enr_jscan_number_at(j, depth, &it->num);
+    it->has_id &= key != K_ID;
+    it->has_poster &= key != K_POSTER;
+    return enr_jscan_skip(j, depth);
+}
+
 /* One element of "items" that is an object: its last "id", "poster" and
  * "duration" decide, once its closing brace is read. */
 static int read_item(enr_rscan *r, int depth)
 {
     static const char *const names[] = {"id", "poster", "duration"};
-    enr_jscan *j = &r->j;
-    const unsigned char *num = NULL; /* the last duration, when a number */
-    size_t idlen = 0, plen = 0;
-    int has_id = 0, has_poster = 0, more, key;
-    unsigned lone = 0; /* unpaired surrogates in the last id: it names no asked id */
+    item it = {.r = r};
     enr_reply_id *id;
     double d;
 
-    for (more = enr_jscan_open(j, depth); more == 1; more = enr_jscan_next(j, '}')) {
-        int rc;
-        if (enr_jscan_key(j, names, 3, &key) != 0)
-            return -1;
-        if (key == K_ID && enr_jscan_at(j, '"')) {
-            has_id = 1;
-            lone = j->lone;
-            rc = enr_jscan_string(j, r->idbuf, r->idmax, &idlen);
-            lone = j->lone - lone;
-        } else if (key == K_POSTER && enr_jscan_at(j, '"')) {
-            has_poster = 1;
-            rc = enr_jscan_string(j, r->poster, sizeof r->poster, &plen);
-        } else if (key == K_DURATION) {
-            rc = enr_jscan_number_at(j, depth + 1, &num);
-        } else {
-            has_id &= key != K_ID;
-            has_poster &= key != K_POSTER;
-            rc = enr_jscan_skip(j, depth + 1);
-        }
-        if (rc != 0)
-            return -1;
-    }
-    if (more != 0)
+    if (enr_jscan_object(&r->j, depth, names, 3, item_member, &it) != 0)
         return -1;
-    if (!has_id || lone > 0 || (id = enr_rscan_claim(r, r->idbuf, idlen)) == NULL)
+    if (!it.has_id || it.lone > 0 || (id = enr_rscan_claim(r, r->idbuf, it.idlen)) == NULL)
         return 0;
-    if (has_poster && plen <= sizeof r->poster)
-        enr_rscan_poster(r, id, r->poster, plen);
+    if (it.has_poster && it.plen <= sizeof r->poster)
+        enr_rscan_poster(r, id, r->poster, it.plen);
     /* The number is followed by a delimiter the reader has checked, so
-     * strtod stops at its end inside the body. */
-    if (num != NULL && enr_reply_duration_ok(strtod((const char *)num, NULL), &d)) {
+     * strtod stops at its end inside the body; 0 is a duration here. */
+    if (it.num != NULL && enr_reply_duration_ok(strtod((const char *)it.num, NULL), &d)) {
         id->duration = d;
         id->has_duration = 1;
     }

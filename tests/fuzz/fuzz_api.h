@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "fuzz_ids.h"
 #include "upstream/api.h"
 #include "upstream/api_int.h"
 #include "upstream/reply_scan.h"
@@ -245,28 +246,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     enr_reply_id ids[MAX_IDS], again[MAX_IDS];
-    const char *p = (const char *)data, *nl = memchr(data, '\n', size);
-    const char *body, *end = nl ? nl : p + size;
-    size_t n = 0, blen;
+    size_t n, blen;
+    const char *body = fuzz_ids(data, size, ids, MAX_IDS, 1, &n, &blen);
     json_object *root, *items;
     int rc;
-
-    while (p < end && n < MAX_IDS) { /* distinct ids, as the client passes them */
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        const char *e = comma ? comma : end;
-        size_t len = (size_t)(e - p), j;
-        for (j = 0; j < n; j++)
-            if (ids[j].id_len == len && memcmp(ids[j].id, p, len) == 0)
-                break;
-        if (j == n) {
-            ids[n].id = p;
-            ids[n].id_len = len;
-            n++;
-        }
-        p = e + 1;
-    }
-    body = nl ? nl + 1 : (const char *)data + size;
-    blen = (size_t)((const char *)data + size - body);
 
     check_outcome(body, blen);
     enr_buf_reset(&arena);

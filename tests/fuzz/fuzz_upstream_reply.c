@@ -28,6 +28,7 @@
 #include <strings.h>
 
 #include "base/buf.h"
+#include "fuzz_ids.h"
 #include "upstream/upstream_reply.h"
 
 #define MAX_IDS 64
@@ -191,29 +192,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     enr_reply_id ids[MAX_IDS], again[MAX_IDS];
-    const char *p = (const char *)data, *nl = memchr(data, '\n', size);
-    const char *body, *end = nl ? nl : p + size;
-    size_t n = 0, blen;
+    size_t n, blen;
+    const char *body = fuzz_ids(data, size, ids, MAX_IDS, 0, &n, &blen);
     json_object *root = NULL, *items;
     int rc, rc2;
-
-    /* distinct, non-empty ids: what upstream.c passes for one call */
-    while (p < end && n < MAX_IDS) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        const char *e = comma ? comma : end;
-        size_t len = (size_t)(e - p), j;
-        for (j = 0; j < n; j++)
-            if (ids[j].id_len == len && memcmp(ids[j].id, p, len) == 0)
-                break;
-        if (len > 0 && j == n) {
-            ids[n].id = p;
-            ids[n].id_len = len;
-            n++;
-        }
-        p = e + 1;
-    }
-    body = nl ? nl + 1 : (const char *)data + size;
-    blen = (size_t)((const char *)data + size - body);
 
     enr_buf_reset(&arena);
     rc = enr_upstream_reply_parse(body, blen, ids, n, 0x5eed, &arena);

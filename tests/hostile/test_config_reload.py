@@ -205,6 +205,20 @@ def test_new_workers_cannot_start(r):
         r.check(harness.poll(lambda: any("RELOAD FAILED" in s
                                          for s in env.notify.values("STATUS")), 5),
                 "STATUS= says RELOAD FAILED")
+        # Said in one wording, whether sent as the probe fails or with the
+        # periodic line: the same text after the pool's figures.
+        failed = re.compile(r"RELOAD FAILED: new workers do not start \(crash[^)]*\), old "
+                            r"configuration serving, attempt \d+, retry in \d+ ms$")
+
+        def kinds():
+            said = [s for s in env.notify.values("STATUS") if "RELOAD FAILED" in s]
+            return said, {s.startswith("workers ") for s in said}
+        harness.poll(lambda: kinds()[1] == {True, False}, 10)
+        said, seen = kinds()
+        r.check(seen == {True, False} and
+                all(failed.search(s) for s in said),
+                "STATUS= words a failed reload one way, at the failure and periodically: %r"
+                % said[:4])
         r.check(not env.log_events("crash loop: holding forks"),
                 "the running pool is not put in a crash loop")
         r.check(not [e for e in env.log_events("worker exit") if e.get("reason") == "reload"],

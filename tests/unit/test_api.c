@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "base/buf.h"
@@ -422,6 +423,75 @@ static void test_dailymotion(void)
     T_CHECK(rc == -1, "an error document is not an answer");
 }
 
+/* A hostile answer of 4 MiB: one item repeated (a duplicate of an asked
+ * id, or an id not asked), each with every field the reader decodes.
+ * Neither time nor memory follows it: the item's fields are decoded once
+ * for the first, and the others' ids alone. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FLOOD_MAX_CPU_S 2.0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FLOOD_MAX_CPU_S 2.0
+#endif
+#endif
+#ifndef FLOOD_MAX_CPU_S
+#define FLOOD_MAX_CPU_S 0.2
+#endif
+
+static void flood(int api, const char *head, const char *item, const char *tail)
+{
+    size_t size = 4u << 20, k = strlen(head), ilen = strlen(item);
+    char *body = malloc(size + 64);
+    struct rusage ru0, ru1;
+    clock_t t0;
+    double took;
+    int rc;
+
+    memcpy(body, head, k);
+    for (size_t i = 0; k + ilen + 1 + strlen(tail) < size; i++) {
+        if (i)
+            body[k++] = ',';
+        memcpy(body + k, item, ilen);
+        k += ilen;
+    }
+    memcpy(body + k, tail, strlen(tail) + 1);
+    set_ids("a,b,c");
+    enr_buf_reset(&arena);
+    getrusage(RUSAGE_SELF, &ru0);
+    t0 = clock();
+    rc = enr_api_get(api)->parse(body, strlen(body), ids, nids, 7, &arena);
+    took = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    getrusage(RUSAGE_SELF, &ru1);
+    printf("flood %s: %zu bytes: %.1f ms CPU, peak memory +%ld kB\n", enr_api_get(api)->name,
+           strlen(body), took * 1e3, ru1.ru_maxrss - ru0.ru_maxrss);
+    T_CHECK(rc == 0 && ids[0].state == ENR_REPLY_FOUND && ids[1].state == ENR_REPLY_ABSENT,
+            "%s flood read, the first item decides", enr_api_get(api)->name);
+    T_CHECK(took < FLOOD_MAX_CPU_S, "%s flood: %.1f ms", enr_api_get(api)->name, took * 1e3);
+    T_CHECK(ru1.ru_maxrss - ru0.ru_maxrss < 1024, "%s flood: +%ld kB", enr_api_get(api)->name,
+            ru1.ru_maxrss - ru0.ru_maxrss);
+    free(body);
+}
+
+static void test_floods(void)
+{
+    flood(ENR_API_YOUTUBE, "{\"items\":[",
+          "{\"id\":\"a\",\"snippet\":{\"thumbnails\":{\"maxres\":{\"url\":\"https:\\/\\/i.ytimg."
+          "com\\/vi\\/a\\/maxresdefault.jpg\"},\"default\":{\"url\":\"https://h/d\"}}},"
+          "\"contentDetails\":{\"duration\":\"PT1H2M3S\"}}",
+          "]}");
+    flood(ENR_API_VIMEO, "{\"data\":[",
+          "{\"uri\":\"/videos/a:ff\",\"duration\":5,\"pictures\":{\"sizes\":[{\"width\":1,"
+          "\"link\":\"https://a/1\"},{\"width\":2,\"link\":\"https://a/2\"}]}}",
+          "]}");
+    flood(ENR_API_DAILYMOTION, "{\"list\":[",
+          "{\"id\":\"a\",\"duration\":5,\"thumbnail_url\":\"https://a/t\",\"thumbnail_"
+          "720_url\":\"https:\\/\\/a\\/720\"}",
+          "]}");
+    /* ids never asked: nothing but the scan */
+    flood(ENR_API_DAILYMOTION, "{\"list\":[{\"id\":\"a\",\"duration\":1},",
+          "{\"id\":\"zzzzzzzz\",\"duration\":5,\"thumbnail_url\":\"https://a/t\"}", "]}");
+}
+
 /* ---- classifiers ---- */
 
 static enr_api_outcome classify(int api, int status, const char *body, const enr_api_headers *h)
@@ -474,6 +544,10 @@ static void test_classify_youtube(void)
                  NULL);
     T_CHECK(o.verdict == ENR_API_V_AUTH, "the message alone: auth");
     T_STREQ(o.reason, "keyInvalid");
+    o = classify(ENR_API_YOUTUBE, 400,
+                 YT_ERR(400, "badRequest", "API key expired. Please renew the API key."), NULL);
+    T_CHECK(o.verdict == ENR_API_V_AUTH, "an expired key: auth");
+    T_STREQ(o.reason, "keyExpired");
     o = classify(ENR_API_YOUTUBE, 403, YT_ERR(403, "accessNotConfigured", "not enabled"), NULL);
     T_CHECK(o.verdict == ENR_API_V_AUTH, "accessNotConfigured: auth");
     o = classify(ENR_API_YOUTUBE, 403, YT_ERR(403, "forbidden", "Forbidden"), NULL);
@@ -617,6 +691,7 @@ int main(void)
     test_id_decoding();
     test_vimeo();
     test_dailymotion();
+    test_floods();
     test_classify_youtube();
     test_classify_vimeo();
     test_classify_dailymotion();

@@ -1,0 +1,2 @@
+build-r/obj/base/log.o: src/base/log.c src/base/log.h
+src/base/log.h:

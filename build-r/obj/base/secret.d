@@ -1,0 +1,2 @@
+build-r/obj/base/secret.o: src/base/secret.c src/base/secret.h
+src/base/secret.h:
