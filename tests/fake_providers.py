@@ -467,7 +467,8 @@ class Handler(core.Handler):
         for part in query.split("&") if query else []:
             k, _, v = part.partition("=")
             params.setdefault(unquote(k), []).append(unquote(v))
-        hdrs = {k: v for k, v in self.headers.items()}
+        # Header names are case-insensitive (HTTP/2 sends them lower case).
+        hdrs = self.headers
         entry = {"method": self.command, "path": path, "query": query}
         if name == "vimeo":
             entry["authorization"] = hdrs.get("Authorization", "")

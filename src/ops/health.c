@@ -114,6 +114,11 @@ static const enr_health_point *window_start(const enr_health *h, uint64_t now_ms
     return best;
 }
 
+void enr_health_restart(enr_health *h)
+{
+    h->count = 0;
+}
+
 static void push(enr_health *h, const enr_health_point *s)
 {
     /* A sample keeps the numbers measured at its own time: a caller faster

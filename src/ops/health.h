@@ -99,4 +99,9 @@ int enr_health_observe(enr_health *h, const enr_config *c, const enr_scoreboard 
  * then says unhealthy, "no verdict yet", and published is 0). */
 int enr_health_read(enr_health *h, const enr_scoreboard *sb);
 
+/* A reload done: the window starts again, so the new configuration is
+ * judged by its own requests (a key fixed by the reload is no longer
+ * held to the records its refusal left local). */
+void enr_health_restart(enr_health *h);
+
 #endif

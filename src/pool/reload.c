@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/health.h"
 #include "pool/child.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -489,6 +490,7 @@ void enr_reload_done_check(enr_master *m, int ready, uint64_t now)
         (generation_ready(m) >= (int)m->cfg.workers ||
          now >= m->reload_start_ms + ENR_READY_WAIT_MS)) {
         m->reloading = 0;
+        enr_health_restart(&m->health);
         ENR_SB_SET(m->sb->pool.state, ENR_POOL_RUNNING);
         enr_notify_ready();
         enr_log(ENR_LOG_INFO, "reload done", "generation=%u workers=%d configured=%u",

@@ -817,6 +817,11 @@ int enr_worker_main(const enr_worker_args *a)
         ENR_SB_SET(slot->state, ENR_WS_EXITING);
         return ENR_WORKER_EXIT_FAILED;
     }
+    /* Ready means ready to enrich: the APIs' connections first. */
+    if (w.upstream != NULL) {
+        enr_upstream_warm(w.upstream);
+        publish_upstream(&w);
+    }
     ENR_SB_SET(slot->state, ENR_WS_IDLE);
     title(&w, "idle");
     enr_log(ENR_LOG_DEBUG, "worker ready", "slot=%u init_ms=%" PRIu64, a->slot,

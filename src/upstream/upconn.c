@@ -19,8 +19,19 @@
  * batch's deadline covers one round trip.  So the worker opens its
  * connections ahead of batches, at start and whenever the upstream has
  * closed one (every N requests, in the incident this service exists
- * for), with a HEAD of the configured URL on a fresh connection; the
- * connection stays in curl's cache for the next batch.
+ * for), on a fresh connection that stays in curl's cache for the next
+ * batch.  The aggregator's warm-up is a HEAD of the configured URL.  An
+ * API's is a TCP + TLS handshake and no request (YouTube counts every
+ * request against the day's quota): the transfer is ended by its
+ * pre-request callback once connected, and curl keeps a connection ended
+ * that way only when it is multiplexed, so the APIs are spoken to over
+ * HTTP/2 (offered by ALPN, HTTP/1.1 where the server declines), which
+ * also carries a batch's calls to one API on one connection.
+ *
+ * Each origin (a source in use) counts its own sockets: a socket's
+ * callbacks carry its origin, set on a transfer before it starts, and
+ * curl closes a connection with the callbacks of the transfer that made
+ * it.
  */
 #include "upstream/upconn.h"
 
@@ -50,12 +61,30 @@
 #define UPCONN_WARM_BACKOFF_MAX_MS 30000
 #define UPCONN_LOG_GAP_MS 10000 /* one TLS explanation per this long */
 #define UPCONN_EVENTS 16
+/* An API's warm connections: one carries the calls (multiplexed), one
+ * is ready for when the API ends the first (nginx, after
+ * keepalive_requests streams). */
+#define UPCONN_API_WARM 2u
 
 typedef struct warm {
     CURL *easy;
     int running;
+    int src; /* the origin it warms */
     char errbuf[CURL_ERROR_SIZE];
 } warm;
+
+/* One source's connections, and the waves of warm-ups that keep them. */
+typedef struct origin {
+    enr_upconn *p;
+    unsigned fds;      /* sockets open to this origin now */
+    unsigned nwarm;    /* the connections kept open ahead of batches */
+    unsigned running;  /* warm-ups of the wave running */
+    unsigned wave_fds; /* connections open when the running wave started */
+    int wave_failed;
+    uint64_t warmups;
+    uint64_t next_ms;
+    unsigned backoff_ms;
+} origin;
 
 struct enr_upconn {
     CURLM *multi;
@@ -69,13 +98,9 @@ struct enr_upconn {
     int https;
     int global_init;
 
+    origin org[ENR_API_COUNT];
     warm *warms;
-    unsigned nwarm, warm_running;
-    unsigned wave_fds; /* connections open when the running wave started */
-    int wave_failed;
-    uint64_t warmups;
-    uint64_t warm_next_ms;
-    unsigned warm_backoff_ms;
+    unsigned nwarm;
     uint64_t tls_logged_ms;
     unsigned tls_suppressed;
 };
@@ -84,23 +109,27 @@ struct enr_upconn {
 
 static curl_socket_t up_opensocket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
 {
-    enr_upconn *p = clientp;
+    origin *o = clientp;
     int fd;
 
     (void)purpose;
     fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
     if (fd < 0)
         return CURL_SOCKET_BAD; /* curl reports it as a connect failure */
-    p->fds++;
+    o->fds++;
+    o->p->fds++;
     return fd;
 }
 
 static int up_closesocket(void *clientp, curl_socket_t fd)
 {
-    enr_upconn *p = clientp;
+    origin *o = clientp;
 
-    if (p->fds > 0) /* every socket curl closes here was opened here */
-        p->fds--;
+    /* Every socket curl closes here was opened here, by its origin. */
+    if (o->fds > 0)
+        o->fds--;
+    if (o->p->fds > 0)
+        o->p->fds--;
     return close(fd);
 }
 
@@ -171,9 +200,9 @@ int enr_upconn_easy(enr_upconn *p, CURL *e)
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_HTTPHEADER, p->headers) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, up_opensocket) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, p) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, &p->org[ENR_API_UPSTREAM]) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, up_closesocket) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, p) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, &p->org[ENR_API_UPSTREAM]) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_MAXCONNECTS, (long)c->upstream_max_connections) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, UPCONN_MAXAGE_S) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_MAXLIFETIME_CONN, UPCONN_LIFETIME_S) != CURLE_OK ||
@@ -209,15 +238,52 @@ int enr_upconn_easy(enr_upconn *p, CURL *e)
     return 0;
 }
 
-static int warm_setup(enr_upconn *p, warm *w)
+int enr_upconn_source(enr_upconn *p, CURL *e, int src)
+{
+    origin *o = &p->org[src];
+    int api = src != ENR_API_UPSTREAM;
+
+    return curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, o) != CURLE_OK ||
+                   curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, o) != CURLE_OK ||
+                   curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                                    api ? (long)CURL_HTTP_VERSION_2TLS
+                                        : (long)CURL_HTTP_VERSION_1_1) != CURLE_OK ||
+                   curl_easy_setopt(e, CURLOPT_PIPEWAIT, api ? 1L : 0L) != CURLE_OK
+               ? -1
+               : 0;
+}
+
+/* An API's warm-up ends here, connected, before its request is written. */
+static int no_request(void *ud, char *ip, char *local_ip, int port, int local_port)
+{
+    (void)ud;
+    (void)ip;
+    (void)local_ip;
+    (void)port;
+    (void)local_port;
+    return CURL_PREREQFUNC_ABORT;
+}
+
+static int warm_setup(enr_upconn *p, warm *w, int src)
 {
     /* The whole warm-up, its request included, within the set-up bound
      * and one batch deadline. */
     long total = (long)p->cfg->upstream_connect_timeout_ms + (long)p->cfg->upstream_timeout_ms;
 
+    w->src = src;
     w->easy = curl_easy_init();
-    if (w->easy == NULL || enr_upconn_easy(p, w->easy) != 0)
+    if (w->easy == NULL || enr_upconn_easy(p, w->easy) != 0 ||
+        enr_upconn_source(p, w->easy, src) != 0)
         return -1;
+    if (src != ENR_API_UPSTREAM)
+        return curl_easy_setopt(w->easy, CURLOPT_URL, enr_config_source_url(p->cfg, src)) !=
+                           CURLE_OK ||
+                       curl_easy_setopt(w->easy, CURLOPT_PREREQFUNCTION, no_request) != CURLE_OK ||
+                       curl_easy_setopt(w->easy, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
+                       curl_easy_setopt(w->easy, CURLOPT_TIMEOUT_MS, total) != CURLE_OK ||
+                       curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->errbuf) != CURLE_OK
+                   ? -1
+                   : 0;
     return curl_easy_setopt(w->easy, CURLOPT_URL, p->warm_url) != CURLE_OK ||
                    curl_easy_setopt(w->easy, CURLOPT_NOBODY, 1L) != CURLE_OK ||
                    curl_easy_setopt(w->easy, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
@@ -271,6 +337,26 @@ static const char *origin_url(const enr_config *c)
     return "";
 }
 
+/* The warm connections of each origin: upstream_warm_connections for
+ * the aggregator (when it is a source), at most UPCONN_API_WARM for an
+ * API in use (its calls share one connection). */
+static void warm_counts(enr_upconn *p, const enr_config *c)
+{
+    unsigned api_warm = c->upstream_warm_connections < UPCONN_API_WARM
+                            ? c->upstream_warm_connections
+                            : UPCONN_API_WARM;
+
+    p->org[ENR_API_UPSTREAM].nwarm = p->warm_url ? c->upstream_warm_connections : 0;
+    for (int pr = 1; pr < ENR_SOURCE_PROVIDERS; pr++) {
+        int a = c->sources[pr];
+        if (a > ENR_API_UPSTREAM && a < ENR_API_COUNT)
+            p->org[a].nwarm = api_warm;
+    }
+    p->nwarm = 0;
+    for (int src = 0; src < ENR_API_COUNT; src++)
+        p->nwarm += p->org[src].nwarm;
+}
+
 enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, const char *warm_url,
                            char *err, size_t errlen)
 {
@@ -284,6 +370,10 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, cons
     }
     p->ep = p->tfd = -1;
     p->cfg = c;
+    for (int src = 0; src < ENR_API_COUNT; src++) {
+        p->org[src].p = p;
+        p->org[src].backoff_ms = UPCONN_WARM_BACKOFF_MIN_MS;
+    }
     p->headers = headers;
     p->warm_url = warm_url ? strdup(warm_url) : NULL;
     if (warm_url != NULL && p->warm_url == NULL) {
@@ -329,20 +419,21 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, cons
         snprintf(err, errlen, "upstream: curl_multi_setopt failed");
         goto fail;
     }
-    p->nwarm = p->warm_url ? c->upstream_warm_connections : 0;
+    warm_counts(p, c);
     if (p->nwarm) {
+        unsigned k = 0;
         p->warms = calloc(p->nwarm, sizeof *p->warms);
         if (p->warms == NULL) {
             snprintf(err, errlen, "upstream: out of memory");
             goto fail;
         }
-        for (unsigned i = 0; i < p->nwarm; i++)
-            if (warm_setup(p, &p->warms[i]) != 0) {
-                snprintf(err, errlen, "upstream: curl_easy_setopt failed");
-                goto fail;
-            }
+        for (int src = 0; src < ENR_API_COUNT; src++)
+            for (unsigned i = 0; i < p->org[src].nwarm; i++)
+                if (warm_setup(p, &p->warms[k++], src) != 0) {
+                    snprintf(err, errlen, "upstream: curl_easy_setopt failed");
+                    goto fail;
+                }
     }
-    p->warm_backoff_ms = UPCONN_WARM_BACKOFF_MIN_MS;
     return p;
 fail:
     enr_upconn_free(p);
@@ -400,9 +491,9 @@ unsigned enr_upconn_fds(const enr_upconn *p)
     return p->fds;
 }
 
-uint64_t enr_upconn_warmups(const enr_upconn *p)
+uint64_t enr_upconn_warmups(const enr_upconn *p, int src)
 {
-    return p->warmups;
+    return p->org[src].warmups;
 }
 
 /* ---- failures, in the words an operator acts on ---- */
@@ -546,57 +637,102 @@ void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf)
 
 static void warm_done(enr_upconn *p, warm *w, CURLcode rc)
 {
+    origin *o = &p->org[w->src];
+
     curl_multi_remove_handle(p->multi, w->easy);
     w->running = 0;
-    p->warm_running--;
+    o->running--;
+    /* An API's warm-up ends connected, by its own callback. */
+    if (w->src != ENR_API_UPSTREAM && rc == CURLE_ABORTED_BY_CALLBACK)
+        rc = CURLE_OK;
     if (rc != CURLE_OK) {
         /* Whatever went wrong, the next batch will meet it too and count
          * it; here it only spaces the warm-ups out. */
         enr_upconn_explain(p, w->easy, rc, w->errbuf);
         enr_log(ENR_LOG_DEBUG, "upstream warm-up failed", "code=%d backoff_ms=%u", (int)rc,
-                p->warm_backoff_ms);
-        p->wave_failed = 1;
+                o->backoff_ms);
+        o->wave_failed = 1;
     }
-    if (p->warm_running > 0)
+    if (o->running > 0)
         return;
-    /* A wave that left no more connections than it found (failed, or an
-     * upstream that closes after every answer) is not repeated at once. */
-    if (p->wave_failed || p->fds <= p->wave_fds) {
-        p->warm_next_ms = enr_mono_ms() + p->warm_backoff_ms;
-        p->warm_backoff_ms = p->warm_backoff_ms * 2 > UPCONN_WARM_BACKOFF_MAX_MS
-                                 ? UPCONN_WARM_BACKOFF_MAX_MS
-                                 : p->warm_backoff_ms * 2;
+    /* A wave that left no more connections than it found (failed, an
+     * upstream that closes after every answer, or an API that does not
+     * speak HTTP/2: curl closes its aborted connection) is not repeated
+     * at once. */
+    if (o->wave_failed || o->fds <= o->wave_fds) {
+        o->next_ms = enr_mono_ms() + o->backoff_ms;
+        o->backoff_ms = o->backoff_ms * 2 > UPCONN_WARM_BACKOFF_MAX_MS ? UPCONN_WARM_BACKOFF_MAX_MS
+                                                                       : o->backoff_ms * 2;
     } else {
-        p->warm_backoff_ms = UPCONN_WARM_BACKOFF_MIN_MS;
+        o->backoff_ms = UPCONN_WARM_BACKOFF_MIN_MS;
     }
 }
 
-int enr_upconn_maintain(enr_upconn *p, uint64_t now_ms)
+/* Starts the wave origin src needs now; the wait before it may, or -1. */
+static int maintain_origin(enr_upconn *p, int src, uint64_t now_ms)
 {
+    origin *o = &p->org[src];
     unsigned want;
 
-    if (p->nwarm == 0 || p->warm_running > 0)
+    if (o->nwarm == 0 || o->running > 0)
         return -1; /* one wave at a time: its end wakes the epoll set */
-    if (now_ms < p->warm_next_ms)
-        return (int)(p->warm_next_ms - now_ms);
-    if (p->fds >= p->nwarm)
+    if (now_ms < o->next_ms)
+        return (int)(o->next_ms - now_ms);
+    if (o->fds >= o->nwarm)
         return -1;
-    want = p->nwarm - p->fds;
-    p->wave_fds = p->fds;
-    p->wave_failed = 0;
+    want = o->nwarm - o->fds;
+    o->wave_fds = o->fds;
+    o->wave_failed = 0;
     for (unsigned i = 0; i < p->nwarm && want > 0; i++) {
         warm *w = &p->warms[i];
-        if (w->running)
+        if (w->running || w->src != src)
             continue;
         w->errbuf[0] = '\0';
         if (curl_multi_add_handle(p->multi, w->easy) != CURLM_OK)
             break;
         w->running = 1;
-        p->warm_running++;
-        p->warmups++;
+        o->running++;
+        o->warmups++;
         want--;
     }
     return -1;
+}
+
+static int api_warming(const enr_upconn *p)
+{
+    for (int src = 0; src < ENR_API_COUNT; src++)
+        if (src != ENR_API_UPSTREAM && p->org[src].running > 0)
+            return 1;
+    return 0;
+}
+
+/* No transfer of the caller's runs before its first batch. */
+static void none_done(void *ud, CURL *easy, CURLcode rc)
+{
+    (void)ud;
+    (void)easy;
+    (void)rc;
+}
+
+void enr_upconn_warm(enr_upconn *p, unsigned bound_ms)
+{
+    uint64_t now = enr_mono_ms(), dl = now + bound_ms;
+
+    (void)enr_upconn_maintain(p, now);
+    while (api_warming(p) && (now = enr_mono_ms()) < dl)
+        enr_upconn_drive(p, (int)(dl - now), none_done, NULL);
+}
+
+int enr_upconn_maintain(enr_upconn *p, uint64_t now_ms)
+{
+    int wait = -1;
+
+    for (int src = 0; src < ENR_API_COUNT; src++) {
+        int w = maintain_origin(p, src, now_ms);
+        if (w >= 0 && (wait < 0 || w < wait))
+            wait = w;
+    }
+    return wait;
 }
 
 /* ---- the loop ---- */

@@ -16,9 +16,10 @@
  * transfers are the module's own and never reach the callback.
  *
  * Invariants: every socket curl opens goes through this module (counted,
- * SOCK_CLOEXEC); at most upstream_warm_connections warm-ups run, and none
- * while the connections open reach their target; a failed warm-up backs
- * off before the next.
+ * SOCK_CLOEXEC, per origin: the aggregator and each API); per origin, at
+ * most its warm connections' worth of warm-ups run, and none while the
+ * connections open reach their target; a failed wave backs off before
+ * the next.  An API's warm-up writes no request (docs/upstream.md).
  */
 #ifndef ENR_UPCONN_H
 #define ENR_UPCONN_H
@@ -52,6 +53,11 @@ void enr_upconn_free(enr_upconn *p);
 /* Sets the options every transfer has (sockets, TLS, bounds) on e. */
 int enr_upconn_easy(enr_upconn *p, CURL *e);
 
+/* Sets what depends on e's source (api.h's numbering): the origin its
+ * sockets are counted for, and the HTTP version (an API's: HTTP/2 where
+ * offered, multiplexed). */
+int enr_upconn_source(enr_upconn *p, CURL *e, int src);
+
 int enr_upconn_add(enr_upconn *p, CURL *e);
 void enr_upconn_remove(enr_upconn *p, CURL *e);
 
@@ -64,12 +70,18 @@ void enr_upconn_drive(enr_upconn *p, int wait_ms, enr_upconn_done_fn *done, void
  * readable). */
 int enr_upconn_maintain(enr_upconn *p, uint64_t now_ms);
 
+/* Before the first transfer of the caller's: starts the warm-ups and
+ * waits up to bound_ms for the APIs' (the aggregator's are not waited
+ * for: its warm-up is a request, as it always was). */
+void enr_upconn_warm(enr_upconn *p, unsigned bound_ms);
+
 /* The descriptor to poll for readability between batches. */
 int enr_upconn_fd(const enr_upconn *p);
 
-/* Descriptors (connections) held now, and warm-ups made so far. */
+/* Descriptors (connections) held now, and warm-ups made so far for the
+ * source src (api.h's numbering). */
 unsigned enr_upconn_fds(const enr_upconn *p);
-uint64_t enr_upconn_warmups(const enr_upconn *p);
+uint64_t enr_upconn_warmups(const enr_upconn *p, int src);
 
 /* The kind of a failed transfer, and, for a TLS failure, the reason in
  * an operator's words (logged at most once per UPCONN_LOG_GAP_MS per

@@ -475,7 +475,7 @@ static int call_start(enr_upstream *u, enr_upcall *c)
     if (curl_easy_setopt(c->easy, CURLOPT_URL, c->url.data) != CURLE_OK ||
         curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, u->src[c->src].headers) != CURLE_OK ||
         curl_easy_setopt(c->easy, CURLOPT_FRESH_CONNECT, fresh) != CURLE_OK ||
-        enr_upconn_add(u->conn, c->easy) != 0)
+        enr_upconn_source(u->conn, c->easy, c->src) != 0 || enr_upconn_add(u->conn, c->easy) != 0)
         return -1;
     c->active = 1;
     c->started_ms = enr_mono_ms();
@@ -753,8 +753,8 @@ int enr_upstream_idle(enr_upstream *u)
 
     enr_upconn_drive(u->conn, 0, on_done, &x);
     u->st.fds = enr_upconn_fds(u->conn);
-    /* Warm-ups are the aggregator's alone (upstream_setup.c). */
-    u->st.src[ENR_API_UPSTREAM].warmups = enr_upconn_warmups(u->conn);
+    for (int src = 0; src < ENR_API_COUNT; src++)
+        u->st.src[src].warmups = enr_upconn_warmups(u->conn, src);
     return enr_upconn_maintain(u->conn, enr_mono_ms());
 }
 

@@ -49,6 +49,13 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms);
  * enr_upstream_fd() turns readable first (-1: no bound). */
 int enr_upstream_idle(enr_upstream *u);
 
+/* Before the worker says it is ready: makes the APIs' warm connections
+ * and waits for them, at most ENR_UPSTREAM_WARM_WAIT_MS (an API down
+ * delays a start by that much, never by a connect time-out), so a new
+ * worker's first batch (after a start, a reload, a recycle) finds them. */
+#define ENR_UPSTREAM_WARM_WAIT_MS 1000u
+void enr_upstream_warm(enr_upstream *u);
+
 /* Readable when enr_upstream_idle() has work. */
 int enr_upstream_fd(const enr_upstream *u);
 

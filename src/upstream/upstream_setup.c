@@ -349,6 +349,12 @@ static char *warm_url(const enr_upstream *u)
     return strndup(x->base.data, n);
 }
 
+void enr_upstream_warm(enr_upstream *u)
+{
+    enr_upconn_warm(u->conn, ENR_UPSTREAM_WARM_WAIT_MS);
+    u->st.fds = enr_upconn_fds(u->conn);
+}
+
 enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen)
 {
     enr_upstream *u;

@@ -129,7 +129,8 @@ class Providers(tls_fixture.Provider):
                                           "--close-after", str(close_after))
                 tls_fixture.renice_threads(self.fakes[api].proc.pid, tls_fixture.REMOTE_NICE)
             self.nginx = tls_fixture.Terminator(self.dir, self.pki, 0, kinds=APIS,
-                                                backends={a: f.port for a, f in self.fakes.items()})
+                                                backends={a: f.port for a, f in self.fakes.items()},
+                                                http2=True)
         except Exception:
             self.close()
             raise
@@ -267,7 +268,7 @@ def measure(runs, batches, warm):
     load weighs on each alike), each run on one kept-alive connection;
     runs: [(label, env, batch(i), check(recs, lines))].  Returns {label:
     {'lat': [ms], 'known', 'enriched', 'bad', 'degraded', 'p50', 'p99',
-    'share'}}."""
+    'share', 'first_degraded' (the first batch's, warm-ups included)}}."""
     import http.client
     out = {}
     conns = {label: http.client.HTTPConnection("127.0.0.1", env.port, timeout=15)
@@ -281,6 +282,8 @@ def measure(runs, batches, warm):
                 t0 = time.monotonic()
                 st, h, lines = harness.post(env, recs, conn=conns[label])
                 ms = (time.monotonic() - t0) * 1000
+                if i == 0:  # the first batch after start
+                    res["first_degraded"] = harness.degraded(h) if st == 200 else len(recs)
                 if i < warm:
                     continue
                 res["lat"].append(ms)

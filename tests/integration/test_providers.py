@@ -505,6 +505,7 @@ def test_distance(r, prov):
                               ("control", b, lambda i: pf.control_batch("far", i),
                                pf.control_check)], BATCHES, WARM_BATCHES)
             logs = logs_now(prov)
+            st = harness.get_json(a, "/status")
         finally:
             a.close()
             b.close()
@@ -537,6 +538,11 @@ def test_distance(r, prov):
              "met" if res["share"] >= GOAL and res["p50"] <= goal_ms else "MISSED",
              "met" if ctl["share"] >= GOAL and ctl["p50"] <= goal_ms else "MISSED"))
     r.check(res["bad"] == 0, "distance: every batch 200 with every record (%d not)" % res["bad"])
+    r.check(res["first_degraded"] == 0, "distance: the first batch after start finds warm "
+            "connections, nothing degraded: %d records" % res["first_degraded"])
+    warm = {api: st["upstream"]["sources"][api]["warmups"] for api in pf.APIS}
+    r.check(all(v >= WORKERS for v in warm.values()),
+            "distance: each API's connections warmed ahead of batches (handshakes): %s" % warm)
     r.check(res["share"] >= GOAL, "distance: >= %.0f %% of known ids carry the largest poster and "
             "runtime: %.2f %%" % (100 * GOAL, 100 * res["share"]))
     r.check(res["p50"] <= limit_ms, "distance: batch p50 %.1f ms <= %.1f ms (RTT + %d ms, or the "

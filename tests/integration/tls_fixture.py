@@ -177,9 +177,10 @@ class Terminator:
     """nginx in front of the fake upstream: one listener per kind of KINDS,
     port[kind]; requests(kind) parses its access log.  backends {kind:
     port} puts another fake behind a listener (the providers' APIs, one
-    fake each); kinds not in it proxy to fake_port."""
+    fake each); kinds not in it proxy to fake_port.  http2: the TLS
+    listeners offer HTTP/2 by ALPN too, as the providers' APIs do."""
 
-    def __init__(self, d, pki, fake_port, kinds=KINDS, backends=None):
+    def __init__(self, d, pki, fake_port, kinds=KINDS, backends=None, http2=False):
         self.dir = d
         self.port = {}
         servers = []
@@ -197,7 +198,7 @@ class Terminator:
                 if kind == "mtls":
                     tls += ("    ssl_client_certificate %s;\n    ssl_verify_client on;\n"
                             % pki.ca)
-            ssl = " ssl" if tls else ""
+            ssl = (" ssl http2" if http2 else " ssl") if tls else ""
             # A client resolving localhost may try ::1 first.
             listen6 = "    listen [::1]:%d%s;\n" % (self.port[kind], ssl) if ipv6 else ""
             servers.append(NGINX_SERVER.format(port=self.port[kind], host=HOST, dir=d,
