@@ -24,6 +24,7 @@ enrichd (2 workers) with upstream_secret_file, as root (gcore and
 5. The shipped unit writes no core at all (LimitCORE=0: a worker's
    would hold libcurl's copies of the key).
 """
+# run alone: gcore of a sanitizer build's processes walks their shadow mappings (tens of seconds)
 import glob
 import os
 import re
@@ -87,7 +88,7 @@ def memory_hits(pid, needle):
 
 def gcore(pid, d):
     prefix = os.path.join(d, "gcore")
-    subprocess.run(["gcore", "-o", prefix, str(pid)], capture_output=True, timeout=60)
+    subprocess.run(["gcore", "-o", prefix, str(pid)], capture_output=True, timeout=240)
     path = "%s.%d" % (prefix, pid)
     return path if os.path.exists(path) else None
 
@@ -150,7 +151,9 @@ def spawn(env, key, cwd, nobody=False, core=False):
 
 
 def start(env, key):
-    env.start_enrichd("workers = 2\nupstream_url = http://127.0.0.1:9/v1\n"
+    # No recycling (a sanitizer build is big): the workers read must live.
+    env.start_enrichd("workers = 2\nmax_requests = 0\nrss_soft_mb = 4000\nrss_hard_mb = 8000\n"
+                      "upstream_url = http://127.0.0.1:9/v1\n"
                       "upstream_secret_file = %s\nupstream_secret_header = X-Api-Key\n" % key)
     workers = env.wait_workers(2)
     harness.wait_for(env.status_pid, 5, what="status process")
