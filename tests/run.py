@@ -15,7 +15,11 @@ waiting for the daemon.  A suite that measures time or load, or needs the
 machine to itself, says so in a comment line of its own that starts
 "# run alone:" (a unit test's source: " * run alone:" or "/* run alone:"),
 followed by why; those run afterwards, one at a time,
-with nothing else running.  Each suite's line (its name, counts and time,
+with nothing else running.  A suite that measures what a process holds in
+memory says "# plain build only:" and why: on a sanitizer build (the
+sanitizer's allocator keeps freed memory in quarantine, its shadow
+mappings fill every core) it is listed as skipped, with that reason, and
+counts nothing.  Each suite's line (its name, counts and time,
 and the tail of its output when it failed) prints as it finishes; the
 failed ones are named again in a fixed order at the end.  The longest
 suites (by the previous run's times, kept in BUILD/test-times.json) are
@@ -39,6 +43,7 @@ SUMMARY = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed", re.M)
 # suite that does not say counts as one test.
 TESTS = re.compile(r"^tests: (\d+) run, (\d+) failed", re.M)
 ALONE = re.compile(r"^(?:#|/\*| \*) run alone: ", re.M)
+PLAIN_ONLY = re.compile(r"^# plain build only: (.*)$", re.M)
 # A hung suite's bound: several times the longest suite's time on a busy
 # machine, where the suites side by side slow one another.
 SUITE_TIMEOUT_S = 600
@@ -185,6 +190,13 @@ def main():
     jobs = args.jobs if args.jobs > 0 else default_jobs()
     env = dict(os.environ, ENR_BUILD=args.build, PYTHONUNBUFFERED="1")
     suites = collect(args.build, args.kind, args.only)
+    if os.path.basename(os.path.normpath(args.build)).startswith("build-san"):
+        for s in [s for s in suites if s.argv[0] == sys.executable]:
+            with open(s.argv[1], encoding="utf-8", errors="replace") as f:
+                m = PLAIN_ONLY.search(f.read())
+            if m:
+                print("skip %-36s on a sanitizer build: %s" % (s.name, m.group(1)), flush=True)
+                suites.remove(s)
     if args.skip_alone or args.alone_only:
         suites = [s for s in suites if s.alone == args.alone_only]
     shared = [s for s in suites if not s.alone]

@@ -24,7 +24,8 @@ enrichd (2 workers) with upstream_secret_file, as root (gcore and
 5. The shipped unit writes no core at all (LimitCORE=0: a worker's
    would hold libcurl's copies of the key).
 """
-# run alone: gcore of a sanitizer build's processes walks their shadow mappings (tens of seconds)
+# run alone: it takes cores of the pool's processes and reads their memory
+# plain build only: what a process holds is the product's allocator's, not ASan's quarantine
 import glob
 import os
 import re
