@@ -159,6 +159,16 @@ static int names(json_object *it, const char *id, size_t len)
         return 0;
     return n == 8 + len || s[8 + len] == ':';
 }
+
+/* json-c writes U+FFFD for a lone surrogate escape, so a uri holding one
+ * may stand for an escape the reader refuses (an unfaithful string names
+ * no id) or for the character itself, which it takes: either is right. */
+static int ambiguous(json_object *it)
+{
+    json_object *v = member(it, "uri");
+    return str_is(v) && memmem(json_object_get_string(v), (size_t)json_object_get_string_len(v),
+                               "\xef\xbf\xbd", 3) != NULL;
+}
 #elif defined(FUZZ_DAILYMOTION)
 #define FORBID ","
 #define ARRAY "list"
@@ -183,6 +193,14 @@ static int names(json_object *it, const char *id, size_t len)
 }
 #else
 #error "define FUZZ_YOUTUBE, FUZZ_VIMEO or FUZZ_DAILYMOTION"
+#endif
+#ifndef FUZZ_VIMEO
+/* An item's name is the whole id, and ids holding U+FFFD are not checked. */
+static int ambiguous(json_object *it)
+{
+    (void)it;
+    return 0;
+}
 #endif
 
 /* json-c's reading: the root, and in *items its array (NULL when absent),
@@ -312,6 +330,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
             }
         }
+        if (it != NULL && ambiguous(it))
+            continue;
         if ((it == NULL) != (r->state == ENR_REPLY_ABSENT))
             abort();
         if (it == NULL)
