@@ -70,7 +70,7 @@ class FcgiConn:
             self.sock.bind((source, 0))
         self.sock.settimeout(timeout)
         self.sock.connect(addr)
-        self.buf = b""
+        self.buf = bytearray()
         self.eof = False
 
     def send(self, data):
@@ -108,32 +108,41 @@ class FcgiConn:
         """Reads records until END_REQUEST for rid, EOF, or timeout."""
         out = {"stdout": b"", "stderr": b"", "ends": {}, "eof": False, "timeout": False,
                "records": []}
+        # bytearrays, appended in place: a 7 MB answer read by copying
+        # the whole so far at every record cost the reader more than the
+        # worker's write deadline.
+        stdout, stderr = bytearray(), bytearray()
+
+        def done():
+            out["stdout"], out["stderr"] = bytes(stdout), bytes(stderr)
+            return out
+
         deadline = time.monotonic() + timeout
         try:
             while True:
                 while len(self.buf) >= 8:
-                    _, t, r, clen, plen, _ = struct.unpack(">BBHHBB", self.buf[:8])
+                    _, t, r, clen, plen, _ = struct.unpack_from(">BBHHBB", self.buf)
                     if len(self.buf) < 8 + clen + plen:
                         break
-                    content = self.buf[8:8 + clen]
-                    self.buf = self.buf[8 + clen + plen:]
+                    content = bytes(self.buf[8:8 + clen])
+                    del self.buf[:8 + clen + plen]
                     out["records"].append((t, r, content))
                     if t == FCGI_STDOUT:
-                        out["stdout"] += content
+                        stdout += content
                     elif t == FCGI_STDERR:
-                        out["stderr"] += content
+                        stderr += content
                     elif t == FCGI_END_REQUEST and len(content) >= 5:
                         app, proto = struct.unpack(">IB", content[:5])
                         out["ends"][r] = (app, proto)
                         if r == rid:
-                            return out
+                            return done()
                 if self.eof:
                     out["eof"] = True
-                    return out
+                    return done()
                 self._fill(deadline)
         except (socket.timeout, TimeoutError):
             out["timeout"] = True
-            return out
+            return done()
 
     def wait_eof(self, timeout=3.0):
         """True when the peer closes within timeout (data before EOF is dropped)."""
