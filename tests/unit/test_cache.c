@@ -374,6 +374,16 @@ static void test_stopped_holder(void)
 
     T_CHECK(c != NULL, "setup");
     w = spawn_writer(c, 9);
+    /* The lookups below must have something to find: wait (bounded) until
+     * the writer has stored, however late a loaded machine runs it. */
+    for (long until = mono_ms() + 10000; mono_ms() < until;) {
+        struct timespec d = {0, 1000000};
+        enr_cache_stats_of(c, &st0);
+        if (st0.entries > 0)
+            break;
+        nanosleep(&d, NULL);
+    }
+    T_CHECK(st0.entries > 0, "the writer stores");
     srandom(9);
     while (!caught && tries++ < 2000) {
         struct timespec d = {0, 100000 + random() % 400000};
