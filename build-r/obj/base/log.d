@@ -1,2 +1,0 @@
-build-r/obj/base/log.o: src/base/log.c src/base/log.h
-src/base/log.h:

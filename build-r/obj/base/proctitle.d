@@ -1,2 +1,0 @@
-build-r/obj/base/proctitle.o: src/base/proctitle.c src/base/proctitle.h
-src/base/proctitle.h:

@@ -1,3 +1,0 @@
-build-r/obj/replay/replay_stats.o: src/replay/replay_stats.c \
- src/replay/replay_stats.h
-src/replay/replay_stats.h:
