@@ -727,6 +727,23 @@ def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+# The calls a worker blocks in while it waits for its next connection
+# (epoll_pwait, ppoll), by machine; a lingering close polls with poll().
+_LISTEN_WAIT = {"x86_64": ("281", "271"), "aarch64": ("22", "73")}
+
+
+def wait_worker_listening(pid, timeout=10.0):
+    """Waits until worker pid blocks in its wait for the next connection
+    (/proc/pid/syscall): the connection before it is closed, not merely
+    answered (the worker's lingering close ends after the client's)."""
+    calls = _LISTEN_WAIT[os.uname().machine]
+
+    def waiting():
+        with open("/proc/%d/syscall" % pid) as f:
+            return f.read().split(" ", 1)[0] in calls
+    wait_for(waiting, timeout, 0.002, what="worker %d to wait for a connection" % pid)
+
+
 def worker_constant(name):
     """A millisecond constant of src/pool/worker.h, in seconds."""
     with open(os.path.join(ROOT, "src", "pool", "worker.h")) as f:

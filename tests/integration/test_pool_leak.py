@@ -98,6 +98,7 @@ def test_fd_soft_exact(r):
                           env={"ENRICHD_TEST_LEAK": "fd:0"})
         pid = env.wait_workers(1)[0]
         one_request(env)
+        harness.wait_worker_listening(pid)
         idle = harness.fd_count(pid) - 1
         env.signal(15)
         env.wait_exit(10)
@@ -108,8 +109,13 @@ def test_fd_soft_exact(r):
                           env={"ENRICHD_TEST_LEAK": "fd:1"})
         pid = env.wait_workers(1)[0]
         counts = {}
-        ev, sent = exit_after(env, pid, k + 5, k + 1,
-                              lambda i: counts.__setitem__(i, harness.fd_count(pid) - 1))
+
+        def count(i):
+            # Read once the request's connection is gone, as the worker
+            # reads its own table: answered is not yet closed.
+            harness.wait_worker_listening(pid)
+            counts[i] = harness.fd_count(pid) - 1
+        ev, sent = exit_after(env, pid, k + 5, k + 1, count)
         r.check(ev is not None and ev.get("reason") == "fd",
                 "the worker ended itself for fd: %r" % ev)
         r.check(counts.get(k) == limit,
