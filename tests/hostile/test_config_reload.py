@@ -5,7 +5,7 @@
    key, cross-key rules, URLs a worker's upstream client would refuse at
    start) is refused by `enrichd -t`: non-zero exit, "FILE:LINE: key:"
    with the line of that key.  The corpus covers every key of the
-   built-in configuration (read from src/base/conftable.c), so a new key
+   built-in configuration (its rows, src/base/confkeys.inc), so a new key
    without a bad value here fails this test.
 2. The same cases sent with HUP to a daemon under load: each is refused
    ("reload refused" naming FILE:LINE: key), zero failed requests, no
@@ -30,7 +30,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import harness  # noqa: E402
 
 CASES = os.path.join(HERE, "bad_config", "cases.txt")
-CONFTABLE_C = os.path.join(harness.ROOT, "src", "base", "conftable.c")
+sys.path.insert(0, os.path.join(harness.ROOT, "scripts"))
+import confkeys  # noqa: E402
 
 
 def load_cases():
@@ -44,14 +45,6 @@ def load_cases():
             lines = [l.strip().replace("\\t", "\t") for l in rest.split(" ;; ")]
             out.append((n, key, lines))
     return out
-
-
-def builtin_keys():
-    with open(CONFTABLE_C) as f:
-        text = f.read()
-    block = text[text.index("enr_config_default_text[]"):]
-    block = block[:block.index(";\n")]
-    return re.findall(r'"(\w+) =', block)
 
 
 def key_of(line):
@@ -78,7 +71,7 @@ def expected_line(key, where, last):
 
 def test_check_refuses_corpus(r):
     cases = load_cases()
-    keys = builtin_keys()
+    keys = [k["name"] for k in confkeys.rows()]
     covered = set(k for _, k, _ in cases)
     missing = [k for k in keys if k not in covered]
     r.check(len(keys) >= 30 and not missing,
