@@ -225,6 +225,25 @@ void enr_config_dump(const enr_config *c, FILE *f);
 /* The line of c->source that set key; 0 for a built-in default. */
 unsigned enr_config_line(const enr_config *c, const char *key);
 
+/* ---- a reload's view of two configurations (conftable.c, by the keys'
+ * reload column in confkeys.inc) ---- */
+
+/* Keeps in next the value cur has of every key that changes only on
+ * restart (the sockets' settings); returns the first such key next had
+ * changed, or NULL. */
+const char *enr_config_keep_restart(enr_config *next, const enr_config *cur);
+
+/* What makes cur's upstream cache wrong for next: the first key of the
+ * cache's identity or layout next changes (named by its enr_config field:
+ * "upstream_headers" for the upstream_header lines), else the first
+ * secret whose bytes differ (enr_config_secret_change), else NULL.  Only
+ * names: never a value. */
+const char *enr_config_cache_change(const enr_config *next, const enr_config *cur);
+
+/* The first secret whose bytes differ between a and b ("upstream_secret",
+ * "youtube_key", "vimeo_token"; config_cred.c), or NULL. */
+const char *enr_config_secret_change(const enr_config *a, const enr_config *b);
+
 /* The embedded default configuration text (also what `make run` serves). */
 extern const char enr_config_default_text[];
 

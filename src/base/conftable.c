@@ -2,8 +2,9 @@
  * conftable.c: the configuration's keys (config_int.h), made from their
  * rows (confkeys.inc): the built-in defaults as text, the table that says
  * each key's type, bounds, field and what a HUP does with it, and the
- * two readers of a parsed configuration by key: -T's printout
- * (enr_config_dump) and enr_config_line.
+ * readers of a parsed configuration by key: -T's printout
+ * (enr_config_dump), enr_config_line, and a reload's comparisons by the
+ * rows' reload column (enr_config_keep_restart, enr_config_cache_change).
  *
  * Adding a key is one row of confkeys.inc (and its field in enr_config)
  * plus its documentation in conf/enrichd.conf (the tests hold the file
@@ -127,4 +128,56 @@ unsigned enr_config_line(const enr_config *c, const char *key)
         if (strcmp(enr_config_keys[i].name, key) == 0)
             return c->key_line[i];
     return 0;
+}
+
+/* Whether key k says the same in a and b. */
+static int key_same(const enr_config_key *k, const enr_config *a, const enr_config *b)
+{
+    const char *x = (const char *)a + k->off, *y = (const char *)b + k->off;
+
+    switch (k->type) {
+    case ENR_KEY_HEADER:
+        if (a->upstream_nheaders != b->upstream_nheaders)
+            return 0;
+        for (unsigned h = 0; h < a->upstream_nheaders; h++)
+            if (strcmp(a->upstream_headers[h], b->upstream_headers[h]) != 0)
+                return 0;
+        return 1;
+    case ENR_KEY_STR:
+    case ENR_KEY_LISTEN:
+    case ENR_KEY_URL:
+    case ENR_KEY_GROUP:
+    case ENR_KEY_PATH:
+    case ENR_KEY_ALLOW:
+        return strcmp(x, y) == 0;
+    default:
+        return memcmp(x, y, k->size) == 0;
+    }
+}
+
+const char *enr_config_keep_restart(enr_config *next, const enr_config *cur)
+{
+    const char *changed = NULL;
+
+    for (size_t i = 0; i < enr_config_nkeys; i++) {
+        const enr_config_key *k = &enr_config_keys[i];
+        /* A plain field: no row of a type with a second home (the
+         * headers' count, listen_allow's parsed networks) is RESTART
+         * (tests/unit/test_config.c holds the rows to that). */
+        if (k->reload != ENR_RELOAD_RESTART || key_same(k, next, cur))
+            continue;
+        memcpy((char *)next + k->off, (const char *)cur + k->off, k->size);
+        if (changed == NULL)
+            changed = k->name;
+    }
+    return changed;
+}
+
+const char *enr_config_cache_change(const enr_config *next, const enr_config *cur)
+{
+    for (size_t i = 0; i < enr_config_nkeys; i++)
+        if (enr_config_keys[i].reload == ENR_RELOAD_CACHE &&
+            !key_same(&enr_config_keys[i], next, cur))
+            return enr_config_keys[i].field;
+    return enr_config_secret_change(next, cur);
 }

@@ -14,8 +14,8 @@
  *    workers cannot start is never committed, and the old one keeps
  *    serving (docs/pool.md).
  *  - The socket settings never change on reload (the sockets stay open
- *    across generations); a file that changes them is applied without
- *    them, with a warning.
+ *    across generations): a file that changes a key whose row says
+ *    RESTART (base/confkeys.inc) is applied without it, with a warning.
  *  - This file forks nothing and calls nothing of master.c: a probe to
  *    start is returned to the master (enr_reload_start), which forks it at
  *    its one fork site and says how it went (enr_reload_started); workers
@@ -23,13 +23,12 @@
  *  - The reload's end (done, failed, refused) and its STATUS= text are
  *    decided here and nowhere else.
  *  - The upstream cache is kept across a reload that leaves its layout
- *    (cache_entries, cache_bytes) and its identity (identity_fields:
- *    every key that changes what a call sends or where, the secret
- *    included) as they were; otherwise the new configuration gets a new,
- *    empty cache, made before its probe is forked, and the old one lives
- *    on in the old generation's workers until the last of them exits
- *    (docs/upstream.md).  A cached answer is never served to a
- *    configuration that would have asked differently.
+ *    (cache_entries, cache_bytes) and its identity (every key that
+ *    changes what a call sends or where: the rows that say CACHE in
+ *    base/confkeys.inc, and the secrets' bytes) as they were; otherwise the new configuration gets
+ * a new, empty cache, made before its probe is forked, and the old one lives on in the old
+ * generation's workers until the last of them exits (docs/upstream.md).  A cached answer is never
+ * served to a configuration that would have asked differently.
  */
 #include "pool/reload.h"
 #include "upstream/quota.h"
@@ -96,112 +95,13 @@ static void refused(enr_master *m, const char *msg, const char *status, const ch
     enr_notify_ready();
 }
 
-/* The settings of the sockets, which only a restart changes. */
-#define LISTEN_FIELD(f, str)                                                                       \
-    {                                                                                              \
-        offsetof(enr_config, f), sizeof(((enr_config *)0)->f), str                                 \
-    }
-static const struct {
-    size_t off, len;
-    int str; /* a string: compared up to its terminator */
-} listen_fields[] = {
-    LISTEN_FIELD(listen, 1),         LISTEN_FIELD(listen_mode, 0),   LISTEN_FIELD(listen_group, 1),
-    LISTEN_FIELD(listen_backlog, 0), LISTEN_FIELD(status_listen, 1),
-};
-
-/* Keeps the socket settings of `from` in `to`; returns whether they differed. */
-static int keep_listen(enr_config *to, const enr_config *from)
-{
-    int changed = 0;
-
-    for (size_t i = 0; i < sizeof listen_fields / sizeof listen_fields[0]; i++) {
-        char *t = (char *)to + listen_fields[i].off;
-        const char *f = (const char *)from + listen_fields[i].off;
-        if (listen_fields[i].str ? strcmp(t, f) != 0 : memcmp(t, f, listen_fields[i].len) != 0) {
-            changed = 1;
-            memcpy(t, f, listen_fields[i].len);
-        }
-    }
-    return changed;
-}
-
-/* The cache's identity: what changes the answer to a call.  A key that
- * changes where a call goes, what it carries or whose account it is
- * asked on has a row here.  Only names are ever logged: header values
- * and the secret are credentials. */
-enum { ID_STR, ID_HEADERS, ID_SOURCES, ID_SECRET };
-#define IDENTITY_FIELD(f, kind)                                                                    \
-    {                                                                                              \
-#f, offsetof(enr_config, f), kind                                                          \
-    }
-static const struct {
-    const char *name;
-    size_t off;
-    int kind;
-} identity_fields[] = {
-    IDENTITY_FIELD(upstream_url, ID_STR),
-    IDENTITY_FIELD(upstream_headers, ID_HEADERS),
-    IDENTITY_FIELD(upstream_secret_header, ID_STR),
-    IDENTITY_FIELD(upstream_secret_query, ID_STR),
-    IDENTITY_FIELD(upstream_secret_file, ID_STR),
-    IDENTITY_FIELD(upstream_secret_credential, ID_STR),
-    IDENTITY_FIELD(upstream_secret, ID_SECRET),
-    IDENTITY_FIELD(sources, ID_SOURCES),
-    IDENTITY_FIELD(youtube_url, ID_STR),
-    IDENTITY_FIELD(vimeo_url, ID_STR),
-    IDENTITY_FIELD(dailymotion_url, ID_STR),
-    IDENTITY_FIELD(youtube_key_file, ID_STR),
-    IDENTITY_FIELD(youtube_key_credential, ID_STR),
-    IDENTITY_FIELD(youtube_key, ID_SECRET),
-    IDENTITY_FIELD(vimeo_token_file, ID_STR),
-    IDENTITY_FIELD(vimeo_token_credential, ID_STR),
-    IDENTITY_FIELD(vimeo_token, ID_SECRET),
-};
-
-/* The name of the first identity key next changes, or NULL. */
-static const char *identity_change(const enr_config *next, const enr_config *cur)
-{
-    for (size_t i = 0; i < sizeof identity_fields / sizeof identity_fields[0]; i++) {
-        const char *a = (const char *)next + identity_fields[i].off;
-        const char *b = (const char *)cur + identity_fields[i].off;
-        int same = 1;
-        switch (identity_fields[i].kind) {
-        case ID_STR:
-            same = strcmp(a, b) == 0;
-            break;
-        case ID_HEADERS:
-            same = next->upstream_nheaders == cur->upstream_nheaders;
-            for (unsigned h = 0; same && h < next->upstream_nheaders; h++)
-                same = strcmp(next->upstream_headers[h], cur->upstream_headers[h]) == 0;
-            break;
-        case ID_SOURCES:
-            same = memcmp(next->sources, cur->sources, sizeof next->sources) == 0;
-            break;
-        default: { /* the secret's bytes (the master holds both, secret.h) */
-            const enr_secret *x = (const enr_secret *)(const void *)a;
-            const enr_secret *y = (const enr_secret *)(const void *)b;
-            same = x->len == y->len && (x->len == 0 || (x->bytes != NULL && y->bytes != NULL &&
-                                                        memcmp(x->bytes, y->bytes, x->len) == 0));
-            break;
-        }
-        }
-        if (!same)
-            return identity_fields[i].name;
-    }
-    return NULL;
-}
-
 /* A cache of next's own, unless next could use the running one as it is
  * (the same identity, the same bounds: its answers and layout still
  * hold; TTLs are stamped at each put, so a new one applies from now on).
  * *why names what changed. */
 static int cache_kept(const enr_config *next, const enr_config *cur, const char **why)
 {
-    *why = identity_change(next, cur);
-    if (*why == NULL && next->cache_entries != cur->cache_entries)
-        *why = "cache_entries";
-    if (*why == NULL && next->cache_bytes != cur->cache_bytes)
-        *why = "cache_bytes";
+    *why = enr_config_cache_change(next, cur);
     return *why == NULL;
 }
 
@@ -373,7 +273,7 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
         enr_config_secrets_free(&next, NULL);
         return none;
     }
-    if (keep_listen(&next, &m->cfg))
+    if (enr_config_keep_restart(&next, &m->cfg) != NULL)
         enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
     if (cache_kept(&next, &m->cfg, &changed)) {
         ncache = m->cache;

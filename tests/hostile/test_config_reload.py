@@ -16,7 +16,13 @@
    failure is in the log, in /status, /healthz and STATUS=, the probe is
    retried with a back-off, and once the cause is gone the reload
    completes on its own.
+4. Each key whose row says RESTART (src/base/confkeys.inc: the sockets'
+   settings), changed by a HUP on its own: the reload is done with every
+   other change applied, the warning says socket settings change only on
+   restart, and the sockets are the ones bound at start (same files, same
+   mode and group, the same backlog) and still serve.
 """
+import grp
 import json
 import os
 import re
@@ -239,9 +245,72 @@ def test_new_workers_cannot_start(r):
                  retry, len(res), len(fails)))
 
 
+def restart_values(env):
+    """A valid value other than the running one, for each restart-only key."""
+    group = "" if harness.IS_ROOT else grp.getgrgid(os.getgid()).gr_name
+    return {"listen": "listen = %s" % os.path.join(env.dir, "other.sock"),
+            "status_listen": "status_listen = %s" % os.path.join(env.dir, "other-status.sock"),
+            "listen_mode": "listen_mode = 0600",
+            "listen_group": "listen_group = %s" % group,
+            "listen_backlog": "listen_backlog = 7"}
+
+
+def backlog(path):
+    """The listen backlog of the unix socket at path (ss: Send-Q), or None."""
+    out = subprocess.run(["ss", "-xlnH"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[4] == path:
+            return int(f[3])
+    return None
+
+
+def test_hup_keeps_restart_keys(r):
+    keys = [k["name"] for k in confkeys.rows() if k["reload"] == "RESTART"]
+    with harness.Env(name="hostile-conf-restart") as env:
+        env.start_enrichd("workers = 2\nlisten_backlog = 100\n")
+        env.start_nginx()
+        env.wait_workers(2)
+        values = restart_values(env)
+        # The socket settings are the keys only a restart changes (the
+        # sockets stay open across generations); each is tried, whatever
+        # its row says, and every row that says RESTART has a value here.
+        r.check(sorted(keys) == sorted(values),
+                "the rows' restart-only keys are the socket settings: %r" % keys)
+        keys = list(values)
+        socks = (env.sock, env.status_sock)
+        before = [(os.stat(p).st_ino, os.stat(p).st_mode, os.stat(p).st_gid) for p in socks]
+        base = open(env.conf).read().splitlines()
+        wrong = []
+        for i, key in enumerate(keys):
+            workers = 3 if i % 2 == 0 else 2
+            write_case(env.conf, base, [values[key], "workers = %d" % workers])
+            env.signal(signal.SIGHUP)
+            env.wait_log("reload done", count=i + 1, timeout=15)
+            warned = len(env.log_events("socket settings change only on restart"))
+            applied = len(env.wait_workers(workers))
+            if warned != i + 1 or applied != workers:
+                wrong.append((key, warned, applied))
+        r.check(not wrong, "each restart-only key's change is kept back with the warning, the "
+                "rest applied: %r" % wrong)
+        after = [(os.stat(p).st_ino, os.stat(p).st_mode, os.stat(p).st_gid) for p in socks]
+        r.check(after == before, "the sockets are the ones bound at start: %r, then %r"
+                % (before, after))
+        r.check(not os.path.exists(values["listen"].split(" = ")[1]) and
+                not os.path.exists(values["status_listen"].split(" = ")[1]),
+                "no socket at the new paths")
+        r.check(backlog(env.sock) == 100, "listen_backlog as at start: %r" % backlog(env.sock))
+        st, _, _ = env.request("/v1/enrich", body=harness.sample_body(3))
+        r.check(st == 200, "the workers' socket serves: %d" % st)
+        st, _, body = env.request("/status", method="GET")
+        r.check(st == 200 and json.loads(body).get("generation") == len(keys),
+                "the status socket serves, every reload committed: %d" % st)
+
+
 if __name__ == "__main__":
     res = harness.Results()
     res.run(test_check_refuses_corpus)
     res.run(test_hup_refuses_corpus)
     res.run(test_new_workers_cannot_start)
+    res.run(test_hup_keeps_restart_keys)
     res.done()

@@ -1,7 +1,8 @@
 /*
  * test_config.c: the configuration parser's rules through
  * enr_config_parse(): the embedded default, every kind of value, and
- * that each error names the source, the line and the key.
+ * that each error names the source, the line and the key; and what a
+ * reload does with each key by its row (confkeys.inc).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/config.h"
+#include "base/config_int.h"
 #include "base/confcheck.h"
 #include "engine/contract.h"
 #include "upstream/api.h"
@@ -195,6 +197,118 @@ static void test_sources(void)
     rmdir(dir);
 }
 
+/* The keys only a restart changes: the sockets' settings.  The master
+ * binds its sockets once and they stay open across generations, so a HUP
+ * that applied one of these would describe sockets that are not there
+ * (and the status process would look for a status socket that is not). */
+static const char *const restart_keys[][2] = {
+    {"listen", "listen = /tmp/enr-t-other.sock\n"},
+    {"listen_mode", "listen_mode = 0600\n"},
+    {"listen_group", "listen_group =\n"},
+    {"listen_backlog", "listen_backlog = 64\n"},
+    {"status_listen", "status_listen = /tmp/enr-t-other-status.sock\n"},
+};
+#define N_RESTART (sizeof restart_keys / sizeof restart_keys[0])
+
+/* The keys whose change starts a new, empty upstream cache: where a call
+ * goes, what it carries, on whose account, and the cache's layout. */
+static const char *const cache_keys[] = {
+    "upstream_url",
+    "upstream_header",
+    "upstream_secret_file",
+    "upstream_secret_credential",
+    "upstream_secret_header",
+    "upstream_secret_query",
+    "yt_source",
+    "vm_source",
+    "dm_source",
+    "youtube_url",
+    "vimeo_url",
+    "dailymotion_url",
+    "youtube_key_file",
+    "youtube_key_credential",
+    "vimeo_token_file",
+    "vimeo_token_credential",
+    "cache_entries",
+    "cache_bytes",
+};
+
+static const enr_config_key *row(const char *name)
+{
+    for (size_t i = 0; i < enr_config_nkeys; i++)
+        if (strcmp(enr_config_keys[i].name, name) == 0)
+            return &enr_config_keys[i];
+    return NULL;
+}
+
+/* What a HUP does with each key, by its row: the socket settings are kept
+ * from the running configuration (with every other change applied), the
+ * cache's identity and layout give a new cache, and nothing else does. */
+static void test_reload_rows(void)
+{
+    static enr_config cur, next;
+    size_t n_restart = 0, n_cache = 0;
+
+    for (size_t i = 0; i < enr_config_nkeys; i++) {
+        const enr_config_key *k = &enr_config_keys[i];
+        int restart = 0, cache = 0;
+        for (size_t j = 0; j < N_RESTART; j++)
+            restart |= strcmp(k->name, restart_keys[j][0]) == 0;
+        for (size_t j = 0; j < sizeof cache_keys / sizeof cache_keys[0]; j++)
+            cache |= strcmp(k->name, cache_keys[j]) == 0;
+        n_restart += k->reload == ENR_RELOAD_RESTART;
+        n_cache += k->reload == ENR_RELOAD_CACHE;
+        T_CHECK((k->reload == ENR_RELOAD_RESTART) == restart, "%s: restart-only is %d, want %d",
+                k->name, k->reload == ENR_RELOAD_RESTART, restart);
+        T_CHECK((k->reload == ENR_RELOAD_CACHE) == cache, "%s: new cache on change is %d, want %d",
+                k->name, k->reload == ENR_RELOAD_CACHE, cache);
+        /* kept by copying its field alone: no second home */
+        T_CHECK(k->reload != ENR_RELOAD_RESTART ||
+                    (k->type != ENR_KEY_HEADER && k->type != ENR_KEY_ALLOW),
+                "%s: a restart-only key is a plain field", k->name);
+    }
+    T_CHECK(n_restart == N_RESTART && n_cache == sizeof cache_keys / sizeof cache_keys[0],
+            "every key named above has a row: %zu restart-only, %zu new-cache", n_restart, n_cache);
+
+    T_CHECK(parse("") == 0, "defaults: %s", err);
+    cur = c;
+    for (size_t j = 0; j < N_RESTART; j++) {
+        const enr_config_key *k = row(restart_keys[j][0]);
+        char text[256];
+        const char *kept;
+        snprintf(text, sizeof text, "%sworkers = 3\n", restart_keys[j][1]);
+        T_CHECK(parse(text) == 0, "%s: %s", text, err);
+        next = c;
+        T_CHECK(k != NULL && memcmp((char *)&next + k->off, (char *)&cur + k->off, k->size) != 0,
+                "%s: the file changes it", restart_keys[j][0]);
+        kept = enr_config_keep_restart(&next, &cur);
+        T_CHECK(kept != NULL && strcmp(kept, restart_keys[j][0]) == 0,
+                "a HUP changing %s is told so: %s", restart_keys[j][0], kept ? kept : "(none)");
+        T_CHECK(k != NULL && memcmp((char *)&next + k->off, (char *)&cur + k->off, k->size) == 0,
+                "a HUP keeps the running %s", restart_keys[j][0]);
+        T_CHECK(next.workers == 3, "and applies the rest: workers %u", next.workers);
+        T_CHECK(enr_config_cache_change(&next, &cur) == NULL, "and keeps the cache");
+    }
+    T_CHECK(parse("workers = 3\ncache_ttl_s = 60\nlisten_allow = 10.0.0.0/8\n") == 0, "%s", err);
+    next = c;
+    T_CHECK(enr_config_keep_restart(&next, &cur) == NULL && next.workers == 3 &&
+                next.cache_ttl_s == 60 && strcmp(next.listen_allow, "10.0.0.0/8") == 0,
+            "live keys change on HUP");
+    T_CHECK(enr_config_cache_change(&next, &cur) == NULL, "a new TTL keeps the cache");
+    T_CHECK(parse("cache_bytes = 8m\n") == 0, "%s", err);
+    T_CHECK(enr_config_cache_change(&c, &cur) != NULL &&
+                strcmp(enr_config_cache_change(&c, &cur), "cache_bytes") == 0,
+            "a new cache size is a new cache");
+    T_CHECK(parse("upstream_url = http://127.0.0.1:1/m\nupstream_header = X-Tenant: a\n") == 0,
+            "%s", err);
+    cur = c;
+    T_CHECK(parse("upstream_url = http://127.0.0.1:1/m\nupstream_header = X-Tenant: b\n") == 0,
+            "%s", err);
+    T_CHECK(enr_config_cache_change(&c, &cur) != NULL &&
+                strcmp(enr_config_cache_change(&c, &cur), "upstream_headers") == 0,
+            "another header line is a new cache, named as the log always named it");
+}
+
 int main(void)
 {
     T_CHECK(parse(enr_config_default_text) == 0, "built-in text: %s", err);
@@ -300,5 +414,6 @@ int main(void)
     test_sources();
     test_dump();
     test_nginx_time();
+    test_reload_rows();
     T_DONE();
 }
