@@ -80,6 +80,14 @@ def test_conf_page_has_every_key(r):
         documented = set(re.findall(r"^\\fB([a-z0-9_]+)\\fR = ", text.replace("\\-", "-"), re.M))
         missing = [k for k in names if k not in documented]
         r.check(not missing, "every key in enrichd.conf(5); missing: %s" % missing)
+        # The KEYS section: a line per row, saying what a HUP does with it.
+        summary = text[text.index(".SH KEYS"):text.index(".SH FILES")].replace("\\-", "-")
+        listed = re.findall(r"^\\fB([a-z0-9_]+)\\fR \(.*; ([^;]*)\)$", summary, re.M)
+        hup = {"LIVE": "applied on HUP", "RESTART": "restart only",
+               "CACHE": "applied on HUP, with a new, empty cache"}
+        want = [(k["name"], hup[k["reload"]]) for k in confkeys.rows()]
+        r.check(listed == want, "enrichd.conf(5)'s KEYS lists every row with what a HUP does "
+                "with it: differ %r" % sorted(set(listed) ^ set(want)))
         for k in names:
             if k in documented and defaults.get(k):
                 want = "\\fB%s\\fR = %s" % (k, defaults[k].replace("-", "\\-"))
