@@ -39,10 +39,8 @@ typedef struct enr_config_key {
     size_t off;
     size_t size;               /* string-like: capacity; numbers: sizeof field */
     unsigned long long lo, hi; /* inclusive bounds for ENR_KEY_UINT, _SIZE and _MODE */
-    const char *def;           /* the built-in default, as a file would say it */
     enum enr_config_reload reload;
     const char *field; /* its enr_config field's name (a reload's log names it) */
-    const char *help;
 } enr_config_key;
 
 /* One row each of confkeys.inc, in its order: -T's and conf/enrichd.conf's. */

@@ -20,7 +20,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* "key = default" lines, in the rows' order. */
+/* "key = default" lines, in the rows' order.  (The help column is the
+ * man page's: scripts/gen-conf-man.py reads the rows.) */
 #define K(name, type, def, lo, hi, reload, help) #name " = " def "\n"
 #define KF(name, field, type, def, lo, hi, reload, help) #name " = " def "\n"
 const char enr_config_default_text[] =
@@ -37,10 +38,8 @@ const char enr_config_default_text[] =
      sizeof(((enr_config *)0)->field),                                                             \
      lo,                                                                                           \
      hi,                                                                                           \
-     def,                                                                                          \
      ENR_RELOAD_##reload,                                                                          \
-     #field,                                                                                       \
-     help},
+     #field},
 #define K(name, type, def, lo, hi, reload, help) KF(name, name, type, def, lo, hi, reload, help)
 const enr_config_key enr_config_keys[] = {
 #include "base/confkeys.inc"
