@@ -19,7 +19,7 @@ INC = os.path.join(ROOT, "src", "base", "confkeys.inc")
 
 _STR = r'"((?:[^"\\]|\\.)*)"'
 _ROW = re.compile(r"^(K|KF)\((\w+),\s*(?:(\w+),\s*)?([A-Z_]+),\s*" + _STR +
-                  r",\s*([^,]+?),\s*([^,]+?),\s*(LIVE|RESTART|CACHE),\s*" + _STR + r"\)$")
+                  r",\s*([^,]+?),\s*([^,]+?),\s*(LIVE|RESTART|IDENTITY|LAYOUT),\s*" + _STR + r"\)$")
 
 
 def _number(expr):
@@ -33,7 +33,7 @@ def _number(expr):
 
 def rows(path=INC):
     """The rows in order, each a dict: name, field, type, default, lo, hi,
-    reload (LIVE, RESTART or CACHE), help."""
+    reload (LIVE, RESTART, IDENTITY or LAYOUT), help."""
     out = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):

@@ -25,7 +25,8 @@ TYPES = {"STR": "text", "UINT": "integer", "PER_CPU": "integer or auto", "MODE":
          "GROUP": "group name", "PATH": "absolute path", "ALLOW": "address list",
          "HEADER": "header line, repeatable"}
 ON_HUP = {"LIVE": "applied on HUP", "RESTART": "restart only",
-          "CACHE": "applied on HUP, with a new, empty cache"}
+          "IDENTITY": "applied on HUP, with a new, empty cache",
+          "LAYOUT": "applied on HUP, with a new, empty cache"}
 
 KEY = re.compile(r"^([a-z0-9_]+)\s*=\s*(.*?)\s*$")
 SECTION = re.compile(r"^##\s*-*\s*(.*?)\s*-*\s*$")

@@ -8,7 +8,7 @@
  *
  * A secret is one row of `secrets` (where its file or credential is
  * named, where it is kept, the URL it is sent to): another provider's key
- * is its two rows in confkeys.inc (a path and a credential name, CACHE),
+ * is its two rows in confkeys.inc (a path and a credential name, IDENTITY),
  * an enr_secret in enr_config, and a row here; loading, -t, a reload's
  * cache comparison, its wipe and the children's unmapping follow.  Where
  * it goes in a call is its client's business (secret.h's bytes and len).

@@ -31,7 +31,12 @@ enum enr_config_key_type {
 };
 
 /* What a HUP does with a key (confkeys.inc says what each means). */
-enum enr_config_reload { ENR_RELOAD_LIVE, ENR_RELOAD_RESTART, ENR_RELOAD_CACHE };
+enum enr_config_reload {
+    ENR_RELOAD_LIVE,
+    ENR_RELOAD_RESTART,
+    ENR_RELOAD_IDENTITY,
+    ENR_RELOAD_LAYOUT
+};
 
 typedef struct enr_config_key {
     const char *name;

@@ -172,11 +172,23 @@ const char *enr_config_keep_restart(enr_config *next, const enr_config *cur)
     return changed;
 }
 
-const char *enr_config_cache_change(const enr_config *next, const enr_config *cur)
+/* The first row of this reload column whose value differs, by its field. */
+static const char *changed_in(const enr_config *next, const enr_config *cur,
+                              enum enr_config_reload reload)
 {
     for (size_t i = 0; i < enr_config_nkeys; i++)
-        if (enr_config_keys[i].reload == ENR_RELOAD_CACHE &&
-            !key_same(&enr_config_keys[i], next, cur))
+        if (enr_config_keys[i].reload == reload && !key_same(&enr_config_keys[i], next, cur))
             return enr_config_keys[i].field;
-    return enr_config_secret_change(next, cur);
+    return NULL;
+}
+
+const char *enr_config_cache_change(const enr_config *next, const enr_config *cur)
+{
+    const char *why = changed_in(next, cur, ENR_RELOAD_IDENTITY);
+
+    if (why == NULL)
+        why = enr_config_secret_change(next, cur);
+    if (why == NULL)
+        why = changed_in(next, cur, ENR_RELOAD_LAYOUT);
+    return why;
 }

@@ -84,7 +84,8 @@ def test_conf_page_has_every_key(r):
         summary = text[text.index(".SH KEYS"):text.index(".SH FILES")].replace("\\-", "-")
         listed = re.findall(r"^\\fB([a-z0-9_]+)\\fR \(.*; ([^;]*)\)$", summary, re.M)
         hup = {"LIVE": "applied on HUP", "RESTART": "restart only",
-               "CACHE": "applied on HUP, with a new, empty cache"}
+               "IDENTITY": "applied on HUP, with a new, empty cache",
+               "LAYOUT": "applied on HUP, with a new, empty cache"}
         want = [(k["name"], hup[k["reload"]]) for k in confkeys.rows()]
         r.check(listed == want, "enrichd.conf(5)'s KEYS lists every row with what a HUP does "
                 "with it: differ %r" % sorted(set(listed) ^ set(want)))

@@ -210,9 +210,9 @@ static const char *const restart_keys[][2] = {
 };
 #define N_RESTART (sizeof restart_keys / sizeof restart_keys[0])
 
-/* The keys whose change starts a new, empty upstream cache: where a call
- * goes, what it carries, on whose account, and the cache's layout. */
-static const char *const cache_keys[] = {
+/* The keys whose change starts a new, empty upstream cache: its identity
+ * (where a call goes, what it carries, on whose account) ... */
+static const char *const identity_keys[] = {
     "upstream_url",
     "upstream_header",
     "upstream_secret_file",
@@ -229,9 +229,18 @@ static const char *const cache_keys[] = {
     "youtube_key_credential",
     "vimeo_token_file",
     "vimeo_token_credential",
-    "cache_entries",
-    "cache_bytes",
 };
+/* ... and its layout. */
+static const char *const layout_keys[] = {"cache_entries", "cache_bytes"};
+
+static int named(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(name, list[i]) == 0)
+            return 1;
+    return 0;
+}
+#define NAMED(name, list) named(name, list, sizeof list / sizeof list[0])
 
 static const enr_config_key *row(const char *name)
 {
@@ -251,23 +260,24 @@ static void test_reload_rows(void)
 
     for (size_t i = 0; i < enr_config_nkeys; i++) {
         const enr_config_key *k = &enr_config_keys[i];
-        int restart = 0, cache = 0;
+        int restart = 0;
         for (size_t j = 0; j < N_RESTART; j++)
             restart |= strcmp(k->name, restart_keys[j][0]) == 0;
-        for (size_t j = 0; j < sizeof cache_keys / sizeof cache_keys[0]; j++)
-            cache |= strcmp(k->name, cache_keys[j]) == 0;
         n_restart += k->reload == ENR_RELOAD_RESTART;
-        n_cache += k->reload == ENR_RELOAD_CACHE;
+        n_cache += k->reload == ENR_RELOAD_IDENTITY || k->reload == ENR_RELOAD_LAYOUT;
         T_CHECK((k->reload == ENR_RELOAD_RESTART) == restart, "%s: restart-only is %d, want %d",
                 k->name, k->reload == ENR_RELOAD_RESTART, restart);
-        T_CHECK((k->reload == ENR_RELOAD_CACHE) == cache, "%s: new cache on change is %d, want %d",
-                k->name, k->reload == ENR_RELOAD_CACHE, cache);
+        T_CHECK((k->reload == ENR_RELOAD_IDENTITY) == NAMED(k->name, identity_keys),
+                "%s: the cache's identity is %d", k->name, k->reload == ENR_RELOAD_IDENTITY);
+        T_CHECK((k->reload == ENR_RELOAD_LAYOUT) == NAMED(k->name, layout_keys),
+                "%s: the cache's layout is %d", k->name, k->reload == ENR_RELOAD_LAYOUT);
         /* kept by copying its field alone: no second home */
         T_CHECK(k->reload != ENR_RELOAD_RESTART ||
                     (k->type != ENR_KEY_HEADER && k->type != ENR_KEY_ALLOW),
                 "%s: a restart-only key is a plain field", k->name);
     }
-    T_CHECK(n_restart == N_RESTART && n_cache == sizeof cache_keys / sizeof cache_keys[0],
+    T_CHECK(n_restart == N_RESTART && n_cache == sizeof identity_keys / sizeof identity_keys[0] +
+                                                     sizeof layout_keys / sizeof layout_keys[0],
             "every key named above has a row: %zu restart-only, %zu new-cache", n_restart, n_cache);
 
     T_CHECK(parse("") == 0, "defaults: %s", err);
