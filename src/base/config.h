@@ -229,9 +229,9 @@ unsigned enr_config_line(const enr_config *c, const char *key);
  * reload column in confkeys.inc) ---- */
 
 /* Keeps in next the value cur has of every key that changes only on
- * restart (the sockets' settings); returns the first such key next had
- * changed, or NULL. */
-const char *enr_config_keep_restart(enr_config *next, const enr_config *cur);
+ * restart (the sockets' settings); returns how many next had changed,
+ * their names in names ("listen,listen_mode", cut to len). */
+unsigned enr_config_keep_restart(enr_config *next, const enr_config *cur, char *names, size_t len);
 
 /* What makes cur's upstream cache wrong for next: the first key of the
  * cache's identity or layout next changes (named by its enr_config field:

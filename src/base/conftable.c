@@ -154,10 +154,13 @@ static int key_same(const enr_config_key *k, const enr_config *a, const enr_conf
     }
 }
 
-const char *enr_config_keep_restart(enr_config *next, const enr_config *cur)
+unsigned enr_config_keep_restart(enr_config *next, const enr_config *cur, char *names, size_t len)
 {
-    const char *changed = NULL;
+    unsigned n = 0;
+    size_t at = 0;
 
+    if (len > 0)
+        names[0] = '\0';
     for (size_t i = 0; i < enr_config_nkeys; i++) {
         const enr_config_key *k = &enr_config_keys[i];
         /* A plain field: no row of a type with a second home (the
@@ -166,10 +169,11 @@ const char *enr_config_keep_restart(enr_config *next, const enr_config *cur)
         if (k->reload != ENR_RELOAD_RESTART || key_same(k, next, cur))
             continue;
         memcpy((char *)next + k->off, (const char *)cur + k->off, k->size);
-        if (changed == NULL)
-            changed = k->name;
+        if (at < len)
+            at += (size_t)snprintf(names + at, len - at, "%s%s", n ? "," : "", k->name);
+        n++;
     }
-    return changed;
+    return n;
 }
 
 /* The first row of this reload column whose value differs, by its field. */

@@ -247,7 +247,7 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
     enr_cache *ncache = NULL;
     enr_config next;
     const char *changed = NULL;
-    char err[512];
+    char err[512], kept[256];
 
     enr_notify_reloading();
     {
@@ -273,8 +273,8 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
         enr_config_secrets_free(&next, NULL);
         return none;
     }
-    if (enr_config_keep_restart(&next, &m->cfg) != NULL)
-        enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
+    if (enr_config_keep_restart(&next, &m->cfg, kept, sizeof kept) > 0)
+        enr_log(ENR_LOG_WARN, "socket settings change only on restart", "keys=%s", kept);
     if (cache_kept(&next, &m->cfg, &changed)) {
         ncache = m->cache;
     } else if (enr_reload_cache_new(&next, &ncache) != 0) {

@@ -285,23 +285,31 @@ static void test_reload_rows(void)
     for (size_t j = 0; j < N_RESTART; j++) {
         const enr_config_key *k = row(restart_keys[j][0]);
         char text[256];
-        const char *kept;
+        char kept[64];
         snprintf(text, sizeof text, "%sworkers = 3\n", restart_keys[j][1]);
         T_CHECK(parse(text) == 0, "%s: %s", text, err);
         next = c;
         T_CHECK(k != NULL && memcmp((char *)&next + k->off, (char *)&cur + k->off, k->size) != 0,
                 "%s: the file changes it", restart_keys[j][0]);
-        kept = enr_config_keep_restart(&next, &cur);
-        T_CHECK(kept != NULL && strcmp(kept, restart_keys[j][0]) == 0,
-                "a HUP changing %s is told so: %s", restart_keys[j][0], kept ? kept : "(none)");
+        T_CHECK(enr_config_keep_restart(&next, &cur, kept, sizeof kept) == 1 &&
+                    strcmp(kept, restart_keys[j][0]) == 0,
+                "a HUP changing %s is told so: %s", restart_keys[j][0], kept);
         T_CHECK(k != NULL && memcmp((char *)&next + k->off, (char *)&cur + k->off, k->size) == 0,
                 "a HUP keeps the running %s", restart_keys[j][0]);
         T_CHECK(next.workers == 3, "and applies the rest: workers %u", next.workers);
         T_CHECK(enr_config_cache_change(&next, &cur) == NULL, "and keeps the cache");
     }
+    {
+        char kept[64];
+        T_CHECK(parse("listen_backlog = 64\nlisten_mode = 0600\n") == 0, "%s", err);
+        T_CHECK(enr_config_keep_restart(&c, &cur, kept, sizeof kept) == 2 &&
+                    strcmp(kept, "listen_mode,listen_backlog") == 0 && c.listen_backlog == 511 &&
+                    c.listen_mode == 0660,
+                "two at once: both kept, both named: %s", kept);
+    }
     T_CHECK(parse("workers = 3\ncache_ttl_s = 60\nlisten_allow = 10.0.0.0/8\n") == 0, "%s", err);
     next = c;
-    T_CHECK(enr_config_keep_restart(&next, &cur) == NULL && next.workers == 3 &&
+    T_CHECK(enr_config_keep_restart(&next, &cur, NULL, 0) == 0 && next.workers == 3 &&
                 next.cache_ttl_s == 60 && strcmp(next.listen_allow, "10.0.0.0/8") == 0,
             "live keys change on HUP");
     T_CHECK(enr_config_cache_change(&next, &cur) == NULL, "a new TTL keeps the cache");
