@@ -491,14 +491,14 @@ int enr_reload_cache_new(const enr_config *c, enr_cache **out)
     if (c->cache_file[0] != '\0') {
         uint8_t id[ENR_CACHE_ID_BYTES];
         const char *step = NULL;
-        char q[2 * ENR_PATH_MAX];
+        char q[2 * ENR_PATH_MAX], qs[120];
         cache_identity(c, id);
         *out = enr_cache_open(c->cache_file, c->cache_entries, c->cache_bytes, id, &step);
         if (*out != NULL)
             return 0;
         enr_log(ENR_LOG_ERROR, "upstream cache file unusable, the cache is in memory only",
                 "path=%s step=%s error=%s", enr_log_quote(q, sizeof q, c->cache_file),
-                step ? step : "-", enr_log_errno(errno));
+                enr_log_quote(qs, sizeof qs, step ? step : "-"), enr_log_errno(errno));
     }
     *out = enr_cache_new(c->cache_entries, c->cache_bytes);
     if (*out == NULL) {

@@ -205,7 +205,7 @@ static enr_cache *open_existing(int fd, const enr_cache *want, const uint8_t *id
 enr_cache *enr_cache_open(const char *path, size_t max_entries, size_t max_bytes,
                           const uint8_t identity[ENR_CACHE_ID_BYTES], const char **why)
 {
-    char q[2 * PATH_BUF];
+    char q[2 * PATH_BUF], qr[160];
     enr_cache want, *c = NULL;
     int fd;
 
@@ -225,13 +225,14 @@ enr_cache *enr_cache_open(const char *path, size_t max_entries, size_t max_bytes
         }
         close(fd);
         enr_log(ENR_LOG_WARN, "upstream cache file refused, replaced by an empty one",
-                "path=%s reason=%s", q, *why);
+                "path=%s reason=%s", q, enr_log_quote(qr, sizeof qr, *why));
     } else if (errno == ENOENT) {
         *why = "created";
     } else {
         *why = "cannot be opened";
         enr_log(ENR_LOG_WARN, "upstream cache file refused, replaced by an empty one",
-                "path=%s reason=%s error=%s", q, *why, enr_log_errno(errno));
+                "path=%s reason=%s error=%s", q, enr_log_quote(qr, sizeof qr, *why),
+                enr_log_errno(errno));
     }
     c = create(path, &want, identity, why);
     if (c != NULL && strcmp(*why, "created") == 0)
