@@ -2,7 +2,8 @@
  * cache_int.h: the cache's header, shared by the two files of the cache
  * and nobody else: cache.c (the table: lookups, puts, eviction, repair)
  * and cache_file.c (the mapping: anonymous, or a file made, checked and
- * opened).  cache.h is the cache's only public face.
+ * opened).  cache.h is the cache's only public face; this header sits
+ * below it (the files include both, cache.h first).
  *
  * The header is the first bytes of the mapping, so a cache file holds its
  * own layout: the fields from magic to layout_sum are written once when
@@ -16,8 +17,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-
-#include "upstream/cache.h"
 
 /* "enrcache" read as a little-endian integer: a file of another byte
  * order reads as foreign. */
