@@ -117,7 +117,7 @@ static void refused_when(const char *what, void (*how)(void), const char *want)
     const char *why;
     enr_cache *c = open_c(&why);
     struct stat st;
-    int hits;
+    int hits = 0;
 
     for (int k = 0; k < 100; k++)
         put_k(c, k, 1);
@@ -171,7 +171,7 @@ static void test_reopen_and_refuse(void)
     const char *why = "";
     enr_cache *c, *d;
     uint8_t other[ENR_CACHE_ID_BYTES] = {9};
-    int hits;
+    int hits = 0;
 
     unlink(path);
     c = open_c(&why);
