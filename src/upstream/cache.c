@@ -1,12 +1,14 @@
 /*
- * cache.c: the host's cache of upstream answers in one shared mapping
- * (see cache.h).
+ * cache.c: the host's cache of upstream answers in one shared mapping,
+ * anonymous or a file's (see cache.h; cache_file.c makes and checks the
+ * file; cache_int.h is the header both share).
  *
  * Layout: a header, an index of fixed slots (buckets of ENR_CACHE_WAYS),
- * and a ring of variable records (key, poster) addressed by absolute,
- * ever-growing positions: [tail, head) holds the records, the physical
- * offset is pos % ring_size, and a record never straddles the end (a
- * padding record, or a gap shorter than a record header, fills it).
+ * and a ring of variable records (the whole answer with its expiry and
+ * checksum, the key, the poster) addressed by absolute, ever-growing
+ * positions: [tail, head) holds the records, the physical offset is
+ * pos % ring_size, and a record never straddles the end (a padding
+ * record, or a gap shorter than a record header, fills it).
  *
  * Writers hold a robust process-shared mutex (never more than
  * ENR_CACHE_LOCK_MS to get it); readers take no lock:
@@ -16,23 +18,30 @@
  *  - the tail is the ring's sequence: a writer moves it past a region
  *    before writing over it, and a reader keeps the bytes it copied only
  *    if the record still begins at or after the tail once copied;
- *  - the record repeats the slot's hash and the key's length, and the
- *    key is compared, so a slot and a record of different writes never
- *    pass for an entry.
+ *  - the record repeats the slot's position, hash, provider and key
+ *    length, the key is compared and the record's checksum checked, so a
+ *    slot and a record of different writes, or a record torn on the disk
+ *    (a file after a power loss: any mix of pages), never pass for an
+ *    entry.  The answer is the record's alone.
  * A put writes its record, then moves head past it, then publishes the
  * slot; a writer killed between any two steps leaves at worst an odd
  * seq (a miss for readers) or a record nobody points to (reclaimed when
  * the tail passes it).  The next writer gets EOWNERDEAD and repairs:
  * odd slots cleared, slots outside [tail, head) cleared, entries
- * recounted, then the mutex is marked consistent.
+ * recounted, then the mutex is marked consistent.  A file opened after
+ * its writers were gone (dirty) gets the same repair from the first
+ * writer of the run; a tail that is not at a record (a file's pages of
+ * different moments) moves to the next one that is.
  *
- * Invariants (outside a writer's critical section): every used slot
- * points into [tail, head) at a record that names it; entries is the
- * number of used slots, <= max_entries; head - tail <= ring_size.
+ * Invariants (outside a writer's critical section, once repaired): every
+ * used slot points into [tail, head) at a record that names it; entries
+ * is the number of used slots, <= max_entries; head - tail <= ring_size.
  * Eviction is oldest first: the record at the tail frees its slot when
  * the ring needs room or the entries bound is reached; a full bucket
- * gives up its entry that expires first (the oldest of those).  The hash is seeded per host, so
- * ids chosen by a client cannot be aimed at one bucket.
+ * gives up its entry that expires first (the oldest of those).  An entry
+ * past its lifetime stays until then (stale-if-error).  The hash is
+ * seeded per host (per file), so ids chosen by a client cannot be aimed
+ * at one bucket.
  */
 #include "upstream/cache.h"
 #include "upstream/cache_int.h"
