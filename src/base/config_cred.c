@@ -268,3 +268,11 @@ const char *enr_config_secret_change(const enr_config *a, const enr_config *b)
     }
     return NULL;
 }
+
+void enr_config_secret_parts(const enr_config *c, enr_config_part_fn fn, void *arg)
+{
+    for (size_t i = 0; i < N_SECRETS; i++) {
+        const enr_secret *x = CSECRET(c, secrets[i].secret_off);
+        fn(arg, secrets[i].name, x->bytes, x->bytes != NULL ? x->len : 0);
+    }
+}

@@ -4,7 +4,8 @@
  * each key's type, bounds, field and what a HUP does with it, and the
  * readers of a parsed configuration by key: -T's printout
  * (enr_config_dump), enr_config_line, and a reload's comparisons by the
- * rows' reload column (enr_config_keep_restart, enr_config_cache_change).
+ * rows' reload column (enr_config_keep_restart, enr_config_cache_change,
+ * enr_config_identity).
  *
  * Adding a key is one row of confkeys.inc (and its field in enr_config)
  * plus its documentation in conf/enrichd.conf (the tests hold the file
@@ -129,29 +130,36 @@ unsigned enr_config_line(const enr_config *c, const char *key)
     return 0;
 }
 
-/* Whether key k says the same in a and b. */
-static int key_same(const enr_config_key *k, const enr_config *a, const enr_config *b)
+/* A string-like key (its field a NUL-terminated string). */
+static int key_is_text(const enr_config_key *k)
 {
-    const char *x = (const char *)a + k->off, *y = (const char *)b + k->off;
-
     switch (k->type) {
-    case ENR_KEY_HEADER:
-        if (a->upstream_nheaders != b->upstream_nheaders)
-            return 0;
-        for (unsigned h = 0; h < a->upstream_nheaders; h++)
-            if (strcmp(a->upstream_headers[h], b->upstream_headers[h]) != 0)
-                return 0;
-        return 1;
     case ENR_KEY_STR:
     case ENR_KEY_LISTEN:
     case ENR_KEY_URL:
     case ENR_KEY_GROUP:
     case ENR_KEY_PATH:
     case ENR_KEY_ALLOW:
-        return strcmp(x, y) == 0;
+        return 1;
     default:
-        return memcmp(x, y, k->size) == 0;
+        return 0;
     }
+}
+
+/* Whether key k says the same in a and b. */
+static int key_same(const enr_config_key *k, const enr_config *a, const enr_config *b)
+{
+    const char *x = (const char *)a + k->off, *y = (const char *)b + k->off;
+
+    if (k->type == ENR_KEY_HEADER) {
+        if (a->upstream_nheaders != b->upstream_nheaders)
+            return 0;
+        for (unsigned h = 0; h < a->upstream_nheaders; h++)
+            if (strcmp(a->upstream_headers[h], b->upstream_headers[h]) != 0)
+                return 0;
+        return 1;
+    }
+    return key_is_text(k) ? strcmp(x, y) == 0 : memcmp(x, y, k->size) == 0;
 }
 
 unsigned enr_config_keep_restart(enr_config *next, const enr_config *cur, char *names, size_t len)
@@ -195,4 +203,23 @@ const char *enr_config_cache_change(const enr_config *next, const enr_config *cu
     if (why == NULL)
         why = changed_in(next, cur, ENR_RELOAD_LAYOUT);
     return why;
+}
+
+void enr_config_identity(const enr_config *c, enr_config_part_fn fn, void *arg)
+{
+    for (size_t i = 0; i < enr_config_nkeys; i++) {
+        const enr_config_key *k = &enr_config_keys[i];
+        const char *v = (const char *)c + k->off;
+        if (k->reload != ENR_RELOAD_IDENTITY)
+            continue;
+        if (k->type == ENR_KEY_HEADER) {
+            for (unsigned h = 0; h < c->upstream_nheaders; h++)
+                fn(arg, k->field, c->upstream_headers[h], strlen(c->upstream_headers[h]));
+        } else if (key_is_text(k)) {
+            fn(arg, k->field, v, strlen(v));
+        } else {
+            fn(arg, k->field, v, k->size);
+        }
+    }
+    enr_config_secret_parts(c, fn, arg);
 }

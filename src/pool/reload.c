@@ -23,17 +23,21 @@
  *  - The reload's end (done, failed, refused) and its STATUS= text are
  *    decided here and nowhere else.
  *  - The upstream cache is kept across a reload that leaves its layout
- *    (cache_entries, cache_bytes) and its identity (every key that
- *    changes what a call sends or where: the rows that say CACHE in
- *    base/confkeys.inc, and the secrets' bytes) as they were; otherwise the new configuration gets
- * a new, empty cache, made before its probe is forked, and the old one lives on in the old
- * generation's workers until the last of them exits (docs/upstream.md).  A cached answer is never
- * served to a configuration that would have asked differently.
+ *    (the rows that say LAYOUT in base/confkeys.inc: cache_entries,
+ *    cache_bytes, cache_file) and its identity (every key that changes
+ *    what a call sends or where: the rows that say IDENTITY, and the
+ *    secrets' bytes) as they were; otherwise the new configuration gets
+ *    a new, empty cache, made before its probe is forked, and the old one
+ *    lives on in the old generation's workers until the last of them
+ *    exits (docs/upstream.md).  A cached answer is never served to a
+ *    configuration that would have asked differently.
  */
+#define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_*: no provider to load at start-up */
 #include "pool/reload.h"
 #include "upstream/quota.h"
 
 #include <errno.h>
+#include <openssl/sha.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -336,11 +340,52 @@ uint64_t enr_reload_next(const enr_master *m, uint64_t now)
     return t > now ? t : UINT64_MAX;
 }
 
+/* One part of the identity: its name, its length, its bytes. */
+static void identity_part(void *arg, const char *name, const void *bytes, size_t len)
+{
+    SHA256_CTX *x = arg;
+    uint64_t n = len;
+
+    SHA256_Update(x, name, strlen(name) + 1);
+    SHA256_Update(x, &n, sizeof n);
+    if (n)
+        SHA256_Update(x, bytes, n);
+}
+
+/* What a cache file is made for (cache.h): every part of the cache's
+ * identity (enr_config_identity: the keys whose rows say IDENTITY, then
+ * the secrets), so that a file is never read by a configuration that
+ * would have asked differently.  The secrets enter only through the
+ * digest, which only the service's user can read (as it can the secrets
+ * themselves). */
+static void cache_identity(const enr_config *c, uint8_t out[ENR_CACHE_ID_BYTES])
+{
+    SHA256_CTX x;
+
+    SHA256_Init(&x);
+    SHA256_Update(&x, "enrichd cache identity 2", 25);
+    enr_config_identity(c, identity_part, &x);
+    SHA256_Final(out, &x);
+    explicit_bzero(&x, sizeof x);
+}
+
 int enr_reload_cache_new(const enr_config *c, enr_cache **out)
 {
     *out = NULL;
     if (!enr_config_enriches(c) || c->cache_entries == 0 || c->cache_bytes == 0)
         return 0;
+    if (c->cache_file[0] != '\0') {
+        uint8_t id[ENR_CACHE_ID_BYTES];
+        const char *step = NULL;
+        char q[2 * ENR_PATH_MAX], qs[120];
+        cache_identity(c, id);
+        *out = enr_cache_open(c->cache_file, c->cache_entries, c->cache_bytes, id, &step);
+        if (*out != NULL)
+            return 0;
+        enr_log(ENR_LOG_ERROR, "upstream cache file unusable, the cache is in memory only",
+                "path=%s step=%s error=%s", enr_log_quote(q, sizeof q, c->cache_file),
+                enr_log_quote(qs, sizeof qs, step ? step : "-"), enr_log_errno(errno));
+    }
     *out = enr_cache_new(c->cache_entries, c->cache_bytes);
     if (*out == NULL) {
         enr_log(ENR_LOG_ERROR, "upstream cache mmap failed", "error=%s cache_bytes=%zu",

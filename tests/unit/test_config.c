@@ -231,7 +231,7 @@ static const char *const identity_keys[] = {
     "vimeo_token_credential",
 };
 /* ... and its layout. */
-static const char *const layout_keys[] = {"cache_entries", "cache_bytes"};
+static const char *const layout_keys[] = {"cache_entries", "cache_bytes", "cache_file"};
 
 static int named(const char *name, const char *const *list, size_t n)
 {
@@ -248,6 +248,39 @@ static const enr_config_key *row(const char *name)
         if (strcmp(enr_config_keys[i].name, name) == 0)
             return &enr_config_keys[i];
     return NULL;
+}
+
+/* The identity's parts, one after another (names and bytes), for a test
+ * to compare two configurations' by. */
+typedef struct parts {
+    char buf[16384];
+    size_t n, count;
+} parts;
+
+static void add_part(void *arg, const char *name, const void *bytes, size_t len)
+{
+    parts *p = arg;
+    size_t need = strlen(name) + 1 + sizeof len + len;
+
+    p->count++;
+    if (p->n + need > sizeof p->buf)
+        return;
+    memcpy(p->buf + p->n, name, strlen(name) + 1);
+    memcpy(p->buf + p->n + strlen(name) + 1, &len, sizeof len);
+    if (len)
+        memcpy(p->buf + p->n + strlen(name) + 1 + sizeof len, bytes, len);
+    p->n += need;
+}
+
+static int same_identity(const enr_config *a, const enr_config *b)
+{
+    static parts x, y;
+
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    enr_config_identity(a, add_part, &x);
+    enr_config_identity(b, add_part, &y);
+    return x.count == y.count && x.n == y.n && memcmp(x.buf, y.buf, x.n) == 0;
 }
 
 /* What a HUP does with each key, by its row: the socket settings are kept
@@ -325,6 +358,18 @@ static void test_reload_rows(void)
     T_CHECK(enr_config_cache_change(&c, &cur) != NULL &&
                 strcmp(enr_config_cache_change(&c, &cur), "upstream_headers") == 0,
             "another header line is a new cache, named as the log always named it");
+    T_CHECK(!same_identity(&c, &cur), "and another identity (a cache file's digest)");
+    {
+        static enr_config same;
+        T_CHECK(parse("upstream_url = http://127.0.0.1:1/m\nupstream_header = X-Tenant: a\n"
+                      "cache_bytes = 8m\ncache_ttl_s = 60\n") == 0,
+                "%s", err);
+        same = c;
+        T_CHECK(same_identity(&same, &cur), "the layout and the TTLs are not the identity");
+        T_CHECK(parse("upstream_url = http://127.0.0.1:1/n\nupstream_header = X-Tenant: a\n") == 0,
+                "%s", err);
+        T_CHECK(!same_identity(&c, &cur), "another URL is another identity");
+    }
 }
 
 int main(void)
