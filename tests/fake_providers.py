@@ -51,6 +51,8 @@ Every request (method, path, query, and for Vimeo its Authorization and
 Accept) is kept in /_stats "log" (the last LOG_KEPT), so tests can say
 YouTube was never sent anything but videos.list, HEAD included.
 
+POST /_reset zeroes the counters and the log but keeps Vimeo's rate window
+(a test's reset does not give it a fresh minute); POST /_window restarts it.
 Control (POST /_control on either port), besides fake_upstream.py's keys:
   {"key": "...", "token": "...", "quota": 10000, "quota_used": 0,
    "quota_reason": "quotaExceeded", "rate_limit": 600, "rate_window_s": 60,
@@ -546,6 +548,10 @@ class Handler(core.Handler):
                 api.clear()
                 api.update(zero_api())
                 api["window_start"], api["window_calls"] = keep
+        if self.path == "/_window":
+            with core.lock:
+                api["window_start"], api["window_calls"] = 0.0, 0
+            return self.reply(200, b"{}")
         if self.path.startswith("/_"):
             return super().do_POST()
         return self.data_request()
