@@ -12,11 +12,12 @@ latency is enrichd's, not theirs.  In process, no server, no daemon.
       (GOLDEN).  `--record` prints the digests of the fakes as they are.
   (b) speed, against what the C JSON encoder takes to write the same
       answer's data in one compact dumps() (a baseline in the same run:
-      the machine is shared), the best of ROUNDS: an answer of 50 new
-      YouTube ids (what enrichd asks, fields trimmed; indented JSON) in
-      at most YT_NEW_RATIO times that (json.dumps(indent=2), the pure
-      Python encoder, took ~9x), and each API's answer of ids it answered
-      before in at most that (their items are kept).  The fakes are the
+      the machine is shared), the best of ROUNDS: YouTube's answer
+      (indented JSON) of 50 new ids (what enrichd asks, fields trimmed)
+      in at most YT_NEW_RATIO times that (json.dumps(indent=2), the pure
+      Python encoder, took ~9x), of ids it answered before in at most
+      AGAIN_RATIO times (its item texts are kept; it took ~9x too).  The
+      other two answer compact JSON, already the C encoder's: printed.  The fakes are the
       far end of the latency goal: their time is counted in every batch.
 """
 import hashlib
@@ -34,6 +35,7 @@ import fake_providers as fp  # noqa: E402
 CLOCK = 1764633600.25  # a fixed time.time() for Vimeo's rate headers
 ROUNDS = 30
 YT_NEW_RATIO = 6.5
+AGAIN_RATIO = 1.0
 KEY, TOKEN = "AIzaSyFakeKey", "0123456789abcdef"
 YT_FIELDS = "items(id,contentDetails/duration,snippet/thumbnails)"
 VM_FIELDS = "uri,duration,pictures.sizes"
@@ -258,9 +260,11 @@ def test_speed(r):
             r.check(new <= YT_NEW_RATIO * base, "youtube answers 50 new ids in at most %.1fx "
                     "the C encoder's time for its data: %.3f ms vs %.3f ms (%.1fx)"
                     % (YT_NEW_RATIO, new, base, new / base))
-        r.check(again <= base, "%s answers ids it answered before in at most the C "
-                "encoder's time for its data: %.3f ms vs %.3f ms (%.2fx)"
-                % (api, again, base, again / base))
+        if api != "youtube":
+            continue  # the compact answers are written whole by the C encoder, items anew
+        r.check(again <= AGAIN_RATIO * base, "%s answers ids it answered before in at most "
+                "%.0fx the C encoder's time for its data: %.3f ms vs %.3f ms (%.2fx)"
+                % (api, AGAIN_RATIO, again, base, again / base))
 
 
 # Recorded from the fakes as first written (--record), before they were
