@@ -2,7 +2,7 @@
 them, for tests and benchmarks: each API's fake (tests/fake_providers.py)
 behind the machine's nginx as TLS terminator (tls_fixture.Terminator, one
 listener per API, the test's own CA), optionally a network path away
-(tls_fixture.DelayProxy).
+(tls_fixture.DelayProxy, one process for the three).
 
   Providers()            the three fakes, nginx, the PKI, a key and a token
                          (random, in files 0600 for youtube_key_file and
@@ -138,6 +138,21 @@ class Providers(tls_fixture.Provider):
         except Exception:
             self.close()
             raise
+
+    def port(self, api, rtt_ms=None):
+        """The port a client connects to for api: its listener's own, or
+        (rtt_ms not None) that of one delay proxy in front of all three
+        (one process: the three paths of a batch's calls are delivered
+        together, as the control's one path is; three proxies woke each
+        on its own, and a batch waited for the latest)."""
+        if rtt_ms is None:
+            return self.nginx.port[api]
+        key = ("apis", rtt_ms)
+        if key not in self.proxies:
+            self.proxies[key] = tls_fixture.DelayProxy(
+                os.path.join(self.dir, "proxy-apis-%s" % rtt_ms),
+                [self.nginx.port[a] for a in APIS], rtt_ms)
+        return self.proxies[key].ports[APIS.index(api)]
 
     def url(self, api, rtt_ms=None):
         return "https://%s:%d%s" % (tls_fixture.HOST, self.port(api, rtt_ms), self.paths[api])
