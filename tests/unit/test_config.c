@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "base/config.h"
-#include "base/confcheck.h"
+#include "ops/confcheck.h"
 #include "engine/contract.h"
 #include "upstream/api.h"
 #include "t.h"
