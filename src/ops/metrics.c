@@ -98,50 +98,6 @@ static const counter_row pool_counters[] = {
      SLOT_OFF(fcgi_rejected)},
 };
 
-/* The workers' listen queue: now, the deepest seen (the status
- * process's own reading, x, when it has one), and its limit. */
-static void render_queue(enr_buf *b, const enr_sb_pool *p, const enr_metrics_extra *x)
-{
-    one_u(b, "enrichd_listen_queue_connections", "gauge",
-          "Connections waiting in the workers' listen queue.",
-          x && x->have_queue ? x->listen_queue : ENR_SB_GET(p->listen_queue));
-    {
-        uint64_t mx = ENR_SB_GET(p->listen_queue_max);
-        if (x && x->have_queue && x->listen_queue > mx)
-            mx = x->listen_queue;
-        if (x && x->listen_queue_max > mx)
-            mx = x->listen_queue_max;
-        one_u(b, "enrichd_listen_queue_max_connections", "gauge",
-              "Deepest listen queue seen since start.", mx);
-    }
-    if (x && x->have_queue)
-        one_u(b, "enrichd_listen_queue_limit_connections", "gauge",
-              "Backlog limit of the workers' listening socket.", x->listen_queue_limit);
-}
-
-/* Workers that ended, the crash-loop back-off, reloads. */
-static void render_lifecycle(enr_buf *b, const enr_sb_pool *p)
-{
-    char l[64];
-
-    family(b, "enrichd_worker_exits_total", "counter", "Worker processes that ended, by reason.");
-    for (unsigned r = 1; r < ENR_EXIT_REASONS; r++) {
-        snprintf(l, sizeof l, "{reason=\"%s\"}", enr_exit_reason_name(r));
-        sample_u(b, "enrichd_worker_exits_total", l, ENR_SB_GET(p->exits[r]));
-    }
-    one_u(b, "enrichd_crash_loop", "gauge", "1 while the crash-loop back-off holds forks.",
-          ENR_SB_GET(p->crashloop) != 0);
-    one_d(b, "enrichd_crash_loop_backoff_seconds", "gauge", "Current crash-loop back-off delay.",
-          (double)ENR_SB_GET(p->backoff_ms) / 1000.0);
-    one_u(b, "enrichd_reload_pending", "gauge",
-          "1 while a new configuration waits for a worker of it to start (the old one serves).",
-          ENR_SB_GET(p->reload_pending) != 0);
-    one_u(b, "enrichd_reload_failures_total", "counter",
-          "Reloads refused (invalid file) or whose new workers did not start (the old "
-          "configuration kept serving).",
-          ENR_SB_GET(p->reload_failures));
-}
-
 static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
 {
     const enr_sb_pool *p = &sb->pool;
@@ -189,7 +145,22 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
               ma);
     }
 
-    render_queue(b, p, x);
+    one_u(b, "enrichd_listen_queue_connections", "gauge",
+          "Connections waiting in the workers' listen queue.",
+          x && x->have_queue ? x->listen_queue : ENR_SB_GET(p->listen_queue));
+    {
+        uint64_t mx = ENR_SB_GET(p->listen_queue_max);
+        if (x && x->have_queue && x->listen_queue > mx)
+            mx = x->listen_queue;
+        if (x && x->listen_queue_max > mx)
+            mx = x->listen_queue_max;
+        one_u(b, "enrichd_listen_queue_max_connections", "gauge",
+              "Deepest listen queue seen since start.", mx);
+    }
+    if (x && x->have_queue)
+        one_u(b, "enrichd_listen_queue_limit_connections", "gauge",
+              "Backlog limit of the workers' listening socket.", x->listen_queue_limit);
+
     for (size_t i = 0; i < sizeof pool_counters / sizeof pool_counters[0]; i++)
         one_u(b, pool_counters[i].name, "counter", pool_counters[i].help,
               enr_sb_total(sb, pool_counters[i].off));
@@ -228,7 +199,22 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
     sample_u(b, "enrichd_responses_total", "{code=\"5xx\"}",
              enr_sb_total(sb, SLOT_OFF(status_5xx)));
 
-    render_lifecycle(b, p);
+    family(b, "enrichd_worker_exits_total", "counter", "Worker processes that ended, by reason.");
+    for (unsigned r = 1; r < ENR_EXIT_REASONS; r++) {
+        snprintf(l, sizeof l, "{reason=\"%s\"}", enr_exit_reason_name(r));
+        sample_u(b, "enrichd_worker_exits_total", l, ENR_SB_GET(p->exits[r]));
+    }
+    one_u(b, "enrichd_crash_loop", "gauge", "1 while the crash-loop back-off holds forks.",
+          ENR_SB_GET(p->crashloop) != 0);
+    one_d(b, "enrichd_crash_loop_backoff_seconds", "gauge", "Current crash-loop back-off delay.",
+          (double)ENR_SB_GET(p->backoff_ms) / 1000.0);
+    one_u(b, "enrichd_reload_pending", "gauge",
+          "1 while a new configuration waits for a worker of it to start (the old one serves).",
+          ENR_SB_GET(p->reload_pending) != 0);
+    one_u(b, "enrichd_reload_failures_total", "counter",
+          "Reloads refused (invalid file) or whose new workers did not start (the old "
+          "configuration kept serving).",
+          ENR_SB_GET(p->reload_failures));
 }
 
 static void render_latency(enr_buf *b, const enr_scoreboard *sb)

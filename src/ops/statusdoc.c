@@ -373,63 +373,69 @@ static json_object *reload_doc(const enr_sb_pool *p)
     return x;
 }
 
-/* php-fpm's fields, with php-fpm's names. */
-static void fpm_doc(json_object *o, const enr_status_view *v, const totals *t, uint64_t now)
+json_object *enr_status_doc(const enr_status_view *v, int full)
 {
     const enr_sb_pool *p = &v->sb->pool;
-    uint64_t start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
-    uint64_t start_mono = ENR_SB_GET(p->start_mono_ms), maxq = v->listen_queue_max;
+    json_object *o = json_object_new_object(), *x;
+    uint64_t now = enr_mono_ms(), start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
+    uint64_t start_mono = ENR_SB_GET(p->start_mono_ms);
+    uint64_t pstate = ENR_SB_GET(p->state), restarts = 0, maxq = v->listen_queue_max;
     uint64_t max_active = ENR_SB_GET(p->max_active);
+    totals t;
 
     /* The master samples once a second; a burst shorter than that is
      * still seen here when this process looked during it. */
     if (v->max_active_seen > max_active)
         max_active = v->max_active_seen;
+    sum_slots(v->sb, &t);
     if (ENR_SB_GET(p->listen_queue_max) > maxq)
         maxq = ENR_SB_GET(p->listen_queue_max);
+
+    /* php-fpm's fields, with php-fpm's names. */
     add_s(o, "pool", "enrichd");
     add_s(o, "process manager", "static");
     add_u(o, "start time", start / 1000u);
     add_u(o, "start since", start_mono && now > start_mono ? (now - start_mono) / 1000u : 0);
-    add_u(o, "accepted conn", t->accepted);
+    add_u(o, "accepted conn", t.accepted);
     add_u(o, "listen queue", v->have_queue ? v->listen_queue : ENR_SB_GET(p->listen_queue));
     add_u(o, "max listen queue", maxq);
     if (v->have_queue)
         add_u(o, "listen queue len", v->listen_queue_limit);
-    add_u(o, "idle processes", t->idle);
-    add_u(o, "active processes", t->busy);
-    add_u(o, "total processes", t->idle + t->busy + t->starting + t->exiting);
+    add_u(o, "idle processes", t.idle);
+    add_u(o, "active processes", t.busy);
+    add_u(o, "total processes", t.idle + t.busy + t.starting + t.exiting);
     add_u(o, "max active processes", max_active);
     /* php-fpm counts how often it wanted more children than allowed; a
      * static pool cannot grow, so this says whether every worker has been
      * busy at once. */
     add_u(o, "max children reached", workers && max_active >= workers);
-    add_u(o, "slow requests", t->slow);
-}
+    add_u(o, "slow requests", t.slow);
 
-/* Responses by status class, records by fate. */
-static void traffic_doc(json_object *o, const totals *t)
-{
-    json_object *x;
-
+    /* What php-fpm does not have. */
+    add_s(o, "state", enr_pool_state_name(pstate));
+    add_u(o, "generation", ENR_SB_GET(p->generation));
+    add_u(o, "workers_configured", workers);
+    add_u(o, "starting processes", t.starting);
+    add_u(o, "exiting processes", t.exiting);
+    add_u(o, "completed", t.completed);
+    /* accepted = completed + in_flight + lost: a request whose worker
+     * died never completes, and must not look in flight forever. */
+    add_u(o, "in_flight", t.busy);
+    add_u(o, "lost", t.accepted > t.completed + t.busy ? t.accepted - t.completed - t.busy : 0);
+    add_u(o, "listen_refused", t.refused);
+    add_u(o, "fastcgi_rejected", t.rejected);
     x = json_object_new_object();
-    add_u(x, "2xx", t->s2xx);
-    add_u(x, "4xx", t->s4xx);
-    add_u(x, "5xx", t->s5xx);
+    add_u(x, "2xx", t.s2xx);
+    add_u(x, "4xx", t.s4xx);
+    add_u(x, "5xx", t.s5xx);
     json_object_object_add(o, "responses", x);
     x = json_object_new_object();
-    add_u(x, "in", t->rin);
-    add_u(x, "out", t->rout);
-    add_u(x, "rejected", t->rrej);
-    add_u(x, "degraded", t->rdeg);
+    add_u(x, "in", t.rin);
+    add_u(x, "out", t.rout);
+    add_u(x, "rejected", t.rrej);
+    add_u(x, "degraded", t.rdeg);
     json_object_object_add(o, "records", x);
-}
-
-/* Worker exits (each but a stop replaced), the crash-loop back-off. */
-static void lifecycle_doc(json_object *o, const enr_sb_pool *p)
-{
-    json_object *x;
-    uint64_t restarts = 0;
+    json_object_object_add(o, "latency", latency_doc(v));
 
     x = json_object_new_object();
     /* Every worker exit but a stop is followed by a replacement. */
@@ -446,51 +452,6 @@ static void lifecycle_doc(json_object *o, const enr_sb_pool *p)
     add_b(x, "active", ENR_SB_GET(p->crashloop) != 0);
     add_u(x, "backoff_ms", ENR_SB_GET(p->backoff_ms));
     json_object_object_add(o, "crash_loop", x);
-}
-
-/* Live workers only: an empty slot has no pid to show (a pid 0 in a
- * script's kill loop signals its own process group). */
-static void processes_doc(json_object *o, const enr_status_view *v, uint64_t now)
-{
-    json_object *a = json_object_new_array(), *e = json_object_new_array();
-    for (uint32_t i = 0; i < enr_sb_nslots(v->sb); i++) {
-        if (enr_sb_slot_live(&v->sb->slot[i]))
-            json_object_array_add(a, process_doc(v, i, now));
-        else
-            json_object_array_add(e, empty_slot_doc(&v->sb->slot[i], i));
-    }
-    json_object_object_add(o, "processes", a);
-    json_object_object_add(o, "empty_slots", e);
-}
-
-json_object *enr_status_doc(const enr_status_view *v, int full)
-{
-    const enr_sb_pool *p = &v->sb->pool;
-    json_object *o = json_object_new_object(), *x;
-    uint64_t now = enr_mono_ms(), workers = ENR_SB_GET(p->workers);
-    uint64_t pstate = ENR_SB_GET(p->state);
-    totals t;
-
-    sum_slots(v->sb, &t);
-    fpm_doc(o, v, &t, now);
-
-    /* What php-fpm does not have. */
-    add_s(o, "state", enr_pool_state_name(pstate));
-    add_u(o, "generation", ENR_SB_GET(p->generation));
-    add_u(o, "workers_configured", workers);
-    add_u(o, "starting processes", t.starting);
-    add_u(o, "exiting processes", t.exiting);
-    add_u(o, "completed", t.completed);
-    /* accepted = completed + in_flight + lost: a request whose worker
-     * died never completes, and must not look in flight forever. */
-    add_u(o, "in_flight", t.busy);
-    add_u(o, "lost", t.accepted > t.completed + t.busy ? t.accepted - t.completed - t.busy : 0);
-    add_u(o, "listen_refused", t.refused);
-    add_u(o, "fastcgi_rejected", t.rejected);
-    traffic_doc(o, &t);
-    json_object_object_add(o, "latency", latency_doc(v));
-
-    lifecycle_doc(o, p);
     json_object_object_add(o, "reload", reload_doc(p));
 
     x = json_object_new_object();
@@ -539,8 +500,19 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     if (v->health)
         json_object_object_add(o, "health", enr_health_doc(v->health, v->c, v->sb));
 
-    if (full)
-        processes_doc(o, v, now);
+    if (full) {
+        /* Live workers only: an empty slot has no pid to show (a pid 0 in
+         * a script's kill loop signals its own process group). */
+        json_object *a = json_object_new_array(), *e = json_object_new_array();
+        for (uint32_t i = 0; i < enr_sb_nslots(v->sb); i++) {
+            if (enr_sb_slot_live(&v->sb->slot[i]))
+                json_object_array_add(a, process_doc(v, i, now));
+            else
+                json_object_array_add(e, empty_slot_doc(&v->sb->slot[i], i));
+        }
+        json_object_object_add(o, "processes", a);
+        json_object_object_add(o, "empty_slots", e);
+    }
     return o;
 }
 
