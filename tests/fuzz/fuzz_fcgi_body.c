@@ -28,6 +28,7 @@
 
 #include "fcgi/fcgi_body.h"
 #include "fcgi/fcgi_guard.h"
+#include "../unit/t_iov.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -55,7 +56,7 @@ static uint32_t next(uint32_t *x)
 static ssize_t rd(void *ctx, const struct iovec *iov, int n)
 {
     src *s = ctx;
-    size_t want = 0, got = 0, chunk;
+    size_t want = 0, chunk;
     uint32_t r = next(&s->rng);
 
     for (int i = 0; i < n; i++)
@@ -85,15 +86,7 @@ static ssize_t rd(void *ctx, const struct iovec *iov, int n)
     }
     if (chunk > want)
         chunk = want;
-    if (chunk > s->len - s->off)
-        chunk = s->len - s->off;
-    for (int i = 0; i < n && got < chunk; i++) {
-        size_t k = iov[i].iov_len < chunk - got ? iov[i].iov_len : chunk - got;
-        memcpy(iov[i].iov_base, s->p + s->off + got, k);
-        got += k;
-    }
-    s->off += got;
-    return (ssize_t)got;
+    return t_iov_give(iov, n, s->p, s->len, &s->off, chunk);
 }
 
 static int wr(void *ctx, const unsigned char *p, size_t n)

@@ -289,14 +289,9 @@ def test_no_poisoning(r, fake):
 
 
 def main():
-    r = harness.Results()
-    with FakeUpstream() as fake:
-        r.run(test_hits_across_recycled_workers, fake)
-        r.run(test_hits_across_live_workers, fake)
-        r.run(test_reload, fake)
-        r.run(test_reload_identity, fake)
-        r.run(test_no_poisoning, fake)
-    r.done()
+    harness.run_tests(
+        test_hits_across_recycled_workers, test_hits_across_live_workers, test_reload,
+        test_reload_identity, test_no_poisoning, fixture=FakeUpstream)
 
 
 if __name__ == "__main__":
