@@ -39,7 +39,7 @@ static int tchar(unsigned char ch)
            (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
 }
 
-static int unreserved(unsigned char ch)
+int enr_uri_unreserved(unsigned char ch)
 {
     return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
            ch == '-' || ch == '.' || ch == '_' || ch == '~';
@@ -127,7 +127,7 @@ int enr_secret_query_check(const char *name, char *why, size_t whylen)
         return -1;
     }
     for (size_t i = 0; i < n; i++)
-        if (!unreserved((unsigned char)name[i])) {
+        if (!enr_uri_unreserved((unsigned char)name[i])) {
             snprintf(why, whylen, "a parameter name is letters, digits, '-', '.', '_', '~'");
             return -1;
         }
@@ -148,7 +148,7 @@ int enr_secret_credential_name_check(const char *name, char *why, size_t whylen)
         return -1;
     }
     for (size_t i = 0; i < n; i++)
-        if (!unreserved((unsigned char)name[i]) && name[i] != ':') {
+        if (!enr_uri_unreserved((unsigned char)name[i]) && name[i] != ':') {
             snprintf(why, whylen, "a credential name is letters, digits, '-', '.', '_', '~', ':'");
             return -1;
         }

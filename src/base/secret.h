@@ -31,6 +31,10 @@
 #define ENR_SECRET_CRED_NAME_MAX 64 /* a credential name, its NUL included */
 #define ENR_SECRET_PLACEHOLDER "{secret}"
 
+/* 1 when ch is an RFC 3986 unreserved byte (carried as is in a query:
+ * a parameter name, or a value percent-encoded around them). */
+int enr_uri_unreserved(unsigned char ch);
+
 /* 0 when line[0..len) is "Name: value": Name an HTTP token (RFC 9110) that
  * is not one the client owns (Host, Content-Length, Accept, ...), value
  * without CR, LF, NUL or other controls than HTAB.  *name_len gets the

@@ -10,13 +10,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* RFC 3986 unreserved: what a query value carries as is. */
-static int unreserved(unsigned char ch)
-{
-    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-           ch == '-' || ch == '.' || ch == '_' || ch == '~';
-}
-
 int enr_secret_header_line(const char *spec, const char *secret, size_t slen, char *out,
                            size_t outlen)
 {
@@ -43,7 +36,7 @@ int enr_secret_pct(const char *s, size_t n, char *out, size_t outlen)
 
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        size_t need = unreserved(ch) ? 1 : 3;
+        size_t need = enr_uri_unreserved(ch) ? 1 : 3;
         if (o + need >= outlen) {
             out[o] = '\0';
             return -1;
