@@ -107,9 +107,6 @@ typedef struct skip_nest {
     int tight; /* the last key had no white space around its ':' */
 } skip_nest;
 
-/* What follows a value (skip_after). */
-enum { SKIP_DONE, SKIP_KEY, SKIP_VALUE, SKIP_SLOW };
-
 /* Inside an array: a run of strings or numbers is taken at once. */
 SKIP_INLINE int skip_in_array(const skip_nest *n)
 {
@@ -223,28 +220,6 @@ SKIP_INLINE const unsigned char *skip_scalar(const unsigned char *p, const unsig
     if (*p == '"')
         return skip_string(p, end);
     return p;
-}
-
-/* After a value: ',' and what comes next, or the containers' ends. */
-SKIP_INLINE int skip_after(skip_nest *n, const unsigned char *end)
-{
-    for (;;) {
-        const unsigned char *p = n->p;
-
-        if (n->level == 0)
-            return SKIP_DONE;
-        if (end - p > 1 && p[0] == ',' && p[1] > ' ') { /* no white space */
-            n->p = p + 1;
-            return (n->objects & 1) ? SKIP_KEY : SKIP_VALUE;
-        }
-        n->p = enr_lex_ws_end(p, end);
-        if (n->p < end && *n->p == ',') {
-            n->p = enr_lex_ws_end(n->p + 1, end);
-            return (n->objects & 1) ? SKIP_KEY : SKIP_VALUE;
-        }
-        if (!skip_close(n, end))
-            return SKIP_SLOW;
-    }
 }
 
 /* An array of integers (a history) at p, its '[': all of it at once;
