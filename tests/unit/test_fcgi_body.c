@@ -17,7 +17,7 @@
 #include "fcgi/fcgi_body.h"
 #include "fcgi/fcgi_guard.h"
 #include "t.h"
-#include "t_iov.h"
+#include "t_fcgi.h"
 
 #define RID 1
 #define STAGE (256u * 1024)
@@ -78,14 +78,7 @@ static int fake_write(void *ctx, const unsigned char *p, size_t n)
 static size_t record(unsigned char *out, int type, unsigned id, const unsigned char *c, size_t len,
                      unsigned pad)
 {
-    out[0] = FCGI_VERSION_1;
-    out[1] = (unsigned char)type;
-    out[2] = (unsigned char)(id >> 8);
-    out[3] = (unsigned char)id;
-    out[4] = (unsigned char)(len >> 8);
-    out[5] = (unsigned char)len;
-    out[6] = (unsigned char)pad;
-    out[7] = 0;
+    t_fcgi_header(out, type, id, len, pad);
     if (len)
         memcpy(out + 8, c, len);
     memset(out + 8 + len, 0, pad);
