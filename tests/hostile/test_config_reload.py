@@ -313,9 +313,6 @@ def test_hup_keeps_restart_keys(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_check_refuses_corpus)
-    res.run(test_hup_refuses_corpus)
-    res.run(test_new_workers_cannot_start)
-    res.run(test_hup_keeps_restart_keys)
-    res.done()
+    harness.run_tests(
+        test_check_refuses_corpus, test_hup_refuses_corpus, test_new_workers_cannot_start,
+        test_hup_keeps_restart_keys)

@@ -13,7 +13,7 @@
 
 #include "base/config.h"
 #include "base/config_int.h"
-#include "base/confcheck.h"
+#include "ops/confcheck.h"
 #include "engine/contract.h"
 #include "upstream/api.h"
 #include "t.h"
