@@ -893,7 +893,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             wait = 50;
         /* The first answer ends a cold hold; it sends no byte. */
         if (!m.ready_sent && m.first_ready && live_workers(&m, 0) < (int)m.cfg.workers &&
-            wait > ENR_COLD_POLL_MS)
+            now < m.start_ms + ENR_READY_WAIT_MS && wait > ENR_COLD_POLL_MS)
             wait = ENR_COLD_POLL_MS;
         ts.tv_sec = (time_t)(wait / 1000);
         ts.tv_nsec = (long)(wait % 1000) * 1000000L;
