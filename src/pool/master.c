@@ -295,21 +295,26 @@ static void reap_children(master *m, int flags)
 /* Cold start: the first worker gets the CPU to itself until it has
  * answered the request that woke the service (socket activation), so
  * that answer is not queued behind the other forks and their start-up.
- * Its readiness byte wakes this process just before it accepts: a
- * connection still waiting, or the worker busy with it, holds the rest
- * (never past ENR_READY_WAIT_MS).  Nothing waiting: the pool fills. */
-static int cold_hold(const master *m, uint64_t now)
+ * A connection seen waiting before that answer (at start-up, when the
+ * activating one is in the backlog) holds the rest until the first
+ * worker has answered once, never past ENR_READY_WAIT_MS: the worker
+ * accepts it and reads it before it shows busy, so neither the backlog
+ * nor its state alone would say it is still being served.  Nothing
+ * waiting: the pool fills as soon as the first worker is ready. */
+static int cold_hold(master *m, uint64_t now)
 {
     const enr_sb_slot *s = &m->sb->slot[0];
     struct pollfd p = {.fd = m->listen_fd, .events = POLLIN};
 
     if (now >= m->start_ms + ENR_READY_WAIT_MS)
         return 0;
+    if (!m->cold_conn && poll(&p, 1, 0) > 0)
+        m->cold_conn = 1;
     if (!m->first_ready)
         return 1;
     if (m->w[0].pid <= 0 || ENR_SB_GET(s->completed) > 0)
         return 0;
-    return ENR_SB_GET(s->state) == ENR_WS_BUSY || poll(&p, 1, 0) > 0;
+    return m->cold_conn || ENR_SB_GET(s->state) == ENR_WS_BUSY;
 }
 
 static void fill_workers(master *m, uint64_t now, int hold)
