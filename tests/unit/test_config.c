@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "base/config.h"
-#include "base/confcheck.h"
 #include "base/config_int.h"
 #include "base/upstream_url.h"
+#include "ops/confcheck.h"
 #include "engine/contract.h"
 #include "upstream/api.h"
 #include "t.h"
