@@ -62,6 +62,11 @@ const char enr_config_default_text[] =
     "breaker_window = 20\n"
     "breaker_failure_ratio = 0.5\n"
     "upstream_max_calls_per_s = 0\n"
+    "youtube_daily_quota = 10000\n"
+    "vimeo_daily_quota = 0\n"
+    "dailymotion_daily_quota = 0\n"
+    "budget_burst_s = 1800\n"
+    "budget_file =\n"
     "upstream_header =\n"
     "upstream_secret_file =\n"
     "upstream_secret_credential =\n"
@@ -137,6 +142,11 @@ const enr_config_key enr_config_keys[] = {
     {"breaker_window", ENR_KEY_UINT, F(breaker_window), 0, 128},
     {"breaker_failure_ratio", ENR_KEY_RATIO, F(breaker_failure_ratio), 0, 0},
     {"upstream_max_calls_per_s", ENR_KEY_UINT, F(upstream_max_calls_per_s), 0, 1000000},
+    {"youtube_daily_quota", ENR_KEY_UINT, F(youtube_daily_quota), 0, 1000000000},
+    {"vimeo_daily_quota", ENR_KEY_UINT, F(vimeo_daily_quota), 0, 1000000000},
+    {"dailymotion_daily_quota", ENR_KEY_UINT, F(dailymotion_daily_quota), 0, 1000000000},
+    {"budget_burst_s", ENR_KEY_UINT, F(budget_burst_s), 0, 86400},
+    {"budget_file", ENR_KEY_PATH, F(budget_file), 0, 0},
     {"upstream_header", ENR_KEY_HEADER, F(upstream_headers), 0, 0},
     {"upstream_secret_file", ENR_KEY_PATH, F(upstream_secret_file), 0, 0},
     {"upstream_secret_credential", ENR_KEY_STR, F(upstream_secret_credential), 0, 0},

@@ -21,6 +21,7 @@
 #include "engine/contract.h"
 #include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/budget.h"
 #include "upstream/quota.h"
 #include "base/clock.h"
 
@@ -396,6 +397,33 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
     }
 }
 
+/* The day's budget of each source that has one (budget.h): a gauge per
+ * row of its table, from the host's page. */
+static void render_budget(enr_buf *b, const enr_config *c)
+{
+    static const char *const names[] = {
+#define SRC_NAME(name, text, max) text,
+        ENR_API_LIST(SRC_NAME)
+#undef SRC_NAME
+    };
+    enr_budget_state st[ENR_UP_SOURCES];
+    int64_t now = (int64_t)enr_wall_ms();
+    int any = 0;
+    char l[64];
+
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++)
+        any |= source_shown(c, src) && enr_budget_view((int)src, now, &st[src]);
+    for (unsigned r = 0; any && r < ENR_BUDGET_NFIELDS; r++) {
+        family(b, enr_budget_rows[r].metric, "gauge", enr_budget_rows[r].help);
+        for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+            if (!source_shown(c, src) || !st[src].on)
+                continue;
+            snprintf(l, sizeof l, "{source=\"%s\"}", names[src]);
+            sample_d(b, enr_budget_rows[r].metric, l, st[src].v[r]);
+        }
+    }
+}
+
 static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
 {
     const enr_health *h = x ? x->health : NULL;
@@ -501,6 +529,7 @@ void enr_metrics_render(enr_buf *out, const enr_scoreboard *sb, const enr_config
     render_pool(out, sb, x);
     render_latency(out, sb);
     render_upstream(out, sb, c);
+    render_budget(out, c);
     render_cache(out, x);
     render_health(out, sb, x);
     render_workers(out, sb, x);

@@ -32,6 +32,7 @@
  *    configuration that would have asked differently.
  */
 #include "pool/reload.h"
+#include "upstream/budget.h"
 #include "upstream/quota.h"
 
 #include <errno.h>
@@ -228,6 +229,7 @@ static void commit_reload(enr_master *m)
     }
     enr_config_secrets_free(&m->cfg, &m->next_cfg); /* the old generation's workers keep theirs */
     m->cfg = m->next_cfg;
+    enr_budget_configure(&m->cfg); /* the new limits, for every process */
     m->generation++;
     /* A refused key waits for this: the new configuration may hold a new
      * one, so its sources try again at once (quota.h). */
