@@ -61,7 +61,7 @@
 
 typedef struct bsrc {
     /* the master's, from the configuration */
-    enr_sb_u64 limit, burst, clock, day_ms;
+    enr_sb_u64 limit, burst, clock, day_ms, day_origin; /* the last two: test builds only */
     /* the day's figures: key | value (see the top) */
     enr_sb_u64 spent, asked, deferred_new, deferred_refresh;
     enr_sb_u64 demand[ENR_BUDGET_BUCKETS];
@@ -87,10 +87,11 @@ static int64_t floor_div(int64_t a, int64_t b)
     return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
 }
 
-void enr_budget_day(int clock, uint64_t day_ms, int64_t now_ms, int64_t *start_ms, int64_t *end_ms)
+void enr_budget_day(int clock, uint64_t day_ms, int64_t origin_ms, int64_t now_ms,
+                    int64_t *start_ms, int64_t *end_ms)
 {
     if (day_ms > 0) {
-        *start_ms = floor_div(now_ms, (int64_t)day_ms) * (int64_t)day_ms;
+        *start_ms = origin_ms + floor_div(now_ms - origin_ms, (int64_t)day_ms) * (int64_t)day_ms;
         *end_ms = *start_ms + (int64_t)day_ms;
     } else if (clock == ENR_BUDGET_PACIFIC) {
         /* A Pacific day lasts 23 to 25 hours: 26 hours before the next
@@ -168,7 +169,8 @@ static void day_of(const bsrc *s, int64_t now_ms, when *w)
 {
     uint64_t day_ms = ENR_SB_GET(s->day_ms);
 
-    enr_budget_day((int)ENR_SB_GET(s->clock), day_ms, now_ms, &w->start, &w->end);
+    enr_budget_day((int)ENR_SB_GET(s->clock), day_ms, (int64_t)ENR_SB_GET(s->day_origin), now_ms,
+                   &w->start, &w->end);
     w->len = (uint64_t)(w->end - w->start);
     w->elapsed = (uint64_t)(now_ms - w->start);
     /* Unique to the day within 2^24 of them (a real day's start is a
@@ -293,15 +295,18 @@ void enr_budget_configure(const enr_config *c)
 {
     const unsigned limit[ENR_UP_SOURCES] = {0, c->youtube_daily_quota, c->vimeo_daily_quota,
                                             c->dailymotion_daily_quota};
-    uint64_t day_ms = 0;
+    uint64_t day_ms = 0, origin = 0;
 
 #ifdef ENR_TEST_HOOKS
     {
-        /* A compressed day for the tests and the benchmark: never in a
-         * production build. */
+        /* A compressed day for the tests and the benchmark, days of
+         * DAY_MS from ORIGIN_MS (Unix ms): never in a production build. */
         const char *v = getenv("ENRICHD_TEST_BUDGET_DAY_MS");
+        const char *o = getenv("ENRICHD_TEST_BUDGET_ORIGIN_MS");
         if (v != NULL)
             day_ms = strtoull(v, NULL, 10);
+        if (o != NULL)
+            origin = strtoull(o, NULL, 10);
     }
 #endif
     if (g_page == NULL)
@@ -314,6 +319,7 @@ void enr_budget_configure(const enr_config *c)
         ENR_SB_SET(s->burst, (uint64_t)limit[i] * c->budget_burst_s / 86400u);
         ENR_SB_SET(s->clock, i == ENR_API_YOUTUBE ? ENR_BUDGET_PACIFIC : ENR_BUDGET_UTC);
         ENR_SB_SET(s->day_ms, day_ms);
+        ENR_SB_SET(s->day_origin, origin);
     }
 }
 

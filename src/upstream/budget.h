@@ -34,8 +34,9 @@ enum enr_budget_clock { ENR_BUDGET_PACIFIC = 0, ENR_BUDGET_UTC };
 
 /* The day containing now_ms (Unix ms): [*start_ms, *end_ms).  day_ms > 0
  * (a test build's compressed day only) cuts the time into days of that
- * length instead. */
-void enr_budget_day(int clock, uint64_t day_ms, int64_t now_ms, int64_t *start_ms, int64_t *end_ms);
+ * length from origin_ms instead. */
+void enr_budget_day(int clock, uint64_t day_ms, int64_t origin_ms, int64_t now_ms,
+                    int64_t *start_ms, int64_t *end_ms);
 
 /* Units the host may have spent by elapsed_ms into a day of day_ms: the
  * elapsed share of limit plus burst, at most limit. */

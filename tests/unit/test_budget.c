@@ -53,23 +53,27 @@ static void test_days(void)
 {
     int64_t s, e;
     /* 2026-07-01 12:00 UTC: summer, the Pacific day 07:00 to 07:00 UTC. */
-    enr_budget_day(ENR_BUDGET_PACIFIC, 0, INT64_C(1782907200000), &s, &e);
+    enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
     T_CHECK(s == INT64_C(1782889200000) && e == s + DAY, "a summer day: %lld %lld", (long long)s,
             (long long)e);
     /* 2026-03-08, summer time begins: 23 hours. */
-    enr_budget_day(ENR_BUDGET_PACIFIC, 0, INT64_C(1772985600000) + 12 * H, &s, &e);
+    enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1772985600000) + 12 * H, &s, &e);
     T_CHECK(e - s == 23 * H && s == INT64_C(1772956800000), "the spring day lasts 23 h: %lld",
             (long long)((e - s) / H));
     /* 2026-11-01, summer time ends: 25 hours. */
-    enr_budget_day(ENR_BUDGET_PACIFIC, 0, INT64_C(1793534400000) + 12 * H, &s, &e);
+    enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1793534400000) + 12 * H, &s, &e);
     T_CHECK(e - s == 25 * H, "the autumn day lasts 25 h: %lld", (long long)((e - s) / H));
     /* The instant of midnight belongs to the day it starts. */
-    enr_budget_day(ENR_BUDGET_PACIFIC, 0, INT64_C(1782889200000), &s, &e);
+    enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782889200000), &s, &e);
     T_CHECK(s == INT64_C(1782889200000), "midnight starts its day");
-    enr_budget_day(ENR_BUDGET_UTC, 0, INT64_C(1782907200000), &s, &e);
+    enr_budget_day(ENR_BUDGET_UTC, 0, 0, INT64_C(1782907200000), &s, &e);
     T_CHECK(s == INT64_C(1782864000000) && e - s == DAY, "a UTC day");
-    enr_budget_day(ENR_BUDGET_UTC, 60000, INT64_C(1782907212345), &s, &e);
+    enr_budget_day(ENR_BUDGET_UTC, 60000, 0, INT64_C(1782907212345), &s, &e);
     T_CHECK(s == INT64_C(1782907200000) && e - s == 60000, "a compressed day of a minute");
+    enr_budget_day(ENR_BUDGET_UTC, 60000, 5000, INT64_C(1782907212345), &s, &e);
+    T_CHECK(s == INT64_C(1782907205000), "from its origin");
+    enr_budget_day(ENR_BUDGET_UTC, 60000, 5000, 4999, &s, &e);
+    T_CHECK(s == -55000 && e == 5000, "before its origin");
 }
 
 static void test_forecast(void)
@@ -108,7 +112,7 @@ static int day_of_takes(const char *file)
     config_for(&c, file, 1440, 3600); /* a unit a minute, an hour's burst: 60 */
     if (enr_budget_open(&c) != 0)
         return 10;
-    enr_budget_day(ENR_BUDGET_PACIFIC, 0, INT64_C(1782907200000), &s, &e);
+    enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
     for (now = s; now < e; now += 60000) {
         uint64_t allowed = enr_budget_allowed(1440, 60, (uint64_t)(now - s), (uint64_t)(e - s));
         while (enr_budget_take(ENR_API_YOUTUBE, 1, 0, now))
@@ -154,7 +158,7 @@ static int noon(const char *file, void *arg)
     config_for(&c, file, 10000, 1800);
     if (enr_budget_open(&c) != 0)
         return 255;
-    enr_budget_day(ENR_BUDGET_PACIFIC, 0, INT64_C(1782907200000), &s, &e);
+    enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
     t = s + 12 * H;
     for (unsigned i = 0; i < n; i++)
         if (!enr_budget_take(ENR_API_YOUTUBE, 1, 0, t))
@@ -175,7 +179,7 @@ static int refresh_reserve(const char *file, void *arg)
     config_for(&c, file, 86400, 100); /* a unit a second, a burst of 100 */
     if (enr_budget_open(&c) != 0)
         return 10;
-    enr_budget_day(ENR_BUDGET_PACIFIC, 0, INT64_C(1782907200000), &s, &e);
+    enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
     t = s + 1000 * 1000; /* 1,000 s in: 1,000 units of pace */
     while (enr_budget_take(ENR_API_YOUTUBE, 1, 1, t))
         got++;
