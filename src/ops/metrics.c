@@ -408,12 +408,14 @@ static void render_budget(enr_buf *b, const enr_config *c)
     };
     enr_budget_state st[ENR_UP_SOURCES];
     int64_t now = (int64_t)enr_wall_ms();
-    int any = 0;
     char l[64];
 
+    /* The families always (names a rule reads stay known), samples for
+     * the sources that have a budget. */
     for (unsigned src = 0; src < ENR_UP_SOURCES; src++)
-        any |= source_shown(c, src) && enr_budget_view((int)src, now, &st[src]);
-    for (unsigned r = 0; any && r < ENR_BUDGET_NFIELDS; r++) {
+        if (!source_shown(c, src) || !enr_budget_view((int)src, now, &st[src]))
+            st[src].on = 0;
+    for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++) {
         family(b, enr_budget_rows[r].metric, "gauge", enr_budget_rows[r].help);
         for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
             if (!source_shown(c, src) || !st[src].on)
