@@ -115,8 +115,8 @@ static int day_of_takes(const char *file)
     enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
     for (now = s; now < e; now += 60000) {
         uint64_t allowed = enr_budget_allowed(1440, 60, (uint64_t)(now - s), (uint64_t)(e - s));
-        while (enr_budget_take(ENR_API_YOUTUBE, 1, 0, now))
-            spent++;
+        while (spent <= 1440 && enr_budget_take(ENR_API_YOUTUBE, 1, 0, now))
+            spent++; /* bounded: a budget that refused nothing would pass 1440 */
         bad |= spent != allowed; /* exactly the pace: no more, and nothing it allowed refused */
         bad |= enr_budget_take(ENR_API_YOUTUBE, 1, 1, now); /* a refresh: none past it */
     }
@@ -181,11 +181,11 @@ static int refresh_reserve(const char *file, void *arg)
         return 10;
     enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
     t = s + 1000 * 1000; /* 1,000 s in: 1,000 units of pace */
-    while (enr_budget_take(ENR_API_YOUTUBE, 1, 1, t))
+    while (got <= 2000 && enr_budget_take(ENR_API_YOUTUBE, 1, 1, t))
         got++;
     bad |= got != 1050; /* the pace and half the burst */
     got = 0;
-    while (enr_budget_take(ENR_API_YOUTUBE, 1, 0, t))
+    while (got <= 2000 && enr_budget_take(ENR_API_YOUTUBE, 1, 0, t))
         got++;
     bad |= got != 50; /* new ids: the other half */
     {
