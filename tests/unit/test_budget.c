@@ -116,7 +116,7 @@ static int day_of_takes(const char *file)
     for (now = s; now < e; now += 60000) {
         uint64_t allowed = enr_budget_allowed(1440, 60, (uint64_t)(now - s), (uint64_t)(e - s));
         while (spent <= 1440 && enr_budget_take(ENR_API_YOUTUBE, 1, 0, now))
-            spent++; /* bounded: a budget that refused nothing would pass 1440 */
+            spent++;             /* bounded: a budget that refused nothing would pass 1440 */
         bad |= spent != allowed; /* exactly the pace: no more, and nothing it allowed refused */
         bad |= enr_budget_take(ENR_API_YOUTUBE, 1, 1, now); /* a refresh: none past it */
     }
