@@ -19,7 +19,11 @@ budget: a naive client would spend a unit a batch.
   - the deferred ids are not negatively cached: asked again the next day,
     they are enriched; the deferred calls are counted (failure kind
     budget, the day's deferred_new), the forecast says the budget runs
-    out, /metrics and `enrichd status` show the day.
+    out, /metrics and `enrichd status` show the day;
+  - new before refresh: with answers past their lifetime (stale) and new
+    ids asked alike past the pace, the units go to the new ids, the
+    stale ones keep their stale answers (counted stale and
+    deferred_refresh), and a batch of both asks its new ids first.
 """
 # run alone: it holds a compressed day's pace to the tenth of a second.
 
@@ -60,6 +64,7 @@ class Drive:
         self.lock = threading.Lock()
         self.batches = []   # (t_answered, enriched records, recs)
         self.samples = []   # (t_after_read, units)
+        self.errors = []
         self.threads = [threading.Thread(target=self.client, args=(k,)) for k in range(clients)]
         self.threads.append(threading.Thread(target=self.sampler))
         self.halt = threading.Event()
@@ -72,7 +77,14 @@ class Drive:
             while not self.halt.is_set() and i < 5000:
                 recs = [{"provider": "yt", "id": "B%s%dk%dn%d" % (self.tag, k, i, j),
                          "duration": 0} for j in range(PER_BATCH)]
-                st, h, lines = harness.post(self.env, recs, conn=conn)
+                try:
+                    st, h, lines = harness.post(self.env, recs, conn=conn)
+                except Exception as e:  # counted: the checks on gaps and totals see it
+                    with self.lock:
+                        self.errors.append(repr(e))
+                    conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", self.env.port, timeout=15)
+                    continue
                 t = time.time()
                 if st == 200:
                     with self.lock:
@@ -103,9 +115,9 @@ class Drive:
         return max(b - a for a, b in zip(ts, ts[1:]))
 
 
-def start(prov, name, env_vars, env=None):
+def start(prov, name, env_vars, env=None, budget=BUDGET, extra=""):
     conf = ("workers = 2\nmax_requests = 0\nyoutube_daily_quota = %d\nbudget_burst_s = %d\n"
-            "budget_file = %%s\nupstream_timeout_ms = 1000\n" % (BUDGET, BURST_S))
+            "budget_file = %%s\nupstream_timeout_ms = 1000\n" % (budget, BURST_S) + extra)
     over = {"vm_source": None, "dm_source": None}
     if env is None:
         env = harness.Env(build=harness.hooks_build_dir(), name=name)
@@ -206,11 +218,87 @@ def test_compressed_day(r, prov):
         env.close()
 
 
+def test_new_before_refresh(r, prov):
+    """240 units a day of 24 s (10 a second, a burst of 10: refreshes 5);
+    answers stale after 1 s."""
+    yt = prov.fakes["youtube"]
+    yt.control(quota=10 ** 6, quota_used=0)
+    origin = time.time() + 3.0
+    env_vars = {"ENRICHD_TEST_BUDGET_DAY_MS": str(int(DAY_S * 1000)),
+                "ENRICHD_TEST_BUDGET_ORIGIN_MS": str(int(origin * 1000))}
+    env = start(prov, "budget-refresh", env_vars, budget=240,
+                extra="youtube_cache_ttl_s = 1\n")
+    try:
+        while time.time() < origin + 0.05:
+            time.sleep(0.02)
+        old = [[{"provider": "yt", "id": "Old%dn%d" % (b, j), "duration": 0}
+                for j in range(PER_BATCH)] for b in range(4)]
+        for recs in old:  # 4 units of the burst's 10: their answers cached
+            st, h, _ = harness.post(env, recs)
+            r.check(st == 200 and harness.degraded(h) == 0, "the old ids answered at first")
+        time.sleep(1.5)   # now stale: refreshes
+        prov.reset()
+        stale0 = harness.metrics(env).get('enrichd_upstream_stale_total{source="youtube"}', 0)
+        # One batch of both: its new ids are planned first, so they are
+        # in the first call.
+        mixed = old[0][:25] + [{"provider": "yt", "id": "Mix%d" % j, "duration": 0}
+                               for j in range(25)]
+        harness.post(env, mixed)
+        first = pf.asked_ids("youtube", yt.log()[0]) if yt.log() else []
+        r.check(first[:25] == ["Mix%d" % j for j in range(25)],
+                "a batch of new and stale ids asks the new ones first: %s" % first[:4])
+        # Past the pace: stale and new batches alike, from 4 clients.
+        stop = time.time() + 6.0
+        lock = threading.Lock()
+        out = {"stale_ok": 0, "stale_n": 0, "new_ok": 0, "new_n": 0}
+
+        def client(k):
+            i = 0
+            while time.time() < stop and i < 2000:
+                stale = (i + k) % 2 == 0
+                recs = old[(i + k) % 4] if stale else [
+                    {"provider": "yt", "id": "New%dk%dn%d" % (k, i, j), "duration": 0}
+                    for j in range(PER_BATCH)]
+                st, h, lines = harness.post(env, recs)
+                ok = sum(1 for rec, l in zip(recs, lines) if l.get("poster") == pf.want(rec)[0])
+                with lock:
+                    key = "stale" if stale else "new"
+                    out[key + "_n"] += 1
+                    out[key + "_ok"] += ok if st == 200 else 0
+                i += 1
+        ths = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join(30)
+        oldids = set(x["id"] for recs in old for x in recs)
+        calls = [pf.asked_ids("youtube", e) for e in yt.log()]
+        refresh_calls = sum(1 for ids in calls if ids and set(ids) <= oldids)
+        new_calls = sum(1 for ids in calls if ids and not set(ids) & oldids)
+        b = budget_doc(env)
+        stale = harness.metrics(env).get('enrichd_upstream_stale_total{source="youtube"}', 0)
+        r.check(new_calls >= 40 and refresh_calls <= 3,
+                "past the pace the units go to new ids: %d calls of new ids, %d refreshes"
+                % (new_calls, refresh_calls))
+        r.check(b.get("deferred_refresh", 0) > 0 and b.get("deferred_new", 0) > 0,
+                "both deferred past the pace, counted apart: %s"
+                % {k: b.get(k) for k in ("deferred_new", "deferred_refresh")})
+        # Every old record carries its answer: stale, or fresh for a second
+        # after one of the few refreshes.
+        r.check(out["stale_n"] > 0 and out["stale_ok"] == out["stale_n"] * PER_BATCH
+                and stale - stale0 >= out["stale_ok"] // 2,
+                "the deferred refreshes keep their stale answers, counted stale: %s, stale %d"
+                % (out, stale - stale0))
+    finally:
+        env.close()
+
+
 def main():
     r = harness.Results()
     prov = pf.Providers()
     try:
         r.run(test_compressed_day, prov)
+        r.run(test_new_before_refresh, prov)
     finally:
         prov.close()
     r.done()
