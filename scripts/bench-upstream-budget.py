@@ -88,11 +88,10 @@ def day_of_batches():
 
 
 def conf(env_dir, quota):
-    return ("workers = 2\nmax_requests = 0\nyoutube_daily_quota = %d\n"
-            "budget_file = %s\ncache_ttl_s = %d\ncache_negative_ttl_s = %d\n"
+    return ("workers = 2\nmax_requests = 0\n"
+            "budget_file = %s\nyoutube_cache_ttl_s = %d\ncache_negative_ttl_s = %d\n"
             "upstream_timeout_ms = 500\n"
-            % (quota, os.path.join(env_dir, "budget"), max(1, TTL * SCALE),
-               max(1, NEG_TTL * SCALE)))
+            % (os.path.join(env_dir, "budget"), max(1, TTL * SCALE), max(1, NEG_TTL * SCALE)))
 
 
 def run(prov, batches, label, budget, fake_quota):
@@ -108,8 +107,8 @@ def run(prov, batches, label, budget, fake_quota):
            "q_recs": [0] * 4, "q_enr": [0] * 4}
     lock = threading.Lock()
     try:
-        env.start_enrichd(conf(env.dir, budget) + pf.Providers.conf(prov, vm_source=None,
-                                                                      dm_source=None),
+        env.start_enrichd(conf(env.dir, budget) + pf.Providers.conf(
+            prov, vm_source=None, dm_source=None, youtube_daily_quota=budget),
                           env=env_vars)
         env.start_nginx()
         env.wait_workers(2)

@@ -120,9 +120,9 @@ class Drive:
 
 
 def start(prov, name, env_vars, env=None, budget=BUDGET, extra=""):
-    conf = ("workers = 2\nmax_requests = 0\nyoutube_daily_quota = %d\nbudget_burst_s = %d\n"
-            "budget_file = %%s\nupstream_timeout_ms = 1000\n" % (budget, BURST_S) + extra)
-    over = {"vm_source": None, "dm_source": None}
+    conf = ("workers = 2\nmax_requests = 0\nbudget_burst_s = %d\n"
+            "budget_file = %%s\nupstream_timeout_ms = 1000\n" % BURST_S + extra)
+    over = {"vm_source": None, "dm_source": None, "youtube_daily_quota": budget}
     if env is None:
         env = harness.Env(build=harness.hooks_build_dir(), name=name)
         env.start_enrichd(conf % os.path.join(env.dir, "budget")
