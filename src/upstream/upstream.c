@@ -55,7 +55,7 @@
 #include "upstream/cache.h"
 #include "upstream/upconn.h"
 #include "upstream/quota.h"
-#include "base/secret.h"
+#include "upstream/upsecret.h"
 #include "base/curlapi.h"
 #include "base/log.h"
 #include "upstream/upstream_reply.h"

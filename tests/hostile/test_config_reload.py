@@ -247,8 +247,5 @@ def test_new_workers_cannot_start(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_check_refuses_corpus)
-    res.run(test_hup_refuses_corpus)
-    res.run(test_new_workers_cannot_start)
-    res.done()
+    harness.run_tests(
+        test_check_refuses_corpus, test_hup_refuses_corpus, test_new_workers_cannot_start)

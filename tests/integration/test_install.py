@@ -164,7 +164,4 @@ def test_install_default_prefix(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_install_usr)
-    res.run(test_install_default_prefix)
-    res.done()
+    harness.run_tests(test_install_usr, test_install_default_prefix)

@@ -116,8 +116,4 @@ def test_lint(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_conf_page_has_every_key)
-    res.run(test_enrichd_page_has_every_option)
-    res.run(test_lint)
-    res.done()
+    harness.run_tests(test_conf_page_has_every_key, test_enrichd_page_has_every_option, test_lint)

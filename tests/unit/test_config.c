@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "base/config.h"
-#include "base/confcheck.h"
+#include "base/config_int.h"
+#include "base/upstream_url.h"
+#include "ops/confcheck.h"
 #include "engine/contract.h"
 #include "upstream/api.h"
 #include "t.h"
@@ -122,6 +124,26 @@ static void test_nginx_time(void)
 /* The sources: their defaults (a configuration written before them keeps
  * its meaning), each API for its own provider only, the secrets a source
  * needs named by -t, and read only when used. */
+/* The parser leaves the built-in URLs unchecked (the check loads
+ * libcurl, which a daemon without a source never needs): each must pass
+ * the check a file's URL gets. */
+static void test_builtin_urls(void)
+{
+    char why[200];
+    int n = 0;
+
+    T_CHECK(parse("") == 0, "the defaults parse: %s", err);
+    for (size_t i = 0; i < enr_config_nkeys; i++) {
+        const char *v = (const char *)&c + enr_config_keys[i].off;
+        if (enr_config_keys[i].type != ENR_KEY_URL || v[0] == '\0')
+            continue;
+        n++;
+        T_CHECK(enr_upstream_url_check(v, NULL, why, sizeof why) == 0, "built-in %s = %s: %s",
+                enr_config_keys[i].name, v, why);
+    }
+    T_CHECK(n >= 3, "the providers' built-in URLs were checked (%d)", n);
+}
+
 static void test_sources(void)
 {
     char dir[] = "/tmp/enr-conf-XXXXXX", key[64], text[512];
@@ -298,6 +320,7 @@ int main(void)
     }
     test_messages();
     test_sources();
+    test_builtin_urls();
     test_dump();
     test_nginx_time();
     T_DONE();
