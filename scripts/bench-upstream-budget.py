@@ -195,6 +195,7 @@ def run(prov, batches, label, budget, fake_quota):
 
 
 def main():
+    harness.hooks_build_dir()  # built before any day's origin is set: a build takes minutes
     batches = day_of_batches()
     recs = sum(len(r) for _, r in batches)
     bad = 0
