@@ -178,6 +178,7 @@ bench-upstream: all
 	@scripts/bench-upstream.sh $(B)
 	@scripts/bench-upstream-net.sh $(B)
 	@ENR_BUILD=$(B) scripts/bench-upstream-providers.py
+	@ENR_BUILD=$(B) scripts/bench-upstream-budget.py
 
 FUZZ_SECONDS ?= 60
 fuzz:

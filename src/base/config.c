@@ -433,6 +433,22 @@ static int check_whole(parse_state *ps, const enr_config *c)
         }
         close(dfd);
     }
+    if (c->budget_file[0] != '\0') {
+        /* The day's spending is kept there (upstream/budget.h): a directory
+         * no one else may plant a file in, that enrichd may write. */
+        char why[ENR_PATH_MAX + 200], dir[ENR_PATH_MAX];
+        const char *slash = strrchr(c->budget_file, '/');
+        int dfd;
+        snprintf(dir, sizeof dir, "%.*s",
+                 slash == c->budget_file ? 1 : (int)(slash - c->budget_file), c->budget_file);
+        dfd = enr_safedir_open(dir, why, sizeof why);
+        if (dfd < 0)
+            return FAIL_AT(ps, "budget_file", "%s", why);
+        close(dfd);
+        if (slash[1] == '\0')
+            return FAIL_AT(ps, "budget_file", "\"%s\" names a directory, not a file",
+                           c->budget_file);
+    }
     if (c->capture_group[0] != '\0') {
         char why[160];
         gid_t gid;

@@ -100,6 +100,10 @@ typedef struct enr_config {
     unsigned breaker_window;           /* calls judged by the ratio rule; default 20, 0 off */
     double breaker_failure_ratio;      /* default 0.5 */
     unsigned upstream_max_calls_per_s; /* host-wide, 0 = no limit (default) */
+    /* the day's budget per API source (upstream/budget.h), units; 0: none */
+    unsigned youtube_daily_quota, vimeo_daily_quota, dailymotion_daily_quota;
+    unsigned budget_burst_s;        /* how far ahead of the day's pace, in seconds of it */
+    char budget_file[ENR_PATH_MAX]; /* empty: $STATE_DIRECTORY/budget, or memory only */
     /* what a call carries besides the ids (secret.h): header lines, and
      * one secret from a file or a systemd credential, put in a header or
      * in the query */
@@ -234,7 +238,7 @@ unsigned enr_config_line(const enr_config *c, const char *key);
  * reload column in confkeys.inc) ---- */
 
 /* Keeps in next the value cur has of every key that changes only on
- * restart (the sockets' settings); returns how many next had changed,
+ * restart (the sockets' settings, budget_file); returns how many next had changed,
  * their names in names ("listen,listen_mode", cut to len). */
 unsigned enr_config_keep_restart(enr_config *next, const enr_config *cur, char *names, size_t len);
 

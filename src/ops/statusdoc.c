@@ -12,6 +12,7 @@
 #include "ops/statusdoc.h"
 #include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/budget.h"
 #include "upstream/quota.h"
 #include "base/clock.h"
 #include "engine/contract.h"
@@ -118,6 +119,36 @@ static void counters_doc(json_object *x, const enr_scoreboard *sb, const enr_poo
     }
     json_object_object_add(x, "failures", f);
     add_d(x, "cache_hit_ratio", t->hit_ratio[src]);
+}
+
+/* The source's day's budget (budget.h), from the host's page: its table's
+ * rows, and when the day starts again; NULL when it has none. */
+static json_object *budget_doc(unsigned src)
+{
+    json_object *o;
+    enr_budget_state st;
+    time_t reset;
+    struct tm tm;
+    char when[32] = "";
+
+    if (!enr_budget_view((int)src, (int64_t)enr_wall_ms(), &st))
+        return NULL;
+    o = json_object_new_object();
+    for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++) {
+        if (r == ENR_BUDGET_ROW_pace)
+            add_d(o, enr_budget_rows[r].field, st.v[r]);
+        else
+            add_u(o, enr_budget_rows[r].field, (uint64_t)st.v[r]);
+    }
+    add_u(o, "burst", st.burst);
+    add_u(o, "asked", st.asked);
+    add_b(o, "runs_out", st.v[ENR_BUDGET_ROW_forecast] > st.v[ENR_BUDGET_ROW_limit]);
+    reset = (time_t)(st.reset_ms / 1000);
+    if (gmtime_r(&reset, &tm) != NULL)
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    add_s(o, "resets", when);
+    add_s(o, "file", enr_budget_path()[0] ? enr_budget_path() : "(memory only)");
+    return o;
 }
 
 json_object *enr_pause_doc(const enr_scoreboard *sb, unsigned src, uint64_t now)
@@ -482,6 +513,9 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
             one = json_object_new_object();
             counters_doc(one, v->sb, ps, (unsigned)a);
             json_object_object_add(one, "pause", enr_pause_doc(v->sb, (unsigned)a, now));
+            json_object *bd = budget_doc((unsigned)a);
+            if (bd != NULL)
+                json_object_object_add(one, "budget", bd);
             json_object_object_add(srcs, source_name((unsigned)a), one);
         }
         json_object_object_add(x, "sources", srcs);

@@ -54,6 +54,7 @@
 #include "ops/status.h"
 #include "pool/worker.h"
 #include "base/clock.h"
+#include "upstream/budget.h"
 
 enum child_kind { CHILD_WORKER, CHILD_STATUS };
 
@@ -756,6 +757,8 @@ static int start_up(master *m, sigset_t *wait_mask)
     if (enr_reload_cache_new(&m->cfg, &m->cache) != 0)
         return -1;
     m->next_cache = m->cache;
+    if (enr_budget_open(&m->cfg) != 0) /* before the first fork too */
+        return -1;
     ENR_SB_SET(m->sb->pool.start_ms, enr_wall_ms());
     ENR_SB_SET(m->sb->pool.start_mono_ms, m->start_ms);
     ENR_SB_SET(m->sb->pool.workers, m->cfg.workers);

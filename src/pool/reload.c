@@ -13,9 +13,10 @@
  *    the new configuration has reported ready: a configuration whose
  *    workers cannot start is never committed, and the old one keeps
  *    serving (docs/pool.md).
- *  - The socket settings never change on reload (the sockets stay open
- *    across generations): a file that changes a key whose row says
- *    RESTART (base/confkeys.inc) is applied without it, with a warning.
+ *  - The socket settings (the sockets stay open across generations) and
+ *    the budget's file (its page stays mapped) never change on reload: a
+ *    file that changes a key whose row says RESTART (base/confkeys.inc)
+ *    is applied without it, with a warning naming it.
  *  - This file forks nothing and calls nothing of master.c: a probe to
  *    start is returned to the master (enr_reload_start), which forks it at
  *    its one fork site and says how it went (enr_reload_started); workers
@@ -34,6 +35,7 @@
  */
 #define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_*: no provider to load at start-up */
 #include "pool/reload.h"
+#include "upstream/budget.h"
 #include "upstream/quota.h"
 
 #include <errno.h>
@@ -132,6 +134,7 @@ static void commit_reload(enr_master *m)
     }
     enr_config_secrets_free(&m->cfg, &m->next_cfg); /* the old generation's workers keep theirs */
     m->cfg = m->next_cfg;
+    enr_budget_configure(&m->cfg); /* the new limits, for every process */
     m->generation++;
     /* A refused key waits for this: the new configuration may hold a new
      * one, so its sources try again at once (quota.h). */
@@ -278,7 +281,9 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
         return none;
     }
     if (enr_config_keep_restart(&next, &m->cfg, kept, sizeof kept) > 0)
-        enr_log(ENR_LOG_WARN, "socket settings change only on restart", "keys=%s", kept);
+        enr_log(ENR_LOG_WARN,
+                "reload: these keys change only on restart, their running values stay", "keys=%s",
+                kept);
     if (cache_kept(&next, &m->cfg, &changed)) {
         ncache = m->cache;
     } else if (enr_reload_cache_new(&next, &ncache) != 0) {

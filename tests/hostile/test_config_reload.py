@@ -18,8 +18,8 @@
    completes on its own.
 4. Each key whose row says RESTART (src/base/confkeys.inc: the sockets'
    settings), changed by a HUP on its own: the reload is done with every
-   other change applied, the warning says socket settings change only on
-   restart and names the key, and the sockets are the ones bound at start (same files, same
+   other change applied, the warning says the key changes only on restart
+   and names it, and the sockets are the ones bound at start (same files, same
    mode and group, the same backlog) and still serve.
 """
 import grp
@@ -250,6 +250,9 @@ def test_new_workers_cannot_start(r):
                  retry, len(res), len(fails)))
 
 
+RESTART_WARNING = "reload: these keys change only on restart, their running values stay"
+
+
 def restart_values(env):
     """A valid value other than the running one, for each restart-only key."""
     group = "" if harness.IS_ROOT else grp.getgrgid(os.getgid()).gr_name
@@ -257,7 +260,8 @@ def restart_values(env):
             "status_listen": "status_listen = %s" % os.path.join(env.dir, "other-status.sock"),
             "listen_mode": "listen_mode = 0600",
             "listen_group": "listen_group = %s" % group,
-            "listen_backlog": "listen_backlog = 7"}
+            "listen_backlog": "listen_backlog = 7",
+            "budget_file": "budget_file = %s" % os.path.join(env.dir, "other-budget")}
 
 
 def backlog(path):
@@ -277,11 +281,12 @@ def test_hup_keeps_restart_keys(r):
         env.start_nginx()
         env.wait_workers(2)
         values = restart_values(env)
-        # The socket settings are the keys only a restart changes (the
-        # sockets stay open across generations); each is tried, whatever
-        # its row says, and every row that says RESTART has a value here.
+        # The socket settings and the budget's file are the keys only a
+        # restart changes (the sockets stay open and the budget's page
+        # mapped across generations); each is tried, whatever its row
+        # says, and every row that says RESTART has a value here.
         r.check(sorted(keys) == sorted(values),
-                "the rows' restart-only keys are the socket settings: %r" % keys)
+                "the rows' restart-only keys are the socket settings and budget_file: %r" % keys)
         keys = list(values)
         socks = (env.sock, env.status_sock)
         before = [(os.stat(p).st_ino, os.stat(p).st_mode, os.stat(p).st_gid) for p in socks]
@@ -292,7 +297,7 @@ def test_hup_keeps_restart_keys(r):
             write_case(env.conf, base, [values[key], "workers = %d" % workers])
             env.signal(signal.SIGHUP)
             env.wait_log("reload done", count=i + 1, timeout=15)
-            warned = env.log_events("socket settings change only on restart")
+            warned = env.log_events(RESTART_WARNING)
             applied = len(env.wait_workers(workers))
             if len(warned) != i + 1 or warned[-1].get("keys") != key or applied != workers:
                 wrong.append((key, [e.get("keys") for e in warned], applied))
@@ -302,8 +307,9 @@ def test_hup_keeps_restart_keys(r):
         r.check(after == before, "the sockets are the ones bound at start: %r, then %r"
                 % (before, after))
         r.check(not os.path.exists(values["listen"].split(" = ")[1]) and
-                not os.path.exists(values["status_listen"].split(" = ")[1]),
-                "no socket at the new paths")
+                not os.path.exists(values["status_listen"].split(" = ")[1]) and
+                not os.path.exists(values["budget_file"].split(" = ")[1]),
+                "no socket nor budget file at the new paths")
         r.check(backlog(env.sock) == 100, "listen_backlog as at start: %r" % backlog(env.sock))
         st, _, _ = env.request("/v1/enrich", body=harness.sample_body(3))
         r.check(st == 200, "the workers' socket serves: %d" % st)

@@ -218,16 +218,17 @@ static void test_sources(void)
     rmdir(dir);
 }
 
-/* The keys only a restart changes: the sockets' settings.  The master
- * binds its sockets once and they stay open across generations, so a HUP
- * that applied one of these would describe sockets that are not there
- * (and the status process would look for a status socket that is not). */
+/* The keys only a restart changes: the sockets' settings and the budget's
+ * file.  The master binds its sockets and maps the budget's page once and
+ * they stay across generations, so a HUP that applied one of these would
+ * describe sockets (or a file) that are not the ones in use. */
 static const char *const restart_keys[][2] = {
     {"listen", "listen = /tmp/enr-t-other.sock\n"},
     {"listen_mode", "listen_mode = 0600\n"},
     {"listen_group", "listen_group =\n"},
     {"listen_backlog", "listen_backlog = 64\n"},
     {"status_listen", "status_listen = /tmp/enr-t-other-status.sock\n"},
+    {"budget_file", "budget_file = /tmp/enr-t-budget\n"},
 };
 #define N_RESTART (sizeof restart_keys / sizeof restart_keys[0])
 
