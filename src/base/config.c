@@ -370,6 +370,29 @@ static int check_tls_files(parse_state *ps, const enr_config *c)
     return 0;
 }
 
+/* A file of the state directory (cache_file, budget_file): kept across
+ * restarts, so its directory must be one no one else may plant a file
+ * in, and the path must name a file.  Empty: memory only. */
+static int state_file_bad(parse_state *ps, const char *key, const char *path)
+{
+    char why[ENR_PATH_MAX + 200], dir[ENR_PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    int dfd;
+
+    if (path[0] == '\0')
+        return 0;
+    if (slash == NULL) /* ENR_KEY_PATH refuses relative paths; kept for any other caller */
+        return FAIL_AT(ps, key, "\"%s\" is not an absolute path", path);
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    dfd = enr_safedir_open(dir, why, sizeof why);
+    if (dfd < 0)
+        return FAIL_AT(ps, key, "%s", why);
+    close(dfd);
+    if (slash[1] == '\0')
+        return FAIL_AT(ps, key, "\"%s\" names a directory, not a file", path);
+    return 0;
+}
+
 static int check_whole(parse_state *ps, const enr_config *c)
 {
     /* Limits a worker is over the moment it starts would recycle or kill
@@ -433,22 +456,10 @@ static int check_whole(parse_state *ps, const enr_config *c)
         }
         close(dfd);
     }
-    if (c->budget_file[0] != '\0') {
-        /* The day's spending is kept there (upstream/budget.h): a directory
-         * no one else may plant a file in, that enrichd may write. */
-        char why[ENR_PATH_MAX + 200], dir[ENR_PATH_MAX];
-        const char *slash = strrchr(c->budget_file, '/');
-        int dfd;
-        snprintf(dir, sizeof dir, "%.*s",
-                 slash == c->budget_file ? 1 : (int)(slash - c->budget_file), c->budget_file);
-        dfd = enr_safedir_open(dir, why, sizeof why);
-        if (dfd < 0)
-            return FAIL_AT(ps, "budget_file", "%s", why);
-        close(dfd);
-        if (slash[1] == '\0')
-            return FAIL_AT(ps, "budget_file", "\"%s\" names a directory, not a file",
-                           c->budget_file);
-    }
+    if (state_file_bad(ps, "budget_file", c->budget_file))
+        return -1;
+    if (state_file_bad(ps, "cache_file", c->cache_file))
+        return -1;
     if (c->capture_group[0] != '\0') {
         char why[160];
         gid_t gid;
