@@ -370,9 +370,12 @@ static int check_tls_files(parse_state *ps, const enr_config *c)
     return 0;
 }
 
-/* A file of the state directory (cache_file, budget_file): kept across
- * restarts, so its directory must be one no one else may plant a file
- * in, and the path must name a file.  Empty: memory only. */
+/* A file of the state directory (budget_file): kept across restarts, so
+ * its directory must be one no one else may plant a file in, and the
+ * path must name a file.  Empty: memory only.  Not cache_file: the
+ * packaged one is in the unit's StateDirectory, which `enrichd -t` run
+ * outside the unit cannot enter, and an unusable cache file only costs
+ * the cache's persistence (the master says so and keeps it in memory). */
 static int state_file_bad(parse_state *ps, const char *key, const char *path)
 {
     char why[ENR_PATH_MAX + 200], dir[ENR_PATH_MAX];
@@ -457,8 +460,6 @@ static int check_whole(parse_state *ps, const enr_config *c)
         close(dfd);
     }
     if (state_file_bad(ps, "budget_file", c->budget_file))
-        return -1;
-    if (state_file_bad(ps, "cache_file", c->cache_file))
         return -1;
     if (c->capture_group[0] != '\0') {
         char why[160];
