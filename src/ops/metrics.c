@@ -54,55 +54,10 @@ static void one_d(enr_buf *b, const char *name, const char *type, const char *he
     sample_d(b, name, NULL, v);
 }
 
-typedef struct counter_row {
-    const char *name, *help;
-    size_t off;
-} counter_row;
-
-#define SLOT_OFF(f) offsetof(enr_sb_slot, f)
-
-static const counter_row pool_counters[] = {
-    {"enrichd_requests_accepted_total", "Requests a worker accepted.", SLOT_OFF(accepted)},
-    {"enrichd_requests_completed_total", "Requests answered to the end.", SLOT_OFF(completed)},
-    {"enrichd_records_in_total", "Records received in request bodies.", SLOT_OFF(records_in)},
-    {"enrichd_records_out_total", "Records answered (one NDJSON line each).",
-     SLOT_OFF(records_out)},
-    {"enrichd_records_rejected_total", "Records rejected by the contract.",
-     SLOT_OFF(records_rejected)},
-    {"enrichd_records_degraded_total",
-     "Records answered with local values after enrichment failed.", SLOT_OFF(records_degraded)},
-    {"enrichd_slow_requests_total", "Requests slower than slow_request_ms.",
-     SLOT_OFF(slow_requests)},
-    {"enrichd_capture_written_total", "Sampled batches written to the capture files.",
-     SLOT_OFF(cap_written)},
-    {"enrichd_capture_dropped_queue_total",
-     "Sampled batches dropped because the capture queue was full (slow disk).",
-     SLOT_OFF(cap_dropped_queue)},
-    {"enrichd_capture_dropped_error_total",
-     "Sampled batches dropped on a write error (disk full), a refused directory or file, or out of "
-     "memory.",
-     SLOT_OFF(cap_dropped_error)},
-    {"enrichd_capture_dropped_nodir_total",
-     "Sampled batches dropped because capture_dir was gone (removed or replaced).",
-     SLOT_OFF(cap_dropped_nodir)},
-    {"enrichd_shed_total",
-     "Batches answered 503 with Retry-After, unread, for waiting past queue_timeout_ms.",
-     SLOT_OFF(shed)},
-    {"enrichd_client_gone_total",
-     "Requests whose caller went away before the answer (499; not in the duration histogram).",
-     SLOT_OFF(client_gone)},
-    {"enrichd_listen_refused_total", "TCP connections refused: peer not in listen_allow.",
-     SLOT_OFF(listen_refused)},
-    {"enrichd_fastcgi_rejected_total",
-     "FastCGI connections closed unserved: malformed, stalled, or a role other than RESPONDER.",
-     SLOT_OFF(fcgi_rejected)},
-};
-
-static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
+static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_pool_snap *ps)
 {
     const enr_sb_pool *p = &sb->pool;
-    uint64_t states[ENR_WS_STATES] = {0}, accepted, completed, pstate = ENR_SB_GET(p->state);
-    const enr_sb_slot *s;
+    uint64_t pstate = ENR_SB_GET(p->state);
     char l[64];
 
     /* The version serving, for rollouts: count by (version). */
@@ -120,84 +75,41 @@ static void render_pool(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_
     }
     one_u(b, "enrichd_workers_configured", "gauge", "Configured number of workers.",
           ENR_SB_GET(p->workers));
-    /* accepted, then the states, then completed: a worker marks itself
-     * busy before it counts a request accepted, and counts it completed
-     * before it is idle again, so in this order a request that starts or
-     * ends meanwhile can only make lost (below) too small for one read,
-     * never too large, and lost_shown keeps the largest lost ever shown. */
-    accepted = enr_sb_total(sb, SLOT_OFF(accepted));
-    atomic_thread_fence(memory_order_acquire);
-    for (ENR_SB_EACH_SLOT(sb, i, s)) {
-        uint64_t st = ENR_SB_GET(s->state);
-        if (enr_sb_slot_live(s) && st < ENR_WS_STATES)
-            states[st]++;
-    }
     family(b, "enrichd_workers", "gauge", "Worker processes by state.");
     for (unsigned i = ENR_WS_EMPTY + 1; i < ENR_WS_STATES; i++) {
         snprintf(l, sizeof l, "{state=\"%s\"}", enr_worker_state_name(i));
-        sample_u(b, "enrichd_workers", l, states[i]);
+        sample_u(b, "enrichd_workers", l, ps->states[i]);
     }
-    {
-        uint64_t ma = ENR_SB_GET(p->max_active);
-        if (x && x->max_active_seen > ma)
-            ma = x->max_active_seen;
-        one_u(b, "enrichd_workers_max_active", "gauge", "Most workers busy at once since start.",
-              ma);
-    }
-
+    one_u(b, "enrichd_workers_max_active", "gauge", "Most workers busy at once since start.",
+          ps->max_active);
     one_u(b, "enrichd_listen_queue_connections", "gauge",
-          "Connections waiting in the workers' listen queue.",
-          x && x->have_queue ? x->listen_queue : ENR_SB_GET(p->listen_queue));
-    {
-        uint64_t mx = ENR_SB_GET(p->listen_queue_max);
-        if (x && x->have_queue && x->listen_queue > mx)
-            mx = x->listen_queue;
-        if (x && x->listen_queue_max > mx)
-            mx = x->listen_queue_max;
-        one_u(b, "enrichd_listen_queue_max_connections", "gauge",
-              "Deepest listen queue seen since start.", mx);
-    }
-    if (x && x->have_queue)
+          "Connections waiting in the workers' listen queue.", ps->listen_queue);
+    one_u(b, "enrichd_listen_queue_max_connections", "gauge",
+          "Deepest listen queue seen since start.", ps->listen_queue_max);
+    if (ps->have_queue)
         one_u(b, "enrichd_listen_queue_limit_connections", "gauge",
-              "Backlog limit of the workers' listening socket.", x->listen_queue_limit);
+              "Backlog limit of the workers' listening socket.", ps->listen_queue_limit);
 
-    for (size_t i = 0; i < sizeof pool_counters / sizeof pool_counters[0]; i++)
-        one_u(b, pool_counters[i].name, "counter", pool_counters[i].help,
-              enr_sb_total(sb, pool_counters[i].off));
+    for (unsigned i = 0; i < ENR_PC_COUNT; i++)
+        one_u(b, enr_pool_counter_defs[i].metric, "counter", enr_pool_counter_defs[i].help,
+              ps->n[i]);
     family(b, "enrichd_fastcgi_rejected_reason_total", "counter",
            "FastCGI connections closed unserved, by why (the peer is cut off).");
     for (int i = 0; i < ENR_FCGI_REJECT_REASONS; i++) {
         snprintf(l, sizeof l, "{reason=\"%s\"}", enr_fcgi_reject_name(i));
         sample_u(b, "enrichd_fastcgi_rejected_reason_total", l,
-                 enr_sb_total(sb, SLOT_OFF(fcgi_rejected_by) + (size_t)i * sizeof(enr_sb_u64)));
+                 enr_sb_total(sb, offsetof(enr_sb_slot, fcgi_rejected_by) +
+                                      (size_t)i * sizeof(enr_sb_u64)));
     }
-    atomic_thread_fence(memory_order_acquire);
-    completed = enr_sb_total(sb, SLOT_OFF(completed));
-    /* In flight is what live workers are serving now; what a dead worker
-     * was serving never completes and is counted as lost, so that
-     * accepted = completed + in flight + lost. */
     one_u(b, "enrichd_requests_in_flight", "gauge", "Requests being served by live workers.",
-          states[ENR_WS_BUSY]);
-    {
-        uint64_t lost = accepted > completed + states[ENR_WS_BUSY]
-                            ? accepted - completed - states[ENR_WS_BUSY]
-                            : 0;
-        if (x != NULL && x->lost_shown != NULL) {
-            if (lost < *x->lost_shown)
-                lost = *x->lost_shown;
-            *x->lost_shown = lost;
-        }
-        one_u(b, "enrichd_requests_lost_total", "counter",
-              "Requests accepted by workers that died before answering them.", lost);
-    }
+          ps->in_flight);
+    one_u(b, "enrichd_requests_lost_total", "counter",
+          "Requests accepted by workers that died before answering them.", ps->lost);
 
     family(b, "enrichd_responses_total", "counter", "Responses by status class.");
-    sample_u(b, "enrichd_responses_total", "{code=\"2xx\"}",
-             enr_sb_total(sb, SLOT_OFF(status_2xx)));
-    sample_u(b, "enrichd_responses_total", "{code=\"4xx\"}",
-             enr_sb_total(sb, SLOT_OFF(status_4xx)));
-    sample_u(b, "enrichd_responses_total", "{code=\"5xx\"}",
-             enr_sb_total(sb, SLOT_OFF(status_5xx)));
+    sample_u(b, "enrichd_responses_total", "{code=\"2xx\"}", ps->s2xx);
+    sample_u(b, "enrichd_responses_total", "{code=\"4xx\"}", ps->s4xx);
+    sample_u(b, "enrichd_responses_total", "{code=\"5xx\"}", ps->s5xx);
 
     family(b, "enrichd_worker_exits_total", "counter", "Worker processes that ended, by reason.");
     for (unsigned r = 1; r < ENR_EXIT_REASONS; r++) {
@@ -227,7 +139,7 @@ static void render_latency(enr_buf *b, const enr_scoreboard *sb)
            "Time from nginx's hand-off (ENRICHD_QUEUED_AT, else the accept) to the end of the "
            "response; callers gone are not in it.");
     for (unsigned k = 0; k < ENR_SB_LAT_BUCKETS; k++) {
-        cum += enr_sb_total(sb, SLOT_OFF(latency) + k * sizeof(enr_sb_u64));
+        cum += enr_sb_total(sb, offsetof(enr_sb_slot, latency) + k * sizeof(enr_sb_u64));
         if (k == ENR_SB_LAT_BUCKETS - 1)
             snprintf(l, sizeof l, "{le=\"+Inf\"}");
         else
@@ -235,13 +147,13 @@ static void render_latency(enr_buf *b, const enr_scoreboard *sb)
         sample_u(b, "enrichd_request_duration_seconds_bucket", l, cum);
     }
     sample_d(b, "enrichd_request_duration_seconds_sum", NULL,
-             (double)enr_sb_total(sb, SLOT_OFF(latency_us_sum)) / 1e6);
+             (double)enr_sb_total(sb, offsetof(enr_sb_slot, latency_us_sum)) / 1e6);
     sample_u(b, "enrichd_request_duration_seconds_count", NULL, cum);
 }
 
 /* The cache is one per host (cache.h): its gauges are the host's, not
  * sums over the slots. */
-static void render_cache(enr_buf *b, const enr_metrics_extra *x)
+static void render_cache(enr_buf *b, const enr_status_view *x)
 {
     enr_cache_stats st;
 
@@ -326,25 +238,18 @@ static void render_up_counters(enr_buf *b, const enr_scoreboard *sb, const enr_c
     }
 }
 
-static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_config *c)
+static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_config *c,
+                            const enr_pool_snap *ps)
 {
     static const char *const names[] = {
 #define SRC_NAME(name, text, max) text,
         ENR_API_LIST(SRC_NAME)
 #undef SRC_NAME
     };
-    uint64_t per_state[ENR_UP_SOURCES][ENR_BREAKER_STATES] = {{0}}, hits, misses,
-             now = enr_mono_ms();
-    const enr_sb_slot *s;
+    uint64_t now = enr_mono_ms();
     char l[96];
 
     render_up_counters(b, sb, c);
-    for (ENR_SB_EACH_SLOT(sb, i, s))
-        for (unsigned k = 0; k < ENR_UP_SOURCES; k++) {
-            uint64_t st = ENR_SB_GET(s->up_breaker_state[k]);
-            if (enr_sb_slot_live(s) && st < ENR_BREAKER_STATES)
-                per_state[k][st]++;
-        }
     family(b, "enrichd_upstream_breakers", "gauge",
            "Live workers whose upstream breaker is in each state.");
     for (unsigned src = 0; src < ENR_UP_SOURCES; src++)
@@ -354,15 +259,12 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
             else
                 snprintf(l, sizeof l, "{state=\"%s\",source=\"%s\"}", enr_breaker_state_name(k),
                          names[src]);
-            sample_u(b, "enrichd_upstream_breakers", l, per_state[src][k]);
+            sample_u(b, "enrichd_upstream_breakers", l, ps->breaker[src][k]);
         }
-    hits = enr_sb_up_total(sb, ENR_API_UPSTREAM, ENR_UP_ROW_cache_hits);
-    misses = enr_sb_up_total(sb, ENR_API_UPSTREAM, ENR_UP_ROW_cache_misses);
     one_d(b, "enrichd_upstream_cache_hit_ratio", "gauge",
-          "Cache hits over lookups (current workers).",
-          hits + misses ? (double)hits / (double)(hits + misses) : 0.0);
+          "Cache hits over lookups (current workers).", ps->hit_ratio[ENR_API_UPSTREAM]);
     one_u(b, "enrichd_upstream_open_fds", "gauge", "Descriptors held by the upstream clients.",
-          enr_sb_total(sb, SLOT_OFF(up_fds)));
+          ps->up_fds);
     family(b, "enrichd_upstream_pause_seconds", "gauge",
            "Time left of the provider's pause (Retry-After, a spent quota, a refused key): no "
            "call before it ends.");
@@ -396,7 +298,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
     }
 }
 
-static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
+static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_status_view *x)
 {
     const enr_health *h = x ? x->health : NULL;
     enr_health read;
@@ -427,7 +329,7 @@ static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_metric
           "p99 request duration in the health window.", h->win.p99_ms / 1000.0);
 }
 
-static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metrics_extra *x)
+static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_status_view *x)
 {
     static const struct {
         const char *kind;
@@ -494,14 +396,19 @@ static void render_workers(enr_buf *b, const enr_scoreboard *sb, const enr_metri
     }
 }
 
-void enr_metrics_render(enr_buf *out, const enr_scoreboard *sb, const enr_config *c,
-                        const enr_metrics_extra *x)
+void enr_metrics_render(enr_buf *out, const enr_status_view *v)
 {
-    (void)c;
-    render_pool(out, sb, x);
-    render_latency(out, sb);
-    render_upstream(out, sb, c);
-    render_cache(out, x);
-    render_health(out, sb, x);
-    render_workers(out, sb, x);
+    enr_pool_snap own;
+    const enr_pool_snap *ps = v->pool;
+
+    if (ps == NULL) {
+        enr_pool_snap_take(&own, v->sb, NULL);
+        ps = &own;
+    }
+    render_pool(out, v->sb, ps);
+    render_latency(out, v->sb);
+    render_upstream(out, v->sb, v->c, ps);
+    render_cache(out, v);
+    render_health(out, v->sb, v);
+    render_workers(out, v->sb, v);
 }

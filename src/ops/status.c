@@ -71,7 +71,7 @@ typedef struct status_ctx {
     int have_queue;
     unsigned queue, queue_limit, queue_max, busy_max;
     uint64_t last_tick;
-    uint64_t lost_shown;  /* enr_metrics_extra.lost_shown */
+    enr_pool_seen seen;   /* what this process measured and showed (poolsnap.h) */
     enr_status_hist hist; /* one sample a tick, for ?html */
 } status_ctx;
 
@@ -187,17 +187,21 @@ static void attribute_fds(const status_ctx *x, enr_fd_kinds *fds, int *ok)
     enr_sockdiag_snap_free(snap);
 }
 
-static void view_of(const status_ctx *x, enr_status_view *v, const enr_fd_kinds *fds, const int *ok)
+/* One reading of the pool for the surface being served (poolsnap.h). */
+static void view_of(status_ctx *x, enr_status_view *v, enr_pool_snap *ps, const enr_fd_kinds *fds,
+                    const int *ok)
 {
+    x->seen.have_queue = x->have_queue;
+    x->seen.listen_queue = x->queue;
+    x->seen.listen_queue_limit = x->queue_limit;
+    x->seen.listen_queue_max = x->queue_max;
+    x->seen.max_active = x->busy_max;
+    enr_pool_snap_take(ps, x->sb, &x->seen);
     memset(v, 0, sizeof *v);
     v->c = x->c;
     v->sb = x->sb;
+    v->pool = ps;
     v->health = &x->health;
-    v->have_queue = x->have_queue;
-    v->listen_queue = x->queue;
-    v->listen_queue_limit = x->queue_limit;
-    v->listen_queue_max = x->queue_max;
-    v->max_active_seen = x->busy_max;
     v->fds = fds;
     v->fds_ok = ok;
     v->cache = x->cache;
@@ -209,11 +213,12 @@ static void serve_status(status_ctx *x, const char *query, const char *accept)
     static int ok[ENR_SB_MAX_WORKERS];
     int html = query_has(query, "html"), full = html || query_has(query, "full");
     enr_status_view v;
+    enr_pool_snap ps;
     json_object *doc;
 
     if (full)
         attribute_fds(x, fds, ok);
-    view_of(x, &v, full ? fds : NULL, full ? ok : NULL);
+    view_of(x, &v, &ps, full ? fds : NULL, full ? ok : NULL);
     doc = enr_status_doc(&v, full);
     if (html) {
         enr_buf b = {0};
@@ -241,21 +246,13 @@ static void serve_metrics(status_ctx *x)
 {
     static enr_fd_kinds fds[ENR_SB_MAX_WORKERS];
     static int ok[ENR_SB_MAX_WORKERS];
-    enr_metrics_extra e = {0};
+    enr_status_view v;
+    enr_pool_snap ps;
     enr_buf b = {0};
 
     attribute_fds(x, fds, ok);
-    e.have_queue = x->have_queue;
-    e.listen_queue = x->queue;
-    e.listen_queue_limit = x->queue_limit;
-    e.listen_queue_max = x->queue_max;
-    e.max_active_seen = x->busy_max;
-    e.health = &x->health;
-    e.fds = fds;
-    e.fds_ok = ok;
-    e.cache = x->cache;
-    e.lost_shown = &x->lost_shown;
-    enr_metrics_render(&b, x->sb, x->c, &e);
+    view_of(x, &v, &ps, fds, ok);
+    enr_metrics_render(&b, &v);
     if (b.oom)
         respond(x, 500, "text/plain", "out of memory\n", 14);
     else

@@ -75,56 +75,6 @@ static void pause_end(json_object *o, uint64_t left_ms)
     add_s(o, "pause_until", s);
 }
 
-typedef struct totals {
-    uint64_t accepted, completed, s2xx, s4xx, s5xx, rin, rout, rrej, rdeg, slow;
-    uint64_t refused, rejected;
-    uint64_t upfds;
-    uint64_t idle, busy, starting, exiting, breaker[ENR_UP_SOURCES][ENR_BREAKER_STATES];
-} totals;
-
-static void sum_slots(const enr_scoreboard *sb, totals *t)
-{
-    const enr_sb_slot *s;
-
-    memset(t, 0, sizeof *t);
-    t->accepted = ENR_SB_TOTAL(sb, accepted);
-    t->completed = ENR_SB_TOTAL(sb, completed);
-    t->s2xx = ENR_SB_TOTAL(sb, status_2xx);
-    t->s4xx = ENR_SB_TOTAL(sb, status_4xx);
-    t->s5xx = ENR_SB_TOTAL(sb, status_5xx);
-    t->rin = ENR_SB_TOTAL(sb, records_in);
-    t->rout = ENR_SB_TOTAL(sb, records_out);
-    t->rrej = ENR_SB_TOTAL(sb, records_rejected);
-    t->rdeg = ENR_SB_TOTAL(sb, records_degraded);
-    t->slow = ENR_SB_TOTAL(sb, slow_requests);
-    t->refused = ENR_SB_TOTAL(sb, listen_refused);
-    t->rejected = ENR_SB_TOTAL(sb, fcgi_rejected);
-    t->upfds = ENR_SB_TOTAL(sb, up_fds);
-    for (ENR_SB_EACH_SLOT(sb, i, s)) {
-        if (!enr_sb_slot_live(s))
-            continue;
-        switch (ENR_SB_GET(s->state)) {
-        case ENR_WS_IDLE:
-            t->idle++;
-            break;
-        case ENR_WS_BUSY:
-            t->busy++;
-            break;
-        case ENR_WS_STARTING:
-            t->starting++;
-            break;
-        case ENR_WS_EXITING:
-            t->exiting++;
-            break;
-        default:
-            break;
-        }
-        for (unsigned k = 0; k < ENR_UP_SOURCES; k++)
-            if (ENR_SB_GET(s->up_breaker_state[k]) < ENR_BREAKER_STATES)
-                t->breaker[k][ENR_SB_GET(s->up_breaker_state[k])]++;
-    }
-}
-
 /* A worker's breaker as one word: the worst of its sources' (open, then
  * half_open); each source's are in upstream.sources. */
 static uint64_t worst_breaker(const enr_sb_slot *s)
@@ -153,11 +103,10 @@ static const char *source_name(unsigned src)
 
 /* A source's counters, generated from the table (base/upcounters.h):
  * each row its key, a failure kind under "failures"; its breakers. */
-static void counters_doc(json_object *x, const enr_scoreboard *sb, const totals *t, unsigned src)
+static void counters_doc(json_object *x, const enr_scoreboard *sb, const enr_pool_snap *t,
+                         unsigned src)
 {
     json_object *b = json_object_new_object(), *f = json_object_new_object();
-    uint64_t hits = enr_sb_up_total(sb, src, ENR_UP_ROW_cache_hits);
-    uint64_t misses = enr_sb_up_total(sb, src, ENR_UP_ROW_cache_misses);
 
     for (unsigned s = 0; s < ENR_BREAKER_STATES; s++)
         add_u(b, enr_breaker_state_name(s), t->breaker[src][s]);
@@ -168,7 +117,7 @@ static void counters_doc(json_object *x, const enr_scoreboard *sb, const totals 
               enr_sb_up_total(sb, src, r));
     }
     json_object_object_add(x, "failures", f);
-    add_d(x, "cache_hit_ratio", hits + misses ? (double)hits / (double)(hits + misses) : 0.0);
+    add_d(x, "cache_hit_ratio", t->hit_ratio[src]);
 }
 
 json_object *enr_pause_doc(const enr_scoreboard *sb, unsigned src, uint64_t now)
@@ -379,61 +328,61 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     json_object *o = json_object_new_object(), *x;
     uint64_t now = enr_mono_ms(), start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
     uint64_t start_mono = ENR_SB_GET(p->start_mono_ms);
-    uint64_t pstate = ENR_SB_GET(p->state), restarts = 0, maxq = v->listen_queue_max;
-    uint64_t max_active = ENR_SB_GET(p->max_active);
-    totals t;
+    uint64_t pstate = ENR_SB_GET(p->state), restarts = 0;
+    enr_pool_snap own;
+    const enr_pool_snap *ps = v->pool;
+    const uint64_t *pc, *st;
 
-    /* The master samples once a second; a burst shorter than that is
-     * still seen here when this process looked during it. */
-    if (v->max_active_seen > max_active)
-        max_active = v->max_active_seen;
-    sum_slots(v->sb, &t);
-    if (ENR_SB_GET(p->listen_queue_max) > maxq)
-        maxq = ENR_SB_GET(p->listen_queue_max);
+    if (ps == NULL) {
+        enr_pool_snap_take(&own, v->sb, NULL);
+        ps = &own;
+    }
+    pc = ps->n;
+    st = ps->states;
 
     /* php-fpm's fields, with php-fpm's names. */
     add_s(o, "pool", "enrichd");
     add_s(o, "process manager", "static");
     add_u(o, "start time", start / 1000u);
     add_u(o, "start since", start_mono && now > start_mono ? (now - start_mono) / 1000u : 0);
-    add_u(o, "accepted conn", t.accepted);
-    add_u(o, "listen queue", v->have_queue ? v->listen_queue : ENR_SB_GET(p->listen_queue));
-    add_u(o, "max listen queue", maxq);
-    if (v->have_queue)
-        add_u(o, "listen queue len", v->listen_queue_limit);
-    add_u(o, "idle processes", t.idle);
-    add_u(o, "active processes", t.busy);
-    add_u(o, "total processes", t.idle + t.busy + t.starting + t.exiting);
-    add_u(o, "max active processes", max_active);
+    add_u(o, "accepted conn", pc[ENR_PC_accepted]);
+    add_u(o, "listen queue", ps->listen_queue);
+    add_u(o, "max listen queue", ps->listen_queue_max);
+    if (ps->have_queue)
+        add_u(o, "listen queue len", ps->listen_queue_limit);
+    add_u(o, "idle processes", st[ENR_WS_IDLE]);
+    add_u(o, "active processes", st[ENR_WS_BUSY]);
+    add_u(o, "total processes",
+          st[ENR_WS_IDLE] + st[ENR_WS_BUSY] + st[ENR_WS_STARTING] + st[ENR_WS_EXITING]);
+    add_u(o, "max active processes", ps->max_active);
     /* php-fpm counts how often it wanted more children than allowed; a
      * static pool cannot grow, so this says whether every worker has been
      * busy at once. */
-    add_u(o, "max children reached", workers && max_active >= workers);
-    add_u(o, "slow requests", t.slow);
+    add_u(o, "max children reached", workers && ps->max_active >= workers);
+    add_u(o, "slow requests", pc[ENR_PC_slow_requests]);
 
     /* What php-fpm does not have. */
     add_s(o, "state", enr_pool_state_name(pstate));
     add_u(o, "generation", ENR_SB_GET(p->generation));
     add_u(o, "workers_configured", workers);
-    add_u(o, "starting processes", t.starting);
-    add_u(o, "exiting processes", t.exiting);
-    add_u(o, "completed", t.completed);
-    /* accepted = completed + in_flight + lost: a request whose worker
-     * died never completes, and must not look in flight forever. */
-    add_u(o, "in_flight", t.busy);
-    add_u(o, "lost", t.accepted > t.completed + t.busy ? t.accepted - t.completed - t.busy : 0);
-    add_u(o, "listen_refused", t.refused);
-    add_u(o, "fastcgi_rejected", t.rejected);
+    add_u(o, "starting processes", st[ENR_WS_STARTING]);
+    add_u(o, "exiting processes", st[ENR_WS_EXITING]);
+    add_u(o, "completed", pc[ENR_PC_completed]);
+    /* accepted = completed + in_flight + lost (poolsnap.c). */
+    add_u(o, "in_flight", ps->in_flight);
+    add_u(o, "lost", ps->lost);
+    add_u(o, "listen_refused", pc[ENR_PC_listen_refused]);
+    add_u(o, "fastcgi_rejected", pc[ENR_PC_fcgi_rejected]);
     x = json_object_new_object();
-    add_u(x, "2xx", t.s2xx);
-    add_u(x, "4xx", t.s4xx);
-    add_u(x, "5xx", t.s5xx);
+    add_u(x, "2xx", ps->s2xx);
+    add_u(x, "4xx", ps->s4xx);
+    add_u(x, "5xx", ps->s5xx);
     json_object_object_add(o, "responses", x);
     x = json_object_new_object();
-    add_u(x, "in", t.rin);
-    add_u(x, "out", t.rout);
-    add_u(x, "rejected", t.rrej);
-    add_u(x, "degraded", t.rdeg);
+    add_u(x, "in", pc[ENR_PC_records_in]);
+    add_u(x, "out", pc[ENR_PC_records_out]);
+    add_u(x, "rejected", pc[ENR_PC_records_rejected]);
+    add_u(x, "degraded", pc[ENR_PC_records_degraded]);
     json_object_object_add(o, "records", x);
     json_object_object_add(o, "latency", latency_doc(v));
 
@@ -458,8 +407,8 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_b(x, "enabled", enr_config_enriches(v->c));
     /* The aggregator's numbers where they always were, then every
      * source in use under "sources" (the aggregator's among them). */
-    counters_doc(x, v->sb, &t, ENR_API_UPSTREAM);
-    add_u(x, "fds", t.upfds);
+    counters_doc(x, v->sb, ps, ENR_API_UPSTREAM);
+    add_u(x, "fds", ps->up_fds);
     {
         /* one per host: the same for every worker */
         json_object *k = json_object_new_object();
@@ -489,7 +438,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
                 continue;
             done[a] = 1;
             one = json_object_new_object();
-            counters_doc(one, v->sb, &t, (unsigned)a);
+            counters_doc(one, v->sb, ps, (unsigned)a);
             json_object_object_add(one, "pause", enr_pause_doc(v->sb, (unsigned)a, now));
             json_object_object_add(srcs, source_name((unsigned)a), one);
         }

@@ -156,7 +156,9 @@ static void test_metrics(void)
 {
     enr_buf b = {0};
     enr_health h = {0};
-    enr_metrics_extra x = {0};
+    enr_status_view x = {0};
+    enr_pool_seen seen = {0};
+    enr_pool_snap ps;
 
     memset(&sb, 0, sizeof sb);
     fill();
@@ -164,9 +166,13 @@ static void test_metrics(void)
     enr_health_observe(&h, &cfg, &sb, 4, 1000);
     sb.nslots = 3;
     enr_health_observe(&h, &cfg, &sb, 4, 2000);
-    x.have_queue = 1;
-    x.listen_queue = 4;
-    x.listen_queue_limit = 511;
+    seen.have_queue = 1;
+    seen.listen_queue = 4;
+    seen.listen_queue_limit = 511;
+    enr_pool_snap_take(&ps, &sb, &seen);
+    x.c = &cfg;
+    x.sb = &sb;
+    x.pool = &ps;
     x.health = &h;
     {
         /* the host's cache: read from its mapping, not summed over slots */
@@ -176,7 +182,7 @@ static void test_metrics(void)
         enr_cache_put((enr_cache *)x.cache, 1, "a", 1, &cv, 1000);
         enr_cache_put((enr_cache *)x.cache, 2, "b", 1, &cv, 1000);
     }
-    enr_metrics_render(&b, &sb, &cfg, &x);
+    enr_metrics_render(&b, &x);
     enr_cache_free((enr_cache *)x.cache);
     enr_buf_putc(&b, '\0');
     T_CHECK(!b.oom, "oom");
@@ -190,15 +196,23 @@ static void test_metrics(void)
     {
         /* a counter never seen going down: the floor holds */
         enr_buf b2 = {0};
-        uint64_t shown = 5;
-        x.lost_shown = &shown;
+        enr_pool_snap ps2;
+        json_object *doc, *val;
+        seen.lost_shown = 5;
+        enr_pool_snap_take(&ps2, &sb, &seen);
+        x.pool = &ps2;
         x.cache = NULL;
-        enr_metrics_render(&b2, &sb, &cfg, &x);
+        enr_metrics_render(&b2, &x);
         enr_buf_putc(&b2, '\0');
-        T_CHECK(has_line(b2.data, "enrichd_requests_lost_total 5") && shown == 5,
+        T_CHECK(has_line(b2.data, "enrichd_requests_lost_total 5") && seen.lost_shown == 5,
                 "lost never goes down");
+        /* /status shows the same reading: one home for lost */
+        doc = enr_status_doc(&x, 0);
+        T_CHECK(json_object_object_get_ex(doc, "lost", &val) && json_object_get_uint64(val) == 5,
+                "/status's lost is the snapshot's, floored alike");
+        json_object_put(doc);
         enr_buf_free(&b2);
-        x.lost_shown = NULL;
+        x.pool = &ps;
     }
     T_CHECK(has_line(b.data, "enrichd_records_in_total 200"), "records in");
     T_CHECK(has_line(b.data, "enrichd_records_rejected_total 20"), "rejected");
@@ -387,7 +401,7 @@ static void test_counter_table_everywhere(void)
         cfg.sources[ENR_PROV_YT] = ENR_API_YOUTUBE;
         cfg.sources[ENR_PROV_VM] = ENR_API_VIMEO;
         cfg.sources[ENR_PROV_DM] = dm ? ENR_API_DAILYMOTION : ENR_API_UPSTREAM;
-        enr_metrics_render(&m, &sb, &cfg, NULL);
+        enr_metrics_render(&m, &v);
         d = enr_status_doc(&v, 0);
         enr_status_html(&html, d, &hist);
         enr_status_text_top(&text, d);
@@ -454,8 +468,34 @@ static void test_counter_table_everywhere(void)
     enr_buf_free(&text);
 }
 
+/* Every row of the pool's counter table reaches /metrics with its own
+ * value (summed over the slots), and /status shows the same reading. */
+static void test_pool_table_everywhere(void)
+{
+    enr_status_view v = {0};
+    enr_buf m = {0};
+    char want[160];
+
+    fill();
+    for (unsigned i = 0; i < ENR_PC_COUNT; i++) {
+        size_t off = enr_pool_counter_defs[i].off;
+        ENR_SB_SET(*(enr_sb_u64 *)((char *)&sb.slot[0] + off), 50000 + i * 10);
+        ENR_SB_SET(*(enr_sb_u64 *)((char *)&sb.slot[1] + off), 1);
+    }
+    v.c = &cfg;
+    v.sb = &sb;
+    enr_metrics_render(&m, &v);
+    enr_buf_putc(&m, '\0');
+    for (unsigned i = 0; i < ENR_PC_COUNT; i++) {
+        snprintf(want, sizeof want, "%s %u", enr_pool_counter_defs[i].metric, 50001 + i * 10);
+        T_CHECK(has_line(m.data, want), "/metrics has %s", want);
+    }
+    enr_buf_free(&m);
+}
+
 int main(void)
 {
+    test_pool_table_everywhere();
     test_counter_table_everywhere();
     test_metrics();
     test_status_doc();
