@@ -14,8 +14,13 @@ import sys
 # and the capture.  Everything else is a tuning knob at its default.
 OPERATOR_KEYS = (
     "listen", "listen_mode", "listen_group", "listen_allow", "status_listen", "workers",
-    "upstream_url", "capture_dir", "capture_sample",
+    "upstream_url", "capture_dir", "capture_sample", "cache_file",
 )
+
+# Keys the installed file sets to a value of its own: the built-in
+# default suits a build run by hand, the package's suits the unit (its
+# StateDirectory).
+PACKAGED = {"cache_file": "/var/lib/enrichd/cache"}
 
 HEADER = """\
 # enrichd.conf (enrichd.conf(5)).  The keys a host is set up with are set below;
@@ -46,7 +51,9 @@ def main():
     out = HEADER.rstrip("\n").split("\n")
     for line in src[1:]:  # the source's title says it sets every key
         m = re.match(r"^(\w+) =(.*)$", line)
-        if m and m.group(1) not in OPERATOR_KEYS:
+        if m and m.group(1) in PACKAGED:
+            line = "%s = %s" % (m.group(1), PACKAGED[m.group(1)])
+        elif m and m.group(1) not in OPERATOR_KEYS:
             line = "# " + line
         out.append(line)
     sys.stdout.write("\n".join(out) + "\n" + INCLUDE.format(sysconfdir=sysconfdir))

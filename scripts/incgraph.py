@@ -48,7 +48,8 @@ CALL = re.compile(r'\b(enr_\w+)\s*\(')
 
 # Modules that are one module in several files, on purpose (a family
 # that shares a private header): seen as one node.
-FAMILIES = {"upstream/upsource": "upstream/upstream", "upstream/api_time": "upstream/api"}
+FAMILIES = {"upstream/upsource": "upstream/upstream", "upstream/upstale": "upstream/upstream",
+            "upstream/api_time": "upstream/api"}
 
 
 def calls(src):

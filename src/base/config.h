@@ -29,7 +29,7 @@
 #define ENR_WORKERS_AUTO_MAX 6
 
 /* Room for every key of conftable.c's table (checked there at compile time). */
-#define ENR_CONFIG_KEYS_MAX 80
+#define ENR_CONFIG_KEYS_MAX 96
 
 /* enr_config.sources: indexed by provider, as enum enr_provider
  * (engine/contract.h) numbers them (0 unused); each a source, as enum
@@ -86,10 +86,15 @@ typedef struct enr_config {
     char upstream_ca_file[ENR_PATH_MAX];     /* PEM bundle; empty: the system store */
     char upstream_client_cert[ENR_PATH_MAX]; /* mutual TLS, PEM; with the key */
     char upstream_client_key[ENR_PATH_MAX];
-    unsigned cache_entries;            /* default 50000 */
-    size_t cache_bytes;                /* default 16 MiB */
-    unsigned cache_ttl_s;              /* default 3600 */
-    unsigned cache_negative_ttl_s;     /* default 300 */
+    unsigned cache_entries;        /* default 50000 */
+    size_t cache_bytes;            /* default 16 MiB */
+    unsigned cache_ttl_s;          /* the aggregator's answers; default 3600 */
+    unsigned cache_negative_ttl_s; /* default 300 */
+    unsigned youtube_cache_ttl_s;  /* each API's answers; default 86400 */
+    unsigned vimeo_cache_ttl_s;
+    unsigned dailymotion_cache_ttl_s;
+    unsigned cache_max_stale_s;        /* served past the lifetime on error; default 7 days */
+    char cache_file[ENR_PATH_MAX];     /* empty: in memory only */
     unsigned breaker_failures;         /* default 5 consecutive */
     unsigned breaker_cooldown_ms;      /* default 5000 */
     unsigned breaker_window;           /* calls judged by the ratio rule; default 20, 0 off */

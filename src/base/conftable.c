@@ -57,6 +57,11 @@ const char enr_config_default_text[] =
     "cache_bytes = 16777216\n"
     "cache_ttl_s = 3600\n"
     "cache_negative_ttl_s = 300\n"
+    "youtube_cache_ttl_s = 86400\n"
+    "vimeo_cache_ttl_s = 86400\n"
+    "dailymotion_cache_ttl_s = 86400\n"
+    "cache_max_stale_s = 604800\n"
+    "cache_file =\n"
     "breaker_failures = 5\n"
     "breaker_cooldown_ms = 5000\n"
     "breaker_window = 20\n"
@@ -132,6 +137,11 @@ const enr_config_key enr_config_keys[] = {
     {"cache_bytes", ENR_KEY_SIZE, F(cache_bytes), 0, 1ULL << 34},
     {"cache_ttl_s", ENR_KEY_UINT, F(cache_ttl_s), 0, 31536000},
     {"cache_negative_ttl_s", ENR_KEY_UINT, F(cache_negative_ttl_s), 0, 31536000},
+    {"youtube_cache_ttl_s", ENR_KEY_UINT, F(youtube_cache_ttl_s), 0, 31536000},
+    {"vimeo_cache_ttl_s", ENR_KEY_UINT, F(vimeo_cache_ttl_s), 0, 31536000},
+    {"dailymotion_cache_ttl_s", ENR_KEY_UINT, F(dailymotion_cache_ttl_s), 0, 31536000},
+    {"cache_max_stale_s", ENR_KEY_UINT, F(cache_max_stale_s), 0, 31536000},
+    {"cache_file", ENR_KEY_PATH, F(cache_file), 0, 0},
     {"breaker_failures", ENR_KEY_UINT, F(breaker_failures), 1, 1000000},
     {"breaker_cooldown_ms", ENR_KEY_UINT, F(breaker_cooldown_ms), 1, 3600000},
     {"breaker_window", ENR_KEY_UINT, F(breaker_window), 0, 128},

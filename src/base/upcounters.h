@@ -34,6 +34,9 @@
       "Upstream cache hits (current workers).")                                                    \
     X(cache_misses, "enrichd_upstream_cache_misses_total", "",                                     \
       "Upstream cache misses (current workers).")                                                  \
+    X(stale, "enrichd_upstream_stale_total", "",                                                   \
+      "Records answered from a cache entry past its lifetime: their provider could not be "        \
+      "asked or did not answer (current workers).")                                                \
     X(ids_asked, "enrichd_upstream_ids_asked_total", "",                                           \
       "Ids asked for in upstream calls (current workers).")                                        \
     X(found, "enrichd_upstream_ids_found_total", "",                                               \

@@ -31,10 +31,12 @@
  *    (docs/upstream.md).  A cached answer is never served to a
  *    configuration that would have asked differently.
  */
+#define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_*: no provider to load at start-up */
 #include "pool/reload.h"
 #include "upstream/quota.h"
 
 #include <errno.h>
+#include <openssl/sha.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -202,6 +204,8 @@ static int cache_kept(const enr_config *next, const enr_config *cur, const char 
         *why = "cache_entries";
     if (*why == NULL && next->cache_bytes != cur->cache_bytes)
         *why = "cache_bytes";
+    if (*why == NULL && strcmp(next->cache_file, cur->cache_file) != 0)
+        *why = "cache_file";
     return *why == NULL;
 }
 
@@ -436,11 +440,66 @@ uint64_t enr_reload_next(const enr_master *m, uint64_t now)
     return t > now ? t : UINT64_MAX;
 }
 
+/* What a cache file is made for (cache.h): every identity key's name and
+ * value, so that a file is never read by a configuration that would have
+ * asked differently.  The secrets enter only through the digest, which
+ * only the service's user can read (as it can the secrets themselves). */
+static void cache_identity(const enr_config *c, uint8_t out[ENR_CACHE_ID_BYTES])
+{
+    SHA256_CTX x;
+
+    SHA256_Init(&x);
+    SHA256_Update(&x, "enrichd cache identity 1", 25);
+    for (size_t i = 0; i < sizeof identity_fields / sizeof identity_fields[0]; i++) {
+        const char *a = (const char *)c + identity_fields[i].off;
+        const enr_secret *sec = (const enr_secret *)(const void *)a;
+        uint64_t n = 0;
+        SHA256_Update(&x, identity_fields[i].name, strlen(identity_fields[i].name) + 1);
+        switch (identity_fields[i].kind) {
+        case ID_STR:
+            n = strlen(a);
+            SHA256_Update(&x, &n, sizeof n);
+            SHA256_Update(&x, a, n);
+            break;
+        case ID_HEADERS:
+            for (unsigned h = 0; h < c->upstream_nheaders; h++) {
+                n = strlen(c->upstream_headers[h]);
+                SHA256_Update(&x, &n, sizeof n);
+                SHA256_Update(&x, c->upstream_headers[h], n);
+            }
+            break;
+        case ID_SOURCES:
+            SHA256_Update(&x, c->sources, sizeof c->sources);
+            break;
+        default:
+            n = sec->bytes != NULL ? sec->len : 0;
+            SHA256_Update(&x, &n, sizeof n);
+            if (n)
+                SHA256_Update(&x, sec->bytes, n);
+            break;
+        }
+    }
+    SHA256_Final(out, &x);
+    explicit_bzero(&x, sizeof x);
+}
+
 int enr_reload_cache_new(const enr_config *c, enr_cache **out)
 {
     *out = NULL;
     if (!enr_config_enriches(c) || c->cache_entries == 0 || c->cache_bytes == 0)
         return 0;
+    if (c->cache_file[0] != '\0') {
+        uint8_t id[ENR_CACHE_ID_BYTES];
+        const char *step = NULL;
+        char q[2 * ENR_PATH_MAX], qs[120];
+        cache_identity(c, id);
+        *out = enr_cache_open(c->cache_file, c->cache_entries, c->cache_bytes, id, &step);
+        if (*out != NULL)
+            return 0;
+        enr_log(ENR_LOG_ERROR, "upstream cache file unusable, the cache is in memory only",
+                "path=%s step=%s error=%s", enr_log_quote(q, sizeof q, c->cache_file),
+                enr_log_quote(qs, sizeof qs, step ? step : "-"), enr_log_errno(errno));
+    }
     *out = enr_cache_new(c->cache_entries, c->cache_bytes);
     if (*out == NULL) {
         enr_log(ENR_LOG_ERROR, "upstream cache mmap failed", "error=%s cache_bytes=%zu",

@@ -1,12 +1,14 @@
 /*
- * cache.c: the host's cache of upstream answers in one shared mapping
- * (see cache.h).
+ * cache.c: the host's cache of upstream answers in one shared mapping,
+ * anonymous or a file's (see cache.h; cache_file.c makes and checks the
+ * file; cache_int.h is the header both share).
  *
  * Layout: a header, an index of fixed slots (buckets of ENR_CACHE_WAYS),
- * and a ring of variable records (key, poster) addressed by absolute,
- * ever-growing positions: [tail, head) holds the records, the physical
- * offset is pos % ring_size, and a record never straddles the end (a
- * padding record, or a gap shorter than a record header, fills it).
+ * and a ring of variable records (the whole answer with its expiry and
+ * checksum, the key, the poster) addressed by absolute, ever-growing
+ * positions: [tail, head) holds the records, the physical offset is
+ * pos % ring_size, and a record never straddles the end (a padding
+ * record, or a gap shorter than a record header, fills it).
  *
  * Writers hold a robust process-shared mutex (never more than
  * ENR_CACHE_LOCK_MS to get it); readers take no lock:
@@ -16,25 +18,33 @@
  *  - the tail is the ring's sequence: a writer moves it past a region
  *    before writing over it, and a reader keeps the bytes it copied only
  *    if the record still begins at or after the tail once copied;
- *  - the record repeats the slot's hash and the key's length, and the
- *    key is compared, so a slot and a record of different writes never
- *    pass for an entry.
+ *  - the record repeats the slot's position, hash, provider and key
+ *    length, the key is compared and the record's checksum checked, so a
+ *    slot and a record of different writes, or a record torn on the disk
+ *    (a file after a power loss: any mix of pages), never pass for an
+ *    entry.  The answer is the record's alone.
  * A put writes its record, then moves head past it, then publishes the
  * slot; a writer killed between any two steps leaves at worst an odd
  * seq (a miss for readers) or a record nobody points to (reclaimed when
  * the tail passes it).  The next writer gets EOWNERDEAD and repairs:
  * odd slots cleared, slots outside [tail, head) cleared, entries
- * recounted, then the mutex is marked consistent.
+ * recounted, then the mutex is marked consistent.  A file opened after
+ * its writers were gone (dirty) gets the same repair from the first
+ * writer of the run; a tail that is not at a record (a file's pages of
+ * different moments) moves to the next one that is.
  *
- * Invariants (outside a writer's critical section): every used slot
- * points into [tail, head) at a record that names it; entries is the
- * number of used slots, <= max_entries; head - tail <= ring_size.
+ * Invariants (outside a writer's critical section, once repaired): every
+ * used slot points into [tail, head) at a record that names it; entries
+ * is the number of used slots, <= max_entries; head - tail <= ring_size.
  * Eviction is oldest first: the record at the tail frees its slot when
  * the ring needs room or the entries bound is reached; a full bucket
- * gives up its entry that expires first (the oldest of those).  The hash is seeded per host, so
- * ids chosen by a client cannot be aimed at one bucket.
+ * gives up its entry that expires first (the oldest of those).  An entry
+ * past its lifetime stays until then (stale-if-error).  The hash is
+ * seeded per host (per file), so ids chosen by a client cannot be aimed
+ * at one bucket.
  */
 #include "upstream/cache.h"
+#include "upstream/cache_int.h"
 #include "base/hash.h"
 
 #include <errno.h>
@@ -46,44 +56,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CACHE_MAGIC 0x6e72646361636865ull
-#define CACHE_MAX_BUCKETS (1u << 24) /* past this the index is over a gigabyte anyway */
-#define ALIGN8(n) (((n) + 7u) & ~(uint64_t)7u)
-#define ALIGN64(n) (((n) + 63u) & ~(uint64_t)63u)
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 #define STORE(x, v) atomic_store_explicit(&(x), (v), memory_order_relaxed)
 #define ADD(x, v) atomic_fetch_add_explicit(&(x), (v), memory_order_relaxed)
 
-/* A record in the ring; the key then the poster follow. */
-typedef struct crec {
-    uint32_t len;  /* bytes, this header included, a multiple of 8 */
-    uint32_t slot; /* index slot + 1 it was written for; 0: padding to the ring's end */
-    uint64_t hash;
-    uint32_t key_len, poster_len;
-} crec;
-
-enum { F_POSTER = 1, F_DURATION = 2, F_NEGATIVE = 4 };
-
-/* An index slot; every field but seq is read under the sequence lock. */
-typedef struct cslot {
-    _Atomic uint32_t seq; /* odd while a writer changes the slot */
-    uint32_t len;         /* of its record */
-    uint32_t key_len;
-    uint8_t used, provider, flags, unused_;
-    uint64_t hash, pos, expires_ms;
-    double duration;
-} cslot;
-
-struct enr_cache {
-    /* set once by enr_cache_new, read-only after */
-    uint64_t magic, seed;
-    uint64_t map_bytes, max_entries, nbuckets, ring_size;
-    uint64_t index_off, ring_off;
-    int disabled;
-    pthread_mutex_t lock; /* writers only; robust, process-shared */
-    _Atomic uint64_t head, tail;
-    _Atomic uint64_t entries, evictions, recoveries, busy;
-};
+typedef struct enr_crec crec;
+typedef struct enr_cslot cslot;
 
 /* A get's copy of a record: what out->poster points into.  One per
  * process (workers are single-threaded). */
@@ -104,44 +82,101 @@ static uint64_t nslots(const enr_cache *c)
     return c->nbuckets * ENR_CACHE_WAYS;
 }
 
+void enr_cache_layout(size_t max_entries, size_t max_bytes, enr_cache *c)
+{
+    uint64_t hdr = ENR_CACHE_ALIGN64(sizeof(enr_cache)), nb = 1;
+
+    c->magic = ENR_CACHE_MAGIC;
+    c->version = ENR_CACHE_VERSION;
+    c->hdr_size = (uint32_t)sizeof(enr_cache);
+    c->slot_size = (uint32_t)sizeof(cslot);
+    c->rec_size = (uint32_t)sizeof(crec);
+    c->ways = ENR_CACHE_WAYS;
+    c->unused_ = 0;
+    c->index_off = hdr;
+    if (max_entries == 0 || max_bytes == 0) {
+        c->map_bytes = c->ring_off = hdr;
+        c->max_entries = c->ring_size = 0;
+        c->nbuckets = 1;
+        return;
+    }
+    if (max_bytes < ENR_CACHE_MIN_BYTES)
+        max_bytes = ENR_CACHE_MIN_BYTES;
+    /* a quarter more slots than entries: few buckets are ever full */
+    while (nb * ENR_CACHE_WAYS < max_entries + max_entries / 4 && nb < ENR_CACHE_MAX_BUCKETS)
+        nb <<= 1;
+    /* The index takes at most half of the bytes: a small cache_bytes
+     * holds fewer entries rather than no data. */
+    while (nb > 1 && hdr + nb * ENR_CACHE_WAYS * sizeof(cslot) > max_bytes / 2)
+        nb >>= 1;
+    if (max_entries > nb * ENR_CACHE_WAYS)
+        max_entries = nb * ENR_CACHE_WAYS;
+    c->nbuckets = nb;
+    c->max_entries = max_entries;
+    c->ring_off = ENR_CACHE_ALIGN64(hdr + nb * ENR_CACHE_WAYS * sizeof(cslot));
+    c->map_bytes = max_bytes;
+    c->ring_size = (max_bytes - c->ring_off) & ~(uint64_t)7;
+}
+
+/* Eight bytes at a time, each mixed in by a multiply and a rotation,
+ * then splitmix64's finalizer: a torn or stale record fails it but for
+ * a chance of 2^-64, at a fraction of a byte-wise hash's cost. */
+uint64_t enr_cache_sum(uint64_t seed, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = seed ^ 0x9e3779b97f4a7c15ull ^ n;
+
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h = (h << 29) | (h >> 35);
+    }
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+int enr_cache_init_run(enr_cache *c, int fd, int dirty)
+{
+    pthread_mutexattr_t at;
+    int rc;
+
+    c->disabled = c->max_entries == 0 || c->ring_size == 0;
+    c->fd = fd;
+    STORE(c->dirty, dirty ? 1u : 0u);
+    STORE(c->evictions, 0);
+    STORE(c->recoveries, 0);
+    STORE(c->busy, 0);
+    rc = pthread_mutexattr_init(&at);
+    if (rc != 0)
+        return rc;
+    rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+    if (rc == 0)
+        rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
+    if (rc == 0)
+        rc = pthread_mutex_init(&c->lock, &at);
+    pthread_mutexattr_destroy(&at);
+    return rc;
+}
+
 enr_cache *enr_cache_new(size_t max_entries, size_t max_bytes)
 {
-    uint64_t hdr = ALIGN64(sizeof(enr_cache)), nb = 1, map = hdr, ring_off = hdr;
-    int disabled = max_entries == 0 || max_bytes == 0;
-    pthread_mutexattr_t at;
-    enr_cache *c;
+    enr_cache lay, *c;
     void *p;
     int rc;
 
-    if (!disabled) {
-        if (max_bytes < ENR_CACHE_MIN_BYTES)
-            max_bytes = ENR_CACHE_MIN_BYTES;
-        /* a quarter more slots than entries: few buckets are ever full */
-        while (nb * ENR_CACHE_WAYS < max_entries + max_entries / 4 && nb < CACHE_MAX_BUCKETS)
-            nb <<= 1;
-        /* The index takes at most half of the bytes: a small cache_bytes
-         * holds fewer entries rather than no data. */
-        while (nb > 1 && hdr + nb * ENR_CACHE_WAYS * sizeof(cslot) > max_bytes / 2)
-            nb >>= 1;
-        if (max_entries > nb * ENR_CACHE_WAYS)
-            max_entries = nb * ENR_CACHE_WAYS;
-        ring_off = ALIGN64(hdr + nb * ENR_CACHE_WAYS * sizeof(cslot));
-        map = max_bytes;
-    }
-    p = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    memset(&lay, 0, sizeof lay);
+    enr_cache_layout(max_entries, max_bytes, &lay);
+    p = mmap(NULL, lay.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
     /* Anonymous pages are zero: every slot unused with seq 0, head = tail = 0.
      * Only the header is touched here; the rest is paid for as it fills. */
     c = p;
-    c->magic = CACHE_MAGIC;
-    c->map_bytes = map;
-    c->disabled = disabled;
-    c->max_entries = disabled ? 0 : max_entries;
-    c->nbuckets = nb;
-    c->index_off = hdr;
-    c->ring_off = ring_off;
-    c->ring_size = disabled ? 0 : (map - ring_off) & ~(uint64_t)7;
+    memcpy(c, &lay, offsetof(enr_cache, seed));
     if (getrandom(&c->seed, sizeof(c->seed), GRND_NONBLOCK) != (ssize_t)sizeof(c->seed)) {
         /* No entropy yet (early boot): a time-based seed still differs
          * per host start, which is all the flooding defence needs here. */
@@ -150,17 +185,10 @@ enr_cache *enr_cache_new(size_t max_entries, size_t max_bytes)
         c->seed =
             (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec ^ (uint64_t)getpid();
     }
-    rc = pthread_mutexattr_init(&at);
-    if (rc == 0) {
-        rc = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
-        if (rc == 0)
-            rc = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
-        if (rc == 0)
-            rc = pthread_mutex_init(&c->lock, &at);
-        pthread_mutexattr_destroy(&at);
-    }
+    c->layout_sum = enr_cache_sum(c->seed, c, offsetof(enr_cache, layout_sum));
+    rc = enr_cache_init_run(c, -1, 0);
     if (rc != 0) {
-        munmap(p, map);
+        munmap(p, lay.map_bytes);
         errno = rc;
         return NULL;
     }
@@ -169,8 +197,14 @@ enr_cache *enr_cache_new(size_t max_entries, size_t max_bytes)
 
 void enr_cache_free(enr_cache *c)
 {
-    if (c != NULL)
-        munmap(c, c->map_bytes);
+    int fd;
+
+    if (c == NULL)
+        return;
+    fd = c->fd;
+    munmap(c, c->map_bytes);
+    if (fd >= 0)
+        close(fd);
 }
 
 /* ---- the sequence locks ------------------------------------------------ */
@@ -222,17 +256,36 @@ static void tail_to(enr_cache *c, uint64_t t)
 
 /* ---- writers (lock held) --------------------------------------------- */
 
-/* Every slot emptied, the ring too: only for a ring found inconsistent,
- * which no sequence of writes or deaths should produce. */
-static void reset(enr_cache *c)
+/* A record header that is what a writer put at absolute position at. */
+static int rec_sane(enr_cache *c, const crec *r, uint64_t at)
 {
-    cslot *sl = slots(c);
+    uint64_t off = at % c->ring_size;
 
-    for (uint64_t i = 0; i < nslots(c); i++)
-        if (sl[i].used)
-            slot_clear(c, &sl[i]);
-    STORE(c->entries, 0);
-    tail_to(c, LOAD(c->head));
+    return r->pos == at && r->len >= sizeof *r && r->len % 8 == 0 && off + r->len <= c->ring_size &&
+           at + r->len <= LOAD(c->head);
+}
+
+static void recover(enr_cache *c);
+
+/* The tail is not at a record: the file's pages come from different
+ * moments (a power loss), so the ring holds bytes its header never saw.
+ * The tail goes to the next record that is one, or to the head; the
+ * slots left behind are cleared. */
+static void resync(enr_cache *c, uint64_t t)
+{
+    uint64_t h = LOAD(c->head);
+    crec r;
+
+    for (t += 8; t < h; t += 8) {
+        uint64_t off = t % c->ring_size;
+        if (c->ring_size - off < sizeof r)
+            continue;
+        memcpy(&r, ring(c) + off, sizeof r);
+        if (rec_sane(c, &r, t))
+            break;
+    }
+    tail_to(c, t < h ? t : h);
+    recover(c);
 }
 
 /* The tail past the oldest record; its slot is freed if it still points
@@ -249,8 +302,8 @@ static void evict_oldest(enr_cache *c)
         return;
     }
     memcpy(&r, ring(c) + off, sizeof r);
-    if (r.len < sizeof r || r.len % 8 || off + r.len > c->ring_size || t + r.len > h) {
-        reset(c);
+    if (!rec_sane(c, &r, t)) {
+        resync(c, t);
         return;
     }
     if (r.slot != 0 && r.slot <= nslots(c)) {
@@ -275,7 +328,10 @@ static uint64_t make_room(enr_cache *c, uint64_t need)
          * so the loop ends; each turn moves the tail forward. */
         if (start + need - t <= R) {
             if (start != h && R - off >= sizeof(crec)) {
-                crec pad = {(uint32_t)(R - off), 0, 0, 0, 0};
+                crec pad;
+                memset(&pad, 0, sizeof pad);
+                pad.len = (uint32_t)(R - off);
+                pad.pos = h;
                 memcpy(ring(c) + off, &pad, sizeof pad);
             }
             return start;
@@ -291,13 +347,15 @@ static cslot *find_locked(enr_cache *c, cslot *bucket, uint64_t h, int provider,
     for (unsigned w = 0; w < ENR_CACHE_WAYS; w++) {
         cslot *s = &bucket[w];
         if (s->used && s->hash == h && s->provider == provider && s->key_len == key_len &&
+            s->pos % c->ring_size + sizeof(crec) + key_len <= c->ring_size &&
             memcmp(ring(c) + s->pos % c->ring_size + sizeof(crec), key, key_len) == 0)
             return s;
     }
     return NULL;
 }
 
-/* A writer died holding the lock: whatever it left half done is undone. */
+/* A writer died holding the lock, or the file was opened after its
+ * writers were gone: whatever was left half done is undone. */
 static void recover(enr_cache *c)
 {
     cslot *sl = slots(c);
@@ -312,7 +370,7 @@ static void recover(enr_cache *c)
         uint32_t q = LOAD(s->seq);
         if (q & 1u) {
             /* torn: readers saw it odd; emptied, and even again */
-            s->used = 0;
+            memset((char *)s + offsetof(cslot, len), 0, sizeof(cslot) - offsetof(cslot, len));
             atomic_store_explicit(&s->seq, q + 1, memory_order_release);
         } else if (s->used && (s->pos < t || s->pos + s->len > h)) {
             slot_clear(c, s);
@@ -339,6 +397,7 @@ static int lock(enr_cache *c)
         recover(c);
         pthread_mutex_consistent(&c->lock);
         ADD(c->recoveries, 1);
+        STORE(c->dirty, 0);
         return 0;
     }
     if (rc != 0) {
@@ -347,7 +406,44 @@ static int lock(enr_cache *c)
         ADD(c->busy, 1);
         return -1;
     }
+    if (LOAD(c->dirty)) {
+        /* the file's last writers may have died in a put (or the machine
+         * under them): repaired once, by the first writer of this run */
+        recover(c);
+        STORE(c->dirty, 0);
+    }
     return 0;
+}
+
+/* The record of v for key at absolute position at, summed. */
+static void rec_write(enr_cache *c, uint64_t at, uint32_t slot, uint64_t h, int provider,
+                      const char *key, size_t key_len, const enr_cache_val *v, uint64_t need,
+                      uint64_t expires_ms)
+{
+    char *dst = ring(c) + at % c->ring_size;
+    size_t plen = v->poster ? v->poster_len : 0;
+    crec r;
+
+    memset(&r, 0, sizeof r);
+    r.len = (uint32_t)need;
+    r.slot = slot;
+    r.pos = at;
+    r.hash = h;
+    r.expires_ms = expires_ms;
+    r.duration = v->has_duration ? v->duration : 0;
+    r.key_len = (uint32_t)key_len;
+    r.poster_len = (uint32_t)plen;
+    r.provider = (uint8_t)provider;
+    r.flags = (uint8_t)((v->poster ? ENR_CF_POSTER : 0) | (v->has_duration ? ENR_CF_DURATION : 0) |
+                        (v->negative ? ENR_CF_NEGATIVE : 0));
+    memcpy(dst, &r, sizeof r);
+    memcpy(dst + sizeof r, key, key_len);
+    if (plen)
+        memcpy(dst + sizeof r + key_len, v->poster, plen);
+    /* the padding to 8 is summed too: zeroed, not what the ring held */
+    memset(dst + sizeof r + key_len + plen, 0, need - sizeof r - key_len - plen);
+    r.sum = enr_cache_sum(c->seed, dst, need);
+    memcpy(dst + offsetof(crec, sum), &r.sum, sizeof r.sum);
 }
 
 int enr_cache_put(enr_cache *c, int provider, const char *key, size_t key_len,
@@ -356,11 +452,10 @@ int enr_cache_put(enr_cache *c, int provider, const char *key, size_t key_len,
     size_t plen = v->poster ? v->poster_len : 0;
     uint64_t need, h, at;
     cslot *bucket, *victim = NULL, nv;
-    crec r;
 
     if (c == NULL || c->disabled || key_len > ENR_CACHE_RECORD_MAX || plen > ENR_CACHE_RECORD_MAX)
         return -1;
-    need = ALIGN8(sizeof(crec) + key_len + plen);
+    need = ENR_CACHE_ALIGN8(sizeof(crec) + key_len + plen);
     if (need > ENR_CACHE_RECORD_MAX || need > c->ring_size / 4)
         return -1;
     h = enr_hash_key(c->seed, provider, key, key_len);
@@ -374,7 +469,7 @@ int enr_cache_put(enr_cache *c, int provider, const char *key, size_t key_len,
         evict_oldest(c);
     at = make_room(c, need);
     /* The slot: the one just freed, else an unused one, else the one
-     * that expires first. */
+     * that expires first (the oldest of those). */
     if (victim == NULL || victim->used) {
         victim = &bucket[0];
         for (unsigned w = 1; w < ENR_CACHE_WAYS && victim->used; w++)
@@ -386,30 +481,17 @@ int enr_cache_put(enr_cache *c, int provider, const char *key, size_t key_len,
         slot_clear(c, victim);
         ADD(c->evictions, 1);
     }
-    r.len = (uint32_t)need;
-    r.slot = (uint32_t)(victim - slots(c)) + 1;
-    r.hash = h;
-    r.key_len = (uint32_t)key_len;
-    r.poster_len = (uint32_t)plen;
-    {
-        char *dst = ring(c) + at % c->ring_size;
-        memcpy(dst, &r, sizeof r);
-        memcpy(dst + sizeof r, key, key_len);
-        if (plen)
-            memcpy(dst + sizeof r + key_len, v->poster, plen);
-    }
+    rec_write(c, at, (uint32_t)(victim - slots(c)) + 1, h, provider, key, key_len, v, need,
+              expires_ms);
     STORE(c->head, at + need);
     memset(&nv, 0, sizeof nv);
     nv.len = (uint32_t)need;
     nv.key_len = (uint32_t)key_len;
     nv.used = 1;
     nv.provider = (uint8_t)provider;
-    nv.flags = (uint8_t)((v->poster ? F_POSTER : 0) | (v->has_duration ? F_DURATION : 0) |
-                         (v->negative ? F_NEGATIVE : 0));
     nv.hash = h;
     nv.pos = at;
     nv.expires_ms = expires_ms;
-    nv.duration = v->has_duration ? v->duration : 0;
     slot_write(victim, &nv);
     ADD(c->entries, 1);
     pthread_mutex_unlock(&c->lock);
@@ -418,46 +500,71 @@ int enr_cache_put(enr_cache *c, int provider, const char *key, size_t key_len,
 
 /* ---- readers (no lock) ------------------------------------------------ */
 
-int enr_cache_get(enr_cache *c, int provider, const char *key, size_t key_len, uint64_t now_ms,
-                  enr_cache_val *out)
+/* The copy in scratch of slot s's record: 0 unless it is whole, still in
+ * the ring, and the record of provider + key that s points to. */
+static int rec_read(enr_cache *c, const cslot *s, uint64_t h, int provider, const char *key,
+                    size_t key_len, crec *r)
+{
+    uint64_t off = s->pos % c->ring_size, sum;
+
+    if (s->len < sizeof *r || s->len > sizeof scratch || off + s->len > c->ring_size)
+        return 0;
+    memcpy(scratch, ring(c) + off, s->len);
+    atomic_thread_fence(memory_order_acquire);
+    if (s->pos < LOAD(c->tail))
+        return 0; /* written over while we copied */
+    memcpy(r, scratch, sizeof *r);
+    if (r->len != s->len || r->pos != s->pos || r->hash != h || r->provider != provider ||
+        r->key_len != key_len || sizeof *r + (uint64_t)key_len + r->poster_len > s->len ||
+        memcmp(scratch + sizeof *r, key, key_len) != 0)
+        return 0;
+    memset(scratch + offsetof(crec, sum), 0, sizeof sum);
+    sum = enr_cache_sum(c->seed, scratch, s->len);
+    return sum == r->sum;
+}
+
+int enr_cache_lookup(enr_cache *c, int provider, const char *key, size_t key_len, uint64_t now_ms,
+                     uint64_t max_stale_ms, enr_cache_val *out)
 {
     uint64_t h;
     cslot *bucket;
 
     if (c == NULL || c->disabled)
-        return 0;
+        return ENR_CACHE_MISS;
     h = enr_hash_key(c->seed, provider, key, key_len);
     bucket = &slots(c)[(h & (c->nbuckets - 1)) * ENR_CACHE_WAYS];
     for (unsigned w = 0; w < ENR_CACHE_WAYS; w++) {
         cslot s;
         crec r;
-        uint64_t off;
+        int fresh;
 
         if (!slot_read(&bucket[w], &s) || !s.used || s.hash != h || s.provider != provider ||
             s.key_len != key_len)
             continue;
-        if (now_ms >= s.expires_ms)
-            return 0; /* reclaimed by a writer when its room is needed */
-        off = s.pos % c->ring_size;
-        if (s.len < sizeof r || s.len > sizeof scratch || off + s.len > c->ring_size)
-            return 0;
-        memcpy(scratch, ring(c) + off, s.len);
-        atomic_thread_fence(memory_order_acquire);
-        if (s.pos < LOAD(c->tail))
-            return 0; /* written over while we copied */
-        memcpy(&r, scratch, sizeof r);
-        if (r.len != s.len || r.hash != h || r.key_len != key_len ||
-            sizeof r + (uint64_t)key_len + r.poster_len > s.len ||
-            memcmp(scratch + sizeof r, key, key_len) != 0)
-            return 0;
-        out->poster = s.flags & F_POSTER ? scratch + sizeof r + key_len : NULL;
-        out->poster_len = s.flags & F_POSTER ? r.poster_len : 0;
-        out->duration = s.duration;
-        out->has_duration = (s.flags & F_DURATION) != 0;
-        out->negative = (s.flags & F_NEGATIVE) != 0;
-        return 1;
+        fresh = now_ms < s.expires_ms;
+        if (!fresh && (max_stale_ms == 0 || now_ms - s.expires_ms >= max_stale_ms))
+            return ENR_CACHE_MISS; /* reclaimed by a writer when its room is needed */
+        if (!rec_read(c, &s, h, provider, key, key_len, &r))
+            return ENR_CACHE_MISS;
+        /* the record's expiry: the slot's may be of another moment (a file's pages) */
+        fresh = now_ms < r.expires_ms;
+        if (!fresh && (max_stale_ms == 0 || now_ms - r.expires_ms >= max_stale_ms))
+            return ENR_CACHE_MISS;
+        out->poster = r.flags & ENR_CF_POSTER ? scratch + sizeof r + key_len : NULL;
+        out->poster_len = r.flags & ENR_CF_POSTER ? r.poster_len : 0;
+        out->duration = r.duration;
+        out->has_duration = (r.flags & ENR_CF_DURATION) != 0;
+        out->negative = (r.flags & ENR_CF_NEGATIVE) != 0;
+        out->expires_ms = r.expires_ms;
+        return fresh ? ENR_CACHE_FRESH : ENR_CACHE_STALE;
     }
-    return 0;
+    return ENR_CACHE_MISS;
+}
+
+int enr_cache_get(enr_cache *c, int provider, const char *key, size_t key_len, uint64_t now_ms,
+                  enr_cache_val *out)
+{
+    return enr_cache_lookup(c, provider, key, key_len, now_ms, 0, out) == ENR_CACHE_FRESH;
 }
 
 void enr_cache_stats_of(const enr_cache *cc, enr_cache_stats *st)

@@ -1,21 +1,27 @@
 /*
- * cache.h: the host's cache of upstream answers, in shared memory
- * (docs/upstream.md).
+ * cache.h: the host's cache of upstream answers, in shared memory or in a
+ * file (docs/upstream.md).
  *
- * Made by the master before the first fork (enr_cache_new maps it
- * MAP_SHARED | MAP_ANONYMOUS), inherited by every worker, so an id one
- * worker fetched is a hit for all of them and the cache outlives worker
- * recycling.  Key: provider + the id in its original case (upstream ids
+ * Made by the master before the first fork (enr_cache_new maps anonymous
+ * memory, enr_cache_open a file: cache_file), inherited by every worker,
+ * so an id one worker fetched is a hit for all of them and the cache
+ * outlives worker recycling; a file's outlives the master, restarts,
+ * upgrades and reboots.  The file is the cache's only copy: no load, no
+ * dump.  Key: provider + the id in its original case (upstream ids
  * are case-sensitive).  Value: what the upstream said about the id -- a
  * poster and/or a duration (each may be absent when the upstream's value
  * was invalid), or "unknown" (a negative entry, kept for a shorter TTL).
+ * An entry past its lifetime is kept until its room is needed, and a
+ * lookup may ask for it (stale-if-error: enr_cache_lookup).
  *
  * Bounded in entries and in bytes: cache_bytes is the whole mapping
  * (header, index, data).  Oldest first out when full.  Readers take no
  * lock; writers take a robust process-shared lock for at most
  * ENR_CACHE_LOCK_MS, so a writer killed at any point (SIGKILL in the middle
  * of a put) never leaves a torn entry that a reader could return, nor a
- * lock held.
+ * lock held.  Every record carries its own checksum, so a file left by a
+ * power loss (any mix of old and new pages) yields entries or misses,
+ * never a torn answer.
  */
 #ifndef ENR_CACHE_H
 #define ENR_CACHE_H
@@ -23,10 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ENR_CACHE_WAYS 8          /* index slots probed per lookup (one bucket) */
-#define ENR_CACHE_LOCK_MS 5       /* a put waits this long for the lock, then is skipped */
-#define ENR_CACHE_MIN_BYTES 65536 /* a smaller non-zero cache_bytes is raised to this */
-#define ENR_CACHE_RECORD_MAX 8192 /* key + poster + 24; a larger answer is not stored */
+#define ENR_CACHE_WAYS 8            /* index slots probed per lookup (one bucket) */
+#define ENR_CACHE_LOCK_MS 5         /* a put waits this long for the lock, then is skipped */
+#define ENR_CACHE_MIN_BYTES 65536   /* a smaller non-zero cache_bytes is raised to this */
+#define ENR_CACHE_RECORD_MAX 8192   /* key + poster + 64; a larger answer is not stored */
+#define ENR_CACHE_ID_BYTES 32       /* the identity a file is made for (SHA-256) */
+#define ENR_CACHE_OPEN_WAIT_MS 2000 /* a file still held by a dead master's children */
 
 typedef struct enr_cache enr_cache;
 
@@ -35,8 +43,12 @@ typedef struct enr_cache_val {
     size_t poster_len;
     double duration;
     int has_duration;
-    int negative; /* the upstream did not know the id */
+    int negative;        /* the upstream did not know the id */
+    uint64_t expires_ms; /* lookups: its lifetime's end (the put's expires_ms) */
 } enr_cache_val;
+
+/* What a lookup found. */
+enum { ENR_CACHE_MISS = 0, ENR_CACHE_FRESH = 1, ENR_CACHE_STALE = 2 };
 
 /* What the status process shows; every field host-wide. */
 typedef struct enr_cache_stats {
@@ -51,11 +63,28 @@ typedef struct enr_cache_stats {
  * stores nothing).  Call before forking: the children share the mapping.
  * NULL with errno set when it cannot be mapped. */
 enr_cache *enr_cache_new(size_t max_entries, size_t max_bytes);
-/* Unmaps this process's view (the others keep theirs).  NULL is a no-op. */
+/* The same in the file at path (cache_file.c): opened when it holds a
+ * cache of this build's layout for these bounds and this identity (the
+ * caller's digest of what changes an answer), else replaced by an empty
+ * one, made whole before it takes the path (a crash while making it
+ * leaves the old file or the new one).  *why says what was done: NULL
+ * opened as it was; else a refusal ("zeroed", "foreign magic", ...) or
+ * "created".  NULL with errno set and *why the failing step when no file
+ * can be had. */
+enr_cache *enr_cache_open(const char *path, size_t max_entries, size_t max_bytes,
+                          const uint8_t identity[ENR_CACHE_ID_BYTES], const char **why);
+/* Unmaps this process's view (the others keep theirs) and closes its
+ * file.  NULL is a no-op. */
 void enr_cache_free(enr_cache *c);
 
-/* 1 and *out filled on a live hit; 0 on a miss (also: an expired entry,
- * or one being written right now).  c may be NULL (a miss).  Lock-free. */
+/* ENR_CACHE_FRESH and *out filled on a live hit; ENR_CACHE_STALE and
+ * *out filled on an entry past its lifetime by less than max_stale_ms;
+ * ENR_CACHE_MISS otherwise (also: one being written right now).  c may
+ * be NULL (a miss).  Lock-free.  now_ms and every expiry are wall-clock
+ * time: a file outlives the boot. */
+int enr_cache_lookup(enr_cache *c, int provider, const char *key, size_t key_len, uint64_t now_ms,
+                     uint64_t max_stale_ms, enr_cache_val *out);
+/* A live hit only: enr_cache_lookup with no stale answer wanted; 1 or 0. */
 int enr_cache_get(enr_cache *c, int provider, const char *key, size_t key_len, uint64_t now_ms,
                   enr_cache_val *out);
 

@@ -93,15 +93,8 @@ typedef struct enr_upwant {
     double duration;
     int call; /* index into calls, -1 when none */
     uint8_t provider, src, state, has_poster, has_duration;
+    uint8_t stale; /* the cache keeps an answer past its lifetime (upstale.c) */
 } want;
-
-/* The cache's key space: ids of one provider from two sources never
- * mix (the aggregator's answer for an id is not YouTube's); the
- * aggregator's keys are the provider alone, as before the sources. */
-static int cache_key(int provider, int src)
-{
-    return provider | (src == ENR_API_UPSTREAM ? 0 : src << 4);
-}
 
 /* ---- per-batch scratch ---- */
 
@@ -614,8 +607,7 @@ static void late_done(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
             u->st.src[c->src].found++;
         else
             u->st.src[c->src].unknown++;
-        enr_cache_put(u->cache, cache_key(c->provider, c->src), r->id, r->id_len, &v,
-                      now + (uint64_t)(found ? u->cache_ttl_s : u->cache_neg_ttl_s) * 1000u);
+        enr_up_cache_store(u, c->provider, c->src, r->id, r->id_len, &v);
     }
     u->st.src[c->src].late++;
     prev = enr_breaker_success(&u->src[c->src].br, now);
@@ -765,27 +757,9 @@ int enr_upstream_fd(const enr_upstream *u)
 
 /* ---- the batch ---- */
 
-static void apply_cached(enr_batch *b, enr_record *r, const enr_cache_val *v, size_t *degraded)
-{
-    if (v->negative)
-        return;
-    if (v->poster) {
-        size_t off = b->text.len;
-        enr_buf_append(&b->text, v->poster, v->poster_len);
-        if (b->text.oom) {
-            (*degraded)++;
-            return;
-        }
-        r->poster_off = off;
-        r->poster_len = v->poster_len;
-    }
-    if (v->has_duration && r->duration == 0)
-        r->duration = v->duration;
-}
-
 size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
 {
-    uint64_t now = enr_mono_ms(), dl;
+    uint64_t now = enr_mono_ms(), dl, wall = enr_wall_ms();
     size_t degraded = 0;
     unsigned ncalls;
 
@@ -799,10 +773,8 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
     for (size_t i = 0; i < b->n; i++) {
         enr_record *r = &b->recs[i];
         const char *key = b->text.data + r->key_off;
-        enr_cache_val v;
         uint32_t *slot;
-
-        int src;
+        int src, found;
 
         u->rec_want[i] = 0;
         if (r->provider == ENR_PROV_NONE || r->provider > ENR_PROV_DM || r->key_len == 0)
@@ -812,12 +784,9 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
             continue; /* its source is off: its local values are the answer */
         if (!enr_reply_id_askable(key, r->key_len))
             continue; /* no answer could name it unchanged (upstream_reply.h) */
-        if (enr_cache_get(u->cache, cache_key(r->provider, src), key, r->key_len, now, &v)) {
-            u->st.src[src].cache_hits++;
-            apply_cached(b, r, &v, &degraded);
+        found = enr_up_lookup(u, b, r, src, wall, &degraded);
+        if (found == ENR_CACHE_FRESH)
             continue;
-        }
-        u->st.src[src].cache_misses++;
         slot = want_slot(u, b, r->provider, key, r->key_len);
         if (*slot == 0) {
             want *w = &u->wants[u->nwants];
@@ -826,6 +795,7 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
             w->provider = r->provider;
             w->src = (uint8_t)src;
             w->call = -1;
+            w->stale = found == ENR_CACHE_STALE;
             *slot = (uint32_t)++u->nwants;
         }
         u->rec_want[i] = *slot;
@@ -847,7 +817,6 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
         run_calls(u, b, ncalls, dl);
     u->st.fds = enr_upconn_fds(u->conn);
 
-    now = enr_mono_ms();
     for (size_t wi = 0; wi < u->nwants; wi++) {
         want *w = &u->wants[wi];
         const enr_record *r = &b->recs[w->rec];
@@ -857,12 +826,10 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
             v.poster_len = w->poster_len;
             v.duration = w->duration;
             v.has_duration = w->has_duration;
-            enr_cache_put(u->cache, cache_key(w->provider, w->src), b->text.data + r->key_off,
-                          r->key_len, &v, now + (uint64_t)u->cache_ttl_s * 1000u);
+            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v);
         } else if (w->state == W_UNKNOWN) {
             v.negative = 1;
-            enr_cache_put(u->cache, cache_key(w->provider, w->src), b->text.data + r->key_off,
-                          r->key_len, &v, now + (uint64_t)u->cache_neg_ttl_s * 1000u);
+            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v);
         }
     }
     for (size_t i = 0; i < b->n; i++) {
@@ -882,8 +849,8 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
             break;
         case W_UNKNOWN:
             break;
-        default: /* failed, skipped (breaker, cap, deadline) */
-            degraded++;
+        default: /* failed, skipped (breaker, cap, deadline): a kept answer, if any */
+            degraded += enr_up_stale_serve(u, b, r, w->src, wall);
             break;
         }
     }

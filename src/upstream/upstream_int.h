@@ -88,8 +88,10 @@ struct enr_upstream {
     enr_cache *cache;                 /* the host's, borrowed (cache.h); NULL: none */
     unsigned max_calls_per_s;
     enr_upstream_stats st; /* st.fds: the connections' descriptors (upconn) */
-    unsigned timeout_ms, cache_ttl_s, cache_neg_ttl_s;
-    long call_bound_ms; /* one transfer, detached or not: set-up + one deadline */
+    unsigned timeout_ms, cache_neg_ttl_s;
+    unsigned ttl_s[ENR_API_COUNT]; /* an answer's lifetime, per source */
+    unsigned max_stale_s;          /* served this long past it when none comes (upstale.c) */
+    long call_bound_ms;            /* one transfer, detached or not: set-up + one deadline */
     uint64_t seed;
 
     /* per-batch scratch, grown to the largest batch and reused */
@@ -115,5 +117,20 @@ int enr_up_source_gate(enr_upstream *u, int src, uint64_t now);
 int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now);
 /* The pause c's answer asks for (enum enr_quota_why), host-wide. */
 void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now);
+
+/* upstale.c: the cache, as the client uses it. */
+/* Record r's lookup (source src, wall-clock now): ENR_CACHE_FRESH and r
+ * enriched (a hit), else a miss (ENR_CACHE_STALE: an answer past its
+ * lifetime is kept, for enr_up_stale_serve), counted. */
+int enr_up_lookup(enr_upstream *u, enr_batch *b, enr_record *r, int src, uint64_t wall_ms,
+                  size_t *degraded);
+/* Record r, which its provider did not answer (failed, skipped, a budget
+ * spent: any reason): its kept answer, counted stale, and 0; or 1 when
+ * none is kept (it keeps its local values: degraded). */
+size_t enr_up_stale_serve(enr_upstream *u, enr_batch *b, enr_record *r, int src, uint64_t wall_ms);
+/* An answer into the cache, for its source's lifetime (a negative one:
+ * cache_negative_ttl_s). */
+void enr_up_cache_store(enr_upstream *u, int provider, int src, const char *key, size_t key_len,
+                        const enr_cache_val *v);
 
 #endif

@@ -377,7 +377,11 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
     /* max_calls_per_batch counts per source. */
     u->nslots = u->ncalls_max * ENR_API_COUNT + u->max_detached;
     u->call_bound_ms = (long)c->upstream_connect_timeout_ms + (long)c->upstream_timeout_ms;
-    u->cache_ttl_s = c->cache_ttl_s;
+    u->ttl_s[ENR_API_UPSTREAM] = c->cache_ttl_s;
+    u->ttl_s[ENR_API_YOUTUBE] = c->youtube_cache_ttl_s;
+    u->ttl_s[ENR_API_VIMEO] = c->vimeo_cache_ttl_s;
+    u->ttl_s[ENR_API_DAILYMOTION] = c->dailymotion_cache_ttl_s;
+    u->max_stale_s = c->cache_max_stale_s;
     u->cache_neg_ttl_s = c->cache_negative_ttl_s;
     u->max_calls_per_s = c->upstream_max_calls_per_s;
     if (getrandom(&u->seed, sizeof(u->seed), GRND_NONBLOCK) != (ssize_t)sizeof(u->seed))

@@ -17,6 +17,10 @@ delay proxy) -> nginx as TLS terminator -> each API's fake
   (b) quota: YouTube's day spent (403 quotaExceeded): no YouTube call for
       the rest of the run, Vimeo and Dailymotion still enriched, /healthz
       says why and until when (the next midnight in Los Angeles)
+  (b2) quota, seen before: records whose answers are past their lifetime
+      (youtube_cache_ttl_s = 1) when the day's quota is spent (the 403,
+      then the pause: no call) carry their stale answers, not their local
+      values, counted stale; Vimeo and Dailymotion refreshed meanwhile
   (c) rejected key and token: the log in operator words, /healthz 503
       naming them, no call every batch, a new try after HUP with good ones
   (d) Vimeo's 429 with X-RateLimit-Reset, as epoch seconds and as an
@@ -239,6 +243,48 @@ def test_quota(r, prov):
         m = harness.metrics(env)
         q = {k: v for k, v in m.items() if "quota" in k and v > 0}
         r.check(bool(q), "quota: the records kept local are counted as quota in /metrics: %s" % q)
+    yt.control(quota=10000, quota_used=0)
+
+
+def stale_sum(env):
+    return sum(v for k, v in harness.metrics(env).items()
+               if k.startswith("enrichd_upstream_stale_total"))
+
+
+def test_quota_stale(r, prov):
+    yt = prov.fakes["youtube"]
+    prov.reset()
+    yt.control(quota=10000, quota_used=0)
+    with start(prov, "prov-quota-stale", youtube_cache_ttl_s=1) as env:
+        recs = pf.mixed_batch("qs", 60)
+        t0 = time.time()
+        st, h, first = post(env, recs)
+        res = pf.check_lines(recs, first)
+        r.check(st == 200 and res["enriched"] == res["known"] > 0,
+                "quota, seen before: the batch enriched (%d of %d)" % (res["enriched"],
+                                                                        res["known"]))
+        harness.wait_for(lambda: time.time() > t0 + 1.2, 3, what="the YouTube answers' lifetime")
+        yt.control(quota=yt.stats()["settings"]["quota_used"])  # the day's units are spent
+        # the known YouTube ids (the unknown ones are negative entries, still fresh)
+        yt_known = sum(1 for x in recs if x["provider"] == "yt" and pf.want(x) is not None)
+        for label in ("the 403 quotaExceeded", "the pause after it"):
+            n0, s0 = len(yt.log()), stale_sum(env)
+            st, h, lines = post(env, recs)
+            res = pf.check_lines(recs, lines)
+            r.check(st == 200 and res["enriched"] == res["known"] and not res["wrong"] and
+                    degraded(h) == 0,
+                    "quota, %s: every known id carries its answer, none its local values: "
+                    "%d of %d, wrong %r" % (label, res["enriched"], res["known"], res["wrong"][:2]))
+            r.check(stale_sum(env) - s0 == yt_known,
+                    "quota, %s: the %d known YouTube records counted stale: %d"
+                    % (label, yt_known, stale_sum(env) - s0))
+            if label.startswith("the pause"):
+                r.check(len(yt.log()) == n0, "quota, %s: no YouTube call" % label)
+        m = harness.metrics(env)
+        r.check(m.get('enrichd_upstream_stale_total{source="youtube"}', 0) > 0 and
+                m.get('enrichd_upstream_stale_total{source="vimeo"}', 0) == 0,
+                "quota: stale counted for YouTube alone: %r"
+                % {k: v for k, v in m.items() if "stale" in k})
     yt.control(quota=10000, quota_used=0)
 
 
@@ -558,7 +604,8 @@ def main():
     r = harness.Results()
     t0 = time.monotonic()
     only = sys.argv[1:]
-    tests = [("mixed", test_mixed), ("quota", test_quota), ("rejected", test_rejected),
+    tests = [("mixed", test_mixed), ("quota", test_quota), ("quota-stale", test_quota_stale),
+             ("rejected", test_rejected),
              ("429-epoch", lambda r, p: test_vimeo_429(r, p, "epoch")),
              ("429-date", lambda r, p: test_vimeo_429(r, p, "date")),
              ("secrets", test_secrets), ("upstream", test_upstream_source),

@@ -20,15 +20,30 @@ HTTP client -> nginx -> enrichd workers -> the fake upstream, whose
     fake answers beta for half of the ids only);
   - one client's batch cannot poison the cache for another: ids that one
     decoding merges ("\\ud800" and "\\ufffd") asked in one batch leave
-    the cache answering each as a fresh host does.
+    the cache answering each as a fresh host does;
+  - cache_file: a HUP, a restart (SIGTERM, start) and a SIGKILL of the
+    master keep the cache: the ids of 20 batches (1,000 ids) cost no call
+    after each, and the file is opened with its 1,000 entries;
+  - a cache file truncated (to half, to less than its header), zeroed, of
+    a foreign magic or of another version is refused with a log line
+    saying which, replaced by an empty one of the configured size, and
+    the ids are asked again: nothing of it is read;
+  - stale-if-error: entries past their lifetime, with the upstream
+    hanging (deadline), answering 5xx, refusing connections and behind
+    an open breaker (no call made), give the records their last answers,
+    not their local values, nothing degraded, counted stale in /metrics
+    and /status; once the upstream answers again they are asked again and
+    are fresh hits after.
 """
 
 import json
 import os
 import signal
+import struct
 import sys
 import tempfile
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -288,14 +303,243 @@ def test_no_poisoning(r, fake):
                 "\\ufffd has its own poster: %r" % (lines and lines[0]["poster"]))
 
 
+
+# ---- the cache in a file ----------------------------------------------------
+
+KEEP = [[{"provider": ("yt", "vm", "dm")[k % 3], "id": "Keep%02d-%03d" % (b, k), "duration": 0}
+         for k in range(50)] for b in range(20)]
+FILE_REFUSED = "upstream cache file refused, replaced by an empty one"
+
+
+def file_conf(fake, path, **over):
+    return ("workers = 2\nmax_requests = 0\ncache_file = %s\n" % path) + upstream_conf(fake, **over)
+
+
+def post_batches(env, batches):
+    """Every batch posted: (all answered 200 and none degraded, their lines)."""
+    ok, out = True, []
+    for recs in batches:
+        st, h, lines = post(env, recs)
+        ok = ok and st == 200 and degraded(h) == 0
+        out.append([strip_clock(x) for x in lines])
+    return ok, out
+
+
+def restart(env, ready, after=None):
+    """enrichd stopped (SIGTERM, or after(pid) does it) and started again on
+    the same configuration; ready: the "ready" lines the log then holds."""
+    pid = env.master_pid()
+    if after is None:
+        env.signal(signal.SIGTERM)
+    else:
+        after(pid)
+    env.wait_exit()
+    env.start_enrichd(wait_ready=False)
+    env.wait_log("ready", count=ready, timeout=15)
+
+
+def test_file_keeps_cache(r, fake):
+    fake.control(mode="ok")
+    with harness.Env(name="upc-file") as env:
+        path = os.path.join(env.dir, "cache")
+        env.start_enrichd(file_conf(fake, path))
+        env.start_nginx()
+        r.check(len(env.log_events("upstream cache file created")) == 1 and
+                os.path.getsize(path) == 16 << 20 and os.stat(path).st_mode & 0o077 == 0,
+                "a new file, cache_bytes long, the service's alone: %o" % os.stat(path).st_mode)
+        fake.reset()
+        ok, first = post_batches(env, KEEP)
+        c1 = calls(fake)
+        r.check(ok and c1 >= 20 and first[0][0]["poster"] == fake_poster("yt", "Keep00-000"),
+                "1,000 ids in 20 batches fetched: %d calls" % c1)
+        env.signal(signal.SIGHUP)
+        env.wait_log("reload done", count=1, timeout=15)
+        ok, again = post_batches(env, KEEP)
+        r.check(ok and again == first and calls(fake) == c1,
+                "HUP: the 20 batches again cost no call: %d, then %d" % (c1, calls(fake)))
+        restart(env, 2)
+        said = env.log_events("upstream cache file opened")
+        r.check(len(said) == 1 and int(said[0]["entries"]) == 1000,
+                "restart: the file opened with its entries: %r" % said)
+        ok, again = post_batches(env, KEEP)
+        r.check(ok and again == first and calls(fake) == c1,
+                "restart: the 20 batches again cost no call: %d, then %d" % (c1, calls(fake)))
+        m = metrics(env)
+        r.check(m.get("enrichd_upstream_cache_entries") == 1000 and
+                m.get("enrichd_upstream_cache_hits_total") == 1000,
+                "restart: every lookup a hit, 1,000 entries: %r"
+                % {k: v for k, v in m.items() if "cache" in k})
+        pids = env.worker_pids()
+        restart(env, 3, after=lambda pid: os.kill(pid, signal.SIGKILL))
+        r.check(not any(harness.pid_alive(p) for p in pids), "the killed master's workers are gone")
+        said = env.log_events("upstream cache file opened")
+        r.check(len(said) == 2 and int(said[-1]["entries"]) == 1000,
+                "master SIGKILL: the file opened with its entries: %r" % said[-1:])
+        ok, again = post_batches(env, KEEP)
+        r.check(ok and again == first and calls(fake) == c1,
+                "master SIGKILL: the 20 batches again cost no call: %d, then %d"
+                % (c1, calls(fake)))
+        r.check(not env.log_events(FILE_REFUSED), "the file was never refused")
+
+
+def damage_half(path):
+    os.truncate(path, os.path.getsize(path) // 2)
+
+
+def damage_short(path):
+    os.truncate(path, 100)
+
+
+def damage_zero(path):
+    n = os.path.getsize(path)
+    os.truncate(path, 0)
+    os.truncate(path, n)
+
+
+def damage_foreign(path):
+    with open(path, "r+b") as f:
+        f.write(b"\x7fELF\x02\x01\x01\x00")
+
+
+def damage_version(path):
+    with open(path, "r+b") as f:
+        f.seek(8)
+        (v,) = struct.unpack("<I", f.read(4))
+        f.seek(8)
+        f.write(struct.pack("<I", v + 1))
+
+
+DAMAGES = [("truncated to half", damage_half, "truncated or extended"),
+           ("truncated to 100 bytes", damage_short, "truncated: shorter than its header"),
+           ("zeroed", damage_zero, "zeroed"),
+           ("foreign magic", damage_foreign, "foreign"),
+           ("another version", damage_version, "another version")]
+
+
+def test_file_refused(r, fake):
+    fake.control(mode="ok")
+    with harness.Env(name="upc-refuse") as env:
+        path = os.path.join(env.dir, "cache")
+        env.start_enrichd(file_conf(fake, path))
+        env.start_nginx()
+        fake.reset()
+        post(env, RECS)
+        for n, (what, damage, reason) in enumerate(DAMAGES):
+            env.signal(signal.SIGTERM)
+            env.wait_exit()
+            damage(path)
+            env.start_enrichd(wait_ready=False)
+            env.wait_log("ready", count=n + 2, timeout=15)
+            said = env.log_events(FILE_REFUSED)
+            r.check(len(said) == n + 1 and said[-1].get("reason", "").startswith(reason) and
+                    said[-1].get("path") == path,
+                    "%s: refused, saying why (%r): %r" % (what, reason, said[-1:]))
+            with open(path, "rb") as f:
+                head = f.read(8)
+            r.check(head == b"enrcache" and os.path.getsize(path) == 16 << 20,
+                    "%s: replaced by a new file: %r, %d bytes" % (what, head,
+                                                                 os.path.getsize(path)))
+            m = metrics(env)
+            r.check(m.get("enrichd_upstream_cache_entries") == 0,
+                    "%s: the new cache is empty" % what)
+            c0 = calls(fake)
+            st, h, lines = post(env, RECS)
+            r.check(st == 200 and degraded(h) == 0 and calls(fake) > c0 and
+                    lines[0]["poster"] == fake_poster("yt", "Shared000"),
+                    "%s: the ids asked again (%d calls), answered right" % (what, calls(fake) - c0))
+
+
+# ---- stale-if-error ------------------------------------------------------------
+
+STALE_RECS = RECS[:45]  # the known ids (the unknown ones stay fresh: cache_negative_ttl_s)
+
+
+def stale_total(env):
+    return metrics(env).get("enrichd_upstream_stale_total", 0)
+
+
+def expired(t0, ttl_s):
+    """Waits out the entries' lifetime: time, not an event, is what ends it."""
+    harness.wait_for(lambda: time.time() > t0 + ttl_s + 0.2, ttl_s + 2, what="lifetime over")
+
+
+def test_stale(r, fake):
+    fake.control(mode="ok")
+    conf = "workers = 1\nmax_requests = 0\n"
+    with harness.Env(name="upc-stale") as env:
+        env.start_enrichd(conf + upstream_conf(fake, cache_ttl_s=1, breaker_failures=1000,
+                                               upstream_timeout_ms=300))
+        env.start_nginx()
+        fake.reset()
+        t0 = time.time()
+        st, h, first = post(env, RECS)
+        first = [strip_clock(x) for x in first]
+        r.check(st == 200 and degraded(h) == 0 and first[0]["poster"] == fake_poster(
+            "yt", "Shared000"), "the batch fetched")
+        expired(t0, 1)
+        for mode in ("hang", "5xx", "refuse"):
+            fake.control(mode=mode)
+            s0, c0 = stale_total(env), calls(fake)
+            st, h, lines = post(env, RECS)
+            r.check(st == 200 and degraded(h) == 0 and [strip_clock(x) for x in lines] == first,
+                    "upstream %s: the records carry their last answers, nothing degraded "
+                    "(degraded %d)" % (mode, degraded(h)))
+            r.check(stale_total(env) - s0 == len(STALE_RECS),
+                    "upstream %s: counted stale: %d" % (mode, stale_total(env) - s0))
+            if mode != "refuse":
+                r.check(calls(fake) > c0, "upstream %s: asked again first (%d calls)"
+                        % (mode, calls(fake) - c0))
+        doc = get_json(env, "/status")
+        r.check(doc["upstream"].get("stale", 0) >= 3 * len(STALE_RECS),
+                "/status upstream.stale: %r" % doc["upstream"].get("stale"))
+        # an open breaker: the same, without a call
+        fake.control(mode="5xx")
+        # (a lifetime applies to answers stored from then on: the refreshed ones)
+        env.write_config(conf + upstream_conf(fake, cache_ttl_s=60, breaker_failures=1,
+                                              breaker_cooldown_ms=1500))
+        env.signal(signal.SIGHUP)
+        env.wait_log("reload done", count=1, timeout=15)
+        post(env, RECS)  # the failure that opens it
+        c0, s0 = calls(fake), stale_total(env)
+        st, h, lines = post(env, RECS)
+        r.check(calls(fake) == c0 and metric_open(env),
+                "breaker open: no call (%d)" % (calls(fake) - c0))
+        r.check(st == 200 and degraded(h) == 0 and [strip_clock(x) for x in lines] == first and
+                stale_total(env) - s0 == len(STALE_RECS),
+                "breaker open: the last answers, counted stale (%d)" % (stale_total(env) - s0))
+        # the upstream back: asked again (the breaker lets a probe through,
+        # then every call), until a batch is all fresh hits
+        fake.control(mode="ok")
+
+        def all_hits():
+            h0 = metrics(env).get("enrichd_upstream_cache_hits_total", 0)
+            st, h, lines = post(env, RECS)
+            ok = st == 200 and degraded(h) == 0 and [strip_clock(x) for x in lines] == first
+            return ok and metrics(env).get("enrichd_upstream_cache_hits_total", 0) - h0 == len(RECS)
+
+        harness.wait_for(all_hits, 15, interval=0.3, what="a batch of fresh hits")
+        r.check(calls(fake) > c0, "refreshed: asked again (%d calls)" % (calls(fake) - c0))
+        s0, c1 = stale_total(env), calls(fake)
+        st, h, lines = post(env, RECS)
+        r.check(st == 200 and degraded(h) == 0 and stale_total(env) == s0,
+                "refreshed: fresh hits, none stale (+%d)" % (stale_total(env) - s0))
+        r.check(calls(fake) == c1, "and costs no call")
+    fake.control(mode="ok")
+
+
+def metric_open(env):
+    return metrics(env).get("enrichd_upstream_breaker_opens_total", 0) >= 1
+
 def main():
     r = harness.Results()
+    only = sys.argv[1:]  # test names without test_, to run some of them
+    tests = [test_hits_across_recycled_workers, test_hits_across_live_workers, test_reload,
+             test_reload_identity, test_no_poisoning, test_file_keeps_cache, test_file_refused,
+             test_stale]
     with FakeUpstream() as fake:
-        r.run(test_hits_across_recycled_workers, fake)
-        r.run(test_hits_across_live_workers, fake)
-        r.run(test_reload, fake)
-        r.run(test_reload_identity, fake)
-        r.run(test_no_poisoning, fake)
+        for fn in tests:
+            if not only or fn.__name__[len("test_"):] in only:
+                r.run(fn, fake)
     r.done()
 
 
