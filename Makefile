@@ -178,6 +178,7 @@ bench-upstream: all
 	@scripts/bench-upstream.sh $(B)
 	@scripts/bench-upstream-net.sh $(B)
 	@ENR_BUILD=$(B) scripts/bench-upstream-providers.py
+	@ENR_BUILD=$(B) scripts/bench-upstream-budget.py
 
 # FUZZ_JOBS: how many targets are built and run at a time.
 FUZZ_SECONDS ?= 60
@@ -237,9 +238,11 @@ FLEET_EXAMPLES := $(wildcard conf/prometheus/*.yml)
 programs: $(PROGRAMS)
 
 # enrichd.conf(5) is generated from conf/enrichd.conf (its keys and
-# comments); tests/integration/test_man_pages.py fails when a key of the built-in defaults
-# is missing from it.
-man/enrichd.conf.5: conf/enrichd.conf scripts/gen-conf-man.py Makefile
+# comments) and the keys' rows (src/base/confkeys.inc: its KEYS section);
+# tests/integration/test_man_pages.py fails when a key of the rows is
+# missing from either, or its default differs.
+man/enrichd.conf.5: conf/enrichd.conf src/base/confkeys.inc scripts/gen-conf-man.py \
+		scripts/confkeys.py Makefile
 	python3 scripts/gen-conf-man.py --version $(VERSION) conf/enrichd.conf >$@.tmp && mv $@.tmp $@
 
 man: $(MANPAGES)
@@ -298,7 +301,7 @@ $(DEB): $(LIBSRC) $(wildcard src/*/*.h src/*/*.inc) $(CMDSRC) conf/enrichd.conf 
 		nginx/enrichd.conf nginx/enrichd-cluster.conf $(NGINX_SNIPPETS) $(FLEET_EXAMPLES) \
 		scripts/rolling-restart $(filter-out man/enrichd.conf.5,$(MANPAGES)) README.md LICENSE $(DOCS) \
 		$(wildcard scripts/debian/* scripts/debian/*/*) scripts/build-deb.sh scripts/gen-conf-man.py \
-		scripts/gen-conffile.py Makefile
+		scripts/confkeys.py scripts/gen-conffile.py Makefile
 	@scripts/deps.sh deb
 	@scripts/build-deb.sh $(VERSION)
 

@@ -23,7 +23,7 @@
 #   fast            the engine's fast paths against its slow paths (enr_engine_set_slow)
 #   fcgi_body       enrichd's FastCGI record reader, then libfcgi on what it lets through, against a plain record reading (src/fcgi/fcgi_body.c, fcgi_guard.c)
 #   retry_after     a provider's Retry-After against glibc's strptime (enr_retry_after_parse)
-#   upstream_header upstream_header lines, the secret's header and query, redaction (src/base/secret.c)
+#   upstream_header upstream_header lines, the secret's header and query, redaction (src/base/secret.c, src/upstream/upsecret.c)
 #   msec            nginx's $msec in ENRICHD_QUEUED_AT against a plain reading (src/pool/shed.c)
 #   api_youtube     YouTube's answers and error bodies against json-c's tree (src/upstream/api_youtube.c)
 #   api_vimeo       Vimeo's, the same way (src/upstream/api_vimeo.c)
@@ -61,9 +61,9 @@ API="$(echo "$S"/upstream/api*.c) $S/upstream/reply_scan.c $S/upstream/upstream_
 target_srcs() {
     case $1 in
     engine | numtext | fast) echo "$ENGINE" ;;
-    config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/base/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/base/upstream_url.c $S/base/curlapi.c $S/base/secret.c $S/base/config_cred.c $S/base/confsource.c" ;;
+    config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/ops/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/base/upstream_url.c $S/base/curlapi.c $S/base/secret.c $S/base/config_cred.c $S/base/confsource.c" ;;
     retry_after) echo "$S/upstream/quota.c $S/base/log.c" ;;
-    upstream_header) echo "$S/base/secret.c" ;;
+    upstream_header) echo "$S/base/secret.c $S/upstream/upsecret.c" ;;
     upstream_reply) echo "$S/upstream/upstream_reply.c $S/upstream/reply_scan.c $S/base/buf.c" ;;
     trace) echo "$S/replay/replay_trace.c" ;;
     statustext) echo "$S/ops/statustext.c $S/base/upcounters.c $S/base/buf.c" ;;

@@ -6,13 +6,27 @@ comment becomes the description, each `## --- title ---` line a section,
 and each comment block the description of the `key = default` lines that
 follow it.  So the page cannot drift from the file, and
 tests/integration/test_man_pages.py checks the file against the built-in
-defaults.
+defaults.  The KEYS section is made from the keys' rows
+(src/base/confkeys.inc, the daemon's own table): each key's type, range,
+what a reload does with it, and its line of help.
 
-usage: gen-conf-man.py [--version V] conf/enrichd.conf > enrichd.conf.5
+usage: gen-conf-man.py [--version V] [--keys confkeys.inc] conf/enrichd.conf > enrichd.conf.5
 """
 import argparse
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import confkeys  # noqa: E402
+
+TYPES = {"STR": "text", "UINT": "integer", "PER_CPU": "integer or auto", "MODE": "octal mode",
+         "SIZE": "size", "RATIO": "ratio 0..1", "LISTEN": "socket address", "URL": "URL",
+         "GROUP": "group name", "PATH": "absolute path", "ALLOW": "address list",
+         "HEADER": "header line, repeatable"}
+ON_HUP = {"LIVE": "applied on HUP", "RESTART": "restart only",
+          "IDENTITY": "applied on HUP, with a new, empty cache",
+          "LAYOUT": "applied on HUP, with a new, empty cache"}
 
 KEY = re.compile(r"^([a-z0-9_]+)\s*=\s*(.*?)\s*$")
 SECTION = re.compile(r"^##\s*-*\s*(.*?)\s*-*\s*$")
@@ -69,9 +83,42 @@ def parse(lines):
     return header, blocks
 
 
+def size(n):
+    """A byte count as the file would write it (1g, 8m), when it is one."""
+    for suffix, shift in (("g", 30), ("m", 20), ("k", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return "%d%s" % (n >> shift, suffix)
+    return str(n)
+
+
+def key_summary(rows):
+    """The KEYS section: a line per key from its row."""
+    out = [".SH KEYS",
+           "Every key at a glance, from the daemon's own table: its type, its range, what",
+           "a reload",
+           ".RB ( SIGHUP )",
+           "does with it, and what it is for.",
+           "\\(lqRestart only\\(rq keys keep their running value until enrichd restarts",
+           "(a reload that changes one is logged as a warning and applies the rest);",
+           "a change of one marked \\(lqnew, empty cache\\(rq starts the upstream cache afresh."]
+    for k in rows:
+        what = TYPES[k["type"]]
+        if k["hi"]:
+            if k["type"] == "MODE":
+                what += " %04o..%04o" % (k["lo"], k["hi"])
+            elif k["type"] == "SIZE":
+                what += " %s..%s" % (size(k["lo"]), size(k["hi"]))
+            else:
+                what += " %d..%d" % (k["lo"], k["hi"])
+        out += [".TP", "\\fB%s\\fR (%s; %s)" % (roff(k["name"]), roff(what), ON_HUP[k["reload"]]),
+                inline(k["help"] + ".")]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--version", default="")
+    ap.add_argument("--keys", default=confkeys.INC)
     ap.add_argument("conf")
     a = ap.parse_args()
     with open(a.conf) as f:
@@ -105,6 +152,7 @@ def main():
                     "\\fB%s\\fR = %s" % (roff(k), roff(v) if v else "\\fI(empty)\\fR")]
         text = " ".join(c for c in a1 if c)
         out.append(inline(text) if text else "See above.")
+    out += key_summary(confkeys.rows(a.keys))
     out += [
         ".SH FILES",
         ".TP",

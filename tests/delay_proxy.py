@@ -23,10 +23,14 @@ started it dies, or on SIGTERM/SIGINT.  It listens on 127.0.0.1 and, with
 the same port, on ::1 when it can (a client resolving "localhost" may try
 ::1 first); it only ever connects to --target, which must be loopback.
 
-Usage: delay_proxy.py --target HOST:PORT --rtt-ms MS [--port P]
+Usage: delay_proxy.py --target HOST:PORT [--target ...] --rtt-ms MS [--port P]
                       [--ready-file F] [--max-connections N] ...
-Prints {"port":..,"pid":..} on stdout when ready (and writes it to
---ready-file atomically).  SIGUSR1 writes its counters as JSON to
+Each --target gets its own listener (--port is the first's), all served
+by one process, so that paths to several servers whose chunks fall due
+together are delivered together (separate processes would each wake on
+their own, and a client waiting on all of them would wait for the
+latest).  Prints {"port":..,"ports":[..],"pid":..} on stdout when ready
+(and writes it to --ready-file atomically).  SIGUSR1 writes its counters as JSON to
 --stats-file (connections accepted, refused, bytes each way).
 """
 import argparse
@@ -49,15 +53,16 @@ class Path:
     (deliver-at, bytes) drained by a writer that waits for each chunk's
     time.  b"" in a queue is the end of that direction's stream."""
 
-    def __init__(self, args, loop):
+    def __init__(self, args, loop, target):
         self.a, self.loop = args, loop
+        self.host, self.tport = target
         self.half = args.rtt_ms / 2000.0
         self.last_io = loop.time()
 
     async def run(self, creader, cwriter):
         try:
             sreader, swriter = await asyncio.wait_for(
-                asyncio.open_connection(self.a.host, self.a.tport), 5)
+                asyncio.open_connection(self.host, self.tport), 5)
         except (OSError, asyncio.TimeoutError):
             cwriter.transport.abort()
             return
@@ -127,36 +132,16 @@ class Path:
 
 async def serve(a, ready):
     loop = asyncio.get_running_loop()
-
-    async def client(reader, writer):
-        if counters["open"] >= a.max_connections:
-            counters["refused"] += 1
-            writer.transport.abort()
-            return
-        counters["accepted"] += 1
-        counters["open"] += 1
-        counters["max_open"] = max(counters["max_open"], counters["open"])
-        try:
-            await Path(a, loop).run(reader, writer)
-        except (OSError, asyncio.IncompleteReadError):
-            writer.transport.abort()
-        finally:
-            counters["open"] -= 1
-
-    servers = [await asyncio.start_server(client, "127.0.0.1", a.port, reuse_address=True,
-                                          backlog=128)]
-    port = servers[0].sockets[0].getsockname()[1]
-    try:
-        servers.append(await asyncio.start_server(client, "::1", port, reuse_address=True,
-                                                  backlog=128, family=socket.AF_INET6))
-    except OSError:
-        pass  # no IPv6 loopback: 127.0.0.1 alone
+    servers, ports = [], []
+    for i, target in enumerate(a.targets):
+        port = await listen(a, loop, target, a.port if i == 0 else 0, servers)
+        ports.append(port)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if a.stats_file:
         loop.add_signal_handler(signal.SIGUSR1, write_stats, a.stats_file)
-    ready(port)
+    ready(ports)
     parent = os.getppid()
     end = loop.time() + a.max_seconds
     while not stop.is_set() and loop.time() < end and os.getppid() == parent:
@@ -168,6 +153,36 @@ async def serve(a, ready):
         s.close()
 
 
+async def listen(a, loop, target, port, servers):
+    """The listener of one target (127.0.0.1, and ::1 on the same port
+    when it can); its port."""
+
+    async def client(reader, writer):
+        if counters["open"] >= a.max_connections:
+            counters["refused"] += 1
+            writer.transport.abort()
+            return
+        counters["accepted"] += 1
+        counters["open"] += 1
+        counters["max_open"] = max(counters["max_open"], counters["open"])
+        try:
+            await Path(a, loop, target).run(reader, writer)
+        except (OSError, asyncio.IncompleteReadError):
+            writer.transport.abort()
+        finally:
+            counters["open"] -= 1
+
+    s = await asyncio.start_server(client, "127.0.0.1", port, reuse_address=True, backlog=128)
+    servers.append(s)
+    port = s.sockets[0].getsockname()[1]
+    try:
+        servers.append(await asyncio.start_server(client, "::1", port, reuse_address=True,
+                                                  backlog=128, family=socket.AF_INET6))
+    except OSError:
+        pass  # no IPv6 loopback: 127.0.0.1 alone
+    return port
+
+
 def write_stats(path):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -177,7 +192,9 @@ def write_stats(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--target", required=True, help="HOST:PORT, a loopback address")
+    ap.add_argument("--target", required=True, action="append",
+                    help="HOST:PORT, a loopback address; repeated: one listener each, one "
+                         "process (paths whose chunks are due together go together)")
     ap.add_argument("--rtt-ms", type=float, required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--ready-file")
@@ -190,16 +207,18 @@ def main():
                     help="scheduling priority (negative: before the machine's other work, so "
                          "that its load does not lengthen the path; needs root)")
     a = ap.parse_args()
-    a.host, _, tport = a.target.rpartition(":")
-    a.host = a.host.strip("[]")
-    a.tport = int(tport)
-    if not ipaddress.ip_address(a.host).is_loopback:
-        sys.exit("delay_proxy: the target must be a loopback address, not %s" % a.host)
+    a.targets = []
+    for t in a.target:
+        host, _, tport = t.rpartition(":")
+        host = host.strip("[]")
+        if not ipaddress.ip_address(host).is_loopback:
+            sys.exit("delay_proxy: the target must be a loopback address, not %s" % host)
+        a.targets.append((host, int(tport)))
     if a.rtt_ms < 0:
         sys.exit("delay_proxy: --rtt-ms must be >= 0")
 
-    def ready(port):
-        info = json.dumps({"port": port, "pid": os.getpid()})
+    def ready(ports):
+        info = json.dumps({"port": ports[0], "ports": ports, "pid": os.getpid()})
         if a.ready_file:
             tmp = a.ready_file + ".tmp"
             with open(tmp, "w") as f:

@@ -51,6 +51,8 @@ Every request (method, path, query, and for Vimeo its Authorization and
 Accept) is kept in /_stats "log" (the last LOG_KEPT), so tests can say
 YouTube was never sent anything but videos.list, HEAD included.
 
+POST /_reset zeroes the counters and the log but keeps Vimeo's rate window
+(a test's reset does not give it a fresh minute); POST /_window restarts it.
 Control (POST /_control on either port), besides fake_upstream.py's keys:
   {"key": "...", "token": "...", "quota": 10000, "quota_used": 0,
    "quota_reason": "quotaExceeded", "rate_limit": 600, "rate_window_s": 60,
@@ -65,6 +67,7 @@ import sys
 import time
 import zlib
 from email.utils import formatdate
+from json.encoder import encode_basestring_ascii
 from urllib.parse import quote, unquote
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -166,11 +169,16 @@ def poster(api_name, vid):
                                "thumbnail_url") if t.get(n))
 
 
+def known(vid):
+    """False for the ids every API says it does not know."""
+    return not (vid.startswith("unk") or vid.endswith("404"))
+
+
 def expected(api_name, vid):
     """(poster, runtime in seconds or None) the API gives for vid, or None
     when it does not know it (unknown; Dailymotion's explicit videos only
     when asked with family_filter on)."""
-    if vid.startswith("unk") or vid.endswith("404"):
+    if not known(vid):
         return None
     return poster(api_name, vid), runtime(vid)
 
@@ -193,9 +201,85 @@ def quirky(items):
     return items + items[:1] if items else items
 
 
+# json.dumps(separators=...) makes an encoder a call: made once instead.
+_compact = json.JSONEncoder(separators=(",", ":"))
+
+
 def php_json(doc):
     """JSON as PHP's json_encode writes it: `/` escaped everywhere."""
-    return json.dumps(doc, separators=(",", ":")).replace("/", "\\/").encode()
+    return _compact.encode(doc).replace("/", "\\/").encode()
+
+
+# ---- writing answers fast ------------------------------------------------
+#
+# The fakes are the far end of the latency goal (a batch waits for its
+# slowest call), so an answer must cost little: json.dumps(indent=2) runs
+# the pure-Python encoder, ~40 us an item.  The bytes stay exactly
+# json.dumps's (tests/integration/test_fake_providers.py holds them to
+# the first version's): an indented value is written through a template
+# per shape (json.dumps of the shape itself, once), its leaves by the C
+# encoder, and each id's item text is kept (bounded; the data is a
+# function of the id).  A compact document is written whole by the C
+# encoder, its items made anew: kept as texts each would cost an encoder
+# call (slower for the new ids every batch of the goal asks), kept as
+# dicts they would weigh on every full collection of the GC.
+
+class Raw(str):
+    """A value already written as JSON, spliced in as it is."""
+
+
+SLOT = "\x00"
+_templates = {}
+ITEMS_KEPT = 100000  # item texts kept (about 700 bytes each)
+_items = {}
+
+
+def _shape(o, leaves):
+    """The structure of o (its keys, nesting and lengths), its leaves
+    appended to leaves as JSON, in the encoder's order."""
+    t = type(o)
+    if t is str:
+        leaves.append(encode_basestring_ascii(o))
+        return None
+    if t is dict:
+        return (dict, tuple([(k, _shape(v, leaves)) for k, v in o.items()]))
+    if t is list:
+        return (list, tuple([_shape(v, leaves) for v in o]))
+    leaves.append(o if t is Raw else int.__repr__(o) if t is int else json.dumps(o))
+    return None
+
+
+def _skeleton(shape):
+    if shape is None:
+        return SLOT
+    kind, sub = shape
+    if kind is dict:
+        return {k: _skeleton(v) for k, v in sub}
+    return [_skeleton(v) for v in sub]
+
+
+def indented(o, depth=0):
+    """json.dumps(o, indent=2) as it reads `depth` levels down in an
+    indented document (its lines after the first indented 2 * depth)."""
+    leaves = []
+    shape = _shape(o, leaves)
+    fmt = _templates.get((shape, depth))
+    if fmt is None:
+        text = json.dumps(_skeleton(shape), indent=2).replace("%", "%%")
+        fmt = text.replace(json.dumps(SLOT), "%s").replace("\n", "\n" + "  " * depth)
+        _templates[(shape, depth)] = fmt
+    return fmt % tuple(leaves)
+
+
+def kept(key, make):
+    """The item text of key (an id and what the call asked), made once."""
+    text = _items.get(key)
+    if text is None:
+        text = make()
+        if len(_items) >= ITEMS_KEPT:
+            _items.clear()
+        _items[key] = text
+    return text
 
 
 # ---- the three APIs -----------------------------------------------------
@@ -251,24 +335,28 @@ def youtube(method, path, params, headers):
                          % YT_MAX_IDS, "INVALID_ARGUMENT")
         return st, b, {}, "too many ids", len(ids)
     fields = params.get("fields", [""])[-1]
-    items = []
-    for vid in ids:
-        if expected("youtube", vid) is None:
-            continue
-        it = {"kind": "youtube#video", "etag": "e%08x" % crc(vid), "id": vid}
-        if "snippet" in parts:
-            it["snippet"] = {"publishedAt": "2024-05-01T12:00:00Z", "channelId": "UCfake",
-                             "title": "video %s" % vid, "thumbnails": yt_thumbs(vid),
-                             "liveBroadcastContent": "live" if vid.startswith("live") else "none"}
-        if "contentDetails" in parts:
-            it["contentDetails"] = {"duration": iso8601(runtime(vid) or 0, vid),
-                                    "dimension": "2d", "definition": "hd", "caption": "false"}
-        items.append(it)
-    doc = {"kind": "youtube#videoListResponse", "etag": "list", "items": quirky(items),
-           "pageInfo": {"totalResults": len(items), "resultsPerPage": len(items)}}
+    snippet, details = "snippet" in parts, "contentDetails" in parts
+    items = [kept(("youtube", vid, snippet, details, fields),
+                  lambda: Raw(indented(yt_item(vid, snippet, details, fields), 2)))
+             for vid in ids if known(vid)]
     if fields:
-        doc = {"items": [yt_trim(it, fields) for it in doc["items"]]}
-    return 200, json.dumps(doc, indent=2).encode(), {}, None, len(ids)
+        doc = {"items": quirky(items)}
+    else:
+        doc = {"kind": "youtube#videoListResponse", "etag": "list", "items": quirky(items),
+               "pageInfo": {"totalResults": len(items), "resultsPerPage": len(items)}}
+    return 200, indented(doc).encode(), {}, None, len(ids)
+
+
+def yt_item(vid, snippet, details, fields):
+    it = {"kind": "youtube#video", "etag": "e%08x" % crc(vid), "id": vid}
+    if snippet:
+        it["snippet"] = {"publishedAt": "2024-05-01T12:00:00Z", "channelId": "UCfake",
+                         "title": "video %s" % vid, "thumbnails": yt_thumbs(vid),
+                         "liveBroadcastContent": "live" if vid.startswith("live") else "none"}
+    if details:
+        it["contentDetails"] = {"duration": iso8601(runtime(vid) or 0, vid),
+                                "dimension": "2d", "definition": "hd", "caption": "false"}
+    return yt_trim(it, fields) if fields else it
 
 
 def yt_trim(it, fields):
@@ -347,32 +435,32 @@ def vimeo(method, path, params, headers):
         st, b = vm_error(400, 2204, "You have provided an invalid parameter.",
                          "You may ask for at most %d uris." % s["vm_max_uris"])
         return st, b, rate, "too many ids", len(uris)
-    data = []
-    for u in uris:
-        vid = u[len("/videos/"):] if u.startswith("/videos/") else None
-        if vid is None or expected("vimeo", vid) is None:
-            continue
-        c = crc(vid)
-        uri = "/videos/%s" % vid + (":%010x" % c if c % 5 == 0 else "")
-        data.append({"uri": uri, "name": "video %s" % vid, "type": "video",
-                     "duration": runtime(vid) or 0, "width": 1920, "height": 1080,
-                     "privacy": {"view": "unlisted" if c % 5 == 0 else "anybody"},
-                     "pictures": {"uri": uri + "/pictures/%d" % (c % 999983), "active": True,
-                                  "type": "custom", "base_link": "https://i.vimeocdn.com/video/x",
-                                  "sizes": vm_sizes(vid)}})
     fields = params.get("fields", [""])[-1]
-    if fields:
-        want = set(fields.split(","))
-        data = [{k: v for k, v in d.items()
-                 if k in want or ("pictures.sizes" in want and k == "pictures")} for d in data]
-        for d in data:
-            if "pictures" in d and "pictures" not in want:
-                d["pictures"] = {"sizes": d["pictures"]["sizes"]}
+    data = [vm_item(u[len("/videos/"):], fields)
+            for u in uris if u.startswith("/videos/") and known(u[len("/videos/"):])]
     data = quirky(data)
     doc = {"total": len(data), "page": 1, "per_page": max(1, len(data)),
            "paging": {"next": None, "previous": None, "first": "/videos?page=1", "last": None},
            "data": data}
     return 200, php_json(doc), rate, None, len(uris)
+
+
+def vm_item(vid, fields):
+    c = crc(vid)
+    uri = "/videos/%s" % vid + (":%010x" % c if c % 5 == 0 else "")
+    d = {"uri": uri, "name": "video %s" % vid, "type": "video",
+         "duration": runtime(vid) or 0, "width": 1920, "height": 1080,
+         "privacy": {"view": "unlisted" if c % 5 == 0 else "anybody"},
+         "pictures": {"uri": uri + "/pictures/%d" % (c % 999983), "active": True,
+                      "type": "custom", "base_link": "https://i.vimeocdn.com/video/x",
+                      "sizes": vm_sizes(vid)}}
+    if fields:
+        want = set(fields.split(","))
+        d = {k: v for k, v in d.items()
+             if k in want or ("pictures.sizes" in want and k == "pictures")}
+        if "pictures" in d and "pictures" not in want:
+            d["pictures"] = {"sizes": d["pictures"]["sizes"]}
+    return d
 
 
 DM_FIELDS = {"id", "title", "duration", "thumbnail_url", "thumbnail_60_url",
@@ -413,18 +501,20 @@ def dailymotion(method, path, params, headers):
         st, b = dm_error("ids: missing required parameter.")
         return st, b, {}, "parameter", 0
     family = params.get("family_filter", ["true"])[-1] not in ("false", "0")
-    items = []
-    for vid in ids:
-        if expected("dailymotion", vid) is None or (family and vid.startswith("expl")):
-            continue
-        full = {"id": vid, "title": "video %s" % vid, "duration": runtime(vid) or 0,
-                "explicit": vid.startswith("expl"), "created_time": 1714564800,
-                "owner": "x2fake", "url": "https://www.dailymotion.com/video/" + vid}
-        full.update(dm_thumbs(vid))
-        items.append({k: full[k] for k in fields if k in full})
+    shown = tuple(fields)
+    items = [dm_item(vid, shown)
+             for vid in ids if known(vid) and not (family and vid.startswith("expl"))]
     doc = {"page": 1, "limit": limit, "explicit": False, "total": len(items),
            "has_more": len(items) > limit, "list": quirky(items[:limit])}
     return 200, php_json(doc), {}, None, len(ids)
+
+
+def dm_item(vid, fields):
+    full = {"id": vid, "title": "video %s" % vid, "duration": runtime(vid) or 0,
+            "explicit": vid.startswith("expl"), "created_time": 1714564800,
+            "owner": "x2fake", "url": "https://www.dailymotion.com/video/" + vid}
+    full.update(dm_thumbs(vid))
+    return {k: full[k] for k in fields if k in full}
 
 
 SERVE = {"youtube": youtube, "vimeo": vimeo, "dailymotion": dailymotion}
@@ -439,7 +529,8 @@ class Handler(core.Handler):
         if self.path == "/_stats":
             with core.lock:
                 core.stats["requests"] += 1
-                body = json.dumps(dict(core.stats, api=api, settings=dict(core.settings)))
+                body = json.dumps(dict(core.stats, api=dict(api, log=api["log"][-LOG_KEPT:]),
+                                       settings=dict(core.settings)))
             return self.reply(200, body.encode())
         return super().do_GET()
 
@@ -450,6 +541,10 @@ class Handler(core.Handler):
                 api.clear()
                 api.update(zero_api())
                 api["window_start"], api["window_calls"] = keep
+        if self.path == "/_window":
+            with core.lock:
+                api["window_start"], api["window_calls"] = 0.0, 0
+            return self.reply(200, b"{}")
         if self.path.startswith("/_"):
             return super().do_POST()
         return self.data_request()
@@ -475,7 +570,10 @@ class Handler(core.Handler):
             entry["accept"] = hdrs.get("Accept", "")
         with core.lock:
             core.stats["data_requests"] += 1
-            api["log"] = (api["log"] + [entry])[-LOG_KEPT:]
+            log = api["log"]
+            log.append(entry)
+            if len(log) > 2 * LOG_KEPT:  # trimmed now and then, not copied every request
+                del log[:-LOG_KEPT]
             mode, latency = core.settings["mode"], core.settings["latency_ms"]
         if self.fault(mode, latency):
             return

@@ -52,6 +52,7 @@ typedef struct parse_state {
     const char *seen_file[ENR_CONFIG_KEYS_MAX];
     unsigned n_inc; /* files included so far; their names are kept for the messages */
     int including;  /* parsing an included file */
+    int builtin;    /* parsing enr_config_default_text */
     char inc_path[CONFIG_INCLUDE_MAX][ENR_PATH_MAX];
 } parse_state;
 
@@ -172,8 +173,10 @@ static int set_value(parse_state *ps, enr_config *c, const enr_config_key *k, co
             return fail(ps, k->name, "\"%s\" is not an absolute path (empty: off)", v);
         if (k->type == ENR_KEY_LISTEN && check_listen(k, v, why, sizeof why) != 0)
             return fail(ps, k->name, "%s", why);
-        /* The worker's upstream client runs this same check at start. */
-        if (k->type == ENR_KEY_URL && v[0] != '\0' &&
+        /* The worker's upstream client runs this same check at start.  It
+         * loads libcurl, tens of ms before the first answer, so the
+         * built-in URLs are left to the unit test that checks them. */
+        if (k->type == ENR_KEY_URL && v[0] != '\0' && !ps->builtin &&
             enr_upstream_url_check(v, NULL, why, sizeof why) != 0)
             return fail(ps, k->name, "%s", why);
         if (k->type == ENR_KEY_GROUP && v[0] != '\0') {
@@ -367,6 +370,29 @@ static int check_tls_files(parse_state *ps, const enr_config *c)
     return 0;
 }
 
+/* A file of the state directory (cache_file, budget_file): kept across
+ * restarts, so its directory must be one no one else may plant a file
+ * in, and the path must name a file.  Empty: memory only. */
+static int state_file_bad(parse_state *ps, const char *key, const char *path)
+{
+    char why[ENR_PATH_MAX + 200], dir[ENR_PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    int dfd;
+
+    if (path[0] == '\0')
+        return 0;
+    if (slash == NULL) /* ENR_KEY_PATH refuses relative paths; kept for any other caller */
+        return FAIL_AT(ps, key, "\"%s\" is not an absolute path", path);
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    dfd = enr_safedir_open(dir, why, sizeof why);
+    if (dfd < 0)
+        return FAIL_AT(ps, key, "%s", why);
+    close(dfd);
+    if (slash[1] == '\0')
+        return FAIL_AT(ps, key, "\"%s\" names a directory, not a file", path);
+    return 0;
+}
+
 static int check_whole(parse_state *ps, const enr_config *c)
 {
     /* Limits a worker is over the moment it starts would recycle or kill
@@ -430,6 +456,10 @@ static int check_whole(parse_state *ps, const enr_config *c)
         }
         close(dfd);
     }
+    if (state_file_bad(ps, "budget_file", c->budget_file))
+        return -1;
+    if (state_file_bad(ps, "cache_file", c->cache_file))
+        return -1;
     if (c->capture_group[0] != '\0') {
         char why[160];
         gid_t gid;
@@ -657,10 +687,12 @@ static int load_text(enr_config *c, char *text, const char *source, char *err, s
         snprintf(err, errlen, "(built-in):0: (config): out of memory");
         return -1;
     }
+    ps.builtin = 1;
     if (parse_text(&ps, &next, deftext) != 0) {
         free(deftext);
         return -1;
     }
+    ps.builtin = 0;
     free(deftext);
     /* A file may override each default once; line 0 means "not in the file". */
     memset(ps.seen, 0, sizeof ps.seen);

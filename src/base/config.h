@@ -100,6 +100,10 @@ typedef struct enr_config {
     unsigned breaker_window;           /* calls judged by the ratio rule; default 20, 0 off */
     double breaker_failure_ratio;      /* default 0.5 */
     unsigned upstream_max_calls_per_s; /* host-wide, 0 = no limit (default) */
+    /* the day's budget per API source (upstream/budget.h), units; 0: none */
+    unsigned youtube_daily_quota, vimeo_daily_quota, dailymotion_daily_quota;
+    unsigned budget_burst_s;        /* how far ahead of the day's pace, in seconds of it */
+    char budget_file[ENR_PATH_MAX]; /* empty: $STATE_DIRECTORY/budget, or memory only */
     /* what a call carries besides the ids (secret.h): header lines, and
      * one secret from a file or a systemd credential, put in a header or
      * in the query */
@@ -229,6 +233,35 @@ void enr_config_dump(const enr_config *c, FILE *f);
 
 /* The line of c->source that set key; 0 for a built-in default. */
 unsigned enr_config_line(const enr_config *c, const char *key);
+
+/* ---- a reload's view of two configurations (conftable.c, by the keys'
+ * reload column in confkeys.inc) ---- */
+
+/* Keeps in next the value cur has of every key that changes only on
+ * restart (the sockets' settings, budget_file); returns how many next had changed,
+ * their names in names ("listen,listen_mode", cut to len). */
+unsigned enr_config_keep_restart(enr_config *next, const enr_config *cur, char *names, size_t len);
+
+/* What makes cur's upstream cache wrong for next: the first key of the
+ * cache's identity or layout next changes (named by its enr_config field:
+ * "upstream_headers" for the upstream_header lines), else the first
+ * secret whose bytes differ (enr_config_secret_change), else NULL.  Only
+ * names: never a value. */
+const char *enr_config_cache_change(const enr_config *next, const enr_config *cur);
+
+/* The first secret whose bytes differ between a and b ("upstream_secret",
+ * "youtube_key", "vimeo_token"; config_cred.c), or NULL. */
+const char *enr_config_secret_change(const enr_config *a, const enr_config *b);
+
+/* One part of a configuration's cache identity: a name and its bytes. */
+typedef void (*enr_config_part_fn)(void *arg, const char *name, const void *bytes, size_t len);
+
+/* Each part of c's cache identity to fn, in order: the value of every key
+ * whose row says IDENTITY (named by its field; an upstream_header line
+ * each), then each secret's bytes (enr_config_secret_parts).  What
+ * enr_config_cache_change compares, for a reader that keeps it (a digest). */
+void enr_config_identity(const enr_config *c, enr_config_part_fn fn, void *arg);
+void enr_config_secret_parts(const enr_config *c, enr_config_part_fn fn, void *arg);
 
 /* The embedded default configuration text (also what `make run` serves). */
 extern const char enr_config_default_text[];

@@ -8,10 +8,10 @@
  *
  * A secret is one row of `secrets` (where its file or credential is
  * named, where it is kept, the URL it is sent to): another provider's key
- * is its two keys in conftable.c (a path and a credential name), an
- * enr_secret in enr_config, and a row here; loading, -t, the reload's
- * wipe and the children's unmapping follow.  Where it goes in a call is
- * its client's business (secret.h's bytes and len).
+ * is its two rows in confkeys.inc (a path and a credential name, IDENTITY),
+ * an enr_secret in enr_config, and a row here; loading, -t, a reload's
+ * cache comparison, its wipe and the children's unmapping follow.  Where
+ * it goes in a call is its client's business (secret.h's bytes and len).
  *
  * Invariants: no message here holds a byte of a secret; the daemon keeps
  * every secret of a configuration or none (a failure frees what was
@@ -32,6 +32,7 @@
 typedef struct cred_secret {
     const char *file_key, *cred_key; /* one of them names it */
     size_t file_off, cred_off;
+    const char *name;    /* its enr_secret's field, for a reload's log */
     size_t secret_off;   /* its enr_secret */
     const char *url_key; /* where it is sent */
     size_t url_off;
@@ -42,11 +43,14 @@ typedef struct cred_secret {
 
 static const cred_secret secrets[] = {
     {"upstream_secret_file", "upstream_secret_credential", F(upstream_secret_file),
-     F(upstream_secret_credential), F(upstream_secret), "upstream_url", F(upstream_url), -1, -1},
+     F(upstream_secret_credential), "upstream_secret", F(upstream_secret), "upstream_url",
+     F(upstream_url), -1, -1},
     {"youtube_key_file", "youtube_key_credential", F(youtube_key_file), F(youtube_key_credential),
-     F(youtube_key), "youtube_url", F(youtube_url), ENR_SOURCE_PROV_YT, ENR_SOURCE_YOUTUBE},
+     "youtube_key", F(youtube_key), "youtube_url", F(youtube_url), ENR_SOURCE_PROV_YT,
+     ENR_SOURCE_YOUTUBE},
     {"vimeo_token_file", "vimeo_token_credential", F(vimeo_token_file), F(vimeo_token_credential),
-     F(vimeo_token), "vimeo_url", F(vimeo_url), ENR_SOURCE_PROV_VM, ENR_SOURCE_VIMEO},
+     "vimeo_token", F(vimeo_token), "vimeo_url", F(vimeo_url), ENR_SOURCE_PROV_VM,
+     ENR_SOURCE_VIMEO},
 };
 #define N_SECRETS (sizeof secrets / sizeof secrets[0])
 
@@ -63,6 +67,7 @@ static const struct {
 
 #define FIELD(c, off) ((const char *)(c) + (off))
 #define SECRET(c, off) ((enr_secret *)((char *)(c) + (off)))
+#define CSECRET(c, off) ((const enr_secret *)((const char *)(c) + (off)))
 
 static int failed(const enr_config *c, const char *key, char *err, size_t errlen, const char *why)
 {
@@ -249,4 +254,25 @@ void enr_config_secrets_child(enr_config *a, enr_config *b, const enr_config *ke
             enr_secret_relock(SECRET(keep, secrets[i].secret_off));
     }
     enr_secret_child_dumpable();
+}
+
+const char *enr_config_secret_change(const enr_config *a, const enr_config *b)
+{
+    for (size_t i = 0; i < N_SECRETS; i++) {
+        /* the bytes themselves: the master holds both (secret.h) */
+        const enr_secret *x = CSECRET(a, secrets[i].secret_off);
+        const enr_secret *y = CSECRET(b, secrets[i].secret_off);
+        if (x->len != y->len || (x->len != 0 && (x->bytes == NULL || y->bytes == NULL ||
+                                                 memcmp(x->bytes, y->bytes, x->len) != 0)))
+            return secrets[i].name;
+    }
+    return NULL;
+}
+
+void enr_config_secret_parts(const enr_config *c, enr_config_part_fn fn, void *arg)
+{
+    for (size_t i = 0; i < N_SECRETS; i++) {
+        const enr_secret *x = CSECRET(c, secrets[i].secret_off);
+        fn(arg, secrets[i].name, x->bytes, x->bytes != NULL ? x->len : 0);
+    }
 }

@@ -1,8 +1,8 @@
 /*
  * config_int.h: what the configuration's two files share and nobody else
- * sees: the key table.  conftable.c defines it (each key's name, type,
- * bounds and place in enr_config, beside its default in
- * enr_config_default_text) and prints a configuration back by it (-T);
+ * sees: the key table.  conftable.c makes it from the rows of confkeys.inc
+ * (each key's name, type, bounds, place in enr_config, default, what a
+ * HUP does with it) and prints a configuration back by it (-T);
  * config.c parses and checks a file by it.  config.h is the public face.
  *
  * Invariants: enr_config_nkeys <= ENR_CONFIG_KEYS_MAX (checked at compile
@@ -30,15 +30,25 @@ enum enr_config_key_type {
     ENR_KEY_HEADER /* may be given up to ENR_UP_HEADERS_MAX times; each line adds one */
 };
 
+/* What a HUP does with a key (confkeys.inc says what each means). */
+enum enr_config_reload {
+    ENR_RELOAD_LIVE,
+    ENR_RELOAD_RESTART,
+    ENR_RELOAD_IDENTITY,
+    ENR_RELOAD_LAYOUT
+};
+
 typedef struct enr_config_key {
     const char *name;
     enum enr_config_key_type type;
     size_t off;
     size_t size;               /* string-like: capacity; numbers: sizeof field */
     unsigned long long lo, hi; /* inclusive bounds for ENR_KEY_UINT, _SIZE and _MODE */
+    enum enr_config_reload reload;
+    const char *field; /* its enr_config field's name (a reload's log names it) */
 } enr_config_key;
 
-/* In the order -T prints them: the order of conf/enrichd.conf. */
+/* One row each of confkeys.inc, in its order: -T's and conf/enrichd.conf's. */
 extern const enr_config_key enr_config_keys[];
 extern const size_t enr_config_nkeys;
 

@@ -31,6 +31,10 @@
 #define ENR_SECRET_CRED_NAME_MAX 64 /* a credential name, its NUL included */
 #define ENR_SECRET_PLACEHOLDER "{secret}"
 
+/* 1 when ch is an RFC 3986 unreserved byte (carried as is in a query:
+ * a parameter name, or a value percent-encoded around them). */
+int enr_uri_unreserved(unsigned char ch);
+
 /* 0 when line[0..len) is "Name: value": Name an HTTP token (RFC 9110) that
  * is not one the client owns (Host, Content-Length, Accept, ...), value
  * without CR, LF, NUL or other controls than HTAB.  *name_len gets the
@@ -120,21 +124,6 @@ void enr_secret_child_dumpable(void);
  * http:// to a host that is not loopback (localhost, 127.0.0.0/8,
  * [::1]); 0 otherwise (https://, loopback, anything else). */
 int enr_secret_cleartext_url(const char *url);
-
-/* The header line of spec (enr_secret_header_check) with the secret in
- * place: "Name: secret" or the value with its placeholder replaced.
- * -1 when it does not fit outlen. */
-int enr_secret_header_line(const char *spec, const char *secret, size_t slen, char *out,
-                           size_t outlen);
-
-/* Appends the RFC 3986 percent-encoding of s[0..n) (unreserved kept) to
- * out; -1 when it does not fit (out is then truncated, NUL-terminated). */
-int enr_secret_pct(const char *s, size_t n, char *out, size_t outlen);
-
-/* Overwrites with '*' every occurrence in the NUL-terminated text of the
- * secret and of its percent-encoded form: a last guard for text that
- * came from elsewhere (libcurl's error buffer) before it is logged. */
-void enr_secret_scrub(char *text, const char *secret, size_t slen);
 
 /* url with its query, if any, shown as "?[redacted]": the way every
  * message shows an upstream URL (a query may carry a key). */

@@ -52,6 +52,10 @@
       "Detached upstream calls answered after their batch: the answers cached.")                   \
     X(warmups, "enrichd_upstream_warmups_total", "",                                               \
       "Upstream connections opened ahead of batches (TCP and TLS; upstream: a HEAD).")             \
+    X(quota_units, "enrichd_upstream_quota_units_total", "",                                       \
+      "Quota units the API sources' calls spent (the provider's count: YouTube 1 a call).")        \
+    X(refresh_deferred, "enrichd_upstream_refresh_deferred_total", "",                             \
+      "Ids whose stale answer the day's budget did not let a call refresh.")                       \
     X(fail_timeout, ENR_UP_FAIL_METRIC, "timeout", "no answer within the batch's deadline")        \
     X(fail_connect, ENR_UP_FAIL_METRIC, "connect", "no connection (DNS, TCP, reset)")              \
     X(fail_status, ENR_UP_FAIL_METRIC, "status", "an error status the others do not explain")      \
@@ -64,7 +68,9 @@
     X(fail_quota, ENR_UP_FAIL_METRIC, "quota",                                                     \
       "the day's quota spent, or not made until it is back")                                       \
     X(fail_auth, ENR_UP_FAIL_METRIC, "auth",                                                       \
-      "the key or token rejected, or not made until a reload (HUP)")
+      "the key or token rejected, or not made until a reload (HUP)")                               \
+    X(skip_budget, ENR_UP_FAIL_METRIC, "budget",                                                   \
+      "not made: the day's budget is paced (its records keep stale or local values)")
 
 /* The counters of one source. */
 typedef struct enr_up_counters {

@@ -17,7 +17,7 @@
 
 #include "base/cli.h"
 #include "base/config.h"
-#include "base/confcheck.h"
+#include "ops/confcheck.h"
 #include "base/curlapi.h"
 #include "base/log.h"
 #include "base/proctitle.h"

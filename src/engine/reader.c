@@ -95,200 +95,241 @@ static inline int two_bytes(const unsigned char *p, const char *s)
  * 2% of a batch's instructions.
  */
 #define SKIP_LEVELS 63 /* deeper: enr_lex_skip_value */
+#define SKIP_INLINE static inline __attribute__((always_inline))
 
-static int skip_fast(enr_reader *r, int depth)
+/* Where skip_fast is: its byte, and the containers open around it (bit 0
+ * of objects: the innermost is an object).  Kept in registers: every
+ * function below is inlined into skip_fast. */
+typedef struct skip_nest {
+    const unsigned char *p;
+    uint64_t objects;
+    int level;
+    int tight; /* the last key had no white space around its ':' */
+} skip_nest;
+
+/* Inside an array: a run of strings or numbers is taken at once. */
+SKIP_INLINE int skip_in_array(const skip_nest *n)
 {
-    const unsigned char *start = r->p, *p = start, *end = r->end;
-    uint64_t objects = 0; /* bit 0: the innermost open container is an object */
-    int level = 0;
+    return n->level != 0 && !(n->objects & 1);
+}
 
-    if (r->slow)
-        return enr_lex_skip_value(r, depth);
-value:
-    if (p >= end)
-        goto slow;
-    switch (*p) {
-    case '"':
-        for (;;) {
-            p = enr_lex_skip_str(p + 1, end);
-            if (p >= end || *p != '"')
-                goto slow;
-            p++;
-            /* an array of strings (tags): the next one at once */
-            if (level == 0 || (objects & 1) || end - p < 2 || p[0] != ',' || p[1] != '"')
-                break;
-            p++;
-        }
-        break;
-    case '{':
-        if (level == SKIP_LEVELS || depth + level + 1 > ENR_MAX_DEPTH)
-            goto slow;
-        objects = objects << 1 | 1;
-        level++;
-        if (end - p > 1 && p[1] == '"') { /* a member, no white space */
-            p++;
-            goto key;
-        }
-        goto open;
-    case '[':
-        if (level == SKIP_LEVELS || depth + level + 1 > ENR_MAX_DEPTH)
-            goto slow;
-        if (end - p > 1 && p[1] == '"') { /* a tag, no white space */
-            objects <<= 1;
-            level++;
-            p++;
-            goto tags;
-        }
-#ifdef __SSE2__
-        /* an array of integers (a history): all of it at once */
-        if (end - p > 1 && (unsigned)(p[1] - '0') < 10) {
-            const unsigned char *q = enr_lex_int_array(p + 1, end);
+/* Room for one more container, in the bit stack and under ENR_MAX_DEPTH. */
+SKIP_INLINE int skip_room(const skip_nest *n, int depth)
+{
+    return n->level < SKIP_LEVELS && depth + n->level + 1 <= ENR_MAX_DEPTH;
+}
 
-            if (q != NULL) {
-                p = q;
-                break;
-            }
-        }
-#endif
-        objects <<= 1;
-        level++;
-    open:
-        p = enr_lex_ws_end(p + 1, end);
-        if (p < end && *p == ((objects & 1) ? '}' : ']')) {
-            p++;
-            objects >>= 1;
-            level--;
-            break;
-        }
-        if (objects & 1)
-            goto key;
-        goto value;
-    case 't':
-        if (end - p < 4 || memcmp(p, "true", 4) != 0)
-            goto slow;
-        p += 4;
-        break;
-    case 'f':
-        if (end - p < 5 || memcmp(p, "false", 5) != 0)
-            goto slow;
-        p += 5;
-        break;
-    case 'n':
-        if (end - p < 4 || memcmp(p, "null", 4) != 0)
-            goto slow;
-        p += 4;
-        break;
-    default:
-        for (;;) {
-            if ((p = enr_lex_skip_num(p, end)) == NULL)
-                goto slow;
-            /* an array of numbers (a history): the next one at once */
-            if (level == 0 || (objects & 1) || end - p < 2 || p[0] != ',' ||
-                (unsigned)(p[1] - '0') >= 10)
-                break;
-            p++;
-        }
-        break;
+SKIP_INLINE void skip_push(skip_nest *n, unsigned is_object)
+{
+    n->objects = n->objects << 1 | is_object;
+    n->level++;
+}
+
+/* The innermost container's closing byte at n->p: taken, 1. */
+SKIP_INLINE int skip_close(skip_nest *n, const unsigned char *end)
+{
+    if (n->p < end && *n->p == ((n->objects & 1) ? '}' : ']')) {
+        n->p++;
+        n->objects >>= 1;
+        n->level--;
+        return 1;
     }
-    /* after a value: ',' and the next one, or the container's end */
-after:
+    return 0;
+}
+
+/* The string whose opening quote is at p: past its closing one, or NULL. */
+SKIP_INLINE const unsigned char *skip_string(const unsigned char *p, const unsigned char *end)
+{
+    p = enr_lex_skip_str(p + 1, end);
+    return p < end && *p == '"' ? p + 1 : NULL;
+}
+
+/* Strings in an array (tags): the one at p and every next one at once. */
+SKIP_INLINE const unsigned char *skip_strings(const unsigned char *p, const unsigned char *end)
+{
     for (;;) {
-        if (level == 0) {
-            r->p = p;
-            return 0;
-        }
-        if (end - p > 1 && p[0] == ',' && p[1] > ' ') { /* no white space */
-            p++;
-            if (objects & 1)
-                goto key;
-            goto value;
-        }
-        p = enr_lex_ws_end(p, end);
-        if (p < end && *p == ',') {
-            p = enr_lex_ws_end(p + 1, end);
-            if (objects & 1)
-                goto key;
-            goto value;
-        }
-        if (p < end && *p == ((objects & 1) ? '}' : ']')) {
-            p++;
-            objects >>= 1;
-            level--;
-            continue;
-        }
-        goto slow;
+        if ((p = skip_string(p, end)) == NULL)
+            return NULL;
+        if (end - p < 2 || !two_bytes(p, ",\""))
+            return p;
+        p++;
     }
-key:
+}
+
+/* A number, and in an array (a history) every next one at once. */
+SKIP_INLINE const unsigned char *skip_numbers(const unsigned char *p, const unsigned char *end,
+                                              int run)
+{
+    for (;;) {
+        if ((p = enr_lex_skip_num(p, end)) == NULL)
+            return NULL;
+        if (!run || end - p < 2 || p[0] != ',' || (unsigned)(p[1] - '0') >= 10)
+            return p;
+        p++;
+    }
+}
+
+/* The literal word (true, false, null) at p. */
+SKIP_INLINE const unsigned char *skip_word(const unsigned char *p, const unsigned char *end,
+                                           const char *word, size_t n)
+{
+    return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 ? p + n : NULL;
+}
+
+/* The key at p and its ':': p on the member's value, or NULL; *tight
+ * when no white space came around the ':' (what clients send). */
+SKIP_INLINE const unsigned char *skip_key(const unsigned char *p, const unsigned char *end,
+                                          int *tight)
+{
+    *tight = 1;
 #ifdef __SSE2__
-    /* a short key without escapes right before its ':' (what clients
-     * send): its closing quote and the ':' told from one load */
+    /* a short key without escapes right before its ':': its closing
+     * quote and the ':' told from one load */
     if (end - p >= 19 && *p == '"') {
         unsigned m = enr_lex_stops16(p + 1);
 
         if (m != 0) {
             const unsigned char *q = p + 1 + __builtin_ctz(m);
 
-            if (two_bytes(q, "\":") && q[2] > ' ') {
-                p = q + 2;
-                goto member;
-            }
+            if (two_bytes(q, "\":") && q[2] > ' ')
+                return q + 2;
         }
     }
 #endif
     if (p >= end || *p != '"')
-        goto slow;
+        return NULL;
     p = enr_lex_skip_str(p + 1, end);
     if (p >= end || *p != '"')
-        goto slow;
-    if (end - p > 2 && p[1] == ':' && p[2] > ' ') { /* no white space */
-        p += 2;
-        goto member;
-    }
+        return NULL;
+    if (end - p > 2 && p[1] == ':' && p[2] > ' ')
+        return p + 2;
+    *tight = 0;
     p = enr_lex_ws_end(p + 1, end);
     if (p >= end || *p != ':')
+        return NULL;
+    return enr_lex_ws_end(p + 1, end);
+}
+
+/* On a member's value (p < end): a stat's number or a string at once;
+ * p itself when it is neither (the general switch takes it), NULL on an
+ * error. */
+SKIP_INLINE const unsigned char *skip_scalar(const unsigned char *p, const unsigned char *end)
+{
+    if ((unsigned)(*p - '1') < 9)
+        return enr_lex_skip_num(p, end);
+    if (*p == '"')
+        return skip_string(p, end);
+    return p;
+}
+
+/* An array of integers (a history) at p, its '[': all of it at once;
+ * NULL when it is not one. */
+SKIP_INLINE const unsigned char *skip_ints(const unsigned char *p, const unsigned char *end)
+{
+#ifdef __SSE2__
+    if (end - p > 1 && (unsigned)(p[1] - '0') < 10)
+        return enr_lex_int_array(p + 1, end);
+#endif
+    (void)p;
+    (void)end;
+    return NULL;
+}
+
+static int skip_fast(enr_reader *r, int depth)
+{
+    const unsigned char *start = r->p, *end = r->end, *q;
+    skip_nest n = {start, 0, 0, 0};
+
+    if (r->slow)
+        return enr_lex_skip_value(r, depth);
+value:
+    if (n.p >= end)
         goto slow;
-    p = enr_lex_ws_end(p + 1, end);
-    goto value;
-member:
-    /* p < end, on a member's value: a stat's number or a string without
-     * the switch, and the next member's key at once */
-    if ((unsigned)(*p - '1') < 9) {
-        if ((p = enr_lex_skip_num(p, end)) == NULL)
+    switch (*n.p) {
+    case '"':
+        n.p = skip_in_array(&n) ? skip_strings(n.p, end) : skip_string(n.p, end);
+        break;
+    case '{':
+        if (!skip_room(&n, depth))
             goto slow;
-    } else if (*p == '"') {
-        p = enr_lex_skip_str(p + 1, end);
-        if (p >= end || *p != '"')
+        skip_push(&n, 1);
+        if (end - n.p > 1 && n.p[1] == '"') { /* a member, no white space */
+            n.p++;
+            goto key;
+        }
+        goto open;
+    case '[':
+        if (!skip_room(&n, depth))
             goto slow;
-        p++;
-    } else {
+        if (end - n.p > 1 && n.p[1] == '"') { /* tags, no white space */
+            skip_push(&n, 0);
+            if ((n.p = skip_strings(n.p + 1, end)) == NULL)
+                goto slow;
+            skip_close(&n, end);
+            goto after;
+        }
+        if ((q = skip_ints(n.p, end)) != NULL) {
+            n.p = q;
+            break;
+        }
+        skip_push(&n, 0);
+    open:
+        n.p = enr_lex_ws_end(n.p + 1, end);
+        if (skip_close(&n, end))
+            break;
+        if (n.objects & 1)
+            goto key;
         goto value;
+    case 't':
+        n.p = skip_word(n.p, end, "true", 4);
+        break;
+    case 'f':
+        n.p = skip_word(n.p, end, "false", 5);
+        break;
+    case 'n':
+        n.p = skip_word(n.p, end, "null", 4);
+        break;
+    default:
+        n.p = skip_numbers(n.p, end, skip_in_array(&n));
+        break;
     }
-    if (end - p > 1 && two_bytes(p, ",\"")) {
-        p++;
+    if (n.p == NULL)
+        goto slow;
+after:
+    while (n.level != 0) {
+        if (end - n.p > 1 && n.p[0] == ',' && n.p[1] > ' ') { /* no white space */
+            n.p++;
+            if (n.objects & 1)
+                goto key;
+            goto value;
+        }
+        n.p = enr_lex_ws_end(n.p, end);
+        if (n.p < end && *n.p == ',') {
+            n.p = enr_lex_ws_end(n.p + 1, end);
+            if (n.objects & 1)
+                goto key;
+            goto value;
+        }
+        if (!skip_close(&n, end))
+            goto slow;
+    }
+    r->p = n.p;
+    return 0;
+key:
+    if ((n.p = skip_key(n.p, end, &n.tight)) == NULL)
+        goto slow;
+    if (!n.tight)
+        goto value;
+    if ((q = skip_scalar(n.p, end)) == NULL)
+        goto slow;
+    if (q == n.p)
+        goto value;
+    n.p = q;
+    if (end - n.p > 1 && two_bytes(n.p, ",\"")) {
+        n.p++;
         goto key;
     }
-    if (p < end && *p == '}') {
-        p++;
-        objects >>= 1;
-        level--;
-    }
-    goto after;
-tags:
-    /* on a string in an array (tags): the next one at once, then the ']' */
-    for (;;) {
-        p = enr_lex_skip_str(p + 1, end);
-        if (p >= end || *p != '"')
-            goto slow;
-        p++;
-        if (end - p < 2 || !two_bytes(p, ",\""))
-            break;
-        p++;
-    }
-    if (p < end && *p == ']') {
-        p++;
-        objects >>= 1;
-        level--;
-    }
+    skip_close(&n, end);
     goto after;
 slow:
     r->p = start;

@@ -270,33 +270,99 @@ __attribute__((target("avx2"))) static inline uint64_t u_escapes(const unsigned 
     return escaped & us & hex >> 1 & hex >> 2 & hex >> 3 & hex >> 4;
 }
 
+#define AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
+
+/* Most strings skipped are short: a quote or a control byte within the
+ * 64 bytes at p with no backslash before it, told without the escape
+ * masks, and before their constants are set.  NULL: not told so. */
+AVX2_INLINE const unsigned char *short_end(const unsigned char *p)
+{
+    const __m256i two = _mm256_set1_epi8(2), sp = _mm256_set1_epi8(0x20),
+                  bsl = _mm256_set1_epi8('\\');
+    __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
+            v1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
+    __m256i x0 = _mm256_xor_si256(v0, two), x1 = _mm256_xor_si256(v1, two);
+    uint64_t qc =
+        (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x0, sp), x0)) |
+        (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x1, sp), x1))
+            << 32;
+    uint64_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, bsl)) |
+                  (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, bsl)) << 32;
+
+    if (qc != 0 && (bs & ((qc & (0 - qc)) - 1)) == 0)
+        return p + __builtin_ctzll(qc);
+    return NULL;
+}
+
+/* The rest of a long string after two clean blocks, two blocks at a
+ * time: p at the first 128 bytes holding a quote, a control byte or a
+ * backslash, or fewer than 128 left. */
+AVX2_INLINE const unsigned char *skip_clean(const skip_consts *k, const unsigned char *p,
+                                            const unsigned char *end)
+{
+    for (; end - p >= 128; p += 128) {
+        __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
+                w1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32)),
+                w2 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64)),
+                w3 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 96));
+        __m256i y0 = _mm256_xor_si256(w0, k->two), y1 = _mm256_xor_si256(w1, k->two),
+                y2 = _mm256_xor_si256(w2, k->two), y3 = _mm256_xor_si256(w3, k->two);
+        __m256i m =
+            _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y0, k->sp), y0),
+                                            _mm256_cmpeq_epi8(_mm256_min_epu8(y1, k->sp), y1)),
+                            _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y2, k->sp), y2),
+                                            _mm256_cmpeq_epi8(_mm256_min_epu8(y3, k->sp), y3)));
+
+        m = _mm256_or_si256(
+            m, _mm256_or_si256(
+                   _mm256_or_si256(_mm256_cmpeq_epi8(w0, k->bsl), _mm256_cmpeq_epi8(w1, k->bsl)),
+                   _mm256_or_si256(_mm256_cmpeq_epi8(w2, k->bsl), _mm256_cmpeq_epi8(w3, k->bsl))));
+        if (!_mm256_testz_si256(m, m))
+            break;
+    }
+    return p;
+}
+
+/* A 64-byte block's stops: its quotes and control bytes not escaped, and
+ * the escaped bytes the masks do not resolve (bad); *escaped: the bytes
+ * a backslash escapes; *carry in and out: the block's first byte / the
+ * next block's is escaped. */
+AVX2_INLINE uint64_t block_stops(const skip_consts *k, __m256i v0, __m256i v1, __m256i q0,
+                                 __m256i q1, __m256i b0, __m256i b1, uint64_t *carry,
+                                 uint64_t *escaped)
+{
+    uint64_t bs = (uint32_t)_mm256_movemask_epi8(b0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(b1)
+                                                           << 32;
+    uint64_t stop =
+        (uint32_t)_mm256_movemask_epi8(q0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(q1) << 32;
+    uint64_t bad = bad_bytes(k, v0) | (uint64_t)bad_bytes(k, v1) << 32;
+    uint64_t c = *carry, e;
+
+    if ((bs & (bs << 1 | c)) == 0) {
+        /* no backslash escaped (nearly always): each escapes the byte
+         * after it, the last one the next block's first */
+        e = bs << 1 | c;
+        c = bs >> 63;
+        stop = (stop & ~e) | (e & bad);
+    } else {
+        SKIP_STOP(uint64_t, bs, stop, bad, c, e);
+    }
+    *carry = c;
+    *escaped = e;
+    return stop;
+}
+
 __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsigned char *p,
                                                                       const unsigned char *end)
 {
     skip_consts k;
     uint64_t carry = 0; /* the block's first byte is escaped */
     unsigned clean = 0; /* the blocks before were clean */
+    const unsigned char *q;
     long n;
 
-    /* Most strings skipped are short: a quote or a control byte within
-     * 64 bytes with no backslash before it, told without the escape
-     * masks, and before their constants are set. */
-    if (end - p >= 64) {
-        const __m256i two = _mm256_set1_epi8(2), sp = _mm256_set1_epi8(0x20),
-                      bsl = _mm256_set1_epi8('\\');
-        __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
-                v1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
-        __m256i x0 = _mm256_xor_si256(v0, two), x1 = _mm256_xor_si256(v1, two);
-        uint64_t qc =
-            (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x0, sp), x0)) |
-            (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(x1, sp), x1))
-                << 32;
-        uint64_t bs = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v0, bsl)) |
-                      (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v1, bsl)) << 32;
-
-        if (qc != 0 && (bs & ((qc & (0 - qc)) - 1)) == 0)
-            return p + __builtin_ctzll(qc);
-    }
+    if (end - p >= 64 && (q = short_end(p)) != NULL)
+        return q;
     k = skip_init();
     for (;;) {
         uint64_t escaped, stop;
@@ -310,7 +376,6 @@ __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsi
                     q1 = _mm256_cmpeq_epi8(_mm256_min_epu8(x1, k.sp), x1);
             __m256i b0 = _mm256_cmpeq_epi8(v0, k.bsl), b1 = _mm256_cmpeq_epi8(v1, k.bsl);
             __m256i any = _mm256_or_si256(_mm256_or_si256(q0, q1), _mm256_or_si256(b0, b1));
-            uint64_t bs, bad;
 
             /* most blocks of a long string: no quote, control byte or
              * backslash, nothing escaped from the block before */
@@ -320,44 +385,11 @@ __attribute__((target("avx2"))) static const unsigned char *skip_avx2(const unsi
                     continue;
                 /* the second clean block in a row: the rest of a long
                  * string, two blocks at a time */
-                for (; end - p >= 128; p += 128) {
-                    __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)p),
-                            w1 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32)),
-                            w2 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64)),
-                            w3 = _mm256_loadu_si256((const __m256i *)(const void *)(p + 96));
-                    __m256i y0 = _mm256_xor_si256(w0, k.two), y1 = _mm256_xor_si256(w1, k.two),
-                            y2 = _mm256_xor_si256(w2, k.two), y3 = _mm256_xor_si256(w3, k.two);
-                    __m256i m = _mm256_or_si256(
-                        _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y0, k.sp), y0),
-                                        _mm256_cmpeq_epi8(_mm256_min_epu8(y1, k.sp), y1)),
-                        _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_min_epu8(y2, k.sp), y2),
-                                        _mm256_cmpeq_epi8(_mm256_min_epu8(y3, k.sp), y3)));
-
-                    m = _mm256_or_si256(
-                        m, _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(w0, k.bsl),
-                                                           _mm256_cmpeq_epi8(w1, k.bsl)),
-                                           _mm256_or_si256(_mm256_cmpeq_epi8(w2, k.bsl),
-                                                           _mm256_cmpeq_epi8(w3, k.bsl))));
-                    if (!_mm256_testz_si256(m, m))
-                        break;
-                }
+                p = skip_clean(&k, p, end);
                 continue;
             }
             clean = 0;
-            bs = (uint32_t)_mm256_movemask_epi8(b0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(b1)
-                                                          << 32;
-            stop = (uint32_t)_mm256_movemask_epi8(q0) | (uint64_t)(uint32_t)_mm256_movemask_epi8(q1)
-                                                            << 32;
-            bad = bad_bytes(&k, v0) | (uint64_t)bad_bytes(&k, v1) << 32;
-            if ((bs & (bs << 1 | carry)) == 0) {
-                /* no backslash escaped (nearly always): each escapes the
-                 * byte after it, the last one the next block's first */
-                escaped = bs << 1 | carry;
-                carry = bs >> 63;
-                stop = (stop & ~escaped) | (escaped & bad);
-            } else {
-                SKIP_STOP(uint64_t, bs, stop, bad, carry, escaped);
-            }
+            stop = block_stops(&k, v0, v1, q0, q1, b0, b1, &carry, &escaped);
             if (stop != 0) {
                 /* \u escapes: resolved for the whole block at once */
                 if ((stop & escaped) == 0 || (stop &= ~u_escapes(p, stop & escaped)) != 0)

@@ -539,16 +539,141 @@ static const unsigned char *segment_end(enr_uni *u, const unsigned char *s,
  * the normalizer's (the fast fuzz target compares it with the slow path).  0, -1, or
  * ENR_UNI_TOO_LONG (nothing appended) when the folded text passes max.
  */
+#define TITLE_INLINE static inline __attribute__((always_inline))
+
+/* The one space that folded white space becomes, before the next
+ * visible code point: none at the title's start. */
+TITLE_INLINE unsigned char *put_space(unsigned char *o, const unsigned char *first, int *pending)
+{
+    if (*pending) {
+        if (o != first)
+            *o++ = ' ';
+        *pending = 0;
+    }
+    return o;
+}
+
+/* The rest of an ASCII word from s (its first letter already written),
+ * 8 bytes at a time while they fit (the room ahead of *o holds them):
+ * returns s past it, *o past its copy. */
+TITLE_INLINE const unsigned char *copy_ascii_word(const unsigned char *s, const unsigned char *end,
+                                                  unsigned char **o)
+{
+    unsigned char *d = *o;
+
+    while (end - s >= 8) {
+        uint64_t w, m;
+
+        memcpy(&w, s, 8);
+        memcpy(d, &w, 8);
+        /* bytes <= ' ' or >= 0x80; the lowest flagged is exact */
+        m = (((w - 0x2121212121212121ull) & ~w) | w) & 0x8080808080808080ull;
+        if (m != 0) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            size_t k = (size_t)__builtin_ctzll(m) / 8;
+#else
+            size_t k = (size_t)__builtin_clzll(m) / 8;
+#endif
+            *o = d + k;
+            return s + k;
+        }
+        s += 8;
+        d += 8;
+    }
+    while (s<end && * s> ' ' && *s < 0x80)
+        *d++ = *s++;
+    *o = d;
+    return s;
+}
+
+/* The title's writer: where its text starts in the output, where it has
+ * got to, the room's end, and a space owed. */
+typedef struct title_out {
+    unsigned char *first, *o, *lim;
+    int pending;
+} title_out;
+
+/* Code point cp's NFKC mapping (ENR_UNI_MAPPED), written with its white
+ * space folded; left bytes of input follow.  0, or room_for's error. */
+TITLE_INLINE int put_mapped(enr_uni *u, unsigned cp, size_t left, enr_buf *out, title_out *t,
+                            size_t max)
+{
+    const unsigned char *m = (const unsigned char *)u->maps.data + u->pages[cp >> 8]->map[cp & 255];
+    const unsigned char *mp = m + 2, *me = mp + m[0];
+    int rc;
+
+    if ((size_t)(t->lim - t->o) < 8 + (size_t)m[0] + left &&
+        (rc = room_for(out, &t->first, &t->o, &t->lim, 8 + (size_t)m[0], left, max)) != 0)
+        return rc;
+    if (!m[1]) {
+        t->o = put_space(t->o, t->first, &t->pending);
+        memcpy(t->o, mp, m[0]);
+        t->o += m[0];
+        return 0;
+    }
+    while (mp < me) { /* white space within: folded with the rest */
+        size_t w = enr_ws_len(mp, me);
+
+        if (w > 0) {
+            t->pending = 1;
+            mp += w;
+            continue;
+        }
+        t->o = put_space(t->o, t->first, &t->pending);
+        do
+            *t->o++ = *mp++;
+        while (mp < me && (*mp & 0xc0) == 0x80);
+    }
+    return 0;
+}
+
+/* The normalizer's part: from the last stable code point (seg, written
+ * from seg_o on, with seg_pending owed before it) to the next stable one
+ * after s, which it returns in *stop; the rest goes on in title_one_pass.
+ * 0, 1 (the UTF-16 path decides), -1 or ENR_UNI_TOO_LONG. */
+static int title_segment(enr_uni *u, const unsigned char *seg, size_t seg_o, int seg_pending,
+                         const unsigned char *s, const unsigned char *end, size_t max, enr_buf *out,
+                         title_out *w, const unsigned char **stop)
+{
+    enr_text_out t = {out->len, seg_pending};
+    size_t keep = out->len;
+    int32_t n16, m;
+    int rc;
+
+    *stop = segment_end(u, s, end);
+    if (*stop == NULL || (size_t)(*stop - seg) > ENR_UNI_SEGMENT_MAX)
+        return 1;
+    if (seg_o > max)
+        return ENR_UNI_TOO_LONG;
+    if ((n16 = load_src(u, seg, (size_t)(*stop - seg))) < 0)
+        return -1;
+    if ((m = nfkc_piece(u, u->src, n16, max - seg_o)) < 0)
+        return m;
+    out->len = keep + seg_o;
+    rc = enr_utf16_to_wtf8(u->dst, m, out, 1, &t, max);
+    w->first = (unsigned char *)out->data + keep;
+    w->o = (unsigned char *)out->data + out->len;
+    w->lim = (unsigned char *)out->data + out->cap;
+    out->len = keep;
+    if (rc != 0)
+        return rc;
+    if ((size_t)(w->lim - w->o) < 8 + (size_t)(end - *stop) &&
+        (rc = room_for(out, &w->first, &w->o, &w->lim, 8, (size_t)(end - *stop), max)) != 0)
+        return rc;
+    w->pending = t.pending;
+    return 0;
+}
+
 static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t max, enr_buf *out)
 {
     const unsigned char *end = s + len;
     const unsigned char *seg = s; /* where the last stable code point starts */
     size_t seg_o = 0;             /* ... what was written before it */
-    unsigned char *first, *o, *lim;
+    title_out t;
     unsigned last = 0, cc;
-    int pending = 0, seg_pending = 0, rc;
+    int seg_pending = 0, rc;
 
-    /* Room for the input and 8 more is kept ahead of o: a code point
+    /* Room for the input and 8 more is kept ahead of t.o: a code point
      * written as it is takes the room of its own bytes, a space that of
      * the white space before it; only replacements and the normalizer's segments
      * take more, and make the room again (room_for).  A title longer
@@ -558,8 +683,9 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
         return 1;
     if (enr_buf_reserve(out, len + 8) != 0)
         return -1;
-    first = o = (unsigned char *)out->data + out->len;
-    lim = (unsigned char *)out->data + out->cap;
+    t.first = t.o = (unsigned char *)out->data + out->len;
+    t.lim = (unsigned char *)out->data + out->cap;
+    t.pending = 0;
     while (s < end) {
         unsigned c = *s, cp, n;
         const unsigned char *at = s;
@@ -569,44 +695,16 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
             last = 0;
             if (c == ' ' || (c >= 0x09 && c <= 0x0d)) {
                 seg = at;
-                seg_o = (size_t)(o - first);
-                seg_pending = pending;
-                pending = 1;
+                seg_o = (size_t)(t.o - t.first);
+                seg_pending = t.pending;
+                t.pending = 1;
                 continue;
             }
-            if (pending) {
-                if (o != first)
-                    *o++ = ' ';
-                pending = 0;
-            }
-            *o++ = (unsigned char)c;
-            /* the rest of an ASCII word, 8 bytes at a time (the room
-             * ahead of o holds them) */
-            while (end - s >= 8) {
-                uint64_t w, m;
-
-                memcpy(&w, s, 8);
-                memcpy(o, &w, 8);
-                /* bytes <= ' ' or >= 0x80; the lowest flagged is exact */
-                m = (((w - 0x2121212121212121ull) & ~w) | w) & 0x8080808080808080ull;
-                if (m != 0) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-                    size_t k = (size_t)__builtin_ctzll(m) / 8;
-#else
-                    size_t k = (size_t)__builtin_clzll(m) / 8;
-#endif
-                    s += k;
-                    o += k;
-                    goto word_done;
-                }
-                s += 8;
-                o += 8;
-            }
-            while (s<end && * s> ' ' && *s < 0x80)
-                *o++ = *s++;
-        word_done:
+            t.o = put_space(t.o, t.first, &t.pending);
+            *t.o++ = (unsigned char)c;
+            s = copy_ascii_word(s, end, &t.o);
             seg = s - 1; /* its last letter, written as it is */
-            seg_o = (size_t)(o - 1 - first);
+            seg_o = (size_t)(t.o - 1 - t.first);
             seg_pending = 0;
             continue;
         }
@@ -616,98 +714,35 @@ static int title_one_pass(enr_uni *u, const unsigned char *s, size_t len, size_t
         s += n;
         if (cc == 0) { /* a stable starter, as it is: most of CJK, Hangul, Thai */
             seg = at;
-            seg_o = (size_t)(o - first);
-            seg_pending = pending;
+            seg_o = (size_t)(t.o - t.first);
+            seg_pending = t.pending;
         } else if (cc == ENR_UNI_WS) {
-            pending = 1;
+            t.pending = 1;
             last = 0;
             continue;
         } else if (cc == ENR_UNI_MAPPED) {
-            const unsigned char *m =
-                (const unsigned char *)u->maps.data + u->pages[cp >> 8]->map[cp & 255];
-            const unsigned char *mp = m + 2, *me = mp + m[0];
-
-            if ((size_t)(lim - o) < 8 + (size_t)m[0] + (size_t)(end - s) &&
-                (rc = room_for(out, &first, &o, &lim, 8 + (size_t)m[0], (size_t)(end - s), max)) !=
-                    0)
+            if ((rc = put_mapped(u, cp, (size_t)(end - s), out, &t, max)) != 0)
                 return rc;
             last = 0; /* starters take its place */
-            if (!m[1]) {
-                if (pending) {
-                    if (o != first)
-                        *o++ = ' ';
-                    pending = 0;
-                }
-                memcpy(o, mp, m[0]);
-                o += m[0];
-                continue;
-            }
-            while (mp < me) { /* white space within: folded with the rest */
-                size_t w = enr_ws_len(mp, me);
-
-                if (w > 0) {
-                    pending = 1;
-                    mp += w;
-                    continue;
-                }
-                if (pending) {
-                    if (o != first)
-                        *o++ = ' ';
-                    pending = 0;
-                }
-                do
-                    *o++ = *mp++;
-                while (mp < me && (*mp & 0xc0) == 0x80);
-            }
             continue;
         } else if (cc == ENR_UNI_NOT_YES || last > cc) {
-            /* the normalizer works from the last stable code point to the next
-             * one, and the rest goes on here */
-            const unsigned char *stop = segment_end(u, s, end);
-            enr_text_out t = {out->len, seg_pending};
-            size_t keep = out->len;
-            int32_t n16, m;
-
-            if (stop == NULL || (size_t)(stop - seg) > ENR_UNI_SEGMENT_MAX)
-                return 1;
-            if (seg_o > max)
-                return ENR_UNI_TOO_LONG;
-            if ((n16 = load_src(u, seg, (size_t)(stop - seg))) < 0)
-                return -1;
-            if ((m = nfkc_piece(u, u->src, n16, max - seg_o)) < 0)
-                return m;
-            out->len = keep + seg_o;
-            rc = enr_utf16_to_wtf8(u->dst, m, out, 1, &t, max);
-            first = (unsigned char *)out->data + keep;
-            o = (unsigned char *)out->data + out->len;
-            lim = (unsigned char *)out->data + out->cap;
-            out->len = keep;
-            if (rc != 0)
+            if ((rc = title_segment(u, seg, seg_o, seg_pending, s, end, max, out, &t, &s)) != 0)
                 return rc;
-            if ((size_t)(lim - o) < 8 + (size_t)(end - stop) &&
-                (rc = room_for(out, &first, &o, &lim, 8, (size_t)(end - stop), max)) != 0)
-                return rc;
-            pending = t.pending;
             last = 0;
-            s = stop;
             continue;
         }
         last = cc;
-        if (pending) {
-            if (o != first)
-                *o++ = ' ';
-            pending = 0;
-        }
-        o[0] = at[0];
-        o[1] = at[1];
-        o[2] = at[2];
+        t.o = put_space(t.o, t.first, &t.pending);
+        t.o[0] = at[0];
+        t.o[1] = at[1];
+        t.o[2] = at[2];
         if (n > 3)
-            o[3] = at[3];
-        o += n;
+            t.o[3] = at[3];
+        t.o += n;
     }
-    if ((size_t)(o - first) > max)
+    if ((size_t)(t.o - t.first) > max)
         return ENR_UNI_TOO_LONG;
-    out->len = (size_t)(o - (unsigned char *)out->data);
+    out->len = (size_t)(t.o - (unsigned char *)out->data);
     return 0;
 }
 

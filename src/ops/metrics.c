@@ -21,6 +21,7 @@
 #include "engine/contract.h"
 #include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/budget.h"
 #include "upstream/quota.h"
 #include "base/clock.h"
 
@@ -298,6 +299,35 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
     }
 }
 
+/* The day's budget of each source that has one (budget.h): a gauge per
+ * row of its table, from the host's page. */
+static void render_budget(enr_buf *b, const enr_config *c)
+{
+    static const char *const names[] = {
+#define SRC_NAME(name, text, max) text,
+        ENR_API_LIST(SRC_NAME)
+#undef SRC_NAME
+    };
+    enr_budget_state st[ENR_UP_SOURCES];
+    int64_t now = (int64_t)enr_wall_ms();
+    char l[64];
+
+    /* The families always (names a rule reads stay known), samples for
+     * the sources that have a budget. */
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++)
+        if (!source_shown(c, src) || !enr_budget_view((int)src, now, &st[src]))
+            st[src].on = 0;
+    for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++) {
+        family(b, enr_budget_rows[r].metric, "gauge", enr_budget_rows[r].help);
+        for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+            if (!source_shown(c, src) || !st[src].on)
+                continue;
+            snprintf(l, sizeof l, "{source=\"%s\"}", names[src]);
+            sample_d(b, enr_budget_rows[r].metric, l, st[src].v[r]);
+        }
+    }
+}
+
 static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_status_view *x)
 {
     const enr_health *h = x ? x->health : NULL;
@@ -408,6 +438,7 @@ void enr_metrics_render(enr_buf *out, const enr_status_view *v)
     render_pool(out, v->sb, ps);
     render_latency(out, v->sb);
     render_upstream(out, v->sb, v->c, ps);
+    render_budget(out, v->c);
     render_cache(out, v);
     render_health(out, v->sb, v);
     render_workers(out, v->sb, v);

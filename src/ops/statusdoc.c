@@ -12,6 +12,7 @@
 #include "ops/statusdoc.h"
 #include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/budget.h"
 #include "upstream/quota.h"
 #include "base/clock.h"
 #include "engine/contract.h"
@@ -118,6 +119,36 @@ static void counters_doc(json_object *x, const enr_scoreboard *sb, const enr_poo
     }
     json_object_object_add(x, "failures", f);
     add_d(x, "cache_hit_ratio", t->hit_ratio[src]);
+}
+
+/* The source's day's budget (budget.h), from the host's page: its table's
+ * rows, and when the day starts again; NULL when it has none. */
+static json_object *budget_doc(unsigned src)
+{
+    json_object *o;
+    enr_budget_state st;
+    time_t reset;
+    struct tm tm;
+    char when[32] = "";
+
+    if (!enr_budget_view((int)src, (int64_t)enr_wall_ms(), &st))
+        return NULL;
+    o = json_object_new_object();
+    for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++) {
+        if (r == ENR_BUDGET_ROW_pace)
+            add_d(o, enr_budget_rows[r].field, st.v[r]);
+        else
+            add_u(o, enr_budget_rows[r].field, (uint64_t)st.v[r]);
+    }
+    add_u(o, "burst", st.burst);
+    add_u(o, "asked", st.asked);
+    add_b(o, "runs_out", st.v[ENR_BUDGET_ROW_forecast] > st.v[ENR_BUDGET_ROW_limit]);
+    reset = (time_t)(st.reset_ms / 1000);
+    if (gmtime_r(&reset, &tm) != NULL)
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    add_s(o, "resets", when);
+    add_s(o, "file", enr_budget_path()[0] ? enr_budget_path() : "(memory only)");
+    return o;
 }
 
 json_object *enr_pause_doc(const enr_scoreboard *sb, unsigned src, uint64_t now)
@@ -322,25 +353,14 @@ static json_object *reload_doc(const enr_sb_pool *p)
     return x;
 }
 
-json_object *enr_status_doc(const enr_status_view *v, int full)
+/* php-fpm's fields, with php-fpm's names. */
+static void fpm_doc(json_object *o, const enr_status_view *v, const enr_pool_snap *ps, uint64_t now)
 {
     const enr_sb_pool *p = &v->sb->pool;
-    json_object *o = json_object_new_object(), *x;
-    uint64_t now = enr_mono_ms(), start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
+    const uint64_t *pc = ps->n, *st = ps->states;
+    uint64_t start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
     uint64_t start_mono = ENR_SB_GET(p->start_mono_ms);
-    uint64_t pstate = ENR_SB_GET(p->state), restarts = 0;
-    enr_pool_snap own;
-    const enr_pool_snap *ps = v->pool;
-    const uint64_t *pc, *st;
 
-    if (ps == NULL) {
-        enr_pool_snap_take(&own, v->sb, NULL);
-        ps = &own;
-    }
-    pc = ps->n;
-    st = ps->states;
-
-    /* php-fpm's fields, with php-fpm's names. */
     add_s(o, "pool", "enrichd");
     add_s(o, "process manager", "static");
     add_u(o, "start time", start / 1000u);
@@ -360,19 +380,14 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
      * busy at once. */
     add_u(o, "max children reached", workers && ps->max_active >= workers);
     add_u(o, "slow requests", pc[ENR_PC_slow_requests]);
+}
 
-    /* What php-fpm does not have. */
-    add_s(o, "state", enr_pool_state_name(pstate));
-    add_u(o, "generation", ENR_SB_GET(p->generation));
-    add_u(o, "workers_configured", workers);
-    add_u(o, "starting processes", st[ENR_WS_STARTING]);
-    add_u(o, "exiting processes", st[ENR_WS_EXITING]);
-    add_u(o, "completed", pc[ENR_PC_completed]);
-    /* accepted = completed + in_flight + lost (poolsnap.c). */
-    add_u(o, "in_flight", ps->in_flight);
-    add_u(o, "lost", ps->lost);
-    add_u(o, "listen_refused", pc[ENR_PC_listen_refused]);
-    add_u(o, "fastcgi_rejected", pc[ENR_PC_fcgi_rejected]);
+/* Responses by status class, records by fate. */
+static void traffic_doc(json_object *o, const enr_pool_snap *ps)
+{
+    const uint64_t *pc = ps->n;
+    json_object *x;
+
     x = json_object_new_object();
     add_u(x, "2xx", ps->s2xx);
     add_u(x, "4xx", ps->s4xx);
@@ -384,7 +399,13 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_u(x, "rejected", pc[ENR_PC_records_rejected]);
     add_u(x, "degraded", pc[ENR_PC_records_degraded]);
     json_object_object_add(o, "records", x);
-    json_object_object_add(o, "latency", latency_doc(v));
+}
+
+/* Worker exits (each but a stop replaced), the crash-loop back-off. */
+static void lifecycle_doc(json_object *o, const enr_sb_pool *p)
+{
+    json_object *x;
+    uint64_t restarts = 0;
 
     x = json_object_new_object();
     /* Every worker exit but a stop is followed by a replacement. */
@@ -401,6 +422,58 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_b(x, "active", ENR_SB_GET(p->crashloop) != 0);
     add_u(x, "backoff_ms", ENR_SB_GET(p->backoff_ms));
     json_object_object_add(o, "crash_loop", x);
+}
+
+/* Live workers only: an empty slot has no pid to show (a pid 0 in a
+ * script's kill loop signals its own process group). */
+static void processes_doc(json_object *o, const enr_status_view *v, uint64_t now)
+{
+    json_object *a = json_object_new_array(), *e = json_object_new_array();
+    for (uint32_t i = 0; i < enr_sb_nslots(v->sb); i++) {
+        if (enr_sb_slot_live(&v->sb->slot[i]))
+            json_object_array_add(a, process_doc(v, i, now));
+        else
+            json_object_array_add(e, empty_slot_doc(&v->sb->slot[i], i));
+    }
+    json_object_object_add(o, "processes", a);
+    json_object_object_add(o, "empty_slots", e);
+}
+
+json_object *enr_status_doc(const enr_status_view *v, int full)
+{
+    const enr_sb_pool *p = &v->sb->pool;
+    json_object *o = json_object_new_object(), *x;
+    uint64_t now = enr_mono_ms(), workers = ENR_SB_GET(p->workers);
+    uint64_t pstate = ENR_SB_GET(p->state);
+    enr_pool_snap own;
+    const enr_pool_snap *ps = v->pool;
+    const uint64_t *pc, *st;
+
+    if (ps == NULL) {
+        enr_pool_snap_take(&own, v->sb, NULL);
+        ps = &own;
+    }
+    pc = ps->n;
+    st = ps->states;
+
+    fpm_doc(o, v, ps, now);
+
+    /* What php-fpm does not have. */
+    add_s(o, "state", enr_pool_state_name(pstate));
+    add_u(o, "generation", ENR_SB_GET(p->generation));
+    add_u(o, "workers_configured", workers);
+    add_u(o, "starting processes", st[ENR_WS_STARTING]);
+    add_u(o, "exiting processes", st[ENR_WS_EXITING]);
+    add_u(o, "completed", pc[ENR_PC_completed]);
+    /* accepted = completed + in_flight + lost (poolsnap.c). */
+    add_u(o, "in_flight", ps->in_flight);
+    add_u(o, "lost", ps->lost);
+    add_u(o, "listen_refused", pc[ENR_PC_listen_refused]);
+    add_u(o, "fastcgi_rejected", pc[ENR_PC_fcgi_rejected]);
+    traffic_doc(o, ps);
+    json_object_object_add(o, "latency", latency_doc(v));
+
+    lifecycle_doc(o, p);
     json_object_object_add(o, "reload", reload_doc(p));
 
     x = json_object_new_object();
@@ -440,6 +513,9 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
             one = json_object_new_object();
             counters_doc(one, v->sb, ps, (unsigned)a);
             json_object_object_add(one, "pause", enr_pause_doc(v->sb, (unsigned)a, now));
+            json_object *bd = budget_doc((unsigned)a);
+            if (bd != NULL)
+                json_object_object_add(one, "budget", bd);
             json_object_object_add(srcs, source_name((unsigned)a), one);
         }
         json_object_object_add(x, "sources", srcs);
@@ -449,19 +525,8 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     if (v->health)
         json_object_object_add(o, "health", enr_health_doc(v->health, v->c, v->sb));
 
-    if (full) {
-        /* Live workers only: an empty slot has no pid to show (a pid 0 in
-         * a script's kill loop signals its own process group). */
-        json_object *a = json_object_new_array(), *e = json_object_new_array();
-        for (uint32_t i = 0; i < enr_sb_nslots(v->sb); i++) {
-            if (enr_sb_slot_live(&v->sb->slot[i]))
-                json_object_array_add(a, process_doc(v, i, now));
-            else
-                json_object_array_add(e, empty_slot_doc(&v->sb->slot[i], i));
-        }
-        json_object_object_add(o, "processes", a);
-        json_object_object_add(o, "empty_slots", e);
-    }
+    if (full)
+        processes_doc(o, v, now);
     return o;
 }
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/upcounters.h"
+#include "upstream/budget.h"
 
 #define CHART_W 320
 #define CHART_H 80
@@ -318,6 +319,43 @@ static void sources(enr_buf *b, json_object *doc)
     enr_buf_lit(b, "</table>\n");
 }
 
+/* The day's budget of the sources that have one, one column per row of
+ * its table (budget.h). */
+static void budgets(enr_buf *b, json_object *doc)
+{
+    json_object *srcs = obj_of(obj_of(doc, "upstream"), "sources");
+    int head = 0;
+
+    if (srcs == NULL)
+        return;
+    json_object_object_foreach(srcs, name, one)
+    {
+        json_object *bd = obj_of(one, "budget");
+        if (bd == NULL)
+            continue;
+        if (!head) {
+            enr_buf_lit(b, "<h2>Daily budget</h2>\n<table id=\"budget\"><tr><th>source</th>");
+            for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++) {
+                enr_buf_lit(b, "<th>");
+                esc(b, enr_budget_rows[r].field);
+                enr_buf_lit(b, "</th>");
+            }
+            enr_buf_lit(b, "<th>resets</th><th>forecast</th></tr>\n");
+            head = 1;
+        }
+        enr_buf_lit(b, "<tr>");
+        cell(b, name);
+        for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++)
+            cell(b, str_of(bd, enr_budget_rows[r].field));
+        cell(b, str_of(bd, "resets"));
+        cell(b, strcmp(str_of(bd, "runs_out"), "true") == 0 ? "runs out before the day ends"
+                                                            : "lasts the day");
+        enr_buf_lit(b, "</tr>\n");
+    }
+    if (head)
+        enr_buf_lit(b, "</table>\n");
+}
+
 void enr_status_html(enr_buf *b, json_object *doc, const enr_status_hist *h)
 {
     enr_buf_printf(b,
@@ -344,6 +382,7 @@ void enr_status_html(enr_buf *b, json_object *doc, const enr_status_hist *h)
     enr_buf_lit(b, "</section>\n");
     summary(b, doc);
     sources(b, doc);
+    budgets(b, doc);
     workers(b, doc);
     enr_buf_printf(b,
                    "<p><small>Refreshes every %d s; the charts span the last %u samples (one a "

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/upcounters.h"
+#include "upstream/budget.h"
 
 #define KEY_MAX 128   /* a flattened key ("upstream.breaker.state") */
 #define VALUE_MAX 512 /* one value on a line */
@@ -204,6 +205,22 @@ static void sources_table(enr_buf *b, json_object *doc)
                        jstr(p, "why", "-", why, sizeof why),
                        jstr(p, "reason", "-", reason, sizeof reason),
                        jstr(p, "until", "-", until, sizeof until));
+    }
+    /* The day's budget of each source that has one (budget.h's rows). */
+    json_object_object_foreach(srcs, n4, o4)
+    {
+        json_object *bd;
+        char when[64], out[8];
+        if (!json_object_object_get_ex(o4, "budget", &bd))
+            continue;
+        enr_buf_printf(b, "%s budget:", clean(k, sizeof k, n4));
+        for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++)
+            enr_buf_printf(b, " %s %s", enr_budget_rows[r].field,
+                           jstr(bd, enr_budget_rows[r].field, "-", v, 24));
+        enr_buf_printf(b, " resets %s%s\n", jstr(bd, "resets", "-", when, sizeof when),
+                       strcmp(jstr(bd, "runs_out", "false", out, sizeof out), "true") == 0
+                           ? "  FORECAST: runs out before the day ends"
+                           : "");
     }
 }
 

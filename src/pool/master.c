@@ -54,8 +54,12 @@
 #include "ops/status.h"
 #include "pool/worker.h"
 #include "base/clock.h"
+#include "upstream/budget.h"
 
 enum child_kind { CHILD_WORKER, CHILD_STATUS };
+
+/* How often a cold hold (cold_hold()) looks whether the first answer went. */
+#define ENR_COLD_POLL_MS 2
 
 typedef enr_master master;
 typedef enr_child child;
@@ -289,7 +293,32 @@ static void reap_children(master *m, int flags)
 
 /* ---- the pool ------------------------------------------------------------ */
 
-static void fill_workers(master *m, uint64_t now)
+/* Cold start: the first worker gets the CPU to itself until it has
+ * answered the request that woke the service (socket activation), so
+ * that answer is not queued behind the other forks and their start-up.
+ * A connection seen waiting before that answer (at start-up, when the
+ * activating one is in the backlog) holds the rest until the first
+ * worker has answered once, never past ENR_READY_WAIT_MS: the worker
+ * accepts it and reads it before it shows busy, so neither the backlog
+ * nor its state alone would say it is still being served.  Nothing
+ * waiting: the pool fills as soon as the first worker is ready. */
+static int cold_hold(master *m, uint64_t now)
+{
+    const enr_sb_slot *s = &m->sb->slot[0];
+    struct pollfd p = {.fd = m->listen_fd, .events = POLLIN};
+
+    if (now >= m->start_ms + ENR_READY_WAIT_MS)
+        return 0;
+    if (!m->cold_conn && poll(&p, 1, 0) > 0)
+        m->cold_conn = 1;
+    if (!m->first_ready)
+        return 1;
+    if (m->w[0].pid <= 0 || ENR_SB_GET(s->completed) > 0)
+        return 0;
+    return m->cold_conn || ENR_SB_GET(s->state) == ENR_WS_BUSY;
+}
+
+static void fill_workers(master *m, uint64_t now, int hold)
 {
     int holding = ENR_SB_GET(m->sb->pool.crashloop) != 0;
 
@@ -298,9 +327,7 @@ static void fill_workers(master *m, uint64_t now)
     for (unsigned i = 0; i < m->cfg.workers; i++) {
         if (m->w[i].pid > 0)
             continue;
-        /* Cold start: the first worker gets the CPU to itself until it
-         * accepts, so the first request is served as early as possible. */
-        if (!m->first_ready && i > 0 && now < m->start_ms + ENR_READY_WAIT_MS)
+        if (hold && i > 0)
             return;
         /* In a crash loop one probe at a time, not the whole pool: its
          * early death doubles the back-off (crashloop_note), its survival
@@ -314,14 +341,16 @@ static void fill_workers(master *m, uint64_t now)
 
 static void fill_pool(master *m, uint64_t now)
 {
+    int hold;
+
     if (m->draining)
         return;
-    fill_workers(m, now);
+    hold = !m->ready_sent && cold_hold(m, now);
+    fill_workers(m, now, hold);
     /* The status process waits for the first worker (cold start) but
      * never for a crash loop: that is when operators need it most. */
     if (m->status.pid == 0 && now >= m->status_hold_until &&
-        (m->first_ready || ENR_SB_GET(m->sb->pool.crashloop) ||
-         now >= m->start_ms + ENR_READY_WAIT_MS))
+        (!hold || ENR_SB_GET(m->sb->pool.crashloop)))
         spawn(m, CHILD_STATUS, 0);
 }
 
@@ -728,6 +757,8 @@ static int start_up(master *m, sigset_t *wait_mask)
     if (enr_reload_cache_new(&m->cfg, &m->cache) != 0)
         return -1;
     m->next_cache = m->cache;
+    if (enr_budget_open(&m->cfg) != 0) /* before the first fork too */
+        return -1;
     ENR_SB_SET(m->sb->pool.start_ms, enr_wall_ms());
     ENR_SB_SET(m->sb->pool.start_mono_ms, m->start_ms);
     ENR_SB_SET(m->sb->pool.workers, m->cfg.workers);
@@ -868,6 +899,10 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
          * min_ready_workers after ENR_READY_WAIT_MS is a timer. */
         if (!m.ready_sent && wait > 50)
             wait = 50;
+        /* The first answer ends a cold hold; it sends no byte. */
+        if (!m.ready_sent && m.first_ready && live_workers(&m, 0) < (int)m.cfg.workers &&
+            now < m.start_ms + ENR_READY_WAIT_MS && wait > ENR_COLD_POLL_MS)
+            wait = ENR_COLD_POLL_MS;
         ts.tv_sec = (time_t)(wait / 1000);
         ts.tv_nsec = (long)(wait % 1000) * 1000000L;
         if (ppoll(&pfd, 1, &ts, &wait_mask) < 0 && errno != EINTR) {

@@ -52,6 +52,7 @@ typedef struct enr_master {
     int ready_sent, reloading, draining;
     uint64_t reload_start_ms; /* CLOCK_MONOTONIC: when the last reload began */
     int first_ready;          /* some worker has accepted since start */
+    int cold_conn;            /* a connection waited for the first worker (master.c) */
     uint64_t drain_deadline;
     uint64_t watchdog_ms;
     uint64_t job_next[ENR_MASTER_JOBS]; /* when each of master.c's jobs[] runs next (ms) */

@@ -13,9 +13,10 @@
  *    the new configuration has reported ready: a configuration whose
  *    workers cannot start is never committed, and the old one keeps
  *    serving (docs/pool.md).
- *  - The socket settings never change on reload (the sockets stay open
- *    across generations); a file that changes them is applied without
- *    them, with a warning.
+ *  - The socket settings (the sockets stay open across generations) and
+ *    the budget's file (its page stays mapped) never change on reload: a
+ *    file that changes a key whose row says RESTART (base/confkeys.inc)
+ *    is applied without it, with a warning naming it.
  *  - This file forks nothing and calls nothing of master.c: a probe to
  *    start is returned to the master (enr_reload_start), which forks it at
  *    its one fork site and says how it went (enr_reload_started); workers
@@ -23,16 +24,18 @@
  *  - The reload's end (done, failed, refused) and its STATUS= text are
  *    decided here and nowhere else.
  *  - The upstream cache is kept across a reload that leaves its layout
- *    (cache_entries, cache_bytes) and its identity (identity_fields:
- *    every key that changes what a call sends or where, the secret
- *    included) as they were; otherwise the new configuration gets a new,
- *    empty cache, made before its probe is forked, and the old one lives
- *    on in the old generation's workers until the last of them exits
- *    (docs/upstream.md).  A cached answer is never served to a
+ *    (the rows that say LAYOUT in base/confkeys.inc: cache_entries,
+ *    cache_bytes, cache_file) and its identity (every key that changes
+ *    what a call sends or where: the rows that say IDENTITY, and the
+ *    secrets' bytes) as they were; otherwise the new configuration gets
+ *    a new, empty cache, made before its probe is forked, and the old one
+ *    lives on in the old generation's workers until the last of them
+ *    exits (docs/upstream.md).  A cached answer is never served to a
  *    configuration that would have asked differently.
  */
 #define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_*: no provider to load at start-up */
 #include "pool/reload.h"
+#include "upstream/budget.h"
 #include "upstream/quota.h"
 
 #include <errno.h>
@@ -98,114 +101,13 @@ static void refused(enr_master *m, const char *msg, const char *status, const ch
     enr_notify_ready();
 }
 
-/* The settings of the sockets, which only a restart changes. */
-#define LISTEN_FIELD(f, str)                                                                       \
-    {                                                                                              \
-        offsetof(enr_config, f), sizeof(((enr_config *)0)->f), str                                 \
-    }
-static const struct {
-    size_t off, len;
-    int str; /* a string: compared up to its terminator */
-} listen_fields[] = {
-    LISTEN_FIELD(listen, 1),         LISTEN_FIELD(listen_mode, 0),   LISTEN_FIELD(listen_group, 1),
-    LISTEN_FIELD(listen_backlog, 0), LISTEN_FIELD(status_listen, 1),
-};
-
-/* Keeps the socket settings of `from` in `to`; returns whether they differed. */
-static int keep_listen(enr_config *to, const enr_config *from)
-{
-    int changed = 0;
-
-    for (size_t i = 0; i < sizeof listen_fields / sizeof listen_fields[0]; i++) {
-        char *t = (char *)to + listen_fields[i].off;
-        const char *f = (const char *)from + listen_fields[i].off;
-        if (listen_fields[i].str ? strcmp(t, f) != 0 : memcmp(t, f, listen_fields[i].len) != 0) {
-            changed = 1;
-            memcpy(t, f, listen_fields[i].len);
-        }
-    }
-    return changed;
-}
-
-/* The cache's identity: what changes the answer to a call.  A key that
- * changes where a call goes, what it carries or whose account it is
- * asked on has a row here.  Only names are ever logged: header values
- * and the secret are credentials. */
-enum { ID_STR, ID_HEADERS, ID_SOURCES, ID_SECRET };
-#define IDENTITY_FIELD(f, kind)                                                                    \
-    {                                                                                              \
-#f, offsetof(enr_config, f), kind                                                          \
-    }
-static const struct {
-    const char *name;
-    size_t off;
-    int kind;
-} identity_fields[] = {
-    IDENTITY_FIELD(upstream_url, ID_STR),
-    IDENTITY_FIELD(upstream_headers, ID_HEADERS),
-    IDENTITY_FIELD(upstream_secret_header, ID_STR),
-    IDENTITY_FIELD(upstream_secret_query, ID_STR),
-    IDENTITY_FIELD(upstream_secret_file, ID_STR),
-    IDENTITY_FIELD(upstream_secret_credential, ID_STR),
-    IDENTITY_FIELD(upstream_secret, ID_SECRET),
-    IDENTITY_FIELD(sources, ID_SOURCES),
-    IDENTITY_FIELD(youtube_url, ID_STR),
-    IDENTITY_FIELD(vimeo_url, ID_STR),
-    IDENTITY_FIELD(dailymotion_url, ID_STR),
-    IDENTITY_FIELD(youtube_key_file, ID_STR),
-    IDENTITY_FIELD(youtube_key_credential, ID_STR),
-    IDENTITY_FIELD(youtube_key, ID_SECRET),
-    IDENTITY_FIELD(vimeo_token_file, ID_STR),
-    IDENTITY_FIELD(vimeo_token_credential, ID_STR),
-    IDENTITY_FIELD(vimeo_token, ID_SECRET),
-};
-
-/* The name of the first identity key next changes, or NULL. */
-static const char *identity_change(const enr_config *next, const enr_config *cur)
-{
-    for (size_t i = 0; i < sizeof identity_fields / sizeof identity_fields[0]; i++) {
-        const char *a = (const char *)next + identity_fields[i].off;
-        const char *b = (const char *)cur + identity_fields[i].off;
-        int same = 1;
-        switch (identity_fields[i].kind) {
-        case ID_STR:
-            same = strcmp(a, b) == 0;
-            break;
-        case ID_HEADERS:
-            same = next->upstream_nheaders == cur->upstream_nheaders;
-            for (unsigned h = 0; same && h < next->upstream_nheaders; h++)
-                same = strcmp(next->upstream_headers[h], cur->upstream_headers[h]) == 0;
-            break;
-        case ID_SOURCES:
-            same = memcmp(next->sources, cur->sources, sizeof next->sources) == 0;
-            break;
-        default: { /* the secret's bytes (the master holds both, secret.h) */
-            const enr_secret *x = (const enr_secret *)(const void *)a;
-            const enr_secret *y = (const enr_secret *)(const void *)b;
-            same = x->len == y->len && (x->len == 0 || (x->bytes != NULL && y->bytes != NULL &&
-                                                        memcmp(x->bytes, y->bytes, x->len) == 0));
-            break;
-        }
-        }
-        if (!same)
-            return identity_fields[i].name;
-    }
-    return NULL;
-}
-
 /* A cache of next's own, unless next could use the running one as it is
  * (the same identity, the same bounds: its answers and layout still
  * hold; TTLs are stamped at each put, so a new one applies from now on).
  * *why names what changed. */
 static int cache_kept(const enr_config *next, const enr_config *cur, const char **why)
 {
-    *why = identity_change(next, cur);
-    if (*why == NULL && next->cache_entries != cur->cache_entries)
-        *why = "cache_entries";
-    if (*why == NULL && next->cache_bytes != cur->cache_bytes)
-        *why = "cache_bytes";
-    if (*why == NULL && strcmp(next->cache_file, cur->cache_file) != 0)
-        *why = "cache_file";
+    *why = enr_config_cache_change(next, cur);
     return *why == NULL;
 }
 
@@ -232,6 +134,7 @@ static void commit_reload(enr_master *m)
     }
     enr_config_secrets_free(&m->cfg, &m->next_cfg); /* the old generation's workers keep theirs */
     m->cfg = m->next_cfg;
+    enr_budget_configure(&m->cfg); /* the new limits, for every process */
     m->generation++;
     /* A refused key waits for this: the new configuration may hold a new
      * one, so its sources try again at once (quota.h). */
@@ -351,7 +254,7 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
     enr_cache *ncache = NULL;
     enr_config next;
     const char *changed = NULL;
-    char err[512];
+    char err[512], kept[256];
 
     enr_notify_reloading();
     {
@@ -377,8 +280,10 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
         enr_config_secrets_free(&next, NULL);
         return none;
     }
-    if (keep_listen(&next, &m->cfg))
-        enr_log(ENR_LOG_WARN, "socket settings change only on restart", NULL);
+    if (enr_config_keep_restart(&next, &m->cfg, kept, sizeof kept) > 0)
+        enr_log(ENR_LOG_WARN,
+                "reload: these keys change only on restart, their running values stay", "keys=%s",
+                kept);
     if (cache_kept(&next, &m->cfg, &changed)) {
         ncache = m->cache;
     } else if (enr_reload_cache_new(&next, &ncache) != 0) {
@@ -440,45 +345,31 @@ uint64_t enr_reload_next(const enr_master *m, uint64_t now)
     return t > now ? t : UINT64_MAX;
 }
 
-/* What a cache file is made for (cache.h): every identity key's name and
- * value, so that a file is never read by a configuration that would have
- * asked differently.  The secrets enter only through the digest, which
- * only the service's user can read (as it can the secrets themselves). */
+/* One part of the identity: its name, its length, its bytes. */
+static void identity_part(void *arg, const char *name, const void *bytes, size_t len)
+{
+    SHA256_CTX *x = arg;
+    uint64_t n = len;
+
+    SHA256_Update(x, name, strlen(name) + 1);
+    SHA256_Update(x, &n, sizeof n);
+    if (n)
+        SHA256_Update(x, bytes, n);
+}
+
+/* What a cache file is made for (cache.h): every part of the cache's
+ * identity (enr_config_identity: the keys whose rows say IDENTITY, then
+ * the secrets), so that a file is never read by a configuration that
+ * would have asked differently.  The secrets enter only through the
+ * digest, which only the service's user can read (as it can the secrets
+ * themselves). */
 static void cache_identity(const enr_config *c, uint8_t out[ENR_CACHE_ID_BYTES])
 {
     SHA256_CTX x;
 
     SHA256_Init(&x);
-    SHA256_Update(&x, "enrichd cache identity 1", 25);
-    for (size_t i = 0; i < sizeof identity_fields / sizeof identity_fields[0]; i++) {
-        const char *a = (const char *)c + identity_fields[i].off;
-        const enr_secret *sec = (const enr_secret *)(const void *)a;
-        uint64_t n = 0;
-        SHA256_Update(&x, identity_fields[i].name, strlen(identity_fields[i].name) + 1);
-        switch (identity_fields[i].kind) {
-        case ID_STR:
-            n = strlen(a);
-            SHA256_Update(&x, &n, sizeof n);
-            SHA256_Update(&x, a, n);
-            break;
-        case ID_HEADERS:
-            for (unsigned h = 0; h < c->upstream_nheaders; h++) {
-                n = strlen(c->upstream_headers[h]);
-                SHA256_Update(&x, &n, sizeof n);
-                SHA256_Update(&x, c->upstream_headers[h], n);
-            }
-            break;
-        case ID_SOURCES:
-            SHA256_Update(&x, c->sources, sizeof c->sources);
-            break;
-        default:
-            n = sec->bytes != NULL ? sec->len : 0;
-            SHA256_Update(&x, &n, sizeof n);
-            if (n)
-                SHA256_Update(&x, sec->bytes, n);
-            break;
-        }
-    }
+    SHA256_Update(&x, "enrichd cache identity 2", 25);
+    enr_config_identity(c, identity_part, &x);
     SHA256_Final(out, &x);
     explicit_bzero(&x, sizeof x);
 }

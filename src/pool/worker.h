@@ -23,11 +23,6 @@
 #define ENR_WORKER_EXIT_FAILED 1
 #define ENR_WORKER_EXIT_RECYCLE 64
 
-/* The worker's deadline keeps this much (or a tenth of
- * request_timeout_ms, if smaller) to write a 503 before the master's
- * request_timeout_ms sampler would kill it. */
-#define ENR_WORKER_ANSWER_MARGIN_MS 100
-
 /* Bounds on what a FastCGI peer may make a worker wait for.  nginx sends
  * a whole request at once (fastcgi_request_buffering on), so only a
  * broken or hostile peer ever comes near them.
@@ -38,7 +33,7 @@
  *  - READ: any one wait for the request body's bytes (never more than
  *    half of request_timeout_ms, so the worker gives up before the
  *    master's stuck-request kill); the whole body also within half of
- *    request_timeout_ms (worker.c, BODY_TIMEOUT_SHARE);
+ *    request_timeout_ms (body_timeout_ms, read in httpapi.c);
  *  - LINGER: after the answer, waiting for the peer to close its side
  *    before ours closes (libfcgi's own wait has no total bound). */
 #define ENR_WORKER_HEADER_TIMEOUT_MS 1000

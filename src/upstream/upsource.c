@@ -19,7 +19,9 @@
 
 #include "base/log.h"
 #include "upstream/api.h"
+#include "base/clock.h"
 #include "upstream/breaker.h"
+#include "upstream/budget.h"
 #include "upstream/quota.h"
 
 #define UP_RATE_LOW 5         /* a rate limit's calls left at which a source slows down */
@@ -139,4 +141,22 @@ void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
     enr_log(why == ENR_QUOTA_WHY_THROTTLED ? ENR_LOG_WARN : ENR_LOG_ERROR, msg,
             "source=%s until=%s%s", x->api->name, when,
             why == ENR_QUOTA_WHY_AUTH ? " retry=\"after a reload (HUP)\"" : "");
+}
+
+/* The day's budget (budget.h), asked before every request is sent (a
+ * retry too: the provider counts it).  The aggregator protocol has none. */
+int enr_up_budget_take(enr_upstream *u, const enr_upcall *c)
+{
+    unsigned units;
+
+    if (c->src == ENR_API_UPSTREAM)
+        return 1;
+    units = enr_budget_cost(c->src, c->n);
+    if (!enr_budget_take(c->src, units, c->refresh, (int64_t)enr_wall_ms())) {
+        if (c->refresh)
+            u->st.src[c->src].refresh_deferred += c->n;
+        return 0;
+    }
+    u->st.src[c->src].quota_units += units;
+    return 1;
 }

@@ -55,7 +55,7 @@
 #include "upstream/cache.h"
 #include "upstream/upconn.h"
 #include "upstream/quota.h"
-#include "base/secret.h"
+#include "upstream/upsecret.h"
 #include "base/curlapi.h"
 #include "base/log.h"
 #include "upstream/upstream_reply.h"
@@ -68,23 +68,21 @@
 #define UP_PARAMS_MAX 256 /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
 
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
-/* F_DEADLINE is not a failure of the upstream: a call the batch had no
- * time left to make.  It is counted, and never fed to the breaker. */
-/* F_THROTTLED neither: the provider's quota (quota.h), which pauses
- * every worker itself, so the breaker does not hear of it either. */
-/* F_QUOTA and F_AUTH neither: the day's quota spent (until it is back)
- * and a key the API refused (until a reload) pause the source host-wide. */
+/* From F_DEADLINE on, not the upstream's failure (never fed to the breaker):
+ * no time left in the batch; the provider's pause (quota.h: throttled, the
+ * day's quota spent, a key refused), holding every worker; the day's budget (budget.h). */
 enum fail_kind {
     F_TIMEOUT = 0,
     F_CONNECT,
     F_STATUS,
     F_BODY,
     F_TOO_LARGE,
-    F_DEADLINE,
     F_TLS,
+    F_DEADLINE,
     F_THROTTLED,
     F_QUOTA,
-    F_AUTH
+    F_AUTH,
+    F_BUDGET
 };
 
 typedef struct enr_upwant {
@@ -93,7 +91,7 @@ typedef struct enr_upwant {
     double duration;
     int call; /* index into calls, -1 when none */
     uint8_t provider, src, state, has_poster, has_duration;
-    uint8_t stale; /* the cache keeps an answer past its lifetime (upstale.c) */
+    uint8_t stale; /* the cache keeps an answer past its lifetime (upstale.c): a refresh */
 } want;
 
 /* ---- per-batch scratch ---- */
@@ -224,11 +222,12 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
         if (src < 0)
             continue;
         x = &u->src[src];
-        for (size_t wi = 0; wi < u->nwants; wi++) {
+        /* Two passes: new ids, then refreshes of stale ones (budget.h). */
+        for (size_t k = 0; k < 2 * u->nwants; k++) {
+            size_t wi = k % u->nwants, idlen;
             want *w = &u->wants[wi];
             const enr_record *r = &b->recs[w->rec];
-            size_t idlen;
-            if (w->provider != p)
+            if (w->provider != p || w->stale != k / u->nwants)
                 continue;
             idlen = pct_len(b->text.data + r->key_off, r->key_len);
             if (x->base.len + (x->api ? UP_PARAMS_MAX : sizeof("provider=xx&ids=") - 1) + idlen >
@@ -268,6 +267,7 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
                 url_len += 1 + idlen;
             }
             w->call = (int)(c - u->calls);
+            c->refresh = c->n ? c->refresh & w->stale : w->stale; /* no new id in it */
             u->order[norder++] = wi;
             c->n++;
         }
@@ -317,8 +317,9 @@ static int call_api_url(enr_upstream *u, enr_upcall *c, const enr_batch *b)
 
 /* ---- results ---- */
 
-static const char *const fail_name[] = {"timeout",  "connect", "status",    "body",  "too_large",
-                                        "deadline", "tls",     "throttled", "quota", "auth"};
+static const char *const fail_name[] = {"timeout",   "connect", "status",   "body",
+                                        "too_large", "tls",     "deadline", "throttled",
+                                        "quota",     "auth",    "budget"};
 
 /* Counts a call that failed, once, and tells the breaker (but for the
  * kinds that say nothing about the upstream's health). */
@@ -326,10 +327,10 @@ static void count_failure(enr_upstream *u, enr_upcall *c, int kind, uint64_t now
 {
     enr_up_counters *st = &u->st.src[c->src];
     enr_upsource *x = &u->src[c->src];
-    uint64_t *const counter[] = {&st->fail_timeout, &st->fail_connect,   &st->fail_status,
-                                 &st->fail_body,    &st->fail_too_large, &st->skip_deadline,
-                                 &st->fail_tls,     &st->fail_throttled, &st->fail_quota,
-                                 &st->fail_auth};
+    uint64_t *const counter[] = {&st->fail_timeout,  &st->fail_connect,   &st->fail_status,
+                                 &st->fail_body,     &st->fail_too_large, &st->fail_tls,
+                                 &st->skip_deadline, &st->fail_throttled, &st->fail_quota,
+                                 &st->fail_auth,     &st->skip_budget};
     char qerr[CURL_ERROR_SIZE + 8];
     int prev;
 
@@ -341,7 +342,7 @@ static void count_failure(enr_upstream *u, enr_upcall *c, int kind, uint64_t now
     enr_log(ENR_LOG_DEBUG, "upstream call failed",
             "source=%s kind=%s ids=%zu retried=%d late=%d error=%s", x->title, fail_name[kind],
             c->n, c->retried, c->detached, enr_log_quote(qerr, sizeof(qerr), c->errbuf));
-    if (kind == F_DEADLINE || kind == F_THROTTLED || kind == F_QUOTA || kind == F_AUTH) {
+    if (kind >= F_DEADLINE) {
         /* Says nothing about the upstream's health; a probe it held is
          * given back (a paused one: the pause holds every call). */
         enr_breaker_release(&x->br);
@@ -455,6 +456,8 @@ static int call_start(enr_upstream *u, enr_upcall *c)
      * not be spent on another of them. */
     long fresh = c->retried ? 1L : 0L;
 
+    if (!enr_up_budget_take(u, c))
+        return -2; /* the day's budget (budget.h): not sent */
     enr_buf_reset(&c->body);
     c->resp_bytes = 0;
     c->too_large = 0;
@@ -690,6 +693,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
 {
     drive_ctx x = {.u = u, .b = b, .active = 0, .dl = dl};
     uint64_t now = enr_mono_ms();
+    int rc;
 
     make_room(u, ncalls, now);
     for (unsigned i = 0; i < ncalls; i++) {
@@ -708,9 +712,13 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
             enr_breaker_release(&u->src[c->src].br);
             continue;
         }
+        if ((rc = call_start(u, c)) == -2) {
+            call_failed(u, c, F_BUDGET, now); /* not sent: not counted as a call */
+            continue;
+        }
         u->st.src[c->src].calls++;
         u->st.src[c->src].ids_asked += c->n;
-        if (call_start(u, c) != 0) {
+        if (rc != 0) {
             call_failed(u, c, F_CONNECT, now);
             continue;
         }

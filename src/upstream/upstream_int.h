@@ -44,6 +44,7 @@ typedef struct enr_upcall {
     int provider;
     int src; /* its source: enum enr_api_id */
     int active, retried;
+    int refresh;            /* every id of it has a stale answer: a refresh (budget.h) */
     int detached;           /* its batch has answered; the ids are in lids */
     uint64_t detached_ms;   /* when, to end the oldest first */
     uint64_t started_ms;    /* when its transfer (or its retry) started */
@@ -117,6 +118,9 @@ int enr_up_source_gate(enr_upstream *u, int src, uint64_t now);
 int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now);
 /* The pause c's answer asks for (enum enr_quota_why), host-wide. */
 void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now);
+/* May c be sent now, as the day's budget of its source says (budget.h)?
+ * 1: its units are spent; 0: the pace defers it. */
+int enr_up_budget_take(enr_upstream *u, const enr_upcall *c);
 
 /* upstale.c: the cache, as the client uses it. */
 /* Record r's lookup (source src, wall-clock now): ENR_CACHE_FRESH and r

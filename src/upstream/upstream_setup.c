@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
-#include "base/secret.h"
+#include "upstream/upsecret.h"
 #include "base/upstream_url.h"
 #include "engine/contract.h"
 

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "base/config.h"
-#include "base/confcheck.h"
+#include "ops/confcheck.h"
 
 #define SRC "fuzz.conf"
 

@@ -28,6 +28,7 @@
 
 #include "fcgi/fcgi_body.h"
 #include "fcgi/fcgi_guard.h"
+#include "../unit/t_fcgi.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -55,7 +56,7 @@ static uint32_t next(uint32_t *x)
 static ssize_t rd(void *ctx, const struct iovec *iov, int n)
 {
     src *s = ctx;
-    size_t want = 0, got = 0, chunk;
+    size_t want = 0, chunk;
     uint32_t r = next(&s->rng);
 
     for (int i = 0; i < n; i++)
@@ -85,15 +86,7 @@ static ssize_t rd(void *ctx, const struct iovec *iov, int n)
     }
     if (chunk > want)
         chunk = want;
-    if (chunk > s->len - s->off)
-        chunk = s->len - s->off;
-    for (int i = 0; i < n && got < chunk; i++) {
-        size_t k = iov[i].iov_len < chunk - got ? iov[i].iov_len : chunk - got;
-        memcpy(iov[i].iov_base, s->p + s->off + got, k);
-        got += k;
-    }
-    s->off += got;
-    return (ssize_t)got;
+    return t_iov_give(iov, n, s->p, s->len, &s->off, chunk);
 }
 
 static int wr(void *ctx, const unsigned char *p, size_t n)
@@ -107,22 +100,10 @@ static int wr(void *ctx, const unsigned char *p, size_t n)
     return 0;
 }
 
-static void put_header(unsigned char *h, int type, unsigned id, size_t len, unsigned pad)
-{
-    h[0] = FCGI_VERSION_1;
-    h[1] = (unsigned char)type;
-    h[2] = (unsigned char)(id >> 8);
-    h[3] = (unsigned char)id;
-    h[4] = (unsigned char)(len >> 8);
-    h[5] = (unsigned char)len;
-    h[6] = (unsigned char)pad;
-    h[7] = 0;
-}
-
 static size_t put_record(unsigned char *out, int type, unsigned id, const unsigned char *c,
                          size_t len, unsigned pad)
 {
-    put_header(out, type, id, len, pad);
+    t_fcgi_header(out, type, id, len, pad);
     if (len)
         memcpy(out + 8, c, len);
     memset(out + 8 + len, 0xee, pad);
@@ -216,7 +197,7 @@ static size_t build(const uint8_t *d, size_t n, unsigned char *out)
                                       : (d[i + 1] & 15);
             if (!(d[i + 2] & 1))
                 memcpy(out + o + 8, d + i, k < n - i ? k : n - i);
-            put_header(h, FCGI_GET_VALUES, 0, k, 0);
+            t_fcgi_header(h, FCGI_GET_VALUES, 0, k, 0);
             o += 8 + k;
             continue;
         }
@@ -247,7 +228,7 @@ static size_t build(const uint8_t *d, size_t n, unsigned char *out)
         default:
             break;
         }
-        put_header(h, type, id, len, pad);
+        t_fcgi_header(h, type, id, len, pad);
         if (kind == 13 && (d[i + 1] & 7) == 1)
             h[0] = 2; /* a bad version */
         o += 8;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "base/secret.h"
+#include "upstream/upsecret.h"
 
 #define MAX_LEN 2048
 

@@ -5,7 +5,7 @@
    key, cross-key rules, URLs a worker's upstream client would refuse at
    start) is refused by `enrichd -t`: non-zero exit, "FILE:LINE: key:"
    with the line of that key.  The corpus covers every key of the
-   built-in configuration (read from src/base/conftable.c), so a new key
+   built-in configuration (its rows, src/base/confkeys.inc), so a new key
    without a bad value here fails this test.
 2. The same cases sent with HUP to a daemon under load: each is refused
    ("reload refused" naming FILE:LINE: key), zero failed requests, no
@@ -16,7 +16,13 @@
    failure is in the log, in /status, /healthz and STATUS=, the probe is
    retried with a back-off, and once the cause is gone the reload
    completes on its own.
+4. Each key whose row says RESTART (src/base/confkeys.inc: the sockets'
+   settings), changed by a HUP on its own: the reload is done with every
+   other change applied, the warning says the key changes only on restart
+   and names it, and the sockets are the ones bound at start (same files, same
+   mode and group, the same backlog) and still serve.
 """
+import grp
 import json
 import os
 import re
@@ -30,7 +36,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import harness  # noqa: E402
 
 CASES = os.path.join(HERE, "bad_config", "cases.txt")
-CONFTABLE_C = os.path.join(harness.ROOT, "src", "base", "conftable.c")
+sys.path.insert(0, os.path.join(harness.ROOT, "scripts"))
+import confkeys  # noqa: E402
 
 
 def load_cases():
@@ -47,11 +54,8 @@ def load_cases():
 
 
 def builtin_keys():
-    with open(CONFTABLE_C) as f:
-        text = f.read()
-    block = text[text.index("enr_config_default_text[]"):]
-    block = block[:block.index(";\n")]
-    return re.findall(r'"(\w+) =', block)
+    """The keys of the built-in configuration, in the rows' order."""
+    return [k["name"] for k in confkeys.rows()]
 
 
 def key_of(line):
@@ -246,9 +250,75 @@ def test_new_workers_cannot_start(r):
                  retry, len(res), len(fails)))
 
 
+RESTART_WARNING = "reload: these keys change only on restart, their running values stay"
+
+
+def restart_values(env):
+    """A valid value other than the running one, for each restart-only key."""
+    group = "" if harness.IS_ROOT else grp.getgrgid(os.getgid()).gr_name
+    return {"listen": "listen = %s" % os.path.join(env.dir, "other.sock"),
+            "status_listen": "status_listen = %s" % os.path.join(env.dir, "other-status.sock"),
+            "listen_mode": "listen_mode = 0600",
+            "listen_group": "listen_group = %s" % group,
+            "listen_backlog": "listen_backlog = 7",
+            "budget_file": "budget_file = %s" % os.path.join(env.dir, "other-budget")}
+
+
+def backlog(path):
+    """The listen backlog of the unix socket at path (ss: Send-Q), or None."""
+    out = subprocess.run(["ss", "-xlnH"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 5 and f[4] == path:
+            return int(f[3])
+    return None
+
+
+def test_hup_keeps_restart_keys(r):
+    keys = [k["name"] for k in confkeys.rows() if k["reload"] == "RESTART"]
+    with harness.Env(name="hostile-conf-restart") as env:
+        env.start_enrichd("workers = 2\nlisten_backlog = 100\n")
+        env.start_nginx()
+        env.wait_workers(2)
+        values = restart_values(env)
+        # The socket settings and the budget's file are the keys only a
+        # restart changes (the sockets stay open and the budget's page
+        # mapped across generations); each is tried, whatever its row
+        # says, and every row that says RESTART has a value here.
+        r.check(sorted(keys) == sorted(values),
+                "the rows' restart-only keys are the socket settings and budget_file: %r" % keys)
+        keys = list(values)
+        socks = (env.sock, env.status_sock)
+        before = [(os.stat(p).st_ino, os.stat(p).st_mode, os.stat(p).st_gid) for p in socks]
+        base = open(env.conf).read().splitlines()
+        wrong = []
+        for i, key in enumerate(keys):
+            workers = 3 if i % 2 == 0 else 2
+            write_case(env.conf, base, [values[key], "workers = %d" % workers])
+            env.signal(signal.SIGHUP)
+            env.wait_log("reload done", count=i + 1, timeout=15)
+            warned = env.log_events(RESTART_WARNING)
+            applied = len(env.wait_workers(workers))
+            if len(warned) != i + 1 or warned[-1].get("keys") != key or applied != workers:
+                wrong.append((key, [e.get("keys") for e in warned], applied))
+        r.check(not wrong, "each restart-only key's change is kept back with the warning, the "
+                "rest applied: %r" % wrong)
+        after = [(os.stat(p).st_ino, os.stat(p).st_mode, os.stat(p).st_gid) for p in socks]
+        r.check(after == before, "the sockets are the ones bound at start: %r, then %r"
+                % (before, after))
+        r.check(not os.path.exists(values["listen"].split(" = ")[1]) and
+                not os.path.exists(values["status_listen"].split(" = ")[1]) and
+                not os.path.exists(values["budget_file"].split(" = ")[1]),
+                "no socket nor budget file at the new paths")
+        r.check(backlog(env.sock) == 100, "listen_backlog as at start: %r" % backlog(env.sock))
+        st, _, _ = env.request("/v1/enrich", body=harness.sample_body(3))
+        r.check(st == 200, "the workers' socket serves: %d" % st)
+        st, _, body = env.request("/status", method="GET")
+        r.check(st == 200 and json.loads(body).get("generation") == len(keys),
+                "the status socket serves, every reload committed: %d" % st)
+
+
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_check_refuses_corpus)
-    res.run(test_hup_refuses_corpus)
-    res.run(test_new_workers_cannot_start)
-    res.done()
+    harness.run_tests(
+        test_check_refuses_corpus, test_hup_refuses_corpus, test_new_workers_cannot_start,
+        test_hup_keeps_restart_keys)

@@ -185,11 +185,7 @@ def test_no_secret_needed(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_tls_files)
-    r.run(test_cleartext)
-    r.run(test_no_secret_needed)
-    r.done()
+    harness.run_tests(test_tls_files, test_cleartext, test_no_secret_needed)
 
 
 if __name__ == "__main__":

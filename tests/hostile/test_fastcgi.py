@@ -315,11 +315,8 @@ def test_nginx_keep_conn(r):
     """nginx with fastcgi_keep_conn on in front of the pool: zero failed
     requests, descriptors flat.  (No `keepalive` cache in the upstream
     block: docs/pool.md says why it must not be used with enrichd.)"""
-    def edit(name, text):
-        if name != "enrichd-fastcgi.conf":
-            return text
-        assert "fastcgi_keep_conn off;" in text
-        return text.replace("fastcgi_keep_conn off;", "fastcgi_keep_conn on;")
+    edit = harness.site_edit("enrichd-fastcgi.conf", "fastcgi_keep_conn off;",
+                             "fastcgi_keep_conn on;")
 
     with harness.Env(name="fcgi-keep") as env:
         # No recycling: the same three workers must be there to count their

@@ -138,10 +138,8 @@ class SilentFastcgi:
         self.sock.close()
 
 
-def short_read_timeout(name, text):
-    if name == "enrichd-fastcgi.conf":
-        return text.replace("fastcgi_read_timeout 10s;", "fastcgi_read_timeout 1s;")
-    return text
+short_read_timeout = harness.site_edit("enrichd-fastcgi.conf", "fastcgi_read_timeout 10s;",
+                                       "fastcgi_read_timeout 1s;")
 
 
 def test_one_host_site(r):
@@ -198,10 +196,7 @@ def test_cluster_site(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_one_host_site)
-    r.run(test_cluster_site)
-    r.done()
+    harness.run_tests(test_one_host_site, test_cluster_site)
 
 
 if __name__ == "__main__":

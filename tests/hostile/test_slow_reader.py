@@ -158,11 +158,8 @@ def test_nginx_that_cannot_buffer_resets_instead_of_cutting(r):
     as stuck)."""
     body = big_body()
 
-    def no_temp_file(name, text):
-        if name != "enrichd-fastcgi.conf":
-            return text
-        assert "fastcgi_max_temp_file_size 64m;" in text
-        return text.replace("fastcgi_max_temp_file_size 64m;", "fastcgi_max_temp_file_size 0;")
+    no_temp_file = harness.site_edit("enrichd-fastcgi.conf", "fastcgi_max_temp_file_size 64m;",
+                                     "fastcgi_max_temp_file_size 0;")
 
     with harness.Env(name="slow-nobuf") as env:
         env.start_enrichd(CONF + "write_timeout_ms = 600\n")

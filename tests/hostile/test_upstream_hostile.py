@@ -287,11 +287,7 @@ def test_late_answer(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_hostile_replies)
-    r.run(test_dns_stall)
-    r.run(test_late_answer)
-    r.done()
+    harness.run_tests(test_hostile_replies, test_dns_stall, test_late_answer)
 
 
 if __name__ == "__main__":

@@ -570,6 +570,34 @@ class Results:
         sys.exit(1 if self.failed else 0)
 
 
+def site_edit(conf, old, new):
+    """An edit of the nginx site's files for Env.start_nginx: old (which
+    the file must hold, so a test never runs on a site it did not mean)
+    replaced by new in the file named conf."""
+    def edit(name, text):
+        if name != conf:
+            return text
+        assert old in text, "%s holds no %r" % (conf, old)
+        return text.replace(old, new)
+    return edit
+
+
+def run_tests(*fns, fixture=None):
+    """A suite's main: each test function in order, then the summary
+    lines, and exit 1 on any failure.  With fixture (a context manager
+    class, such as a fake upstream), one is made for the whole suite and
+    passed to every test function."""
+    r = Results()
+    if fixture is None:
+        for fn in fns:
+            r.run(fn)
+    else:
+        with fixture() as fx:
+            for fn in fns:
+                r.run(fn, fx)
+    r.done()
+
+
 def sample_body(records=50):
     """A valid batch of `records` records (ASCII, with bulky fields)."""
     recs = []

@@ -99,11 +99,9 @@ def test_rules_read_what_enrichd_exports(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_promtool)
-    r.run(test_every_alert_fires_and_stays_silent)
-    r.run(test_rules_read_what_enrichd_exports)
-    r.done()
+    harness.run_tests(
+        test_promtool, test_every_alert_fires_and_stays_silent,
+        test_rules_read_what_enrichd_exports)
 
 
 if __name__ == "__main__":

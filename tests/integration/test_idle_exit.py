@@ -70,10 +70,7 @@ def test_not_activated_ignores_it(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_activated_pool_exits_when_idle)
-    r.run(test_not_activated_ignores_it)
-    r.done()
+    harness.run_tests(test_activated_pool_exits_when_idle, test_not_activated_ignores_it)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import harness  # noqa: E402
 ROOT = harness.ROOT
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 OPERATOR_KEYS = __import__("gen-conffile").OPERATOR_KEYS
+import confkeys  # noqa: E402
 BUILD = harness.build_dir()
 
 
@@ -43,19 +44,11 @@ def files(d):
     return out
 
 
-def builtin_defaults():
-    """The built-in configuration (src/base/conftable.c), key -> value."""
-    text = open(os.path.join(ROOT, "src", "base", "conftable.c")).read()
-    block = text[text.index("enr_config_default_text[]"):]
-    block = block[:block.index(";\n")]
-    return dict((k, v.strip()) for k, v in re.findall(r'"(\w+) =([^"]*?)\\n"', block))
-
-
 def check_conffile(r, path):
     """The installed file sets only the keys a host is set up with; every
     other built-in key is there once, commented out at its default."""
     text = open(path).read()
-    defaults = builtin_defaults()
+    defaults = confkeys.defaults()
     set_keys = [k for k in re.findall(r"^(\w+) =", text, re.M) if k != "include"]
     r.check(text.rstrip().endswith("\ninclude = /etc/enrichd/conf.d/*.conf"),
             "the conffile ends with an include of /etc/enrichd/conf.d/*.conf")
@@ -164,7 +157,4 @@ def test_install_default_prefix(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_install_usr)
-    res.run(test_install_default_prefix)
-    res.done()
+    harness.run_tests(test_install_usr, test_install_default_prefix)

@@ -2,9 +2,9 @@
 """test_man_pages.py: the man pages cannot drift from the code.
 
 enrichd.conf(5) is regenerated from conf/enrichd.conf, and every key of
-the built-in configuration (enr_config_default_text and the
-enr_config_keys[] table in src/base/conftable.c) must be in
-conf/enrichd.conf with the same default and in the page; every option
+the built-in configuration (its rows, src/base/confkeys.inc, the ones
+`enrichd -T` prints) must be in conf/enrichd.conf with the same default
+and in the page, and no other key; every option
 of `enrichd -h` must be in enrichd(8).  All four pages must be
 lint-clean: `groff -ww -z -man` and `man --warnings` print nothing."""
 import os
@@ -17,25 +17,30 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
+sys.path.insert(0, os.path.join(harness.ROOT, "scripts"))
+import confkeys  # noqa: E402
+
 ROOT = harness.ROOT
 ENRICHD = os.path.join(harness.build_dir(), "enrichd")
 PAGES = ["enrichd.8", "enrich.1", "enrich-replay.1"]  # plus the generated enrichd.conf.5
 
 
 def builtin_defaults():
-    """key -> value from enr_config_default_text, and the enr_config_keys[] names."""
-    src = open(os.path.join(ROOT, "src", "base", "conftable.c")).read()
-    m = re.search(r"enr_config_default_text\[\]\s*=\s*((?:\s*\"(?:[^\"\\]|\\.)*\")+)\s*;", src)
-    text = "".join(re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))).replace("\\n", "\n")
-    defaults = {}
-    for line in text.splitlines():
-        line = line.split("#")[0].strip()
-        if "=" in line:
-            k, v = line.split("=", 1)
-            defaults[k.strip()] = v.strip()
-    table = re.search(r"const enr_config_key enr_config_keys\[\]\s*=\s*\{(.*?)\n\};", src, re.S).group(1)
-    names = re.findall(r"\{\"([a-z0-9_]+)\",", table)
-    return defaults, names
+    """key -> default from the keys' rows (src/base/confkeys.inc), and
+    their names in order; the names are checked against what the daemon
+    itself prints (-T), so the rows read here are the ones it was built with."""
+    rows = confkeys.rows()
+    return dict((k["name"], k["default"]) for k in rows), [k["name"] for k in rows]
+
+
+def daemon_keys():
+    """The keys `enrichd -T` prints, in its order (each once)."""
+    out = subprocess.run([ENRICHD, "-T"], capture_output=True, text=True, check=True).stdout
+    names = []
+    for k in re.findall(r"^([a-z0-9_]+) =", out, re.M):
+        if k not in names:
+            names.append(k)
+    return names
 
 
 def shipped_conf():
@@ -59,9 +64,10 @@ def generate(d):
 def test_conf_page_has_every_key(r):
     defaults, names = builtin_defaults()
     conf = shipped_conf()
-    r.check(len(names) >= 30 and set(names) == set(defaults),
-            "enr_config_keys[] and enr_config_default_text name the same keys: only in one: %s"
-            % sorted(set(names) ^ set(defaults)))
+    known = daemon_keys()
+    r.check(len(names) >= 30 and names == known,
+            "the rows of confkeys.inc are the keys enrichd -T prints, in its order: only in "
+            "one: %s" % sorted(set(names) ^ set(known)))
     missing = [k for k in names if k not in conf]
     r.check(not missing, "every built-in key in conf/enrichd.conf; missing: %s" % missing)
     differ = [(k, defaults[k], conf[k]) for k in defaults if k in conf and defaults[k] != conf[k]]
@@ -74,6 +80,15 @@ def test_conf_page_has_every_key(r):
         documented = set(re.findall(r"^\\fB([a-z0-9_]+)\\fR = ", text.replace("\\-", "-"), re.M))
         missing = [k for k in names if k not in documented]
         r.check(not missing, "every key in enrichd.conf(5); missing: %s" % missing)
+        # The KEYS section: a line per row, saying what a HUP does with it.
+        summary = text[text.index(".SH KEYS"):text.index(".SH FILES")].replace("\\-", "-")
+        listed = re.findall(r"^\\fB([a-z0-9_]+)\\fR \(.*; ([^;]*)\)$", summary, re.M)
+        hup = {"LIVE": "applied on HUP", "RESTART": "restart only",
+               "IDENTITY": "applied on HUP, with a new, empty cache",
+               "LAYOUT": "applied on HUP, with a new, empty cache"}
+        want = [(k["name"], hup[k["reload"]]) for k in confkeys.rows()]
+        r.check(listed == want, "enrichd.conf(5)'s KEYS lists every row with what a HUP does "
+                "with it: differ %r" % sorted(set(listed) ^ set(want)))
         for k in names:
             if k in documented and defaults.get(k):
                 want = "\\fB%s\\fR = %s" % (k, defaults[k].replace("-", "\\-"))
@@ -116,8 +131,4 @@ def test_lint(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_conf_page_has_every_key)
-    res.run(test_enrichd_page_has_every_option)
-    res.run(test_lint)
-    res.done()
+    harness.run_tests(test_conf_page_has_every_key, test_enrichd_page_has_every_option, test_lint)

@@ -201,10 +201,7 @@ def test_php_retry_after(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_php_importer)
-    r.run(test_php_retry_after)
-    r.done()
+    harness.run_tests(test_php_importer, test_php_retry_after)
 
 
 if __name__ == "__main__":

@@ -112,8 +112,4 @@ def test_max_requests(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_kill9_under_load)
-    res.run(test_cve_params_refused)
-    res.run(test_max_requests)
-    res.done()
+    harness.run_tests(test_kill9_under_load, test_cve_params_refused, test_max_requests)

@@ -30,6 +30,13 @@ def test_activation_and_notify(r):
         r.check(st == 200 and body.count(b"\n") == 5, "first request through activation: %d" % st)
         r.check(hdr.get("x-request-id"), "X-Request-ID returned")
         env.notify.wait("READY", 1, timeout=10)
+        # No source is set: nothing on the way to that answer needed
+        # libcurl (loading it and its libraries took tens of ms).
+        pids = [env.master_pid()] + env.worker_pids()
+        for pid in pids:
+            with open("/proc/%d/maps" % pid) as f:
+                r.check("libcurl" not in f.read(), "pid %d has not loaded libcurl" % pid)
+        r.check(len(pids) == 4, "the master and its 3 workers looked at: %r" % pids)
         r.check(env.log_events("socket activation") != [], "used the passed sockets")
         r.check(not env.log_events("cannot open sockets"), "did not bind its own")
         env.notify.wait("WATCHDOG", 3, timeout=10)
@@ -70,6 +77,38 @@ def test_activation_and_notify(r):
                 "READY < RELOADING < STOPPING in order: %r" % seq)
         r.check(seq[-1] == "STOPPING", "STOPPING is last: %r" % seq[-3:])
         r.check(seq.index("READY") < seq.index("WATCHDOG"), "no watchdog ping before READY")
+
+
+def test_cold_start_first_answer(r):
+    """The connection that starts the service is answered by the first
+    worker before the rest of the pool is forked: the other forks and
+    their start-up would share the CPU with it.  The request is made slow
+    (test hook) so that the pool can be watched while it is served, well
+    inside the second after which the master forks the rest anyway."""
+    import threading
+    with harness.Env(build=harness.hooks_build_dir(), name="pool-sd-cold") as env:
+        env.start_enrichd("workers = 3\n", activate=True)
+        env.start_nginx()
+        out = {}
+
+        def first():
+            out["st"] = env.request("/v1/enrich", harness.sample_body(2),
+                                    headers={"X-Test-Sleep-Ms": "500"})[0]
+        t = threading.Thread(target=first)
+        t.start()
+        most = 0
+        while t.is_alive():  # bounded: the request's own timeout
+            if env.enrichd.poll() is None:
+                most = max(most, len(harness.children(env.master_pid())))
+            time.sleep(0.01)
+        t.join()
+        r.check(out.get("st") == 200, "the first request answered: %r" % out.get("st"))
+        r.check(most == 1, "one child (the first worker) while it served the first request: %d"
+                % most)
+        env.wait_workers(3)
+        env.wait_log("ready", timeout=10)
+        st, _, _ = env.request("/v1/enrich", harness.sample_body(2))
+        r.check(st == 200, "then the whole pool: %d" % st)
 
 
 def test_config_check(r):
@@ -347,6 +386,7 @@ if __name__ == "__main__":
     res.run(test_config_check)
     res.run(test_units)
     res.run(test_activation_and_notify)
+    res.run(test_cold_start_first_answer)
     res.run(test_reload_verdict)
     res.run(test_activation_overrides)
     res.run(test_include)

@@ -40,7 +40,13 @@ delay proxy) -> nginx as TLS terminator -> each API's fake
       A control, the aggregator protocol across the same path, its
       batches interleaved: when it misses the p50 goal itself the machine
       is too loaded for the goal to say anything, and the providers are
-      held to the control's p50 + 5 ms instead
+      held to the control's p50 + 5 ms + what their slowest call took at
+      the APIs' terminator beyond the control's (the fakes' own time),
+      both medians of each batch's slowest call; printed beside, each
+      batch less its slowest call (enrichd, nginx, the path, the
+      client), against the control's.  Run after Vimeo's rate window was
+      spent (as earlier runs leave it): the run still measures latency,
+      not Vimeo slowed down and paused
 ENR_PROVIDERS_BATCHES sets (g)'s batches (default 60).
 """
 # run alone: its goal is a batch p50 within 10 ms of a 50 ms round trip.
@@ -69,6 +75,7 @@ GOAL = 0.99
 BATCHES = int(os.environ.get("ENR_PROVIDERS_BATCHES", "60"))
 WARM_BATCHES = 10
 YT_MAX, VM_MAX, DM_MAX = 50, 50, 100
+VM_DEFAULT_RATE = 600  # the Vimeo fake's calls a window
 
 
 def start(prov, name, rtt_ms=None, extra="", env_vars=None, **over):
@@ -539,7 +546,31 @@ def test_upstream_source(r, prov):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def spend_vimeo_window(prov):
+    """Vimeo's rate window spent, at the fake's default limit, as earlier
+    runs of the same fakes leave it (a Vimeo call each, kept alive)."""
+    import http.client
+    vm = prov.fakes["vimeo"]
+    vm.control(rate_limit=VM_DEFAULT_RATE)
+    c = http.client.HTTPConnection("127.0.0.1", vm.port, timeout=5)
+    try:
+        for i in range(VM_DEFAULT_RATE):
+            c.request("GET", "/videos?uris=/videos/%d" % (100 + i), headers={
+                "Authorization": "bearer " + prov.token,
+                "Accept": "application/vnd.vimeo.*+json;version=3.4"})
+            c.getresponse().read()
+    finally:
+        c.close()
+    return vm.api_stats()["window_calls"]
+
+
 def test_distance(r, prov):
+    # The latency run measures latency, whatever the runs before it spent
+    # of Vimeo's rate limit (it would otherwise measure Vimeo slowed down
+    # and paused, rightly, by enrichd).
+    spent = spend_vimeo_window(prov)
+    r.check(spent >= VM_DEFAULT_RATE, "distance: Vimeo's window spent before the run: %d calls"
+            % spent)
     prov.reset()
     with pf.tls_fixture.Provider() as agg:
         a, b = pf.distance_runs(prov, agg, RTT_MS, WORKERS)
@@ -555,12 +586,12 @@ def test_distance(r, prov):
         finally:
             a.close()
             b.close()
-        # The fakes' own time (nginx's request_time behind the path): a
+        # The far end's own time (nginx's request_time behind the path): a
         # batch waits for its slowest call, and what the Python fakes spend
         # making an answer is theirs, not enrichd's.
-        own = {api: 1000 * pf.percentile([x["time"] for x in prov.nginx.requests(api)[seen0[api]:]],
-                                          0.5) for api in pf.APIS}
-        own_ctl = 1000 * pf.percentile([x["time"] for x in agg.nginx.requests("https")[ctl0:]], 0.5)
+        far = pf.split_p50(out["providers"],
+                           [x for api in pf.APIS for x in prov.nginx.requests(api)[seen0[api]:]])
+        far_ctl = pf.split_p50(out["control"], agg.nginx.requests("https")[ctl0:])
     res, ctl = out["providers"], out["control"]
     for label, x in out.items():
         print("distance: %s: %d batches of %d new ids, %d ms away over HTTPS: enriched %.2f %% "
@@ -568,11 +599,12 @@ def test_distance(r, prov):
               % (label, BATCHES, 200 if label == "providers" else len(pf.control_batch("", 0)),
                  RTT_MS, 100 * x["share"], x["enriched"], x["known"],
                  x["degraded"], x["p50"], x["p99"]))
-    slack = max(0.0, max(own.values()) - own_ctl)
-    print("distance: calls YouTube %d, Vimeo %d, Dailymotion %d; the fakes' own time, median: "
-          "%s ms, the control's %.1f ms" % (len(logs["youtube"]), len(logs["vimeo"]),
-                                            len(logs["dailymotion"]),
-                                            {k: round(v, 1) for k, v in own.items()}, own_ctl))
+    slack = max(0.0, far[0] - far_ctl[0])
+    print("distance: calls YouTube %d, Vimeo %d, Dailymotion %d; a batch's slowest call at the "
+          "APIs, median %.1f ms (the control's %.1f ms); a batch less it, median %.1f ms (the "
+          "control's %.1f ms): enrichd and its path %+.1f ms against the control"
+          % (len(logs["youtube"]), len(logs["vimeo"]), len(logs["dailymotion"]), far[0],
+             far_ctl[0], far[1], far_ctl[1], far[1] - far_ctl[1]))
     goal_ms = RTT_MS + P50_MARGIN_MS
     # The goal is absolute and this machine is shared: when the control
     # (the aggregator over the same path, measured at the same moments)
@@ -592,7 +624,7 @@ def test_distance(r, prov):
     r.check(res["share"] >= GOAL, "distance: >= %.0f %% of known ids carry the largest poster and "
             "runtime: %.2f %%" % (100 * GOAL, 100 * res["share"]))
     r.check(res["p50"] <= limit_ms, "distance: batch p50 %.1f ms <= %.1f ms (RTT + %d ms, or the "
-            "control's %.1f ms + %d ms + the fakes' %.1f ms more)"
+            "control's %.1f ms + %d ms + the fakes' slowest call's %.1f ms more)"
             % (res["p50"], limit_ms, P50_MARGIN_MS, ctl["p50"], CONTROL_MARGIN_MS, slack))
     check_requests(r, prov, "distance", logs)
     heads = [x for x in prov.nginx.requests("youtube") if x["method"] != "GET"]

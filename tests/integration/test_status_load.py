@@ -267,11 +267,7 @@ def test_killed_worker_attribution(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_blocked_pool)
-    r.run(test_killed_worker_attribution)
-    r.run(test_upstream_failure)
-    r.done()
+    harness.run_tests(test_blocked_pool, test_killed_worker_attribution, test_upstream_failure)
 
 
 if __name__ == "__main__":

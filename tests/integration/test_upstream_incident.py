@@ -125,10 +125,7 @@ def test_incident(r, fake):
 
 
 def main():
-    r = harness.Results()
-    with FakeUpstream() as fake:
-        r.run(test_incident, fake)
-    r.done()
+    harness.run_tests(test_incident, fixture=FakeUpstream)
 
 
 if __name__ == "__main__":

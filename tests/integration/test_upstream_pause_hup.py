@@ -134,10 +134,7 @@ def test_hup_ends_pause(r, fake):
 
 
 def main():
-    r = harness.Results()
-    with FakeUpstream() as fake:
-        r.run(test_hup_ends_pause, fake)
-    r.done()
+    harness.run_tests(test_hup_ends_pause, fixture=FakeUpstream)
 
 
 if __name__ == "__main__":

@@ -206,12 +206,8 @@ def test_rate_limit(r, fake):
 
 
 def main():
-    r = harness.Results()
-    with FakeUpstream() as fake:
-        r.run(test_retry_after_pauses_host, fake)
-        r.run(test_503_http_date, fake)
-        r.run(test_rate_limit, fake)
-    r.done()
+    harness.run_tests(
+        test_retry_after_pauses_host, test_503_http_date, test_rate_limit, fixture=FakeUpstream)
 
 
 if __name__ == "__main__":

@@ -269,12 +269,8 @@ def test_refused(r, fake):
 
 
 def main():
-    r = harness.Results()
-    with FakeUpstream() as fake:
-        r.run(test_header_and_rotation, fake)
-        r.run(test_credential_query, fake)
-        r.run(test_refused, fake)
-    r.done()
+    harness.run_tests(
+        test_header_and_rotation, test_credential_query, test_refused, fixture=FakeUpstream)
 
 
 if __name__ == "__main__":

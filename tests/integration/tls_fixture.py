@@ -281,15 +281,19 @@ def _port_open(port):
 
 
 class DelayProxy:
-    """tests/delay_proxy.py to 127.0.0.1:target_port adding rtt_ms; .port."""
+    """tests/delay_proxy.py to 127.0.0.1:target_port adding rtt_ms; .port.
+    target_port a list: one process, a listener each, .ports in its order."""
 
     def __init__(self, d, target_port, rtt_ms):
         os.makedirs(d, exist_ok=True)
         ready = os.path.join(d, "ready.json")
         self.stats_file = os.path.join(d, "stats.json")
+        targets = []
+        for p in (target_port if isinstance(target_port, list) else [target_port]):
+            targets += ["--target", "127.0.0.1:%d" % p]
         self.proc = subprocess.Popen(
-            [sys.executable, DELAY_PROXY, "--target", "127.0.0.1:%d" % target_port,
-             "--rtt-ms", str(rtt_ms), "--ready-file", ready, "--stats-file", self.stats_file,
+            [sys.executable, DELAY_PROXY] + targets +
+            ["--rtt-ms", str(rtt_ms), "--ready-file", ready, "--stats-file", self.stats_file,
              "--nice", str(REMOTE_NICE)],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "proxy.log"), "ab"),
             start_new_session=True)
@@ -297,7 +301,8 @@ class DelayProxy:
             harness.wait_for(lambda: os.path.exists(ready) or self.proc.poll() is not None, 10,
                              what="delay proxy")
             with open(ready) as f:
-                self.port = json.load(f)["port"]
+                info = json.load(f)
+            self.port, self.ports = info["port"], info["ports"]
         except Exception:
             self.close()
             raise

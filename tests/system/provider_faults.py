@@ -84,7 +84,7 @@ def read_clients(path):
     with open(path) as f:
         for line in f:
             p = line.split()
-            # A 200 without the header has no record degraded (worker.c);
+            # A 200 without the header has no record degraded (httpapi.c);
             # anything else unreadable counts as None, never as whole.
             deg = p[4][1:] if len(p) > 4 and p[4].startswith("x") else None
             n = int(deg) if deg and deg.isdigit() else 0 if deg == "" and p[2] == "200" else None

@@ -20,4 +20,17 @@ static inline void t_default_config(enr_config *c)
             "the built-in defaults parse: %s", err);
 }
 
+/* The defaults with the health rules the health and metrics tests judge
+ * by: a window of window_s seconds, at most 5% of 5xx and half the
+ * records degraded, a p99 of a second, one ready worker. */
+static inline void t_health_config(enr_config *c, unsigned window_s)
+{
+    t_default_config(c);
+    c->health_window_s = window_s;
+    c->health_max_5xx_ratio = 0.05;
+    c->health_max_degraded_ratio = 0.5;
+    c->health_max_p99_ms = 1000;
+    c->min_ready_workers = 1;
+}
+
 #endif

@@ -4,29 +4,28 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <string.h>
 
 #include "base/allow.h"
 #include "base/config.h"
 #include "t.h"
 
-static int match4(const enr_allow *a, const char *ip)
+/* Whether a allows the address ip (IPv6 when it holds a ':'). */
+static int match(const enr_allow *a, const char *ip)
 {
-    struct sockaddr_in sa;
+    struct sockaddr_in6 s6;
+    struct sockaddr_in s4;
 
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    inet_pton(AF_INET, ip, &sa.sin_addr);
-    return enr_allow_match(a, (struct sockaddr *)&sa, sizeof sa);
-}
-
-static int match6(const enr_allow *a, const char *ip)
-{
-    struct sockaddr_in6 sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sin6_family = AF_INET6;
-    inet_pton(AF_INET6, ip, &sa.sin6_addr);
-    return enr_allow_match(a, (struct sockaddr *)&sa, sizeof sa);
+    memset(&s6, 0, sizeof s6);
+    memset(&s4, 0, sizeof s4);
+    if (strchr(ip, ':') != NULL) {
+        s6.sin6_family = AF_INET6;
+        inet_pton(AF_INET6, ip, &s6.sin6_addr);
+        return enr_allow_match(a, (struct sockaddr *)&s6, sizeof s6);
+    }
+    s4.sin_family = AF_INET;
+    inet_pton(AF_INET, ip, &s4.sin_addr);
+    return enr_allow_match(a, (struct sockaddr *)&s4, sizeof s4);
 }
 
 static void bad(const char *text, const char *want)
@@ -46,22 +45,22 @@ int main(void)
 
     T_CHECK(enr_allow_parse("127.0.0.0/8 ::1", &a, why, sizeof why) == 0, "default: %s", why);
     T_CHECK(a.n == 2, "two entries, got %u", a.n);
-    T_CHECK(match4(&a, "127.0.0.1") && match4(&a, "127.255.1.2"), "loopback /8 matches");
-    T_CHECK(!match4(&a, "128.0.0.1") && !match4(&a, "10.0.0.1"), "others do not");
-    T_CHECK(match6(&a, "::1") && !match6(&a, "::2") && !match6(&a, "fe80::1"), "::1 only");
-    T_CHECK(match6(&a, "::ffff:127.0.0.9"), "IPv4-mapped peer compared as IPv4");
-    T_CHECK(!match6(&a, "::ffff:10.0.0.9"), "IPv4-mapped outside the list");
+    T_CHECK(match(&a, "127.0.0.1") && match(&a, "127.255.1.2"), "loopback /8 matches");
+    T_CHECK(!match(&a, "128.0.0.1") && !match(&a, "10.0.0.1"), "others do not");
+    T_CHECK(match(&a, "::1") && !match(&a, "::2") && !match(&a, "fe80::1"), "::1 only");
+    T_CHECK(match(&a, "::ffff:127.0.0.9"), "IPv4-mapped peer compared as IPv4");
+    T_CHECK(!match(&a, "::ffff:10.0.0.9"), "IPv4-mapped outside the list");
 
     T_CHECK(enr_allow_parse(" 10.1.2.3,192.168.0.0/16 ,, 2001:db8::/32\t172.16.0.0/12", &a, why,
                             sizeof why) == 0,
             "commas and spaces: %s", why);
     T_CHECK(a.n == 4, "four entries, got %u", a.n);
-    T_CHECK(match4(&a, "10.1.2.3") && !match4(&a, "10.1.2.4"), "a single address is a /32");
-    T_CHECK(match4(&a, "172.31.255.255") && !match4(&a, "172.32.0.0"), "/12 boundary");
-    T_CHECK(match6(&a, "2001:db8:ffff::1") && !match6(&a, "2001:db9::1"), "/32 IPv6");
-    T_CHECK(!match4(&a, "127.0.0.1"), "loopback is not implied");
-    T_CHECK(enr_allow_parse("0.0.0.0/0", &a, why, sizeof why) == 0 && match4(&a, "8.8.8.8") &&
-                !match6(&a, "::1"),
+    T_CHECK(match(&a, "10.1.2.3") && !match(&a, "10.1.2.4"), "a single address is a /32");
+    T_CHECK(match(&a, "172.31.255.255") && !match(&a, "172.32.0.0"), "/12 boundary");
+    T_CHECK(match(&a, "2001:db8:ffff::1") && !match(&a, "2001:db9::1"), "/32 IPv6");
+    T_CHECK(!match(&a, "127.0.0.1"), "loopback is not implied");
+    T_CHECK(enr_allow_parse("0.0.0.0/0", &a, why, sizeof why) == 0 && match(&a, "8.8.8.8") &&
+                !match(&a, "::1"),
             "/0 is every IPv4 peer, no IPv6 one");
     {
         struct sockaddr sa;
@@ -72,17 +71,17 @@ int main(void)
 
     /* Dual stack: an IPv4 client of [::]:PORT is ::ffff:A.B.C.D, matched
      * as A.B.C.D, and by an IPv6 entry that holds the whole mapped range. */
-    T_CHECK(enr_allow_parse("::/0", &a, why, sizeof why) == 0 && match6(&a, "::ffff:8.8.8.8") &&
-                match6(&a, "2001:db8::1") && !match4(&a, "8.8.8.8"),
+    T_CHECK(enr_allow_parse("::/0", &a, why, sizeof why) == 0 && match(&a, "::ffff:8.8.8.8") &&
+                match(&a, "2001:db8::1") && !match(&a, "8.8.8.8"),
             "::/0 is every IPv6 peer, IPv4-mapped ones included: %s", why);
     T_CHECK(enr_allow_parse("::ffff:0:0/96", &a, why, sizeof why) == 0 &&
-                match6(&a, "::ffff:10.1.1.1") && !match6(&a, "::1"),
+                match(&a, "::ffff:10.1.1.1") && !match(&a, "::1"),
             "the mapped range itself: %s", why);
-    T_CHECK(enr_allow_parse("::/96", &a, why, sizeof why) == 0 && match6(&a, "::1") &&
-                !match6(&a, "::ffff:127.0.0.1"),
+    T_CHECK(enr_allow_parse("::/96", &a, why, sizeof why) == 0 && match(&a, "::1") &&
+                !match(&a, "::ffff:127.0.0.1"),
             "an IPv6 entry short of the mapped range does not take mapped peers: %s", why);
     T_CHECK(enr_allow_parse("::/95 10.0.0.0/8", &a, why, sizeof why) == 0 &&
-                match6(&a, "::ffff:10.2.3.4") && !match6(&a, "::ffff:11.2.3.4"),
+                match(&a, "::ffff:10.2.3.4") && !match(&a, "::ffff:11.2.3.4"),
             "a mapped peer under IPv4 entries: %s", why);
     /* Entries that no TCP peer can ever match are refused, saying why. */
     bad("::ffff:127.0.0.1",
@@ -117,17 +116,17 @@ int main(void)
 
     /* The key: default loopback only; a bad value names file, line, key. */
     T_CHECK(enr_config_load(&c, NULL, err, sizeof err) == 0, "built-in: %s", err);
-    T_CHECK(c.listen_allow_nets.n == 2 && match4(&c.listen_allow_nets, "127.0.0.1") &&
-                !match4(&c.listen_allow_nets, "192.168.1.1"),
+    T_CHECK(c.listen_allow_nets.n == 2 && match(&c.listen_allow_nets, "127.0.0.1") &&
+                !match(&c.listen_allow_nets, "192.168.1.1"),
             "default is loopback only");
     T_CHECK(enr_config_parse(&c, "listen_allow = 10.0.0.0/8, 127.0.0.1\n", 37, "t.conf", err,
                              sizeof err) == 0 &&
-                match4(&c.listen_allow_nets, "10.9.9.9"),
+                match(&c.listen_allow_nets, "10.9.9.9"),
             "set in a file: %s", err);
     T_CHECK(enr_config_parse(&c, "\nlisten_allow = 10.0.0.1/8\n", 27, "t.conf", err, sizeof err) ==
                     -1 &&
                 strncmp(err, "t.conf:2: listen_allow: ", 24) == 0,
             "bad value: FILE:LINE: key: problem, got \"%s\"", err);
-    T_CHECK(match4(&c.listen_allow_nets, "10.9.9.9"), "a refused file leaves the config as it was");
+    T_CHECK(match(&c.listen_allow_nets, "10.9.9.9"), "a refused file leaves the config as it was");
     T_DONE();
 }

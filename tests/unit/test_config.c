@@ -1,7 +1,8 @@
 /*
  * test_config.c: the configuration parser's rules through
  * enr_config_parse(): the embedded default, every kind of value, and
- * that each error names the source, the line and the key.
+ * that each error names the source, the line and the key; and what a
+ * reload does with each key by its row (confkeys.inc).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -11,7 +12,9 @@
 #include <unistd.h>
 
 #include "base/config.h"
-#include "base/confcheck.h"
+#include "base/config_int.h"
+#include "base/upstream_url.h"
+#include "ops/confcheck.h"
 #include "engine/contract.h"
 #include "upstream/api.h"
 #include "t.h"
@@ -122,6 +125,26 @@ static void test_nginx_time(void)
 /* The sources: their defaults (a configuration written before them keeps
  * its meaning), each API for its own provider only, the secrets a source
  * needs named by -t, and read only when used. */
+/* The parser leaves the built-in URLs unchecked (the check loads
+ * libcurl, which a daemon without a source never needs): each must pass
+ * the check a file's URL gets. */
+static void test_builtin_urls(void)
+{
+    char why[200];
+    int n = 0;
+
+    T_CHECK(parse("") == 0, "the defaults parse: %s", err);
+    for (size_t i = 0; i < enr_config_nkeys; i++) {
+        const char *v = (const char *)&c + enr_config_keys[i].off;
+        if (enr_config_keys[i].type != ENR_KEY_URL || v[0] == '\0')
+            continue;
+        n++;
+        T_CHECK(enr_upstream_url_check(v, NULL, why, sizeof why) == 0, "built-in %s = %s: %s",
+                enr_config_keys[i].name, v, why);
+    }
+    T_CHECK(n >= 3, "the providers' built-in URLs were checked (%d)", n);
+}
+
 static void test_sources(void)
 {
     char dir[] = "/tmp/enr-conf-XXXXXX", key[64], text[512];
@@ -193,6 +216,182 @@ static void test_sources(void)
     T_CHECK(strstr(err, "AIza") == NULL, "the key is never quoted: %s", err);
     unlink(key);
     rmdir(dir);
+}
+
+/* The keys only a restart changes: the sockets' settings and the budget's
+ * file.  The master binds its sockets and maps the budget's page once and
+ * they stay across generations, so a HUP that applied one of these would
+ * describe sockets (or a file) that are not the ones in use. */
+static const char *const restart_keys[][2] = {
+    {"listen", "listen = /tmp/enr-t-other.sock\n"},
+    {"listen_mode", "listen_mode = 0600\n"},
+    {"listen_group", "listen_group =\n"},
+    {"listen_backlog", "listen_backlog = 64\n"},
+    {"status_listen", "status_listen = /tmp/enr-t-other-status.sock\n"},
+    {"budget_file", "budget_file = /tmp/enr-t-budget\n"},
+};
+#define N_RESTART (sizeof restart_keys / sizeof restart_keys[0])
+
+/* The keys whose change starts a new, empty upstream cache: its identity
+ * (where a call goes, what it carries, on whose account) ... */
+static const char *const identity_keys[] = {
+    "upstream_url",
+    "upstream_header",
+    "upstream_secret_file",
+    "upstream_secret_credential",
+    "upstream_secret_header",
+    "upstream_secret_query",
+    "yt_source",
+    "vm_source",
+    "dm_source",
+    "youtube_url",
+    "vimeo_url",
+    "dailymotion_url",
+    "youtube_key_file",
+    "youtube_key_credential",
+    "vimeo_token_file",
+    "vimeo_token_credential",
+};
+/* ... and its layout. */
+static const char *const layout_keys[] = {"cache_entries", "cache_bytes", "cache_file"};
+
+static int named(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(name, list[i]) == 0)
+            return 1;
+    return 0;
+}
+#define NAMED(name, list) named(name, list, sizeof list / sizeof list[0])
+
+static const enr_config_key *row(const char *name)
+{
+    for (size_t i = 0; i < enr_config_nkeys; i++)
+        if (strcmp(enr_config_keys[i].name, name) == 0)
+            return &enr_config_keys[i];
+    return NULL;
+}
+
+/* The identity's parts, one after another (names and bytes), for a test
+ * to compare two configurations' by. */
+typedef struct parts {
+    char buf[16384];
+    size_t n, count;
+} parts;
+
+static void add_part(void *arg, const char *name, const void *bytes, size_t len)
+{
+    parts *p = arg;
+    size_t need = strlen(name) + 1 + sizeof len + len;
+
+    p->count++;
+    if (p->n + need > sizeof p->buf)
+        return;
+    memcpy(p->buf + p->n, name, strlen(name) + 1);
+    memcpy(p->buf + p->n + strlen(name) + 1, &len, sizeof len);
+    if (len)
+        memcpy(p->buf + p->n + strlen(name) + 1 + sizeof len, bytes, len);
+    p->n += need;
+}
+
+static int same_identity(const enr_config *a, const enr_config *b)
+{
+    static parts x, y;
+
+    memset(&x, 0, sizeof x);
+    memset(&y, 0, sizeof y);
+    enr_config_identity(a, add_part, &x);
+    enr_config_identity(b, add_part, &y);
+    return x.count == y.count && x.n == y.n && memcmp(x.buf, y.buf, x.n) == 0;
+}
+
+/* What a HUP does with each key, by its row: the socket settings are kept
+ * from the running configuration (with every other change applied), the
+ * cache's identity and layout give a new cache, and nothing else does. */
+static void test_reload_rows(void)
+{
+    static enr_config cur, next;
+    size_t n_restart = 0, n_cache = 0;
+
+    for (size_t i = 0; i < enr_config_nkeys; i++) {
+        const enr_config_key *k = &enr_config_keys[i];
+        int restart = 0;
+        for (size_t j = 0; j < N_RESTART; j++)
+            restart |= strcmp(k->name, restart_keys[j][0]) == 0;
+        n_restart += k->reload == ENR_RELOAD_RESTART;
+        n_cache += k->reload == ENR_RELOAD_IDENTITY || k->reload == ENR_RELOAD_LAYOUT;
+        T_CHECK((k->reload == ENR_RELOAD_RESTART) == restart, "%s: restart-only is %d, want %d",
+                k->name, k->reload == ENR_RELOAD_RESTART, restart);
+        T_CHECK((k->reload == ENR_RELOAD_IDENTITY) == NAMED(k->name, identity_keys),
+                "%s: the cache's identity is %d", k->name, k->reload == ENR_RELOAD_IDENTITY);
+        T_CHECK((k->reload == ENR_RELOAD_LAYOUT) == NAMED(k->name, layout_keys),
+                "%s: the cache's layout is %d", k->name, k->reload == ENR_RELOAD_LAYOUT);
+        /* kept by copying its field alone: no second home */
+        T_CHECK(k->reload != ENR_RELOAD_RESTART ||
+                    (k->type != ENR_KEY_HEADER && k->type != ENR_KEY_ALLOW),
+                "%s: a restart-only key is a plain field", k->name);
+    }
+    T_CHECK(n_restart == N_RESTART && n_cache == sizeof identity_keys / sizeof identity_keys[0] +
+                                                     sizeof layout_keys / sizeof layout_keys[0],
+            "every key named above has a row: %zu restart-only, %zu new-cache", n_restart, n_cache);
+
+    T_CHECK(parse("") == 0, "defaults: %s", err);
+    cur = c;
+    for (size_t j = 0; j < N_RESTART; j++) {
+        const enr_config_key *k = row(restart_keys[j][0]);
+        char text[256];
+        char kept[64];
+        snprintf(text, sizeof text, "%sworkers = 3\n", restart_keys[j][1]);
+        T_CHECK(parse(text) == 0, "%s: %s", text, err);
+        next = c;
+        T_CHECK(k != NULL && memcmp((char *)&next + k->off, (char *)&cur + k->off, k->size) != 0,
+                "%s: the file changes it", restart_keys[j][0]);
+        T_CHECK(enr_config_keep_restart(&next, &cur, kept, sizeof kept) == 1 &&
+                    strcmp(kept, restart_keys[j][0]) == 0,
+                "a HUP changing %s is told so: %s", restart_keys[j][0], kept);
+        T_CHECK(k != NULL && memcmp((char *)&next + k->off, (char *)&cur + k->off, k->size) == 0,
+                "a HUP keeps the running %s", restart_keys[j][0]);
+        T_CHECK(next.workers == 3, "and applies the rest: workers %u", next.workers);
+        T_CHECK(enr_config_cache_change(&next, &cur) == NULL, "and keeps the cache");
+    }
+    {
+        char kept[64];
+        T_CHECK(parse("listen_backlog = 64\nlisten_mode = 0600\n") == 0, "%s", err);
+        T_CHECK(enr_config_keep_restart(&c, &cur, kept, sizeof kept) == 2 &&
+                    strcmp(kept, "listen_mode,listen_backlog") == 0 && c.listen_backlog == 511 &&
+                    c.listen_mode == 0660,
+                "two at once: both kept, both named: %s", kept);
+    }
+    T_CHECK(parse("workers = 3\ncache_ttl_s = 60\nlisten_allow = 10.0.0.0/8\n") == 0, "%s", err);
+    next = c;
+    T_CHECK(enr_config_keep_restart(&next, &cur, NULL, 0) == 0 && next.workers == 3 &&
+                next.cache_ttl_s == 60 && strcmp(next.listen_allow, "10.0.0.0/8") == 0,
+            "live keys change on HUP");
+    T_CHECK(enr_config_cache_change(&next, &cur) == NULL, "a new TTL keeps the cache");
+    T_CHECK(parse("cache_bytes = 8m\n") == 0, "%s", err);
+    T_CHECK(enr_config_cache_change(&c, &cur) != NULL &&
+                strcmp(enr_config_cache_change(&c, &cur), "cache_bytes") == 0,
+            "a new cache size is a new cache");
+    T_CHECK(parse("upstream_url = http://127.0.0.1:1/m\nupstream_header = X-Tenant: a\n") == 0,
+            "%s", err);
+    cur = c;
+    T_CHECK(parse("upstream_url = http://127.0.0.1:1/m\nupstream_header = X-Tenant: b\n") == 0,
+            "%s", err);
+    T_CHECK(enr_config_cache_change(&c, &cur) != NULL &&
+                strcmp(enr_config_cache_change(&c, &cur), "upstream_headers") == 0,
+            "another header line is a new cache, named as the log always named it");
+    T_CHECK(!same_identity(&c, &cur), "and another identity (a cache file's digest)");
+    {
+        static enr_config same;
+        T_CHECK(parse("upstream_url = http://127.0.0.1:1/m\nupstream_header = X-Tenant: a\n"
+                      "cache_bytes = 8m\ncache_ttl_s = 60\n") == 0,
+                "%s", err);
+        same = c;
+        T_CHECK(same_identity(&same, &cur), "the layout and the TTLs are not the identity");
+        T_CHECK(parse("upstream_url = http://127.0.0.1:1/n\nupstream_header = X-Tenant: a\n") == 0,
+                "%s", err);
+        T_CHECK(!same_identity(&c, &cur), "another URL is another identity");
+    }
 }
 
 int main(void)
@@ -298,7 +497,9 @@ int main(void)
     }
     test_messages();
     test_sources();
+    test_builtin_urls();
     test_dump();
     test_nginx_time();
+    test_reload_rows();
     T_DONE();
 }

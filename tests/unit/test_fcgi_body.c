@@ -17,6 +17,7 @@
 #include "fcgi/fcgi_body.h"
 #include "fcgi/fcgi_guard.h"
 #include "t.h"
+#include "t_fcgi.h"
 
 #define RID 1
 #define STAGE (256u * 1024)
@@ -44,7 +45,7 @@ static uint32_t next(uint32_t *x)
 static ssize_t fake_readv(void *ctx, const struct iovec *iov, int n)
 {
     fake *f = ctx;
-    size_t got = 0, lim = f->chunk;
+    size_t lim = f->chunk;
 
     if (f->eintr > 0) {
         f->eintr--;
@@ -58,15 +59,7 @@ static ssize_t fake_readv(void *ctx, const struct iovec *iov, int n)
         f->first = 0;
     } else if (f->rng)
         lim = 1 + next(&f->rng) % f->chunk;
-    if (lim > f->len - f->off)
-        lim = f->len - f->off;
-    for (int i = 0; i < n && got < lim; i++) {
-        size_t k = iov[i].iov_len < lim - got ? iov[i].iov_len : lim - got;
-        memcpy(iov[i].iov_base, f->p + f->off + got, k);
-        got += k;
-    }
-    f->off += got;
-    return (ssize_t)got;
+    return t_iov_give(iov, n, f->p, f->len, &f->off, lim);
 }
 
 static int fake_write(void *ctx, const unsigned char *p, size_t n)
@@ -85,14 +78,7 @@ static int fake_write(void *ctx, const unsigned char *p, size_t n)
 static size_t record(unsigned char *out, int type, unsigned id, const unsigned char *c, size_t len,
                      unsigned pad)
 {
-    out[0] = FCGI_VERSION_1;
-    out[1] = (unsigned char)type;
-    out[2] = (unsigned char)(id >> 8);
-    out[3] = (unsigned char)id;
-    out[4] = (unsigned char)(len >> 8);
-    out[5] = (unsigned char)len;
-    out[6] = (unsigned char)pad;
-    out[7] = 0;
+    t_fcgi_header(out, type, id, len, pad);
     if (len)
         memcpy(out + 8, c, len);
     memset(out + 8 + len, 0, pad);

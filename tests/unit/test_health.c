@@ -26,12 +26,7 @@ static void reset(unsigned live)
 {
     memset(&sb, 0, sizeof sb);
     memset(&h, 0, sizeof h);
-    t_default_config(&cfg); /* then what these tests choose */
-    cfg.health_window_s = 10;
-    cfg.health_max_5xx_ratio = 0.05;
-    cfg.health_max_degraded_ratio = 0.5;
-    cfg.health_max_p99_ms = 1000;
-    cfg.min_ready_workers = 1;
+    t_health_config(&cfg, 10);
     sb.nslots = 4;
     ENR_SB_SET(sb.pool.workers, 4);
     ENR_SB_SET(sb.pool.state, ENR_POOL_RUNNING);

@@ -28,12 +28,7 @@ static enr_config cfg;
 static void fill(void)
 {
     memset(&sb, 0, sizeof sb);
-    t_default_config(&cfg); /* then what these tests choose */
-    cfg.health_window_s = 30;
-    cfg.health_max_5xx_ratio = 0.05;
-    cfg.health_max_degraded_ratio = 0.5;
-    cfg.health_max_p99_ms = 1000;
-    cfg.min_ready_workers = 1;
+    t_health_config(&cfg, 30);
     sb.nslots = 3;
     ENR_SB_SET(sb.pool.workers, 3);
     ENR_SB_SET(sb.pool.state, ENR_POOL_RUNNING);

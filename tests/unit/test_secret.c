@@ -16,6 +16,7 @@
 
 #include "base/config.h"
 #include "base/secret.h"
+#include "upstream/upsecret.h"
 #include "t.h"
 
 #define SECRET "s3cr3t-K3y_with+/=chars"

@@ -12,7 +12,7 @@
  * A neighbour that cannot be read is not a finding: -t must pass on a
  * build host without nginx or systemd.
  */
-#include "base/confcheck.h"
+#include "ops/confcheck.h"
 
 #include <errno.h>
 #include <fcntl.h>

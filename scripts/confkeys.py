@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""confkeys.py: the configuration keys' rows (src/base/confkeys.inc) for
+the scripts and tests that need them: gen-conf-man.py's summary, and the
+tests that hold conf/enrichd.conf, enrichd.conf(5), the installed file and
+the bad-config corpus to the daemon's keys.
+
+Each row is one line, K(name, TYPE, "default", lo, hi, ON_HUP, "help") or
+KF(name, field, ...); a line that starts like a row and does not read as
+one stops the reader, so a row cannot be skipped unnoticed.
+
+usage: confkeys.py [confkeys.inc]   prints the rows, tab-separated
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INC = os.path.join(ROOT, "src", "base", "confkeys.inc")
+
+_STR = r'"((?:[^"\\]|\\.)*)"'
+_ROW = re.compile(r"^(K|KF)\((\w+),\s*(?:(\w+),\s*)?([A-Z_]+),\s*" + _STR +
+                  r",\s*([^,]+?),\s*([^,]+?),\s*(LIVE|RESTART|IDENTITY|LAYOUT),\s*" + _STR + r"\)$")
+
+
+def _number(expr):
+    """A bound as written in C (50000, 0777, 1ULL << 30) as an int."""
+    m = re.fullmatch(r"(\d+)(?:ULL)?(?:\s*<<\s*(\d+))?", expr.strip())
+    if not m:
+        raise ValueError("confkeys: cannot read the bound %r" % expr)
+    n = int(m.group(1), 8 if m.group(1).startswith("0") and m.group(1) != "0" else 10)
+    return n << int(m.group(2)) if m.group(2) else n
+
+
+def rows(path=INC):
+    """The rows in order, each a dict: name, field, type, default, lo, hi,
+    reload (LIVE, RESTART, IDENTITY or LAYOUT), help."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not re.match(r"^KF?\(", line):
+                continue
+            m = _ROW.match(line)
+            if m is None or (m.group(1) == "KF") != (m.group(3) is not None):
+                raise ValueError("%s:%d: not a row: %s" % (path, n, line))
+            unq = lambda s: s.replace('\\"', '"').replace("\\\\", "\\")
+            out.append({"name": m.group(2), "field": m.group(3) or m.group(2),
+                        "type": m.group(4), "default": unq(m.group(5)),
+                        "lo": _number(m.group(6)), "hi": _number(m.group(7)),
+                        "reload": m.group(8), "help": unq(m.group(9))})
+    return out
+
+
+def defaults(path=INC):
+    """key -> its built-in default, as a file would say it."""
+    return dict((r["name"], r["default"]) for r in rows(path))
+
+
+if __name__ == "__main__":
+    for r in rows(*sys.argv[1:]):
+        print("\t".join(str(r[k]) for k in
+                        ("name", "type", "default", "lo", "hi", "reload", "help")))

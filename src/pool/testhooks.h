@@ -1,0 +1,47 @@
+/*
+ * testhooks.h: the worker's fault injection for the tests (leaks,
+ * crashes, slow and stuck requests, a planted wrong byte), compiled only
+ * with -DENR_TEST_HOOKS (make hooks: build-hooks/, never installed).
+ *
+ * Invariant: in a production build every hook is an empty static inline
+ * function, so the worker's code calls them without an #ifdef and the
+ * compiler leaves nothing of them behind.  What each one does, and which
+ * variable or header drives it, is said in testhooks.c.
+ */
+#ifndef ENR_TESTHOOKS_H
+#define ENR_TESTHOOKS_H
+
+#include "base/buf.h"
+
+#ifdef ENR_TEST_HOOKS
+void enr_hook_start_delay(void);
+void enr_hook_init(void);
+void enr_hook_hang(char **envp);
+void enr_hook_slow(char **envp);
+void enr_hook_plant(enr_buf *out);
+void enr_hook_leak(void);
+#else
+static inline void enr_hook_start_delay(void)
+{
+}
+static inline void enr_hook_init(void)
+{
+}
+static inline void enr_hook_hang(char **envp)
+{
+    (void)envp;
+}
+static inline void enr_hook_slow(char **envp)
+{
+    (void)envp;
+}
+static inline void enr_hook_plant(enr_buf *out)
+{
+    (void)out;
+}
+static inline void enr_hook_leak(void)
+{
+}
+#endif
+
+#endif
