@@ -180,9 +180,11 @@ bench-upstream: all
 	@ENR_BUILD=$(B) scripts/bench-upstream-providers.py
 	@ENR_BUILD=$(B) scripts/bench-upstream-budget.py
 
+# FUZZ_JOBS: how many targets are built and run at a time.
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
 fuzz:
-	@scripts/fuzz.sh $(FUZZ_SECONDS)
+	@FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # INCUMBENT=DIR: a checkout of the old Node worker (the directory with its
 # server-raw.mjs); the check compares build/enrich with it on random batches.

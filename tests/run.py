@@ -19,7 +19,11 @@ with nothing else running.  A suite that measures what a process holds in
 memory says "# plain build only:" and why: on a sanitizer build (the
 sanitizer's allocator keeps freed memory in quarantine, its shadow
 mappings fill every core) it is listed as skipped, with that reason, and
-counts nothing.  Each suite's line (its name, counts and time,
+counts nothing.  A suite that runs alone for its timing goals, and
+judges them on the plain build only, says "# sanitizer build: side by
+side:" and why: on a sanitizer build it runs with the others (its
+functional checks hold under load; the sanitizer's slowdown says nothing
+of the product's times).  Each suite's line (its name, counts and time,
 and the tail of its output when it failed) prints as it finishes; the
 failed ones are named again in a fixed order at the end.  The longest
 suites (by the previous run's times, kept in BUILD/test-times.json) are
@@ -44,6 +48,7 @@ SUMMARY = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed", re.M)
 TESTS = re.compile(r"^tests: (\d+) run, (\d+) failed", re.M)
 ALONE = re.compile(r"^(?:#|/\*| \*) run alone: ", re.M)
 PLAIN_ONLY = re.compile(r"^# plain build only: (.*)$", re.M)
+SAN_SHARED = re.compile(r"^# sanitizer build: side by side: ", re.M)
 # A hung suite's bound: several times the longest suite's time on a busy
 # machine, where the suites side by side slow one another.
 SUITE_TIMEOUT_S = 600
@@ -193,10 +198,13 @@ def main():
     if os.path.basename(os.path.normpath(args.build)).startswith("build-san"):
         for s in [s for s in suites if s.argv[0] == sys.executable]:
             with open(s.argv[1], encoding="utf-8", errors="replace") as f:
-                m = PLAIN_ONLY.search(f.read())
+                text = f.read()
+            m = PLAIN_ONLY.search(text)
             if m:
                 print("skip %-36s on a sanitizer build: %s" % (s.name, m.group(1)), flush=True)
                 suites.remove(s)
+            elif SAN_SHARED.search(text):
+                s.alone = False
     if args.skip_alone or args.alone_only:
         suites = [s for s in suites if s.alone == args.alone_only]
     shared = [s for s in suites if not s.alone]

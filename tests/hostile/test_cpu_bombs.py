@@ -15,6 +15,8 @@ inside request_timeout_ms, without a worker being stopped as stuck.
 The titles' answers are the bytes build/enrich prints for them.
 """
 # run alone: each bomb must be answered within 1.5 s of CPU-bound work.
+# sanitizer build: side by side: the 1.5 s bound is a goal judged on the
+# plain build (Results.goal); the statuses and bytes hold anywhere.
 import json
 import os
 import sys
@@ -61,7 +63,7 @@ def test_bombs(r):
             print("%s: %d bytes in, status %d, %d bytes out, %.3f s" % (name, len(body), st,
                                                                           len(out), took))
             r.check(st == want, "%s: status %d (want %d)" % (name, st, want))
-            r.check(took < BOUND_S, "%s: answered in %.3f s (< %.1f s)" % (name, took, BOUND_S))
+            r.goal(took < BOUND_S, "%s: answered in %.3f s (< %.1f s)" % (name, took, BOUND_S))
             if want == 200:
                 # Fast and right: the same bytes as the engine alone.
                 rc, cli = harness.cli_enrich(body)

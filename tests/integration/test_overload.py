@@ -20,6 +20,10 @@ prints; ENR_OVERLOAD_BURST_S=60 runs the full minute.
 """
 # run alone: it measures the pool's capacity, then offers 3x that rate;
 # goodput and refusal times are bars only a machine to itself can hold.
+# sanitizer build: side by side: goodput, the 200s' p99 and the refusals'
+# times are goals judged on the plain build (Results.goal); what it checks
+# besides (200s and 503s only, Retry-After, the shed counter, the same
+# workers) held on the sanitizer build beside other suites.
 import http.client
 import json
 import os
@@ -160,13 +164,13 @@ def test_burst(r):
             r.check(not bad, "every refusal a 503 with Retry-After and a JSON reason: %r"
                     % [(x[1], x[2][:80]) for x in bad[:3]])
             slow_refusals = [x[3] for x in refused if x[3] > REFUSAL_MS / 1000.0 + MARGIN_S]
-            r.check(not slow_refusals, "refusals answered within %d ms + %.1f s: %r"
-                    % (REFUSAL_MS, MARGIN_S, sorted(slow_refusals)[-3:]))
+            r.goal(not slow_refusals, "refusals answered within %d ms + %.1f s: %r"
+                   % (REFUSAL_MS, MARGIN_S, sorted(slow_refusals)[-3:]))
             p99 = pct([x[3] for x in ok], .99)
-            r.check(p99 <= QUEUE_MS / 1000.0 + 2 * service + MARGIN_S,
-                    "200s p99 %.0f ms <= queue_timeout_ms + 2 service times + margin" % (p99 * 1000))
-            r.check(goodput >= GOODPUT_MIN * cap, "goodput %.1f/s >= %.0f %% of capacity %.1f/s"
-                    % (goodput, GOODPUT_MIN * 100, cap))
+            r.goal(p99 <= QUEUE_MS / 1000.0 + 2 * service + MARGIN_S,
+                   "200s p99 %.0f ms <= queue_timeout_ms + 2 service times + margin" % (p99 * 1000))
+            r.goal(goodput >= GOODPUT_MIN * cap, "goodput %.1f/s >= %.0f %% of capacity %.1f/s"
+                   % (goodput, GOODPUT_MIN * 100, cap))
             shed_seen = sum(1 for x in refused if b"overloaded" in x[2])
             shed = H.metrics(env).get("enrichd_shed_total", 0) - shed0
             r.check(shed == shed_seen, "enrichd_shed_total %d = the worker's 503s seen %d"
