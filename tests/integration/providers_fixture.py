@@ -266,7 +266,10 @@ def start_env(prov, name, workers, rtt_ms=None, extra="", env_vars=None, **over)
         env.start_enrichd("workers = %d\nmax_requests = 0\n" % workers
                           + prov.conf(rtt_ms, **over) + extra, env=env_vars)
         env.start_nginx()
-        env.wait_workers(workers)
+        # Each worker warms its connections before it first waits for a
+        # batch: seconds on a sanitizer build under load.
+        for pid in env.wait_workers(workers):
+            harness.wait_worker_listening(pid, timeout=30)
     except Exception:
         env.close()
         raise
@@ -379,7 +382,8 @@ def distance_runs(prov, agg, rtt_ms, workers):
                         "upstream_ca_file = %s\n"
                         % (workers, agg.url("https", rtt_ms), agg.pki.ca))
         b.start_nginx()
-        b.wait_workers(workers)
+        for pid in b.wait_workers(workers):
+            harness.wait_worker_listening(pid, timeout=30)
     except Exception:
         a.close()
         b.close()

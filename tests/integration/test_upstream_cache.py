@@ -127,22 +127,31 @@ def test_hits_across_live_workers(r, fake):
                         bad.append((s, hh.get("x-enrich-degraded")))
             conn.close()
 
-        ts = [threading.Thread(target=client) for _ in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(60)
-        m1 = metrics(env)
-        served = [m1.get('enrichd_worker_requests_total{slot="%d"}' % i, 0) -
-                  m0.get('enrichd_worker_requests_total{slot="%d"}' % i, 0) for i in range(4)]
-        r.check(not bad, "100 concurrent batches answered the same, nothing degraded: %r" % bad[:3])
+        # Rounds of 100 until two workers or more have served: on a loaded
+        # machine one worker can take a round alone (bounded: 4 rounds).
+        rounds = 0
+        while rounds < 4:
+            ts = [threading.Thread(target=client) for _ in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(60)
+            rounds += 1
+            m1 = metrics(env)
+            served = [m1.get('enrichd_worker_requests_total{slot="%d"}' % i, 0) -
+                      m0.get('enrichd_worker_requests_total{slot="%d"}' % i, 0) for i in range(4)]
+            if sum(1 for s in served if s > 0) >= 2:
+                break
+        r.check(not bad, "%d concurrent batches answered the same, nothing degraded: %r"
+                % (100 * rounds, bad[:3]))
         r.check(sum(1 for s in served if s > 0) >= 2,
-                "the load was spread over several workers: %r" % served)
+                "the load was spread over several workers in %d rounds: %r" % (rounds, served))
         r.check(calls(fake) == c1, "workers that never fetched them hit: %d calls, then %d"
                 % (c1, calls(fake)))
         hits = (m1.get("enrichd_upstream_cache_hits_total", 0) -
                 m0.get("enrichd_upstream_cache_hits_total", 0))
-        r.check(hits == 100 * DISTINCT, "every lookup a hit: %d of %d" % (hits, 100 * DISTINCT))
+        r.check(hits == 100 * rounds * DISTINCT,
+                "every lookup a hit: %d of %d" % (hits, 100 * rounds * DISTINCT))
 
 
 def test_reload(r, fake):
