@@ -27,9 +27,19 @@ within its `for:` window and cleared, and a host's listener refuses a
 peer that `listen_allow` does not name.  Then, with each host limited to a
 fixed CPU share (cgroup cpu quota), the fleet's throughput with 1, 2 and 3
 hosts, which must grow with the hosts.
+
+Last, one provider for the fleet (a fake in a namespace of its own, its
+/_stats counting every call): the same batches, whose ids recur, through
+the front to three hosts and then to one give the provider calls per
+1,000 records of each (one host asks each id once; three, each with its
+own cache, more, at most three times); and one YouTube key shared as
+docs/fleet.md says (each host's youtube_daily_quota its third): each host
+spends its share and no more, and the provider never answers
+quotaExceeded.
 """
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -38,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,6 +64,7 @@ ENRICHD = os.path.join(BUILD, "enrichd")
 REPLAY = os.path.join(BUILD, "enrich-replay")
 HOSTS = ("h1", "h2", "h3")
 CANARY = "c1"            # the candidate build, fed by nginx's mirror
+PROV = "prov"            # the fake provider API, one key for the fleet
 FRONT = "front"
 FCGI_PORT, SITE_PORT, PROM_PORT = 9000, 8080, 9090
 # The operators' server of the shipped site, on every address of a host.
@@ -77,6 +89,7 @@ class Fleet:
         self.front_addr = self.net.add(FRONT, 1)
         self.addr = {h: self.net.add(h, 11 + i) for i, h in enumerate(HOSTS)}
         self.addr[CANARY] = self.net.add(CANARY, 21)
+        self.prov_addr = self.net.add(PROV, 31)
         self.procs = []
         with open(os.path.join(self.dir, "prefix"), "w") as f:
             f.write(self.net.prefix)
@@ -585,6 +598,185 @@ def test_capacity(r, fleet):
             except OSError:
                 pass
 
+# The calls replay: a fixed set of batches whose ids recur (a skewed draw
+# from a catalogue), the same shape for each run with ids of its own, so
+# every run starts with cold caches.
+CALLS_BATCHES, CALLS_BATCH, CALLS_CATALOGUE = 120, 50, 600
+PROV_PORT, YT_PORT = 8000, 8002   # a provider's data port; its control port is the next
+# The budget run: one YouTube key of KEY_QUOTA units shared by the three
+# hosts, each with youtube_daily_quota its third; more batches of new ids
+# than the key's quota pays for.
+SHARE, BUDGET_BATCHES = 8, 60
+
+POST_BATCHES = r"""
+import http.client, json, sys
+batches = json.load(open(sys.argv[1]))
+c = http.client.HTTPConnection("127.0.0.1", 8080, timeout=15)
+out = {"statuses": {}, "degraded": 0}
+for b in batches:
+    c.request("POST", "/v1/enrich", body=json.dumps(b))
+    r = c.getresponse()
+    r.read()
+    out["statuses"][str(r.status)] = out["statuses"].get(str(r.status), 0) + 1
+    out["degraded"] += int(r.getheader("X-Enrich-Degraded", "0"))
+print(json.dumps(out))
+"""
+
+
+def calls_batches(tag):
+    """CALLS_BATCHES batches of CALLS_BATCH records; the same draw (seed)
+    for every tag, so two runs differ in their ids only."""
+    rng = random.Random(7)
+    batches = []
+    for _ in range(CALLS_BATCHES):
+        b = []
+        for _ in range(CALLS_BATCH):
+            i = int(CALLS_CATALOGUE * rng.random() ** 2)  # popular ids recur
+            b.append({"provider": ("yt", "vm", "dm")[i % 3], "id": "Fleet%s%04d" % (tag, i),
+                      "title": "t", "duration": 0})
+        batches.append(b)
+    return batches
+
+
+def start_provider(fleet, port, *argv):
+    """A fake provider (tests/fake_upstream.py, or argv's) in its own
+    namespace on the fleet's network, its control port port + 1: every
+    host's calls reach the one provider, whose /_stats counts them."""
+    ready = os.path.join(fleet.host_dir(PROV), "ready-%d.json" % port)
+    p = subprocess.Popen(fleet.net.argv(PROV, sys.executable, *(argv or (harness.FAKE_UPSTREAM,)),
+                                        "--host", fleet.prov_addr, "--port", str(port),
+                                        "--control-port", str(port + 1),
+                                        "--close-after", "0", "--ready-file", ready),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    fleet.procs.append(p)
+    harness.wait_for(lambda: os.path.exists(ready), 10, what="fake provider")
+
+
+def provider_req(fleet, port, path, body=None):
+    argv = ["curl", "-fsS", "http://%s:%d%s" % (fleet.prov_addr, port + 1, path)]
+    if body is not None:
+        argv += ["--data-binary", json.dumps(body)]
+    return json.loads(fleet.net.exec(PROV, *argv).stdout)
+
+
+def provider_stats(fleet, port=PROV_PORT):
+    return provider_req(fleet, port, "/_stats")
+
+
+def post_batches(fleet, name, batches):
+    """The batches, one after another, through the front: the statuses and
+    the records degraded (X-Enrich-Degraded)."""
+    path = os.path.join(fleet.dir, "batches-%s.json" % name)
+    with open(path, "w") as f:
+        json.dump(batches, f)
+    p = fleet.net.exec(FRONT, sys.executable, "-c", POST_BATCHES, path, check=False)
+    if p.returncode != 0:
+        return {"statuses": {"error": p.stderr[-300:]}, "degraded": None}
+    return json.loads(p.stdout)
+
+
+def reload_hosts(fleet, extra):
+    """Every host's enrichd.conf plus extra, applied by HUP; returns when
+    each master has logged its reload done."""
+    for h in HOSTS:
+        logf = os.path.join(fleet.host_dir(h), "enrichd.log")
+        before = open(logf, errors="replace").read().count("reload done")
+        fleet.write_host_conf(h, extra=extra)
+        os.kill(fleet.master_pid(h), signal.SIGHUP)
+        harness.wait_for(lambda: open(logf, errors="replace").read().count("reload done") > before,
+                         15, what="%s reload done" % h)
+
+
+def calls_run(r, fleet, hosts, tag):
+    """The batches through the front to hosts: (calls, ids asked) the
+    provider got, and the distinct ids of the run."""
+    fleet.set_front_hosts(hosts)
+    batches = calls_batches(tag)
+    before = provider_stats(fleet)
+    res = post_batches(fleet, "calls-" + tag, batches)
+    after = provider_stats(fleet)
+    n = CALLS_BATCHES * CALLS_BATCH
+    r.check(res["statuses"] == {"200": CALLS_BATCHES} and res.get("degraded") == 0,
+            "%d host(s): every batch answered and enriched: %r, %s degraded"
+            % (len(hosts), res["statuses"], res.get("degraded")))
+    distinct = len({(rec["provider"], rec["id"]) for b in batches for rec in b})
+    calls = after["data_requests"] - before["data_requests"]
+    ids = after["ids"] - before["ids"]
+    log("  %d host(s): %d records (%d distinct ids): %d calls, %d ids asked; "
+        "per 1,000 records %.1f calls, %.1f ids" % (len(hosts), n, distinct, calls, ids,
+                                                    calls * 1000.0 / n, ids * 1000.0 / n))
+    return calls, ids, distinct
+
+
+def test_calls(r, fleet):
+    """Provider calls per 1,000 records: the same replay through the front
+    to three hosts, then to one.  Each host has its own cache, so three
+    hosts ask each id at most three times, one host once."""
+    start_provider(fleet, PROV_PORT)
+    url = types.SimpleNamespace(url="http://%s:%d/v1/meta" % (fleet.prov_addr, PROV_PORT))
+    reload_hosts(fleet, harness.upstream_conf(url))
+    try:
+        c3, ids3, d3 = calls_run(r, fleet, HOSTS, "T")
+        c1, ids1, d1 = calls_run(r, fleet, HOSTS[:1], "O")
+    finally:
+        fleet.set_front_hosts(HOSTS)
+    n = CALLS_BATCHES * CALLS_BATCH
+    r.check(ids1 == d1, "one host asks each id once: %d ids asked, %d distinct" % (ids1, d1))
+    r.check(d1 < ids3 <= 3 * d3, "three hosts ask each id one to three times: %d ids asked, "
+            "%d distinct" % (ids3, d3))
+    r.check(0 < c1 < c3 <= 3 * c1, "calls per 1,000 records: one host %.1f < three hosts %.1f "
+            "<= three times one" % (c1 * 1000.0 / n, c3 * 1000.0 / n))
+
+
+def host_metric(fleet, h, name):
+    p = fleet.net.exec(FRONT, "curl", "-fsS", "http://%s:%d/metrics" % (fleet.addr[h], OPS_PORT),
+                       check=False)
+    for line in p.stdout.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_budget_share(r, fleet):
+    """docs/fleet.md's shares: a YouTube key of 3 x SHARE units, each host's
+    youtube_daily_quota = SHARE (the burst a whole day's, so the pace of
+    the hour does not matter), and more batches of new ids than the key
+    pays for.  Each host spends its share and no more, and the provider
+    never sees its key's quota passed (no quotaExceeded)."""
+    key = "AIzaSy" + "fleetSharedKey0123456789abcdefghi"
+    key_file = os.path.join(fleet.host_dir(PROV), "youtube.key")
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, (key + "\n").encode())
+    os.close(fd)
+    start_provider(fleet, YT_PORT, os.path.join(ROOT, "tests", "fake_providers.py"),
+                   "--api", "youtube", "--key", key)
+    provider_req(fleet, YT_PORT, "/_control", {"quota": SHARE * len(HOSTS)})
+    reload_hosts(fleet, "yt_source = youtube\nyoutube_url = http://%s:%d/youtube/v3\n"
+                 "youtube_key_file = %s\nyoutube_daily_quota = %d\nbudget_burst_s = 86400\n"
+                 "vm_source = off\ndm_source = off\n"
+                 % (fleet.prov_addr, YT_PORT, key_file, SHARE))
+    batches = [[{"provider": "yt", "id": "FleetBudget%02dx%02d" % (b, i), "title": "t"}
+                for i in range(20)] for b in range(BUDGET_BATCHES)]
+    res = post_batches(fleet, "budget", batches)
+    st = provider_stats(fleet, YT_PORT)
+    calls, quota_refused = st["data_requests"], st["api"]["refused"].get("quota", 0)
+    spent = {h: host_metric(fleet, h, 'enrichd_budget_spent_units{source="youtube"}')
+             for h in HOSTS}
+    log("  budget: key quota %d, youtube_daily_quota %d per host: %d batches of new ids, "
+        "%d calls, %d quotaExceeded, spent per host %r, %s records degraded"
+        % (SHARE * len(HOSTS), SHARE, BUDGET_BATCHES, calls, quota_refused, spent,
+           res.get("degraded")))
+    r.check(res["statuses"] == {"200": BUDGET_BATCHES},
+            "every batch answered: %r" % res["statuses"])
+    r.check(all(v == SHARE for v in spent.values()),
+            "each host spent its share, no more: %r of %d" % (spent, SHARE))
+    r.check(calls == SHARE * len(HOSTS) and quota_refused == 0,
+            "the provider saw the key's quota and no more: %d calls of %d, %d quotaExceeded"
+            % (calls, SHARE * len(HOSTS), quota_refused))
+    r.check((res.get("degraded") or 0) > 0, "the shares bound: records past them kept "
+            "their local values (%s degraded)" % res.get("degraded"))
+
 
 def test_promtool(r):
     d = os.path.join(ROOT, "conf", "prometheus")
@@ -623,6 +815,8 @@ def main():
         r.run(test_faults, fleet)
         r.run(test_canary, fleet)
         r.run(test_capacity, fleet)
+        r.run(test_calls, fleet)
+        r.run(test_budget_share, fleet)
     finally:
         fleet.close()
     r.done()
