@@ -142,7 +142,7 @@ san-test:
 
 # Three hosts and a front nginx on a network of the test's own (network
 # namespaces; root): failover, a rolling restart, Prometheus alerts and
-# capacity by host count (tests/fleet/test_fleet.py, about 90 s).
+# capacity by host count, provider calls per 1,000 records and budget shares with three hosts against one (tests/fleet/test_fleet.py, about 150 s).
 fleet-test: all
 	@scripts/deps.sh test
 	@python3 tests/fleet/test_fleet.py
