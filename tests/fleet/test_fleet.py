@@ -457,16 +457,23 @@ def test_canary(r, fleet):
         for p in stopped:
             os.kill(p, signal.SIGCONT)
     fleet.set_front_hosts(HOSTS)
-    for name, t in (("mirror off", base), ("mirror on", on), ("candidate stopped", dead)):
+    # The mirror off again: the baseline brackets the runs it is compared
+    # with, so that the machine's load drifting up during them (the CI
+    # runs other stages beside) reads as the baseline's, not the mirror's.
+    base2 = replay_latency(fleet, trace, "mirror off again")
+    for name, t in (("mirror off", base), ("mirror on", on), ("candidate stopped", dead),
+                    ("mirror off again", base2)):
         r.check(t["ok"] == t["count"], "%s: every batch answered by the primary (%d of %d)"
                 % (name, t["ok"], t["count"]))
-    r.check(on["p99"] <= base["p99"] * 2 + 5, "the mirror costs the primary little: p99 %.1f vs %.1f ms"
-            % (on["p99"], base["p99"]))
+    ref = {k: max(base[k], base2[k]) for k in ("p50", "p99", "max")}
+    r.check(on["p99"] <= ref["p99"] * 2 + 5,
+            "the mirror costs the primary little: p99 %.1f vs %.1f ms (mirror off: %.1f, %.1f)"
+            % (on["p99"], ref["p99"], base["p99"], base2["p99"]))
     # A stalled candidate costs the batches mirrored while nginx waits for
     # it (200 ms at most, once per fail_timeout), nobody else.
-    r.check(dead["p50"] <= base["p50"] * 2 + 2 and dead["max"] <= base["max"] + 300,
+    r.check(dead["p50"] <= ref["p50"] * 2 + 2 and dead["max"] <= ref["max"] + 300,
             "a stalled candidate: p50 %.1f ms (mirror off %.1f), max %.1f ms (mirror off %.1f)"
-            % (dead["p50"], base["p50"], dead["max"], base["max"]))
+            % (dead["p50"], ref["p50"], dead["max"], ref["max"]))
     # Compare: the candidate's capture against the front and the candidate.
     p = fleet.net.exec(FRONT, REPLAY, "--no-progress", "--compare", "-s", "0", "-c", "8",
                        "--name", "primary", "--name", "candidate", merged,
