@@ -157,6 +157,36 @@ def replay(args, tmp, expect_rc=0):
     return r, summ
 
 
+TIMING_TRIES = 3
+
+
+def wake_noise(n, step):
+    """The median lateness of n sleeps to absolute times step apart: what
+    the machine's load does to a process keeping a schedule (the
+    recording server's, here)."""
+    t0 = time.monotonic() + step
+    late = []
+    for i in range(n):
+        due = t0 + i * step
+        d = due - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+        late.append(time.monotonic() - due)
+    return sorted(late)[n // 2]
+
+
+def tries(attempt):
+    """attempt() -> (ok, figure), up to TIMING_TRIES times until ok:
+    (ok, every figure seen)."""
+    seen = []
+    for _ in range(TIMING_TRIES):
+        ok, fig = attempt()
+        seen.append(fig)
+        if ok:
+            break
+    return ok, seen
+
+
 def write_trace(path, lines):
     with open(path, "w") as f:
         for l in lines:
@@ -211,25 +241,52 @@ def main():
         check(s and s[0]["ok"] == 3 and s[0]["errors"] == 0, "echo: 3 answered")
 
         # -- open-loop timing ----------------------------------------------------
+        # Each timing is played up to TIMING_TRIES times until it meets its
+        # bar: a replayer that misses it misses it every time, a load
+        # spike beside it once.
         write_trace(t, ['{"ts": %.3f, "payload": [%d]}' % (1000 + i * 0.02, i) for i in range(50)])
-        srv.reset()
-        replay(["--speed", "1", t, srv.url("/echo")], tmp)
-        arr = [x["t"] for x in srv.records()]
-        gaps = sorted(abs((arr[i + 1] - arr[i]) - 0.02) for i in range(len(arr) - 1))
-        check(len(arr) == 50 and gaps[len(gaps) // 2] < 0.003,
-              "open loop keeps inter-arrival times (median error %.4f s)" % (gaps[len(gaps) // 2] if gaps else -1))
-        srv.reset()
-        t0 = time.monotonic()
-        replay(["--speed", "4", t, srv.url("/echo")], tmp)
-        arr = [x["t"] for x in srv.records()]
-        check(len(arr) == 50 and 0.2 < arr[-1] - arr[0] < 0.3, "--speed 4 plays 0.98 s in ~0.245 s")
+
+        def open_loop():
+            # Each arrival against its due time (the arrivals' own median
+            # offset as time zero): an open loop's late sends do not add
+            # up, a replayer that paces by the answers or plays too fast
+            # or slow is off by tens to hundreds of ms.  The bar: 3 ms
+            # over how late this machine wakes a sleeper right now.
+            noise = wake_noise(50, 0.02)
+            srv.reset()
+            replay(["--speed", "1", t, srv.url("/echo")], tmp)
+            arr = [x["t"] for x in srv.records()]
+            zero = sorted(a - i * 0.02 for i, a in enumerate(arr))[len(arr) // 2] if arr else 0
+            errs = sorted(abs(a - i * 0.02 - zero) for i, a in enumerate(arr))
+            med = errs[len(errs) // 2] if errs else -1
+            return len(arr) == 50 and 0 <= med < 0.003 + noise, (med, noise)
+        ok, meds = tries(open_loop)
+        check(ok, "open loop keeps arrivals to their due times (median error %s s)"
+              % ", ".join("%.4f (bar %.4f)" % (m, 0.003 + n) for m, n in meds))
+
+        def speed4():
+            srv.reset()
+            replay(["--speed", "4", t, srv.url("/echo")], tmp)
+            arr = [x["t"] for x in srv.records()]
+            span = arr[-1] - arr[0] if arr else -1
+            return len(arr) == 50 and 0.2 < span < 0.3, span
+        ok, spans = tries(speed4)
+        check(ok, "--speed 4 plays 0.98 s in ~0.245 s (%s s)" % ", ".join("%.3f" % x for x in spans))
 
         # -- a slow server does not slow arrivals; queue time counts -------------
         write_trace(t, ['{"ts": %.3f, "payload": [%d]}' % (i * 0.01, i) for i in range(10)])
-        srv.reset()
-        r, s = replay(["--speed", "1", "-c", "64", t, srv.url("/slow")], tmp)
-        arr = sorted(x["t"] for x in srv.records())
-        check(len(arr) == 10 and arr[-1] - arr[0] < 0.15, "open loop: arrivals not slowed by a 200 ms server")
+        got = {}
+
+        def slow_arrivals():
+            srv.reset()
+            got["s"] = replay(["--speed", "1", "-c", "64", t, srv.url("/slow")], tmp)[1]
+            arr = sorted(x["t"] for x in srv.records())
+            span = arr[-1] - arr[0] if arr else -1
+            return len(arr) == 10 and 0 <= span < 0.15, span
+        ok, spans = tries(slow_arrivals)
+        s = got["s"]
+        check(ok, "open loop: arrivals not slowed by a 200 ms server (10 due over 0.09 s, "
+              "arriving over %s s)" % ", ".join("%.3f" % x for x in spans))
         check(s and s[0]["p50"] >= 195, "latency includes the server's 200 ms")
         r, s = replay(["--speed", "1", "-c", "2", t, srv.url("/slow")], tmp)
         check(s and s[0]["max"] >= 800, "capped concurrency: latency counted from the due time (max %.0f ms)"
