@@ -151,6 +151,14 @@ def children(pid):
 NOBODY = 65534  # the other user tests plant files and links as (root only)
 
 
+def is_status_process(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().startswith(b"enrichd: status")
+    except OSError:
+        return False
+
+
 def as_user(fn, uid=NOBODY, gid=NOBODY):
     """fn() in a forked child as uid/gid (another user, for planting what
     an attacker would); True unless it raised or returned False."""
@@ -414,8 +422,12 @@ class Env:
         return int(evs[-1]["child_pid"]) if evs else None
 
     def worker_pids(self):
+        """The master's children but the status process: the one the log
+        names, and one whose title says so (the master logs a new status
+        process only after its fork, so a restarted one is unnamed for a
+        moment; it titles itself as it starts)."""
         st = self.status_pid()
-        return [p for p in children(self.master_pid()) if p != st]
+        return [p for p in children(self.master_pid()) if p != st and not is_status_process(p)]
 
     def wait_workers(self, n, timeout=10.0):
         """Waits until exactly n workers are alive and idle or busy."""
