@@ -166,6 +166,14 @@ def test_rate_limit(r, fake):
                  upstream_max_calls_per_s=rate) as env:
         fake.control(mode="ok", latency_ms=0)
         post(env, fresh("warm", 1))
+        # The path's own time on this machine now: the slowest of three
+        # batches the upstream has no part in (a provider outside the
+        # contract, rejected: no token taken).
+        path_s = 0.0
+        for i in range(3):
+            t = time.monotonic()
+            post(env, [{"provider": "xx", "id": "path%d" % i}])
+            path_s = max(path_s, time.monotonic() - t)
         harness.time.sleep(1.0)  # the bucket full again
         fake.reset()
         stop = time.monotonic() + span
@@ -195,8 +203,9 @@ def test_rate_limit(r, fake):
         wanted = 4 * len(lat)
         r.check(wanted > 2 * calls, "far more calls were wanted than made: %d vs %d" % (wanted, calls))
         r.check(all(st == 200 for _, st, _ in lat), "every batch answered")
-        r.check(max(l for l, _, _ in lat) < 0.3 + 0.4,
-                "no batch held past its deadline for a token: max %.3f s" % max(l for l, _, _ in lat))
+        r.check(max(l for l, _, _ in lat) < 0.3 + 0.4 + path_s,
+                "no batch held past its deadline for a token: max %.3f s (< 0.3 s + 0.4 s + the "
+                "path's %.3f s)" % (max(l for l, _, _ in lat), path_s))
         deg = sum(d for _, _, d in lat)
         r.check(deg == wanted - calls, "every id not asked is degraded: %d of %d (%d asked)"
                 % (deg, wanted, calls))
