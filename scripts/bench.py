@@ -347,13 +347,13 @@ def cold_start_peer(peer, body):
     return statistics.median(times), statistics.median(warm) if warm else None
 
 
-def spawn_floor_ms():
+def spawn_floor_ms(runs=COLD_RUNS):
     """The same spawn path as enrichd's cold start (posix_spawn of sh, which
     sets LISTEN_PID and execs) running /bin/true to its exit: what this
     machine charges any program before it runs a line of its own."""
     argv = ["sh", "-c", 'LISTEN_PID=$$ exec "$0"', "/bin/true"]
     times = []
-    for _ in range(COLD_RUNS):
+    for _ in range(runs):
         t0 = time.perf_counter()
         pid = os.posix_spawn("/bin/sh", argv, dict(os.environ))
         os.waitpid(pid, 0)
@@ -361,13 +361,14 @@ def spawn_floor_ms():
     return statistics.median(times)
 
 
-def cold_start_enrichd(harness, body):
+def cold_start_enrichd(harness, body, build=None, runs=COLD_RUNS):
     """exec of enrichd to the first 200 through nginx, sockets already bound:
     this process binds them once (as systemd would) and hands them to each
     new enrichd as socket-activation descriptors 3 and 4; the clock starts
     just before the spawn and the request is sent at once (it waits in the
-    listen backlog until a worker accepts)."""
-    env = harness.Env(name="bench-cold")
+    listen backlog until a worker accepts).  build: the build directory
+    (default the harness's)."""
+    env = harness.Env(build=build, name="bench-cold")
     times, warm = [], []
     socks = []
     try:
@@ -392,7 +393,7 @@ def cold_start_enrichd(harness, body):
         argv = ["sh", "-c", script, os.path.join(env.build, "enrichd"), env.conf]
         actions = [(os.POSIX_SPAWN_DUP2, high[0], 3), (os.POSIX_SPAWN_DUP2, high[1], 4),
                    (os.POSIX_SPAWN_DUP2, log_fh.fileno(), 1), (os.POSIX_SPAWN_DUP2, log_fh.fileno(), 2)]
-        for _ in range(COLD_RUNS):
+        for _ in range(runs):
             as_server()
             t0 = time.perf_counter()
             pid = os.posix_spawn("/bin/sh", argv, dict(os.environ), file_actions=actions, setsid=True)
