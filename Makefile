@@ -87,6 +87,11 @@ $(B)/%: $(B)/cmd/%.o $(LIB)
 $(B)/enrich: $(B)/cmd/enrich.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(STATIC_ENGINE_LIBS)
 
+# The bench's socket-activation launcher (bench-activate.c says why):
+# static, except on a sanitizer build, whose runtime cannot be.
+$(B)/bench-activate: $(B)/cmd/bench-activate.o
+	$(CC) $(ALLLD) $(if $(SANFL),,-static) -o $@ $<
+
 $(B)/tests/%: $(B)/tests/%.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS) $(TEST_ICU_LIBS)
 
