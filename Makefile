@@ -24,7 +24,8 @@ endif
 # libcurl: headers only; it is loaded at run time (src/base/curlapi.h says why).
 # libcrypto is linked statically: its relocations at every exec cost more
 # than all of enrichd's start-up work, and Debian ships the .a file in
-# the -dev package.  The Unicode data is the engine's own
+# the -dev package.  Only what is called is linked: the digests, not
+# libcrypto's init (test_pool_systemd counts the relocations).  The Unicode data is the engine's own
 # (src/engine/ucd_tables.inc); ICU is only the unit tests' second oracle.
 PKGS    := json-c libsystemd libcrypto
 PKGCF   := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
@@ -61,7 +62,7 @@ TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
 .PHONY: all check test hooks valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
-	programs man install uninstall deb system-test fleet-test bench-upstream soak
+	programs man install uninstall deb system-test fleet-test bench-upstream soak bench-cold
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -179,6 +180,11 @@ bench-engine: all
 
 bench-syscalls: all
 	@python3 scripts/bench-syscalls.py --build $(B)
+
+# The bench's cold start alone (docs/benchmarks.md): BUILDS="old=DIR new=DIR"
+# alternates several builds; the default is this one.
+bench-cold: all
+	@ENR_BUILD=$(B) python3 scripts/bench-cold.py $(BUILDS)
 
 # Outbound enrichment, one script a section: a cached hot set against
 # enrichment off; the provider across a network path (round trip 0-150 ms,
