@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/proctitle.h"
 #include "pool/master.h"
+#include "pool/testhooks.h"
 #include "ops/status.h"
 #include "engine/unicode.h"
 
@@ -46,13 +47,7 @@ static void print_versions(void)
 {
     char err[256];
 
-#ifdef ENR_TEST_HOOKS
-    printf("enrichd %s TEST HOOKS: a test build, never for production (a request header can "
-           "stall or crash a worker)\n",
-           ENR_VERSION);
-#else
-    printf("enrichd %s\n", ENR_VERSION);
-#endif
+    printf("enrichd %s%s\n", ENR_VERSION, enr_hook_version_note());
     printf("unicode: %s\n", enr_uni_version());
     if (enr_curl_load(err, sizeof err) == 0)
         printf("libcurl: %s (loaded only when upstream_url is set)\n", curl_version());

@@ -52,6 +52,7 @@
 #include "base/scoreboard.h"
 #include "base/signals.h"
 #include "ops/status.h"
+#include "pool/testhooks.h"
 #include "pool/worker.h"
 #include "base/clock.h"
 #include "upstream/budget.h"
@@ -789,9 +790,7 @@ static int start_up(master *m, sigset_t *wait_mask)
         cleanup(m);
         return -1;
     }
-#ifdef ENR_TEST_HOOKS
-    enr_log(ENR_LOG_WARN, "TEST HOOKS compiled in: a test build, never for production", NULL);
-#endif
+    enr_hook_announce();
     /* What is served, as the kernel says: under socket activation not
      * necessarily what the file says (enr_listen_open warned). */
     enr_log(
