@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #include "base/secret.h"
-#include "base/upstream_url.h"
 
 #define CONFIG_LINE_MAX 2048
 #define CONFIG_FILE_MAX (1 << 20) /* a config larger than this is a mistake */
@@ -139,6 +138,13 @@ static int check_listen(const enr_config_key *k, const char *v, char *why, size_
     return 0;
 }
 
+static enr_config_url_check_fn url_check; /* enr_config_set_url_check */
+
+void enr_config_set_url_check(enr_config_url_check_fn check)
+{
+    url_check = check;
+}
+
 /* A text key (enr_config_key_is_text): its length, then its type's own
  * check. */
 static int set_text(parse_state *ps, enr_config *c, const enr_config_key *k, const char *v)
@@ -154,8 +160,8 @@ static int set_text(parse_state *ps, enr_config *c, const enr_config_key *k, con
     /* The worker's upstream client runs this same check at start.  It
      * loads libcurl, tens of ms before the first answer, so the
      * built-in URLs are left to the unit test that checks them. */
-    if (k->type == ENR_KEY_URL && v[0] != '\0' && !ps->builtin &&
-        enr_upstream_url_check(v, NULL, why, sizeof why) != 0)
+    if (k->type == ENR_KEY_URL && v[0] != '\0' && !ps->builtin && url_check != NULL &&
+        url_check(v, NULL, why, sizeof why) != 0)
         return fail(ps, k->name, "%s", why);
     if (k->type == ENR_KEY_GROUP && v[0] != '\0') {
         errno = 0;

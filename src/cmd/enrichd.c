@@ -18,7 +18,8 @@
 #include "base/cli.h"
 #include "base/config.h"
 #include "ops/confcheck.h"
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
+#include "upstream/upstream_url.h"
 #include "base/log.h"
 #include "base/proctitle.h"
 #include "pool/master.h"
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
     if (optind != argc)
         return enr_cli_usage(usage, ENR_CLI_USAGE);
     log_level_from_env();
+    enr_config_set_url_check(enr_upstream_url_check);
     if (enr_config_load(&cfg, path, err, sizeof err) != 0) {
         fprintf(stderr, "enrichd: %s\n", err);
         return 1;

@@ -31,7 +31,7 @@
 
 #include "base/clock.h"
 #include "upstream/upsecret.h"
-#include "base/upstream_url.h"
+#include "upstream/upstream_url.h"
 #include "engine/contract.h"
 
 /* The configuration numbers providers and sources as the engine and
