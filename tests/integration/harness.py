@@ -196,7 +196,10 @@ def parse_logfmt(line):
 class SocketLoop:
     """A socket served by a daemon thread until close(): a subclass's
     serve() takes one turn (one accept, one datagram).  The socket's
-    short timeout lets the loop see close() within 0.2 s."""
+    short timeout lets the loop see close() within 0.2 s; close() waits
+    join_s for a turn in progress."""
+
+    join_s = 5.0
 
     def __init__(self, sock):
         self.sock = sock
@@ -217,7 +220,7 @@ class SocketLoop:
 
     def close(self):
         self.stop = True
-        self.thread.join(5)
+        self.thread.join(self.join_s)
         self.sock.close()
 
 
