@@ -21,9 +21,7 @@ with the defaults plus sources, URLs, key, token and CA, workers 2.
     videos.list.  The goal's verdict is the absolute one (p50 <= the
     round trip + 10 ms), beside the control's against the same bar and
     the machine's load average: a control over the bar says the run's
-    load is in both figures.  How many calls met another at a fake (its
-    renderer processes' count) says whether answering in parallel
-    mattered.
+    load is in both figures.
 Knobs (env): BENCH_PROV_TRACE_S (900), BENCH_PROV_SPEEDUP (20),
 BENCH_PROV_COLD (300 batches), BENCH_PROV_BATCHES (100 at 50 ms).
 Exits non-zero only when a batch was not answered 200 with all records.
@@ -157,7 +155,6 @@ with pf.Providers() as prov:
             b.close()
         load1 = os.getloadavg()[0]
         yt = prov.fakes["youtube"].log()
-        ren = {api: prov.fakes[api].stats().get("renderers", {}) for api in pf.APIS}
         split = {"providers": pf.split_p50(out["providers"], [
                      x for api in pf.APIS for x in prov.nginx.requests(api)[seen0[api]:]]),
                  "control": pf.split_p50(out["control"], agg.nginx.requests("https")[ctl0:])}
@@ -168,10 +165,6 @@ with pf.Providers() as prov:
               "%.1f ms (in its fake %.1f ms), a batch less it %.1f ms (medians)"
               % (label, RTT, FAR, 100 * x["share"], x["p50"], x["p99"], split[label][0],
                  split[label][2], split[label][1]))
-    print("bench-upstream-providers: calls that reached a fake while another's answer was being "
-          "written (handed to a renderer process): %s"
-          % ", ".join("%s %d of %d" % (api, ren[api].get("handed", 0), ren[api].get("calls", 0))
-                      for api in pf.APIS))
     pr, ct = out["providers"], out["control"]
     goal = RTT + 10
 
