@@ -8,7 +8,7 @@
  * start (exec to first answer) is the configuration parse and a fork.
  */
 #include <json-c/json_c_version.h>
-#include <openssl/crypto.h>
+#include <openssl/opensslv.h>
 #include <fcgi_config.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +18,12 @@
 #include "base/cli.h"
 #include "base/config.h"
 #include "ops/confcheck.h"
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
+#include "upstream/upstream_url.h"
 #include "base/log.h"
 #include "base/proctitle.h"
 #include "pool/master.h"
+#include "pool/testhooks.h"
 #include "ops/status.h"
 #include "engine/unicode.h"
 
@@ -46,20 +48,17 @@ static void print_versions(void)
 {
     char err[256];
 
-#ifdef ENR_TEST_HOOKS
-    printf("enrichd %s TEST HOOKS: a test build, never for production (a request header can "
-           "stall or crash a worker)\n",
-           ENR_VERSION);
-#else
-    printf("enrichd %s\n", ENR_VERSION);
-#endif
+    printf("enrichd %s%s\n", ENR_VERSION, enr_hook_version_note());
     printf("unicode: %s\n", enr_uni_version());
     if (enr_curl_load(err, sizeof err) == 0)
         printf("libcurl: %s (loaded only when upstream_url is set)\n", curl_version());
     else
         printf("libcurl: unavailable: %s (needed only when upstream_url is set)\n", err);
     printf("json-c: %s\n", json_c_version());
-    printf("openssl: %s\n", OpenSSL_version(OPENSSL_VERSION));
+    /* libcrypto is linked statically, so the header's version is the
+     * library's; OpenSSL_version() would link its init, error and provider
+     * machinery (2 MB of text, 17,000 relocations every exec applies). */
+    printf("openssl: %s\n", OPENSSL_VERSION_TEXT);
     printf("libfcgi: %s (Debian; CVE-2025-23016 only partly fixed: the socket is the trust "
            "boundary)\n",
            VERSION);
@@ -118,6 +117,7 @@ int main(int argc, char **argv)
     if (optind != argc)
         return enr_cli_usage(usage, ENR_CLI_USAGE);
     log_level_from_env();
+    enr_config_set_url_check(enr_upstream_url_check);
     if (enr_config_load(&cfg, path, err, sizeof err) != 0) {
         fprintf(stderr, "enrichd: %s\n", err);
         return 1;
