@@ -26,8 +26,12 @@ functional checks hold under load; the sanitizer's slowdown says nothing
 of the product's times).  Each suite's line (its name, counts and time,
 and the tail of its output when it failed) prints as it finishes; the
 failed ones are named again in a fixed order at the end.  The longest
-suites (by the previous run's times, kept in BUILD/test-times.json) are
-started first.
+suites (by the previous run's times, kept in BUILD/test-times.json; on a
+fresh clone, by tests/suite-times.json, a CI run's, the longer of the
+plain and sanitizer builds' times) are started first, so that -j is not
+left waiting on one long suite started last.  Each suite's CPU seconds
+(its own and those of the processes it waited for) print beside its
+wall time: on a shared machine, the steadier figure of what it costs.
 """
 import argparse
 import glob
@@ -36,6 +40,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -75,18 +80,29 @@ class Suite:
         self.line = None  # the printed result, once run
         self.counts = (0, 0, 0, 0)
         self.secs = 0.0
+        self.cpu = 0.0
 
 
 def run(suite, env):
+    """Runs one suite; its CPU seconds (user + system of the suite and of
+    the processes it waited for, from wait4) go with its wall time."""
     t = time.monotonic()
-    try:
-        p = subprocess.run(suite.argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                           errors="replace", timeout=SUITE_TIMEOUT_S)
-        out, rc = p.stdout + p.stderr, p.returncode
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+    with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
+        p = subprocess.Popen(suite.argv, cwd=ROOT, env=env, stdout=so, stderr=se)
+        hung = threading.Event()
+        timer = threading.Timer(SUITE_TIMEOUT_S, lambda: (hung.set(), p.kill()))
+        timer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        p.returncode = rc = os.waitstatus_to_exitcode(status)
+        suite.cpu = ru.ru_utime + ru.ru_stime
+        so.seek(0)
+        se.seek(0)
+        out = (so.read() + se.read()).decode(errors="replace")
+    if hung.is_set():
         out += "\nTIMEOUT after %ds" % SUITE_TIMEOUT_S
-        rc = -1
     found = SUMMARY.findall(out)
     if found:
         passed, failed = int(found[-1][0]), int(found[-1][1])
@@ -100,8 +116,8 @@ def run(suite, env):
         tfailed = 1
     suite.secs = time.monotonic() - t
     status = "ok  " if failed == 0 else "FAIL"
-    line = "%s %-36s %3d tests %5d passed, %d failed  (%.1fs)" % (
-        status, suite.name, ntests, passed, failed, suite.secs)
+    line = "%s %-36s %3d tests %5d passed, %d failed  (%.1fs, CPU %.1fs)" % (
+        status, suite.name, ntests, passed, failed, suite.secs, suite.cpu)
     if failed:
         line += "".join("\n     | " + l for l in out.strip().splitlines()[-40:])
     suite.counts = (passed, failed, ntests, tfailed)
@@ -210,7 +226,7 @@ def main():
     shared = [s for s in suites if not s.alone]
     alone = [s for s in suites if s.alone]
     times_path = os.path.join(args.build, "test-times.json")
-    times = load_times(times_path)
+    times = dict(load_times(os.path.join(HERE, "suite-times.json")), **load_times(times_path))
     printer = Printer()
     print("%d suites: %d side by side (-j %d), %d alone after them"
           % (len(suites), len(shared), jobs, len(alone)), flush=True)
@@ -230,7 +246,7 @@ def main():
         for s in alone:
             one(s)
     finally:
-        save_times(times_path, suites, times)
+        save_times(times_path, suites, load_times(times_path))
     total_p = sum(s.counts[0] for s in suites)
     total_f = sum(s.counts[1] for s in suites)
     total_t = sum(s.counts[2] for s in suites)
@@ -240,8 +256,9 @@ def main():
     failed = [s.name for s in suites if s.counts[1]]
     if failed:
         print("failed: " + " ".join(failed))
-    print("%d suites, %d tests (%d failed), %d assertions (%d failed) in %.0f s"
-          % (len(suites), total_t, total_tf, total_p + total_f, total_f, time.monotonic() - t0))
+    print("%d suites, %d tests (%d failed), %d assertions (%d failed) in %.0f s (CPU %.0f s)"
+          % (len(suites), total_t, total_tf, total_p + total_f, total_f, time.monotonic() - t0,
+             sum(s.cpu for s in suites)))
     print("%d passed, %d failed" % (total_p, total_f))
     return 1 if total_f else 0
 
