@@ -159,22 +159,9 @@ static void render_cache(enr_buf *b, const enr_status_view *x)
     enr_cache_stats st;
 
     enr_cache_stats_of(x ? x->cache : NULL, &st);
-    one_u(b, "enrichd_upstream_cache_entries", "gauge",
-          "Entries in the host's upstream cache, shared by every worker.", st.entries);
-    one_u(b, "enrichd_upstream_cache_max_entries", "gauge",
-          "Entries the host's upstream cache can hold.", st.max_entries);
-    one_u(b, "enrichd_upstream_cache_bytes", "gauge",
-          "Bytes of answers the host's upstream cache holds.", st.bytes);
-    one_u(b, "enrichd_upstream_cache_size_bytes", "gauge",
-          "Size of the host's upstream cache in shared memory (cache_bytes).", st.max_bytes);
-    one_u(b, "enrichd_upstream_cache_evictions_total", "counter",
-          "Cache entries pushed out for room before they expired or were replaced.", st.evictions);
-    one_u(b, "enrichd_upstream_cache_recoveries_total", "counter",
-          "Writers that died holding the cache lock, their half-done work undone by the next.",
-          st.recoveries);
-    one_u(b, "enrichd_upstream_cache_busy_total", "counter",
-          "Answers not cached because the cache lock was held too long by another writer.",
-          st.busy);
+#define ENR_CS_METRIC(f, metric, type, help) one_u(b, metric, type, help, st.f);
+    ENR_CACHE_STATS(ENR_CS_METRIC)
+#undef ENR_CS_METRIC
 }
 
 /* The API sources in use (the aggregator's samples are always there). */

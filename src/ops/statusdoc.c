@@ -487,13 +487,12 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         json_object *k = json_object_new_object();
         enr_cache_stats cs;
         enr_cache_stats_of(v->cache, &cs);
-        add_u(k, "entries", cs.entries);
-        add_u(k, "max_entries", cs.max_entries);
-        add_u(k, "bytes", cs.bytes);
-        add_u(k, "max_bytes", cs.max_bytes);
-        add_u(k, "evictions", cs.evictions);
-        add_u(k, "recoveries", cs.recoveries);
-        add_u(k, "busy", cs.busy);
+#define ENR_CS_DOC(f, metric, type, help) add_u(k, #f, cs.f);
+        ENR_CACHE_STATS(ENR_CS_DOC)
+#undef ENR_CS_DOC
+        /* where it lives: the file only when it really is one */
+        if (cs.persistent)
+            add_s(k, "file", v->c->cache_file);
         json_object_object_add(x, "cache", k);
         /* the provider's pause (Retry-After), the host's: quota.h */
         uint64_t until = ENR_SB_GET(v->sb->quota[ENR_API_UPSTREAM].pause_until_ms);

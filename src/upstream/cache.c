@@ -585,6 +585,7 @@ void enr_cache_stats_of(const enr_cache *cc, enr_cache_stats *st)
     st->evictions = LOAD(c->evictions);
     st->recoveries = LOAD(c->recoveries);
     st->busy = LOAD(c->busy);
+    st->persistent = c->fd >= 0;
 }
 
 size_t enr_cache_entries(const enr_cache *c)

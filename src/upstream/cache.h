@@ -50,13 +50,31 @@ typedef struct enr_cache_val {
 /* What a lookup found. */
 enum { ENR_CACHE_MISS = 0, ENR_CACHE_FRESH = 1, ENR_CACHE_STALE = 2 };
 
-/* What the status process shows; every field host-wide. */
+/* What the status process shows, every field host-wide: one row each
+ * (field and status name, metric, type, help); the struct, /status and
+ * /metrics come from this table. */
+#define ENR_CACHE_STATS(X)                                                                         \
+    X(entries, "enrichd_upstream_cache_entries", "gauge",                                          \
+      "Entries in the host's upstream cache, shared by every worker.")                             \
+    X(max_entries, "enrichd_upstream_cache_max_entries", "gauge",                                  \
+      "Entries the host's upstream cache can hold.")                                               \
+    X(bytes, "enrichd_upstream_cache_bytes", "gauge",                                              \
+      "Bytes of answers the host's upstream cache holds.")                                         \
+    X(max_bytes, "enrichd_upstream_cache_size_bytes", "gauge",                                     \
+      "Size of the host's upstream cache in shared memory (cache_bytes).")                         \
+    X(persistent, "enrichd_upstream_cache_persistent", "gauge",                                    \
+      "1 when the host's upstream cache is a file (cache_file) that outlives restarts.")           \
+    X(evictions, "enrichd_upstream_cache_evictions_total", "counter",                              \
+      "Cache entries pushed out for room before they expired or were replaced.")                   \
+    X(recoveries, "enrichd_upstream_cache_recoveries_total", "counter",                            \
+      "Writers that died holding the cache lock, their half-done work undone by the next.")        \
+    X(busy, "enrichd_upstream_cache_busy_total", "counter",                                        \
+      "Answers not cached because the cache lock was held too long by another writer.")
+
 typedef struct enr_cache_stats {
-    uint64_t entries, max_entries; /* live and expired-not-yet-reclaimed entries */
-    uint64_t bytes, max_bytes;     /* data held / the whole mapping */
-    uint64_t evictions;            /* entries pushed out before their time, for room */
-    uint64_t recoveries;           /* writers that died holding the lock, repaired after */
-    uint64_t busy;                 /* puts skipped: the lock not had in ENR_CACHE_LOCK_MS */
+#define ENR_CS_FIELD(f, metric, type, help) uint64_t f;
+    ENR_CACHE_STATS(ENR_CS_FIELD)
+#undef ENR_CS_FIELD
 } enr_cache_stats;
 
 /* max_entries or max_bytes 0 disables the cache (every get misses, put

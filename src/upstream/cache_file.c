@@ -9,10 +9,12 @@
  * a record, the ways, the bounds, the file's size, the identity's digest,
  * a checksum over all of it) and its ring positions are in bounds.
  * Anything else is refused with one log line saying why, and an empty
- * file takes its place: made under a temporary name, its blocks
- * allocated (a page written later can never hit a full disk: that would
- * be SIGBUS in a worker), synced, then renamed over the path, so a crash
- * while making it leaves the old file or the new one, never half of one.
+ * file takes its place: made without a name (O_TMPFILE; a temporary
+ * name where the file system cannot), its blocks allocated (a page
+ * written later can never hit a full disk: that would be SIGBUS in a
+ * worker), synced, then named and renamed over the path, so a crash
+ * while making it leaves the old file or the new one, never half of one,
+ * and no stray file of the cache's size.
  *
  * The master holds an exclusive flock on the file for as long as any of
  * its processes maps it (the children inherit the descriptor): a file
@@ -87,16 +89,23 @@ static int take_lock(int fd)
     }
 }
 
+/* The directory of path, for O_TMPFILE and its fsync. */
+static void dir_of(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+
+    if (slash == NULL)
+        snprintf(dir, n, ".");
+    else
+        snprintf(dir, n, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+}
+
 static void sync_dir(const char *path)
 {
     char dir[PATH_BUF];
-    const char *slash = strrchr(path, '/');
     int fd;
 
-    if (slash == NULL)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    dir_of(path, dir, sizeof dir);
     fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
         (void)fsync(fd); /* the rename's durability; the cache works without it */
@@ -104,23 +113,63 @@ static void sync_dir(const char *path)
     }
 }
 
+/* The file being made: nameless (O_TMPFILE) where the file system can,
+ * so a process killed while it is allocated leaves nothing behind; else
+ * under a temporary name next to path, unlinked on every failure.  *tmp
+ * is the name it takes before the rename (a nameless one is linked
+ * there only once whole). */
+static int open_new(const char *path, char *tmp, size_t n, int *nameless)
+{
+    char dir[PATH_BUF];
+    int fd;
+
+    dir_of(path, dir, sizeof dir);
+    if (snprintf(tmp, n, "%s.new.%ld", path, (long)getpid()) >= (int)n) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    *nameless = fd >= 0;
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
+        return fd;
+    snprintf(tmp, n, "%s.XXXXXX", path);
+    return mkostemp(tmp, O_CLOEXEC); /* mode 0600: the answers are the provider's data */
+}
+
+/* Gives the whole new file the name path: a nameless one is linked at
+ * tmp first (linkat cannot replace a name), then renamed over path. */
+static int publish(int fd, const char *tmp, const char *path, int nameless)
+{
+    char self[64];
+
+    if (nameless) {
+        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+        if (unlink(tmp) != 0 && errno != ENOENT) /* our pid's, from a crash */
+            return -1;
+        if (linkat(AT_FDCWD, self, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0)
+            return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
 /* A new, empty file at path; NULL, errno and *why the failing step. */
 static enr_cache *create(const char *path, const enr_cache *want, const uint8_t *identity,
                          const char **why)
 {
-    char tmp[PATH_BUF + 8];
+    char tmp[PATH_BUF + 32];
     enr_cache *c;
     void *p;
-    int fd, rc, e;
+    int fd, rc, e, nameless;
 
-    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp) {
-        *why = "path too long";
-        errno = ENAMETOOLONG;
-        return NULL;
-    }
-    fd = mkostemp(tmp, O_CLOEXEC); /* mode 0600: the answers are the provider's data */
+    fd = open_new(path, tmp, sizeof tmp, &nameless);
     if (fd < 0) {
-        *why = "cannot create a file in its directory";
+        *why = errno == ENAMETOOLONG ? "path too long" : "cannot create a file in its directory";
         return NULL;
     }
     rc = posix_fallocate(fd, 0, (off_t)want->map_bytes);
@@ -151,7 +200,7 @@ static enr_cache *create(const char *path, const enr_cache *want, const uint8_t 
     rc = enr_cache_init_run(c, fd, 0);
     /* The header on disk before the name: a file found at path is whole. */
     if (rc != 0 || msync(p, want->index_off, MS_SYNC) != 0 || fsync(fd) != 0 ||
-        rename(tmp, path) != 0) {
+        publish(fd, tmp, path, nameless) != 0) {
         e = rc != 0 ? rc : errno;
         *why = "cannot make it durable or give it its name";
         munmap(p, want->map_bytes);
@@ -162,7 +211,8 @@ static enr_cache *create(const char *path, const enr_cache *want, const uint8_t 
     return c;
 fail:
     e = errno;
-    unlink(tmp);
+    if (!nameless)
+        unlink(tmp);
     close(fd);
     errno = e;
     return NULL;

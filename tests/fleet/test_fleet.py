@@ -395,8 +395,8 @@ def replay_latency(fleet, trace, name):
     rep = Replay(fleet, trace, ["--speed", "1", "--concurrency", "16"])
     summary, _ = rep.wait(120)
     t = summary[0]
-    log("  %-34s %4d requests, %d ok, p50 %.2f ms, p99 %.2f ms, max %.2f ms"
-        % (name, t["count"], t["ok"], t["p50"], t["p99"], t["max"]))
+    log("  %-34s %4d requests, %d ok, p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, max %.2f ms"
+        % (name, t["count"], t["ok"], t["p50"], t["p95"], t["p99"], t["max"]))
     if t["ok"] != t["count"]:
         rows = tsv_rows(rep.tsv)
         sts = {}
@@ -460,8 +460,11 @@ def test_canary(r, fleet):
     for name, t in (("mirror off", base), ("mirror on", on), ("candidate stopped", dead)):
         r.check(t["ok"] == t["count"], "%s: every batch answered by the primary (%d of %d)"
                 % (name, t["ok"], t["count"]))
-    r.check(on["p99"] <= base["p99"] * 2 + 5, "the mirror costs the primary little: p99 %.1f vs %.1f ms"
-            % (on["p99"], base["p99"]))
+    # p95, not p99: of 300 batches the p99 is the third slowest, one
+    # scheduling stall of the 2-core machine apart; the p95 (the 15th)
+    # shows what the mirror's copy and the candidate's work cost.
+    r.check(on["p95"] <= base["p95"] * 2 + 5, "the mirror costs the primary little: p95 %.1f vs %.1f ms"
+            % (on["p95"], base["p95"]))
     # A stalled candidate costs the batches mirrored while nginx waits for
     # it (200 ms at most, once per fail_timeout), nobody else.
     r.check(dead["p50"] <= base["p50"] * 2 + 2 and dead["max"] <= base["max"] + 300,

@@ -8,7 +8,8 @@
  * again: every entry found is whole.  A power loss, as the disk may see
  * it (each page of the file from one moment or another, zeroed, or torn
  * between two): every lookup is a miss or an answer that was stored, and
- * writers go on.
+ * writers go on.  A process killed while it makes the file leaves the
+ * directory as it was: no stray file the size of the cache.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -329,6 +332,50 @@ static void test_power_loss(void)
             total, worst);
 }
 
+/* The names in dir other than "." and "..". */
+static int dir_entries(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    while (d != NULL && (e = readdir(d)) != NULL)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
+/* A process killed while it allocates a new file (here by SIGXFSZ: its
+ * file size limit is below the cache's, which the kernel enforces in
+ * fallocate) leaves nothing in the directory, and the next open makes
+ * the file. */
+static void test_killed_while_made(void)
+{
+    const char *why;
+    enr_cache *c;
+    int st = 0;
+    pid_t pid;
+
+    unlink(path);
+    T_CHECK(dir_entries() == 0, "the directory starts empty (%d)", dir_entries());
+    pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {PAGE, PAGE};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        open_c(&why);
+        _exit(0);
+    }
+    T_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid, "the child ran");
+    T_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ, "the child died making the file (%#x)", st);
+    T_CHECK(dir_entries() == 0, "a process killed making the file leaves no file behind (%d)",
+            dir_entries());
+    c = open_c(&why);
+    T_CHECK(c != NULL && why && strcmp(why, "created") == 0 && dir_entries() == 1,
+            "the next open makes it (%s, %d names)", why ? why : "-", dir_entries());
+    enr_cache_free(c);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -339,6 +386,7 @@ int main(void)
     test_reopen_and_refuse();
     test_killed_writers();
     test_power_loss();
+    test_killed_while_made();
     unlink(path);
     rmdir(dir);
     T_DONE();

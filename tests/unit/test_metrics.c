@@ -14,6 +14,7 @@
 #include "engine/contract.h"
 #include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/cache.h"
 #include "ops/metrics.h"
 #include "ops/statushtml.h"
 #include "ops/statustext.h"
@@ -488,8 +489,69 @@ static void test_pool_table_everywhere(void)
     enr_buf_free(&m);
 }
 
+/* Every row of the cache's table (cache.h) on /metrics with its TYPE and
+ * on /status with the same reading, for a cache in memory and one in a
+ * file; only the file says where it lives. */
+static void test_cache_table_everywhere(void)
+{
+    static const uint8_t id[ENR_CACHE_ID_BYTES] = {1};
+    char dir[] = "/tmp/enr-metrics-XXXXXX", path[64], want[256];
+    const char *why;
+    enr_cache_val val = {.poster = "https://i.example/p.jpg", .poster_len = 23};
+
+    T_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/cache", dir);
+    for (int file = 0; file < 2; file++) {
+        enr_cache *c =
+            file ? enr_cache_open(path, 64, 1 << 20, id, &why) : enr_cache_new(64, 1 << 20);
+        enr_status_view v = {0};
+        enr_cache_stats st;
+        enr_buf m = {0};
+        json_object *doc, *up = NULL, *k = NULL, *x;
+
+        T_CHECK(c != NULL, "cache %d made", file);
+        if (c == NULL)
+            continue;
+        T_CHECK(enr_cache_put(c, 0, "abc", 3, &val, 4102444800000ull) == 0, "put");
+        fill(); /* a fresh configuration: the file's path set again */
+        snprintf(cfg.cache_file, sizeof cfg.cache_file, "%s", path);
+        v.c = &cfg;
+        v.sb = &sb;
+        v.cache = c;
+        enr_cache_stats_of(c, &st);
+        T_CHECK(st.entries == 1 && st.persistent == (uint64_t)file,
+                "stats: %llu entries, persistent %llu", (unsigned long long)st.entries,
+                (unsigned long long)st.persistent);
+        enr_metrics_render(&m, &v);
+        enr_buf_putc(&m, '\0');
+        doc = enr_status_doc(&v, 0);
+        T_CHECK(json_object_object_get_ex(doc, "upstream", &up) &&
+                    json_object_object_get_ex(up, "cache", &k),
+                "/status has upstream.cache");
+#define ROW(f, metric, type, help)                                                                 \
+    snprintf(want, sizeof want, "# TYPE %s %s", metric, type);                                     \
+    T_CHECK(has_line(m.data, want), "/metrics lacks %s", want);                                    \
+    snprintf(want, sizeof want, "%s %llu", metric, (unsigned long long)st.f);                      \
+    T_CHECK(has_line(m.data, want), "/metrics lacks %s", want);                                    \
+    T_CHECK(k &&json_object_object_get_ex(k, #f, &x) && json_object_get_uint64(x) == st.f,         \
+            "/status upstream.cache lacks %s = %llu", #f, (unsigned long long)st.f);
+        ENR_CACHE_STATS(ROW)
+#undef ROW
+        T_CHECK(k && json_object_object_get_ex(k, "file", &x) == file &&
+                    (!file || strcmp(json_object_get_string(x), path) == 0),
+                "/status upstream.cache.file only for the file (%d)", file);
+        json_object_put(doc);
+        enr_buf_free(&m);
+        enr_cache_free(c);
+    }
+    unlink(path);
+    rmdir(dir);
+    cfg.cache_file[0] = '\0';
+}
+
 int main(void)
 {
+    test_cache_table_everywhere();
     test_pool_table_everywhere();
     test_counter_table_everywhere();
     test_metrics();
