@@ -25,7 +25,13 @@ side:" and why: on a sanitizer build it runs with the others (its
 functional checks hold under load; the sanitizer's slowdown says nothing
 of the product's times).  Each suite's line (its name, counts and time,
 and the tail of its output when it failed) prints as it finishes; the
-failed ones are named again in a fixed order at the end.  The longest
+failed ones are named again in a fixed order at the end.  When some
+suites run alone, the vectors and Unicode sweeps (they time nothing) run
+from the start on the idle scheduling class (SCHED_IDLE: any other
+runnable process takes the core from them at once), on the cores the
+other suites leave idle, those that run alone included (when these
+take 30 s or more); what is left of them when those end runs on at the
+normal class.  The longest
 suites (by the previous run's times, kept in BUILD/test-times.json; on a
 fresh clone, by tests/suite-times.json, a CI run's, the longer of the
 plain and sanitizer builds' times) are started first, so that -j is not
@@ -60,6 +66,9 @@ SUITE_TIMEOUT_S = 600
 # A suite process, its nginx and its daemon's workers hold ~100-250 MB
 # (more on the sanitizer build): the default -j leaves room for them.
 SUITE_MB = 400
+# The suites that run alone leave room for the sweeps beside them (on the
+# idle class) when they take this long or more.
+BACKFILL_ALONE_S = 30
 
 
 def default_jobs():
@@ -77,6 +86,8 @@ def default_jobs():
 class Suite:
     def __init__(self, name, argv, alone=False):
         self.name, self.argv, self.alone = name, argv, alone
+        self.idle = False  # on the idle scheduling class (beside the suites that run alone)
+        self.pid = None
         self.line = None  # the printed result, once run
         self.counts = (0, 0, 0, 0)
         self.secs = 0.0
@@ -88,7 +99,12 @@ def run(suite, env):
     the processes it waited for, from wait4) go with its wall time."""
     t = time.monotonic()
     with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
-        p = subprocess.Popen(suite.argv, cwd=ROOT, env=env, stdout=so, stderr=se)
+        idle = suite.idle
+        p = subprocess.Popen((["chrt", "--idle", "0"] if idle else []) + suite.argv, cwd=ROOT,
+                             env=env, stdout=so, stderr=se)
+        suite.pid = p.pid
+        if idle and not suite.idle:  # unidle came between
+            unidle(p.pid)
         hung = threading.Event()
         timer = threading.Timer(SUITE_TIMEOUT_S, lambda: (hung.set(), p.kill()))
         timer.start()
@@ -122,6 +138,20 @@ def run(suite, env):
         line += "".join("\n     | " + l for l in out.strip().splitlines()[-40:])
     suite.counts = (passed, failed, ntests, tfailed)
     suite.line = line
+
+
+def unidle(pid):
+    """pid and every process under it back to the normal scheduling class."""
+    try:
+        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+        kids = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        return
+    for k in kids:
+        unidle(k)
 
 
 def marked_alone(source):
@@ -227,9 +257,18 @@ def main():
     alone = [s for s in suites if s.alone]
     times_path = os.path.join(args.build, "test-times.json")
     times = dict(load_times(os.path.join(HERE, "suite-times.json")), **load_times(times_path))
+    # The vectors and sweeps time nothing: from the start, on the idle
+    # class (any other runnable process takes the core from them at once),
+    # on the cores the others leave idle, those that run alone too, when
+    # these take long enough to leave room.
+    backfill = []
+    if sum(times.get(s.name, BACKFILL_ALONE_S) for s in alone) >= BACKFILL_ALONE_S:
+        backfill = [s for s in shared if s.name.startswith("vectors/")]
+    shared = [s for s in shared if s not in backfill]
     printer = Printer()
-    print("%d suites: %d side by side (-j %d), %d alone after them"
-          % (len(suites), len(shared), jobs, len(alone)), flush=True)
+    print("%d suites: %d side by side (-j %d), %d alone after them%s"
+          % (len(suites), len(shared), jobs, len(alone),
+             ", %d beside them on the idle class" % len(backfill) if backfill else ""), flush=True)
     t0 = time.monotonic()
 
     def one(s):
@@ -239,13 +278,24 @@ def main():
     # Longest first (unknown ones count as long), so that the last to
     # finish are short ones.
     start = sorted(shared, key=lambda s: -times.get(s.name, 1e6))
+    idle_pool = ThreadPoolExecutor(max_workers=max(1, len(backfill)))
     try:
+        for s in backfill:
+            s.idle = True
+        idle_runs = [idle_pool.submit(one, s) for s in backfill]
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for f in [pool.submit(one, s) for s in start]:
                 f.result()
         for s in alone:
             one(s)
+        for s in backfill:  # what is left of them: on the normal class
+            s.idle = False
+            if s.pid is not None:
+                unidle(s.pid)
+        for f in idle_runs:
+            f.result()
     finally:
+        idle_pool.shutdown()
         save_times(times_path, suites, load_times(times_path))
     total_p = sum(s.counts[0] for s in suites)
     total_f = sum(s.counts[1] for s in suites)
