@@ -25,13 +25,13 @@ side:" and why: on a sanitizer build it runs with the others (its
 functional checks hold under load; the sanitizer's slowdown says nothing
 of the product's times).  Each suite's line (its name, counts and time,
 and the tail of its output when it failed) prints as it finishes; the
-failed ones are named again in a fixed order at the end.  When some
-suites run alone, the vectors and Unicode sweeps (they time nothing) run
-from the start on the idle scheduling class (SCHED_IDLE: any other
-runnable process takes the core from them at once), on the cores the
-other suites leave idle, those that run alone included (when these
-take 30 s or more); what is left of them when those end runs on at the
-normal class.  The longest
+failed ones are named again in a fixed order at the end.  The vectors
+and Unicode sweeps (they time nothing) start with the others, and when
+the suites that run alone take 30 s or more, these need not wait for
+them: what is left of the sweeps runs beside them on the idle scheduling
+class (SCHED_IDLE: any other runnable process takes the core from them
+at once), on the cores they leave idle, then on the normal class once
+they end.  The longest
 suites (by the previous run's times, kept in BUILD/test-times.json; on a
 fresh clone, by tests/suite-times.json, a CI run's, the longer of the
 plain and sanitizer builds' times) are started first, so that -j is not
@@ -69,6 +69,7 @@ SUITE_MB = 400
 # The suites that run alone leave room for the sweeps beside them (on the
 # idle class) when they take this long or more.
 BACKFILL_ALONE_S = 30
+BACKFILL_JOBS = 2
 
 
 def default_jobs():
@@ -103,8 +104,8 @@ def run(suite, env):
         p = subprocess.Popen((["chrt", "--idle", "0"] if idle else []) + suite.argv, cwd=ROOT,
                              env=env, stdout=so, stderr=se)
         suite.pid = p.pid
-        if idle and not suite.idle:  # unidle came between
-            unidle(p.pid)
+        if idle != suite.idle:  # set_idle came between
+            set_class(p.pid, os.SCHED_IDLE if suite.idle else os.SCHED_OTHER)
         hung = threading.Event()
         timer = threading.Timer(SUITE_TIMEOUT_S, lambda: (hung.set(), p.kill()))
         timer.start()
@@ -140,10 +141,10 @@ def run(suite, env):
     suite.line = line
 
 
-def unidle(pid):
-    """pid and every process under it back to the normal scheduling class."""
+def set_class(pid, policy):
+    """pid and every process under it to the scheduling class policy."""
     try:
-        os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+        os.sched_setscheduler(pid, policy, os.sched_param(0))
         kids = []
         for tid in os.listdir("/proc/%d/task" % pid):
             with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
@@ -151,7 +152,16 @@ def unidle(pid):
     except OSError:
         return
     for k in kids:
-        unidle(k)
+        set_class(k, policy)
+
+
+def set_idle(suites, idle):
+    """The suites (those running and those yet to start) on the idle
+    scheduling class, or back on the normal one."""
+    for s in suites:
+        s.idle = idle
+        if s.pid is not None and s.line is None:  # running (a finished one's pid may be reused)
+            set_class(s.pid, os.SCHED_IDLE if idle else os.SCHED_OTHER)
 
 
 def marked_alone(source):
@@ -257,10 +267,10 @@ def main():
     alone = [s for s in suites if s.alone]
     times_path = os.path.join(args.build, "test-times.json")
     times = dict(load_times(os.path.join(HERE, "suite-times.json")), **load_times(times_path))
-    # The vectors and sweeps time nothing: from the start, on the idle
-    # class (any other runnable process takes the core from them at once),
-    # on the cores the others leave idle, those that run alone too, when
-    # these take long enough to leave room.
+    # The vectors and sweeps time nothing: they start with the others
+    # (BACKFILL_JOBS at a time, apart from -j) and need not end before the
+    # suites that run alone start, when these take long enough to leave
+    # room: what is left of them runs beside those on the idle class.
     backfill = []
     if sum(times.get(s.name, BACKFILL_ALONE_S) for s in alone) >= BACKFILL_ALONE_S:
         backfill = [s for s in shared if s.name.startswith("vectors/")]
@@ -268,7 +278,8 @@ def main():
     printer = Printer()
     print("%d suites: %d side by side (-j %d), %d alone after them%s"
           % (len(suites), len(shared), jobs, len(alone),
-             ", %d beside them on the idle class" % len(backfill) if backfill else ""), flush=True)
+             " (%d sweeps beside them on the idle class)" % len(backfill) if backfill else ""),
+          flush=True)
     t0 = time.monotonic()
 
     def one(s):
@@ -278,24 +289,21 @@ def main():
     # Longest first (unknown ones count as long), so that the last to
     # finish are short ones.
     start = sorted(shared, key=lambda s: -times.get(s.name, 1e6))
-    idle_pool = ThreadPoolExecutor(max_workers=max(1, len(backfill)))
+    back_pool = ThreadPoolExecutor(max_workers=BACKFILL_JOBS)
     try:
-        for s in backfill:
-            s.idle = True
-        idle_runs = [idle_pool.submit(one, s) for s in backfill]
+        back_runs = [back_pool.submit(one, s) for s in
+                     sorted(backfill, key=lambda s: -times.get(s.name, 1e6))]
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for f in [pool.submit(one, s) for s in start]:
                 f.result()
+        set_idle(backfill, True)
         for s in alone:
             one(s)
-        for s in backfill:  # what is left of them: on the normal class
-            s.idle = False
-            if s.pid is not None:
-                unidle(s.pid)
-        for f in idle_runs:
+        set_idle(backfill, False)
+        for f in back_runs:
             f.result()
     finally:
-        idle_pool.shutdown()
+        back_pool.shutdown()
         save_times(times_path, suites, load_times(times_path))
     total_p = sum(s.counts[0] for s in suites)
     total_f = sum(s.counts[1] for s in suites)
