@@ -21,7 +21,7 @@ SANFL   :=
 OPT     ?= -O2
 endif
 
-# libcurl: headers only; it is loaded at run time (src/base/curlapi.h says why).
+# libcurl: headers only; it is loaded at run time (src/upstream/curlapi.h says why).
 # libcrypto is linked statically: its relocations at every exec cost more
 # than all of enrichd's start-up work, and Debian ships the .a file in
 # the -dev package.  The Unicode data is the engine's own

@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #include "base/secret.h"
-#include "base/upstream_url.h"
 
 #define CONFIG_LINE_MAX 2048
 #define CONFIG_FILE_MAX (1 << 20) /* a config larger than this is a mistake */
@@ -139,12 +138,51 @@ static int check_listen(const enr_config_key *k, const char *v, char *why, size_
     return 0;
 }
 
+static enr_config_url_check_fn url_check; /* enr_config_set_url_check */
+
+void enr_config_set_url_check(enr_config_url_check_fn check)
+{
+    url_check = check;
+}
+
+/* A text key (enr_config_key_is_text): its length, then its type's own
+ * check. */
+static int set_text(parse_state *ps, enr_config *c, const enr_config_key *k, const char *v)
+{
+    char why[200];
+
+    if (strlen(v) >= k->size)
+        return fail(ps, k->name, "value longer than %zu bytes", k->size - 1);
+    if (k->type == ENR_KEY_PATH && v[0] != '\0' && v[0] != '/')
+        return fail(ps, k->name, "\"%s\" is not an absolute path (empty: off)", v);
+    if (k->type == ENR_KEY_LISTEN && check_listen(k, v, why, sizeof why) != 0)
+        return fail(ps, k->name, "%s", why);
+    /* The worker's upstream client runs this same check at start.  It
+     * loads libcurl, tens of ms before the first answer, so the
+     * built-in URLs are left to the unit test that checks them. */
+    if (k->type == ENR_KEY_URL && v[0] != '\0' && !ps->builtin && url_check != NULL &&
+        url_check(v, NULL, why, sizeof why) != 0)
+        return fail(ps, k->name, "%s", why);
+    if (k->type == ENR_KEY_GROUP && v[0] != '\0') {
+        errno = 0;
+        if (getgrnam(v) == NULL)
+            return fail(ps, k->name, "no such group \"%s\"", v);
+    }
+    /* Parsed here, once: the workers match peers against this. */
+    if (k->type == ENR_KEY_ALLOW && enr_allow_parse(v, &c->listen_allow_nets, why, sizeof why) != 0)
+        return fail(ps, k->name, "%s", why);
+    memcpy((char *)c + k->off, v, strlen(v) + 1);
+    return 0;
+}
+
 static int set_value(parse_state *ps, enr_config *c, const enr_config_key *k, const char *v)
 {
     char *field = (char *)c + k->off;
     unsigned long long u = 0;
     char why[200];
 
+    if (enr_config_key_is_text(k))
+        return set_text(ps, c, k, v);
     switch (k->type) {
     case ENR_KEY_HEADER: {
         size_t n = strlen(v), name_len;
@@ -161,35 +199,6 @@ static int set_value(parse_state *ps, enr_config *c, const enr_config_key *k, co
         memcpy(c->upstream_headers[c->upstream_nheaders++], v, n + 1);
         return 0;
     }
-    case ENR_KEY_STR:
-    case ENR_KEY_LISTEN:
-    case ENR_KEY_URL:
-    case ENR_KEY_GROUP:
-    case ENR_KEY_PATH:
-    case ENR_KEY_ALLOW:
-        if (strlen(v) >= k->size)
-            return fail(ps, k->name, "value longer than %zu bytes", k->size - 1);
-        if (k->type == ENR_KEY_PATH && v[0] != '\0' && v[0] != '/')
-            return fail(ps, k->name, "\"%s\" is not an absolute path (empty: off)", v);
-        if (k->type == ENR_KEY_LISTEN && check_listen(k, v, why, sizeof why) != 0)
-            return fail(ps, k->name, "%s", why);
-        /* The worker's upstream client runs this same check at start.  It
-         * loads libcurl, tens of ms before the first answer, so the
-         * built-in URLs are left to the unit test that checks them. */
-        if (k->type == ENR_KEY_URL && v[0] != '\0' && !ps->builtin &&
-            enr_upstream_url_check(v, NULL, why, sizeof why) != 0)
-            return fail(ps, k->name, "%s", why);
-        if (k->type == ENR_KEY_GROUP && v[0] != '\0') {
-            errno = 0;
-            if (getgrnam(v) == NULL)
-                return fail(ps, k->name, "no such group \"%s\"", v);
-        }
-        /* Parsed here, once: the workers match peers against this. */
-        if (k->type == ENR_KEY_ALLOW &&
-            enr_allow_parse(v, &c->listen_allow_nets, why, sizeof why) != 0)
-            return fail(ps, k->name, "%s", why);
-        memcpy(field, v, strlen(v) + 1);
-        return 0;
     case ENR_KEY_MODE:
         if (parse_ull(v, 8, &u) != 0 || u > k->hi)
             return fail(ps, k->name, "\"%s\" is not an octal mode (0000..0777)", v);
@@ -225,6 +234,8 @@ static int set_value(parse_state *ps, enr_config *c, const enr_config_key *k, co
         memcpy(field, &d, sizeof d);
         return 0;
     }
+    default: /* text: set_text */
+        break;
     }
     if (u < k->lo || u > k->hi)
         return fail(ps, k->name, "%llu is out of range %llu..%llu", u, k->lo, k->hi);

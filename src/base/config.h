@@ -181,6 +181,16 @@ int enr_config_any_https(const enr_config *c);
 #define ENR_LIVENESS_SLACK_MS 1000
 unsigned enr_config_liveness_floor_ms(const enr_config *c);
 
+/* The check of a URL key's value (upstream_url and the sources' base
+ * URLs): 0, or -1 with the problem in why.  The layer that makes the
+ * calls owns it (upstream/upstream_url.h: the URL parsed as libcurl
+ * will), and the daemon sets it before it loads a configuration, so
+ * that -t and a HUP refuse a URL a worker would.  Unset (a program that
+ * only reads the configuration, as `enrichd status -c`), a URL is held
+ * to its length alone; a worker's client checks it again at start. */
+typedef int (*enr_config_url_check_fn)(const char *url, int *has_query, char *why, size_t whylen);
+void enr_config_set_url_check(enr_config_url_check_fn check);
+
 /* Load path (NULL: the embedded default).  On error returns -1 and writes
  * "FILE:LINE: key: problem" into err. */
 int enr_config_load(enr_config *c, const char *path, char *err, size_t errlen);

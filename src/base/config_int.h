@@ -48,6 +48,23 @@ typedef struct enr_config_key {
     const char *field; /* its enr_config field's name (a reload's log names it) */
 } enr_config_key;
 
+/* A key whose field is a NUL-terminated string of at most size - 1
+ * bytes: parsed, compared, printed and hashed as text. */
+static inline int enr_config_key_is_text(const enr_config_key *k)
+{
+    switch (k->type) {
+    case ENR_KEY_STR:
+    case ENR_KEY_LISTEN:
+    case ENR_KEY_URL:
+    case ENR_KEY_GROUP:
+    case ENR_KEY_PATH:
+    case ENR_KEY_ALLOW:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* One row each of confkeys.inc, in its order: -T's and conf/enrichd.conf's. */
 extern const enr_config_key enr_config_keys[];
 extern const size_t enr_config_nkeys;

@@ -80,6 +80,11 @@ void enr_config_dump(const enr_config *c, FILE *f)
         size_t z;
         double d;
 
+        if (enr_config_key_is_text(k)) {
+            fprintf(f, "%s =%s%s", k->name, field[0] ? " " : "", field);
+            dump_origin(c, i, f);
+            continue;
+        }
         switch (k->type) {
         case ENR_KEY_HEADER:
             for (unsigned h = 0; h < c->upstream_nheaders; h++) {
@@ -89,14 +94,6 @@ void enr_config_dump(const enr_config *c, FILE *f)
             if (c->upstream_nheaders > 0)
                 continue;
             fprintf(f, "%s =", k->name);
-            break;
-        case ENR_KEY_STR:
-        case ENR_KEY_LISTEN:
-        case ENR_KEY_URL:
-        case ENR_KEY_GROUP:
-        case ENR_KEY_PATH:
-        case ENR_KEY_ALLOW:
-            fprintf(f, "%s =%s%s", k->name, field[0] ? " " : "", field);
             break;
         case ENR_KEY_MODE:
             memcpy(&u, field, sizeof u);
@@ -117,6 +114,8 @@ void enr_config_dump(const enr_config *c, FILE *f)
             memcpy(&d, field, sizeof d);
             fprintf(f, "%s = %.15g", k->name, d);
             break;
+        default: /* text: above */
+            break;
         }
         dump_origin(c, i, f);
     }
@@ -128,22 +127,6 @@ unsigned enr_config_line(const enr_config *c, const char *key)
         if (strcmp(enr_config_keys[i].name, key) == 0)
             return c->key_line[i];
     return 0;
-}
-
-/* A string-like key (its field a NUL-terminated string). */
-static int key_is_text(const enr_config_key *k)
-{
-    switch (k->type) {
-    case ENR_KEY_STR:
-    case ENR_KEY_LISTEN:
-    case ENR_KEY_URL:
-    case ENR_KEY_GROUP:
-    case ENR_KEY_PATH:
-    case ENR_KEY_ALLOW:
-        return 1;
-    default:
-        return 0;
-    }
 }
 
 /* Whether key k says the same in a and b. */
@@ -159,7 +142,7 @@ static int key_same(const enr_config_key *k, const enr_config *a, const enr_conf
                 return 0;
         return 1;
     }
-    return key_is_text(k) ? strcmp(x, y) == 0 : memcmp(x, y, k->size) == 0;
+    return enr_config_key_is_text(k) ? strcmp(x, y) == 0 : memcmp(x, y, k->size) == 0;
 }
 
 unsigned enr_config_keep_restart(enr_config *next, const enr_config *cur, char *names, size_t len)
@@ -215,7 +198,7 @@ void enr_config_identity(const enr_config *c, enr_config_part_fn fn, void *arg)
         if (k->type == ENR_KEY_HEADER) {
             for (unsigned h = 0; h < c->upstream_nheaders; h++)
                 fn(arg, k->field, c->upstream_headers[h], strlen(c->upstream_headers[h]));
-        } else if (key_is_text(k)) {
+        } else if (enr_config_key_is_text(k)) {
             fn(arg, k->field, v, strlen(v));
         } else {
             fn(arg, k->field, v, k->size);

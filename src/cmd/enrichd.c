@@ -18,10 +18,12 @@
 #include "base/cli.h"
 #include "base/config.h"
 #include "ops/confcheck.h"
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
+#include "upstream/upstream_url.h"
 #include "base/log.h"
 #include "base/proctitle.h"
 #include "pool/master.h"
+#include "pool/testhooks.h"
 #include "ops/status.h"
 #include "engine/unicode.h"
 
@@ -46,13 +48,7 @@ static void print_versions(void)
 {
     char err[256];
 
-#ifdef ENR_TEST_HOOKS
-    printf("enrichd %s TEST HOOKS: a test build, never for production (a request header can "
-           "stall or crash a worker)\n",
-           ENR_VERSION);
-#else
-    printf("enrichd %s\n", ENR_VERSION);
-#endif
+    printf("enrichd %s%s\n", ENR_VERSION, enr_hook_version_note());
     printf("unicode: %s\n", enr_uni_version());
     if (enr_curl_load(err, sizeof err) == 0)
         printf("libcurl: %s (loaded only when upstream_url is set)\n", curl_version());
@@ -118,6 +114,7 @@ int main(int argc, char **argv)
     if (optind != argc)
         return enr_cli_usage(usage, ENR_CLI_USAGE);
     log_level_from_env();
+    enr_config_set_url_check(enr_upstream_url_check);
     if (enr_config_load(&cfg, path, err, sizeof err) != 0) {
         fprintf(stderr, "enrichd: %s\n", err);
         return 1;

@@ -10,6 +10,10 @@
  * the steps (enr_child_escalate), and one predicate says when the next is
  * due (enr_child_due), for acting and for sleeping alike.
  *
+ * Whether a busy worker's request has outlived its deadlines, the
+ * reason the master asks it to end, is decided here too
+ * (enr_child_request_stuck).
+ *
  * Invariants:
  *  - This file sends every signal the master sends to a child, and only
  *    to a pid the master has not reaped (pid > 0), so never to a reused
@@ -151,4 +155,26 @@ uint64_t enr_backoff_next(uint64_t cur, uint64_t first)
     if (cur == 0)
         return first;
     return cur * 2 > ENR_BACKOFF_MAX_MS ? ENR_BACKOFF_MAX_MS : cur * 2;
+}
+
+/* A busy worker is stuck past request_timeout_ms of work, or past twice
+ * write_timeout_ms of writing its answer.  A write waits on nginx (a slow
+ * client with nginx's buffers full), not on the worker, so it is not held
+ * to the request's deadline; the worker itself resets a write not done
+ * within about write_timeout_ms (fcgi_stream.c), and this catches a worker
+ * that cannot even do that.
+ * Both clocks are monotonic: an NTP step must not age (or hide) a request. */
+int enr_child_request_stuck(const enr_config *c, const enr_sb_slot *s, uint64_t mono_now)
+{
+    uint64_t ws = ENR_SB_GET(s->write_start_mono_ms);
+    uint64_t work = ENR_SB_GET(s->work_start_mono_ms);
+
+    if (ws != 0)
+        return mono_now > ws && mono_now - ws > 2 * (uint64_t)c->write_timeout_ms;
+    if (work != 0)
+        return mono_now > work && mono_now - work > c->request_timeout_ms;
+    /* Still reading its body, which has its own deadline (body_timeout_ms)
+     * and then an answer to give. */
+    return enr_sb_request_age_ms(s, mono_now) >
+           (uint64_t)c->body_timeout_ms + c->request_timeout_ms;
 }

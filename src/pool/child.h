@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "base/config.h"
+#include "base/scoreboard.h"
 
 /* Back-off of restarts (the crash-loop guard, the status process):
  * doubles from MIN up to MAX. */
@@ -56,6 +57,10 @@ int enr_child_escalate(enr_child *ch, const enr_config *cfg, uint64_t now);
 /* The exit reason of a waitpid() status (enum enr_exit_reason), with a
  * detail for the log ("exit_code=N", "signal=SEGV"). */
 int enr_child_classify(const enr_child *ch, int status, char *detail, size_t len);
+
+/* 1 when the busy worker of slot s is stuck (child.c says when):
+ * the master asks it to end with ENR_EXIT_TIMEOUT. */
+int enr_child_request_stuck(const enr_config *c, const enr_sb_slot *s, uint64_t mono_now);
 
 /* The next delay of a back-off: first, then doubling up to
  * ENR_BACKOFF_MAX_MS (forks in a crash loop, reload probes, the status

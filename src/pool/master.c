@@ -52,6 +52,7 @@
 #include "base/scoreboard.h"
 #include "base/signals.h"
 #include "ops/status.h"
+#include "pool/testhooks.h"
 #include "pool/worker.h"
 #include "base/clock.h"
 #include "upstream/budget.h"
@@ -388,28 +389,6 @@ static void check_ready(master *m, uint64_t now)
 
 /* ---- tick: sampling, hard limits, health, systemd ------------------------ */
 
-/* A busy worker is stuck past request_timeout_ms of work, or past twice
- * write_timeout_ms of writing its answer.  A write waits on nginx (a slow
- * client with nginx's buffers full), not on the worker, so it is not held
- * to the request's deadline; the worker itself resets a write not done
- * within about write_timeout_ms (fcgi_stream.c), and this catches a worker
- * that cannot even do that.
- * Both clocks are monotonic: an NTP step must not age (or hide) a request. */
-static int request_stuck(const enr_config *c, const enr_sb_slot *s, uint64_t mono_now)
-{
-    uint64_t ws = ENR_SB_GET(s->write_start_mono_ms);
-    uint64_t work = ENR_SB_GET(s->work_start_mono_ms);
-
-    if (ws != 0)
-        return mono_now > ws && mono_now - ws > 2 * (uint64_t)c->write_timeout_ms;
-    if (work != 0)
-        return mono_now > work && mono_now - work > c->request_timeout_ms;
-    /* Still reading its body, which has its own deadline (body_timeout_ms)
-     * and then an answer to give. */
-    return enr_sb_request_age_ms(s, mono_now) >
-           (uint64_t)c->body_timeout_ms + c->request_timeout_ms;
-}
-
 static void sample_workers(master *m, uint64_t now)
 {
     const enr_config *c = &m->cfg;
@@ -438,7 +417,7 @@ static void sample_workers(master *m, uint64_t now)
             enr_child_ask(ch, ENR_EXIT_RSS, ENR_STEP_TERM);
         else if (c->fd_hard && fds > (long)c->fd_hard)
             enr_child_ask(ch, ENR_EXIT_FD, ENR_STEP_TERM);
-        else if (st == ENR_WS_BUSY && request_stuck(c, s, now))
+        else if (st == ENR_WS_BUSY && enr_child_request_stuck(c, s, now))
             enr_child_ask(ch, ENR_EXIT_TIMEOUT, ENR_STEP_TERM);
         else
             continue;
@@ -789,9 +768,7 @@ static int start_up(master *m, sigset_t *wait_mask)
         cleanup(m);
         return -1;
     }
-#ifdef ENR_TEST_HOOKS
-    enr_log(ENR_LOG_WARN, "TEST HOOKS compiled in: a test build, never for production", NULL);
-#endif
+    enr_hook_announce();
     /* What is served, as the kernel says: under socket activation not
      * necessarily what the file says (enr_listen_open warned). */
     enr_log(

@@ -1,6 +1,9 @@
 /*
- * testhooks.c: the worker's test hooks (testhooks.h), built only with
+ * testhooks.c: the test build's hooks (testhooks.h), built only with
  * -DENR_TEST_HOOKS; in any other build this file defines nothing.
+ *
+ * Such a build says so wherever an operator looks: `enrichd -V`'s first
+ * line and a warning in the master's log at start.
  *
  * Driven by the worker's environment (read once, at its start) and by
  * request headers (each request):
@@ -29,6 +32,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "base/log.h"
 
 static unsigned leak_fds, leak_kb;
 
@@ -105,6 +110,17 @@ void enr_hook_leak(void)
             leaked = p;
         }
     }
+}
+
+void enr_hook_announce(void)
+{
+    enr_log(ENR_LOG_WARN, "TEST HOOKS compiled in: a test build, never for production", NULL);
+}
+
+const char *enr_hook_version_note(void)
+{
+    return " TEST HOOKS: a test build, never for production (a request header can stall or "
+           "crash a worker)";
 }
 
 #endif

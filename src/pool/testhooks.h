@@ -1,7 +1,9 @@
 /*
  * testhooks.h: the worker's fault injection for the tests (leaks,
- * crashes, slow and stuck requests, a planted wrong byte), compiled only
- * with -DENR_TEST_HOOKS (make hooks: build-hooks/, never installed).
+ * crashes, slow and stuck requests, a planted wrong byte), and what the
+ * daemon says of itself in such a build (its -V line, the master's
+ * warning at start), compiled only with -DENR_TEST_HOOKS (make hooks:
+ * build-hooks/, never installed).
  *
  * Invariant: in a production build every hook is an empty static inline
  * function, so the worker's code calls them without an #ifdef and the
@@ -20,6 +22,8 @@ void enr_hook_hang(char **envp);
 void enr_hook_slow(char **envp);
 void enr_hook_plant(enr_buf *out);
 void enr_hook_leak(void);
+void enr_hook_announce(void);
+const char *enr_hook_version_note(void);
 #else
 static inline void enr_hook_start_delay(void)
 {
@@ -41,6 +45,13 @@ static inline void enr_hook_plant(enr_buf *out)
 }
 static inline void enr_hook_leak(void)
 {
+}
+static inline void enr_hook_announce(void)
+{
+}
+static inline const char *enr_hook_version_note(void)
+{
+    return "";
 }
 #endif
 

@@ -31,7 +31,7 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
 #include "base/log.h"
 #include "base/procstat.h"
 #include "base/proctitle.h"

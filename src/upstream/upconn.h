@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "base/config.h"
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
 
 typedef struct enr_upconn enr_upconn;
 

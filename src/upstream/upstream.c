@@ -56,7 +56,7 @@
 #include "upstream/upconn.h"
 #include "upstream/quota.h"
 #include "upstream/upsecret.h"
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
 #include "base/log.h"
 #include "upstream/upstream_reply.h"
 #include "base/clock.h"

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
 #include "upstream/api.h"
 #include "upstream/breaker.h"
 #include "upstream/cache.h"

@@ -31,7 +31,7 @@
 
 #include "base/clock.h"
 #include "upstream/upsecret.h"
-#include "base/upstream_url.h"
+#include "upstream/upstream_url.h"
 #include "engine/contract.h"
 
 /* The configuration numbers providers and sources as the engine and
@@ -163,6 +163,13 @@ static int base_url(enr_upsource *x, const char *url, char *err, size_t errlen)
     return 0;
 }
 
+/* A failed allocation, in the one wording the worker logs; -1. */
+static int no_memory(char *err, size_t errlen)
+{
+    snprintf(err, errlen, "upstream: out of memory");
+    return -1;
+}
+
 /* What a call carries besides the ids (secret.h): the configured header
  * lines, and the secret in its header or as the query's first parameter
  * (after base_url).  The secret is copied into libcurl's header list or
@@ -182,43 +189,37 @@ static int call_extras(enr_upsource *u, const enr_config *c, char *err, size_t e
     char line[ENR_UP_HEADER_MAX + ENR_SECRET_MAX];
     int rc = -1;
 
-    line[0] = '\0';
     if (add_header(u, "Accept: application/json") != 0)
-        goto oom;
+        return no_memory(err, errlen);
     for (unsigned i = 0; i < c->upstream_nheaders; i++)
         if (add_header(u, c->upstream_headers[i]) != 0)
-            goto oom;
+            return no_memory(err, errlen);
     if (c->upstream_secret.len == 0)
         return 0;
     u->secret = malloc(c->upstream_secret.len + 1);
     if (u->secret == NULL)
-        goto oom;
+        return no_memory(err, errlen);
     memcpy(u->secret, c->upstream_secret.bytes, c->upstream_secret.len + 1);
     u->secret_len = c->upstream_secret.len;
+    line[0] = '\0';
     if (c->upstream_secret_header[0] != '\0') {
         if (enr_secret_header_line(c->upstream_secret_header, u->secret, u->secret_len, line,
-                                   sizeof line) != 0) {
+                                   sizeof line) != 0)
             snprintf(err, errlen, "upstream_secret_header: the header does not fit");
-            goto out;
-        }
-        if (add_header(u, line) != 0)
-            goto oom;
+        else
+            rc = add_header(u, line) != 0 ? no_memory(err, errlen) : 0;
     } else if (c->upstream_secret_query[0] != '\0') {
         snprintf(line, sizeof line, "%s=", c->upstream_secret_query);
         if (enr_secret_pct(u->secret, u->secret_len, line, sizeof line) != 0) {
             snprintf(err, errlen, "upstream_secret_query: the parameter does not fit");
-            goto out;
+        } else {
+            enr_buf_append(&u->base, line, strlen(line));
+            enr_buf_putc(&u->base, '&');
+            rc = u->base.oom ? no_memory(err, errlen) : 0;
         }
-        enr_buf_append(&u->base, line, strlen(line));
-        enr_buf_putc(&u->base, '&');
-        if (u->base.oom)
-            goto oom;
+    } else {
+        rc = 0;
     }
-    rc = 0;
-    goto out;
-oom:
-    snprintf(err, errlen, "upstream: out of memory");
-out:
     enr_secret_wipe(line, sizeof line);
     return rc;
 }
@@ -245,13 +246,37 @@ static int keep_secret(enr_upsource *x, const char *secret, size_t len)
     return 0;
 }
 
+/* The API's own header lines (its secret's among them) into x's list,
+ * and Accept where the API names none; -1: out of memory.  The lines
+ * are wiped once copied. */
+static int api_headers(enr_upsource *x)
+{
+    enr_buf h = {0};
+    int rc = 0, accept = 0;
+
+    x->api->headers(&h, x->secret, x->secret_len);
+    for (size_t o = 0; rc == 0 && !h.oom && o < h.len;) {
+        const char *line = h.data + o;
+        size_t n = strnlen(line, h.len - o);
+        if (n > 0 && o + n < h.len) {
+            accept |= strncasecmp(line, "Accept:", 7) == 0;
+            rc = add_header(x, line);
+        }
+        o += n + 1;
+    }
+    if (rc == 0 && (h.oom || (!accept && add_header(x, "Accept: application/json") != 0)))
+        rc = -1;
+    if (h.data != NULL)
+        enr_secret_wipe(h.data, h.len);
+    enr_buf_free(&h);
+    return rc;
+}
+
 /* A provider's own API: its base URL as configured (the row builds the
  * rest), its header lines, its secret (the key or the token). */
 static int api_source(enr_upsource *x, const enr_config *c, int api, char *err, size_t errlen)
 {
     const char *url = enr_config_source_url(c, api);
-    enr_buf h = {0};
-    int rc = -1, accept = 0;
 
     x->api = enr_api_get(api);
     if (x->api == NULL) {
@@ -265,38 +290,16 @@ static int api_source(enr_upsource *x, const enr_config *c, int api, char *err, 
     enr_buf_append(&x->base, url, strlen(url) + 1);
     x->base.len--;
     if (x->base.oom)
-        goto oom;
-    if (api == ENR_API_YOUTUBE && keep_secret(x, c->youtube_key.bytes, c->youtube_key.len) != 0)
-        goto oom;
-    if (api == ENR_API_VIMEO && keep_secret(x, c->vimeo_token.bytes, c->vimeo_token.len) != 0)
-        goto oom;
+        return no_memory(err, errlen);
+    if ((api == ENR_API_YOUTUBE && keep_secret(x, c->youtube_key.bytes, c->youtube_key.len) != 0) ||
+        (api == ENR_API_VIMEO && keep_secret(x, c->vimeo_token.bytes, c->vimeo_token.len) != 0))
+        return no_memory(err, errlen);
     if (x->api->needs_secret && x->secret == NULL) {
         snprintf(err, errlen, "%s: no %s", x->api->name,
                  api == ENR_API_YOUTUBE ? "youtube_key_file" : "vimeo_token_file");
         return -1;
     }
-    x->api->headers(&h, x->secret, x->secret_len);
-    for (size_t o = 0; !h.oom && o < h.len;) {
-        const char *line = h.data + o;
-        size_t n = strnlen(line, h.len - o);
-        if (n > 0 && o + n < h.len) {
-            accept |= strncasecmp(line, "Accept:", 7) == 0;
-            if (add_header(x, line) != 0)
-                goto oom;
-        }
-        o += n + 1;
-    }
-    if (h.oom || x->base.oom || (!accept && add_header(x, "Accept: application/json") != 0))
-        goto oom;
-    rc = 0;
-    goto out;
-oom:
-    snprintf(err, errlen, "upstream: out of memory");
-out:
-    if (h.data != NULL)
-        enr_secret_wipe(h.data, h.len);
-    enr_buf_free(&h);
-    return rc;
+    return api_headers(x) != 0 ? no_memory(err, errlen) : 0;
 }
 
 /* The sources the configuration uses, each set up once. */
@@ -368,7 +371,7 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
         return NULL;
     u = calloc(1, sizeof(*u));
     if (u == NULL) {
-        snprintf(err, errlen, "upstream: out of memory");
+        no_memory(err, errlen);
         return NULL;
     }
     u->timeout_ms = c->upstream_timeout_ms;
@@ -393,12 +396,12 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
     u->calls = calloc(u->nslots, sizeof(*u->calls));
     u->batch = calloc(u->ncalls_max * ENR_API_COUNT, sizeof(*u->batch));
     if (u->calls == NULL || u->batch == NULL) {
-        snprintf(err, errlen, "upstream: out of memory");
+        no_memory(err, errlen);
         goto fail;
     }
     warm = warm_url(u);
     if (u->src[ENR_API_UPSTREAM].in_use && warm == NULL) {
-        snprintf(err, errlen, "upstream: out of memory");
+        no_memory(err, errlen);
         goto fail;
     }
     u->conn = enr_upconn_new(c, u->src[ENR_API_UPSTREAM].headers, warm, err, errlen);

@@ -20,6 +20,7 @@
 
 #include "base/config.h"
 #include "ops/confcheck.h"
+#include "upstream/upstream_url.h"
 
 #define SRC "fuzz.conf"
 
@@ -236,6 +237,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static enr_config c, before;
     char err[512];
 
+    enr_config_set_url_check(enr_upstream_url_check); /* as the daemon does */
     memset(&c, 0xa5, sizeof c);
     memcpy(&before, &c, sizeof c);
     err[0] = '\0';

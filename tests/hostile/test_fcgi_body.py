@@ -176,16 +176,11 @@ def main():
     res = H.Results()
     body = H.bench_body()
     with H.Env(name="fcgi-body") as env:
-        env.start_enrichd("workers = 1\nrequest_timeout_ms = %d\nmax_body_bytes = %d\n"
-                          "body_timeout_ms = %d\nrss_soft_mb = 0\nrss_hard_mb = 0\n"
-                          % (REQUEST_TIMEOUT_MS, MAX_BODY, BODY_TIMEOUT_MS))
-        pids = env.wait_workers(1)
+        pids = H.start_one_worker(env, MAX_BODY, REQUEST_TIMEOUT_MS, BODY_TIMEOUT_MS)
         for fn in (test_layouts, test_cut_short, test_drip):
             res.run(fn, env, body)
-        out, _ = H.fcgi_exchange(env.sock, head(H.fcgi_enrich_params(body)) + stdin_records(body, 32768)
-                          + end())
-        res.check(H.fcgi_status(out["stdout"]) == 200 and env.worker_pids() == pids,
-                  "after all of it: the same worker answers a batch")
+        H.check_same_worker(res, env, pids, head(H.fcgi_enrich_params(body))
+                            + stdin_records(body, 32768) + end())
     res.done()
 
 

@@ -362,16 +362,12 @@ def test_write_deadline(r):
 def main():
     res = H.Results()
     with H.Env(name="fcgi-guard") as env:
-        env.start_enrichd("workers = 1\nmax_body_bytes = %d\nrequest_timeout_ms = %d\n"
-                          "body_timeout_ms = %d\nrss_soft_mb = 0\nrss_hard_mb = 0\n"
-                          % (MAX_BODY, REQUEST_TIMEOUT_MS, BODY_TIMEOUT_MS))
-        pids = env.wait_workers(1)
+        pids = H.start_one_worker(env, MAX_BODY, REQUEST_TIMEOUT_MS, BODY_TIMEOUT_MS)
         for fn in (test_content_length, test_bodyless_close, test_percent_paths,
                    test_hostile_records, test_foreign_records_mid_body, test_drip_after_foreign):
             res.run(fn, env)
-        out, _ = H.fcgi_exchange(env.sock, H.fcgi_request_bytes(H.fcgi_enrich_params(BODY), BODY))
-        res.check(H.fcgi_status(out["stdout"]) == 200 and env.worker_pids() == pids,
-                  "after all of it: the same worker answers a batch")
+        H.check_same_worker(res, env, pids,
+                            H.fcgi_request_bytes(H.fcgi_enrich_params(BODY), BODY))
         res.check(not H.worker_exit_reasons(env), "no worker exit (%r)"
                   % H.worker_exit_reasons(env))
     res.run(test_tcp)

@@ -17,7 +17,6 @@ import socket
 import ssl
 import sys
 import tempfile
-import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
@@ -52,43 +51,31 @@ def strict_logfmt(line):
     return out if line.startswith("ts=") else None
 
 
-class CraftedProvider:
+class CraftedProvider(harness.SocketLoop):
     """A TLS server on loopback presenting the crafted certificate; the
     handshake is all a client gets (it refuses the name)."""
 
     def __init__(self, cert, key):
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(cert, key)
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        self.port = sock.getsockname()[1]
         self.handshakes = 0
-        self.stop = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        super().__init__(sock)
 
-    def _run(self):
-        while not self.stop:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                continue
-            c.settimeout(2)
-            try:
-                with self.ctx.wrap_socket(c, server_side=True):
-                    pass
-            except (OSError, ssl.SSLError):
+    def serve(self):
+        c, _ = self.sock.accept()
+        c.settimeout(2)
+        try:
+            with self.ctx.wrap_socket(c, server_side=True):
                 pass
-            finally:
-                self.handshakes += 1
-                c.close()
-
-    def close(self):
-        self.stop = True
-        self.thread.join(5)
-        self.sock.close()
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            self.handshakes += 1
+            c.close()
 
 
 def test_certificate_names(r):

@@ -18,7 +18,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -47,38 +46,28 @@ def http(body, status=b"200 OK"):
     return b"Status: " + status + b"\r\nContent-Type: application/json\r\n\r\n" + body
 
 
-class FakeStatus:
+class FakeStatus(harness.SocketLoop):
     """A unix socket that answers each connection with behaviour(conn)."""
+
+    join_s = 15.0  # a behaviour may be in a send of up to 10 s
 
     def __init__(self, path, behaviour):
         self.path, self.behaviour = path, behaviour
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(4)
-        self.sock.settimeout(0.2)
-        self.stop = False
-        self.t = threading.Thread(target=self._run, daemon=True)
-        self.t.start()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        sock.listen(4)
+        super().__init__(sock)
 
-    def _run(self):
-        while not self.stop:
-            try:
-                conn, _ = self.sock.accept()
-            except (socket.timeout, OSError):
-                continue
-            try:
-                conn.settimeout(10)
-                conn.recv(65536)  # the request; its content does not matter here
-                self.behaviour(conn, lambda: self.stop)
-            except OSError:
-                pass
-            finally:
-                conn.close()
-
-    def close(self):
-        self.stop = True
-        self.t.join(15)
-        self.sock.close()
+    def serve(self):
+        conn, _ = self.sock.accept()
+        try:
+            conn.settimeout(10)
+            conn.recv(65536)  # the request; its content does not matter here
+            self.behaviour(conn, lambda: self.stop)
+        except OSError:
+            pass
+        finally:
+            conn.close()
 
 
 def send(data):

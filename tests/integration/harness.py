@@ -131,6 +131,16 @@ def wait_for(cond, timeout=10.0, interval=0.02, what="condition"):
     return v
 
 
+def in_threads(fn, n, timeout=30.0):
+    """fn(0) ... fn(n - 1), each in a thread of its own, side by side;
+    returns once every one has ended (or timeout s passed for each)."""
+    ts = [threading.Thread(target=fn, args=(k,)) for k in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+
+
 def children(pid):
     """Direct children of pid (from /proc)."""
     out = []
@@ -183,17 +193,17 @@ def parse_logfmt(line):
     return out
 
 
-class Notify:
-    """A NOTIFY_SOCKET: collects sd_notify datagrams with their times."""
+class SocketLoop:
+    """A socket served by a daemon thread until close(): a subclass's
+    serve() takes one turn (one accept, one datagram).  The socket's
+    short timeout lets the loop see close() within 0.2 s; close() waits
+    join_s for a turn in progress."""
 
-    def __init__(self, path):
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(path)
-        os.chmod(path, 0o666)
+    join_s = 5.0
+
+    def __init__(self, sock):
+        self.sock = sock
         self.sock.settimeout(0.2)
-        self.messages = []  # (monotonic time, {key: value})
-        self.lock = threading.Lock()
         self.stop = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -201,18 +211,40 @@ class Notify:
     def _run(self):
         while not self.stop:
             try:
-                data = self.sock.recv(4096)
-            except socket.timeout:
+                self.serve()
+            except OSError:  # a time-out, or the socket closed by close()
                 continue
-            except OSError:
-                return
-            kv = {}
-            for line in data.decode("utf-8", "replace").split("\n"):
-                if "=" in line:
-                    k, v = line.split("=", 1)
-                    kv[k] = v
-            with self.lock:
-                self.messages.append((time.monotonic(), kv))
+
+    def serve(self):
+        raise NotImplementedError
+
+    def close(self):
+        self.stop = True
+        self.thread.join(self.join_s)
+        self.sock.close()
+
+
+class Notify(SocketLoop):
+    """A NOTIFY_SOCKET: collects sd_notify datagrams with their times."""
+
+    def __init__(self, path):
+        self.path = path
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        os.chmod(path, 0o666)
+        self.messages = []  # (monotonic time, {key: value})
+        self.lock = threading.Lock()
+        super().__init__(sock)
+
+    def serve(self):
+        data = self.sock.recv(4096)
+        kv = {}
+        for line in data.decode("utf-8", "replace").split("\n"):
+            if "=" in line:
+                k, v = line.split("=", 1)
+                kv[k] = v
+        with self.lock:
+            self.messages.append((time.monotonic(), kv))
 
     def keys(self):
         """The sequence of notification kinds, e.g. ['READY', 'STATUS', ...]."""
@@ -232,10 +264,6 @@ class Notify:
     def wait(self, key, count=1, timeout=10.0):
         return wait_for(lambda: len(self.values(key)) >= count, timeout,
                         what="%d x %s notification" % (count, key))
-
-    def close(self):
-        self.stop = True
-        self.sock.close()
 
 
 class Env:
@@ -905,3 +933,21 @@ def proc_status_kb(pid, key):
 
 # The raw FastCGI client has its own file; its names are the harness's too.
 from fcgi_client import *  # noqa: E402,F401,F403
+
+
+def start_one_worker(env, max_body, request_timeout_ms, body_timeout_ms):
+    """enrichd with one worker, these bounds, and no recycling for its
+    size (the raw FastCGI suites count on one worker throughout): its
+    pid, in a list."""
+    env.start_enrichd("workers = 1\nmax_body_bytes = %d\nrequest_timeout_ms = %d\n"
+                      "body_timeout_ms = %d\nrss_soft_mb = 0\nrss_hard_mb = 0\n"
+                      % (max_body, request_timeout_ms, body_timeout_ms))
+    return env.wait_workers(1)
+
+
+def check_same_worker(r, env, pids, request):
+    """After a suite's hostile records: request (FastCGI bytes, a batch)
+    is answered 200 by the worker that took them all."""
+    out, _ = fcgi_exchange(env.sock, request)  # noqa: F405
+    return r.check(fcgi_status(out["stdout"]) == 200 and env.worker_pids() == pids,  # noqa: F405
+                   "after all of it: the same worker answers a batch")

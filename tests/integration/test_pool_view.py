@@ -258,7 +258,6 @@ def test_html_page(r):
         env.start_enrichd("workers = 3\n")
         env.start_nginx()
         # Traffic over a few seconds, so the charts have samples to draw.
-        import threading
         stop = time.monotonic() + 4
         def load(k):
             i = 0
@@ -267,11 +266,7 @@ def test_html_page(r):
                             headers={"X-Request-ID": "html-%d-%d" % (k, i),
                                      "X-Test-Sleep-MS": "20"})
                 i += 1
-        ts = [threading.Thread(target=load, args=(k,)) for k in range(2)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(30)
+        harness.in_threads(load, 2)
         st, h, body = env.request("/status?html", method="GET")
         r.check(st == 200 and h.get("content-type", "").startswith("text/html"),
                 "/status?html is HTML: %d %r" % (st, h.get("content-type")))

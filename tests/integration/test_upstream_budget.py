@@ -278,11 +278,7 @@ def test_new_before_refresh(r, prov):
                     out[key + "_n"] += 1
                     out[key + "_ok"] += ok if st == 200 else 0
                 i += 1
-        ths = [threading.Thread(target=client, args=(k,)) for k in range(4)]
-        for t in ths:
-            t.start()
-        for t in ths:
-            t.join(30)
+        harness.in_threads(client, 4)
         oldids = set(x["id"] for recs in old for x in recs)
         calls = [pf.asked_ids("youtube", e) for e in yt.log()]
         refresh_calls = sum(1 for ids in calls if ids and set(ids) <= oldids)
@@ -306,15 +302,8 @@ def test_new_before_refresh(r, prov):
 
 
 def main():
-    r = harness.Results()
     harness.hooks_build_dir()  # built before any day's origin is set: a build takes minutes
-    prov = pf.Providers()
-    try:
-        r.run(test_compressed_day, prov)
-        r.run(test_new_before_refresh, prov)
-    finally:
-        prov.close()
-    r.done()
+    harness.run_tests(test_compressed_day, test_new_before_refresh, fixture=pf.Providers)
 
 
 if __name__ == "__main__":

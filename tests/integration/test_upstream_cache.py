@@ -60,6 +60,19 @@ def calls(fake):
     return fake.stats()["data_requests"]
 
 
+def first_batch(env, fake, conf, workers=None):
+    """enrichd (conf) behind nginx, with its workers when given, the
+    fake's counts cleared, then RECS once: status, headers, lines, and
+    the calls that batch made."""
+    env.start_enrichd(conf)
+    env.start_nginx()
+    if workers:
+        env.wait_workers(workers)
+    fake.reset()
+    st, h, lines = post(env, RECS)
+    return st, h, lines, calls(fake)
+
+
 def exits_max_requests(env):
     m = metrics(env)
     return int(m.get('enrichd_worker_exits_total{reason="max_requests"}', 0))
@@ -68,11 +81,7 @@ def exits_max_requests(env):
 def test_hits_across_recycled_workers(r, fake):
     extra = "workers = 2\nmax_requests = 1\nmax_requests_jitter = 0\n"
     with harness.Env(name="upc-recycle") as env:
-        env.start_enrichd(extra + upstream_conf(fake))
-        env.start_nginx()
-        fake.reset()
-        st, h, first = post(env, RECS)
-        c1 = calls(fake)
+        st, h, first, c1 = first_batch(env, fake, extra + upstream_conf(fake))
         r.check(st == 200 and degraded(h) == 0 and c1 >= 3,
                 "first batch enriched by the upstream (%d calls, degraded %s)" % (c1, degraded(h)))
         r.check(first[0]["poster"] == fake_poster("yt", "Shared000"), "poster from the upstream")
@@ -107,12 +116,7 @@ def test_hits_across_recycled_workers(r, fake):
 def test_hits_across_live_workers(r, fake):
     extra = "workers = 4\nmax_requests = 0\n"
     with harness.Env(name="upc-live") as env:
-        env.start_enrichd(extra + upstream_conf(fake))
-        env.start_nginx()
-        env.wait_workers(4)
-        fake.reset()
-        st, h, first = post(env, RECS)
-        c1 = calls(fake)
+        st, h, first, c1 = first_batch(env, fake, extra + upstream_conf(fake), workers=4)
         r.check(st == 200 and degraded(h) == 0 and c1 >= 3, "first batch fetched (%d calls)" % c1)
         m0 = metrics(env)
         bad, lock = [], threading.Lock()
@@ -157,11 +161,7 @@ def test_hits_across_live_workers(r, fake):
 def test_reload(r, fake):
     base = "workers = 2\nmax_requests = 0\n"
     with harness.Env(name="upc-reload") as env:
-        env.start_enrichd(base + upstream_conf(fake))
-        env.start_nginx()
-        fake.reset()
-        post(env, RECS)
-        c1 = calls(fake)
+        _, _, _, c1 = first_batch(env, fake, base + upstream_conf(fake))
         # the same cache settings (another key changed): the cache is kept
         env.write_config(base + upstream_conf(fake, breaker_failures=6))
         env.signal(signal.SIGHUP)
@@ -220,11 +220,7 @@ def test_reload_identity(r, fake):
     fake.control(mode="ok")
     try:
         with harness.Env(name="upc-identity") as env:
-            env.start_enrichd(conf("alpha"))
-            env.start_nginx()
-            fake.reset()
-            st, h, alpha = post(env, RECS)
-            c1 = calls(fake)
+            st, h, alpha, c1 = first_batch(env, fake, conf("alpha"))
             r.check(st == 200 and degraded(h) == 0 and c1 >= 3 and
                     all(x.get("X-Tenant") == "alpha" for x in fake.stats()["last_headers"]),
                     "alpha's answers fetched and cached (%d calls)" % c1)
@@ -347,12 +343,19 @@ def restart(env, ready, after=None):
     env.wait_log("ready", count=ready, timeout=15)
 
 
-def test_file_keeps_cache(r, fake):
+def start_with_file(env, fake):
+    """enrichd behind nginx, its cache in a file of env's directory, the
+    fake answering: the file's path."""
     fake.control(mode="ok")
+    path = os.path.join(env.dir, "cache")
+    env.start_enrichd(file_conf(fake, path))
+    env.start_nginx()
+    return path
+
+
+def test_file_keeps_cache(r, fake):
     with harness.Env(name="upc-file") as env:
-        path = os.path.join(env.dir, "cache")
-        env.start_enrichd(file_conf(fake, path))
-        env.start_nginx()
+        path = start_with_file(env, fake)
         r.check(len(env.log_events("upstream cache file created")) == 1 and
                 os.path.getsize(path) == 16 << 20 and os.stat(path).st_mode & 0o077 == 0,
                 "a new file, cache_bytes long, the service's alone: %o" % os.stat(path).st_mode)
@@ -426,11 +429,8 @@ DAMAGES = [("truncated to half", damage_half, "truncated or extended"),
 
 
 def test_file_refused(r, fake):
-    fake.control(mode="ok")
     with harness.Env(name="upc-refuse") as env:
-        path = os.path.join(env.dir, "cache")
-        env.start_enrichd(file_conf(fake, path))
-        env.start_nginx()
+        path = start_with_file(env, fake)
         fake.reset()
         post(env, RECS)
         for n, (what, damage, reason) in enumerate(DAMAGES):

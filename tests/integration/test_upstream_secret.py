@@ -20,6 +20,7 @@ keeps the headers and extra query parameters of the last calls.
     a warning of -t and a refusal of the daemon.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -138,18 +139,29 @@ def exercise(env, fake, tag):
     return b"\n".join(answers)
 
 
+@contextlib.contextmanager
+def secret_dirs(prefix):
+    """A directory for the secret's files and a capture_dir (closed to
+    others, as safedir wants), both removed after."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    cap = tempfile.mkdtemp(prefix="enr-secret-cap-")
+    os.chmod(cap, 0o700)
+    try:
+        yield d, cap
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(cap, ignore_errors=True)
+
+
 def test_header_and_rotation(r, fake):
     secret, tail = make_secret()
-    d = tempfile.mkdtemp(prefix="enr-secret-")
-    cap = tempfile.mkdtemp(prefix="enr-secret-cap-")
-    os.chmod(cap, 0o700)  # capture_dir must not be open to others (safedir)
-    path = os.path.join(d, "api-key")
-    write_secret(path, secret)
-    extra = ("upstream_secret_file = %s\n"
-             "upstream_secret_header = Authorization: Bearer {secret}\n"
-             "upstream_header = X-Client: enrichd-test\n"
-             "upstream_header = X-Tenant: t42\n" % path)
-    try:
+    with secret_dirs("enr-secret-") as (d, cap):
+        path = os.path.join(d, "api-key")
+        write_secret(path, secret)
+        extra = ("upstream_secret_file = %s\n"
+                 "upstream_secret_header = Authorization: Bearer {secret}\n"
+                 "upstream_header = X-Client: enrichd-test\n"
+                 "upstream_header = X-Tenant: t42\n" % path)
         with start("secret-hdr", fake, extra, cap_dir=cap) as env:
             fake.control(mode="ok", extra_params=[])
             fake.reset()
@@ -186,19 +198,13 @@ def test_header_and_rotation(r, fake):
                     "after HUP the new key is sent")
             found, _, _, _ = leaks(env, new, new_tail, cap, {})
             r.check(not found, "the new key appears nowhere either: %r" % found)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-        shutil.rmtree(cap, ignore_errors=True)
 
 
 def test_credential_query(r, fake):
     secret, tail = make_secret()
-    creds = tempfile.mkdtemp(prefix="enr-creds-")
-    write_secret(os.path.join(creds, "upstream-key"), secret, 0o400)
-    extra = "upstream_secret_credential = upstream-key\nupstream_secret_query = key\n"
-    cap = tempfile.mkdtemp(prefix="enr-secret-cap-")
-    os.chmod(cap, 0o700)  # capture_dir must not be open to others (safedir)
-    try:
+    with secret_dirs("enr-creds-") as (creds, cap):
+        write_secret(os.path.join(creds, "upstream-key"), secret, 0o400)
+        extra = "upstream_secret_credential = upstream-key\nupstream_secret_query = key\n"
         with start("secret-cred", fake, extra, {"CREDENTIALS_DIRECTORY": creds}, cap) as env:
             fake.control(mode="ok", extra_params=["key"])
             fake.reset()
@@ -218,9 +224,6 @@ def test_credential_query(r, fake):
             r.check(not found, "the secret is in none of %d texts (%d capture files, %d processes): %r"
                     % (n, ncap, nproc, found))
             fake.control(extra_params=[])
-    finally:
-        shutil.rmtree(creds, ignore_errors=True)
-        shutil.rmtree(cap, ignore_errors=True)
 
 
 def test_refused(r, fake):

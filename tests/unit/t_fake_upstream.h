@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
 #include "t.h"
 
 static pid_t fake_pid;

@@ -13,7 +13,7 @@
 
 #include "base/config.h"
 #include "base/config_int.h"
-#include "base/upstream_url.h"
+#include "upstream/upstream_url.h"
 #include "ops/confcheck.h"
 #include "engine/contract.h"
 #include "upstream/api.h"
@@ -396,6 +396,8 @@ static void test_reload_rows(void)
 
 int main(void)
 {
+    /* As the daemon does: the upstream layer's check of a URL. */
+    enr_config_set_url_check(enr_upstream_url_check);
     T_CHECK(parse(enr_config_default_text) == 0, "built-in text: %s", err);
     {
         cpu_set_t set;
@@ -459,6 +461,12 @@ int main(void)
     bad("upstream_url = http://exa mple.com/\n", "t.conf:1: upstream_url: white space");
     bad("upstream_url = http://\n", "t.conf:1: upstream_url: no host");
     bad("upstream_url = https://[::1\n", "t.conf:1: upstream_url: bad IPv6");
+    /* Without the upstream layer's check (a program that only reads the
+     * configuration) a URL is held to its length alone. */
+    enr_config_set_url_check(NULL);
+    T_CHECK(parse("upstream_url = http://exa mple.com/\n") == 0,
+            "no URL check set: the URL is not parsed (%s)", err);
+    enr_config_set_url_check(enr_upstream_url_check);
     bad("rss_hard_mb = 2\nrss_soft_mb = 1\n", "t.conf:2: rss_soft_mb: 1 is below");
     bad("upstream_url = http://127.0.0.1:1/m\ncache_bytes = 64m\n",
         "t.conf:2: cache_bytes: must be below rss_soft_mb (64 MiB)");

@@ -17,6 +17,7 @@
 #include "base/config.h"
 #include "base/secret.h"
 #include "upstream/upsecret.h"
+#include "upstream/upstream_url.h"
 #include "t.h"
 
 #define SECRET "s3cr3t-K3y_with+/=chars"
@@ -464,6 +465,7 @@ static void test_cleartext(void)
 
 int main(void)
 {
+    enr_config_set_url_check(enr_upstream_url_check); /* as the daemon does */
     if (mkdtemp(dir) == NULL) {
         perror("mkdtemp");
         return 1;

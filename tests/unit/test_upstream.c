@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
 #include "engine/engine.h"
 #include "base/log.h"
 #include "upstream/breaker.h"

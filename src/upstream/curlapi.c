@@ -9,7 +9,7 @@
  */
 /* The type-checking macros would rename the definitions below. */
 #define CURL_DISABLE_TYPECHECK
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>

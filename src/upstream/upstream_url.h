@@ -1,9 +1,10 @@
 /*
  * upstream_url.h: whether a value of upstream_url is one the upstream
  * client can use.  The one check: the configuration's validation
- * (`enrichd -t`, HUP) and the worker's client start (upstream.c) call
- * the same function, so a URL a worker would refuse at start is refused
- * before any worker sees it.
+ * (`enrichd -t`, HUP: the daemon hands it to the parser with
+ * enr_config_set_url_check, config.h) and the worker's client start
+ * (upstream_setup.c) call the same function, so a URL a worker would
+ * refuse at start is refused before any worker sees it.
  */
 #ifndef ENR_UPSTREAM_URL_H
 #define ENR_UPSTREAM_URL_H

@@ -15,12 +15,12 @@
  * Invariant: every refusal says what is wrong in operator words; the
  * caller prefixes FILE:LINE: upstream_url or "upstream_url:".
  */
-#include "base/upstream_url.h"
+#include "upstream/upstream_url.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "base/curlapi.h"
+#include "upstream/curlapi.h"
 #include "base/secret.h"
 
 static const char *curlu_problem(CURLUcode rc)
