@@ -18,7 +18,10 @@ with the defaults plus sources, URLs, key, token and CA, workers 2.
     terminator timed it (the fakes' own time, and the rest: enrichd,
     nginx, the path, the client), the providers against the control,
     and YouTube asked at most 50 ids a call, never by anything but
-    videos.list.
+    videos.list.  The goal's verdict is the absolute one (p50 <= the
+    round trip + 10 ms), beside the control's against the same bar and
+    the machine's load average: a control over the bar says the run's
+    load is in both figures.
 Knobs (env): BENCH_PROV_TRACE_S (900), BENCH_PROV_SPEEDUP (20),
 BENCH_PROV_COLD (300 batches), BENCH_PROV_BATCHES (100 at 50 ms).
 Exits non-zero only when a batch was not answered 200 with all records.
@@ -141,6 +144,7 @@ with pf.Providers() as prov:
         a, b = pf.distance_runs(prov, agg, RTT, WORKERS)
         seen0 = {api: len(prov.nginx.requests(api)) for api in pf.APIS}
         ctl0 = len(agg.nginx.requests("https"))
+        load0 = os.getloadavg()[0]
         try:
             out = pf.measure([("providers", a, lambda i: pf.mixed_batch("bf%d" % i, 200),
                                pf.check_lines),
@@ -149,6 +153,7 @@ with pf.Providers() as prov:
         finally:
             a.close()
             b.close()
+        load1 = os.getloadavg()[0]
         yt = prov.fakes["youtube"].log()
         split = {"providers": pf.split_p50(out["providers"], [
                      x for api in pf.APIS for x in prov.nginx.requests(api)[seen0[api]:]]),
@@ -157,15 +162,30 @@ with pf.Providers() as prov:
         bad += x["bad"]
         print("bench-upstream-providers: %s %d ms away over HTTPS, %d batches: enriched %.2f %%, "
               "p50 %.1f ms, p99 %.1f ms; a batch's slowest call at the far end's terminator "
-              "%.1f ms, a batch less it %.1f ms (medians)"
+              "%.1f ms (in its fake %.1f ms), a batch less it %.1f ms (medians)"
               % (label, RTT, FAR, 100 * x["share"], x["p50"], x["p99"], split[label][0],
-                 split[label][1]))
+                 split[label][2], split[label][1]))
     pr, ct = out["providers"], out["control"]
-    print("bench-upstream-providers: the goal (p50 <= %d ms): %s; providers against the control "
-          "in the same run: p50 %+.1f ms (%.2fx), of which the fakes' slowest call %+.1f ms and "
-          "the rest (enrichd, nginx, the path, the client) %+.1f ms"
-          % (RTT + 10, "met" if pr["p50"] <= RTT + 10 else "MISSED (%.1f ms)" % pr["p50"],
-             pr["p50"] - ct["p50"], pr["p50"] / ct["p50"],
+    goal = RTT + 10
+
+    def verdict(ms):
+        return "met" if ms <= goal else "MISSED"
+    # The goal is absolute; the machine is shared.  The control (the
+    # aggregator over the same path, its batches between the providers')
+    # says what this run's load cost: when it misses the goal too, the
+    # providers' figure is not theirs alone, and what they add is the
+    # difference.
+    print("bench-upstream-providers: the goal (p50 <= one round trip + 10 ms = %d ms): providers "
+          "%s (%.1f ms, the round trip %+.1f ms); the control on the same path, same moments: "
+          "%s (%.1f ms, %+.1f ms); load average %.1f -> %.1f on %d cores%s"
+          % (goal, verdict(pr["p50"]), pr["p50"], pr["p50"] - RTT, verdict(ct["p50"]), ct["p50"],
+             ct["p50"] - RTT, load0, load1, os.cpu_count() or 0,
+             "" if ct["p50"] <= goal else ": the control misses it too, this run's load "
+             "weighs on both"))
+    print("bench-upstream-providers: providers against the control in the same run: p50 %+.1f ms "
+          "(%.2fx), of which the fakes' slowest call %+.1f ms and the rest (enrichd, nginx, the "
+          "path, the client) %+.1f ms"
+          % (pr["p50"] - ct["p50"], pr["p50"] / ct["p50"],
              split["providers"][0] - split["control"][0],
              split["providers"][1] - split["control"][1]))
     most = max([len(pf.asked_ids("youtube", e)) for e in yt] or [0])

@@ -347,28 +347,67 @@ def cold_start_peer(peer, body):
     return statistics.median(times), statistics.median(warm) if warm else None
 
 
-def spawn_floor_ms():
-    """The same spawn path as enrichd's cold start (posix_spawn of sh, which
-    sets LISTEN_PID and execs) running /bin/true to its exit: what this
-    machine charges any program before it runs a line of its own."""
-    argv = ["sh", "-c", 'LISTEN_PID=$$ exec "$0"', "/bin/true"]
+def activation(launcher, program, args):
+    """(path, argv) that start program with LISTEN_PID set to the pid it
+    will run as, as systemd's exec of a service does: through
+    build/bench-activate (launcher: its path), or launcher "sh", the
+    shell that sets it and execs (the bench's way until 2026-12-02: it
+    adds a shell's start, ~56 page faults, to every measurement)."""
+    if launcher == "sh":
+        return "/bin/sh", ["sh", "-c", 'LISTEN_PID=$$ exec "$0" "$@"', program] + args
+    return launcher, [launcher, program] + args
+
+
+def spawn_floor_ms(launcher, runs=COLD_RUNS):
+    """The same spawn path as enrichd's cold start (launcher: see
+    activation()) running /bin/true to its exit: what this machine charges
+    any program before it runs a line of its own."""
+    path, argv = activation(launcher, "/bin/true", [])
     times = []
-    for _ in range(COLD_RUNS):
+    for _ in range(runs):
         t0 = time.perf_counter()
-        pid = os.posix_spawn("/bin/sh", argv, dict(os.environ))
+        pid = os.posix_spawn(path, argv, dict(os.environ))
         os.waitpid(pid, 0)
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
 
-def cold_start_enrichd(harness, body):
+def start_cost(master):
+    """CPU ms and page faults of a cold start: the master (its launcher's
+    exec and the dynamic loader included: the pid is the same) and its
+    first child, the worker that answered, read from /proc when the answer
+    arrives.  Steadier than the wall clock on a loaded machine, where
+    waiting for a core is most of it; the faults are most of the CPU on
+    this VM (~40-60 us each)."""
+    try:
+        with open("/proc/%d/task/%d/children" % (master, master)) as f:
+            kids = sorted(int(k) for k in f.read().split())
+    except OSError:
+        return None
+    ns = faults = 0
+    for p in [master] + kids[:1]:
+        try:
+            with open("/proc/%d/schedstat" % p) as f:
+                ns += int(f.read().split()[0])
+            with open("/proc/%d/stat" % p) as f:
+                st = f.read()
+            faults += int(st[st.rindex(")") + 2:].split()[7])
+        except (OSError, ValueError, IndexError):
+            return None
+    return ns / 1e6, faults
+
+
+def cold_start_enrichd(harness, body, launcher, build=None, runs=COLD_RUNS):
     """exec of enrichd to the first 200 through nginx, sockets already bound:
     this process binds them once (as systemd would) and hands them to each
     new enrichd as socket-activation descriptors 3 and 4; the clock starts
     just before the spawn and the request is sent at once (it waits in the
-    listen backlog until a worker accepts)."""
-    env = harness.Env(name="bench-cold")
-    times, warm = [], []
+    listen backlog until a worker accepts).  launcher: see activation();
+    build: the build directory (default the harness's).  Returns the
+    medians of the cold start and of the warm request after it (ms), and
+    of the start's CPU ms and page faults (start_cost())."""
+    env = harness.Env(build=build, name="bench-cold")
+    times, warm, cost = [], [], []
     socks = []
     try:
         env.write_config()
@@ -384,21 +423,24 @@ def cold_start_enrichd(harness, body):
         env.start_nginx()
         as_client()
         # The sockets at fixed high descriptors (close-on-exec), dup'ed to
-        # 3 and 4 in the child; LISTEN_PID is the shell's pid, which enrichd
-        # keeps across `exec`.  posix_spawn keeps our own cost to ~1 ms.
+        # 3 and 4 in the child; LISTEN_PID is the launcher's pid, which
+        # enrichd keeps across `exec`.  posix_spawn keeps our own cost to ~1 ms.
         high = [os.dup2(sk.fileno(), 100 + i, inheritable=False) for i, sk in enumerate(socks)]
         log_fh = open(os.path.join(env.dir, "cold.log"), "ab")
-        script = ('LISTEN_PID=$$ LISTEN_FDS=2 LISTEN_FDNAMES=enrichd:status exec "$0" -c "$1"')
-        argv = ["sh", "-c", script, os.path.join(env.build, "enrichd"), env.conf]
+        path, argv = activation(launcher, os.path.join(env.build, "enrichd"), ["-c", env.conf])
+        spawn_env = dict(os.environ, LISTEN_FDS="2", LISTEN_FDNAMES="enrichd:status")
         actions = [(os.POSIX_SPAWN_DUP2, high[0], 3), (os.POSIX_SPAWN_DUP2, high[1], 4),
                    (os.POSIX_SPAWN_DUP2, log_fh.fileno(), 1), (os.POSIX_SPAWN_DUP2, log_fh.fileno(), 2)]
-        for _ in range(COLD_RUNS):
+        for _ in range(runs):
             as_server()
             t0 = time.perf_counter()
-            pid = os.posix_spawn("/bin/sh", argv, dict(os.environ), file_actions=actions, setsid=True)
+            pid = os.posix_spawn(path, argv, spawn_env, file_actions=actions, setsid=True)
             as_client()
             ok = http_ok(env.port, body, 10)
             t1 = time.perf_counter()
+            c = start_cost(pid)
+            if c is not None:
+                cost.append(c)
             try:
                 if not ok:
                     with open(os.path.join(env.dir, "cold.log")) as f:
@@ -419,7 +461,9 @@ def cold_start_enrichd(harness, body):
         for s in socks:
             s.close()
         env.close()
-    return statistics.median(times), statistics.median(warm) if warm else None
+    cpu = statistics.median([c for c, _ in cost]) if cost else None
+    faults = statistics.median([f for _, f in cost]) if cost else None
+    return statistics.median(times), statistics.median(warm) if warm else None, cpu, faults
 
 
 def fmt(v, nd=2):
@@ -709,8 +753,9 @@ def run(a, tmp, cleanup, t_start):
     cold_floor = None
     if env is not None and not a.no_cold:
         log("enrichd cold start x%d" % COLD_RUNS)
-        cold["enrichd"] = cold_start_enrichd(harness, small_body)
-        cold_floor = spawn_floor_ms()
+        launcher = os.path.join(a.build, "bench-activate")
+        cold["enrichd"] = cold_start_enrichd(harness, small_body, launcher)
+        cold_floor = spawn_floor_ms(launcher)
     for p in peers if not a.no_cold else []:
         log("%s cold start x%d" % (p.name, COLD_RUNS))
         p.stop()
@@ -796,6 +841,9 @@ def run(a, tmp, cleanup, t_start):
     if cold_floor is not None:
         print("(cold start floor on this machine, same spawn path running /bin/true: %.1f ms median)"
               % cold_floor)
+    if "enrichd" in cold and cold["enrichd"][2] is not None:
+        print("(enrichd's cold start used %.1f ms of CPU and %d page faults, its launcher, master and "
+              "first worker, medians)" % (cold["enrichd"][2], cold["enrichd"][3]))
     print("replayer self-check against nginx `return 200` on core 0 (the replayer on core 1):")
     ceiling = ""
     if "enrichd" in res and res["enrichd"]["closed"]["rps"] > 0:

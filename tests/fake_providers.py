@@ -77,6 +77,7 @@ APIS = ("youtube", "vimeo", "dailymotion")
 PATHS = {"youtube": "/youtube/v3/videos", "vimeo": "/videos", "dailymotion": "/videos"}
 PROVIDER = {"youtube": "yt", "vimeo": "vm", "dailymotion": "dm"}
 YT_MAX_IDS = 50
+YT_FIELDS = "items(id,contentDetails/duration,snippet/thumbnails)"  # what enrichd asks
 DM_MAX_LIMIT = 100
 DM_DEFAULT_LIMIT = 10
 LOG_KEPT = 20000
@@ -337,7 +338,7 @@ def youtube(method, path, params, headers):
     fields = params.get("fields", [""])[-1]
     snippet, details = "snippet" in parts, "contentDetails" in parts
     items = [kept(("youtube", vid, snippet, details, fields),
-                  lambda: Raw(indented(yt_item(vid, snippet, details, fields), 2)))
+                  lambda: yt_item_text(vid, snippet, details, fields))
              for vid in ids if known(vid)]
     if fields:
         doc = {"items": quirky(items)}
@@ -345,6 +346,32 @@ def youtube(method, path, params, headers):
         doc = {"kind": "youtube#videoListResponse", "etag": "list", "items": quirky(items),
                "pageInfo": {"totalResults": len(items), "resultsPerPage": len(items)}}
     return 200, indented(doc).encode(), {}, None, len(ids)
+
+
+_yt_short = {}  # the trimmed item's template, by the thumbnails it lists
+
+
+def yt_item_text(vid, snippet, details, fields):
+    """The item as indented() writes it in the list.  The call enrichd
+    makes (both parts, fields=YT_FIELDS) has one shape per set of
+    thumbnails: its leaves are written straight from the id into that
+    shape's template (the item dict and its walk cost more than the rest
+    of the answer)."""
+    if not (snippet and details and fields == YT_FIELDS):
+        return Raw(indented(yt_item(vid, snippet, details, fields), 2))
+    thumbs = yt_thumbs(vid)
+    fmt = _yt_short.get(tuple(thumbs))
+    if fmt is None:
+        it = yt_item(vid, snippet, details, fields)
+        text = indented(it, 2)
+        _yt_short[tuple(thumbs)] = _templates[(_shape(it, []), 2)]
+        return Raw(text)
+    leaves = [encode_basestring_ascii(vid),
+              encode_basestring_ascii(iso8601(runtime(vid) or 0, vid))]
+    for t in thumbs.values():
+        leaves += (encode_basestring_ascii(t["url"]), int.__repr__(t["width"]),
+                   int.__repr__(t["height"]))
+    return Raw(fmt % tuple(leaves))
 
 
 def yt_item(vid, snippet, details, fields):
@@ -380,6 +407,7 @@ def vm_error(status, code, error, dev):
 
 
 VM_PARAMS = {"uris", "fields"}
+VM_FIELDS = "uri,duration,pictures.sizes"  # what enrichd asks
 
 
 def vm_rate(now):
@@ -448,6 +476,8 @@ def vimeo(method, path, params, headers):
 def vm_item(vid, fields):
     c = crc(vid)
     uri = "/videos/%s" % vid + (":%010x" % c if c % 5 == 0 else "")
+    if fields == VM_FIELDS:  # what enrichd asks: the rest not made to be dropped
+        return {"uri": uri, "duration": runtime(vid) or 0, "pictures": {"sizes": vm_sizes(vid)}}
     d = {"uri": uri, "name": "video %s" % vid, "type": "video",
          "duration": runtime(vid) or 0, "width": 1920, "height": 1080,
          "privacy": {"view": "unlisted" if c % 5 == 0 else "anybody"},

@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include <string.h>
 
@@ -111,9 +112,12 @@ static int grow16(uint16_t **buf, int32_t *cap, size_t need)
 
 enr_uni *enr_uni_new(void)
 {
-    enr_uni *u = calloc(1, sizeof(*u));
+    /* Zero pages from the kernel, not calloc: the page table is 34 KB of
+     * NULLs of which a title touches a page or two, and calloc would clear
+     * it all, 9 page faults per process start (40-60 us each on a VM). */
+    enr_uni *u = mmap(NULL, sizeof(*u), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-    if (u == NULL)
+    if (u == MAP_FAILED)
         return NULL;
     for (uint32_t c = 0; c < 128; c++)
         u->ascii_ignorable[c] = (uint8_t)enr_ucd_case_ignorable(c);
@@ -136,7 +140,7 @@ void enr_uni_free(enr_uni *u)
     for (int i = 0; i < ENR_UNI_PAGES; i++)
         free(u->pages[i]);
     enr_buf_free(&u->maps);
-    free(u);
+    munmap(u, sizeof(*u));
 }
 
 void enr_uni_set_slow(enr_uni *u, int slow)

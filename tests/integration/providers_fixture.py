@@ -345,26 +345,31 @@ RUN_RATE_LIMIT = 1000000
 def far_time(res, requests):
     """Each measured batch of res (measure()'s) split at the far end:
     [(the batch's ms, its slowest call's ms as the APIs' TLS terminator
-    timed it)], requests: the terminator's log lines of the batch's
-    APIs (tls_fixture.Terminator.requests), a call counted in the batch
-    whose window holds it (nginx logs to the millisecond)."""
-    reqs = sorted(((x["at"] - x["time"], x["at"], x["time"]) for x in requests))
+    timed it, of which the fake's answer as the terminator waited for it)],
+    requests: the terminator's log lines of the batch's APIs
+    (tls_fixture.Terminator.requests), a call counted in the batch whose
+    window holds it (nginx logs to the millisecond)."""
+    reqs = sorted(((x["at"] - x["time"], x["at"], x["time"], x.get("upstream") or 0.0)
+                   for x in requests))
     out, k = [], 0
     for (w0, w1), ms in zip(res["windows"], res["lat"]):
         while k < len(reqs) and reqs[k][0] < w0 - 0.001:
             k += 1
-        calls = [t for a, b, t in reqs[k:] if a <= w1 and b <= w1 + 0.001]
-        out.append((ms, 1000 * max(calls) if calls else 0.0))
+        calls = [(t, u) for a, b, t, u in reqs[k:] if a <= w1 and b <= w1 + 0.001]
+        t, u = max(calls) if calls else (0.0, 0.0)
+        out.append((ms, 1000 * t, 1000 * u))
     return out
 
 
 def split_p50(res, requests):
     """(the APIs' own time: the median of each batch's slowest call, the
-    rest: the median of each batch's time less it; ms): the rest is the
-    network path, nginx both sides, enrichd and the client."""
+    rest: the median of each batch's time less it, the fakes' part of the
+    first: the median of the slowest call's time in its fake; ms): the
+    rest is the network path, nginx both sides, enrichd and the client."""
     split = far_time(res, requests)
-    return (percentile([f for _, f in split], 0.5),
-            percentile([ms - f for ms, f in split], 0.5))
+    return (percentile([f for _, f, _ in split], 0.5),
+            percentile([ms - f for ms, f, _ in split], 0.5),
+            percentile([u for _, _, u in split], 0.5))
 
 
 def distance_runs(prov, agg, rtt_ms, workers):

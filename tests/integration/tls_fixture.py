@@ -148,9 +148,12 @@ http {{
   uwsgi_temp_path {dir}/uwsgi;
   scgi_temp_path {dir}/scgi;
   # Per request: the TLS connection that carried it, its n-th request,
-  # whether its session was resumed ("r"), the protocol, when it ended.
+  # whether its session was resumed ("r"), the protocol, its time, when
+  # it ended, and of its time the backend's (the fake's answer, as nginx
+  # waited for it).
   log_format conn '$connection $connection_requests $request_method $status '
-                  '"$ssl_protocol" "$ssl_session_reused" $request_time $msec';
+                  '"$ssl_protocol" "$ssl_session_reused" $request_time $msec '
+                  '$upstream_response_time';
   keepalive_requests {keepalive_requests};
   keepalive_timeout 60s;
   ssl_protocols TLSv1.2 TLSv1.3;
@@ -229,8 +232,10 @@ class Terminator:
 
     def requests(self, kind):
         """[{'conn', 'nth', 'method', 'status', 'protocol', 'reused', 'time',
-        'at'}] of the listener's access log (nginx writes each line when the
-        request ends, 'at', in seconds since the epoch)."""
+        'at', 'upstream'}] of the listener's access log (nginx writes each
+        line when the request ends, 'at', in seconds since the epoch;
+        'upstream': the backend's part of 'time', None when nginx asked
+        none)."""
         out = []
         try:
             with open(os.path.join(self.dir, "access-%s.log" % kind)) as f:
@@ -244,11 +249,19 @@ class Terminator:
             out.append({"conn": int(p[0]), "nth": int(p[1]), "method": p[2],
                         "status": int(p[3]), "protocol": p[4].strip('"'),
                         "reused": p[5].strip('"') == "r", "time": float(p[6]),
-                        "at": float(p[7])})
+                        "at": float(p[7]), "upstream": _upstream_time(p[8:])})
         return out
 
     def close(self):
         harness.kill_group(self.proc)
+
+
+def _upstream_time(fields):
+    """$upstream_response_time's seconds ("0.004", or one per backend
+    tried: "0.001, 0.003"), None for "-" (no backend asked)."""
+    secs = [float(x) for x in " ".join(fields).replace(",", " ").replace(":", " ").split()
+            if x != "-"]
+    return sum(secs) if secs else None
 
 
 def renice_threads(pid, nice):
