@@ -109,7 +109,8 @@ deps:
 
 # The developer's loop (under a minute): unit tests, the conformance
 # vectors through the CLI and the Unicode sweeps against Node.
-check: all
+check:
+	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) all
 	@python3 tests/run.py --build $(B) --kind unit,vectors
 
 # Every test: unit, conformance vectors (CLI and nginx), integration and
@@ -117,10 +118,11 @@ check: all
 # which run alone; TEST_ARGS=--skip-alone or --alone-only: one part, as
 # CI runs them).  Ends with "N passed, M failed"; non-zero exit on any
 # failure.
+# The build first, one job per core unless -j was given.
 TEST_ARGS ?=
 test:
 	@scripts/deps.sh test
-	@$(MAKE) --no-print-directory all hooks
+	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) all hooks
 	@python3 tests/run.py --build $(B) $(TEST_ARGS)
 
 # enrichd with test-only fault injection (leaks, crashes, slow requests),
@@ -139,17 +141,22 @@ valgrind: all
 # quarantine is cut from 256 to 16 MB: the suites hold the workers to the
 # product's rss_soft_mb, and a worker that serves most of a load (one
 # idle worker is woken per connection) grew ~23 MB per 1,000 requests.
+# SAN_KINDS: which kinds of suites (unit, vectors, integration; CI runs
+# the vectors, which time nothing, on the cores its measured stages leave idle).
 SANLOGS := $(CURDIR)/build-san/sanitizer-logs
+SAN_KINDS ?= unit vectors integration
+comma := ,
+SAN_LEAKED = $(subst $() ,$(comma),$(filter unit vectors,$(SAN_KINDS)))
 san-test:
 	$(MAKE) SAN=1 all
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		python3 tests/run.py --build build-san --kind unit,vectors $(TEST_ARGS)
-	@rm -rf $(SANLOGS) && mkdir -p $(SANLOGS)
-	@ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:quarantine_size_mb=16:log_path=$(SANLOGS)/asan \
+	$(if $(SAN_LEAKED),@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		python3 tests/run.py --build build-san --kind $(SAN_LEAKED) $(TEST_ARGS))
+	$(if $(filter integration,$(SAN_KINDS)),@rm -rf $(SANLOGS) && mkdir -p $(SANLOGS) && \
+		ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:quarantine_size_mb=16:log_path=$(SANLOGS)/asan \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(SANLOGS)/ubsan \
-		python3 tests/run.py --build build-san --kind integration $(TEST_ARGS)
-	@if grep -lE 'ERROR: |runtime error' $(SANLOGS)/* 2>/dev/null; then \
-		cat $(SANLOGS)/*; echo "san-test: sanitizer reports above"; exit 1; fi
+		python3 tests/run.py --build build-san --kind integration $(TEST_ARGS) && \
+		if grep -lE 'ERROR: |runtime error' $(SANLOGS)/* 2>/dev/null; then \
+		cat $(SANLOGS)/*; echo "san-test: sanitizer reports above"; exit 1; fi)
 
 # Three hosts and a front nginx on a network of the test's own (network
 # namespaces; root): failover, a rolling restart, Prometheus alerts and

@@ -25,9 +25,19 @@ side:" and why: on a sanitizer build it runs with the others (its
 functional checks hold under load; the sanitizer's slowdown says nothing
 of the product's times).  Each suite's line (its name, counts and time,
 and the tail of its output when it failed) prints as it finishes; the
-failed ones are named again in a fixed order at the end.  The longest
-suites (by the previous run's times, kept in BUILD/test-times.json) are
-started first.
+failed ones are named again in a fixed order at the end.  The vectors
+and Unicode sweeps (they time nothing) start with the others, and when
+the suites that run alone take 30 s or more, these need not wait for
+them: what is left of the sweeps runs beside them on the idle scheduling
+class (SCHED_IDLE: any other runnable process takes the core from them
+at once), on the cores they leave idle, then on the normal class once
+they end.  The longest
+suites (by the previous run's times, kept in BUILD/test-times.json; on a
+fresh clone, by tests/suite-times.json, a CI run's, the longer of the
+plain and sanitizer builds' times) are started first, so that -j is not
+left waiting on one long suite started last.  Each suite's CPU seconds
+(its own and those of the processes it waited for) print beside its
+wall time: on a shared machine, the steadier figure of what it costs.
 """
 import argparse
 import glob
@@ -36,6 +46,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +66,10 @@ SUITE_TIMEOUT_S = 600
 # A suite process, its nginx and its daemon's workers hold ~100-250 MB
 # (more on the sanitizer build): the default -j leaves room for them.
 SUITE_MB = 400
+# The suites that run alone leave room for the sweeps beside them (on the
+# idle class) when they take this long or more.
+BACKFILL_ALONE_S = 30
+BACKFILL_JOBS = 2
 
 
 def default_jobs():
@@ -72,21 +87,39 @@ def default_jobs():
 class Suite:
     def __init__(self, name, argv, alone=False):
         self.name, self.argv, self.alone = name, argv, alone
+        self.idle = False  # on the idle scheduling class (beside the suites that run alone)
+        self.pid = None
         self.line = None  # the printed result, once run
         self.counts = (0, 0, 0, 0)
         self.secs = 0.0
+        self.cpu = 0.0
 
 
 def run(suite, env):
+    """Runs one suite; its CPU seconds (user + system of the suite and of
+    the processes it waited for, from wait4) go with its wall time."""
     t = time.monotonic()
-    try:
-        p = subprocess.run(suite.argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                           errors="replace", timeout=SUITE_TIMEOUT_S)
-        out, rc = p.stdout + p.stderr, p.returncode
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+    with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
+        idle = suite.idle
+        p = subprocess.Popen((["chrt", "--idle", "0"] if idle else []) + suite.argv, cwd=ROOT,
+                             env=env, stdout=so, stderr=se)
+        suite.pid = p.pid
+        if idle != suite.idle:  # set_idle came between
+            set_class(p.pid, os.SCHED_IDLE if suite.idle else os.SCHED_OTHER)
+        hung = threading.Event()
+        timer = threading.Timer(SUITE_TIMEOUT_S, lambda: (hung.set(), p.kill()))
+        timer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        p.returncode = rc = os.waitstatus_to_exitcode(status)
+        suite.cpu = ru.ru_utime + ru.ru_stime
+        so.seek(0)
+        se.seek(0)
+        out = (so.read() + se.read()).decode(errors="replace")
+    if hung.is_set():
         out += "\nTIMEOUT after %ds" % SUITE_TIMEOUT_S
-        rc = -1
     found = SUMMARY.findall(out)
     if found:
         passed, failed = int(found[-1][0]), int(found[-1][1])
@@ -100,12 +133,35 @@ def run(suite, env):
         tfailed = 1
     suite.secs = time.monotonic() - t
     status = "ok  " if failed == 0 else "FAIL"
-    line = "%s %-36s %3d tests %5d passed, %d failed  (%.1fs)" % (
-        status, suite.name, ntests, passed, failed, suite.secs)
+    line = "%s %-36s %3d tests %5d passed, %d failed  (%.1fs, CPU %.1fs)" % (
+        status, suite.name, ntests, passed, failed, suite.secs, suite.cpu)
     if failed:
         line += "".join("\n     | " + l for l in out.strip().splitlines()[-40:])
     suite.counts = (passed, failed, ntests, tfailed)
     suite.line = line
+
+
+def set_class(pid, policy):
+    """pid and every process under it to the scheduling class policy."""
+    try:
+        os.sched_setscheduler(pid, policy, os.sched_param(0))
+        kids = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        return
+    for k in kids:
+        set_class(k, policy)
+
+
+def set_idle(suites, idle):
+    """The suites (those running and those yet to start) on the idle
+    scheduling class, or back on the normal one."""
+    for s in suites:
+        s.idle = idle
+        if s.pid is not None and s.line is None:  # running (a finished one's pid may be reused)
+            set_class(s.pid, os.SCHED_IDLE if idle else os.SCHED_OTHER)
 
 
 def marked_alone(source):
@@ -210,10 +266,20 @@ def main():
     shared = [s for s in suites if not s.alone]
     alone = [s for s in suites if s.alone]
     times_path = os.path.join(args.build, "test-times.json")
-    times = load_times(times_path)
+    times = dict(load_times(os.path.join(HERE, "suite-times.json")), **load_times(times_path))
+    # The vectors and sweeps time nothing: they start with the others
+    # (BACKFILL_JOBS at a time, apart from -j) and need not end before the
+    # suites that run alone start, when these take long enough to leave
+    # room: what is left of them runs beside those on the idle class.
+    backfill = []
+    if sum(times.get(s.name, BACKFILL_ALONE_S) for s in alone) >= BACKFILL_ALONE_S:
+        backfill = [s for s in shared if s.name.startswith("vectors/")]
+    shared = [s for s in shared if s not in backfill]
     printer = Printer()
-    print("%d suites: %d side by side (-j %d), %d alone after them"
-          % (len(suites), len(shared), jobs, len(alone)), flush=True)
+    print("%d suites: %d side by side (-j %d), %d alone after them%s"
+          % (len(suites), len(shared), jobs, len(alone),
+             " (%d sweeps beside them on the idle class)" % len(backfill) if backfill else ""),
+          flush=True)
     t0 = time.monotonic()
 
     def one(s):
@@ -223,14 +289,22 @@ def main():
     # Longest first (unknown ones count as long), so that the last to
     # finish are short ones.
     start = sorted(shared, key=lambda s: -times.get(s.name, 1e6))
+    back_pool = ThreadPoolExecutor(max_workers=BACKFILL_JOBS)
     try:
+        back_runs = [back_pool.submit(one, s) for s in
+                     sorted(backfill, key=lambda s: -times.get(s.name, 1e6))]
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             for f in [pool.submit(one, s) for s in start]:
                 f.result()
+        set_idle(backfill, True)
         for s in alone:
             one(s)
+        set_idle(backfill, False)
+        for f in back_runs:
+            f.result()
     finally:
-        save_times(times_path, suites, times)
+        back_pool.shutdown()
+        save_times(times_path, suites, load_times(times_path))
     total_p = sum(s.counts[0] for s in suites)
     total_f = sum(s.counts[1] for s in suites)
     total_t = sum(s.counts[2] for s in suites)
@@ -240,8 +314,9 @@ def main():
     failed = [s.name for s in suites if s.counts[1]]
     if failed:
         print("failed: " + " ".join(failed))
-    print("%d suites, %d tests (%d failed), %d assertions (%d failed) in %.0f s"
-          % (len(suites), total_t, total_tf, total_p + total_f, total_f, time.monotonic() - t0))
+    print("%d suites, %d tests (%d failed), %d assertions (%d failed) in %.0f s (CPU %.0f s)"
+          % (len(suites), total_t, total_tf, total_p + total_f, total_f, time.monotonic() - t0,
+             sum(s.cpu for s in suites)))
     print("%d passed, %d failed" % (total_p, total_f))
     return 1 if total_f else 0
 

@@ -26,6 +26,9 @@ sockets, no front end in between).
   write_timeout_ms after its write began, and the worker lives on."""
 # run alone: a 4 MB answer must be read within write_timeout_ms (2 s), and
 # the deadlines are measured to the tenth of a second.
+# sanitizer build: side by side: how soon after its deadline each cut
+# comes is a goal judged on the plain build; every cut, status and
+# surviving worker held with four such suites at once on a loaded machine.
 import os
 import re
 import socket
@@ -108,10 +111,10 @@ def closes_at_once(r, sock, params, what, want_status):
     r.check(H.fcgi_status(out["stdout"]) == want_status and H.fcgi_status(nxt["stdout"])
             == want_status, "%s: answered %d (%r, %r)" % (what, want_status, H.fcgi_status(
                 out["stdout"]), H.fcgi_status(nxt["stdout"])))
-    r.check(took < LINGER_S / 2,
-            "%s: the next request answered %.3f s after the first while its peer holds the "
-            "connection open (linger %.1f s: the empty FCGI_STDIN was read)"
-            % (what, took, LINGER_S))
+    r.goal(took < LINGER_S / 2,
+           "%s: the next request answered %.3f s after the first while its peer holds the "
+           "connection open (linger %.1f s: the empty FCGI_STDIN was read)"
+           % (what, took, LINGER_S))
 
 
 def test_bodyless_close(r, env):
@@ -244,9 +247,11 @@ def test_drip_after_foreign(r, env):
     pids = env.worker_pids()
     cut = H.fcgi_drip_cut(env.sock, data, 600)
     bound = BODY_TIMEOUT_MS / 1000.0 + 1.0 + SLACK_S
-    r.check(cut is not None and BODY_TIMEOUT_MS / 1000.0 - 0.1 <= cut < bound,
-            "drip after a foreign record: cut at the body deadline, %.1f..%.1f s (%r)"
-            % (BODY_TIMEOUT_MS / 1000.0, bound, cut))
+    r.check(cut is not None and BODY_TIMEOUT_MS / 1000.0 - 0.1 <= cut,
+            "drip after a foreign record: cut, not before the body deadline (%r)" % cut)
+    r.goal(cut is not None and BODY_TIMEOUT_MS / 1000.0 - 0.1 <= cut < bound,
+           "drip after a foreign record: cut at the body deadline, %.1f..%.1f s (%r)"
+           % (BODY_TIMEOUT_MS / 1000.0, bound, cut))
     time.sleep(0.3)
     r.check(env.worker_pids() == pids and not H.worker_exit_reasons(env),
             "the same worker lives on (%r)" % H.worker_exit_reasons(env))
@@ -338,10 +343,11 @@ def test_write_deadline(r):
                 stalled.close()
             r.check(H.fcgi_status(nxt["stdout"]) == 200,
                     "%s: the next request is answered (%r)" % (name, H.fcgi_status(nxt["stdout"])))
-            r.check(w <= took < w + work + SLACK_S,
-                    "%s: the answer given up %.2f s after it was sent (write_timeout_ms %.1f s, "
-                    "the work %.2f s; the master's kill would come at %.1f s)"
-                    % (name, took, w, work, 2 * w))
+            r.check(w <= took, "%s: not given up before write_timeout_ms (%.2f s)" % (name, took))
+            r.goal(w <= took < w + work + SLACK_S,
+                   "%s: the answer given up %.2f s after it was sent (write_timeout_ms %.1f s, "
+                   "the work %.2f s; the master's kill would come at %.1f s)"
+                   % (name, took, w, work, 2 * w))
             print("write deadline, peer %s: given up after %.2f s" % (name, took))
         r.check(env.worker_pids() == pids and not H.worker_exit_reasons(env),
                 "the same worker lives on (%r -> %r, exits %r)"

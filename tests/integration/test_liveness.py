@@ -15,6 +15,9 @@ fake upstream under a steady trickle of batches of new ids:
 """
 # run alone: it measures the gaps between watchdog pings against a 500 ms
 # schedule.
+# sanitizer build: side by side: the ping schedule and the liveness timeout
+# are goals judged on the plain build; the verdicts, logs and STATUS= held
+# with four such suites at once on a loaded machine.
 import itertools
 import os
 import signal
@@ -98,9 +101,9 @@ def fault_phase(r, env, what, want_reason):
             % (what, [d.get("live_reason") for d in docs if d.get("live") is not True][:3]))
     p = pings_between(env, t0, t1)
     gaps = [b - a for a, b in zip(p, p[1:])]
-    r.check(len(p) >= FAULT_S / 0.5 * 0.7 and gaps and max(gaps) < 0.9,
-            "%s: WATCHDOG=1 on schedule: %d pings in %.1f s, largest gap %.2f s"
-            % (what, len(p), t1 - t0, max(gaps) if gaps else -1))
+    r.goal(len(p) >= FAULT_S / 0.5 * 0.7 and gaps and max(gaps) < 0.9,
+           "%s: WATCHDOG=1 on schedule: %d pings in %.1f s, largest gap %.2f s"
+           % (what, len(p), t1 - t0, max(gaps) if gaps else -1))
     return docs
 
 
@@ -142,8 +145,8 @@ def test_wedged_pool(r, env):
         t0 = time.monotonic()
         ev = env.wait_log("pool not live: watchdog not fed", timeout=LIVENESS_MS / 1000.0 + 5)
         took = time.monotonic() - t0
-        r.check(LIVENESS_MS / 1000.0 - 1.2 <= took <= LIVENESS_MS / 1000.0 + 3,
-                "not live after about liveness_timeout_ms: %.2f s" % took)
+        r.goal(LIVENESS_MS / 1000.0 - 1.2 <= took <= LIVENESS_MS / 1000.0 + 3,
+               "not live after about liveness_timeout_ms: %.2f s" % took)
         r.check("unmoved" in ev[-1].get("reason", ""), "the log says why: %r" % ev[-1])
         d = healthz(env)
         r.check(d.get("live") is False and "unmoved" in d.get("live_reason", ""),

@@ -15,6 +15,9 @@ counted where they arrive (the fake's /_stats).
 """
 # run alone: it times a provider's pauses (3 s, to the tenth) and counts
 # calls per second against the rate.
+# sanitizer build: side by side: how soon calls resume, how much of the
+# rate is used and the batches' latency are goals judged on the plain
+# build; no call in a pause and none past the rate are checked on both.
 
 import json
 import os
@@ -117,8 +120,8 @@ def test_retry_after_pauses_host(r, fake):
             time.sleep(0.05)
         r.check(enriched_at is not None and enriched_at - t_sent >= 2.95,
                 "no call before the 3 s were over: %.2f s" % ((enriched_at or 0) - t_sent))
-        r.check(enriched_at is not None and enriched_at - t_first <= 3.8,
-                "calls again right after: %.2f s" % ((enriched_at or 99) - t_first))
+        r.goal(enriched_at is not None and enriched_at - t_first <= 3.8,
+               "calls again right after: %.2f s" % ((enriched_at or 99) - t_first))
 
 
 def test_503_http_date(r, fake):
@@ -199,13 +202,13 @@ def test_rate_limit(r, fake):
         cap = rate * elapsed + rate // 10 + 1
         r.check(calls <= cap, "at most rate x t + burst calls: %d in %.2f s (cap %.0f)"
                 % (calls, elapsed, cap))
-        r.check(calls >= 0.7 * rate * span, "the rate is used: %d calls" % calls)
+        r.goal(calls >= 0.7 * rate * span, "the rate is used: %d calls" % calls)
         wanted = 4 * len(lat)
         r.check(wanted > 2 * calls, "far more calls were wanted than made: %d vs %d" % (wanted, calls))
         r.check(all(st == 200 for _, st, _ in lat), "every batch answered")
-        r.check(max(l for l, _, _ in lat) < 0.3 + 0.4 + path_s,
-                "no batch held past its deadline for a token: max %.3f s (< 0.3 s + 0.4 s + the "
-                "path's %.3f s)" % (max(l for l, _, _ in lat), path_s))
+        r.goal(max(l for l, _, _ in lat) < 0.3 + 0.4 + path_s,
+               "no batch held past its deadline for a token: max %.3f s (< 0.3 s + 0.4 s + the "
+               "path's %.3f s)" % (max(l for l, _, _ in lat), path_s))
         deg = sum(d for _, _, d in lat)
         r.check(deg == wanted - calls, "every id not asked is degraded: %d of %d (%d asked)"
                 % (deg, wanted, calls))
