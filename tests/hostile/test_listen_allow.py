@@ -60,6 +60,14 @@ def test_tcp(r):
 
         env.start_nginx(site_edit=edit)
         env.wait_workers(2)
+        # The control: the slowest of three requests an allowed peer has
+        # served over the same listener just before, the path's own time
+        # under this moment's load (counted before accepted0 is read).
+        ctl = 0.0
+        for _ in range(3):
+            st, _, took = raw(addr, source="127.0.0.2")
+            r.check(st == 200, "control: peer 127.0.0.2 served (%r)" % st)
+            ctl = max(ctl, took)
         accepted0 = harness.metric(env, "enrichd_requests_accepted_total")
 
         refused = 0
@@ -68,7 +76,8 @@ def test_tcp(r):
             refused += 1
             r.check(st is None and closed, "peer 127.0.0.1 refused: closed with nothing "
                     "served (status %r, closed %r)" % (st, closed))
-            r.check(took < 1.0, "refused at once (%.2f s)" % took)
+            r.check(took < 1.0 + ctl, "refused at once (%.2f s < 1 s + the control's %.2f s)"
+                    % (took, ctl))
         st, _, _ = raw(addr, source="127.0.0.2")
         r.check(st == 200, "peer 127.0.0.2 (in listen_allow) served: %r" % st)
 
