@@ -378,13 +378,14 @@ def test_operators_only(r, env, fe):
         r.check(st == want, "%s: %s %s from 127.0.0.2: %d (%d)" % (fe.name, method, path, want, st))
 
 
-def poll_at_once(fe, path, method):
+def poll_at_once(port, path, method):
     """POLL_CLIENTS threads, each POLL_EACH requests on one connection
-    (the front end keeps it alive); (statuses, wall seconds, slowest)."""
+    (the front end on port keeps it alive); (statuses, wall seconds,
+    slowest)."""
     out, lock = [], threading.Lock()
 
     def client():
-        conn = http.client.HTTPConnection("127.0.0.1", fe.port, timeout=10)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         try:
             for _ in range(POLL_EACH):
                 t0 = time.monotonic()
@@ -412,6 +413,13 @@ def poll_at_once(fe, path, method):
 
 def test_polling(r, env, fe):
     for path, method, want in (("/healthz", "GET", 200), ("/v1/enrich", "GET", 405)):
+        # The baseline: the same polling through nginx (the control front
+        # end, the same status process and workers) just before: what
+        # this moment's load makes of it.  A front end that lingers 500 ms
+        # on each close still takes seconds more.
+        base_sts, base_wall, base_slowest = poll_at_once(env.port, path, method)
+        r.check(all(s == want for s in base_sts), "%s %s through nginx: all %d (%r)"
+                % (method, path, want, sorted(set(base_sts))))
         control = []
         halt = threading.Event()
 
@@ -429,21 +437,21 @@ def test_polling(r, env, fe):
 
         th = threading.Thread(target=nginx_healthz)
         th.start()
-        sts, wall, slowest = poll_at_once(fe, path, method)
+        sts, wall, slowest = poll_at_once(fe.port, path, method)
         halt.set()
         th.join(15)
         what = "%s: %d clients x %d %s %s" % (fe.name, POLL_CLIENTS, POLL_EACH, method, path)
         r.check(len(sts) == POLL_CLIENTS * POLL_EACH and all(s == want for s in sts),
                 "%s: all %d (%r)" % (what, want, sorted(set(sts))))
-        r.check(wall < POLL_WALL_S and slowest < SLACK_S,
-                "%s: done in %.2f s (< %.1f), slowest %.2f s (< %.1f)"
-                % (what, wall, POLL_WALL_S, slowest, SLACK_S))
+        r.check(wall < POLL_WALL_S + base_wall and slowest < SLACK_S + base_slowest,
+                "%s: done in %.2f s (< %.1f + nginx's %.2f), slowest %.2f s (< %.1f + nginx's %.2f)"
+                % (what, wall, POLL_WALL_S, base_wall, slowest, SLACK_S, base_slowest))
         worst = max([d for _, d in control] or [0])
-        r.check(control and all(s == 200 for s, _ in control) and worst < SLACK_S,
-                "%s: nginx's /healthz meanwhile: %d answers, slowest %.2f s (< %.1f)"
-                % (what, len(control), worst, SLACK_S))
-        print("%s: %.2f s, slowest %.3f s; nginx /healthz slowest %.3f s"
-              % (what, wall, slowest, worst))
+        r.check(control and all(s == 200 for s, _ in control) and worst < SLACK_S + base_slowest,
+                "%s: nginx's /healthz meanwhile: %d answers, slowest %.2f s (< %.1f + nginx's "
+                "%.2f polling alone)" % (what, len(control), worst, SLACK_S, base_slowest))
+        print("%s: %.2f s, slowest %.3f s; nginx /healthz slowest %.3f s; through nginx "
+              "alone %.2f s, slowest %.3f s" % (what, wall, slowest, worst, base_wall, base_slowest))
 
 
 def test_http_rules(r, env, fe):
