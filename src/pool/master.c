@@ -736,6 +736,7 @@ static int start_up(master *m, sigset_t *wait_mask)
     if (enr_reload_cache_new(&m->cfg, &m->cache) != 0)
         return -1;
     m->next_cache = m->cache;
+    enr_hook_budget_day();
     if (enr_budget_open(&m->cfg) != 0) /* before the first fork too */
         return -1;
     ENR_SB_SET(m->sb->pool.start_ms, enr_wall_ms());

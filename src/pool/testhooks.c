@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "upstream/budget.h"
 
 static unsigned leak_fds, leak_kb;
 
@@ -121,6 +122,17 @@ const char *enr_hook_version_note(void)
 {
     return " TEST HOOKS: a test build, never for production (a request header can stall or "
            "crash a worker)";
+}
+
+/* ENRICHD_TEST_BUDGET_DAY_MS and ENRICHD_TEST_BUDGET_ORIGIN_MS: a
+ * compressed day for the budget's tests and benchmark. */
+void enr_hook_budget_day(void)
+{
+    const char *v = getenv("ENRICHD_TEST_BUDGET_DAY_MS");
+    const char *o = getenv("ENRICHD_TEST_BUDGET_ORIGIN_MS");
+
+    if (v != NULL)
+        enr_budget_compress_days(strtoull(v, NULL, 10), o ? strtoull(o, NULL, 10) : 0);
 }
 
 #endif

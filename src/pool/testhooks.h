@@ -2,7 +2,7 @@
  * testhooks.h: the worker's fault injection for the tests (leaks,
  * crashes, slow and stuck requests, a planted wrong byte), and what the
  * daemon says of itself in such a build (its -V line, the master's
- * warning at start), compiled only with -DENR_TEST_HOOKS (make hooks:
+ * warning at start, a compressed budget day), compiled only with -DENR_TEST_HOOKS (make hooks:
  * build-hooks/, never installed).
  *
  * Invariant: in a production build every hook is an empty static inline
@@ -24,6 +24,7 @@ void enr_hook_plant(enr_buf *out);
 void enr_hook_leak(void);
 void enr_hook_announce(void);
 const char *enr_hook_version_note(void);
+void enr_hook_budget_day(void);
 #else
 static inline void enr_hook_start_delay(void)
 {
@@ -52,6 +53,9 @@ static inline void enr_hook_announce(void)
 static inline const char *enr_hook_version_note(void)
 {
     return "";
+}
+static inline void enr_hook_budget_day(void)
+{
 }
 #endif
 

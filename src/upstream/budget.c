@@ -281,6 +281,10 @@ const char *enr_budget_path(void)
 
 /* ---- the page and its file ---- */
 
+/* A day's length and first day (Unix ms) when the test build compresses
+ * days (enr_budget_compress_days); 0: real days. */
+static uint64_t g_day_ms, g_day_origin;
+
 static uint64_t header_check(const page *p)
 {
     const unsigned char *b = (const unsigned char *)p;
@@ -291,24 +295,18 @@ static uint64_t header_check(const page *p)
     return h;
 }
 
+void enr_budget_compress_days(uint64_t day_ms, uint64_t origin_ms)
+{
+    g_day_ms = day_ms;
+    g_day_origin = origin_ms;
+}
+
 void enr_budget_configure(const enr_config *c)
 {
     const unsigned limit[ENR_UP_SOURCES] = {0, c->youtube_daily_quota, c->vimeo_daily_quota,
                                             c->dailymotion_daily_quota};
-    uint64_t day_ms = 0, origin = 0;
+    uint64_t day_ms = g_day_ms, origin = g_day_origin;
 
-#ifdef ENR_TEST_HOOKS
-    {
-        /* A compressed day for the tests and the benchmark, days of
-         * DAY_MS from ORIGIN_MS (Unix ms): never in a production build. */
-        const char *v = getenv("ENRICHD_TEST_BUDGET_DAY_MS");
-        const char *o = getenv("ENRICHD_TEST_BUDGET_ORIGIN_MS");
-        if (v != NULL)
-            day_ms = strtoull(v, NULL, 10);
-        if (o != NULL)
-            origin = strtoull(o, NULL, 10);
-    }
-#endif
     if (g_page == NULL)
         return;
     for (int i = 0; i < ENR_UP_SOURCES; i++) {

@@ -103,6 +103,11 @@ int enr_budget_open(const enr_config *c);
 /* The limits of c, for every process (the master on a reload). */
 void enr_budget_configure(const enr_config *c);
 
+/* Days of day_ms from origin_ms (Unix ms) instead of real ones, for the
+ * tests and the benchmark's compressed day (only the test build calls
+ * it, from its hooks); before enr_budget_open.  0: real days. */
+void enr_budget_compress_days(uint64_t day_ms, uint64_t origin_ms);
+
 /* Takes units of source src's budget for one call at now_ms (Unix ms);
  * refresh: the call only refreshes stale answers.  1: spend them and
  * make the call; 0: the pace refuses it (counted as deferred).  A source

@@ -142,7 +142,10 @@ def test_start_relocations(r):
         return
     out = subprocess.run(["readelf", "-d", ENRICHD], capture_output=True, text=True).stdout
     count = [int(l.split()[-1]) for l in out.splitlines() if "(RELACOUNT)" in l]
-    r.check(count and count[0] < 2000, "relative relocations at start: %r (< 2,000)" % count)
+    # The sanitizer build links its runtime's own (22,772): judged on
+    # the plain build, the one that ships.
+    r.check(harness.is_sanitized(harness.build_dir()) or (count and count[0] < 2000),
+            "relative relocations at start: %r (< 2,000)" % count)
     r.check("BIND_NOW" in out and "GNU_RELRO" in subprocess.run(
         ["readelf", "-lW", ENRICHD], capture_output=True, text=True).stdout,
         "bound at once (BIND_NOW) with RELRO")
