@@ -27,6 +27,7 @@ RECOVERY_MARGIN_S = 2.0   # the verdict's cadence and the sampler's, past the wi
 CLIENT_MARGIN_MS = 1000   # nginx, curl and a loaded VM, past request_timeout_ms
 SWITCH_S = 1.0            # a batch in flight when the provider's mode changed
 LATE_S = 0.14             # a call past upstream_timeout_ms (150), seen from nginx
+SLOW_BODY = 13 + 4096 + 1  # the slow mode's padded reply, whole (run.sh)
 WATCHDOG_MAX_SHARE = 0.75  # largest gap between pings allowed, of WatchdogSec
 PING_COUNT_SHARE = 0.8    # pings seen, of those due at WatchdogSec/2
 
@@ -225,11 +226,12 @@ def main():
     calls = {}
     with open(d + "/provider") as f:
         for line in f:
-            end, status, secs, method = line.split()
+            end, status, secs, method, sent = line.split()
             start = float(end) - float(secs)
             if any(s_ <= start < s_ + SWITCH_S for s_ in switches + [t_rest]):
                 continue
-            calls.setdefault(phase_of(ph, start), []).append((status, float(secs), method))
+            calls.setdefault(phase_of(ph, start), []).append((status, float(secs), method,
+                                                              int(sent)))
     for name in ("baseline", "down-500", "down-closed", "slow", "restored"):
         mine = calls.get(name, [])
         gets = [c for c in mine if c[2] == "GET"]
@@ -239,12 +241,17 @@ def main():
                 len(mine) - len(gets)))
     c500, cclosed, cslow = (calls.get(n, []) for n in ("down-500", "down-closed", "slow"))
     gslow = [c for c in cslow if c[2] == "GET"]
+    # Slow for real: the stand-in was seen holding calls past enrichd's
+    # timeout, and none of them got its whole reply (each given up).  Not
+    # "every call late": a call's own start in nginx may come well into
+    # enrichd's deadline on a loaded machine (one was cut at < 0.14 s).
     late = [c for c in gslow if c[1] >= LATE_S]
-    emit(c500 and all(c[0] == "500" for c in c500) and not cclosed and gslow and late == gslow,
+    whole = [c for c in gslow if c[3] >= SLOW_BODY]
+    emit(c500 and all(c[0] == "500" for c in c500) and not cclosed and late and not whole,
          "the faults were real: %d calls answered 500 (of %d), %d while the port was closed, "
-         "%d of %d GETs late in the slow phase (>= %.2f s)"
+         "%d of %d GETs in the slow phase late (>= %.2f s), %d given their whole reply"
          % (sum(c[0] == "500" for c in c500), len(c500), len(cclosed), len(late), len(gslow),
-            LATE_S))
+            LATE_S, len(whole)))
 
     # Back to healthy within the window once the provider is well.
     back = next((x for x in samples if x["t"] >= t_rest and x["code"] == "200"), None)

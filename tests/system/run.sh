@@ -605,7 +605,7 @@ pid /run/systest-provider.pid;
 error_log /var/log/nginx/systest-provider.error.log;
 events { worker_connections 512; }
 http {
-    log_format systest_provider '\$msec \$status \$request_time \$request_method';
+    log_format systest_provider '\$msec \$status \$request_time \$request_method \$body_bytes_sent';
     access_log /var/log/nginx/systest-provider.log systest_provider;
     default_type application/json;
     server {
