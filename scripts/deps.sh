@@ -16,14 +16,15 @@ set -eu
 # version and says so if not), and for the status page and `enrichd
 # status --watch` a headless Chromium and tmux, and PHP with SQLite and
 # curl, the pipeline's own stack, to run docs/rejected.md's importer;
-# strace counts a worker's system calls per request (test_syscalls.py)
+# strace counts a worker's system calls per request (test_syscalls.py);
+# readelf (binutils) reads enrichd's relocations (test_pool_systemd.py)
 # and what -t/-T read; gdb's gcore takes the cores test_secret_memory.py
 # searches for the provider secret.
-RUN_PKGS="libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev
+RUN_PKGS="gcc libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev
 nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
 libfcgi-bin apache2-bin lighttpd curl iproute2 groff-base man-db openssl libicu-dev nodejs chromium tmux
-php-cli php-sqlite3 php-curl strace gdb"
+php-cli php-sqlite3 php-curl strace gdb binutils"
 # `make deb`: debhelper and lintian; `make system-test`: a Debian root
 # file system booted under systemd-nspawn.
 DEB_PKGS="debhelper lintian fakeroot dpkg-dev"
