@@ -259,16 +259,20 @@ def _skeleton(shape):
     return [_skeleton(v) for v in sub]
 
 
-def indented(o, depth=0):
+def indented(o, depth=0, pretty=True):
     """json.dumps(o, indent=2) as it reads `depth` levels down in an
-    indented document (its lines after the first indented 2 * depth)."""
+    indented document (its lines after the first indented 2 * depth);
+    with pretty False, the compact form (no whitespace at all), what
+    Google's APIs write when asked prettyPrint=false."""
     leaves = []
     shape = _shape(o, leaves)
-    fmt = _templates.get((shape, depth))
+    key = (shape, depth if pretty else None)
+    fmt = _templates.get(key)
     if fmt is None:
-        text = json.dumps(_skeleton(shape), indent=2).replace("%", "%%")
+        sk = _skeleton(shape)
+        text = (json.dumps(sk, indent=2) if pretty else _compact.encode(sk)).replace("%", "%%")
         fmt = text.replace(json.dumps(SLOT), "%s").replace("\n", "\n" + "  " * depth)
-        _templates[(shape, depth)] = fmt
+        _templates[key] = fmt
     return fmt % tuple(leaves)
 
 
@@ -336,35 +340,38 @@ def youtube(method, path, params, headers):
                          % YT_MAX_IDS, "INVALID_ARGUMENT")
         return st, b, {}, "too many ids", len(ids)
     fields = params.get("fields", [""])[-1]
+    # prettyPrint (a standard parameter of Google's APIs): indented unless
+    # it is false (booleans are read as Google reads them, case aside)
+    pretty = params.get("prettyPrint", ["true"])[-1].lower() != "false"
     snippet, details = "snippet" in parts, "contentDetails" in parts
-    items = [kept(("youtube", vid, snippet, details, fields),
-                  lambda: yt_item_text(vid, snippet, details, fields))
+    items = [kept(("youtube", vid, snippet, details, fields, pretty),
+                  lambda: yt_item_text(vid, snippet, details, fields, pretty))
              for vid in ids if known(vid)]
     if fields:
         doc = {"items": quirky(items)}
     else:
         doc = {"kind": "youtube#videoListResponse", "etag": "list", "items": quirky(items),
                "pageInfo": {"totalResults": len(items), "resultsPerPage": len(items)}}
-    return 200, indented(doc).encode(), {}, None, len(ids)
+    return 200, indented(doc, 0, pretty).encode(), {}, None, len(ids)
 
 
 _yt_short = {}  # the trimmed item's template, by the thumbnails it lists
 
 
-def yt_item_text(vid, snippet, details, fields):
+def yt_item_text(vid, snippet, details, fields, pretty=True):
     """The item as indented() writes it in the list.  The call enrichd
     makes (both parts, fields=YT_FIELDS) has one shape per set of
     thumbnails: its leaves are written straight from the id into that
     shape's template (the item dict and its walk cost more than the rest
     of the answer)."""
     if not (snippet and details and fields == YT_FIELDS):
-        return Raw(indented(yt_item(vid, snippet, details, fields), 2))
+        return Raw(indented(yt_item(vid, snippet, details, fields), 2, pretty))
     thumbs = yt_thumbs(vid)
-    fmt = _yt_short.get(tuple(thumbs))
+    fmt = _yt_short.get((tuple(thumbs), pretty))
     if fmt is None:
         it = yt_item(vid, snippet, details, fields)
-        text = indented(it, 2)
-        _yt_short[tuple(thumbs)] = _templates[(_shape(it, []), 2)]
+        text = indented(it, 2, pretty)
+        _yt_short[(tuple(thumbs), pretty)] = _templates[(_shape(it, []), 2 if pretty else None)]
         return Raw(text)
     leaves = [encode_basestring_ascii(vid),
               encode_basestring_ascii(iso8601(runtime(vid) or 0, vid))]
@@ -464,13 +471,42 @@ def vimeo(method, path, params, headers):
                          "You may ask for at most %d uris." % s["vm_max_uris"])
         return st, b, rate, "too many ids", len(uris)
     fields = params.get("fields", [""])[-1]
-    data = [vm_item(u[len("/videos/"):], fields)
+    make = vm_item_text if fields == VM_FIELDS else lambda vid, f: Raw(_compact.encode(vm_item(vid, f)))
+    data = [make(u[len("/videos/"):], fields)
             for u in uris if u.startswith("/videos/") and known(u[len("/videos/"):])]
     data = quirky(data)
     doc = {"total": len(data), "page": 1, "per_page": max(1, len(data)),
            "paging": {"next": None, "previous": None, "first": "/videos?page=1", "last": None},
-           "data": data}
-    return 200, php_json(doc), rate, None, len(uris)
+           "data": SLOT}
+    text = _compact.encode(doc).replace(json.dumps(SLOT), "[" + ",".join(data) + "]", 1)
+    return 200, text.replace("/", "\\/").encode(), rate, None, len(uris)
+
+
+_vm_short = {}  # the asked item's template, by its count of sizes
+
+
+def vm_item_text(vid, fields):
+    """vm_item(vid, VM_FIELDS) as the compact encoder writes it (before
+    php_json's escapes), its leaves written straight into a template per
+    count of sizes, as yt_item_text does."""
+    c = crc(vid)
+    n = 4 + c % 4
+    fmt = _vm_short.get(n)
+    if fmt is None:
+        it = vm_item(vid, fields)
+        fmt = _compact.encode(_skeleton(_shape(it, []))).replace("%", "%%")
+        _vm_short[n] = fmt.replace(json.dumps(SLOT), "%s")
+        return Raw(_compact.encode(it))
+    uri = "/videos/%s" % vid + (":%010x" % c if c % 5 == 0 else "")
+    widths = VM_WIDTHS[:n]
+    widths = widths[1:] + widths[:1]
+    leaves = [encode_basestring_ascii(uri), int.__repr__(runtime(vid) or 0)]
+    for w in widths:
+        h = w * 9 // 16
+        leaves += (int.__repr__(w), int.__repr__(h),
+                   '"https://i.vimeocdn.com/video/%d-%08x-d_%dx%d?r=pad"' % (c % 999983, c, w, h),
+                   '"https://i.vimeocdn.com/filter/overlay?src0=x&w=%d"' % w)
+    return Raw(fmt % tuple(leaves))
 
 
 def vm_item(vid, fields):

@@ -3,10 +3,13 @@
  * enrichd calls (1 quota unit a call, 50 ids at most):
  *
  *   GET {youtube_url}/videos?part=contentDetails,snippet&id=A,B
- *       &fields=items(id,contentDetails/duration,snippet/thumbnails)&key=KEY
+ *       &fields=items(id,contentDetails/duration,snippet/thumbnails)
+ *       &prettyPrint=false&key=KEY
  *
  * fields is percent-encoded as Google's client libraries encode a query
- * value; the ids, a comma apart, each percent-encoded.  An answer is
+ * value; the ids, a comma apart, each percent-encoded.  prettyPrint=false
+ * (one of Google's standard parameters) asks for the answer without its
+ * indentation: a third fewer bytes to carry, decrypt and scan.  An answer is
  * {"items":[{"id":..,"contentDetails":{"duration":"PT4M13S"},
  * "snippet":{"thumbnails":{"default":{"url":..},..,"maxres":{..}}}}]}:
  * unknown, private and deleted ids are simply not in it, and a partial
@@ -46,6 +49,7 @@ static int yt_build_url(enr_buf *url, const char *base, const enr_reply_id *ids,
         return -1;
     enr_buf_lit(url, "&fields=");
     enr_api_pct(url, fields, sizeof fields - 1);
+    enr_buf_lit(url, "&prettyPrint=false");
     if (secret != NULL) {
         enr_buf_lit(url, "&key=");
         enr_api_pct(url, secret, secret_len);

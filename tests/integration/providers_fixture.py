@@ -293,7 +293,8 @@ def control_check(recs, lines):
 def measure(runs, batches, warm):
     """Sequential batches, interleaved run by run (so that the machine's
     load weighs on each alike), each run on one kept-alive connection;
-    runs: [(label, env, batch(i), check(recs, lines))].  Returns {label:
+    runs: [(label, env, batch(i), check(recs, lines))]; a batch's time is the
+    exchange alone (harness.post_timed).  Returns {label:
     {'lat': [ms], 'known', 'enriched', 'bad', 'degraded', 'p50', 'p99',
     'share', 'first_degraded' (the first batch's, warm-ups included),
     'windows': [(start, end) of each measured batch, epoch seconds]}}."""
@@ -307,9 +308,8 @@ def measure(runs, batches, warm):
                 res = out.setdefault(label, {"lat": [], "known": 0, "enriched": 0, "bad": 0,
                                              "degraded": 0, "windows": []})
                 recs = make(i)
-                w0, t0 = time.time(), time.monotonic()
-                st, h, lines = harness.post(env, recs, conn=conns[label])
-                ms = (time.monotonic() - t0) * 1000
+                w0 = time.time()
+                st, h, lines, ms = harness.post_timed(env, recs, conn=conns[label])
                 w1 = time.time()
                 if i == 0:  # the first batch after start
                     res["first_degraded"] = harness.degraded(h) if st == 200 else len(recs)

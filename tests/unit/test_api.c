@@ -123,11 +123,12 @@ static void test_urls(void)
             "https://www.googleapis.com/youtube/v3/videos?part=contentDetails,snippet"
             "&id=dQw4w9WgXcQ,a-b_c"
             "&fields=items%28id%2CcontentDetails%2Fduration%2Csnippet%2Fthumbnails%29"
-            "&key=AIza%2Bk%2Fy%3D");
+            "&prettyPrint=false&key=AIza%2Bk%2Fy%3D");
     u = build(ENR_API_YOUTUBE, "a", "http://127.0.0.1:9/yt/", NULL);
     T_STREQ(u ? u : "(null)",
             "http://127.0.0.1:9/yt/videos?part=contentDetails,snippet&id=a"
-            "&fields=items%28id%2CcontentDetails%2Fduration%2Csnippet%2Fthumbnails%29");
+            "&fields=items%28id%2CcontentDetails%2Fduration%2Csnippet%2Fthumbnails%29"
+            "&prettyPrint=false");
     u = build(ENR_API_VIMEO, "1,76979871", "https://api.vimeo.com", "tok");
     T_STREQ(u ? u : "(null)", "https://api.vimeo.com/videos?uris=/videos/1,/videos/76979871"
                               "&fields=uri,duration,pictures.sizes");
