@@ -62,7 +62,7 @@ TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
 .PHONY: all check test hooks valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
-	programs man install uninstall deb system-test fleet-test bench-upstream soak bench-cold
+	programs man install uninstall deb system-test fleet-test bench-upstream soak bench-cold system-root
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -333,5 +333,11 @@ $(DEB): $(LIBSRC) $(wildcard src/*/*.h src/*/*.inc) $(CMDSRC) conf/enrichd.conf 
 system-test: deb
 	@scripts/deps.sh system
 	@tests/system/run.sh $(DEB)
+
+# The system test's root file system alone (debootstrap, cached): CI builds
+# it beside the package.
+system-root:
+	@scripts/deps.sh system
+	@tests/system/run.sh --root-only
 
 -include $(LIBOBJ:.o=.d) $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.d) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.d)

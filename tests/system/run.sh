@@ -17,7 +17,12 @@
 # "N passed, M failed".
 set -uo pipefail
 
-DEB=$(readlink -f "$1")
+# --root-only (`make system-root`): build the root file system and stop, so
+# that CI can build it beside the package; a test started meanwhile waits
+# for it (the build holds $CACHE/root.lock).
+ROOT_ONLY=0
+[ "${1:-}" = --root-only ] && ROOT_ONLY=1
+DEB=$(readlink -f "${1:-}")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${ENRICHD_SYSTEST_CACHE:-/var/cache/enrichd-systest}
 ROOTFS=$CACHE/root
@@ -94,6 +99,9 @@ MIRROR=$(grep -hoE '(^URIs:|^deb) +[a-z]+://[^ ]+/debian/?( |$)' /etc/apt/source
     awk '{print $2}' | head -1)
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 STAMP="$SUITE minbase $INCLUDE"
+mkdir -p "$CACHE"
+exec 9>"$CACHE/root.lock"
+flock 9
 if [ "$(cat "$CACHE/root.stamp" 2>/dev/null)" != "$STAMP" ] || [ ! -x "$ROOTFS/lib/systemd/systemd" ]; then
     echo "building the root file system in $ROOTFS from $MIRROR (once)"
     mkdir -p "$CACHE"
@@ -108,6 +116,11 @@ if [ "$(cat "$CACHE/root.stamp" 2>/dev/null)" != "$STAMP" ] || [ ! -x "$ROOTFS/l
     mv "$ROOTFS.tmp" "$ROOTFS"
     echo "$STAMP" >"$CACHE/root.stamp"
     echo "debootstrap: $(since "$t") s, $(du -sh "$ROOTFS" | cut -f1)"
+fi
+flock -u 9
+if [ "$ROOT_ONLY" = 1 ]; then
+    ok "the root file system is ready: $ROOTFS"
+    summary
 fi
 
 # --- boot ---------------------------------------------------------------
