@@ -228,6 +228,8 @@ lint:
 	@python3 scripts/incgraph.py --self-test
 	@python3 scripts/incgraph.py >/dev/null || { python3 scripts/incgraph.py; exit 1; }
 	@python3 scripts/check-refs.py
+	@python3 scripts/check-size.py --self-test
+	@python3 scripts/check-size.py
 
 clean:
 	rm -rf build build-san build-fuzz build-clang build-hooks build-deb build-ci

@@ -37,17 +37,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from harness import free_port  # noqa: E402
+# The processes measured and pinned (bench-nginx.py and bench-pool.py take
+# these names from here).
+from bench_proc import (CLIENT_CPUS, CLIENT_NICE, CORES, IS_ROOT, SERVER_CPUS,  # noqa: E402
+                        Sampler, as_client, as_server, cpu_s, descendants, pinned)
 
-TICK = os.sysconf("SC_CLK_TCK")
-CORES = os.cpu_count() or 1
-SERVER_CPUS = {0}
-CLIENT_CPUS = {1} if CORES > 1 else {0}
 TARGET_RATE = 185.0          # req/s of the open-loop replay (the issue's)
 SPEED = 100.0
 COLD_RUNS = 20
@@ -113,107 +112,6 @@ def expect_files(build, trace, out):
 
 def log(msg):
     print("bench: " + msg, file=sys.stderr, flush=True)
-
-
-def descendants(pid):
-    kids = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-            ppid = int(st[st.rindex(")") + 2:].split()[1])
-            kids.setdefault(ppid, []).append(int(d))
-        except (OSError, ValueError):
-            pass
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
-
-
-def pss_kb(pids):
-    total = 0
-    for p in pids:
-        try:
-            with open("/proc/%d/smaps_rollup" % p) as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
-
-
-def nfds(pids):
-    n = 0
-    for p in pids:
-        try:
-            n += len(os.listdir("/proc/%d/fd" % p))
-        except OSError:
-            pass
-    return n
-
-
-def cpu_s(pids):
-    """CPU seconds of pids and of their children already reaped (cutime,
-    cstime): a worker recycled during a run (max_requests) takes its CPU
-    out of the live processes, and into its master's children's time."""
-    t = 0
-    for p in pids:
-        try:
-            with open("/proc/%d/stat" % p) as f:
-                st = f.read()
-            fields = st[st.rindex(")") + 2:].split()
-            t += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
-        except (OSError, ValueError):
-            pass
-    return t / TICK
-
-
-class Sampler(threading.Thread):
-    """Samples PSS and descriptors of pids_fn() every 0.25 s."""
-
-    def __init__(self, pids_fn):
-        super().__init__(daemon=True)
-        self.pids_fn, self.stop, self.pss, self.fds = pids_fn, threading.Event(), [], []
-
-    def run(self):
-        while not self.stop.wait(0.25):
-            pids = self.pids_fn()
-            self.pss.append(pss_kb(pids))
-            self.fds.append(nfds(pids))
-
-
-# As root, servers run at nice SERVER_NICE and the replayer at CLIENT_NICE
-# (both sides of a comparison alike): the machine may be shared, and
-# other work at nice 0 then takes ~10% of a core instead of half of it.
-SERVER_NICE = -10
-CLIENT_NICE = -15
-IS_ROOT = os.geteuid() == 0
-
-
-def pinned(cpus, nice=None):
-    pre = ["taskset", "-c", ",".join(str(c) for c in sorted(cpus))] if shutil.which("taskset") else []
-    if IS_ROOT:
-        pre = ["nice", "-n", str(SERVER_NICE if nice is None else nice)] + pre
-    return pre
-
-
-def as_server():
-    """This process's affinity and priority while it starts servers."""
-    os.sched_setaffinity(0, SERVER_CPUS)
-    if IS_ROOT:
-        os.setpriority(os.PRIO_PROCESS, 0, SERVER_NICE)
-
-
-def as_client():
-    os.sched_setaffinity(0, set(range(CORES)))
-    if IS_ROOT:
-        os.setpriority(os.PRIO_PROCESS, 0, 0)
 
 
 def honest(s):
@@ -564,12 +462,9 @@ def main():
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(a, tmp, cleanup, t_start):
-    import harness
-    build = a.build
-    if not os.access(os.path.join(build, "enrich-replay"), os.X_OK):
-        log("build/enrich-replay missing: run make")
-        return 1
+def make_traces(a, tmp):
+    """The run's traces (gen-trace): the production-shaped replay, 20 big
+    batches, 20,000 tiny ones."""
     gen = os.path.join(ROOT, "scripts", "gen-trace")
     trace = os.path.join(tmp, "replay.jsonl")
     big = os.path.join(tmp, "big.jsonl")
@@ -587,19 +482,11 @@ def run(a, tmp, cleanup, t_start):
     for j in jobs:
         if j.wait() != 0:
             raise RuntimeError("gen-trace failed")
-    small_body = b'[{"provider":"yt","id":"abc","title":"x"}]'
-    notes = []
-    admit = admission_limit()
-    open_c = admit or 64
-    closed_c = max(1, admit // 2) if admit else 16
-    log("expected answers of the traces (build/enrich, one batch at a time)")
-    exp_trace, floor_trace, refused = expect_files(build, trace, os.path.join(tmp, "replay.expect"))
-    exp_big, floor_big, refused_big = expect_files(build, big, os.path.join(tmp, "big.expect"))
-    if refused or refused_big:
-        notes.append("%d batches of the traces are refused by build/enrich: their answers are not good"
-                     % (refused + refused_big))
+    return trace, big, tiny
 
-    # -- 1. replayer self-check against nginx `return 200` ------------------
+
+def self_check(build, tmp, big, tiny, closed_c, cleanup):
+    """1. replayer self-check against nginx `return 200`."""
     triv_dir = os.path.join(tmp, "trivial")
     os.makedirs(triv_dir)
     tport = free_port()
@@ -625,7 +512,13 @@ def run(a, tmp, cleanup, t_start):
     os.killpg(triv.pid, signal.SIGKILL)
     triv.wait()
     cleanup.pop()
+    return self_closed, self_open, self_small
 
+
+def start_targets(a, build, harness, cleanup, notes, small_body):
+    """Starts the targets: [(name, url, pids_fn, mem_pids_fn)] of enrichd, the
+    floor, Bun and Node and the --peer URLs; enrichd's Env, the peers and
+    the nginx pid functions of enrichd and the floor beside."""
     # -- targets ---------------------------------------------------------------
     targets = []   # (name, url, pids_fn, server_pids_fn_for_memory)
     env = None
@@ -683,12 +576,12 @@ def run(a, tmp, cleanup, t_start):
         roots = [int(p) for p in pids.split(",") if p.isdigit()]
         fn = (lambda roots=roots: sum((descendants(p) for p in roots), []))
         targets.append((name or "peer%d" % len(targets), url, fn, fn))
-    if not targets:
-        log("no target to measure")
-        return 1
-    checks_open = {t[0]: floor_trace if t[0] == "floor" else exp_trace for t in targets}
-    checks_big = {t[0]: floor_big if t[0] == "floor" else exp_big for t in targets}
+    return targets, env, peers, nginx_pids, floor_nginx
 
+
+def alone_rounds(a, build, tmp, trace, big, targets, open_c, closed_c, checks_open, checks_big,
+                 nginx_pids, floor_nginx):
+    """Phase 2: each target alone, open then closed loop; {name: its best round}."""
     # -- 2. each target alone, in --rounds rounds (order reversed each round) --
     # The better round per target and phase is reported: on a shared
     # machine the worse one mostly measures the neighbours.
@@ -736,19 +629,11 @@ def run(a, tmp, cleanup, t_start):
                 prev["pss_mb"] = cur["pss_mb"]   # memory: the worse round
             if cur["fds"] and prev["fds"]:
                 prev["fds"] = (min(prev["fds"][0], cur["fds"][0]), max(prev["fds"][1], cur["fds"][1]))
+    return res
 
-    # -- 3. interleaved ----------------------------------------------------------
-    # Node needs more than the whole shared core at this rate (see its CPU
-    # per request): interleaved with it, every target would only measure
-    # Node's queue.  It is measured alone above.
-    inter = {}
-    itargets = [(t[0], t[1]) for t in targets if t[0] not in ("node", "floor")]
-    if len(itargets) > 1:
-        log("interleaved open-loop run of %s" % ", ".join(t[0] for t in itargets))
-        inter = replay(build, tmp, trace, itargets, ["--speed", str(SPEED), "-c", str(open_c)], "interleaved",
-                       checks_open)
 
-    # -- 4. cold start ------------------------------------------------------------
+def measure_cold(a, env, peers, harness, small_body):
+    """4. cold start: enrichd's (and the spawn floor's), then each peer's."""
     cold = {}
     cold_floor = None
     if env is not None and not a.no_cold:
@@ -760,17 +645,11 @@ def run(a, tmp, cleanup, t_start):
         log("%s cold start x%d" % (p.name, COLD_RUNS))
         p.stop()
         cold[p.name] = cold_start_peer(p, small_body)
+    return cold, cold_floor
 
-    # -- the table ------------------------------------------------------------------
-    names = [t[0] for t in targets]
-    ref = "bun" if "bun" in names else None
-    print()
-    print("enrichd benchmark (%s; servers on core 0, load client on core 1; %d-request trace at %gx = ~%.0f req/s;"
-          % (time.strftime("%Y-%m-%d %H:%M"), a.requests, SPEED, TARGET_RATE))
-    print("  %s; the site admits %s batches at once (nginx max_conns): the open loop keeps at most %d in"
-          " flight, the closed loop %d)" % (machine(), admit or "unlimited", open_c, closed_c))
-    print("  load average %.2f at start, %.2f at end: above ~1 other work shared the cores, expect noisy tails)"
-          % (a.load_start, os.getloadavg()[0]))
+
+def print_targets_table(res, inter, cold, names, ref, closed_c):
+    """The table of every target's figures; whether it has the enrichd/floor column."""
     rows = [
         ("closed loop req/s (400 KB/200 rec, c=%d)" % closed_c, lambda n: res[n]["closed"]["rps"], "hi", 0),
         ("  answers not good (all rounds)", lambda n: res[n]["bad"]["closed"][1], None, 0),
@@ -833,17 +712,11 @@ def run(a, tmp, cleanup, t_start):
             print("  CPU/request: floor %.3f ms (nginx %.3f), enrichd %.3f ms (nginx %.3f): enrichd's own work "
                   "%.3f ms" % (fr["cpu_ms"], fr["nginx_cpu_ms"] or 0, er["cpu_ms"], er["nginx_cpu_ms"] or 0,
                                er["cpu_ms"] - fr["cpu_ms"]))
-    for n, v in cold.items():
-        if n in res:
-            res[n]["cold"] = v[0]
-    if "enrichd" in res:
-        goals_table(res, ref, share)
-    if cold_floor is not None:
-        print("(cold start floor on this machine, same spawn path running /bin/true: %.1f ms median)"
-              % cold_floor)
-    if "enrichd" in cold and cold["enrichd"][2] is not None:
-        print("(enrichd's cold start used %.1f ms of CPU and %d page faults, its launcher, master and "
-              "first worker, medians)" % (cold["enrichd"][2], cold["enrichd"][3]))
+    return share
+
+
+def print_self_check(res, self_closed, self_small, self_open, closed_c):
+    """What the replayer itself did against nginx `return 200`: its ceiling beside enrichd's."""
     print("replayer self-check against nginx `return 200` on core 0 (the replayer on core 1):")
     ceiling = ""
     if "enrichd" in res and res["enrichd"]["closed"]["rps"] > 0:
@@ -861,6 +734,76 @@ def run(a, tmp, cleanup, t_start):
           "p99 %.3f ms; client lag p50 %.0f us, p99 %.0f us"
           % (self_open["rps"], self_open["p50"], self_open["p99"], self_open["lag_p50_us"],
              self_open["lag_p99_us"]))
+
+
+def run(a, tmp, cleanup, t_start):
+    import harness
+    build = a.build
+    if not os.access(os.path.join(build, "enrich-replay"), os.X_OK):
+        log("build/enrich-replay missing: run make")
+        return 1
+    trace, big, tiny = make_traces(a, tmp)
+    small_body = b'[{"provider":"yt","id":"abc","title":"x"}]'
+    notes = []
+    admit = admission_limit()
+    open_c = admit or 64
+    closed_c = max(1, admit // 2) if admit else 16
+    log("expected answers of the traces (build/enrich, one batch at a time)")
+    exp_trace, floor_trace, refused = expect_files(build, trace, os.path.join(tmp, "replay.expect"))
+    exp_big, floor_big, refused_big = expect_files(build, big, os.path.join(tmp, "big.expect"))
+    if refused or refused_big:
+        notes.append("%d batches of the traces are refused by build/enrich: their answers are not good"
+                     % (refused + refused_big))
+
+    self_closed, self_open, self_small = self_check(build, tmp, big, tiny, closed_c, cleanup)
+
+    targets, env, peers, nginx_pids, floor_nginx = start_targets(a, build, harness, cleanup, notes,
+                                                                  small_body)
+    if not targets:
+        log("no target to measure")
+        return 1
+    checks_open = {t[0]: floor_trace if t[0] == "floor" else exp_trace for t in targets}
+    checks_big = {t[0]: floor_big if t[0] == "floor" else exp_big for t in targets}
+
+    res = alone_rounds(a, build, tmp, trace, big, targets, open_c, closed_c, checks_open, checks_big,
+                       nginx_pids, floor_nginx)
+
+    # -- 3. interleaved ----------------------------------------------------------
+    # Node needs more than the whole shared core at this rate (see its CPU
+    # per request): interleaved with it, every target would only measure
+    # Node's queue.  It is measured alone above.
+    inter = {}
+    itargets = [(t[0], t[1]) for t in targets if t[0] not in ("node", "floor")]
+    if len(itargets) > 1:
+        log("interleaved open-loop run of %s" % ", ".join(t[0] for t in itargets))
+        inter = replay(build, tmp, trace, itargets, ["--speed", str(SPEED), "-c", str(open_c)], "interleaved",
+                       checks_open)
+
+    cold, cold_floor = measure_cold(a, env, peers, harness, small_body)
+
+    # -- the table ------------------------------------------------------------------
+    names = [t[0] for t in targets]
+    ref = "bun" if "bun" in names else None
+    print()
+    print("enrichd benchmark (%s; servers on core 0, load client on core 1; %d-request trace at %gx = ~%.0f req/s;"
+          % (time.strftime("%Y-%m-%d %H:%M"), a.requests, SPEED, TARGET_RATE))
+    print("  %s; the site admits %s batches at once (nginx max_conns): the open loop keeps at most %d in"
+          " flight, the closed loop %d)" % (machine(), admit or "unlimited", open_c, closed_c))
+    print("  load average %.2f at start, %.2f at end: above ~1 other work shared the cores, expect noisy tails)"
+          % (a.load_start, os.getloadavg()[0]))
+    share = print_targets_table(res, inter, cold, names, ref, closed_c)
+    for n, v in cold.items():
+        if n in res:
+            res[n]["cold"] = v[0]
+    if "enrichd" in res:
+        goals_table(res, ref, share)
+    if cold_floor is not None:
+        print("(cold start floor on this machine, same spawn path running /bin/true: %.1f ms median)"
+              % cold_floor)
+    if "enrichd" in cold and cold["enrichd"][2] is not None:
+        print("(enrichd's cold start used %.1f ms of CPU and %d page faults, its launcher, master and "
+              "first worker, medians)" % (cold["enrichd"][2], cold["enrichd"][3]))
+    print_self_check(res, self_closed, self_small, self_open, closed_c)
     for n in notes:
         print("note: " + n)
     print("bench finished in %.0f s (raw outputs: %s with --keep)" % (time.time() - t_start, tmp))

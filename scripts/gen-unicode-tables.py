@@ -193,16 +193,9 @@ def c_array(ctype, name, vals, per_line=12):
     return "\n".join(lines)
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: gen-unicode-tables.py UCD_DIR")
-    files, sums = load(sys.argv[1])
-    ucd_version = VERSION
-    ccc, decomp, lower, props, qc, fce, excl, assigned = build(files)
-    cased, ignorable = props["Cased"], props["Case_Ignorable"]
-
-    # Full_Composition_Exclusion is derived: check the derivation, so the
-    # composition table's exclusions are exactly those of the UCD.
+def check_exclusions(decomp, ccc, excl, fce):
+    """Full_Composition_Exclusion is derived: check the derivation, so the
+    composition table's exclusions are exactly those of the UCD."""
     derived = set(excl)
     for cp, (compat, m) in decomp.items():
         if compat:
@@ -211,11 +204,34 @@ def main():
             derived.add(cp)
     assert derived == fce, sorted(derived ^ fce)[:20]
 
+
+def composition_table(decomp, fce):
+    """enr_ucd_comp (each first code point's count, then its (second,
+    composite) pairs) and where each first code point's entry starts."""
     comps = {}
     for cp, (compat, m) in decomp.items():
         if not compat and len(m) == 2 and cp not in fce:
             comps.setdefault(m[0], []).append((m[1], cp))
+    comp = [0]
+    comp_at = {}
+    for f in sorted(comps):
+        pairs = sorted(comps[f])
+        comp_at[f] = len(comp)
+        comp.append(len(pairs))
+        for s, c in pairs:
+            comp.extend((s, c))
+    return comp, comp_at
 
+
+def utf8_len(c):
+    """The bytes of c in UTF-8: the run ratio is per byte of input."""
+    return 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
+
+
+def records(ccc, decomp, lower, qc, cased, ignorable, comp_at):
+    """The distinct records (enr_ucd_recs), each code point's record, the
+    sequences they point into (enr_ucd_seq), the longest NFKD and the
+    largest run ratio (below)."""
     seq = [0]  # offset 0: none
     seq_at = {}
 
@@ -226,18 +242,6 @@ def main():
             seq.append(len(s))
             seq.extend(s)
         return seq_at[key]
-
-    comp = [0]
-    comp_at = {}
-    for f in sorted(comps):
-        pairs = sorted(comps[f])
-        comp_at[f] = len(comp)
-        comp.append(len(pairs))
-        for s, c in pairs:
-            comp.extend((s, c))
-
-    def utf8_len(c):
-        return 1 if c < 0x80 else 2 if c < 0x800 else 3 if c < 0x10000 else 4
 
     max_expand = 1
     # NFKC has a boundary before c when c's decomposition starts with a
@@ -278,6 +282,21 @@ def main():
             rec_at[key] = len(recs)
             recs.append(key)
         rec_of[cp] = rec_at[key]
+    return recs, rec_of, seq, max_expand, run_ratio
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: gen-unicode-tables.py UCD_DIR")
+    files, sums = load(sys.argv[1])
+    ucd_version = VERSION
+    ccc, decomp, lower, props, qc, fce, excl, assigned = build(files)
+    cased, ignorable = props["Cased"], props["Case_Ignorable"]
+
+    check_exclusions(decomp, ccc, excl, fce)
+    comp, comp_at = composition_table(decomp, fce)
+    recs, rec_of, seq, max_expand, run_ratio = records(ccc, decomp, lower, qc, cased, ignorable,
+                                                       comp_at)
     assert len(seq) < 65536 and len(comp) < 65536 and len(recs) < 65536
     assert run_ratio <= 1.0, run_ratio
     # the code relies on these: no lower-case mapping leaves its plane's

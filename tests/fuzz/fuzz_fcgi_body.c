@@ -289,6 +289,125 @@ static void reply(ref *r, const unsigned char *p, size_t n)
     r->replies_len += n;
 }
 
+/* A management record (id 0) at p, avail bytes of it read; 1 when it ends
+ * the reading (r->out set), 0 to go on. */
+static int ref_mgmt(const unsigned char *p, size_t avail, int type, size_t len, ref *r)
+{
+    unsigned char rec[ENR_FCGI_REPLY_MAX];
+
+    if (type == FCGI_GET_VALUES) {
+        if (len > ENR_FCGI_MGMT_MAX) {
+            r->out = R_REJECT;
+            r->reason = ENR_FCGI_REJECT_TOO_LARGE;
+            return 1;
+        }
+        if (avail < len) {
+            r->out = R_EOF;
+            return 1;
+        }
+        if (ref_pairs(p, len) < 0) {
+            r->out = R_REJECT;
+            r->reason = ENR_FCGI_REJECT_PAIRS;
+            return 1;
+        }
+        reply(r, rec, enr_fcgi_get_values_result(p, len, 3, rec));
+    } else if (type == FCGI_BEGIN_REQUEST) {
+        r->out = R_REJECT;
+        r->reason = ENR_FCGI_REJECT_RECORD;
+        return 1;
+    } else {
+        enr_fcgi_unknown_type(rec, type);
+        reply(r, rec, 16);
+    }
+    return 0;
+}
+
+/* A BEGIN_REQUEST of request id: the one request taken, or another refused;
+ * 1 when it ends the reading, 0 to go on. */
+static int ref_begin(const unsigned char *p, size_t avail, unsigned id, size_t len, ref *r,
+                     unsigned *rid, int *phase)
+{
+    unsigned char rec[ENR_FCGI_REPLY_MAX];
+
+    if (len != 8) {
+        r->out = R_REJECT;
+        r->reason = ENR_FCGI_REJECT_RECORD;
+        return 1;
+    }
+    if (*phase == 0) {
+        if (avail < 8) {
+            r->out = R_EOF;
+            return 1;
+        }
+        *rid = id;
+        r->role = (unsigned)p[0] << 8 | p[1];
+        *phase = 1;
+    } else {
+        enr_fcgi_end_request(rec, id, 0, FCGI_CANT_MPX_CONN);
+        reply(r, rec, 16);
+    }
+    return 0;
+}
+
+/* The request's record while its parameters come; 1 when it ends the
+ * reading, 0 to go on (*phase 2 once they are whole). */
+static int ref_params(const unsigned char *p, size_t avail, int type, size_t len, ref *r,
+                      int *phase)
+{
+    if (type != FCGI_PARAMS) {
+        r->out = R_REJECT;
+        r->reason = ENR_FCGI_REJECT_RECORD;
+        return 1;
+    }
+    if (len == 0) {
+        if (ref_pairs(r->params, r->params_len) < 0) {
+            r->out = R_REJECT;
+            r->reason = ENR_FCGI_REJECT_PAIRS;
+            return 1;
+        }
+        r->head = 1;
+        *phase = 2;
+    } else if (len > ENR_FCGI_PARAMS_MAX - r->params_len) {
+        r->out = R_REJECT;
+        r->reason = ENR_FCGI_REJECT_TOO_LARGE;
+        return 1;
+    } else {
+        if (avail < len) {
+            r->out = R_EOF;
+            return 1;
+        }
+        memcpy(r->params + r->params_len, p, len);
+        r->params_len += len;
+    }
+    return 0;
+}
+
+/* A body record of len > 0 bytes, avail of them read, into at most max;
+ * 1 when it ends the reading, 0 to go on. */
+static int ref_stdin(const unsigned char *p, size_t avail, size_t len, size_t max, ref *r)
+{
+    size_t k;
+
+    if (r->body_len == max) {
+        r->out = R_TOO_LARGE; /* content due, no room left */
+        return 1;
+    }
+    k = len < avail ? len : avail;
+    if (k > max - r->body_len) {
+        memcpy(r->body + r->body_len, p, max - r->body_len);
+        r->body_len = max;
+        r->out = R_TOO_LARGE;
+        return 1;
+    }
+    memcpy(r->body + r->body_len, p, k);
+    r->body_len += k;
+    if (k < len) {
+        r->out = r->body_len == max ? R_TOO_LARGE : R_EOF;
+        return 1;
+    }
+    return 0;
+}
+
 static void reference(const unsigned char *p, size_t n, size_t max, ref *r)
 {
     size_t o = 0;
@@ -297,10 +416,9 @@ static void reference(const unsigned char *p, size_t n, size_t max, ref *r)
 
     for (;;) {
         const unsigned char *h = p + o;
-        size_t len, k;
+        size_t len;
         unsigned pad, id;
         int type;
-        unsigned char rec[ENR_FCGI_REPLY_MAX];
 
         if (n - o < 8) {
             r->out = R_EOF;
@@ -316,47 +434,12 @@ static void reference(const unsigned char *p, size_t n, size_t max, ref *r)
             return;
         }
         o += 8;
-        if (id == 0 && type == FCGI_GET_VALUES) {
-            if (len > ENR_FCGI_MGMT_MAX) {
-                r->out = R_REJECT;
-                r->reason = ENR_FCGI_REJECT_TOO_LARGE;
+        if (id == 0) {
+            if (ref_mgmt(p + o, n - o, type, len, r))
                 return;
-            }
-            if (n - o < len) {
-                r->out = R_EOF;
-                return;
-            }
-            if (ref_pairs(p + o, len) < 0) {
-                r->out = R_REJECT;
-                r->reason = ENR_FCGI_REJECT_PAIRS;
-                return;
-            }
-            reply(r, rec, enr_fcgi_get_values_result(p + o, len, 3, rec));
-        } else if (id == 0 && type == FCGI_BEGIN_REQUEST) {
-            r->out = R_REJECT;
-            r->reason = ENR_FCGI_REJECT_RECORD;
-            return;
-        } else if (id == 0) {
-            enr_fcgi_unknown_type(rec, type);
-            reply(r, rec, 16);
         } else if (type == FCGI_BEGIN_REQUEST) {
-            if (len != 8) {
-                r->out = R_REJECT;
-                r->reason = ENR_FCGI_REJECT_RECORD;
+            if (ref_begin(p + o, n - o, id, len, r, &rid, &phase))
                 return;
-            }
-            if (phase == 0) {
-                if (n - o < 8) {
-                    r->out = R_EOF;
-                    return;
-                }
-                rid = id;
-                r->role = (unsigned)p[o] << 8 | p[o + 1];
-                phase = 1;
-            } else {
-                enr_fcgi_end_request(rec, id, 0, FCGI_CANT_MPX_CONN);
-                reply(r, rec, 16);
-            }
         } else if (phase == 0) {
             r->out = R_REJECT;
             r->reason = ENR_FCGI_REJECT_RECORD;
@@ -364,31 +447,8 @@ static void reference(const unsigned char *p, size_t n, size_t max, ref *r)
         } else if (id != rid) {
             /* another request's: skipped */
         } else if (phase == 1) {
-            if (type != FCGI_PARAMS) {
-                r->out = R_REJECT;
-                r->reason = ENR_FCGI_REJECT_RECORD;
+            if (ref_params(p + o, n - o, type, len, r, &phase))
                 return;
-            }
-            if (len == 0) {
-                if (ref_pairs(r->params, r->params_len) < 0) {
-                    r->out = R_REJECT;
-                    r->reason = ENR_FCGI_REJECT_PAIRS;
-                    return;
-                }
-                r->head = 1;
-                phase = 2;
-            } else if (len > ENR_FCGI_PARAMS_MAX - r->params_len) {
-                r->out = R_REJECT;
-                r->reason = ENR_FCGI_REJECT_TOO_LARGE;
-                return;
-            } else {
-                if (n - o < len) {
-                    r->out = R_EOF;
-                    return;
-                }
-                memcpy(r->params + r->params_len, p + o, len);
-                r->params_len += len;
-            }
         } else if (type == FCGI_ABORT_REQUEST) {
             r->out = R_ABORTED;
             return;
@@ -399,24 +459,8 @@ static void reference(const unsigned char *p, size_t n, size_t max, ref *r)
         } else if (len == 0) {
             r->out = R_HEAD_DONE;
             return;
-        } else {
-            if (r->body_len == max) {
-                r->out = R_TOO_LARGE; /* content due, no room left */
-                return;
-            }
-            k = len < n - o ? len : n - o;
-            if (k > max - r->body_len) {
-                memcpy(r->body + r->body_len, p + o, max - r->body_len);
-                r->body_len = max;
-                r->out = R_TOO_LARGE;
-                return;
-            }
-            memcpy(r->body + r->body_len, p + o, k);
-            r->body_len += k;
-            if (k < len) {
-                r->out = r->body_len == max ? R_TOO_LARGE : R_EOF;
-                return;
-            }
+        } else if (ref_stdin(p + o, n - o, len, max, r)) {
+            return;
         }
         if (n - o < len) {
             r->out = R_EOF;
@@ -495,6 +539,51 @@ static void check_libfcgi(const unsigned char *p, size_t n, unsigned id)
     FCGX_Finish_r(&req);
 }
 
+/* The CONTENT_LENGTH the input chose for a body of body_len bytes:
+ * absent (SIZE_MAX), exact, more or less. */
+static size_t content_length(const uint8_t *data, size_t body_len)
+{
+    switch (data[2] >> 6) {
+    case 0:
+        return SIZE_MAX;
+    case 1:
+        return body_len;
+    case 2:
+        return body_len + data[3];
+    default:
+        return body_len > data[3] ? body_len - data[3] : 0;
+    }
+}
+
+/* The reader's end (rc, s's reason, r's error) is the reference's. */
+static void check_outcome(int rc, const enr_fcgi_in *s, const enr_fcgi_run *r, const ref *rf)
+{
+    switch (rc) {
+    case ENR_FCGI_BODY_DONE:
+        if (rf->out != R_HEAD_DONE)
+            abort();
+        break;
+    case ENR_FCGI_BODY_TOO_LARGE:
+        if (rf->out != R_TOO_LARGE)
+            abort();
+        break;
+    case ENR_FCGI_BODY_REJECT:
+        if (rf->out != R_REJECT || s->reason != rf->reason)
+            abort();
+        break;
+    case ENR_FCGI_BODY_ABORTED:
+        if (rf->out != R_ABORTED)
+            abort();
+        break;
+    case ENR_FCGI_BODY_HEAD:
+        abort(); /* a body phase never ends at the head */
+    default:
+        if (rf->out != R_EOF || r->err != 0)
+            abort();
+        break;
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static unsigned char stream[STREAM_MAX], refbody[STREAM_MAX], replies[OUT_MAX],
@@ -523,20 +612,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rf.replies = refreplies;
     rf.params = refparams;
     reference(stream, n, max, &rf);
-    switch (data[2] >> 6) {
-    case 0:
-        expect = SIZE_MAX;
-        break;
-    case 1:
-        expect = rf.body_len;
-        break;
-    case 2:
-        expect = rf.body_len + data[3];
-        break;
-    default:
-        expect = rf.body_len > data[3] ? rf.body_len - data[3] : 0;
-        break;
-    }
+    expect = content_length(data, rf.body_len);
     stage = malloc(256 * 1024);
     if (stage == NULL)
         return 0;
@@ -566,30 +642,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         r.stage_len = stages[data[6] & 3];
         rc = enr_fcgi_in_run(&s, &body, &r);
     }
-    switch (rc) {
-    case ENR_FCGI_BODY_DONE:
-        if (rf.out != R_HEAD_DONE)
-            abort();
-        break;
-    case ENR_FCGI_BODY_TOO_LARGE:
-        if (rf.out != R_TOO_LARGE)
-            abort();
-        break;
-    case ENR_FCGI_BODY_REJECT:
-        if (rf.out != R_REJECT || s.reason != rf.reason)
-            abort();
-        break;
-    case ENR_FCGI_BODY_ABORTED:
-        if (rf.out != R_ABORTED)
-            abort();
-        break;
-    case ENR_FCGI_BODY_HEAD:
-        abort(); /* a body phase never ends at the head */
-    default:
-        if (rf.out != R_EOF || r.err != 0)
-            abort();
-        break;
-    }
+    check_outcome(rc, &s, &r, &rf);
     if (in.out_len != rf.replies_len || memcmp(replies, refreplies, in.out_len) != 0)
         abort();
     if (rc != ENR_FCGI_BODY_TOO_LARGE &&

@@ -25,6 +25,11 @@ import tempfile
 import threading
 import time
 
+# What /proc says of a process has its own file; its names are the
+# harness's too (the suites take them from here).
+from procinfo import (children, fd_count, is_status_process, pid_alive,  # noqa: F401
+                      proc_status_kb, socket_inodes_to, ss_listen_queue, upstream_fds)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NGINX_CONF = os.path.join(ROOT, "nginx", "enrichd.conf")
 NGINX_SNIPPETS = os.path.join(ROOT, "nginx", "snippets")
@@ -141,32 +146,7 @@ def in_threads(fn, n, timeout=30.0):
         t.join(timeout)
 
 
-def children(pid):
-    """Direct children of pid (from /proc)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        fields = st[st.rfind(")") + 2:].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(d))
-    return sorted(out)
-
-
 NOBODY = 65534  # the other user tests plant files and links as (root only)
-
-
-def is_status_process(pid):
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as f:
-            return f.read().startswith(b"enrichd: status")
-    except OSError:
-        return False
 
 
 def as_user(fn, uid=NOBODY, gid=NOBODY):
@@ -183,15 +163,6 @@ def as_user(fn, uid=NOBODY, gid=NOBODY):
             os._exit(2)
     _, st = os.waitpid(pid, 0)
     return os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
-
-
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            st = f.read()
-        return st[st.rfind(")") + 2:].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def parse_logfmt(line):
@@ -811,11 +782,6 @@ def metric(env, name, default=None):
     return metrics(env).get(name, default)
 
 
-def fd_count(pid):
-    """The open descriptors of pid."""
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
 # The calls a worker blocks in while it waits for its next connection
 # (epoll_pwait, ppoll), by machine; a lingering close polls with poll().
 _LISTEN_WAIT = {"x86_64": ("281", "271"), "aarch64": ("22", "73")}
@@ -860,36 +826,6 @@ def cli_enrich(body):
     return p.returncode, p.stdout
 
 
-def socket_inodes_to(port):
-    """Inodes of TCP sockets connected to 127.0.0.1:port (any state)."""
-    inodes = set()
-    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(f) as fh:
-                next(fh)
-                for line in fh:
-                    parts = line.split()
-                    if int(parts[2].rsplit(":", 1)[1], 16) == port:
-                        inodes.add(parts[9])
-        except OSError:
-            pass
-    return inodes
-
-
-def upstream_fds(pid, port):
-    """Descriptors of pid that are sockets to the upstream at port."""
-    inodes = socket_inodes_to(port)
-    n = 0
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            t = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if t.startswith("socket:[") and t[8:-1] in inodes:
-            n += 1
-    return n
-
-
 def strip_clock(line):
     return OrderedDict((k, v) for k, v in line.items() if k != "fetched_at")
 
@@ -928,29 +864,6 @@ def metrics_values(text):
         name, _, v = line.rpartition(" ")
         out[name] = float(v)
     return out
-
-
-def ss_listen_queue(path):
-    """Recv-Q of the unix listening socket at path, as `ss -xl` prints it."""
-    out = subprocess.run(["ss", "-xlnH"], capture_output=True, text=True, timeout=10).stdout
-    for line in out.splitlines():
-        f = line.split()
-        if len(f) >= 5 and f[4] == path:
-            return int(f[2])
-    return None
-
-
-def proc_status_kb(pid, key):
-    """A kB field of /proc/PID/status (VmRSS, VmHWM, ...), 0 when the
-    process is gone."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 # The raw FastCGI client has its own file; its names are the harness's too.

@@ -181,17 +181,9 @@ def secret_file(d):
     return path
 
 
-def test_planted_links_and_files(r):
-    if not harness.IS_ROOT:
-        r.check(False, "planting as another user needs root")
-        return
-    outside = tempfile.mkdtemp(prefix="capture-outside-")
-    secret = secret_file(outside)
-    exe = os.path.join(harness.build_dir(), "enrichd")
-    body = harness.sample_body(3)
-
-    # Writable by everyone, no sticky bit: a symlink planted in enrichd's
-    # file's place.  Refused before anything is written.
+def planted_in_world_writable(r, secret, exe):
+    """Writable by everyone, no sticky bit: a symlink planted in enrichd's file's place.
+    Refused before anything is written."""
     cap = tempfile.mkdtemp(prefix="capture-0777-")
     os.chmod(cap, 0o777)
     r.check(harness.as_user(lambda: os.symlink(secret, os.path.join(cap, "capture-0.ndjson"))),
@@ -210,8 +202,10 @@ def test_planted_links_and_files(r):
         r.check(rc == 1, "enrichd does not start on it: exit %r" % rc)
     r.check(open(secret).read() == "root only\n", "the link's target is untouched")
 
-    # Sticky and writable by all (as /tmp): a symlink in the file's place,
-    # then a file of nobody's, mode 0666.  Neither is written.
+
+def planted_in_sticky(r, secret, body):
+    """Sticky and writable by all (as /tmp): a symlink in the file's place, then a file of
+    nobody's, mode 0666.  Neither is written."""
     cap = tempfile.mkdtemp(prefix="capture-sticky-")
     os.chmod(cap, 0o1777)
     planted = os.path.join(cap, "capture-0.ndjson")
@@ -247,9 +241,11 @@ def test_planted_links_and_files(r):
         r.check(open(secret).read() == "root only\n", "%s: the secret is untouched" % what)
     r.check(os.path.getsize(planted) == 0, "the planted file got no production body")
 
-    # In a directory only we may write, what the kernel does not guard: a
-    # symlink and a hard link to the secret in the file's place (made by a
-    # careless admin, or anything running as enrichd's user).
+
+def links_in_private_dir(r, secret, body):
+    """In a directory only we may write, what the kernel does not guard: a symlink and a hard
+    link to the secret in the file's place (made by a careless admin, or anything running as
+    enrichd's user)."""
     for what, make, reason in (("a symlink", os.symlink, "a symbolic link: not followed"),
                                ("a hard link", os.link, "has 2 links")):
         cap = tempfile.mkdtemp(prefix="capture-link-")
@@ -267,7 +263,9 @@ def test_planted_links_and_files(r):
                     % (what, reason, [e.get("error") for e in ev]))
         r.check(open(secret).read() == "root only\n", "%s: the secret is untouched" % what)
 
-    # A file of ours, opened wider by someone: narrowed before the write.
+
+def file_mode_narrowed(r, body):
+    """A file of ours, opened wider by someone: narrowed before the write."""
     cap = tempfile.mkdtemp(prefix="capture-mode-")
     mine = os.path.join(cap, "capture-0.ndjson")
     open(mine, "w").close()
@@ -293,6 +291,21 @@ def test_planted_links_and_files(r):
         env.request("/v1/enrich", body)
         harness.wait_for(lambda: harness.metric(env, "enrichd_capture_written_total") == 2, 5,
                          what="written again once fixed")
+
+
+def test_planted_links_and_files(r):
+    if not harness.IS_ROOT:
+        r.check(False, "planting as another user needs root")
+        return
+    outside = tempfile.mkdtemp(prefix="capture-outside-")
+    secret = secret_file(outside)
+    exe = os.path.join(harness.build_dir(), "enrichd")
+    body = harness.sample_body(3)
+
+    planted_in_world_writable(r, secret, exe)
+    planted_in_sticky(r, secret, body)
+    links_in_private_dir(r, secret, body)
+    file_mode_narrowed(r, body)
 
 
 def test_directory_gone_and_back(r):

@@ -88,9 +88,9 @@ def q(params):
     return out
 
 
-def cases():
-    """[(name, api, method, path, params, headers, settings)]."""
-    yt, vm, dm = fp.PATHS["youtube"], fp.PATHS["vimeo"], fp.PATHS["dailymotion"]
+def yt_cases():
+    """YouTube's cases: parts, fields, ids, keys, quota and what it refuses."""
+    yt = fp.PATHS["youtube"]
     out = []
     for t in ("a", "b", "c"):
         ids = ",".join(yt_pool(t)[:50])
@@ -134,7 +134,13 @@ def cases():
             ("yt head", "youtube", "HEAD", yt, q(good + [("key", KEY)]), {}, {}),
             ("yt path", "youtube", "GET", "/youtube/v3/search", q(good + [("key", KEY)]), {},
              {})]
+    return out
 
+
+def vm_cases():
+    """Vimeo's cases: fields, odd uris, tokens, rate limits and what it refuses."""
+    vm = fp.PATHS["vimeo"]
+    out = []
     for t in ("a", "b", "c"):
         uris = ",".join("/videos/" + i for i in vm_pool(t))
         for fields in (VM_FIELDS, "", "uri", "uri,pictures", "duration,name", "pictures.sizes",
@@ -167,7 +173,13 @@ def cases():
              {"vm_max_uris": 50}),
             ("vm path", "vimeo", "GET", "/videos/1", q([("uris", "/videos/1")]), VM_HEADERS, {}),
             ("vm post", "vimeo", "POST", vm, q([("uris", "/videos/1")]), VM_HEADERS, {})]
+    return out
 
+
+def dm_cases():
+    """Dailymotion's cases: ids, limit, family_filter, fields and what it refuses."""
+    dm = fp.PATHS["dailymotion"]
+    out = []
     for t in ("a", "b"):
         ids = ",".join(dm_pool(t))
         for extra in ([("limit", "100"), ("family_filter", "false"), ("fields", DM_FIELDS)],
@@ -194,6 +206,11 @@ def cases():
              {}, {}),
             ("dm path", "dailymotion", "GET", "/video/x1", q([("ids", "x1")]), {}, {})]
     return out
+
+
+def cases():
+    """[(name, api, method, path, params, headers, settings)]."""
+    return yt_cases() + vm_cases() + dm_cases()
 
 
 def run_case(case):

@@ -33,118 +33,141 @@ from harness import (  # noqa: E402,F401
 
 # ---- tests ------------------------------------------------------------------
 
+def check_health_endpoints(r, env):
+    """/healthz, /readyz, HEAD, and a POST refused."""
+    st, h, body = env.request("/healthz", method="GET")
+    r.check(st == 200, "/healthz 200 (got %d %r)" % (st, body[:200]))
+    doc = json.loads(body)
+    r.check(doc.get("status") == "ok" and doc.get("reasons") == [], "/healthz ok: %r" % doc)
+    r.check(h.get("content-type", "").startswith("application/json"), "/healthz json")
+    st, _, body = env.request("/readyz", method="GET")
+    r.check(st == 200 and json.loads(body)["status"] == "ready", "/readyz ready: %r" % body)
+    st, h, body = env.request("/healthz", method="HEAD")
+    r.check(st == 200 and body == b"", "HEAD /healthz: %d %r" % (st, body))
+    st, _, _ = env.request("/status", method="POST", body=b"x")
+    r.check(st == 405, "POST /status is 405 (got %d)" % st)
+
+
+def check_counters(r, env):
+    """/status before and after known traffic: every request and record counted."""
+    before = get_json(env, "/status")
+    for k in PHP_FPM_KEYS:
+        r.check(k in before, "/status has php-fpm field %r" % k)
+    r.check(before["total processes"] == 2 and before["idle processes"] == 2,
+            "2 idle workers: %r" % before)
+    r.check(abs(before["start time"] - time.time()) < 60, "start time is now-ish")
+
+    # Traffic with rejected records: 20 good + 5 with a bad provider each.
+    sent, lines = 0, 0
+    for i in range(10):
+        st, h, body = env.request("/v1/enrich", records_body(20, bad=5, seed=i))
+        r.check(st == 200, "enrich request %d: %d" % (i, st))
+        sent += 1
+        lines += body.count(b"\n") if body != b"\n" else 0
+    st, _, _ = env.request("/v1/enrich", b"{not json")
+    r.check(400 <= st < 500, "bad body is 4xx (got %d)" % st)
+    sent += 1
+
+    after = get_json(env, "/status")
+    d_acc = after["accepted conn"] - before["accepted conn"]
+    d_done = after["completed"] - before["completed"]
+    r.check(d_acc == sent, "accepted grew by %d (got %d)" % (sent, d_acc))
+    r.check(d_done == sent, "completed grew by %d (got %d)" % (sent, d_done))
+    r.check(after["accepted conn"] == after["completed"] + after["in_flight"] + after["lost"]
+            and after["lost"] == 0,
+            "accepted = completed + in flight + lost: %d = %d + %d + %d"
+            % (after["accepted conn"], after["completed"], after["in_flight"], after["lost"]))
+    r.check(after["in_flight"] == 0 and after["active processes"] == 0, "nothing in flight")
+    rec = after["records"]
+    r.check(rec["in"] == rec["out"] + rec["rejected"],
+            "records in = out + rejected: %r" % rec)
+    r.check(rec["in"] == 250 and rec["out"] == lines == 200 and rec["rejected"] == 50,
+            "records 250 in, 200 out (%d lines), 50 rejected: %r" % (lines, rec))
+    r.check(after["responses"]["4xx"] - before["responses"]["4xx"] == 1, "one 4xx counted")
+    return after
+
+
+def check_metrics(r, env, after):
+    """/metrics agrees with /status and passes promtool."""
+    st, h, text = env.request("/metrics", method="GET")
+    r.check(st == 200, "/metrics 200")
+    r.check(h.get("content-type", "").startswith("text/plain; version=0.0.4"),
+            "/metrics content type %r" % h.get("content-type"))
+    ok, out = promtool_check(text)
+    r.check(ok, "promtool check metrics: %s" % out)
+    m = metrics_values(text.decode())
+    r.check(m.get("enrichd_requests_accepted_total") == after["accepted conn"],
+            "metrics accepted %r" % m.get("enrichd_requests_accepted_total"))
+    r.check(m.get("enrichd_records_rejected_total") == 50, "metrics rejected")
+    r.check(m.get('enrichd_request_duration_seconds_bucket{le="+Inf"}')
+            == m.get("enrichd_request_duration_seconds_count") == after["completed"],
+            "histogram count = completed")
+    r.check(m.get("enrichd_healthy") == 1, "metrics healthy")
+    r.check(all(n.startswith("enrichd_") for n in m), "every metric has the enrichd_ prefix")
+
+
+def check_worker_table(r, env):
+    """?full: the per-worker table matches /proc."""
+    full = get_json(env, "/status?full")
+    procs = [p for p in full["processes"] if p["state"] != "empty"]
+    pids = sorted(env.worker_pids())
+    r.check(sorted(p["pid"] for p in procs) == pids, "worker pids %r vs %r"
+            % ([p["pid"] for p in procs], pids))
+    served = sum(p["requests"] for p in procs)
+    r.check(served == full["completed"], "per-worker requests add up: %d" % served)
+    for p in procs:
+        k = p.get("fds_by_kind", {})
+        try:
+            nfd = len(os.listdir("/proc/%d/fd" % p["pid"]))
+        except OSError:
+            nfd = -1
+        r.check(k.get("total") == nfd, "worker %d fds %r vs /proc %d" % (p["pid"], k.get("total"), nfd))
+        r.check(k.get("unix", 0) >= 1, "worker holds the listening unix socket")
+        r.check(k.get("summary", "").startswith("%d fds" % k.get("total", -1)), "summary %r" % k)
+    return pids
+
+
+def check_text_views(r, env):
+    """Text views: ?text and Accept: text/plain."""
+    st, h, body = env.request("/status?text&full", method="GET")
+    r.check(st == 200 and h.get("content-type", "").startswith("text/plain"), "?text is text")
+    r.check(b"accepted conn:" in body and b"SLOT" in body and b"worker 0:" in body,
+            "text view has fields, table and leak lines")
+    st, h, body = env.request("/status", method="GET", headers={"Accept": "text/plain"})
+    r.check(h.get("content-type", "").startswith("text/plain") and b"listen queue:" in body,
+            "Accept: text/plain gives text")
+
+
+def check_status_cli(r, env, pids):
+    """The operator's command, on the status socket directly."""
+    cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", env.status_sock],
+                         capture_output=True, text=True, timeout=10)
+    r.check(cli.returncode == 0, "enrichd status exit %d: %s" % (cli.returncode, cli.stderr))
+    r.check("accepted conn:" in cli.stdout and "SLOT" in cli.stdout
+            and str(pids[0]) in cli.stdout, "enrichd status table:\n" + cli.stdout[-800:])
+    cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", "-c", env.conf],
+                         capture_output=True, text=True, timeout=10)
+    r.check(cli.returncode == 0 and "worker 0:" in cli.stdout, "enrichd status -c CONF: %s" % cli.stderr)
+    cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", "--health", "--json",
+                          env.status_sock], capture_output=True, text=True, timeout=10)
+    r.check(cli.returncode == 0 and json.loads(cli.stdout)["status"] == "ok", "enrichd status --health --json")
+    cli = subprocess.run([os.path.join(env.build, "enrichd"), "status",
+                          os.path.join(env.dir, "nope.sock")],
+                         capture_output=True, text=True, timeout=10)
+    r.check(cli.returncode != 0 and "nope.sock" in cli.stderr, "enrichd status on a dead socket fails")
+
+
 def test_endpoints_and_counters(r):
     with harness.Env(name="enr-status") as env:
         env.start_enrichd("workers = 2\n")
         env.start_nginx()
 
-        st, h, body = env.request("/healthz", method="GET")
-        r.check(st == 200, "/healthz 200 (got %d %r)" % (st, body[:200]))
-        doc = json.loads(body)
-        r.check(doc.get("status") == "ok" and doc.get("reasons") == [], "/healthz ok: %r" % doc)
-        r.check(h.get("content-type", "").startswith("application/json"), "/healthz json")
-        st, _, body = env.request("/readyz", method="GET")
-        r.check(st == 200 and json.loads(body)["status"] == "ready", "/readyz ready: %r" % body)
-        st, h, body = env.request("/healthz", method="HEAD")
-        r.check(st == 200 and body == b"", "HEAD /healthz: %d %r" % (st, body))
-        st, _, _ = env.request("/status", method="POST", body=b"x")
-        r.check(st == 405, "POST /status is 405 (got %d)" % st)
-
-        before = get_json(env, "/status")
-        for k in PHP_FPM_KEYS:
-            r.check(k in before, "/status has php-fpm field %r" % k)
-        r.check(before["total processes"] == 2 and before["idle processes"] == 2,
-                "2 idle workers: %r" % before)
-        r.check(abs(before["start time"] - time.time()) < 60, "start time is now-ish")
-
-        # Traffic with rejected records: 20 good + 5 with a bad provider each.
-        sent, lines = 0, 0
-        for i in range(10):
-            st, h, body = env.request("/v1/enrich", records_body(20, bad=5, seed=i))
-            r.check(st == 200, "enrich request %d: %d" % (i, st))
-            sent += 1
-            lines += body.count(b"\n") if body != b"\n" else 0
-        st, _, _ = env.request("/v1/enrich", b"{not json")
-        r.check(400 <= st < 500, "bad body is 4xx (got %d)" % st)
-        sent += 1
-
-        after = get_json(env, "/status")
-        d_acc = after["accepted conn"] - before["accepted conn"]
-        d_done = after["completed"] - before["completed"]
-        r.check(d_acc == sent, "accepted grew by %d (got %d)" % (sent, d_acc))
-        r.check(d_done == sent, "completed grew by %d (got %d)" % (sent, d_done))
-        r.check(after["accepted conn"] == after["completed"] + after["in_flight"] + after["lost"]
-                and after["lost"] == 0,
-                "accepted = completed + in flight + lost: %d = %d + %d + %d"
-                % (after["accepted conn"], after["completed"], after["in_flight"], after["lost"]))
-        r.check(after["in_flight"] == 0 and after["active processes"] == 0, "nothing in flight")
-        rec = after["records"]
-        r.check(rec["in"] == rec["out"] + rec["rejected"],
-                "records in = out + rejected: %r" % rec)
-        r.check(rec["in"] == 250 and rec["out"] == lines == 200 and rec["rejected"] == 50,
-                "records 250 in, 200 out (%d lines), 50 rejected: %r" % (lines, rec))
-        r.check(after["responses"]["4xx"] - before["responses"]["4xx"] == 1, "one 4xx counted")
-
-        # /metrics agrees with /status and passes promtool.
-        st, h, text = env.request("/metrics", method="GET")
-        r.check(st == 200, "/metrics 200")
-        r.check(h.get("content-type", "").startswith("text/plain; version=0.0.4"),
-                "/metrics content type %r" % h.get("content-type"))
-        ok, out = promtool_check(text)
-        r.check(ok, "promtool check metrics: %s" % out)
-        m = metrics_values(text.decode())
-        r.check(m.get("enrichd_requests_accepted_total") == after["accepted conn"],
-                "metrics accepted %r" % m.get("enrichd_requests_accepted_total"))
-        r.check(m.get("enrichd_records_rejected_total") == 50, "metrics rejected")
-        r.check(m.get('enrichd_request_duration_seconds_bucket{le="+Inf"}')
-                == m.get("enrichd_request_duration_seconds_count") == after["completed"],
-                "histogram count = completed")
-        r.check(m.get("enrichd_healthy") == 1, "metrics healthy")
-        r.check(all(n.startswith("enrichd_") for n in m), "every metric has the enrichd_ prefix")
-
-        # ?full: the per-worker table matches /proc.
-        full = get_json(env, "/status?full")
-        procs = [p for p in full["processes"] if p["state"] != "empty"]
-        pids = sorted(env.worker_pids())
-        r.check(sorted(p["pid"] for p in procs) == pids, "worker pids %r vs %r"
-                % ([p["pid"] for p in procs], pids))
-        served = sum(p["requests"] for p in procs)
-        r.check(served == full["completed"], "per-worker requests add up: %d" % served)
-        for p in procs:
-            k = p.get("fds_by_kind", {})
-            try:
-                nfd = len(os.listdir("/proc/%d/fd" % p["pid"]))
-            except OSError:
-                nfd = -1
-            r.check(k.get("total") == nfd, "worker %d fds %r vs /proc %d" % (p["pid"], k.get("total"), nfd))
-            r.check(k.get("unix", 0) >= 1, "worker holds the listening unix socket")
-            r.check(k.get("summary", "").startswith("%d fds" % k.get("total", -1)), "summary %r" % k)
-
-        # Text views: ?text and Accept: text/plain.
-        st, h, body = env.request("/status?text&full", method="GET")
-        r.check(st == 200 and h.get("content-type", "").startswith("text/plain"), "?text is text")
-        r.check(b"accepted conn:" in body and b"SLOT" in body and b"worker 0:" in body,
-                "text view has fields, table and leak lines")
-        st, h, body = env.request("/status", method="GET", headers={"Accept": "text/plain"})
-        r.check(h.get("content-type", "").startswith("text/plain") and b"listen queue:" in body,
-                "Accept: text/plain gives text")
-
-        # The operator's command, on the status socket directly.
-        cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", env.status_sock],
-                             capture_output=True, text=True, timeout=10)
-        r.check(cli.returncode == 0, "enrichd status exit %d: %s" % (cli.returncode, cli.stderr))
-        r.check("accepted conn:" in cli.stdout and "SLOT" in cli.stdout
-                and str(pids[0]) in cli.stdout, "enrichd status table:\n" + cli.stdout[-800:])
-        cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", "-c", env.conf],
-                             capture_output=True, text=True, timeout=10)
-        r.check(cli.returncode == 0 and "worker 0:" in cli.stdout, "enrichd status -c CONF: %s" % cli.stderr)
-        cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", "--health", "--json",
-                              env.status_sock], capture_output=True, text=True, timeout=10)
-        r.check(cli.returncode == 0 and json.loads(cli.stdout)["status"] == "ok", "enrichd status --health --json")
-        cli = subprocess.run([os.path.join(env.build, "enrichd"), "status",
-                              os.path.join(env.dir, "nope.sock")],
-                             capture_output=True, text=True, timeout=10)
-        r.check(cli.returncode != 0 and "nope.sock" in cli.stderr, "enrichd status on a dead socket fails")
+        check_health_endpoints(r, env)
+        after = check_counters(r, env)
+        check_metrics(r, env, after)
+        pids = check_worker_table(r, env)
+        check_text_views(r, env)
+        check_status_cli(r, env, pids)
 
         # A client that connects and says nothing does not stop the page.
         s = socket.socket(socket.AF_UNIX)

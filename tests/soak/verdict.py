@@ -129,30 +129,8 @@ def answer_503(r):
 class VerdictMixin:
     """The Soak method that judges the run (soak.py holds the state)."""
 
-    def verdict(self, ref):
-        """Every check of the run, as {"out": lines, "fails": [...]} with
-        the figures the summary repeats."""
-        a = self.args
-        out = []
-        fails = []
-
-        def check(cond, what):
-            out.append(("PASS " if cond else "FAIL ") + what)
-            if not cond:
-                fails.append(what)
-            return cond
-
-        t = time.monotonic()
-        with ThreadPoolExecutor(2) as ex:  # build/enrich on every body not yet seen
-            list(ex.map(ref.get, {r["body"] for r in self.results if r["body"] is not None}))
-        log("reference answers: %d bodies, %.1f s" % (len(ref.memo), time.monotonic() - t))
-        res = [r for r in self.results if r["kind"] != "calibrate"]
-        cal = [r for r in self.results if r["kind"] == "calibrate"]
-        allres = self.results
-        by_status = {}
-        for r in res:
-            by_status[r["status"]] = by_status.get(r["status"], 0) + 1
-
+    def _judge_answered(self, check, res):
+        """1: every request has an answer the contract allows."""
         # 1. every request answered
         # No 502 passes: nginx answers every 502 of its own (max_conns
         # reached, no connection, a worker or the master killed with the
@@ -171,6 +149,9 @@ class VerdictMixin:
               % (len(bad), len(res), "; ".join("%s %s st=%s err=%s %r" % (r["rid"], r["kind"], r["status"],
                                                 r["err"], r.get("errbody", b"")[:120]) for r in bad[:8])))
 
+
+    def _judge_reference(self, check, res, ref):
+        """2: every answer is build/enrich's for the same body."""
         # 2. the answer is build/enrich's
         wrong, incomplete = [], []
         for r in res:
@@ -189,6 +170,9 @@ class VerdictMixin:
               "masked): %d differ: %s" % (len(wrong), "; ".join("%s %s st=%s ref=%s" % (
                   r["rid"], r["kind"], r["status"], ref.get(r["body"])[0]) for r in wrong[:8])))
 
+
+    def _judge_flat(self, check, out, a):
+        """3: the pool's RSS and descriptors do not grow over the run."""
         # 3. flat RSS and descriptors
         live = [s for s in self.samples if s["up"] and s["rss"]]
         # Every period replays the same faults and ends with the master's
@@ -215,6 +199,10 @@ class VerdictMixin:
             else:
                 check(growth <= max(FLAT_SHARE * med, absmax), what)
 
+
+    def _judge_access_log(self, check, out, allres):
+        """4, first ledger pair: the client's requests and nginx's access log, one for one;
+        the API's access log lines and the client's requests by id, returned."""
         # 4. the three ledgers
         access = []
         with open(self.env.access_log) as f:
@@ -237,7 +225,11 @@ class VerdictMixin:
             len(diff), ", ".join("%s %s/%s" % (k, answered[k]["status"], acc[k]["status"]) for k in diff[:8])))
         ddiff = [k for k, r in answered.items() if k in acc and int(acc[k].get("degraded") or 0) != r["degraded"]]
         check(not ddiff, "client and access log: the same degraded count for each (%d differ)" % len(ddiff))
+        return api, cli
 
+
+    def _sum_counters(self, check):
+        """enrichd's counters, summed over every master's life (each read last in its life)."""
         # enrichd's counters, summed over the masters' lives
         tot = {}
         names = ("enrichd_requests_accepted_total", "enrichd_requests_completed_total", "enrichd_requests_lost_total",
@@ -251,6 +243,12 @@ class VerdictMixin:
                 k = 'enrichd_responses_total{code="%s"}' % c
                 tot[k] = tot.get(k, 0) + m.get(k, 0)
         check(all(m for m in self.final), "a final /metrics read from each of %d master lives" % len(self.final))
+        return tot
+
+
+    def _judge_by_class(self, check, out, api, cli, tot):
+        """The answers enrichd gave, by status class, in all three ledgers; nginx's 502s and 504s
+        and the client's classes returned for the checks after."""
         # What enrichd answered: nginx logged an upstream status of its own.
         by_enrichd = [x for x in api if x.get("upstream_status") not in ("", "-", "502", "504")]
         refused_log, lost_log = nginx_502s(api)
@@ -273,6 +271,11 @@ class VerdictMixin:
         check(len(by_enrichd) == tot.get("enrichd_requests_completed_total"),
               "ledgers agree on requests enrichd completed: nginx %d, enrichd %d" % (
                   len(by_enrichd), tot.get("enrichd_requests_completed_total", 0)))
+        return refused_log, lost_log, gave_up, cli_cls
+
+
+    def _judge_lost(self, check, cli, lost_log, tot):
+        """Requests lost with a killed worker or master, in all three ledgers."""
         # Lost: a request nginx had passed to a worker that died with it.
         # The client saw nginx's 503 + Retry-After, while a kill was made;
         # enrichd counts a killed worker's (enrichd_requests_lost_total,
@@ -302,6 +305,11 @@ class VerdictMixin:
         check(acc_t == tot.get("enrichd_requests_completed_total", 0) + tot.get("enrichd_requests_lost_total", 0)
               + held, "enrichd's own ledger: accepted %d = completed + lost with a worker + lost with the master"
               % acc_t)
+        return lost, held
+
+
+    def _judge_records(self, check, out, ref, allres, api, cli, tot, gave_up, cli_cls):
+        """Records in, out, rejected and degraded, in all three ledgers."""
         ok200 = [r for r in allres if r["status"] == 200 and not r["err"] and r["body"] is not None]
         rin = sum(ref.get(r["body"])[2] for r in ok200)
         rout = sum(r.get("lines", 0) for r in ok200)
@@ -326,6 +334,11 @@ class VerdictMixin:
         check(rdeg == ndeg == tot.get("enrichd_records_degraded_total"),
               "ledgers agree on records degraded: client %d, nginx %d, enrichd %d"
               % (rdeg, ndeg, tot.get("enrichd_records_degraded_total", 0)))
+        return rin, rout, rdeg
+
+
+    def _judge_503s(self, check, allres, api, tot, refused_log, lost_log):
+        """Every 503, by who answered it, in all three ledgers."""
         # Every 503 carries Retry-After, and comes from one of two places
         # each ledger tells apart: a worker's shed (its JSON reason; nginx
         # logs the upstream's 503) or nginx's own (its JSON reason; nginx
@@ -345,7 +358,11 @@ class VerdictMixin:
               "ledgers agree on nginx's own 503s: client %d, nginx %d (%d refused at max_conns or without a "
               "connection, %d lost with a killed worker or master)"
               % (cn, nginx_503, len(refused_log), len(lost_log)))
+        return shed_w
 
+
+    def _judge_faults(self, check, out, a):
+        """5: every scheduled fault made, reloads taken or refused, the watchdog fed."""
         # 5. the faults happened
         check(not self.fault_errors, "every scheduled fault made: %r" % self.fault_errors)
         check(all(x is not None and x < 5 for x in self.ready_s),
@@ -365,6 +382,41 @@ class VerdictMixin:
               "enrichd %d times: %s)" % (WATCHDOG_S, len(gaps), ", ".join(
                   "at %.0f s for %.1f s" % (t - self.t0, d) for t, d in gaps)))
 
+
+    def verdict(self, ref):
+        """Every check of the run, as {"out": lines, "fails": [...]} with
+        the figures the summary repeats."""
+        a = self.args
+        out = []
+        fails = []
+
+        def check(cond, what):
+            out.append(("PASS " if cond else "FAIL ") + what)
+            if not cond:
+                fails.append(what)
+            return cond
+
+        t = time.monotonic()
+        with ThreadPoolExecutor(2) as ex:  # build/enrich on every body not yet seen
+            list(ex.map(ref.get, {r["body"] for r in self.results if r["body"] is not None}))
+        log("reference answers: %d bodies, %.1f s" % (len(ref.memo), time.monotonic() - t))
+        res = [r for r in self.results if r["kind"] != "calibrate"]
+        cal = [r for r in self.results if r["kind"] == "calibrate"]
+        allres = self.results
+        by_status = {}
+        for r in res:
+            by_status[r["status"]] = by_status.get(r["status"], 0) + 1
+
+        self._judge_answered(check, res)
+        self._judge_reference(check, res, ref)
+        self._judge_flat(check, out, a)
+        api, cli = self._judge_access_log(check, out, allres)
+        tot = self._sum_counters(check)
+        refused_log, lost_log, gave_up, cli_cls = self._judge_by_class(check, out, api, cli, tot)
+        lost, held = self._judge_lost(check, cli, lost_log, tot)
+        rin, rout, rdeg = self._judge_records(check, out, ref, allres, api, cli, tot, gave_up, cli_cls)
+        shed_w = self._judge_503s(check, allres, api, tot, refused_log, lost_log)
+        self._judge_faults(check, out, a)
         return {"out": out, "fails": fails, "res": res, "cal": cal, "by_status": by_status,
                 "rin": rin, "rout": rout, "rdeg": rdeg, "tot": tot, "held": held,
                 "lost_worker": len(lost["worker"]), "lost_master": len(lost["master"]),

@@ -100,30 +100,8 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else -1
 
 
-def main():
-    d = sys.argv[1]
-    a = dict(kv.split("=", 1) for kv in sys.argv[2:])
-    wd_s, window_s = float(a["watchdog_s"]), float(a["window_s"])
-    grace_s, records = float(a["grace_s"]), int(a["records"])
-    ph = read_phases(d + "/phases")
-    samples = read_samples(d + "/samples")
-    clients = read_clients(d + "/clients")
-    t_down, t_slow = phase_start(ph, "down-500"), phase_start(ph, "slow")
-    t_rest, t_end = phase_start(ph, "restored"), phase_start(ph, "end")
-
-    broken = [x["bad"] for x in samples if "bad" in x]
-    emit(samples and not broken, "%d samples of systemctl show and /healthz, %d unreadable %s"
-         % (len(samples), len(broken), broken[:2]))
-    samples = [x for x in samples if "bad" not in x]
-    if not samples:
-        print("\n".join(out))
-        return
-    span = samples[-1]["t"] - samples[0]["t"]
-    steps = [b["t"] - a_["t"] for a_, b in zip(samples, samples[1:])]
-    info("sampled over %.1f s, every %.2f s (largest step %.2f s)"
-         % (span, span / max(1, len(steps)), max(steps) if steps else 0))
-
-    # No restart: the same main process, no restart counted, all along.
+def check_restarts(a, samples, span, t_down, t_slow, t_rest):
+    """No restart: the same main process, no restart counted, all along."""
     nr = sorted(set(x["props"].get("NRestarts") for x in samples))
     mp = sorted(set(x["props"].get("MainPID") for x in samples))
     emit(nr == [a["nrestarts"]] and mp == [a["mainpid"]],
@@ -132,6 +110,9 @@ def main():
          % (t_slow - t_down, t_rest - t_slow, "/".join(map(str, nr)), "/".join(map(str, mp)),
             len(samples), span, a["nrestarts"], a["mainpid"]))
 
+
+def check_health(ph, samples, t_down, t_rest, grace_s, window_s):
+    """/healthz through the section: ok, then 503 with a provider's reason, live all along."""
     # Healthy to begin with.
     base = [x for x in samples if x["t"] < t_down]
     emit(base and all(x["code"] == "200" for x in base),
@@ -174,7 +155,9 @@ def main():
     emit(not dead, "live (the watchdog's verdict) in every sample: %d not live %r"
          % (len(dead), [x["doc"].get("live_reason") for x in dead[:2]]))
 
-    # WATCHDOG=1 on schedule: systemd's own stamp of the last one it got.
+
+def check_watchdog(samples, span, wd_s):
+    """WATCHDOG=1 on schedule: systemd's own stamp of the last one it got."""
     stamps = []
     for x in samples:
         v = int(x["props"].get("WatchdogTimestampMonotonic", "0") or 0)
@@ -193,8 +176,11 @@ def main():
          % (len(stamps), span, due, min(gaps) if gaps else -1, max(gaps) if gaps else -1,
             wd_s, WATCHDOG_MAX_SHARE * wd_s, tail))
 
-    # Every batch answered 200 within its deadline, degraded while the
-    # provider is faulty, whole when it is well.
+
+def check_batches(a, ph, clients, t_down, t_rest, records):
+    """Every batch answered 200 within its deadline, degraded while the
+    provider is faulty, whole when it is well; the times the provider's
+    mode changed, returned."""
     limit = int(a["request_timeout_ms"]) + CLIENT_MARGIN_MS
     codes = sorted(set(c["code"] for c in clients))
     slow = max((c["ms"] for c in clients), default=-1)
@@ -217,12 +203,15 @@ def main():
     emit(fault_c and not whole,
          "provider down or slow: every record of %d batches degraded (X-Enrich-Degraded %d), "
          "%d not" % (len(fault_c), records, len(whole)))
+    return switches
 
-    # The faults were real: what the stand-in's log says it answered.  The
-    # workers' HEADs (warming a connection) are answered at once in every
-    # mode; the calls are the GETs.  A GET "late" took past what
-    # upstream_timeout_ms (150) lets a call take: nginx logs the call it
-    # was still trickling when the worker gave it up.
+
+def check_provider_calls(d, ph, switches, t_rest):
+    """The faults were real: what the stand-in's log says it answered.  The
+    workers' HEADs (warming a connection) are answered at once in every
+    mode; the calls are the GETs.  A GET "late" took past what
+    upstream_timeout_ms (150) lets a call take: nginx logs the call it
+    was still trickling when the worker gave it up."""
     calls = {}
     with open(d + "/provider") as f:
         for line in f:
@@ -252,6 +241,36 @@ def main():
          "%d of %d GETs in the slow phase late (>= %.2f s), %d given their whole reply"
          % (sum(c[0] == "500" for c in c500), len(c500), len(cclosed), len(late), len(gslow),
             LATE_S, len(whole)))
+
+
+def main():
+    d = sys.argv[1]
+    a = dict(kv.split("=", 1) for kv in sys.argv[2:])
+    wd_s, window_s = float(a["watchdog_s"]), float(a["window_s"])
+    grace_s, records = float(a["grace_s"]), int(a["records"])
+    ph = read_phases(d + "/phases")
+    samples = read_samples(d + "/samples")
+    clients = read_clients(d + "/clients")
+    t_down, t_slow = phase_start(ph, "down-500"), phase_start(ph, "slow")
+    t_rest, t_end = phase_start(ph, "restored"), phase_start(ph, "end")
+
+    broken = [x["bad"] for x in samples if "bad" in x]
+    emit(samples and not broken, "%d samples of systemctl show and /healthz, %d unreadable %s"
+         % (len(samples), len(broken), broken[:2]))
+    samples = [x for x in samples if "bad" not in x]
+    if not samples:
+        print("\n".join(out))
+        return
+    span = samples[-1]["t"] - samples[0]["t"]
+    steps = [b["t"] - a_["t"] for a_, b in zip(samples, samples[1:])]
+    info("sampled over %.1f s, every %.2f s (largest step %.2f s)"
+         % (span, span / max(1, len(steps)), max(steps) if steps else 0))
+
+    check_restarts(a, samples, span, t_down, t_slow, t_rest)
+    check_health(ph, samples, t_down, t_rest, grace_s, window_s)
+    check_watchdog(samples, span, wd_s)
+    switches = check_batches(a, ph, clients, t_down, t_rest, records)
+    check_provider_calls(d, ph, switches, t_rest)
 
     # Back to healthy within the window once the provider is well.
     back = next((x for x in samples if x["t"] >= t_rest and x["code"] == "200"), None)

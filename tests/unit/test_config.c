@@ -394,10 +394,9 @@ static void test_reload_rows(void)
     }
 }
 
-int main(void)
+/* The built-in text, workers = auto, and a valid file's values. */
+static void test_defaults(void)
 {
-    /* As the daemon does: the upstream layer's check of a URL. */
-    enr_config_set_url_check(enr_upstream_url_check);
     T_CHECK(parse(enr_config_default_text) == 0, "built-in text: %s", err);
     {
         cpu_set_t set;
@@ -423,7 +422,11 @@ int main(void)
     T_CHECK(c.listen_mode == 0600, "octal mode %o", c.listen_mode);
     T_CHECK(c.health_max_5xx_ratio == 0.25, "ratio %g", c.health_max_5xx_ratio);
     T_CHECK(c.max_records == 10000, "keys not given keep their defaults (%u)", c.max_records);
+}
 
+/* The addresses the two sockets may take. */
+static void test_listen(void)
+{
     T_CHECK(parse("listen = 127.0.0.1:9000\nstatus_listen = 127.0.0.1:9001\n") == 0,
             "TCP listen: %s", err);
     T_CHECK(strcmp(c.listen, "127.0.0.1:9000") == 0, "listen %s", c.listen);
@@ -441,7 +444,11 @@ int main(void)
     bad("listen = ::1:9000\n", "t.conf:1: listen");
     bad("listen = 127.0.0.1\n", "t.conf:1: listen");
     bad("listen = relative.sock\n", "t.conf:1: listen");
+}
 
+/* Values refused, each naming its line and key, and the rules between keys. */
+static void test_refused(void)
+{
     bad("workers = 2\nno_such_key = 1\n", "t.conf:2: no_such_key");
     bad("\n\nworkers = 0\n", "t.conf:3: workers");
     bad("workers = 257\n", "t.conf:1: workers");
@@ -483,8 +490,12 @@ int main(void)
     bad("breaker_window = 129\n", "t.conf:1: breaker_window");
     T_CHECK(parse("breaker_window = 0\nbreaker_failure_ratio = 0\n") == 0,
             "ratio 0 is fine with the window rule off: %s", err);
-    /* Liveness: its default makes room for the longest request the other
-     * bounds allow; set explicitly below that, it is refused. */
+}
+
+/* Liveness: its default makes room for the longest request the other
+ * bounds allow; set explicitly below that, it is refused. */
+static void test_liveness(void)
+{
     T_CHECK(parse("") == 0 && c.liveness_timeout_ms == 20000 && c.queue_timeout_ms == 1000 &&
                 c.body_timeout_ms == 5000,
             "defaults: liveness %u queue %u body %u", c.liveness_timeout_ms, c.queue_timeout_ms,
@@ -498,11 +509,25 @@ int main(void)
     bad("body_timeout_ms = 9000\nliveness_timeout_ms = 12000\n", "t.conf:2: liveness_timeout_ms");
     T_CHECK(parse("queue_timeout_ms = 0\n") == 0 && c.queue_timeout_ms == 0, "shedding off: %s",
             err);
-    {
-        static const char nul[] = "workers = 2\n\0workers = 3\n";
-        T_CHECK(enr_config_parse(&c, nul, sizeof nul - 1, "t.conf", err, sizeof err) != 0,
-                "a NUL byte is refused");
-    }
+}
+
+/* A NUL byte cannot hide the lines after it. */
+static void test_nul_byte(void)
+{
+    static const char nul[] = "workers = 2\n\0workers = 3\n";
+    T_CHECK(enr_config_parse(&c, nul, sizeof nul - 1, "t.conf", err, sizeof err) != 0,
+            "a NUL byte is refused");
+}
+
+int main(void)
+{
+    /* As the daemon does: the upstream layer's check of a URL. */
+    enr_config_set_url_check(enr_upstream_url_check);
+    test_defaults();
+    test_listen();
+    test_refused();
+    test_liveness();
+    test_nul_byte();
     test_messages();
     test_sources();
     test_builtin_urls();

@@ -203,7 +203,9 @@ static void test_parse_json(void)
     }
 }
 
-static void test_from_text(void)
+/* The forms a number's text takes: white space around it, decimals,
+ * the radix prefixes (rounded to nearest, ties to even) and infinities. */
+static void test_from_text_forms(void)
 {
     text_is("", 0);
     text_is(" \t\n", 0);
@@ -268,7 +270,11 @@ static void test_from_text(void)
     text_is("1e-3", 0.001);
     text_is("00000.00000", 0);
     text_is("5", 5);
+}
 
+/* Hex texts of hundreds of digits: past the largest double or just below. */
+static void test_from_text_long_hex(void)
+{
     char f300[303] = "0x";
     memset(f300 + 2, 'f', 300);
     f300[302] = '\0';
@@ -281,7 +287,11 @@ static void test_from_text(void)
     memset(f255 + 2, 'f', 255); /* 2^1020 - 1 */
     f255[257] = '\0';
     text_is(f255, ldexp(1.0, 1020));
+}
 
+/* What is not a number: NaN, and the length, not a NUL, ends the text. */
+static void test_from_text_refused(void)
+{
     static const char *const nan_list[] = {"12px",
                                            "1 2",
                                            "1_000",
@@ -344,6 +354,13 @@ static void test_from_text(void)
     /* not NUL-terminated: bytes after len are not part of the text */
     same(enr_num_from_text("12px", 2), 12, "from_text", "12|px");
     same(enr_num_from_text("0x1F", 3), 1, "from_text", "0x1|F");
+}
+
+static void test_from_text(void)
+{
+    test_from_text_forms();
+    test_from_text_long_hex();
+    test_from_text_refused();
 }
 
 int main(void)

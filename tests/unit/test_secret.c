@@ -237,16 +237,12 @@ static int conf(enr_config *c, const char *text, char *err, size_t errlen)
     return enr_config_parse(c, text, strlen(text), "t.conf", err, errlen);
 }
 
-static void test_config_keys(void)
+/* upstream_header lines: how many, twice, and the ones refused. */
+static void test_config_headers(void)
 {
     enr_config c;
-    char err[768], text[2048];
-    char okpath[256];
+    char err[768];
 
-    /* write_file's path is one static buffer: copied before the next */
-    snprintf(okpath, sizeof okpath, "%s",
-             write_file("cfg-ok", SECRET "\n", strlen(SECRET) + 1, 0600));
-    write_file("cfg-world", SECRET "\n", strlen(SECRET) + 1, 0644);
     T_CHECK(conf(&c,
                  "upstream_url = http://127.0.0.1:1/v1\nupstream_header = X-A: 1\n"
                  "upstream_header = X-B: two words\n",
@@ -269,6 +265,14 @@ static void test_config_keys(void)
                 "more than %d lines: %s", ENR_UP_HEADERS_MAX, err);
     }
     T_CHECK(conf(&c, "upstream_header = Host: evil\n", err, sizeof err) == -1, "Host refused");
+}
+
+/* upstream_secret_file (okpath, mode 0600; cfg-world, 0644): read only
+ * when asked, and the keys it needs or excludes. */
+static void test_config_secret_file(const char *okpath)
+{
+    enr_config c;
+    char err[768], text[2048];
 
     snprintf(text, sizeof text,
              "upstream_url = http://127.0.0.1:1/v1\nupstream_secret_file = %s\n"
@@ -321,8 +325,14 @@ static void test_config_keys(void)
              okpath);
     T_CHECK(conf(&c, text, err, sizeof err) == -1 && strstr(err, "also an upstream_header"),
             "the secret's header also a plain one: %s", err);
+}
 
-    /* the credential way: $CREDENTIALS_DIRECTORY/NAME */
+/* the credential way: $CREDENTIALS_DIRECTORY/NAME */
+static void test_config_credential(void)
+{
+    enr_config c;
+    char err[768];
+
     setenv("CREDENTIALS_DIRECTORY", dir, 1);
     write_file("api", SECRET "\n", strlen(SECRET) + 1, 0400);
     T_CHECK(conf(&c,
@@ -347,6 +357,13 @@ static void test_config_keys(void)
                     nw == 1,
                 "credential outside systemd: -t warns, does not fail");
     }
+}
+
+/* The rate limit's key, and a bad URL's message without its secret. */
+static void test_config_limits(void)
+{
+    enr_config c;
+    char err[768];
 
     T_CHECK(conf(&c, "upstream_max_calls_per_s = 50\n", err, sizeof err) == 0 &&
                 c.upstream_max_calls_per_s == 50,
@@ -355,6 +372,20 @@ static void test_config_keys(void)
     T_CHECK(conf(&c, "upstream_url = ftp://h/x?key=" SECRET "\n", err, sizeof err) == -1 &&
                 strstr(err, SECRET) == NULL && strstr(err, "?[redacted]"),
             "a bad URL is quoted without its query: %s", err);
+}
+
+static void test_config_keys(void)
+{
+    char okpath[256];
+
+    /* write_file's path is one static buffer: copied before the next */
+    snprintf(okpath, sizeof okpath, "%s",
+             write_file("cfg-ok", SECRET "\n", strlen(SECRET) + 1, 0600));
+    write_file("cfg-world", SECRET "\n", strlen(SECRET) + 1, 0644);
+    test_config_headers();
+    test_config_secret_file(okpath);
+    test_config_credential();
+    test_config_limits();
 }
 
 /* The permission rule of each kind of credential file. */
