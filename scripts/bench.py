@@ -522,6 +522,7 @@ def start_targets(a, build, harness, cleanup, notes, small_body):
     # -- targets ---------------------------------------------------------------
     targets = []   # (name, url, pids_fn, server_pids_fn_for_memory)
     env = None
+    nginx_pids = None  # no enrichd: its nginx is not measured either
     if os.access(os.path.join(build, "enrichd"), os.X_OK) and os.path.exists(harness.NGINX_CONF):
         env = harness.Env(build=build, name="bench")
         cleanup.append(env.close)
