@@ -297,9 +297,12 @@ class Env:
         if activate:
             pre = ["systemd-socket-activate", "-l", self.sock, "-l", self.status_sock,
                    "--fdname=enrichd:status"]
-            for k in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "ENRICHD_TEST_LEAK",
-                      "ENRICHD_TEST_CRASH_FILE", "ENRICHD_LOG_LEVEL"):
-                if k in e:
+            # it passes on only what -E names: the daemon's own settings,
+            # and the sanitizers' (so that a sanitizer build reports to
+            # the pass's logs, as every other daemon of the run does)
+            for k in sorted(e):
+                if k in ("NOTIFY_SOCKET", "WATCHDOG_USEC") or k.startswith("ENRICHD_") \
+                        or k.endswith("SAN_OPTIONS"):
                     pre += ["-E", "%s=%s" % (k, e[k])]
             cmd = pre + cmd
         self._log_fh = open(self.enrichd_log, "ab")
