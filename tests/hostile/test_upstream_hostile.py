@@ -25,6 +25,11 @@ cached for the same ids next time.
 # run alone: a 4 MB flood must reach the worker within upstream_timeout_ms
 # to be counted as too large, not as a timeout, and each case's latency is
 # bounded.
+# sanitizer build: side by side: each batch's latency against its deadline
+# plus margin is a goal judged on the plain build; that every reply is cut
+# and counted by its kind (a 4 MB flood reached an ASan worker in 13-19 ms
+# of its 150 ms beside other suites), degraded and survived, and that a
+# stalled lookup does not hold a batch for the stall, are checked on every build.
 import json
 import os
 import subprocess
@@ -100,8 +105,8 @@ def hostile_case(r, env, fake, mode, kind, size, prefix, expect_degraded=True):
           "%s+%d" % (mode, size, st, ms, peak_kb, deg, kind, after - before))
     r.check(st == 200 and len(body.splitlines()) == 10,
             "%s: 200 with every record (got %d, %d lines)" % (mode, st, len(body.splitlines())))
-    r.check(ms <= TIMEOUT_MS + MARGIN_MS,
-            "%s: batch latency %.0f ms <= deadline %d + %d ms" % (mode, ms, TIMEOUT_MS, MARGIN_MS))
+    r.goal(ms <= TIMEOUT_MS + MARGIN_MS,
+           "%s: batch latency %.0f ms <= deadline %d + %d ms" % (mode, ms, TIMEOUT_MS, MARGIN_MS))
     r.check(peak_kb < RSS_SOFT_MB * 1024,
             "%s: peak worker RSS %d kB < rss_soft_mb %d MB" % (mode, peak_kb, RSS_SOFT_MB))
     if expect_degraded:
@@ -210,8 +215,12 @@ def test_dns_stall(r):
               "peak %d, fds %d -> %d" % ([int(x) for x in lat], statuses, degs, stalls, base_tasks,
                                         peak_tasks, base_fds, fds(wpid)))
         r.check(stalls >= 1, "the shim really stalled lookups (%d)" % stalls)
-        r.check(max(lat) <= TIMEOUT_MS + MARGIN_MS,
-                "every stalled batch within %d + %d ms (max %.0f)" % (TIMEOUT_MS, MARGIN_MS, max(lat)))
+        # That the deadline cut the lookup at all: no batch waited for the
+        # stall.  How soon after the deadline is the goal.
+        r.check(max(lat) < STALL_MS, "no stalled batch waited for the %d ms lookup (max %.0f ms)"
+                % (STALL_MS, max(lat)))
+        r.goal(max(lat) <= TIMEOUT_MS + MARGIN_MS,
+               "every stalled batch within %d + %d ms (max %.0f)" % (TIMEOUT_MS, MARGIN_MS, max(lat)))
         r.check(all(d == 10 for d in degs), "every stalled batch answered, degraded 10: %s" % degs)
         r.check(peak_tasks <= base_tasks + STALLED_BATCHES,
                 "threads bounded while stalled: %d <= %d + %d" % (peak_tasks, base_tasks,
@@ -262,9 +271,12 @@ def test_late_answer(r):
         m0 = metrics(env)
         st, h, body, ms = timed_post(env, recs("late"))
         deg = int(h.get("x-enrich-degraded", "0")) if st == 200 else -1
-        r.check(st == 200 and deg == 10 and ms <= TIMEOUT_MS + MARGIN_MS,
-                "the batch answers degraded at its deadline: %d, degraded %d, %.0f ms"
-                % (st, deg, ms))
+        # Degraded is the cut: a batch that waited for the lookup would be
+        # enriched.  How soon is the goal.
+        r.check(st == 200 and deg == 10,
+                "the batch answers degraded, not after the lookup: %d, degraded %d" % (st, deg))
+        r.goal(ms <= TIMEOUT_MS + MARGIN_MS, "the batch answers at its deadline: %.0f ms <= %d + %d ms"
+               % (ms, TIMEOUT_MS, MARGIN_MS))
         late = harness.poll(lambda: metrics(env).get("enrichd_upstream_late_total", 0) >
                             m0.get("enrichd_upstream_late_total", 0), 3)
         m1 = metrics(env)
