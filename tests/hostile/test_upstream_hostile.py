@@ -27,9 +27,10 @@ cached for the same ids next time.
 # bounded.
 # sanitizer build: side by side: each batch's latency against its deadline
 # plus margin is a goal judged on the plain build; that every reply is cut
-# and counted by its kind (a 4 MB flood reached an ASan worker in 13-19 ms
-# of its 150 ms beside other suites), degraded and survived, and that a
-# stalled lookup does not hold a batch for the stall, are checked on every build.
+# and counted by its kind, degraded and survived, and that a stalled lookup
+# does not hold a batch for the stall, are checked on every build (there the
+# hostile replies' deadline is 1 s, so a flood counts as too large, not as a
+# timeout, however loaded the machine: 5-106 ms measured of its 150 ms).
 import json
 import os
 import subprocess
@@ -48,6 +49,13 @@ MARGIN_MS = 250              # scheduling on a shared 2-core machine, nginx, the
 RSS_SOFT_MB = 64             # the shipped rss_soft_mb: no hostile reply may pass it
 STALL_MS = 3000              # one stalled lookup
 STALLED_BATCHES = 6
+# The hostile replies' deadline.  A flood is told from a slow reply by
+# reaching the cap before the deadline: on a sanitizer build beside other
+# suites it took up to 106 ms of the 150 (5-41 ms mostly), so it gets 1 s
+# there; the drip (a byte every 20 ms of a reply of hundreds) still
+# outlasts that.  Each batch's latency goal is against the deadline in force.
+SAN = harness.is_sanitized(harness.build_dir())
+REPLY_TIMEOUT_MS = 1000 if SAN else TIMEOUT_MS
 
 
 def recs(prefix, n=10):
@@ -105,8 +113,8 @@ def hostile_case(r, env, fake, mode, kind, size, prefix, expect_degraded=True):
           "%s+%d" % (mode, size, st, ms, peak_kb, deg, kind, after - before))
     r.check(st == 200 and len(body.splitlines()) == 10,
             "%s: 200 with every record (got %d, %d lines)" % (mode, st, len(body.splitlines())))
-    r.goal(ms <= TIMEOUT_MS + MARGIN_MS,
-           "%s: batch latency %.0f ms <= deadline %d + %d ms" % (mode, ms, TIMEOUT_MS, MARGIN_MS))
+    r.goal(ms <= REPLY_TIMEOUT_MS + MARGIN_MS, "%s: batch latency %.0f ms <= deadline %d + %d ms"
+           % (mode, ms, REPLY_TIMEOUT_MS, MARGIN_MS))
     r.check(peak_kb < RSS_SOFT_MB * 1024,
             "%s: peak worker RSS %d kB < rss_soft_mb %d MB" % (mode, peak_kb, RSS_SOFT_MB))
     if expect_degraded:
@@ -132,8 +140,9 @@ def enriched_ok(r, env, fake, prefix, what):
 def test_hostile_replies(r):
     with harness.FakeUpstream() as fake, harness.Env(name="up-hostile") as env:
         # A breaker that never opens: every hostile reply must reach the client code.
-        env.start_enrichd(upstream_conf(fake, upstream_timeout_ms=TIMEOUT_MS, breaker_failures=1000,
-                                        breaker_window=0) + "workers = 1\nmin_ready_workers = 1\n")
+        env.start_enrichd(upstream_conf(fake, upstream_timeout_ms=REPLY_TIMEOUT_MS,
+                                        breaker_failures=1000, breaker_window=0) +
+                          "workers = 1\nmin_ready_workers = 1\n")
         env.start_nginx()
         enriched_ok(r, env, fake, "warm", "start")
         hostile_case(r, env, fake, "flood", "too_large", 4 << 20, "fl")
