@@ -15,6 +15,11 @@ with a cut body.
 """
 # run alone: it bounds normal batches' latency and a worker's write deadline
 # while slow readers hold the pool.
+# sanitizer build: side by side: normal batches' latency and how soon a
+# stalled reader finishes are goals judged on the plain build; whole answers,
+# every normal batch a 200 while six readers stall (queue_timeout_ms would
+# shed them if the pool were held), no worker killed, and the reset instead
+# of a cut body, are checked on every build.
 import json
 import os
 import re
@@ -148,9 +153,9 @@ def test_one_slow_reader_gets_a_whole_answer(r):
                 "slow reader: %s body bytes of Content-Length %s" % (got, clen))
         r.check(got == len(ref), "slow reader: same size as the fast answer (%d vs %d)"
                 % (got, len(ref)))
-        r.check(took < STALL_S + 5 + 3 * drain_s,
-                "slow reader finished: %.1f s (< the stall %.1f s + 5 s + 3 x %.1f s)"
-                % (took, STALL_S, drain_s))
+        r.goal(took < STALL_S + 5 + 3 * drain_s,
+               "slow reader finished: %.1f s (< the stall %.1f s + 5 s + 3 x %.1f s)"
+               % (took, STALL_S, drain_s))
         timeouts = [e for e in env.log_events("worker exit") if e.get("reason") == "timeout"]
         r.check(not timeouts, "no worker killed as stuck while a client stalls: %r" % timeouts)
 

@@ -25,6 +25,12 @@ cached for the same ids next time.
 # run alone: a 4 MB flood must reach the worker within upstream_timeout_ms
 # to be counted as too large, not as a timeout, and each case's latency is
 # bounded.
+# sanitizer build: side by side: each batch's latency against its deadline
+# plus margin is a goal judged on the plain build; that every reply is cut
+# and counted by its kind, degraded and survived, and that a stalled lookup
+# does not hold a batch for the stall, are checked on every build (there the
+# hostile replies' deadline is 1 s, so a flood counts as too large, not as a
+# timeout, however loaded the machine: 5-106 ms measured of its 150 ms).
 import json
 import os
 import subprocess
@@ -43,6 +49,13 @@ MARGIN_MS = 250              # scheduling on a shared 2-core machine, nginx, the
 RSS_SOFT_MB = 64             # the shipped rss_soft_mb: no hostile reply may pass it
 STALL_MS = 3000              # one stalled lookup
 STALLED_BATCHES = 6
+# The hostile replies' deadline.  A flood is told from a slow reply by
+# reaching the cap before the deadline: on a sanitizer build beside other
+# suites it took up to 106 ms of the 150 (5-41 ms mostly), so it gets 1 s
+# there; the drip (a byte every 20 ms of a reply of hundreds) still
+# outlasts that.  Each batch's latency goal is against the deadline in force.
+SAN = harness.is_sanitized(harness.build_dir())
+REPLY_TIMEOUT_MS = 1000 if SAN else TIMEOUT_MS
 
 
 def recs(prefix, n=10):
@@ -100,8 +113,8 @@ def hostile_case(r, env, fake, mode, kind, size, prefix, expect_degraded=True):
           "%s+%d" % (mode, size, st, ms, peak_kb, deg, kind, after - before))
     r.check(st == 200 and len(body.splitlines()) == 10,
             "%s: 200 with every record (got %d, %d lines)" % (mode, st, len(body.splitlines())))
-    r.check(ms <= TIMEOUT_MS + MARGIN_MS,
-            "%s: batch latency %.0f ms <= deadline %d + %d ms" % (mode, ms, TIMEOUT_MS, MARGIN_MS))
+    r.goal(ms <= REPLY_TIMEOUT_MS + MARGIN_MS, "%s: batch latency %.0f ms <= deadline %d + %d ms"
+           % (mode, ms, REPLY_TIMEOUT_MS, MARGIN_MS))
     r.check(peak_kb < RSS_SOFT_MB * 1024,
             "%s: peak worker RSS %d kB < rss_soft_mb %d MB" % (mode, peak_kb, RSS_SOFT_MB))
     if expect_degraded:
@@ -127,8 +140,9 @@ def enriched_ok(r, env, fake, prefix, what):
 def test_hostile_replies(r):
     with harness.FakeUpstream() as fake, harness.Env(name="up-hostile") as env:
         # A breaker that never opens: every hostile reply must reach the client code.
-        env.start_enrichd(upstream_conf(fake, upstream_timeout_ms=TIMEOUT_MS, breaker_failures=1000,
-                                        breaker_window=0) + "workers = 1\nmin_ready_workers = 1\n")
+        env.start_enrichd(upstream_conf(fake, upstream_timeout_ms=REPLY_TIMEOUT_MS,
+                                        breaker_failures=1000, breaker_window=0) +
+                          "workers = 1\nmin_ready_workers = 1\n")
         env.start_nginx()
         enriched_ok(r, env, fake, "warm", "start")
         hostile_case(r, env, fake, "flood", "too_large", 4 << 20, "fl")
@@ -210,8 +224,12 @@ def test_dns_stall(r):
               "peak %d, fds %d -> %d" % ([int(x) for x in lat], statuses, degs, stalls, base_tasks,
                                         peak_tasks, base_fds, fds(wpid)))
         r.check(stalls >= 1, "the shim really stalled lookups (%d)" % stalls)
-        r.check(max(lat) <= TIMEOUT_MS + MARGIN_MS,
-                "every stalled batch within %d + %d ms (max %.0f)" % (TIMEOUT_MS, MARGIN_MS, max(lat)))
+        # That the deadline cut the lookup at all: no batch waited for the
+        # stall.  How soon after the deadline is the goal.
+        r.check(max(lat) < STALL_MS, "no stalled batch waited for the %d ms lookup (max %.0f ms)"
+                % (STALL_MS, max(lat)))
+        r.goal(max(lat) <= TIMEOUT_MS + MARGIN_MS,
+               "every stalled batch within %d + %d ms (max %.0f)" % (TIMEOUT_MS, MARGIN_MS, max(lat)))
         r.check(all(d == 10 for d in degs), "every stalled batch answered, degraded 10: %s" % degs)
         r.check(peak_tasks <= base_tasks + STALLED_BATCHES,
                 "threads bounded while stalled: %d <= %d + %d" % (peak_tasks, base_tasks,
@@ -262,9 +280,12 @@ def test_late_answer(r):
         m0 = metrics(env)
         st, h, body, ms = timed_post(env, recs("late"))
         deg = int(h.get("x-enrich-degraded", "0")) if st == 200 else -1
-        r.check(st == 200 and deg == 10 and ms <= TIMEOUT_MS + MARGIN_MS,
-                "the batch answers degraded at its deadline: %d, degraded %d, %.0f ms"
-                % (st, deg, ms))
+        # Degraded is the cut: a batch that waited for the lookup would be
+        # enriched.  How soon is the goal.
+        r.check(st == 200 and deg == 10,
+                "the batch answers degraded, not after the lookup: %d, degraded %d" % (st, deg))
+        r.goal(ms <= TIMEOUT_MS + MARGIN_MS, "the batch answers at its deadline: %.0f ms <= %d + %d ms"
+               % (ms, TIMEOUT_MS, MARGIN_MS))
         late = harness.poll(lambda: metrics(env).get("enrichd_upstream_late_total", 0) >
                             m0.get("enrichd_upstream_late_total", 0), 3)
         m1 = metrics(env)

@@ -21,6 +21,7 @@ latency is enrichd's, not theirs.  In process, no server, no daemon.
       far end of the latency goal: their time is counted in every batch.
 """
 # run alone: it times the fakes' answers against the C encoder (best of 30, a ratio).
+# plain build only: it tests the Python fakes in process, no enrichd: nothing of a sanitizer build to check
 import hashlib
 import json
 import os

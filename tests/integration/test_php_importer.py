@@ -19,6 +19,10 @@ with the right row); nothing is left unselected.
 """
 # run alone: 30 PHP processes must arrive at once to be refused; on a busy
 # machine they start one by one and none is.
+# sanitizer build: side by side: nothing here is timed, and the 30 clients
+# wait at a gate the test opens once every one has started, so they arrive
+# at once however slowly a loaded machine starts them; every check (the
+# refusals among them) holds on every build.
 import json
 import os
 import re
@@ -26,7 +30,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -138,7 +141,14 @@ TRIES = 8
 
 RETRY_DRIVER = r"""
 mt_srand(getmypid());
-time_sleep_until((float)$argv[4]);  // all at once, however long PHP took to start
+// All at once, however long PHP took to start: the test holds the FIFO
+// open (so this open does not block) until every client said it is ready,
+// then closes it, and every read here ends at once.
+$gate = fopen($argv[4], 'r');
+fwrite(STDOUT, "ready\n");
+fflush(STDOUT);
+fread($gate, 1);
+fclose($gate);
 $ids = [];
 for ($k = 0; $k < 20; $k++)
     $ids[] = ['provider' => 'yt', 'id' => sprintf('Rt%s-%d', $argv[2], $k)];
@@ -168,10 +178,18 @@ def test_php_retry_after(r):
             fake, upstream_timeout_ms=1000, ids_per_call=20, breaker_failures=1000))
         env.start_nginx()
         url = "http://127.0.0.1:%d/v1/enrich" % env.port
-        start = "%.3f" % (time.time() + 2.0)
-        procs = [subprocess.Popen(["php", script, url, str(i), str(TRIES), start],
-                                  stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for i in range(CLIENTS)]
+        gate = os.path.join(env.dir, "gate")
+        os.mkfifo(gate)
+        held = os.open(gate, os.O_RDWR)  # a writer: the clients' opens return, their reads wait
+        try:
+            procs = [subprocess.Popen(["php", script, url, str(i), str(TRIES), gate],
+                                      stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True) for i in range(CLIENTS)]
+            ready = sum(1 for p in procs if p.stdout.readline() == "ready\n")
+        finally:
+            os.close(held)  # the gate opens: end of file for every client at once
+        r.check(ready == CLIENTS, "every client started and waited at the gate: %d of %d"
+                % (ready, CLIENTS))
         outs = []
         for p in procs:
             try:

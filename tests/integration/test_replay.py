@@ -8,6 +8,10 @@ Connection: close responses, TSV/JSON/histogram outputs.
 """
 # run alone: it checks the open loop keeps inter-arrival times to
 # milliseconds.
+# sanitizer build: side by side: the open loop's schedule (ms), --speed 4's
+# pace and the closed loop's rate are goals judged on the plain build; that
+# every arrival is sent, a 200 ms server does not serialize them and the cap
+# cuts an endless answer are checked on every build.
 import hashlib
 import json
 import resource
@@ -20,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from harness import free_port
+from harness import free_port, is_sanitized
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("ENR_BUILD", "build")
@@ -95,6 +99,7 @@ S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 '''
 
 passed = failed = 0
+SANITIZED = is_sanitized(BUILD)
 
 
 def check(cond, what):
@@ -104,6 +109,17 @@ def check(cond, what):
     else:
         failed += 1
         print("FAIL: " + what)
+
+
+def goal(cond, what):
+    """A time or rate bar, as harness.Results.goal: a check on the plain
+    build; on a sanitizer build (run beside the other suites) printed, met
+    or missed, and not counted: the instrumented replayer's pace beside
+    other suites says nothing of the product's."""
+    if SANITIZED:
+        print("goal, judged on the plain build: %s: %s" % ("met" if cond else "missed", what))
+        return
+    check(cond, what)
 
 
 class Server:
@@ -259,19 +275,26 @@ def check_open_loop(srv, tmp, t):
         zero = sorted(a - i * 0.02 for i, a in enumerate(arr))[len(arr) // 2] if arr else 0
         errs = sorted(abs(a - i * 0.02 - zero) for i, a in enumerate(arr))
         med = errs[len(errs) // 2] if errs else -1
-        return len(arr) == 50 and 0 <= med < 0.003 + noise, (med, noise)
+        return len(arr) == 50 and 0 <= med < 0.003 + noise, (med, noise, len(arr))
     ok, meds = tries(open_loop)
-    check(ok, "open loop keeps arrivals to their due times (median error %s s)"
-          % ", ".join("%.4f (bar %.4f)" % (m, 0.003 + n) for m, n in meds))
+    check(all(n == 50 for _, _, n in meds), "open loop: every one of 50 entries sent (%s)"
+          % [n for _, _, n in meds])
+    goal(ok, "open loop keeps arrivals to their due times (median error %s s)"
+         % ", ".join("%.4f (bar %.4f)" % (m, 0.003 + n) for m, n, _ in meds))
 
     def speed4():
         srv.reset()
         replay(["--speed", "4", t, srv.url("/echo")], tmp)
         arr = [x["t"] for x in srv.records()]
         span = arr[-1] - arr[0] if arr else -1
-        return len(arr) == 50 and 0.2 < span < 0.3, span
+        return len(arr) == 50 and 0.2 < span < 0.3, (span, len(arr))
     ok, spans = tries(speed4)
-    check(ok, "--speed 4 plays 0.98 s in ~0.245 s (%s s)" % ", ".join("%.3f" % x for x in spans))
+    # What --speed does at all: the 0.98 s of trace played faster than
+    # at speed 1, every entry sent; how close to 4x is the goal.
+    check(all(n == 50 for _, n in spans) and min(x for x, _ in spans) < 0.98,
+          "--speed 4 sends all 50 faster than the trace's 0.98 s (%s)"
+          % ", ".join("%d in %.3f s" % (n, x) for x, n in spans))
+    goal(ok, "--speed 4 plays 0.98 s in ~0.245 s (%s s)" % ", ".join("%.3f" % x for x, _ in spans))
 
 
 def check_slow_server(srv, tmp, t):
@@ -284,11 +307,17 @@ def check_slow_server(srv, tmp, t):
         got["s"] = replay(["--speed", "1", "-c", "64", t, srv.url("/slow")], tmp)[1]
         arr = sorted(x["t"] for x in srv.records())
         span = arr[-1] - arr[0] if arr else -1
-        return len(arr) == 10 and 0 <= span < 0.15, span
+        return len(arr) == 10 and 0 <= span < 0.15, (span, len(arr))
     ok, spans = tries(slow_arrivals)
     s = got["s"]
-    check(ok, "open loop: arrivals not slowed by a 200 ms server (10 due over 0.09 s, "
-          "arriving over %s s)" % ", ".join("%.3f" % x for x in spans))
+    # Not serialized, on every build: a replayer that waited for each
+    # answer would spread the 10 arrivals over 9 x 200 ms or more, in
+    # every try (a load spike spreads one try, not all of them).
+    check(all(n == 10 for _, n in spans) and 0 <= min(x for x, _ in spans) < 9 * 0.2,
+          "open loop: 10 arrivals not serialized behind a 200 ms server (< 1.8 s: %s)"
+          % ", ".join("%d over %.3f s" % (n, x) for x, n in spans))
+    goal(ok, "open loop: arrivals not slowed by a 200 ms server (10 due over 0.09 s, "
+         "arriving over %s s)" % ", ".join("%.3f" % x for x, _ in spans))
     check(s and s[0]["p50"] >= 195, "latency includes the server's 200 ms")
     r, s = replay(["--speed", "1", "-c", "2", t, srv.url("/slow")], tmp)
     check(s and s[0]["max"] >= 800, "capped concurrency: latency counted from the due time (max %.0f ms)"
@@ -300,8 +329,13 @@ def check_closed_loop(srv, tmp, t):
     srv.reset()
     r, s = replay(["--closed", "-d", "1", "-c", "3", t, srv.url("/slow")], tmp)
     recs = srv.records()
-    check(s and 9 <= s[0]["count"] <= 20, "closed loop c=3 on a 200 ms server: ~15 requests in 1 s (%s)"
-          % (s[0]["count"] if s else None))
+    # At most 3 in flight on a 200 ms server for 1 s: 15, and never more
+    # than 20 (a loop that did not wait for its answers) on any build;
+    # at least 9 is the rate, a goal.
+    check(s and 3 <= s[0]["count"] <= 20, "closed loop c=3 on a 200 ms server: between 3 and "
+          "20 requests in 1 s (%s)" % (s[0]["count"] if s else None))
+    goal(s and 9 <= s[0]["count"] <= 20, "closed loop c=3 on a 200 ms server: ~15 requests in 1 s (%s)"
+         % (s[0]["count"] if s else None))
     check(recs and max(x["inflight"] for x in recs) == 3, "closed loop keeps exactly 3 in flight")
 
 

@@ -14,6 +14,10 @@ trouble, through the real nginx and enrichd with a fake upstream:
 """
 # run alone: it times the stall window and the watchdog pings of a pool
 # whose every worker is blocked.
+# sanitizer build: side by side: how soon the endpoints answer and how soon
+# /healthz turns 503 are goals judged on the plain build; that they answer
+# while every worker is still blocked, the stall seen, the verdict and its
+# reasons, the pings going on and the counts are checked on every build.
 import json
 import os
 import random
@@ -29,7 +33,12 @@ from harness import (FakeUpstream, get_json, metrics_values, promtool_check,  # 
 
 WORKERS = 2
 QUEUED = 3
-HANG_MS = 3000  # upstream_timeout_ms: how long a hung call holds a worker
+SAN = harness.is_sanitized(harness.build_dir())
+# upstream_timeout_ms: how long a hung call holds a worker.  The stall is
+# seen between the health window (2 s) and the hang's end; on a sanitizer
+# build beside other suites the checks before it (promtool among them)
+# can take a second or more, so the hang leaves it more room there.
+HANG_MS = 5000 if SAN else 3000
 
 
 def fire(env, n, results, tag):
@@ -83,7 +92,10 @@ def test_blocked_pool(r):
                 ok = (st, doc.get("status")) in ((200, "ok"), (503, "unhealthy"))
             else:
                 ok = st == 200
-            r.check(ok and dt < 1.0, "%s answers in %.3fs (status %d)" % (path, dt, st))
+            blocked = not any(rid.startswith("blk") for rid, _ in results)
+            r.check(ok and blocked, "%s answers (status %d) while every worker is still blocked"
+                    % (path, st))
+            r.goal(ok and dt < 1.0, "%s answers in %.3fs (status %d)" % (path, dt, st))
 
         ss_before = ss_listen_queue(qpath)
         full = get_json(env, "/status?full")
@@ -183,7 +195,17 @@ def test_upstream_failure(r):
         while st != 503 and time.monotonic() - t0 < 2.5:
             time.sleep(0.1)
             st, doc = healthz(env)
-        r.check(st == 503, "/healthz 503 within two ticks while the upstream fails: %r" % doc)
+        took = time.monotonic() - t0
+        # On a sanitizer build beside other suites the verdict may come
+        # later: the upstream's failures go on (the window keeps degraded
+        # answers) until it does, and how soon is judged on the plain build.
+        while SAN and st != 503 and time.monotonic() - t0 < 15:
+            round_of(env, 2 * WORKERS)
+            st, doc = healthz(env)
+            took = time.monotonic() - t0
+        r.check(st == 503, "/healthz 503 while the upstream fails: %r" % doc)
+        r.goal(st == 503 and took < 2.5, "/healthz 503 within two ticks while the upstream fails "
+               "(%.1f s): %r" % (took, doc))
         r.check(doc.get("master", {}).get("healthy") is False,
                 "one verdict: the master's is the one /healthz shows: %r" % doc.get("master"))
         r.check("degraded_ratio" in doc.get("reasons", []) and "breaker_open" in doc.get("reasons", []),
