@@ -58,8 +58,8 @@ SUMMARY = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed", re.M)
 # suite that does not say counts as one test.
 TESTS = re.compile(r"^tests: (\d+) run, (\d+) failed", re.M)
 ALONE = re.compile(r"^(?:#|/\*| \*) run alone: ", re.M)
-PLAIN_ONLY = re.compile(r"^# plain build only: (.*)$", re.M)
-SAN_SHARED = re.compile(r"^# sanitizer build: side by side: ", re.M)
+PLAIN_ONLY = re.compile(r"^(?:#|/\*| \*) plain build only: (.*)$", re.M)
+SAN_SHARED = re.compile(r"^(?:#|/\*| \*) sanitizer build: side by side: ", re.M)
 # A hung suite's bound: several times the longest suite's time on a busy
 # machine, where the suites side by side slow one another.
 SUITE_TIMEOUT_S = 600
@@ -85,8 +85,9 @@ def default_jobs():
 
 
 class Suite:
-    def __init__(self, name, argv, alone=False):
+    def __init__(self, name, argv, alone=False, src=None):
         self.name, self.argv, self.alone = name, argv, alone
+        self.src = src  # the source its markers are read from
         self.idle = False  # on the idle scheduling class (beside the suites that run alone)
         self.pid = None
         self.line = None  # the printed result, once run
@@ -177,7 +178,7 @@ def collect(build, kinds, only):
     for t in sorted(glob.glob(os.path.join(build, "tests", "test_*"))):
         if os.access(t, os.X_OK) and not t.endswith((".o", ".d")):
             src = os.path.join(HERE, "unit", os.path.basename(t) + ".c")
-            suites.append(Suite("unit/" + os.path.basename(t), [t], marked_alone(src)))
+            suites.append(Suite("unit/" + os.path.basename(t), [t], marked_alone(src), src))
     suites.append(Suite("vectors/cli", [sys.executable, "tests/vectors.py", "--cmd",
                                         os.path.join(build, "enrich")]))
     # The lower-casing and NFKC against Node's (tests/unicode/oracle.mjs):
@@ -192,7 +193,7 @@ def collect(build, kinds, only):
     for kind in ("integration", "hostile"):
         for t in sorted(glob.glob(os.path.join(HERE, kind, "test_*.py"))):
             suites.append(Suite(kind + "/" + os.path.basename(t), [sys.executable, t],
-                                marked_alone(t)))
+                                marked_alone(t), t))
     kinds = kinds.split(",")
     if "integration" in kinds:
         kinds.append("hostile")
@@ -252,9 +253,12 @@ def main():
     env = dict(os.environ, ENR_BUILD=args.build, PYTHONUNBUFFERED="1")
     suites = collect(args.build, args.kind, args.only)
     if os.path.basename(os.path.normpath(args.build)).startswith("build-san"):
-        for s in [s for s in suites if s.argv[0] == sys.executable]:
-            with open(s.argv[1], encoding="utf-8", errors="replace") as f:
-                text = f.read()
+        for s in [s for s in suites if s.src is not None]:
+            try:
+                with open(s.src, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
             m = PLAIN_ONLY.search(text)
             if m:
                 print("skip %-36s on a sanitizer build: %s" % (s.name, m.group(1)), flush=True)
