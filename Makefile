@@ -78,6 +78,12 @@ $(B)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALLCF) $(TEST_ICU_CF) -Itests/unit -c -o $@ $<
 
+# The programs' objects are kept: made through a pattern, make would delete
+# them after linking, and the next make (which then knows them from their
+# .d files) would compile them again, two makes at once writing the same
+# object while the other links it.
+.SECONDARY: $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.o) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.o)
+
 $(LIB): $(LIBOBJ)
 	@rm -f $@
 	ar rcs $@ $^
