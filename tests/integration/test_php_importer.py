@@ -17,12 +17,10 @@ has rejected_at and no hash; every good row has enriched_at and the hash
 enrichd gives that record posted alone (so line k of the body was paired
 with the right row); nothing is left unselected.
 """
-# run alone: 30 PHP processes must arrive at once to be refused; on a busy
-# machine they start one by one and none is.
-# sanitizer build: side by side: nothing here is timed, and the 30 clients
-# wait at a gate the test opens once every one has started, so they arrive
-# at once however slowly a loaded machine starts them; every check (the
-# refusals among them) holds on every build.
+# Side by side with the others on every build: nothing here is timed, and
+# the 30 PHP clients that must arrive at once to be refused wait at a gate
+# the test opens once every one has started, so they arrive at once
+# however slowly a loaded machine starts them.
 import json
 import os
 import re
