@@ -4,7 +4,8 @@ minimum docs/benchmarks.md lists (make bench-syscalls measures them).
 
 One worker behind the shipped nginx site, the 400 KB / 200-record batch
 of bench-engine, one request at a time, `strace -c -f` on the worker for
-40 requests: at most 14 calls a request, none failing but a body read
+40 requests: at most 10 calls a request beside the body's reads (4 when
+the worker keeps up with nginx), none failing but a body read
 that found nothing yet (no read of an empty pipe, no option a Unix
 socket refuses), no CPU-time clock read and no /proc listing or open on
 every request."""
@@ -20,6 +21,16 @@ import harness  # noqa: E402
 
 N = 40
 MAX_PER_REQUEST = 14.0
+# The body's reads depend on how nginx's writes fall (3 recvmsg and a poll
+# for 400 KB when the worker keeps up; a loaded machine splits it more):
+# they have a bound of their own, and the rest, fixed by design, its own.
+BODY_READS = ("recvmsg", "poll")
+MAX_BODY_READS = 6.0
+MAX_FIXED = MAX_PER_REQUEST - 4.0
+# On a sanitizer build its allocator maps and unmaps memory of its own
+# (quarantine, shadow): not the product's calls, left out of the count
+# there (the plain build's allocator reuses its arenas: none of these).
+SANITIZER_CALLS = ("mmap", "munmap", "madvise", "mprotect")
 
 
 def counts(path):
@@ -54,11 +65,16 @@ def test_calls_per_request(r):
             tr.wait(10)
         r.check(all(s == 200 for s in sts), "every request a 200: %r" % sorted(set(sts)))
         c = counts(out)
+        if harness.is_sanitized(harness.build_dir()):
+            c = {k: v for k, v in c.items() if k not in SANITIZER_CALLS}
         total = sum(v[0] for v in c.values()) / N
         failed = sum(v[1] for v in c.values()) / N
         table = ", ".join("%s %.2f" % (k, v[0] / N) for k, v in sorted(c.items(), key=lambda x: -x[1][0]))
-        r.check(total <= MAX_PER_REQUEST, "%.1f system calls a request, at most %.0f: %s"
-                % (total, MAX_PER_REQUEST, table))
+        reads = sum(v[0] for k, v in c.items() if k in BODY_READS) / N
+        r.check(total - reads <= MAX_FIXED and reads <= MAX_BODY_READS,
+                "%.1f system calls a request (at most %.0f, %.0f of them beside the body's reads, "
+                "%.1f; those at most %.0f): %s"
+                % (total, MAX_FIXED + 4, MAX_FIXED, reads, MAX_BODY_READS, table))
         # A read of the body may find nothing yet when nginx is slower to
         # write than the worker to read (timing, not a wasted call by
         # design); every other call succeeds every time.
