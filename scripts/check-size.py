@@ -13,7 +13,6 @@ there is one.
 """
 import ast
 import os
-import subprocess
 import re
 import sys
 
@@ -33,12 +32,18 @@ EXEMPT = {
 }
 
 
-def tracked(root):
-    out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True)
-    if out.returncode != 0:  # not a checkout: every file below root
-        return sorted(os.path.relpath(os.path.join(d, f), root)
-                      for d, _, fs in os.walk(root) for f in fs)
-    return out.stdout.split()
+def _check_refs():
+    """scripts/check-refs.py as a module: its tracked() is the one list of
+    the tree's files both checks read."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "check_refs", os.path.join(os.path.dirname(os.path.abspath(__file__)), "check-refs.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+tracked = _check_refs().tracked
 
 
 def kind(root, path):

@@ -134,16 +134,29 @@ def yt_thumbs(vid):
             for name, w, h, file in YT_SIZES if name in keep}
 
 
-def vm_sizes(vid):
-    """pictures.sizes: four to seven widths, not in order."""
-    c = crc(vid)
+def vm_widths(c):
+    """The widths of pictures.sizes for an id of crc c, in the answer's
+    order: four to seven, not sorted."""
     widths = VM_WIDTHS[:4 + c % 4]
-    sizes = [{"width": w, "height": w * 9 // 16,
-              "link": "https://i.vimeocdn.com/video/%d-%08x-d_%dx%d?r=pad" % (c % 999983, c, w,
-                                                                              w * 9 // 16),
-              "link_with_play_button": "https://i.vimeocdn.com/filter/overlay?src0=x&w=%d" % w}
-             for w in widths]
-    return sizes[1:] + sizes[:1]
+    return widths[1:] + widths[:1]
+
+
+def vm_links(c, w):
+    """(link, link_with_play_button) of the size of width w."""
+    return ("https://i.vimeocdn.com/video/%d-%08x-d_%dx%d?r=pad" % (c % 999983, c, w, w * 9 // 16),
+            "https://i.vimeocdn.com/filter/overlay?src0=x&w=%d" % w)
+
+
+def vm_uri(vid, c):
+    """/videos/ID, or /videos/ID:HASH for an unlisted one (a fifth)."""
+    return "/videos/%s" % vid + (":%010x" % c if c % 5 == 0 else "")
+
+
+def vm_sizes(vid):
+    """pictures.sizes."""
+    c = crc(vid)
+    return [dict(zip(("width", "height", "link", "link_with_play_button"),
+                     (w, w * 9 // 16) + vm_links(c, w))) for w in vm_widths(c)]
 
 
 def dm_thumbs(vid):
@@ -497,21 +510,17 @@ def vm_item_text(vid, fields):
         fmt = _compact.encode(_skeleton(_shape(it, []))).replace("%", "%%")
         _vm_short[n] = fmt.replace(json.dumps(SLOT), "%s")
         return Raw(_compact.encode(it))
-    uri = "/videos/%s" % vid + (":%010x" % c if c % 5 == 0 else "")
-    widths = VM_WIDTHS[:n]
-    widths = widths[1:] + widths[:1]
-    leaves = [encode_basestring_ascii(uri), int.__repr__(runtime(vid) or 0)]
-    for w in widths:
-        h = w * 9 // 16
-        leaves += (int.__repr__(w), int.__repr__(h),
-                   '"https://i.vimeocdn.com/video/%d-%08x-d_%dx%d?r=pad"' % (c % 999983, c, w, h),
-                   '"https://i.vimeocdn.com/filter/overlay?src0=x&w=%d"' % w)
+    leaves = [encode_basestring_ascii(vm_uri(vid, c)), int.__repr__(runtime(vid) or 0)]
+    for w in vm_widths(c):
+        link, play = vm_links(c, w)
+        leaves += (int.__repr__(w), int.__repr__(w * 9 // 16), encode_basestring_ascii(link),
+                   encode_basestring_ascii(play))
     return Raw(fmt % tuple(leaves))
 
 
 def vm_item(vid, fields):
     c = crc(vid)
-    uri = "/videos/%s" % vid + (":%010x" % c if c % 5 == 0 else "")
+    uri = vm_uri(vid, c)
     if fields == VM_FIELDS:  # what enrichd asks: the rest not made to be dropped
         return {"uri": uri, "duration": runtime(vid) or 0, "pictures": {"sizes": vm_sizes(vid)}}
     d = {"uri": uri, "name": "video %s" % vid, "type": "video",
