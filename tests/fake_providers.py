@@ -639,7 +639,7 @@ class Handler(core.Handler):
             params.setdefault(unquote(k), []).append(unquote(v))
         # Header names are case-insensitive (HTTP/2 sends them lower case).
         hdrs = self.headers
-        entry = {"method": self.command, "path": path, "query": query}
+        entry = {"method": self.command, "path": path, "query": query, "t": time.time()}
         if name == "vimeo":
             entry["authorization"] = hdrs.get("Authorization", "")
             entry["accept"] = hdrs.get("Accept", "")

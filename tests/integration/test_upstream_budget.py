@@ -25,13 +25,12 @@ budget: a naive client would spend a unit a batch.
     stale ones keep their stale answers (counted stale and
     deferred_refresh), and a batch of both asks its new ids first.
 """
-# run alone: it holds a compressed day's pace to the tenth of a second,
-# and which calls a unit goes to past the pace depends on demand arriving
-# as units free (at a load average of 17 a few more refreshes got one).
+# run alone: it holds a compressed day's pace to the tenth of a second.
 # sanitizer build: side by side: the budget's use is a goal judged on the
 # plain build; the pace (its gaps bounded by the run's own slowest
-# request) and the spending held with four such suites at once on a
-# loaded machine.
+# request), the spending and which calls got the units (each refresh
+# checked against the pace when it came, not counted) held with four such
+# suites at once on a loaded machine.
 import os
 import subprocess
 import sys
@@ -50,10 +49,10 @@ PER_BATCH = 50                   # ids a batch: one videos.list call
 CLIENT_PAUSE_S = 0.02            # between a client's batches: demand ~20x the pace, not 100x
 
 
-def allowed(t, origin):
+def allowed(t, origin, budget=BUDGET, burst=BURST):
     """Units the pace allows by wall time t of the day that began at origin."""
     el = max(0.0, t - origin)
-    return min(BUDGET, int(BUDGET * el / DAY_S) + BURST)
+    return min(budget, int(budget * el / DAY_S) + burst)
 
 
 def budget_doc(env):
@@ -253,6 +252,7 @@ def test_new_before_refresh(r, prov):
             r.check(st == 200 and harness.degraded(h) == 0, "the old ids answered at first")
         time.sleep(1.5)   # now stale: refreshes
         prov.reset()
+        spent0 = budget_doc(env).get("spent", 0)
         stale0 = harness.metrics(env).get('enrichd_upstream_stale_total{source="youtube"}', 0)
         # One batch of both: its new ids are planned first, so they are
         # in the first call.
@@ -283,14 +283,26 @@ def test_new_before_refresh(r, prov):
                 i += 1
         harness.in_threads(client, 4)
         oldids = set(x["id"] for recs in old for x in recs)
-        calls = [pf.asked_ids("youtube", e) for e in yt.log()]
+        log = yt.log()
+        calls = [pf.asked_ids("youtube", e) for e in log]
         refresh_calls = sum(1 for ids in calls if ids and set(ids) <= oldids)
         new_calls = sum(1 for ids in calls if ids and not set(ids) & oldids)
         b = budget_doc(env)
         stale = harness.metrics(env).get('enrichd_upstream_stale_total{source="youtube"}', 0)
-        r.check(new_calls >= 40 and refresh_calls <= 3,
-                "past the pace the units go to new ids: %d calls of new ids, %d refreshes"
-                % (new_calls, refresh_calls))
+        # A refresh takes a unit only where new ids left half the burst
+        # unused: the units spent before it (the fake's order, off by one
+        # where the two workers took at once) within the pace with half the
+        # burst, at the time the fake saw it (the take came before).
+        # Refreshes taking as new ids do would show here, where demand
+        # keeps the spending at the full burst; how many there are depends
+        # on how often a loaded machine stalls every client at once.
+        over = [(round(e["t"] - origin, 2), spent0 + i, allowed(e["t"], origin, 240, 5))
+                for i, (e, ids) in enumerate(zip(log, calls))
+                if ids and set(ids) <= oldids and spent0 + i > allowed(e["t"], origin, 240, 5)]
+        r.check(new_calls >= 40 and not over,
+                "past the pace the units go to new ids, a refresh only within half the "
+                "burst: %d calls of new ids, %d refreshes; past it (t, spent before, "
+                "allowed): %s" % (new_calls, refresh_calls, over[:4]))
         r.check(b.get("deferred_refresh", 0) > 0 and b.get("deferred_new", 0) > 0,
                 "both deferred past the pace, counted apart: %s"
                 % {k: b.get(k) for k in ("deferred_new", "deferred_refresh")})
