@@ -127,7 +127,7 @@ def test_retry_after_pauses_host(r, fake):
 def test_503_http_date(r, fake):
     with env_for("quota-503", fake, upstream_timeout_ms=500) as env:
         fake.control(mode="429", throttle_status=503,
-                     retry_after=formatdate(time.time() + 3, usegmt=True))
+                     retry_after=formatdate(time.time() + 5, usegmt=True))
         fake.reset()
         st, h, _ = post(env, fresh("d"))
         n0 = fake.stats()["data_requests"]
@@ -148,7 +148,7 @@ def test_503_http_date(r, fake):
         # A Retry-After that is neither a number nor a date: a 503 like any
         # other (kind status, the breaker hears of it), no pause.
         harness.wait_for(lambda: harness.get_json(env, "/status")["upstream"]["pause_ms_left"] == 0,
-                         5, what="the pause to end")
+                         8, what="the pause to end")
         fake.control(mode="429", throttle_status=503, retry_after="soon")
         n2 = fake.stats()["data_requests"]
         post(env, fresh("bad-ra-1"))
