@@ -236,6 +236,7 @@ lint:
 	@python3 scripts/check-refs.py
 	@python3 scripts/check-size.py --self-test
 	@python3 scripts/check-size.py
+	@/usr/bin/python3 scripts/pycheck.py
 
 clean:
 	rm -rf build build-san build-fuzz build-clang build-hooks build-deb build-ci

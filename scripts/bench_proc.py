@@ -8,32 +8,17 @@ affinity and priority.
 """
 import os
 import shutil
+import sys
 import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests", "integration"))
+from procinfo import descendants  # noqa: E402,F401  (the process tree: one walk of /proc)
 
 TICK = os.sysconf("SC_CLK_TCK")
 CORES = os.cpu_count() or 1
 SERVER_CPUS = {0}
 CLIENT_CPUS = {1} if CORES > 1 else {0}
-
-
-def descendants(pid):
-    kids = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-            ppid = int(st[st.rindex(")") + 2:].split()[1])
-            kids.setdefault(ppid, []).append(int(d))
-        except (OSError, ValueError):
-            pass
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
 
 
 def pss_kb(pids):

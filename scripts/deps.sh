@@ -19,12 +19,13 @@ set -eu
 # strace counts a worker's system calls per request (test_syscalls.py);
 # readelf (binutils) reads enrichd's relocations (test_pool_systemd.py)
 # and what -t/-T read; gdb's gcore takes the cores test_secret_memory.py
-# searches for the provider secret.
+# searches for the provider secret; pyflakes checks the tests' and
+# scripts' Python in `make lint`.
 RUN_PKGS="gcc libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev
 nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
 libfcgi-bin apache2-bin lighttpd curl iproute2 groff-base man-db openssl libicu-dev nodejs chromium tmux
-php-cli php-sqlite3 php-curl strace gdb binutils"
+php-cli php-sqlite3 php-curl strace gdb binutils python3-pyflakes"
 # `make deb`: debhelper and lintian; `make system-test`: a Debian root
 # file system booted under systemd-nspawn.
 DEB_PKGS="debhelper lintian fakeroot dpkg-dev"

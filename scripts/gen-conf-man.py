@@ -48,7 +48,7 @@ def inline(text):
 
 
 def parse(lines):
-    header, blocks, comment, keys, title = [], [], [], [], None
+    header, blocks, comment, keys = [], [], [], []
     i = 0
     while i < len(lines) and lines[i].startswith("#") and not lines[i].startswith("##"):
         header.append(lines[i][1:].strip())

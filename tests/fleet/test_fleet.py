@@ -46,10 +46,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import types
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -564,6 +562,9 @@ def capacity(fleet, hosts, trace):
                                       "-c", str(conc), "--json", out, trace,
                                       "http://127.0.0.1:8080/v1/enrich"),
                        capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise RuntimeError("replay through the front failed (exit %d): %s"
+                           % (p.returncode, p.stderr.strip()[-400:]))
     with open(out) as f:
         doc = json.load(f)
     return doc[0]

@@ -9,21 +9,37 @@ import os
 import subprocess
 
 
-def children(pid):
-    """Direct children of pid (from /proc)."""
-    out = []
+def parents():
+    """{ppid: [pid, ...]} of every live process (zombies left out), one
+    pass over /proc."""
+    kids = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             with open("/proc/%s/stat" % d) as f:
                 st = f.read()
-        except OSError:
+            fields = st[st.rindex(")") + 2:].split()
+            if fields[0] != "Z":
+                kids.setdefault(int(fields[1]), []).append(int(d))
+        except (OSError, ValueError, IndexError):
             continue
-        fields = st[st.rfind(")") + 2:].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(d))
-    return sorted(out)
+    return kids
+
+
+def children(pid):
+    """Direct children of pid (from /proc)."""
+    return sorted(parents().get(pid, []))
+
+
+def descendants(pid):
+    """pid and every process below it."""
+    kids, out, todo = parents(), [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
 
 
 def is_status_process(pid):

@@ -15,12 +15,9 @@ The incident replay (20,000 batches) is test_upstream_incident.py; the
 helpers both use are in harness.py.
 """
 
-import json
 import os
 import subprocess
 import sys
-from collections import OrderedDict
-from urllib.parse import quote
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -205,7 +202,7 @@ def test_hang_breaker(r, fake):
                       breaker_cooldown_ms=int(cooldown_s * 1000)) as env:
         post(env, [{"provider": "yt", "id": "warm"}])  # a connection in the pool
         fake.control(mode="hang")
-        worst, lat, ctl = 0.0, [], []
+        lat, ctl = [], []
         for i in range(8):
             # The control: a batch the upstream has no part in (a provider
             # outside the contract, rejected), just before each: the path's

@@ -36,7 +36,6 @@ HTTP client -> nginx -> enrichd workers -> the fake upstream, whose
     are fresh hits after.
 """
 
-import json
 import os
 import signal
 import struct

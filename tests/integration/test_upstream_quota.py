@@ -19,7 +19,6 @@ counted where they arrive (the fake's /_stats).
 # rate is used and the batches' latency are goals judged on the plain
 # build; no call in a pause and none past the rate are checked on both.
 
-import json
 import os
 import sys
 import threading
