@@ -209,7 +209,13 @@ class Handler(BaseHTTPRequestHandler):
                 mode_changed.notify_all()
                 new = settings["mode"]
             if old != new:
-                self.server.owner.mode_switch(old, new)
+                switch = self.server.owner.mode_switch(old, new)
+                if not self.server.is_data:
+                    # Answered once the switch is whole: the data port
+                    # closed AND its open connections cut.  A client that
+                    # saw only the closed port could send its next batch
+                    # down a kept connection not cut yet, and be answered.
+                    switch.join(5)
             if new in ("flood", "flood_chunked"):
                 flood_body(settings["flood_bytes"])  # built now, so replies come at wire speed
             return self.reply(200, json.dumps(settings).encode())
@@ -460,7 +466,9 @@ class Fake:
     def mode_switch(self, old, new):
         # Runs in a handler thread; shutdown() from the data server's own
         # handler would wait for itself, so refuse is driven from a thread.
-        threading.Thread(target=self._switch, args=(old, new), daemon=True).start()
+        t = threading.Thread(target=self._switch, args=(old, new), daemon=True)
+        t.start()
+        return t
 
     def _switch(self, old, new):
         with self.switch_lock:

@@ -669,7 +669,8 @@ class FakeUpstream:
     def control(self, **kw):
         out = self._req("POST", "/_control", json.dumps(kw))
         # refuse closes (and leaving it reopens) the data listener from a
-        # thread of the fake: wait until the port says so.
+        # thread of the fake, which answers once it is done: the port is
+        # checked too, so a switch that outlasts the fake's wait is seen.
         if "mode" in kw:
             wait_for(lambda: self._listening() == (kw["mode"] != "refuse"), 5,
                              what="fake upstream data port state")
