@@ -6,11 +6,12 @@ What pyflakes finds is what a test can hide behind: an import never
 used, a name never defined, a result assigned and never read (a child's
 exit status taken and never checked).  A line that says `# noqa` is
 left alone, as flake8 does: the harness re-exports names on purpose.
-The files are the tracked *.py and the tracked scripts whose first line
-names python3.  Exit 1 with one line per finding, 0 when there is none.
+The files are those scripts/check-size.py calls Python (the tracked
+*.py, and the tracked files without an extension whose #! line names
+python).  Exit 1 with one line per finding, 0 when there is none.
 """
+import importlib.util
 import os
-import subprocess
 import sys
 
 from pyflakes import api, reporter
@@ -47,23 +48,13 @@ class Findings(reporter.Reporter):
 
 
 def python_files():
-    """The tracked Python sources, relative to the root."""
-    names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()
-    out = []
-    for n in names:
-        if n.endswith(".py"):
-            out.append(n)
-            continue
-        if n.startswith("scripts/") and "." not in os.path.basename(n):
-            try:
-                with open(os.path.join(ROOT, n), "rb") as f:
-                    first = f.readline()
-            except OSError:
-                continue
-            if first.startswith(b"#!") and b"python3" in first:
-                out.append(n)
-    return sorted(out)
+    """The tracked Python sources, relative to the root: the files
+    check-size.py calls Python (by extension, or by a #! line)."""
+    spec = importlib.util.spec_from_file_location(
+        "check_size", os.path.join(ROOT, "scripts", "check-size.py"))
+    size = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(size)
+    return sorted(p for p in size.tracked(ROOT) if size.kind(ROOT, p) == "py")
 
 
 def main():

@@ -57,9 +57,10 @@ SUMMARY = re.compile(r"^(?:\w+: )?(\d+) passed, (\d+) failed", re.M)
 # Tests (functions) apart from assertions: "tests: N run, M failed".  A
 # suite that does not say counts as one test.
 TESTS = re.compile(r"^tests: (\d+) run, (\d+) failed", re.M)
-ALONE = re.compile(r"^(?:#|/\*| \*) run alone: ", re.M)
-PLAIN_ONLY = re.compile(r"^(?:#|/\*| \*) plain build only: (.*)$", re.M)
-SAN_SHARED = re.compile(r"^(?:#|/\*| \*) sanitizer build: side by side: ", re.M)
+MARK = r"^(?:#|/\*| \*) "  # a marker's line: a Python comment, or a C one's first or later line
+ALONE = re.compile(MARK + r"run alone: ", re.M)
+PLAIN_ONLY = re.compile(MARK + r"plain build only: (.*)$", re.M)
+SAN_SHARED = re.compile(MARK + r"sanitizer build: side by side: ", re.M)
 # A hung suite's bound: several times the longest suite's time on a busy
 # machine, where the suites side by side slow one another.
 SUITE_TIMEOUT_S = 600
@@ -85,9 +86,10 @@ def default_jobs():
 
 
 class Suite:
-    def __init__(self, name, argv, alone=False, src=None):
-        self.name, self.argv, self.alone = name, argv, alone
-        self.src = src  # the source its markers are read from
+    def __init__(self, name, argv, src=None):
+        self.name, self.argv = name, argv
+        self.text = source_text(src) if src else ""  # its source, where its markers are read
+        self.alone = bool(ALONE.search(self.text))
         self.idle = False  # on the idle scheduling class (beside the suites that run alone)
         self.pid = None
         self.line = None  # the printed result, once run
@@ -165,12 +167,12 @@ def set_idle(suites, idle):
             set_class(s.pid, os.SCHED_IDLE if idle else os.SCHED_OTHER)
 
 
-def marked_alone(source):
+def source_text(source):
     try:
         with open(source, encoding="utf-8", errors="replace") as f:
-            return bool(ALONE.search(f.read()))
+            return f.read()
     except OSError:
-        return False
+        return ""
 
 
 def collect(build, kinds, only):
@@ -178,7 +180,7 @@ def collect(build, kinds, only):
     for t in sorted(glob.glob(os.path.join(build, "tests", "test_*"))):
         if os.access(t, os.X_OK) and not t.endswith((".o", ".d")):
             src = os.path.join(HERE, "unit", os.path.basename(t) + ".c")
-            suites.append(Suite("unit/" + os.path.basename(t), [t], marked_alone(src), src))
+            suites.append(Suite("unit/" + os.path.basename(t), [t], src))
     suites.append(Suite("vectors/cli", [sys.executable, "tests/vectors.py", "--cmd",
                                         os.path.join(build, "enrich")]))
     # The lower-casing and NFKC against Node's (tests/unicode/oracle.mjs):
@@ -192,8 +194,7 @@ def collect(build, kinds, only):
     # reloads, raw FastCGI); counted as integration suites.
     for kind in ("integration", "hostile"):
         for t in sorted(glob.glob(os.path.join(HERE, kind, "test_*.py"))):
-            suites.append(Suite(kind + "/" + os.path.basename(t), [sys.executable, t],
-                                marked_alone(t), t))
+            suites.append(Suite(kind + "/" + os.path.basename(t), [sys.executable, t], t))
     kinds = kinds.split(",")
     if "integration" in kinds:
         kinds.append("hostile")
@@ -253,17 +254,12 @@ def main():
     env = dict(os.environ, ENR_BUILD=args.build, PYTHONUNBUFFERED="1")
     suites = collect(args.build, args.kind, args.only)
     if os.path.basename(os.path.normpath(args.build)).startswith("build-san"):
-        for s in [s for s in suites if s.src is not None]:
-            try:
-                with open(s.src, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-            except OSError:
-                continue
-            m = PLAIN_ONLY.search(text)
+        for s in list(suites):
+            m = PLAIN_ONLY.search(s.text)
             if m:
                 print("skip %-36s on a sanitizer build: %s" % (s.name, m.group(1)), flush=True)
                 suites.remove(s)
-            elif SAN_SHARED.search(text):
+            elif SAN_SHARED.search(s.text):
                 s.alone = False
     if args.skip_alone or args.alone_only:
         suites = [s for s in suites if s.alone == args.alone_only]
