@@ -40,9 +40,12 @@ from harness import degraded, fake_poster, local_poster  # noqa: E402
 
 SSL_DIR = "/etc/ssl"
 NS_FLAG = "ENR_TRUST_NS"
-# How a call ends is checked, not how fast: deadlines no handshake outlasts.
+# How a call ends is checked, not how fast: deadlines no handshake
+# outlasts.  And one worker throughout (a sanitizer build's passes
+# rss_soft_mb): a second would read the store again.
 PATIENT = ("queue_timeout_ms = 10000\nrequest_timeout_ms = 10000\n"
-           "upstream_timeout_ms = 5000\nupstream_connect_timeout_ms = 5000\n")
+           "upstream_timeout_ms = 5000\nupstream_connect_timeout_ms = 5000\n"
+           "rss_soft_mb = 0\nrss_hard_mb = 0\n")
 BATCHES = 3
 IN_OPEN = 0x20
 IN_CLOSE_NOWRITE = 0x10
