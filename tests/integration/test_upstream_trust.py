@@ -23,6 +23,8 @@ certificate from the test's CA).
       a CA directory (Debian's build does), 30 ms of CPU each
   (d) no bundle, the directory alone: still trusted (libcurl refuses every
       handshake when its default file is missing, directory or not)
+  (e) an upstream_ca_file that holds no certificate: refused as tls, the
+      log naming the file
 """
 import ctypes
 import os
@@ -212,6 +214,21 @@ def test_directory_only(r, prov, store):
             % (total, n, enriched, deg, kinds, said[:1]))
 
 
+def test_ca_file_empty(r, prov, store, root):
+    """(e) a CA file without a certificate."""
+    with open(prov.pki.ca) as f:
+        store.fill(store.host_bundle + f.read(), [prov.pki.ca])
+    empty = os.path.join(root, "no-certificate.pem")
+    with open(empty, "w") as f:
+        f.write("# the CAs go here\n")
+    n, total, enriched, deg, local, kinds, said = run_batches(
+        prov, "empty", "upstream_ca_file = %s\n" % empty)
+    r.check(total == n and enriched == 0 and deg == n and kinds["tls"] > 0,
+            "(e) a CA file without a certificate: every record degraded, counted tls: "
+            "%d of %d answered, %d enriched, %d degraded; %s" % (total, n, enriched, deg, kinds))
+    r.check(any(empty in s for s in said), "(e) the log names the file: %s" % said[:1])
+
+
 def main():
     r = harness.Results()
     root = tempfile.mkdtemp(prefix="enr-trust-")
@@ -224,6 +241,7 @@ def main():
             r.run(test_ca_file_alone, prov, store, other)
             r.run(test_read_once, prov, store)
             r.run(test_directory_only, prov, store)
+            r.run(test_ca_file_empty, prov, store, root)
     finally:
         subprocess.run(["umount", SSL_DIR], timeout=30)
         harness.discard_dir(root)
