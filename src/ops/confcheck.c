@@ -7,16 +7,19 @@
  * bound (cgroup v2 memory.max or v1 memory.limit_in_bytes, the smallest
  * of the group and its parents), the systemd manager over D-Bus for the
  * unit's TimeoutStopUSec (only when systemd started this process for a
- * service: ExecStartPre), and
- * the nginx snippet named by nginx_fastcgi_conf for fastcgi_read_timeout.
+ * service: ExecStartPre), the nginx snippet named by nginx_fastcgi_conf
+ * for fastcgi_read_timeout, and libcurl's CA bundle and directory as
+ * built for an https source that trusts the system's store.
  * A neighbour that cannot be read is not a finding: -t must pass on a
  * build host without nginx or systemd.
  */
 #include "ops/confcheck.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +30,8 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-login.h>
 #include <unistd.h>
+
+#include "upstream/upconn.h"
 
 #define NGINX_CONF_MAX (64 * 1024) /* the snippet is ~1 KB; larger is not ours */
 #define CGROUP_LINE_MAX 4096
@@ -355,6 +360,41 @@ static void check_nginx(warner *w)
              w->c->request_timeout_ms, ms, path);
 }
 
+/* A CA directory with something in it (OpenSSL looks certificates up
+ * there by name: what they are is its business, at the handshake). */
+static int has_entry(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+
+    if (d == NULL)
+        return 0;
+    while (!found && (e = readdir(d)) != NULL)
+        found = e->d_name[0] != '.';
+    closedir(d);
+    return found;
+}
+
+/* An https source verifies against the system's CA store unless
+ * upstream_ca_file names one; a system without (a minimal image without
+ * ca-certificates) fails every call as tls, which is better said now. */
+static void check_trust(warner *w)
+{
+    char bundle[PATH_MAX], dir[PATH_MAX], err[256];
+
+    if (w->c->upstream_ca_file[0] != '\0' || !enr_config_any_https(w->c) ||
+        enr_curl_load(err, sizeof err) != 0 ||
+        enr_upconn_ca_defaults(bundle, sizeof bundle, dir, sizeof dir) != 0)
+        return; /* no libcurl: the daemon says so when it loads it */
+    if ((bundle[0] != '\0' && access(bundle, R_OK) == 0) || (dir[0] != '\0' && has_entry(dir)))
+        return;
+    warn(w, "upstream_ca_file",
+         "unset, and this system has no CA store (%s unreadable, %s empty): every https call "
+         "will fail as tls; install ca-certificates, or name a PEM bundle here",
+         bundle[0] ? bundle : "no bundle", dir[0] ? dir : "no directory");
+}
+
 unsigned enr_config_warn(const enr_config *c, enr_warn_fn fn, void *arg)
 {
     warner w = {c, fn, arg, 0};
@@ -365,5 +405,6 @@ unsigned enr_config_warn(const enr_config *c, enr_warn_fn fn, void *arg)
     check_memory(&w);
     check_stop_timeout(&w);
     check_nginx(&w);
+    check_trust(&w);
     return w.n;
 }

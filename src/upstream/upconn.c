@@ -37,6 +37,7 @@
 #include "upstream/upconn.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,24 +375,31 @@ static void warm_counts(enr_upconn *p, const enr_config *c)
  * it can be read; else the directory alone, uncached. */
 static int trust_setup(enr_upconn *p, const enr_config *c)
 {
-    CURL *e;
-    char *bundle = NULL;
+    char bundle[PATH_MAX], dir[PATH_MAX];
 
-    if (c->upstream_ca_file[0] != '\0') {
+    if (c->upstream_ca_file[0] != '\0')
         p->ca_file = strdup(c->upstream_ca_file);
-        return p->ca_file == NULL ? -1 : 0;
-    }
-    e = curl_easy_init();
+    else if (enr_upconn_ca_defaults(bundle, sizeof bundle, dir, sizeof dir) != 0)
+        return -1;
+    else if (bundle[0] != '\0' && access(bundle, R_OK) == 0)
+        p->ca_file = strdup(bundle);
+    else
+        return 0;
+    return p->ca_file == NULL ? -1 : 0;
+}
+
+int enr_upconn_ca_defaults(char *bundle, size_t blen, char *dir, size_t dlen)
+{
+    CURL *e = curl_easy_init();
+    char *v;
+
     if (e == NULL)
         return -1;
-    if (curl_easy_getinfo(e, CURLINFO_CAINFO, &bundle) == CURLE_OK && bundle != NULL &&
-        access(bundle, R_OK) == 0) {
-        p->ca_file = strdup(bundle);
-        if (p->ca_file == NULL) {
-            curl_easy_cleanup(e);
-            return -1;
-        }
-    }
+    bundle[0] = dir[0] = '\0';
+    if (curl_easy_getinfo(e, CURLINFO_CAINFO, &v) == CURLE_OK && v != NULL)
+        snprintf(bundle, blen, "%s", v);
+    if (curl_easy_getinfo(e, CURLINFO_CAPATH, &v) == CURLE_OK && v != NULL)
+        snprintf(dir, dlen, "%s", v);
     curl_easy_cleanup(e);
     return 0;
 }

@@ -25,6 +25,9 @@ certificate from the test's CA).
       handshake when its default file is missing, directory or not)
   (e) an upstream_ca_file that holds no certificate: refused as tls, the
       log naming the file
+  (f) -t warns, naming upstream_ca_file, when an https source would trust
+      a system without a CA store (no bundle, an empty directory), and
+      only then
 """
 import ctypes
 import os
@@ -229,6 +232,36 @@ def test_ca_file_empty(r, prov, store, root):
     r.check(any(empty in s for s in said), "(e) the log names the file: %s" % said[:1])
 
 
+def check_warns(prov, extra):
+    """enrichd -t's exit status and the lines that warn of the CA store."""
+    with harness.Env(name="up-trust-t") as env:
+        conf = env.write_config("upstream_url = %s\n%s" % (prov.url("https"), extra))
+        p = subprocess.run([os.path.join(env.build, "enrichd"), "-t", "-c", conf],
+                           capture_output=True, text=True, timeout=60)
+    return p.returncode, [l for l in p.stderr.splitlines() if "CA store" in l]
+
+
+def test_check_warns(r, prov, store, other):
+    """(f) -t on a system without a CA store."""
+    with open(prov.pki.ca) as f:
+        pem = f.read()
+    cases = [  # (what, bundle, hashed, extra, warned)
+        ("no bundle, an empty directory", None, [], "", True),
+        ("the bundle", store.host_bundle + pem, [], "", False),
+        ("the directory alone", None, [prov.pki.ca], "", False),
+        ("no store, upstream_ca_file set", None, [], "upstream_ca_file = %s\n" % other, False),
+    ]
+    for what, bundle, hashed, extra, warned in cases:
+        store.fill(bundle, hashed)
+        rc, lines = check_warns(prov, extra)
+        if warned and lines:
+            print("(f) %s: %s" % (what, lines[0]))
+        ok = rc == 0 and (len(lines) == 1 and "upstream_ca_file" in lines[0]
+                          and "ca-certificates" in lines[0] if warned else not lines)
+        r.check(ok, "(f) -t with %s: %s, exit %d: %s"
+                % (what, "warns naming upstream_ca_file" if warned else "no warning", rc, lines))
+
+
 def main():
     r = harness.Results()
     root = tempfile.mkdtemp(prefix="enr-trust-")
@@ -242,6 +275,7 @@ def main():
             r.run(test_read_once, prov, store)
             r.run(test_directory_only, prov, store)
             r.run(test_ca_file_empty, prov, store, root)
+            r.run(test_check_warns, prov, store, other)
     finally:
         subprocess.run(["umount", SSL_DIR], timeout=30)
         harness.discard_dir(root)
