@@ -31,7 +31,7 @@
 #include <systemd/sd-login.h>
 #include <unistd.h>
 
-#include "upstream/upconn.h"
+#include "upstream/curlapi.h"
 
 #define NGINX_CONF_MAX (64 * 1024) /* the snippet is ~1 KB; larger is not ours */
 #define CGROUP_LINE_MAX 4096
@@ -385,7 +385,7 @@ static void check_trust(warner *w)
 
     if (w->c->upstream_ca_file[0] != '\0' || !enr_config_any_https(w->c) ||
         enr_curl_load(err, sizeof err) != 0 ||
-        enr_upconn_ca_defaults(bundle, sizeof bundle, dir, sizeof dir) != 0)
+        enr_curl_ca_defaults(bundle, sizeof bundle, dir, sizeof dir) != 0)
         return; /* no libcurl: the daemon says so when it loads it */
     if ((bundle[0] != '\0' && access(bundle, R_OK) == 0) || (dir[0] != '\0' && has_entry(dir)))
         return;

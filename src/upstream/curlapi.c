@@ -294,3 +294,19 @@ void curl_slist_free_all(struct curl_slist *l)
 {
     REAL(curl_slist_free_all)(l);
 }
+
+int enr_curl_ca_defaults(char *bundle, size_t blen, char *dir, size_t dlen)
+{
+    CURL *e = curl_easy_init();
+    char *v;
+
+    if (e == NULL)
+        return -1;
+    bundle[0] = dir[0] = '\0';
+    if (curl_easy_getinfo(e, CURLINFO_CAINFO, &v) == CURLE_OK && v != NULL)
+        snprintf(bundle, blen, "%s", v);
+    if (curl_easy_getinfo(e, CURLINFO_CAPATH, &v) == CURLE_OK && v != NULL)
+        snprintf(dir, dlen, "%s", v);
+    curl_easy_cleanup(e);
+    return 0;
+}

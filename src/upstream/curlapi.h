@@ -27,4 +27,9 @@
  * idempotent.  Returns 0, or -1 with the reason in err. */
 int enr_curl_load(char *err, size_t errlen);
 
+/* libcurl's CA bundle and directory as built, "" for one it names none
+ * (which of them a worker trusts: trust_setup() in upconn.c); -1 when
+ * libcurl cannot be asked.  After enr_curl_load(). */
+int enr_curl_ca_defaults(char *bundle, size_t blen, char *dir, size_t dlen);
+
 #endif

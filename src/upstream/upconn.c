@@ -379,29 +379,13 @@ static int trust_setup(enr_upconn *p, const enr_config *c)
 
     if (c->upstream_ca_file[0] != '\0')
         p->ca_file = strdup(c->upstream_ca_file);
-    else if (enr_upconn_ca_defaults(bundle, sizeof bundle, dir, sizeof dir) != 0)
+    else if (enr_curl_ca_defaults(bundle, sizeof bundle, dir, sizeof dir) != 0)
         return -1;
     else if (bundle[0] != '\0' && access(bundle, R_OK) == 0)
         p->ca_file = strdup(bundle);
     else
         return 0;
     return p->ca_file == NULL ? -1 : 0;
-}
-
-int enr_upconn_ca_defaults(char *bundle, size_t blen, char *dir, size_t dlen)
-{
-    CURL *e = curl_easy_init();
-    char *v;
-
-    if (e == NULL)
-        return -1;
-    bundle[0] = dir[0] = '\0';
-    if (curl_easy_getinfo(e, CURLINFO_CAINFO, &v) == CURLE_OK && v != NULL)
-        snprintf(bundle, blen, "%s", v);
-    if (curl_easy_getinfo(e, CURLINFO_CAPATH, &v) == CURLE_OK && v != NULL)
-        snprintf(dir, dlen, "%s", v);
-    curl_easy_cleanup(e);
-    return 0;
 }
 
 enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, const char *warm_url,

@@ -83,11 +83,6 @@ int enr_upconn_fd(const enr_upconn *p);
 unsigned enr_upconn_fds(const enr_upconn *p);
 uint64_t enr_upconn_warmups(const enr_upconn *p, int src);
 
-/* libcurl's CA bundle and directory as built, "" for one it names none
- * (trust_setup() in upconn.c says which it uses); -1 when libcurl cannot
- * be asked.  libcurl must be loaded (curlapi.h). */
-int enr_upconn_ca_defaults(char *bundle, size_t blen, char *dir, size_t dlen);
-
 /* The kind of a failed transfer, and, for a TLS failure, the reason in
  * an operator's words (logged at most once per UPCONN_LOG_GAP_MS per
  * kind by enr_upconn_explain). */
