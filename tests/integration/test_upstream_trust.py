@@ -95,6 +95,21 @@ class Store:
             shutil.copy(ca, os.path.join(certs, h.stdout.strip() + ".0"))
 
 
+def trusting(store, ca):
+    """The system's store as a host with ca installed has it: in the bundle
+    and, under its hash name, in the directory."""
+    with open(ca) as f:
+        store.fill(store.host_bundle + f.read(), [ca])
+
+
+def check_trusted(r, prov, tag, what):
+    """The provider trusted: every record of run_batches() enriched."""
+    n, total, enriched, deg, _, kinds, said = run_batches(prov, tag, "")
+    r.check(total == n and enriched == n and deg == 0,
+            "%s: trusted, every record enriched: %d of %d answered, %d enriched, %d degraded; "
+            "%s %s" % (what, total, n, enriched, deg, kinds, said[:1]))
+
+
 class Opens:
     """inotify: how many times a file was opened since start.  Closes are
     watched too: inotify merges an event into the same one still unread
@@ -164,19 +179,13 @@ def run_batches(prov, tag, extra):
 
 def test_system_store(r, prov, store):
     """(a) unset: the system's store."""
-    with open(prov.pki.ca) as f:
-        store.fill(store.host_bundle + f.read(), [prov.pki.ca])
-    n, total, enriched, deg, _, kinds, said = run_batches(prov, "system", "")
-    r.check(total == n and enriched == n and deg == 0,
-            "(a) upstream_ca_file unset: the system's store trusted, every record enriched: "
-            "%d of %d answered, %d enriched, %d degraded; %s %s"
-            % (total, n, enriched, deg, kinds, said[:1]))
+    trusting(store, prov.pki.ca)
+    check_trusted(r, prov, "system", "(a) upstream_ca_file unset, the system's store")
 
 
 def test_ca_file_alone(r, prov, store, other):
     """(b) set: that file, and not the system's store beside it."""
-    with open(prov.pki.ca) as f:
-        store.fill(store.host_bundle + f.read(), [prov.pki.ca])
+    trusting(store, prov.pki.ca)
     n, total, enriched, deg, local, kinds, said = run_batches(
         prov, "alone", "upstream_ca_file = %s\n" % other)
     r.check(total == n and enriched == 0 and deg == n and local == n,
@@ -210,17 +219,12 @@ def test_read_once(r, prov, store):
 def test_directory_only(r, prov, store):
     """(d) no bundle file, the CA directory alone."""
     store.fill(None, [prov.pki.ca])
-    n, total, enriched, deg, _, kinds, said = run_batches(prov, "dir", "")
-    r.check(total == n and enriched == n and deg == 0,
-            "(d) no bundle, the CA directory alone: trusted, every record enriched: "
-            "%d of %d answered, %d enriched, %d degraded; %s %s"
-            % (total, n, enriched, deg, kinds, said[:1]))
+    check_trusted(r, prov, "dir", "(d) no bundle, the CA directory alone")
 
 
 def test_ca_file_empty(r, prov, store, root):
     """(e) a CA file without a certificate."""
-    with open(prov.pki.ca) as f:
-        store.fill(store.host_bundle + f.read(), [prov.pki.ca])
+    trusting(store, prov.pki.ca)
     empty = os.path.join(root, "no-certificate.pem")
     with open(empty, "w") as f:
         f.write("# the CAs go here\n")
