@@ -151,13 +151,15 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             stats["connections"] += 1
             self.conn_no = stats["connections"]
-            stats["open_connections"] += 1
-            stats["max_open_connections"] = max(stats["max_open_connections"],
-                                                stats["open_connections"])
-            # Only the data port's: refuse cuts these, and a control
-            # connection cut there would lose the reply to the very
-            # request that asked for refuse.
+            # Only the data port's, counted and cut: the open count is
+            # the client's connections (a control request's, closed while
+            # this thread has not yet read its end, would pass for one),
+            # and a control connection cut by refuse would lose the reply
+            # to the very request that asked for refuse.
             if self.server.is_data:
+                stats["open_connections"] += 1
+                stats["max_open_connections"] = max(stats["max_open_connections"],
+                                                    stats["open_connections"])
                 open_socks.add(self.connection)
 
     def finish(self):
@@ -165,7 +167,8 @@ class Handler(BaseHTTPRequestHandler):
             super().finish()
         finally:
             with lock:
-                stats["open_connections"] -= 1
+                if self.server.is_data:
+                    stats["open_connections"] -= 1
                 open_socks.discard(self.connection)
 
     def reply(self, status, body, ctype="application/json", extra_len=0, close=False,

@@ -186,4 +186,18 @@ static long stat_of(const char *key)
     return r;
 }
 
+/* Waits (at most 5 s) until the fake holds no data connection: one a
+ * client closed stays counted until the fake's thread reads its end,
+ * later on a loaded machine.  1 when it came to none. */
+static int fake_wait_no_connections(void)
+{
+    const struct timespec step = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 500; i++) {
+        if (stat_of("open_connections") == 0)
+            return 1;
+        nanosleep(&step, NULL);
+    }
+    return 0;
+}
+
 #endif
