@@ -96,8 +96,8 @@ struct enr_upconn {
     const enr_config *cfg;
     struct curl_slist *headers;
     char *warm_url;
-    char *ca_file;  /* the one file of CAs trusted, or NULL: the CA directory */
-    char host[256]; /* for messages: the name the certificate must carry */
+    char ca_file[PATH_MAX]; /* the one file of CAs trusted, or "": the CA directory */
+    char host[256];         /* for messages: the name the certificate must carry */
     int https;
     int global_init;
 
@@ -224,8 +224,9 @@ int enr_upconn_easy(enr_upconn *p, CURL *e)
     /* One file of CAs (trust_setup()), or with none readable the
      * directory alone: libcurl refuses every handshake when its default
      * file is missing, even with the directory full. */
-    if (p->https && (curl_easy_setopt(e, CURLOPT_CAINFO, p->ca_file) != CURLE_OK ||
-                     (p->ca_file != NULL && curl_easy_setopt(e, CURLOPT_CAPATH, NULL) != CURLE_OK)))
+    if (p->https &&
+        (curl_easy_setopt(e, CURLOPT_CAINFO, p->ca_file[0] ? p->ca_file : NULL) != CURLE_OK ||
+         (p->ca_file[0] && curl_easy_setopt(e, CURLOPT_CAPATH, NULL) != CURLE_OK)))
         return -1;
     if (c->upstream_client_cert[0] &&
         (curl_easy_setopt(e, CURLOPT_SSLCERT, c->upstream_client_cert) != CURLE_OK ||
@@ -375,17 +376,17 @@ static void warm_counts(enr_upconn *p, const enr_config *c)
  * it can be read; else the directory alone, uncached. */
 static int trust_setup(enr_upconn *p, const enr_config *c)
 {
-    char bundle[PATH_MAX], dir[PATH_MAX];
+    char dir[PATH_MAX];
 
-    if (c->upstream_ca_file[0] != '\0')
-        p->ca_file = strdup(c->upstream_ca_file);
-    else if (enr_curl_ca_defaults(bundle, sizeof bundle, dir, sizeof dir) != 0)
-        return -1;
-    else if (bundle[0] != '\0' && access(bundle, R_OK) == 0)
-        p->ca_file = strdup(bundle);
-    else
+    if (c->upstream_ca_file[0] != '\0') {
+        snprintf(p->ca_file, sizeof p->ca_file, "%s", c->upstream_ca_file);
         return 0;
-    return p->ca_file == NULL ? -1 : 0;
+    }
+    if (enr_curl_ca_defaults(p->ca_file, sizeof p->ca_file, dir, sizeof dir) != 0)
+        return -1;
+    if (access(p->ca_file, R_OK) != 0)
+        p->ca_file[0] = '\0';
+    return 0;
 }
 
 enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, const char *warm_url,
@@ -418,7 +419,7 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, cons
     }
     p->global_init = 1;
     if (p->https && trust_setup(p, c) != 0) {
-        snprintf(err, errlen, "upstream: out of memory");
+        snprintf(err, errlen, "upstream: libcurl could not be asked for its CA store");
         goto fail;
     }
     url_host(p, origin_url(c));
@@ -503,7 +504,6 @@ void enr_upconn_free(enr_upconn *p)
     if (p->warm_url != NULL)
         enr_secret_wipe(p->warm_url, strlen(p->warm_url));
     free(p->warm_url);
-    free(p->ca_file);
     free(p);
 }
 
@@ -656,8 +656,8 @@ void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf)
     case CURLE_SSL_CACERT_BADFILE:
         /* Readable at start (-t, trust_setup()): it holds no PEM
          * certificate, or went away and curl's cache expired. */
-        snprintf(reason, sizeof reason, "CA file %s unreadable or without a certificate",
-                 p->ca_file ? p->ca_file : "(none)");
+        snprintf(reason, sizeof reason, "CA file %.512s unreadable or without a certificate",
+                 p->ca_file[0] ? p->ca_file : "(none)");
         break;
     default:
         snprintf(reason, sizeof reason, "TLS handshake failed");

@@ -781,6 +781,12 @@ def metrics(env):
     return metrics_values(data.decode()) if st == 200 else {}
 
 
+def fail_kinds(env, kinds=("timeout", "connect", "tls", "status", "body")):
+    """env's upstream failures of these kinds, {kind: count}."""
+    m = metrics(env)
+    return {k: m.get('enrichd_upstream_failures_total{kind="%s"}' % k, 0) for k in kinds}
+
+
 def metric(env, name, default=None):
     """One sample of env's /metrics (name with its labels as printed)."""
     return metrics(env).get(name, default)

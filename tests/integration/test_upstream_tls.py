@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import tls_fixture  # noqa: E402
 from tls_fixture import batch  # noqa: E402
-from harness import degraded, fake_poster, get_json, local_poster, metrics  # noqa: E402
+from harness import degraded, fake_poster, get_json, local_poster  # noqa: E402
 
 RTT_MS = 50
 BATCHES = int(os.environ.get("ENR_TLS_BATCHES", "300"))
@@ -192,12 +192,6 @@ def serving(env, n):
         harness.wait_worker_listening(pid)
 
 
-def fail_kinds(env):
-    m = metrics(env)
-    return {k: m.get('enrichd_upstream_failures_total{kind="%s"}' % k, 0)
-            for k in ("timeout", "connect", "tls", "status", "body")}
-
-
 def test_refused(r, prov, state):
     """(c) untrusted, misnamed, expired: never accepted."""
     for kind, with_ca, words in TLS_FAILURES:
@@ -218,7 +212,7 @@ def test_refused(r, prov, state):
                 deg += degraded(h) if st == 200 else 0
                 local += sum(1 for rec, l in zip(recs, lines)
                              if l["poster"] == local_poster(rec["provider"], rec["id"].lower()))
-            kinds = fail_kinds(env)
+            kinds = harness.fail_kinds(env)
             status = get_json(env, "/status").get("upstream", {}).get("failures", {})
             said = harness.poll(lambda: [e for e in env.log_events()
                                          if words in e.get("reason", "")], 3)

@@ -170,9 +170,7 @@ def run_batches(prov, tag, extra):
                             if l["poster"] == fake_poster(rec["provider"], rec["id"]))
             local += sum(1 for rec, l in zip(recs, lines)
                          if l["poster"] == local_poster(rec["provider"], rec["id"].lower()))
-        m = harness.metrics(env)
-        kinds = {k: m.get('enrichd_upstream_failures_total{kind="%s"}' % k, 0)
-                 for k in ("timeout", "connect", "tls")}
+        kinds = harness.fail_kinds(env, ("timeout", "connect", "tls"))
         said = [e.get("reason", "") for e in env.log_events("upstream TLS failed")]
     return BATCHES * 9, total, enriched, deg, local, kinds, said
 
