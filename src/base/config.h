@@ -211,19 +211,20 @@ typedef void (*enr_warn_fn)(void *arg, const char *msg);
 
 /* What every secret's keys say, whatever the secret: one of its file or
  * credential keys, a credential name that is a file name, the URL it is
- * sent to set.  0, or -1 and err (enr_config_load calls it). */
+ * sent to set, and, while a source sends it, that URL not plain http://
+ * to another host than loopback.  0, or -1 and err (enr_config_load calls
+ * it: -t, the start and a reload refuse alike). */
 int enr_config_check_secret_keys(const enr_config *c, char *err, size_t errlen);
 
 /* The daemon: every credential file c names checked (secret.h's rule of
  * its kind, readable by this process) and every secret read into its
- * enr_secret; a secret sent over clear text to another host is warned.
- * 0, or -1 and "FILE:LINE: key: problem" in err (nothing is then kept). */
+ * enr_secret.  0, or -1 and "FILE:LINE: key: problem" in err (nothing is then kept). */
 int enr_config_load_secrets(enr_config *c, enr_warn_fn warn, void *arg, char *err, size_t errlen);
 
 /* -t: the same files checked without reading a byte of them: a refusal
  * any user would see (missing, mode, size) is an error; one this user
- * cannot check (EACCES, a credential outside the unit) is a warning, as
- * is a secret over clear text.  0, or -1 and err. */
+ * cannot check (EACCES, a credential outside the unit) is a warning.
+ * 0, or -1 and err. */
 int enr_config_probe_credentials(const enr_config *c, enr_warn_fn warn, void *arg, char *err,
                                  size_t errlen);
 

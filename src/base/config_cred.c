@@ -13,10 +13,13 @@
  * cache comparison, its wipe and the children's unmapping follow.  Where
  * it goes in a call is its client's business (secret.h's bytes and len).
  *
- * Invariants: no message here holds a byte of a secret; the daemon keeps
- * every secret of a configuration or none (a failure frees what was
- * read); a secret lives in exactly one mapping per process, freed once
- * (a copied enr_config points at the same one: `keep`).
+ * Invariants: no secret goes in clear text to another host (one rule
+ * over the rows, in enr_config_check_secret_keys, so a new provider's
+ * secret has it by being a row); no message here holds a byte of a
+ * secret; the daemon keeps every secret of a configuration or none (a
+ * failure frees what was read); a secret lives in exactly one mapping per
+ * process, freed once (a copied enr_config points at the same one:
+ * `keep`).
  */
 #include "base/config.h"
 
@@ -86,6 +89,13 @@ static void warned(const enr_config *c, const char *key, enr_warn_fn warn, void 
     warn(arg, msg);
 }
 
+/* 0 when no source sends secret s (a provider's key while another API
+ * serves its records): it is then never read nor sent. */
+static int secret_used(const enr_config *c, const cred_secret *s)
+{
+    return s->provider < 0 || c->sources[s->provider] == s->source;
+}
+
 /* The key that names secret s in c, and the file it names; NULL when c
  * has none.  A credential outside a unit: 1 and why. */
 static const char *secret_source(const enr_config *c, const cred_secret *s, char *path,
@@ -93,7 +103,7 @@ static const char *secret_source(const enr_config *c, const cred_secret *s, char
 {
     const char *file = FIELD(c, s->file_off), *cred = FIELD(c, s->cred_off);
 
-    if (s->provider >= 0 && c->sources[s->provider] != s->source)
+    if (!secret_used(c, s))
         return NULL; /* no source uses it: never read */
     if (file[0] != '\0') {
         *key = s->file_key;
@@ -108,19 +118,22 @@ static const char *secret_source(const enr_config *c, const cred_secret *s, char
     return path;
 }
 
-static void cleartext_warning(const enr_config *c, const cred_secret *s, const char *key,
-                              enr_warn_fn warn, void *arg)
+/* Every secret, whatever its provider: one sent in clear text to another
+ * host is refused, since anyone on the path reads it and keeps it.
+ * Loopback stays allowed (a proxy on the host, and the tests' fakes). */
+static int cleartext_refused(const enr_config *c, const cred_secret *s, const char *key, char *err,
+                             size_t errlen)
 {
     char why[1024], shown[512];
 
-    if (!enr_secret_cleartext_url(FIELD(c, s->url_off)))
-        return;
+    if (!secret_used(c, s) || !enr_secret_cleartext_url(FIELD(c, s->url_off)))
+        return 0;
     enr_url_redact(FIELD(c, s->url_off), shown, sizeof shown);
     snprintf(why, sizeof why,
-             "the secret goes in clear text to another host (%s = %s): anyone on the path "
-             "reads it; use https://",
+             "refused: the secret would go in clear text to another host (%s = %s), where "
+             "anyone on the path reads it; use https://, or a loopback address",
              s->url_key, shown);
-    warned(c, key, warn, arg, why);
+    return failed(c, key, err, errlen, why);
 }
 
 int enr_config_check_secret_keys(const enr_config *c, char *err, size_t errlen)
@@ -140,6 +153,10 @@ int enr_config_check_secret_keys(const enr_config *c, char *err, size_t errlen)
             snprintf(why, sizeof why, "needs %s", secrets[i].url_key);
             return failed(c, file[0] ? secrets[i].file_key : secrets[i].cred_key, err, errlen, why);
         }
+        if ((file[0] != '\0' || cred[0] != '\0') &&
+            cleartext_refused(c, &secrets[i], file[0] ? secrets[i].file_key : secrets[i].cred_key,
+                              err, errlen) != 0)
+            return -1;
     }
     return 0;
 }
@@ -150,6 +167,10 @@ int enr_config_load_secrets(enr_config *c, enr_warn_fn warn, void *arg, char *er
     char path[ENR_PATH_MAX + 64], why[ENR_PATH_MAX + 200];
     size_t i;
 
+    /* Nothing here only warns any more (a secret over clear text is
+     * refused by enr_config_load); the callback stays -t's shape. */
+    (void)warn;
+    (void)arg;
     memset(got, 0, sizeof got);
     /* Each worker's libcurl reads these: one it cannot read would only
      * show as failed calls. */
@@ -175,7 +196,6 @@ int enr_config_load_secrets(enr_config *c, enr_warn_fn warn, void *arg, char *er
                 enr_secret_free(&got[i]);
             return failed(c, key, err, errlen, why);
         }
-        cleartext_warning(c, &secrets[i], key, warn, arg);
     }
     for (i = 0; i < N_SECRETS; i++) {
         enr_secret_free(SECRET(c, secrets[i].secret_off));
@@ -222,7 +242,6 @@ int enr_config_probe_credentials(const enr_config *c, enr_warn_fn warn, void *ar
                      (long)geteuid());
             warned(c, key, warn, arg, what);
         }
-        cleartext_warning(c, &secrets[i], key, warn, arg);
     }
     return 0;
 }

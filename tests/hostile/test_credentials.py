@@ -9,8 +9,11 @@ the commands that never call the provider never read the secret.
    names FILE:LINE: key and the chmod that mends it, and the same file
    at a good mode passes.  The daemon itself refuses to start on a key
    at 0666 (without -t in front of it).
-2. A secret sent over http:// to a host that is not loopback is warned
-   (-t and the daemon's start), over https:// or to loopback it is not.
+2. A secret sent over http:// to a host that is not loopback (the
+   aggregator's, YouTube's key, Vimeo's token: one rule) is refused by
+   -t naming the key and the URL, by the daemon at start, and by a
+   reload (the old configuration kept); over https:// or to loopback it
+   is accepted.
 3. As nobody, with a secret file only root can read: -t passes with a
    warning saying it could not look, -T passes and prints no secret, and
    `enrichd status -c` reaches the running daemon.  With
@@ -19,7 +22,9 @@ the commands that never call the provider never read the secret.
    Under strace: -t never read()s the secret file, -T and status -c
    never even open it.
 """
+import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -98,25 +103,69 @@ def test_tls_files(r):
 
 
 def test_cleartext(r):
+    """One rule for every secret: over http:// to another host, refused."""
     with harness.Env(name="cred-clear") as env:
         c = Checker(env)
         key = write(os.path.join(env.dir, "key"), SECRET + "\n", 0o600)
-        sec = ["upstream_secret_file = %s" % key, "upstream_secret_header = X-Api-Key"]
-        for url, warned in (("http://10.20.30.40:8080/v1", True),
-                            ("http://api.example.com/v1", True),
-                            ("http://127.0.0.1:9/v1", False), ("http://[::1]:9/v1", False),
-                            ("https://api.example.com/v1", False)):
-            code, w, err = c.warnings(["upstream_url = %s" % url] + sec)
-            got = [x for x in w if "clear text" in x]
-            r.check(code == 0 and bool(got) == warned and
-                    (not warned or "t.conf:5: upstream_secret_file: " in got[0]),
-                    "%s: %s (%r)" % (url, "warned" if warned else "not warned", w))
-        r.check(SECRET not in err, "no warning quotes the secret")
-        # the daemon says it too, at start
-        env.start_enrichd("upstream_url = http://10.20.30.40:8080/v1\n" + "\n".join(sec) + "\n")
+        # (the secret's lines, the URL key, the key the refusal names)
+        secrets = [
+            (["upstream_secret_file = %s" % key, "upstream_secret_header = X-Api-Key"],
+             "upstream_url", "upstream_secret_file"),
+            (["yt_source = youtube", "youtube_key_file = %s" % key], "youtube_url",
+             "youtube_key_file"),
+            (["vm_source = vimeo", "vimeo_token_file = %s" % key], "vimeo_url",
+             "vimeo_token_file"),
+        ]
+        for sec, url_key, named in secrets:
+            for url, refused in (("http://192.0.2.1:8080/v1", True),
+                                 ("http://api.example.com/v1", True),
+                                 ("http://127.0.0.1:9/v1", False), ("http://[::1]:9/v1", False),
+                                 ("http://localhost:9/v1", False),
+                                 ("https://api.example.com/v1", False)):
+                code, w, err = c.warnings(["%s = %s" % (url_key, url)] + sec)
+                line = 4 + sec.index([l for l in sec if l.startswith(named + " ")][0]) + 1
+                want = ("t.conf:%d: %s: refused: the secret would go in clear text to another "
+                        "host (%s = %s)" % (line, named, url_key, url))
+                if refused:
+                    r.check(code == 1 and want in err and SECRET not in err,
+                            "-t refuses %s over %s, naming the key and the URL: %r"
+                            % (named, url, err.strip()[-300:]))
+                else:
+                    r.check(code == 0 and "clear text" not in err,
+                            "-t accepts %s over %s: %r" % (named, url, err.strip()[-300:]))
+        # The daemon refuses to start (no -t in front of it).
+        env.write_config("youtube_url = http://192.0.2.1:8080/v3\nyt_source = youtube\n"
+                         "youtube_key_file = %s\n" % key)
+        p = subprocess.Popen([os.path.join(env.build, "enrichd"), "-c", env.conf],
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        env.procs.append(p)
+        try:
+            _, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            _, err = p.communicate()
+        r.check(p.returncode == 1 and "youtube_key_file: refused" in err
+                and "youtube_url = http://192.0.2.1:8080/v3" in err and SECRET not in err,
+                "the daemon refuses to start with the key over http (rc %r): %r"
+                % (p.returncode, err.strip()[-300:]))
+        # A reload to it is refused and the old configuration keeps serving.
+        env.start_enrichd("youtube_url = http://127.0.0.1:9/v3\nyt_source = youtube\n"
+                          "youtube_key_file = %s\n" % key)
+        good = open(env.conf).read()
+        with open(env.conf, "w") as f:
+            f.write(good.replace("http://127.0.0.1:9/v3", "http://192.0.2.1:9/v3"))
+        env.signal(signal.SIGHUP)
+        ev = env.wait_log("reload refused: configuration invalid, keeping the old one")
+        err = ev[0].get("error", "")
+        r.check("youtube_key_file: refused" in err and "youtube_url = http://192.0.2.1:9/v3" in err,
+                "a reload to it is refused, naming the key and the URL: %r" % err)
+        out = subprocess.run([os.path.join(env.build, "enrichd"), "status", "--json",
+                              env.status_sock], capture_output=True, text=True, timeout=10).stdout
+        doc = json.loads(out) if out.strip() else {}
+        r.check(doc.get("generation") == 0 and not env.log_events("reload"),
+                "the old configuration kept (generation %r)" % doc.get("generation"))
         log = open(env.enrichd_log).read()
-        r.check("clear text" in log and SECRET not in log,
-                "the daemon warns at start, without the secret")
+        r.check(SECRET not in log, "no log line quotes the secret")
 
 
 def strace(argv, preexec=None, env=None):

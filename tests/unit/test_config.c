@@ -492,6 +492,50 @@ static void test_refused(void)
             "ratio 0 is fine with the window rule off: %s", err);
 }
 
+/* A secret over plain http:// to another host is refused, whichever
+ * provider's it is (one rule over the secrets), while its source sends
+ * it; loopback and https pass. */
+static void test_cleartext_secrets(void)
+{
+    static const struct {
+        const char *conf, *where;
+    } refused[] = {
+        {"yt_source = youtube\nyoutube_key_file = /k\nyoutube_url = http://192.0.2.1:9/v3\n",
+         "t.conf:2: youtube_key_file: refused: the secret would go in clear text to another "
+         "host (youtube_url = http://192.0.2.1:9/v3)"},
+        {"yt_source = youtube\nyoutube_key_credential = yt\nyoutube_url = http://yt.example/\n",
+         "t.conf:2: youtube_key_credential: refused: the secret would go in clear text"},
+        {"vm_source = vimeo\nvimeo_url = http://10.1.2.3:80/\nvimeo_token_file = /t\n",
+         "t.conf:3: vimeo_token_file: refused: the secret would go in clear text to another "
+         "host (vimeo_url = http://10.1.2.3:80/)"},
+        {"upstream_url = http://10.20.30.40:8080/v1?k=v\nupstream_secret_file = /s\n"
+         "upstream_secret_header = X-Api-Key\n",
+         "t.conf:2: upstream_secret_file: refused: the secret would go in clear text to another "
+         "host (upstream_url = http://10.20.30.40:8080/v1?[redacted])"},
+        {"upstream_url = http://127.0.0.1.evil.example/\nupstream_secret_credential = up\n"
+         "upstream_secret_header = X-Api-Key\n",
+         "t.conf:2: upstream_secret_credential: refused"},
+    };
+    static const char *const allowed[] = {
+        "yt_source = youtube\nyoutube_key_file = /k\nyoutube_url = http://127.0.0.1:9/v3\n",
+        "yt_source = youtube\nyoutube_key_file = /k\nyoutube_url = http://localhost:9/v3\n",
+        "vm_source = vimeo\nvimeo_token_file = /t\nvimeo_url = http://[::1]:9/\n",
+        "vm_source = vimeo\nvimeo_token_file = /t\nvimeo_url = https://10.1.2.3/\n",
+        "upstream_url = https://10.20.30.40/v1\nupstream_secret_file = /s\n"
+        "upstream_secret_header = X-Api-Key\n",
+        /* no source sends it: never read, never sent */
+        "yt_source = off\nyoutube_key_file = /k\nyoutube_url = http://192.0.2.1:9/v3\n",
+        /* no secret: nothing to leak */
+        "dm_source = dailymotion\ndailymotion_url = http://192.0.2.1:9/\n",
+    };
+
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        bad(refused[i].conf, refused[i].where);
+    T_CHECK(strstr(err, "use https://, or a loopback address") != NULL, "says what to do: %s", err);
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        T_CHECK(parse(allowed[i]) == 0, "accepted: %s (%s)", allowed[i], err);
+}
+
 /* Liveness: its default makes room for the longest request the other
  * bounds allow; set explicitly below that, it is refused. */
 static void test_liveness(void)
@@ -526,6 +570,7 @@ int main(void)
     test_defaults();
     test_listen();
     test_refused();
+    test_cleartext_secrets();
     test_liveness();
     test_nul_byte();
     test_messages();
