@@ -3,7 +3,9 @@
  *
  * CLOCK_MONOTONIC for every deadline, interval and age (it never jumps);
  * CLOCK_REALTIME only for times people or other programs read (fetched_at,
- * log timestamps, start times on the status page).
+ * log timestamps, start times on the status page) and the providers' days;
+ * CLOCK_BOOTTIME (monotonic, counting suspend) for how much of a provider's
+ * day really passed, whatever the wall clock was stepped to (budget.c).
  */
 #ifndef ENR_CLOCK_H
 #define ENR_CLOCK_H
@@ -37,6 +39,14 @@ static inline uint64_t enr_wall_ms(void)
     struct timespec ts;
 
     clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static inline uint64_t enr_boot_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_BOOTTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 

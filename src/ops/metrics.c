@@ -296,7 +296,7 @@ static void render_budget(enr_buf *b, const enr_config *c)
 #undef SRC_NAME
     };
     enr_budget_state st[ENR_UP_SOURCES];
-    int64_t now = (int64_t)enr_wall_ms();
+    enr_budget_now now = enr_budget_clocks();
     char l[64];
 
     /* The families always (names a rule reads stay known), samples for

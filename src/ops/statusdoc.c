@@ -131,7 +131,7 @@ static json_object *budget_doc(unsigned src)
     struct tm tm;
     char when[32] = "";
 
-    if (!enr_budget_view((int)src, (int64_t)enr_wall_ms(), &st))
+    if (!enr_budget_view((int)src, enr_budget_clocks(), &st))
         return NULL;
     o = json_object_new_object();
     for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++) {

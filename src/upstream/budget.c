@@ -8,18 +8,35 @@
  * day's figures (units spent, units asked, calls deferred, the demand
  * of each 24th of the day) is ONE 64-bit word: the day's key in its top
  * 24 bits, the value in the low 40.  An update is one compare-and-swap
- * that starts the value at 0 when the key is another day's, so a new
+ * that starts the value at 0 when the key is an earlier day's, so a new
  * day needs no reset step, no lock, and no process that could die
  * holding one: a worker killed between load and CAS changed nothing,
  * one killed after it spent its units.  The limits (written by the
  * master from the configuration, on start and on each reload) sit in the
  * same page, so the status process shows what the workers enforce.
  *
+ * Which day it is comes from the page, not from the wall clock alone,
+ * which an NTP step or an operator can move a day either way: each
+ * source's day in force is ONE more word (enr_budget_in_force: its key,
+ * and when it ends on CLOCK_BOOTTIME, which no step moves), entered by
+ * one CAS by the first take that finds its end passed.  A day ends when
+ * boottime says so (the wall only within ENR_BUDGET_STEP_TOLERANCE_MS of
+ * it), never an earlier day is entered again, and a figure of a later
+ * key than the day in force counts for it.  After a reboot the ends are
+ * forgotten (the page keeps the boot id) and the wall says them.
+ * docs/providers.md, "Whose midnight", says why.
+ *
  * Invariants:
  *   - spent never passes what enr_budget_allowed() gives at the moment
  *     of the take, which is never more than the day's limit: the host
  *     never spends more than its budget in a day, whatever the workers'
  *     interleaving (the CAS fails and retries when another took first);
+ *   - within a boot, a day's units are spent at most once in the time
+ *     CLOCK_BOOTTIME counts as its length (less the tolerance): no step
+ *     of the wall clock, back or forward, gives units back;
+ *   - the day in force only moves forward (its key is never replaced by
+ *     an earlier one, a figure's key never goes back), so a process that
+ *     read an older day an instant before adds to the newer one;
  *   - a refresh is held to half the burst, a new id gets all of it;
  *   - units are taken before the request is sent, whether or not it
  *     then succeeds (the provider counts a failed call too);
@@ -29,7 +46,12 @@
  *     by an empty page, the log saying why.  The magic is written last,
  *     so a crash while making one leaves a file that is refused, not
  *     half-read.  A value in a valid page can at worst hold back its
- *     own day's calls: every value is bounded by its 40 bits.
+ *     own day's calls: every value is bounded by its 40 bits, and a day's
+ *     recorded end further than two days ahead is not believed (a day
+ *     entered from a forged key lasts at most a day more);
+ *   - the day records sit at the end of the file, where a file of an
+ *     earlier build holds zeros: read as no day entered yet, an unknown
+ *     boot, so an upgrade keeps the day's figures.
  *   - a machine that loses power loses what the kernel had not written
  *     back of the page (some seconds of spending), never the page.
  */
@@ -45,6 +67,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/safedir.h"
 #include "upstream/api.h"
@@ -58,6 +81,10 @@
 #define KEY_MASK ((UINT64_C(1) << (64 - VAL_BITS)) - 1)
 #define HOUR_MS INT64_C(3600000)
 #define DAY_MS INT64_C(86400000)
+#define END_MASK VAL_MASK /* a day record: key | 1 + its end on CLOCK_BOOTTIME */
+#define KEY_HALF (UINT64_C(1) << (64 - VAL_BITS - 1))
+#define END_AHEAD_MAX (2 * DAY_MS) /* a recorded end further ahead: not this boot's */
+#define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
 
 typedef struct bsrc {
     /* the master's, from the configuration */
@@ -75,10 +102,21 @@ typedef struct page {
     bsrc src[ENR_UP_SOURCES];
 } page;
 
-_Static_assert(sizeof(page) <= BUDGET_FILE_SIZE, "the budget page fits its file");
+/* The day in force of each source, at the end of the file: a file of an
+ * earlier build holds zeros there, read as "no day entered yet, its
+ * boot unknown", so an upgrade keeps the day's figures. */
+typedef struct dayrecs {
+    enr_sb_u64 boot;                /* hash of the boot the ends count on */
+    enr_sb_u64 day[ENR_UP_SOURCES]; /* enr_budget_in_force's record */
+} dayrecs;
+
+#define DAYRECS_AT (BUDGET_FILE_SIZE - sizeof(dayrecs))
+_Static_assert(sizeof(page) <= DAYRECS_AT, "the budget page and its day records fit its file");
 
 static page *g_page;              /* the host's, inherited across fork */
+static dayrecs *g_days;           /* in the same mapping */
 static char g_path[ENR_PATH_MAX]; /* "" memory only */
+static const char *g_boot_id;     /* a test's; NULL: the kernel's */
 
 /* ---- the arithmetic ---- */
 
@@ -132,56 +170,170 @@ uint64_t enr_budget_forecast(uint64_t asked, uint64_t cur, uint64_t elapsed_in_c
     return f < (double)VAL_MASK ? (uint64_t)f : VAL_MASK;
 }
 
+/* ---- the day in force ---- */
+
+/* 1 when day key a comes after b (keys wrap at 24 bits, as serial
+ * numbers do: a day is never 2^23 days after another). */
+static int later(uint64_t a, uint64_t b)
+{
+    uint64_t d = (a - b) & KEY_MASK;
+
+    return d != 0 && d < KEY_HALF;
+}
+
+static uint64_t key_of(const enr_budget_calendar *cal, int64_t start)
+{
+    if (cal->day_ms > 0)
+        return (uint64_t)floor_div(start - cal->origin_ms, (int64_t)cal->day_ms) & KEY_MASK;
+    return (uint64_t)floor_div(start, HOUR_MS) & KEY_MASK; /* a real day starts on the hour */
+}
+
+/* The day of key: [*start, *end) on the wall clock. */
+static void key_span(const enr_budget_calendar *cal, uint64_t key, int64_t *start, int64_t *end)
+{
+    int64_t k = (int64_t)(key ^ KEY_HALF) - (int64_t)KEY_HALF; /* 24 bits, signed */
+
+    if (cal->day_ms > 0)
+        k = cal->origin_ms + k * (int64_t)cal->day_ms;
+    else
+        k *= HOUR_MS;
+    enr_budget_day(cal->clock, cal->day_ms, cal->origin_ms, k, start, end);
+}
+
+static uint64_t record(uint64_t key, int64_t end_boot)
+{
+    if (end_boot < 0)
+        end_boot = 0;
+    if ((uint64_t)end_boot >= END_MASK)
+        end_boot = (int64_t)END_MASK - 1;
+    return key << VAL_BITS | ((uint64_t)end_boot + 1);
+}
+
+uint64_t enr_budget_in_force(const enr_budget_calendar *cal, uint64_t rec, enr_budget_now now,
+                             enr_budget_when *w)
+{
+    uint64_t key = rec >> VAL_BITS, end1 = rec & END_MASK;
+    int64_t ks, ke, t = now.wall_ms, eb, left;
+    int known = rec != 0 && end1 != 0 &&
+                (int64_t)(end1 - 1) - now.boot_ms <= END_AHEAD_MAX; /* else another boot's */
+
+    if (rec == 0) { /* no day entered yet: the wall's */
+        enr_budget_day(cal->clock, cal->day_ms, cal->origin_ms, t, &ks, &ke);
+        key = key_of(cal, ks);
+        eb = now.boot_ms + (ke - t);
+    } else {
+        key_span(cal, key, &ks, &ke);
+        if (known) {
+            /* The wall time CLOCK_BOOTTIME says it is: the day's end less
+             * what is left of it.  A wall further from it than the
+             * tolerance was stepped, and is not believed. */
+            int64_t tb = ke - ((int64_t)(end1 - 1) - now.boot_ms);
+            if (t - tb > ENR_BUDGET_STEP_TOLERANCE_MS || tb - t > ENR_BUDGET_STEP_TOLERANCE_MS)
+                t = tb;
+        }
+        if (t < ke) {
+            /* The day in force goes on: never an earlier one (its figures
+             * stay spent).  Its end unknown (a reboot), the wall says it,
+             * but a wall far behind holds it at most one day more. */
+            eb = known ? (int64_t)(end1 - 1) : now.boot_ms + (ke - t < ke - ks ? ke - t : ke - ks);
+        } else {
+            /* Its end came: the day of t, which may skip days nobody used. */
+            enr_budget_day(cal->clock, cal->day_ms, cal->origin_ms, t, &ks, &ke);
+            key = key_of(cal, ks);
+            eb = now.boot_ms + (ke - t);
+        }
+    }
+    w->start = ks;
+    w->end = ke;
+    w->len = (uint64_t)(ke - ks);
+    w->key = key;
+    left = eb - now.boot_ms;
+    w->left_ms = left < 0 ? 0 : left;
+    w->elapsed = (uint64_t)w->left_ms >= w->len ? 0 : w->len - (uint64_t)w->left_ms;
+    w->bucket = (unsigned)(w->elapsed * ENR_BUDGET_BUCKETS / w->len);
+    if (w->bucket >= ENR_BUDGET_BUCKETS)
+        w->bucket = ENR_BUDGET_BUCKETS - 1;
+    return rec != 0 && known && key == rec >> VAL_BITS ? rec : record(key, eb);
+}
+
+enr_budget_now enr_budget_clocks(void)
+{
+    enr_budget_now n = {(int64_t)enr_wall_ms(), (int64_t)enr_boot_ms()};
+
+    return n;
+}
+
+static void calendar_of(const bsrc *s, enr_budget_calendar *cal)
+{
+    cal->clock = (int)ENR_SB_GET(s->clock);
+    cal->day_ms = ENR_SB_GET(s->day_ms);
+    cal->origin_ms = (int64_t)ENR_SB_GET(s->day_origin);
+}
+
+/* The day in force of source src for a take: entered in the page (one
+ * compare-and-swap; a process that lost the race reads the winner's). */
+static void day_enter(int src, const bsrc *s, enr_budget_now now, enr_budget_when *w)
+{
+    enr_budget_calendar cal;
+    uint64_t cur = atomic_load_explicit(&g_days->day[src], memory_order_relaxed), next;
+
+    calendar_of(s, &cal);
+    for (;;) {
+        next = enr_budget_in_force(&cal, cur, now, w);
+        if (next == cur ||
+            atomic_compare_exchange_weak_explicit(&g_days->day[src], &cur, next,
+                                                  memory_order_relaxed, memory_order_relaxed))
+            return;
+    }
+}
+
+/* The same for a view, which writes nothing. */
+static void day_read(int src, const bsrc *s, enr_budget_now now, enr_budget_when *w)
+{
+    enr_budget_calendar cal;
+
+    calendar_of(s, &cal);
+    (void)enr_budget_in_force(&cal, atomic_load_explicit(&g_days->day[src], memory_order_relaxed),
+                              now, w);
+}
+
 /* ---- the day's words ---- */
+
+/* A figure of an earlier day is 0 today; one of the day in force or of
+ * a later one (a process that entered the next day an instant before,
+ * or an earlier build whose clock was stepped) counts for the day in
+ * force: units are never given back. */
+static uint64_t figure(uint64_t word, uint64_t key)
+{
+    return later(key, word >> VAL_BITS) ? 0 : word & VAL_MASK;
+}
 
 static uint64_t word_get(const enr_sb_u64 *w, uint64_t key)
 {
-    uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
-
-    return cur >> VAL_BITS == key ? cur & VAL_MASK : 0;
+    return figure(atomic_load_explicit(w, memory_order_relaxed), key);
 }
 
-/* Adds n to the value of day key; with cap, only while it stays at most
- * cap.  1 when added. */
+/* Adds n to the value of day key (or of the later day the word holds,
+ * whose key it keeps: a word's day never goes back); with cap, only
+ * while it stays at most cap.  1 when added. */
 static int word_add(enr_sb_u64 *w, uint64_t key, uint64_t n, int capped, uint64_t cap)
 {
-    uint64_t cur = atomic_load_explicit(w, memory_order_relaxed), v, next;
+    uint64_t cur = atomic_load_explicit(w, memory_order_relaxed), v, next, k;
 
     do {
-        v = cur >> VAL_BITS == key ? cur & VAL_MASK : 0;
+        v = figure(cur, key);
+        k = v == 0 ? key : cur >> VAL_BITS; /* an empty word takes the day's key */
         if (capped && v + n > cap)
             return 0;
         if (v + n > VAL_MASK)
             return 0;
-        next = key << VAL_BITS | (v + n);
+        next = k << VAL_BITS | (v + n);
     } while (!atomic_compare_exchange_weak_explicit(w, &cur, next, memory_order_relaxed,
                                                     memory_order_relaxed));
     return 1;
 }
 
-typedef struct when {
-    int64_t start, end;
-    uint64_t len, elapsed, key;
-    unsigned bucket;
-} when;
-
-static void day_of(const bsrc *s, int64_t now_ms, when *w)
-{
-    uint64_t day_ms = ENR_SB_GET(s->day_ms);
-
-    enr_budget_day((int)ENR_SB_GET(s->clock), day_ms, (int64_t)ENR_SB_GET(s->day_origin), now_ms,
-                   &w->start, &w->end);
-    w->len = (uint64_t)(w->end - w->start);
-    w->elapsed = (uint64_t)(now_ms - w->start);
-    /* Unique to the day within 2^24 of them (a real day's start is a
-     * whole hour). */
-    w->key =
-        (uint64_t)(day_ms ? floor_div(w->start, (int64_t)day_ms) : floor_div(w->start, HOUR_MS)) &
-        KEY_MASK;
-    w->bucket = (unsigned)(w->elapsed * ENR_BUDGET_BUCKETS / w->len);
-}
-
-static uint64_t bucket_key(const when *w, unsigned b)
+static uint64_t bucket_key(const enr_budget_when *w, unsigned b)
 {
     return (w->key * ENR_BUDGET_BUCKETS + b) & KEY_MASK;
 }
@@ -195,11 +347,11 @@ unsigned enr_budget_cost(int src, size_t n)
     return 1; /* every API counts a call, whatever its ids (budget.h) */
 }
 
-int enr_budget_take(int src, unsigned units, int refresh, int64_t now_ms)
+int enr_budget_take(int src, unsigned units, int refresh, enr_budget_now now)
 {
     bsrc *s;
     uint64_t limit, burst, allowed;
-    when w;
+    enr_budget_when w;
 
     if (g_page == NULL || src < 0 || src >= ENR_UP_SOURCES)
         return 1;
@@ -207,7 +359,7 @@ int enr_budget_take(int src, unsigned units, int refresh, int64_t now_ms)
     limit = ENR_SB_GET(s->limit);
     if (limit == 0)
         return 1;
-    day_of(s, now_ms, &w);
+    day_enter(src, s, now, &w);
     burst = ENR_SB_GET(s->burst);
     allowed = enr_budget_allowed(limit, refresh ? burst / 2 : burst, w.elapsed, w.len);
     (void)word_add(&s->asked, w.key, units, 0, 0);
@@ -235,10 +387,10 @@ const enr_budget_row enr_budget_rows[ENR_BUDGET_NFIELDS] = {
 #undef ENR_BUDGET_DATA
 };
 
-int enr_budget_view(int src, int64_t now_ms, enr_budget_state *st)
+int enr_budget_view(int src, enr_budget_now now, enr_budget_state *st)
 {
     const bsrc *s;
-    when w;
+    enr_budget_when w;
     uint64_t limit, spent, share;
     double *v;
 
@@ -251,10 +403,10 @@ int enr_budget_view(int src, int64_t now_ms, enr_budget_state *st)
     if (limit == 0)
         return 0;
     st->on = 1;
-    day_of(s, now_ms, &w);
+    day_read(src, s, now, &w);
     st->burst = ENR_SB_GET(s->burst);
     st->asked = word_get(&s->asked, w.key);
-    st->reset_ms = w.end;
+    st->reset_ms = now.wall_ms + w.left_ms;
     st->day_ms = w.len;
     spent = word_get(&s->spent, w.key);
     share = enr_budget_allowed(limit, 0, w.elapsed, w.len);
@@ -270,7 +422,7 @@ int enr_budget_view(int src, int64_t now_ms, enr_budget_state *st)
         w.bucket > 0, w.elapsed, w.len);
     v[ENR_BUDGET_ROW_deferred_new] = (double)word_get(&s->deferred_new, w.key);
     v[ENR_BUDGET_ROW_deferred_refresh] = (double)word_get(&s->deferred_refresh, w.key);
-    v[ENR_BUDGET_ROW_reset_s] = (double)((w.end - now_ms + 999) / 1000);
+    v[ENR_BUDGET_ROW_reset_s] = (double)((w.left_ms + 999) / 1000);
     return 1;
 }
 
@@ -409,6 +561,53 @@ fail:
     return NULL;
 }
 
+void enr_budget_boot_id(const char *id)
+{
+    g_boot_id = id;
+}
+
+/* FNV-1a of this boot's id (the kernel's, or a test's); 0 when unknown. */
+static uint64_t boot_hash(void)
+{
+    char id[64];
+    const char *p = g_boot_id;
+    uint64_t h = UINT64_C(1469598103934665603);
+
+    if (p == NULL) {
+        int fd = open(BOOT_ID_PATH, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, id, sizeof id - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n <= 0)
+            return 0;
+        id[n] = '\0';
+        p = id;
+    }
+    for (; *p != '\0' && *p != '\n'; p++)
+        h = (h ^ (unsigned char)*p) * UINT64_C(1099511628211);
+    return h;
+}
+
+/* The days' ends on CLOCK_BOOTTIME mean nothing after a reboot (it starts
+ * again from 0): another boot's are forgotten, the days kept.  Unknown
+ * boots (no boot id) forget them at every start, the wall clock then
+ * saying when the day ends, under the rule that never goes back a day. */
+static void adopt_boot(void)
+{
+    uint64_t mine = boot_hash();
+
+    if (mine != 0 && ENR_SB_GET(g_days->boot) == mine)
+        return;
+    for (int i = 0; i < ENR_UP_SOURCES; i++) {
+        uint64_t cur = ENR_SB_GET(g_days->day[i]);
+        while (cur != 0 &&
+               !atomic_compare_exchange_weak_explicit(&g_days->day[i], &cur, cur & ~END_MASK,
+                                                      memory_order_relaxed, memory_order_relaxed))
+            ;
+    }
+    ENR_SB_SET(g_days->boot, mine);
+}
+
 int enr_budget_open(const enr_config *c)
 {
     const char *dir = getenv("STATE_DIRECTORY");
@@ -450,6 +649,8 @@ int enr_budget_open(const enr_config *c)
         }
         g_page = m;
     }
+    g_days = (dayrecs *)(void *)((char *)g_page + DAYRECS_AT);
+    adopt_boot();
     enr_budget_configure(c);
     return 0;
 }

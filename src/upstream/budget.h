@@ -38,6 +38,49 @@ enum enr_budget_clock { ENR_BUDGET_PACIFIC = 0, ENR_BUDGET_UTC };
 void enr_budget_day(int clock, uint64_t day_ms, int64_t origin_ms, int64_t now_ms,
                     int64_t *start_ms, int64_t *end_ms);
 
+/* How a source counts its days: its clock, and a test build's compressed
+ * day (day_ms > 0, from origin_ms). */
+typedef struct enr_budget_calendar {
+    int clock;
+    uint64_t day_ms;
+    int64_t origin_ms;
+} enr_budget_calendar;
+
+/* The two clocks a take or a view reads: the wall (which says which day
+ * it is) and CLOCK_BOOTTIME (which says how much time really passed: an
+ * NTP or an operator's step does not move it), both in ms. */
+typedef struct enr_budget_now {
+    int64_t wall_ms, boot_ms;
+} enr_budget_now;
+
+/* Now, on both clocks. */
+enr_budget_now enr_budget_clocks(void);
+
+/* A wall clock within this of what CLOCK_BOOTTIME says since the day was
+ * entered is believed (NTP's small steps); one further away has been
+ * stepped and is not (docs/providers.md, "The day's budget"). */
+#define ENR_BUDGET_STEP_TOLERANCE_MS 60000
+
+/* The day in force (enr_budget_in_force): its span on the wall clock,
+ * its length, how much of it passed (measured on CLOCK_BOOTTIME), its
+ * key and the 24th of it now. */
+typedef struct enr_budget_when {
+    int64_t start, end;
+    uint64_t len, elapsed, key;
+    int64_t left_ms; /* until it ends, on CLOCK_BOOTTIME */
+    unsigned bucket;
+} enr_budget_when;
+
+/* The pure rule of which day is in force, given the record a page keeps
+ * of it (0: none yet; else the day's key in the top 24 bits and, in the
+ * low 40, 1 + the CLOCK_BOOTTIME ms at which it ends, or 0 when unknown:
+ * after a reboot, or a page of an earlier build).  Fills *w and returns
+ * the record to keep (rec itself when nothing changed).  Never a day
+ * before rec's; a new day only once the elapsed time says the day in
+ * force ended (budget.c's top comment says why). */
+uint64_t enr_budget_in_force(const enr_budget_calendar *cal, uint64_t rec, enr_budget_now now,
+                             enr_budget_when *w);
+
 /* Units the host may have spent by elapsed_ms into a day of day_ms: the
  * elapsed share of limit plus burst, at most limit. */
 uint64_t enr_budget_allowed(uint64_t limit, uint64_t burst, uint64_t elapsed_ms, uint64_t day_ms);
@@ -82,7 +125,7 @@ typedef struct enr_budget_state {
     int on;                       /* the source has a budget */
     uint64_t burst;               /* units ahead of pace */
     uint64_t asked;               /* units asked today (spent + deferred) */
-    int64_t reset_ms;             /* the day's end, Unix ms */
+    int64_t reset_ms;             /* the day's end, Unix ms (now's wall + what is left of it) */
     uint64_t day_ms;              /* the day's length */
     double v[ENR_BUDGET_NFIELDS]; /* by row of ENR_BUDGET_FIELDS */
 } enr_budget_state;
@@ -108,14 +151,19 @@ void enr_budget_configure(const enr_config *c);
  * it, from its hooks); before enr_budget_open.  0: real days. */
 void enr_budget_compress_days(uint64_t day_ms, uint64_t origin_ms);
 
-/* Takes units of source src's budget for one call at now_ms (Unix ms);
- * refresh: the call only refreshes stale answers.  1: spend them and
- * make the call; 0: the pace refuses it (counted as deferred).  A source
- * without a budget, or no budget opened, always 1. */
-int enr_budget_take(int src, unsigned units, int refresh, int64_t now_ms);
+/* Takes units of source src's budget for one call at now
+ * (enr_budget_clocks); refresh: the call only refreshes stale answers.
+ * 1: spend them and make the call; 0: the pace refuses it (counted as
+ * deferred).  A source without a budget, or no budget opened, always 1. */
+int enr_budget_take(int src, unsigned units, int refresh, enr_budget_now now);
 
-/* The day of source src at now_ms; 0 and st->on 0 when it has none. */
-int enr_budget_view(int src, int64_t now_ms, enr_budget_state *st);
+/* The day in force of source src at now; 0 and st->on 0 when it has none. */
+int enr_budget_view(int src, enr_budget_now now, enr_budget_state *st);
+
+/* The boot whose CLOCK_BOOTTIME the page's day ends count on: the
+ * kernel's boot id (NULL, the default), or id for a test that plays a
+ * reboot; before enr_budget_open. */
+void enr_budget_boot_id(const char *id);
 
 /* Units one call of n ids costs src: 1 (YouTube's videos.list, up to 50
  * ids; Vimeo and Dailymotion count requests). */

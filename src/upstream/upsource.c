@@ -152,7 +152,7 @@ int enr_up_budget_take(enr_upstream *u, const enr_upcall *c)
     if (c->src == ENR_API_UPSTREAM)
         return 1;
     units = enr_budget_cost(c->src, c->n);
-    if (!enr_budget_take(c->src, units, c->refresh, (int64_t)enr_wall_ms())) {
+    if (!enr_budget_take(c->src, units, c->refresh, enr_budget_clocks())) {
         if (c->refresh)
             u->st.src[c->src].refresh_deferred += c->n;
         return 0;

@@ -13,8 +13,14 @@ seconds in a file; the test rewrites that file to step the clock by
   /metrics report stay real.
 - -1 h while a request is genuinely stuck (test-hooks build, header
   X-Test-Hang-Ms): the master still kills it as a timeout, on time.
+- The day's budget (youtube_daily_quota = 20, budget_burst_s = 0) with
+  the wall clock at Pacific noon, then stepped a day back and a day
+  forward ten times, batches of new ids asked at each: the YouTube fake
+  (its log, in real time) sees at most the pace's 10 calls of the real
+  day, never a second day's budget, and /status says what it counted.
 """
 import calendar
+import datetime
 import json
 import os
 import subprocess
@@ -25,12 +31,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 import harness  # noqa: E402
+import providers_fixture as pf  # noqa: E402
 
 SHIM_SRC = os.path.join(HERE, "clockshift.c")
 TIMEOUT_MS = 3000  # request_timeout_ms
 GRACE_MS = 500  # kill_grace_ms
 LONG_MS = 2000  # requests in flight across the +1 h step (within TIMEOUT_MS)
 STEP_S = 3600
+DAY_S = 86400
+QUOTA = 20  # youtube_daily_quota: at Pacific noon, with no burst, the pace allows 10
 
 
 def build_shim(d):
@@ -187,7 +196,77 @@ def _timed(env, headers):
     return st, time.monotonic() - t0
 
 
+def pacific_noon_offset():
+    """Seconds from now to noon of the current Pacific day (YouTube's)."""
+    import zoneinfo
+    now = datetime.datetime.now(zoneinfo.ZoneInfo("America/Los_Angeles"))
+    return int((now.replace(hour=12, minute=0, second=0, microsecond=0) - now).total_seconds())
+
+
+def test_budget_steps(r):
+    fake = pf.ApiFake("youtube", "--key", "AIzaSyClockStepKey", "--token", "x")
+    try:
+        with harness.Env(name="hostile-clock-budget") as env:
+            shim = build_shim(env.dir)
+            offset = os.path.join(env.dir, "clock-offset")
+            # A minute past noon: the pace's share stays 10 for the next 72 minutes.
+            noon = pacific_noon_offset() + 60
+            step(offset, noon)
+            key = os.path.join(env.dir, "youtube.key")
+            pf.write_secret(key, "AIzaSyClockStepKey")
+            fake.control(quota=10 ** 6, quota_used=0)
+            env.start_enrichd("workers = 2\nyt_source = youtube\nvm_source = off\n"
+                              "dm_source = off\nyoutube_url = http://127.0.0.1:%d/youtube/v3\n"
+                              "youtube_key_file = %s\nyoutube_daily_quota = %d\n"
+                              "budget_burst_s = 0\nbudget_file = %s\n"
+                              % (fake.port, key, QUOTA, os.path.join(env.dir, "budget")),
+                              env={"LD_PRELOAD": shim, "ENR_CLOCKSHIFT_FILE": offset})
+            env.start_nginx()
+            env.wait_workers(2)
+            t0 = time.time()
+            n = [0]
+
+            def ask(k):
+                """k batches of one new id each: a call each, if the budget allows."""
+                for _ in range(k):
+                    n[0] += 1
+                    st, _, _ = harness.post(env, [{"provider": "yt", "id": "Ck%09d" % n[0]}])
+                    r.check(st == 200, "a batch answered 200 (%d)" % st) if st != 200 else None
+
+            ask(QUOTA)  # at noon: the pace's 10, the rest deferred
+            first = len(fake.log())
+            for _ in range(10):
+                step(offset, noon - DAY_S)
+                time.sleep(0.1)  # every process reads the shim's file within 5 ms
+                ask(QUOTA // 2)
+                step(offset, noon + DAY_S)
+                time.sleep(0.1)
+                ask(QUOTA // 2)
+            step(offset, noon)
+            time.sleep(0.1)
+            calls = [e for e in fake.log() if e["path"].startswith("/youtube/v3/videos")
+                     and e["t"] >= t0 - 1]
+            spent = harness.get_json(env, "/status")["upstream"]["sources"]["youtube"]["budget"]
+            r.check(first <= QUOTA // 2 + 1,
+                    "at noon the pace allowed its share: %d calls of %d batches" % (first, QUOTA))
+            r.check(len(calls) <= QUOTA,
+                    "20 clock steps of a day either way in %.0f s of real time: %d calls, at most "
+                    "the day's %d (the pace's %d at noon)"
+                    % (time.time() - t0, len(calls), QUOTA, QUOTA // 2))
+            r.check(len(calls) == first,
+                    "no step gave a unit back: %d calls after the steps, %d before"
+                    % (len(calls), first))
+            r.check(spent.get("spent") == len(calls),
+                    "/status says what the provider counted: spent %s, %d calls"
+                    % (spent.get("spent"), len(calls)))
+            print("budget: %d batches, %d calls (the pace allowed %d at noon), /status spent %s"
+                  % (n[0], len(calls), QUOTA // 2, spent.get("spent")))
+    finally:
+        fake.close()
+
+
 if __name__ == "__main__":
     res = harness.Results()
     res.run(test_clock_steps)
+    res.run(test_budget_steps)
     res.done()

@@ -24,6 +24,14 @@
 
 #define H (3600 * INT64_C(1000))
 #define DAY (24 * H)
+#define BOOTED INT64_C(1780000000000) /* the wall time at which the tests' machine booted */
+
+/* Now on both clocks, the wall never stepped. */
+static enr_budget_now at(int64_t wall)
+{
+    enr_budget_now n = {wall, wall - BOOTED};
+    return n;
+}
 
 static void test_allowed(void)
 {
@@ -115,16 +123,16 @@ static int day_of_takes(const char *file)
     enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
     for (now = s; now < e; now += 60000) {
         uint64_t allowed = enr_budget_allowed(1440, 60, (uint64_t)(now - s), (uint64_t)(e - s));
-        while (spent <= 1440 && enr_budget_take(ENR_API_YOUTUBE, 1, 0, now))
+        while (spent <= 1440 && enr_budget_take(ENR_API_YOUTUBE, 1, 0, at(now)))
             spent++;             /* bounded: a budget that refused nothing would pass 1440 */
         bad |= spent != allowed; /* exactly the pace: no more, and nothing it allowed refused */
-        bad |= enr_budget_take(ENR_API_YOUTUBE, 1, 1, now); /* a refresh: none past it */
+        bad |= enr_budget_take(ENR_API_YOUTUBE, 1, 1, at(now)); /* a refresh: none past it */
     }
-    enr_budget_view(ENR_API_YOUTUBE, e - 1, &st);
+    enr_budget_view(ENR_API_YOUTUBE, at(e - 1), &st);
     bad |= spent != 1440 || st.v[ENR_BUDGET_ROW_spent] != 1440 || st.v[ENR_BUDGET_ROW_left] != 0;
     /* The next day starts from nothing. */
-    bad |= !enr_budget_take(ENR_API_YOUTUBE, 1, 0, e);
-    enr_budget_view(ENR_API_YOUTUBE, e, &st);
+    bad |= !enr_budget_take(ENR_API_YOUTUBE, 1, 0, at(e));
+    enr_budget_view(ENR_API_YOUTUBE, at(e), &st);
     bad |= st.v[ENR_BUDGET_ROW_spent] != 1;
     return bad ? 1 : 0;
 }
@@ -161,9 +169,9 @@ static int noon(const char *file, void *arg)
     enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
     t = s + 12 * H;
     for (unsigned i = 0; i < n; i++)
-        if (!enr_budget_take(ENR_API_YOUTUBE, 1, 0, t))
+        if (!enr_budget_take(ENR_API_YOUTUBE, 1, 0, at(t)))
             return 254;
-    enr_budget_view(ENR_API_YOUTUBE, t, &st);
+    enr_budget_view(ENR_API_YOUTUBE, at(t), &st);
     return (int)st.v[ENR_BUDGET_ROW_spent];
 }
 
@@ -181,16 +189,16 @@ static int refresh_reserve(const char *file, void *arg)
         return 10;
     enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
     t = s + 1000 * 1000; /* 1,000 s in: 1,000 units of pace */
-    while (got <= 2000 && enr_budget_take(ENR_API_YOUTUBE, 1, 1, t))
+    while (got <= 2000 && enr_budget_take(ENR_API_YOUTUBE, 1, 1, at(t)))
         got++;
     bad |= got != 1050; /* the pace and half the burst */
     got = 0;
-    while (got <= 2000 && enr_budget_take(ENR_API_YOUTUBE, 1, 0, t))
+    while (got <= 2000 && enr_budget_take(ENR_API_YOUTUBE, 1, 0, at(t)))
         got++;
     bad |= got != 50; /* new ids: the other half */
     {
         enr_budget_state st;
-        enr_budget_view(ENR_API_YOUTUBE, t, &st);
+        enr_budget_view(ENR_API_YOUTUBE, at(t), &st);
         bad |= st.v[ENR_BUDGET_ROW_deferred_refresh] != 1 || st.v[ENR_BUDGET_ROW_deferred_new] != 1;
     }
     return bad;
@@ -217,6 +225,190 @@ static void test_file_kept(const char *dir)
     T_CHECK(run_child(noon, f, &zero) == 120, "the next finds them spent (the file kept them)");
     n = 5;
     T_CHECK(run_child(noon, f, &n) == 125, "and adds to them");
+}
+
+/* ---- clock steps: the day in force (enr_budget_in_force, the page) ---- */
+
+#define NOON_JULY INT64_C(1782907200000) /* 2026-07-01 12:00 UTC, 05:00 Pacific */
+#define STEP_DAY DAY
+
+/* The real day of the clock tests: a summer Pacific day, [*s, *e). */
+static void real_day(int64_t *s, int64_t *e)
+{
+    enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, NOON_JULY, s, e);
+}
+
+/* Real time r, the wall stepped by off. */
+static enr_budget_now stepped(int64_t r, int64_t off)
+{
+    enr_budget_now n = {r + off, r - BOOTED};
+    return n;
+}
+
+static void test_in_force(void)
+{
+    enr_budget_calendar cal = {ENR_BUDGET_PACIFIC, 0, 0};
+    enr_budget_when w, w2;
+    int64_t s, e;
+    uint64_t rec, r2;
+
+    real_day(&s, &e);
+    rec = enr_budget_in_force(&cal, 0, stepped(s + 12 * H, 0), &w);
+    T_CHECK(w.start == s && w.end == e && w.elapsed == 12 * H && w.left_ms == 12 * H,
+            "no day yet: the wall's, its end on boottime");
+    T_CHECK(enr_budget_in_force(&cal, rec, stepped(s + 13 * H, 0), &w) == rec &&
+                w.elapsed == 13 * H,
+            "an hour on: the same record, an hour more elapsed");
+    r2 = enr_budget_in_force(&cal, rec, stepped(s + 13 * H, -STEP_DAY), &w);
+    T_CHECK(r2 == rec && w.start == s && w.elapsed == 13 * H,
+            "the wall a day back: the same day, the elapsed time real");
+    r2 = enr_budget_in_force(&cal, rec, stepped(s + 13 * H, STEP_DAY), &w);
+    T_CHECK(r2 == rec && w.start == s && w.elapsed == 13 * H,
+            "the wall a day ahead: the same day, not the next");
+    r2 = enr_budget_in_force(&cal, rec, stepped(s + 13 * H, 11 * H + 1), &w);
+    T_CHECK(r2 == rec && w.start == s, "the wall just past midnight, 11 h ahead: the same day");
+    r2 = enr_budget_in_force(&cal, rec, stepped(e - 30000, 40000), &w);
+    T_CHECK(r2 != rec && w.start == e,
+            "30 s before midnight, the wall 40 s ahead (within the tolerance): the next day");
+    r2 = enr_budget_in_force(&cal, rec, stepped(e - 120000, 120000), &w);
+    T_CHECK(r2 == rec && w.start == s, "2 min before, the wall 2 min ahead: not yet");
+    r2 = enr_budget_in_force(&cal, rec, stepped(e, -STEP_DAY), &w);
+    T_CHECK(w.start == e && w.elapsed == 0,
+            "real midnight, the wall a day back: the next day all the same (boottime)");
+    T_CHECK(enr_budget_in_force(&cal, r2, stepped(e + H, 0), &w2) == r2 && w2.start == e &&
+                w2.elapsed == H,
+            "and it goes on from there");
+    r2 = enr_budget_in_force(&cal, rec, stepped(e + 3 * DAY + H, 0), &w);
+    T_CHECK(w.end - w.start == DAY && w.start == e + 3 * DAY && w.elapsed == H,
+            "days nobody used are skipped");
+    /* A reboot: the end unknown (the page forgot it). */
+    r2 = rec & ~((UINT64_C(1) << 40) - 1);
+    T_CHECK(enr_budget_in_force(&cal, r2, (enr_budget_now){s + 14 * H, 5000}, &w) != r2 &&
+                w.start == s && w.left_ms == 10 * H && w.elapsed == 14 * H,
+            "after a reboot: the wall says how much is left");
+    enr_budget_in_force(&cal, r2, (enr_budget_now){s + 14 * H - STEP_DAY, 5000}, &w);
+    T_CHECK(w.start == s && w.left_ms == DAY,
+            "after a reboot with the wall a day back: the page's day, a day more at most");
+    enr_budget_in_force(&cal, r2, (enr_budget_now){s + 14 * H + STEP_DAY, 5000}, &w);
+    T_CHECK(w.start == e, "after a reboot with the wall a day ahead: only the wall to go by");
+}
+
+/* A child's budget of 20 units a day, no burst (the audit's). */
+static int open_20(const char *file)
+{
+    enr_config c;
+
+    config_for(&c, file, 20, 0);
+    return enr_budget_open(&c);
+}
+
+/* Every unit the pace lets through at now. */
+static unsigned take_all(enr_budget_now now)
+{
+    unsigned n = 0;
+
+    while (n < 1000 && enr_budget_take(ENR_API_YOUTUBE, 1, 0, now))
+        n++;
+    return n;
+}
+
+static uint64_t spent_at(enr_budget_now now)
+{
+    enr_budget_state st;
+
+    enr_budget_view(ENR_API_YOUTUBE, now, &st);
+    return (uint64_t)st.v[ENR_BUDGET_ROW_spent];
+}
+
+/* arg: the wall's steps, one per real hour from 01:00 to 23:00 Pacific,
+ * cycling; every unit the pace allows taken each time.  Exit 0 when the
+ * real day spent at most 20, exactly the pace at 23:00, and the view
+ * said the truth each time; then real midnight gives a new day. */
+static int steps_day(const char *file, void *arg)
+{
+    const int64_t *offs = arg;
+    int64_t s, e;
+    uint64_t total = 0;
+    int bad = 0, i = 0;
+
+    if (open_20(file) != 0)
+        return 10;
+    real_day(&s, &e);
+    for (int64_t r = s + H; r < e; r += H, i++) {
+        int64_t off = offs[1 + i % offs[0]];
+        total += take_all(stepped(r, off));
+        bad |= spent_at(stepped(r, off)) != total; /* /status's spent: the truth */
+        bad |= total > enr_budget_allowed(20, 0, (uint64_t)(r - s), DAY);
+    }
+    bad |= total != enr_budget_allowed(20, 0, 23 * H, DAY) ? 2 : 0;
+    /* Real midnight (the wall stepped back a day, as the cycle may leave
+     * it): a new day, its pace from nothing. */
+    bad |= spent_at(stepped(e + 1, -STEP_DAY)) != 0 ? 4 : 0;
+    bad |= take_all(stepped(e + 6 * H, -STEP_DAY)) != 5 ? 8 : 0;
+    bad |= spent_at(stepped(e + 6 * H, STEP_DAY)) != 5 ? 16 : 0;
+    return bad;
+}
+
+static void test_steps(const char *dir)
+{
+    static const int64_t back[] = {1, -STEP_DAY}, fwd[] = {1, STEP_DAY},
+                         both[] = {3, -STEP_DAY, 0, STEP_DAY},
+                         wild[] = {6, -2 * STEP_DAY, 7 * H, -3 * H, 30000, -30000, STEP_DAY - H};
+    char f[512];
+    int rc;
+
+    snprintf(f, sizeof f, "%s/back", dir);
+    T_CHECK((rc = run_child(steps_day, f, (void *)back)) == 0,
+            "the wall a day back all day: the pace and no more (%d)", rc);
+    snprintf(f, sizeof f, "%s/fwd", dir);
+    T_CHECK((rc = run_child(steps_day, f, (void *)fwd)) == 0,
+            "the wall a day ahead all day: the pace and no more (%d)", rc);
+    snprintf(f, sizeof f, "%s/both", dir);
+    T_CHECK((rc = run_child(steps_day, f, (void *)both)) == 0,
+            "the wall back and forth a day, 23 steps: at most 20 in the real day (%d)", rc);
+    snprintf(f, sizeof f, "%s/wild", dir);
+    T_CHECK((rc = run_child(steps_day, f, (void *)wild)) == 0,
+            "steps of days, hours and seconds either way: the same (%d)", rc);
+}
+
+/* arg: the phase: 0 spends at noon as boot A, 1 as boot B after a
+ * reboot at 13:00, 2 as boot B at 14:00 with the wall a day back, 3 as
+ * boot B the next real day.  Each takes every unit the pace allows.
+ * Exit: 20 x what the take got + what the view then says is spent
+ * (at most 20). */
+static int reboot_phase(const char *file, void *arg)
+{
+    static const int64_t wall[] = {12 * H, 13 * H, 14 * H - STEP_DAY, DAY + 12 * H};
+    static const int64_t boot[] = {12 * H, 5 * 60000, 65 * 60000, 23 * H + 5 * 60000};
+    int phase = *(int *)arg;
+    int64_t s, e;
+    enr_budget_now n;
+    unsigned got;
+
+    enr_budget_boot_id(phase == 0 ? "boot-A" : "boot-B");
+    if (open_20(file) != 0)
+        return 250;
+    real_day(&s, &e);
+    n.wall_ms = s + wall[phase];
+    n.boot_ms = boot[phase];
+    got = take_all(n);
+    return (int)(20 * got + spent_at(n));
+}
+
+static void test_reboot(const char *dir)
+{
+    char f[512];
+    int p0 = 0, p1 = 1, p2 = 2, p3 = 3, rc;
+
+    snprintf(f, sizeof f, "%s/reboot", dir);
+    T_CHECK((rc = run_child(reboot_phase, f, &p0)) == 20 * 10 + 10, "boot A spends 10 by noon (%d)",
+            rc);
+    T_CHECK((rc = run_child(reboot_phase, f, &p1)) == 10,
+            "after a reboot: the 10 still spent, none more by 13:00 (%d)", rc);
+    T_CHECK((rc = run_child(reboot_phase, f, &p2)) == 20 * 1 + 11,
+            "at 14:00 with the wall a day back: 10 kept and the pace's one more (%d)", rc);
+    T_CHECK((rc = run_child(reboot_phase, f, &p3)) == 20 * 10 + 10,
+            "the next real day: a new day, its pace (%d)", rc);
 }
 
 static void corrupt(const char *f, off_t at, const char *bytes, size_t n, off_t size)
@@ -277,6 +469,9 @@ int main(void)
     test_day_of_takes(dir);
     test_file_kept(dir);
     test_file_refused(dir);
+    test_in_force();
+    test_steps(dir);
+    test_reboot(dir);
     {
         char cmd[64];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -521,8 +521,8 @@ static void test_cleartext_secrets(void)
         "yt_source = youtube\nyoutube_key_file = /k\nyoutube_url = http://localhost:9/v3\n",
         "vm_source = vimeo\nvimeo_token_file = /t\nvimeo_url = http://[::1]:9/\n",
         "vm_source = vimeo\nvimeo_token_file = /t\nvimeo_url = https://10.1.2.3/\n",
-        "upstream_url = https://10.20.30.40/v1\nupstream_secret_file = /s\n"
-        "upstream_secret_header = X-Api-Key\n",
+        ("upstream_url = https://10.20.30.40/v1\nupstream_secret_file = /s\n"
+         "upstream_secret_header = X-Api-Key\n"),
         /* no source sends it: never read, never sent */
         "yt_source = off\nyoutube_key_file = /k\nyoutube_url = http://192.0.2.1:9/v3\n",
         /* no secret: nothing to leak */
