@@ -47,8 +47,8 @@
  *     so a crash while making one leaves a file that is refused, not
  *     half-read.  A value in a valid page can at worst hold back its
  *     own day's calls: every value is bounded by its 40 bits, and a day's
- *     recorded end further than two days ahead is not believed (a day
- *     entered from a forged key lasts at most a day more);
+ *     recorded end further than two days ahead is not believed, so a
+ *     forged day in force lasts at most two days before the next;
  *   - the day records sit at the end of the file, where a file of an
  *     earlier build holds zeros: read as no day entered yet, an unknown
  *     boot, so an upgrade keeps the day's figures.
