@@ -21,7 +21,9 @@ them), at most --max-buffer-bytes held per direction of a connection
 the proxy exits by itself after --max-seconds, when the process that
 started it dies, or on SIGTERM/SIGINT.  It listens on 127.0.0.1 and, with
 the same port, on ::1 when it can (a client resolving "localhost" may try
-::1 first); it only ever connects to --target, which must be loopback.
+::1 first); it only ever connects to --target, which must be loopback
+(or in 198.18.0.0/15, the test fleet's namespaces: tests/fleet/netns.py,
+where a host's loopback relay reaches the fleet's provider).
 
 Usage: delay_proxy.py --target HOST:PORT [--target ...] --rtt-ms MS [--port P]
                       [--ready-file F] [--max-connections N] ...
@@ -222,8 +224,10 @@ def main():
     for t in a.target:
         host, _, tport = t.rpartition(":")
         host = host.strip("[]")
-        if not ipaddress.ip_address(host).is_loopback:
-            sys.exit("delay_proxy: the target must be a loopback address, not %s" % host)
+        ip = ipaddress.ip_address(host)
+        if not (ip.is_loopback or ip in ipaddress.ip_network("198.18.0.0/15")):
+            sys.exit("delay_proxy: the target must be a loopback address (or the test "
+                     "fleet's 198.18.0.0/15), not %s" % host)
         a.targets.append((host, int(tport)))
     if a.rtt_ms < 0:
         sys.exit("delay_proxy: --rtt-ms must be >= 0")

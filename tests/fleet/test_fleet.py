@@ -767,10 +767,22 @@ def test_budget_share(r, fleet):
     start_provider(fleet, YT_PORT, os.path.join(ROOT, "tests", "fake_providers.py"),
                    "--api", "youtube", "--key", key)
     provider_req(fleet, YT_PORT, "/_control", {"quota": SHARE * len(HOSTS)})
-    reload_hosts(fleet, "yt_source = youtube\nyoutube_url = http://%s:%d/youtube/v3\n"
+    # The key goes only over https:// or to loopback (-t refuses it in
+    # clear to another host): each host reaches the provider through a
+    # relay on its own loopback, as a host's TLS-originating proxy would.
+    for h in HOSTS:
+        ready = os.path.join(fleet.host_dir(h), "relay-%d.json" % YT_PORT)
+        p = subprocess.Popen(fleet.net.argv(h, sys.executable, os.path.join(ROOT, "tests", "delay_proxy.py"),
+                                            "--target", "%s:%d" % (fleet.prov_addr, YT_PORT),
+                                            "--rtt-ms", "0", "--port", str(YT_PORT),
+                                            "--ready-file", ready),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+        fleet.procs.append(p)
+        harness.wait_for(lambda: os.path.exists(ready), 10, what="%s's relay" % h)
+    reload_hosts(fleet, "yt_source = youtube\nyoutube_url = http://127.0.0.1:%d/youtube/v3\n"
                  "youtube_key_file = %s\nyoutube_daily_quota = %d\nbudget_burst_s = 86400\n"
-                 "vm_source = off\ndm_source = off\n"
-                 % (fleet.prov_addr, YT_PORT, key_file, SHARE))
+                 "vm_source = off\ndm_source = off\n" % (YT_PORT, key_file, SHARE))
     batches = [[{"provider": "yt", "id": "FleetBudget%02dx%02d" % (b, i), "title": "t"}
                 for i in range(20)] for b in range(BUDGET_BATCHES)]
     res = post_batches(fleet, "budget", batches)
