@@ -2,7 +2,8 @@
 #
 # Layout: src/LAYER/*.c is the library (build/libenrichd.a) that every
 # program links (docs/architecture.md names the layers); src/cmd/NAME.c is the main of build/NAME; tests/unit/test_*.c
-# are unit tests (build/tests/); tests/fuzz/fuzz_*.c libFuzzer targets.
+# are unit tests and tests/integration/test_*.c the C suites that fork or
+# open sockets (both build/tests/); tests/fuzz/fuzz_*.c libFuzzer targets.
 # SAN=1 builds the same tree with ASan+UBSan into build-san/.
 
 # The release version: the only place it is written.  `enrichd -V`, the
@@ -57,8 +58,11 @@ LIBSRC  := $(filter-out src/cmd/%,$(wildcard src/*/*.c))
 LIBOBJ  := $(LIBSRC:src/%.c=$(B)/obj/%.o)
 CMDSRC  := $(wildcard src/cmd/*.c)
 CMDS    := $(CMDSRC:src/cmd/%.c=$(B)/%)
-TSTSRC  := $(wildcard tests/unit/test_*.c)
-TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
+# The C suites: tests/unit's are pure (no fork, no socket: make check's
+# loop), tests/integration's fork or talk over sockets; all build into
+# $(B)/tests/, with tests/unit's helpers (t.h and the t_*.h fixtures).
+TSTSRC  := $(wildcard tests/unit/test_*.c tests/integration/test_*.c)
+TSTS    := $(addprefix $(B)/tests/,$(basename $(notdir $(TSTSRC))))
 LIB     := $(B)/libenrichd.a
 
 .PHONY: all check test hooks valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
@@ -78,11 +82,15 @@ $(B)/tests/%.o: tests/unit/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALLCF) $(TEST_ICU_CF) -Itests/unit -c -o $@ $<
 
+$(B)/tests/%.o: tests/integration/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALLCF) $(TEST_ICU_CF) -Itests/unit -c -o $@ $<
+
 # The programs' objects are kept: made through a pattern, make would delete
 # them after linking, and the next make (which then knows them from their
 # .d files) would compile them again, two makes at once writing the same
 # object while the other links it.
-.SECONDARY: $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.o) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.o)
+.SECONDARY: $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.o) $(TSTS:%=%.o)
 
 $(LIB): $(LIBOBJ)
 	@rm -f $@
