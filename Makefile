@@ -59,10 +59,17 @@ LIBOBJ  := $(LIBSRC:src/%.c=$(B)/obj/%.o)
 CMDSRC  := $(wildcard src/cmd/*.c)
 CMDS    := $(CMDSRC:src/cmd/%.c=$(B)/%)
 # The C suites: tests/unit's are pure (no fork, no socket: make check's
-# loop), tests/integration's fork or talk over sockets; all build into
-# $(B)/tests/, with tests/unit's helpers (t.h and the t_*.h fixtures).
-TSTSRC  := $(wildcard tests/unit/test_*.c tests/integration/test_*.c)
-TSTS    := $(addprefix $(B)/tests/,$(basename $(notdir $(TSTSRC))))
+# loop), tests/integration's fork or talk over sockets.  Each builds into
+# $(B)/tests/NAME, its object under its folder's name ($(B)/tests/unit/,
+# $(B)/tests/integration/), with tests/unit's helpers (t.h and the t_*.h
+# fixtures).
+UNITSRC := $(wildcard tests/unit/test_*.c)
+ITSRC   := $(wildcard tests/integration/test_*.c)
+TSTSRC  := $(UNITSRC) $(ITSRC)
+TSTOBJ  := $(TSTSRC:tests/%.c=$(B)/tests/%.o)
+UNITS   := $(UNITSRC:tests/unit/%.c=$(B)/tests/%)
+ITS     := $(ITSRC:tests/integration/%.c=$(B)/tests/%)
+TSTS    := $(UNITS) $(ITS)
 LIB     := $(B)/libenrichd.a
 
 .PHONY: all check test hooks valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
@@ -78,11 +85,7 @@ $(B)/cmd/%.o: src/cmd/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALLCF) -c -o $@ $<
 
-$(B)/tests/%.o: tests/unit/%.c
-	@mkdir -p $(@D)
-	$(CC) $(ALLCF) $(TEST_ICU_CF) -Itests/unit -c -o $@ $<
-
-$(B)/tests/%.o: tests/integration/%.c
+$(TSTOBJ): $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALLCF) $(TEST_ICU_CF) -Itests/unit -c -o $@ $<
 
@@ -90,7 +93,7 @@ $(B)/tests/%.o: tests/integration/%.c
 # them after linking, and the next make (which then knows them from their
 # .d files) would compile them again, two makes at once writing the same
 # object while the other links it.
-.SECONDARY: $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.o) $(TSTS:%=%.o)
+.SECONDARY: $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.o) $(TSTOBJ)
 
 $(LIB): $(LIBOBJ)
 	@rm -f $@
@@ -112,7 +115,10 @@ $(B)/enrich: $(B)/cmd/enrich.o $(LIB)
 $(B)/bench-activate: $(B)/cmd/bench-activate.o
 	$(CC) $(ALLLD) $(if $(SANFL),,-static) -o $@ $<
 
-$(B)/tests/%: $(B)/tests/%.o $(LIB)
+$(UNITS): $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
+	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS) $(TEST_ICU_LIBS)
+
+$(ITS): $(B)/tests/%: $(B)/tests/integration/%.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS) $(TEST_ICU_LIBS)
 
 # Installs the Debian packages the build, the tests and `make run` need
@@ -362,4 +368,4 @@ system-root:
 	@scripts/deps.sh system
 	@tests/system/run.sh --root-only
 
--include $(LIBOBJ:.o=.d) $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.d) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.d)
+-include $(LIBOBJ:.o=.d) $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.d) $(TSTOBJ:.o=.d)
