@@ -73,7 +73,7 @@ TSTS    := $(UNITS) $(ITS)
 LIB     := $(B)/libenrichd.a
 
 .PHONY: all check test hooks valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
-	programs man install uninstall deb system-test fleet-test bench-upstream soak bench-cold system-root
+	programs man install uninstall deb system-test fleet-test bench-upstream soak bench-cold system-root bench-goals
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -204,6 +204,14 @@ bench: all
 
 bench-engine: all
 	@scripts/bench-engine.sh $(B)
+
+# The test suites' time goals (p50s, rates, how soon): each suite that has
+# them run one at a time, every goal printed as value/bound and against the
+# last run's (scripts/bench-goals.py; docs/testing.md).  The tests count
+# only their checks: a goal missed fails no test.
+bench-goals:
+	@$(MAKE) --no-print-directory all hooks
+	@python3 scripts/bench-goals.py --build $(B)
 
 bench-syscalls: all
 	@python3 scripts/bench-syscalls.py --build $(B)

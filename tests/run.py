@@ -11,19 +11,17 @@ and exits non-zero on any failure.
 
 Suites run side by side (-j, sized to the machine by default): each has
 its own directory, sockets and ports, and most of their time is spent
-waiting for the daemon.  A suite that measures time or load, or needs the
-machine to itself, says so in a comment line of its own that starts
-"# run alone:" (a unit test's source: " * run alone:" or "/* run alone:"),
-followed by why; those run afterwards, one at a time,
-with nothing else running.  A suite that measures what a process holds in
+waiting for the daemon.  A suite that needs the machine to itself (a load
+it makes, a resource it takes whole; never a time bar: docs/testing.md)
+says so in a comment line of its own that starts "# run alone:" (a C
+suite's source: " * run alone:" or "/* run alone:"), followed by why;
+those run afterwards, one at a time, with nothing else running.  A suite that measures what a process holds in
 memory says "# plain build only:" and why: on a sanitizer build (the
 sanitizer's allocator keeps freed memory in quarantine, its shadow
 mappings fill every core) it is listed as skipped, with that reason, and
-counts nothing.  A suite that runs alone for its timing goals, and
-judges them on the plain build only, says "# sanitizer build: side by
-side:" and why: on a sanitizer build it runs with the others (its
-functional checks hold under load; the sanitizer's slowdown says nothing
-of the product's times).  Each suite's line (its name, counts and time,
+counts nothing.  A suite that runs alone on the plain build but
+not on a sanitizer build says "# sanitizer build: side by side:" and why:
+there it runs with the others.  Each suite's line (its name, counts and time,
 and the tail of its output when it failed) prints as it finishes; the
 failed ones are named again in a fixed order at the end.  The vectors
 and Unicode sweeps (they time nothing) start with the others, and when
