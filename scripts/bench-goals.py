@@ -42,7 +42,9 @@ def suites(build, only):
             name = os.path.basename(src)[:-2]
             if HAS_GOAL.search(open(src, encoding="utf-8").read()):
                 out.append((kind + "/" + name, [os.path.join(build, "tests", name)]))
-    for kind in ("integration", "hostile"):
+    # The fleet's (root, network namespaces, ~150 s) too: its capacity by
+    # host count is the throughput step of docs/fleet.md.
+    for kind in ("integration", "hostile", "fleet"):
         for src in sorted(glob.glob(os.path.join(ROOT, "tests", kind, "test_*.py"))):
             if HAS_GOAL.search(open(src, encoding="utf-8").read()):
                 out.append((kind + "/" + os.path.basename(src), [sys.executable, src]))
