@@ -250,7 +250,7 @@ format:
 	clang-format -i $(FORMATTED)
 
 format-check:
-	clang-format --dry-run --Werror $(FORMATTED)
+	@clang-format --dry-run --Werror $(FORMATTED)
 
 # The style rules a machine can check: formatting first (format-check),
 # then cppcheck, the include layers, references, the size rule

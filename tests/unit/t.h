@@ -49,7 +49,7 @@ static inline int t_funcs_failed(void)
  * with its value against its bound, and never counted (make bench-goals
  * reads the line, as it reads the Python suites' Results.goal). */
 #define T_GOAL(value, bound, what)                                                                 \
-    printf("goal %s: %s [value=%g bound=%g]\n", (value) <= (bound) ? "met" : "missed", what,      \
+    printf("goal %s: %s [value=%g bound=%g]\n", (value) <= (bound) ? "met" : "missed", what,       \
            (double)(value), (double)(bound))
 
 /* A check counted for the test func (a helper passes its caller's
