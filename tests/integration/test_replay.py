@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from harness import free_port, is_sanitized
+from harness import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("ENR_BUILD", "build")
@@ -97,7 +97,6 @@ S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 '''
 
 passed = failed = 0
-SANITIZED = is_sanitized(BUILD)
 
 
 def check(cond, what):
