@@ -2,7 +2,8 @@
 #
 # Layout: src/LAYER/*.c is the library (build/libenrichd.a) that every
 # program links (docs/architecture.md names the layers); src/cmd/NAME.c is the main of build/NAME; tests/unit/test_*.c
-# are unit tests (build/tests/); tests/fuzz/fuzz_*.c libFuzzer targets.
+# are unit tests and tests/integration/test_*.c the C suites that fork or
+# open sockets (both build/tests/); tests/fuzz/fuzz_*.c libFuzzer targets.
 # SAN=1 builds the same tree with ASan+UBSan into build-san/.
 
 # The release version: the only place it is written.  `enrichd -V`, the
@@ -57,12 +58,22 @@ LIBSRC  := $(filter-out src/cmd/%,$(wildcard src/*/*.c))
 LIBOBJ  := $(LIBSRC:src/%.c=$(B)/obj/%.o)
 CMDSRC  := $(wildcard src/cmd/*.c)
 CMDS    := $(CMDSRC:src/cmd/%.c=$(B)/%)
-TSTSRC  := $(wildcard tests/unit/test_*.c)
-TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
+# The C suites: tests/unit's are pure (no fork, no socket: make check's
+# loop), tests/integration's fork or talk over sockets.  Each builds into
+# $(B)/tests/NAME, its object under its folder's name ($(B)/tests/unit/,
+# $(B)/tests/integration/), with tests/unit's helpers (t.h and the t_*.h
+# fixtures).
+UNITSRC := $(wildcard tests/unit/test_*.c)
+ITSRC   := $(wildcard tests/integration/test_*.c)
+TSTSRC  := $(UNITSRC) $(ITSRC)
+TSTOBJ  := $(TSTSRC:tests/%.c=$(B)/tests/%.o)
+UNITS   := $(UNITSRC:tests/unit/%.c=$(B)/tests/%)
+ITS     := $(ITSRC:tests/integration/%.c=$(B)/tests/%)
+TSTS    := $(UNITS) $(ITS)
 LIB     := $(B)/libenrichd.a
 
 .PHONY: all check test hooks valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
-	programs man install uninstall deb system-test fleet-test bench-upstream soak bench-cold system-root
+	programs man install uninstall deb system-test fleet-test bench-upstream soak bench-cold system-root bench-goals
 
 all: $(LIB) $(CMDS) $(TSTS)
 
@@ -74,7 +85,7 @@ $(B)/cmd/%.o: src/cmd/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALLCF) -c -o $@ $<
 
-$(B)/tests/%.o: tests/unit/%.c
+$(TSTOBJ): $(B)/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
 	$(CC) $(ALLCF) $(TEST_ICU_CF) -Itests/unit -c -o $@ $<
 
@@ -82,7 +93,7 @@ $(B)/tests/%.o: tests/unit/%.c
 # them after linking, and the next make (which then knows them from their
 # .d files) would compile them again, two makes at once writing the same
 # object while the other links it.
-.SECONDARY: $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.o) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.o)
+.SECONDARY: $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.o) $(TSTOBJ)
 
 $(LIB): $(LIBOBJ)
 	@rm -f $@
@@ -104,7 +115,10 @@ $(B)/enrich: $(B)/cmd/enrich.o $(LIB)
 $(B)/bench-activate: $(B)/cmd/bench-activate.o
 	$(CC) $(ALLLD) $(if $(SANFL),,-static) -o $@ $<
 
-$(B)/tests/%: $(B)/tests/%.o $(LIB)
+$(UNITS): $(B)/tests/%: $(B)/tests/unit/%.o $(LIB)
+	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS) $(TEST_ICU_LIBS)
+
+$(ITS): $(B)/tests/%: $(B)/tests/integration/%.o $(LIB)
 	$(CC) $(ALLLD) -o $@ $< $(LIB) $(LDLIBS) $(TEST_ICU_LIBS)
 
 # Installs the Debian packages the build, the tests and `make run` need
@@ -191,6 +205,14 @@ bench: all
 bench-engine: all
 	@scripts/bench-engine.sh $(B)
 
+# The test suites' time goals (p50s, rates, how soon): each suite that has
+# them run one at a time, every goal printed as value/bound and against the
+# last run's (scripts/bench-goals.py; docs/testing.md).  The tests count
+# only their checks: a goal missed fails no test.
+bench-goals:
+	@$(MAKE) --no-print-directory all hooks
+	@python3 scripts/bench-goals.py --build $(B)
+
 bench-syscalls: all
 	@python3 scripts/bench-syscalls.py --build $(B)
 
@@ -221,14 +243,19 @@ difftest: all
 	@test -n "$(INCUMBENT)" || { echo "usage: make difftest INCUMBENT=DIR (DIR: a checkout of the old Node worker, with its server-raw.mjs)"; exit 2; }
 	@scripts/difftest.sh --incumbent "$(INCUMBENT)"
 
-FORMATTED := src/*/*.c src/*/*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c
+# Every C file of the tree but the generated tables (clang-format keeps
+# their rows as written: scripts/gen-unicode-tables.py's layout).
+FORMATTED := $(wildcard src/*/*.[ch] tests/*/*.[ch])
 format:
 	clang-format -i $(FORMATTED)
 
 format-check:
-	clang-format --dry-run --Werror $(FORMATTED)
+	@clang-format --dry-run --Werror $(FORMATTED)
 
-lint:
+# The style rules a machine can check: formatting first (format-check),
+# then cppcheck, the include layers, references, the size rule
+# (check-size.py, its self-test first) and pyflakes.
+lint: format-check
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 		--std=c11 --inline-suppr -Isrc -D__GNUC__ -DENR_VERSION='"$(VERSION)"' --suppress=missingIncludeSystem src src/cmd
 	@python3 scripts/incgraph.py --self-test
@@ -349,4 +376,4 @@ system-root:
 	@scripts/deps.sh system
 	@tests/system/run.sh --root-only
 
--include $(LIBOBJ:.o=.d) $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.d) $(TSTSRC:tests/unit/%.c=$(B)/tests/%.d)
+-include $(LIBOBJ:.o=.d) $(CMDSRC:src/cmd/%.c=$(B)/cmd/%.d) $(TSTOBJ:.o=.d)

@@ -1,15 +1,27 @@
 #!/usr/bin/env python3
-"""The size rule, checked: no file under src/, tests/ or scripts/ (C,
-headers, Python, shell) over MAX_FILE lines and no function over
-MAX_FUNC lines.  A C function is the body between a column-0 `{` and
-its column-0 `}` (clang-format puts a function's braces there and
-nothing else's); a Python function is ast's lineno..end_lineno.
+"""The size rule, checked: no file under src/, tests/, scripts/ or .ci/
+(C, headers, Python, shell) over MAX_FILE lines and no function over
+MAX_FUNC lines.  Each function's length is the lines between its
+opening and closing brace (a Python one's, its def to its last line):
+
+- C: every brace pair at file scope that follows a signature (text
+  ending in ')'), found by matching braces with comments, strings,
+  character constants and preprocessor lines blanked, so a body whose
+  brace sits on the signature line (the unformatted hostile helpers)
+  counts as much as a clang-formatted one;
+- Python: ast's lineno..end_lineno of every def, nested ones included,
+  in .py files, #! scripts and the heredocs a shell script feeds to
+  python (`python3 - <<'PY'`), at their line in the shell file;
+- shell: `name() {` (or `function name {`) to the `}` at its
+  indentation.
+
 Prints one line per breach (file, function, length) and exits 1 when
 there is one.
 
     python3 scripts/check-size.py [ROOT]
     python3 scripts/check-size.py --self-test   (make lint: the check
-        must see a planted long function and a planted long file)
+        must see each kind of planted long function and a long file,
+        and pass the same at the limit)
 """
 import ast
 import os
@@ -18,7 +30,7 @@ import sys
 
 MAX_FILE = 900
 MAX_FUNC = 100
-DIRS = ("src/", "tests/", "scripts/")
+DIRS = ("src/", "tests/", "scripts/", ".ci/")
 C_EXT = (".c", ".h", ".inc")
 PY_EXT = (".py",)
 SH_EXT = (".sh",)
@@ -71,22 +83,117 @@ def kind(root, path):
     return None
 
 
+def c_blank(text):
+    """text with its comments, string and character literals and
+    preprocessor lines replaced by spaces (newlines kept, so offsets and
+    line numbers stay): what is left has only the code's own braces."""
+    out = list(text)
+    i, n = 0, len(text)
+    at_line_start = True
+    while i < n:
+        c = text[i]
+        if at_line_start and c == "#" or (at_line_start and c in " \t" and
+                                            text[i:].lstrip(" \t").startswith("#")):
+            j = i
+            while j < n and (text[j] != "\n" or text[j - 1] == "\\"):
+                j += 1
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+            continue
+        at_line_start = c == "\n"
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+        else:
+            i += 1
+            continue
+        for k in range(i, j):
+            if out[k] != "\n":
+                out[k] = " "
+        i = j
+    return "".join(out)
+
+
 def c_functions(lines):
-    """(name, first line, body length) of each column-0 brace pair; the
-    name is the first identifier before a '(' in the signature above."""
+    """(name, line of its opening brace, body length) of each function:
+    a brace pair at file scope whose text before it (from the last ';'
+    or '}' at file scope) ends in ')' - a signature, not an initializer
+    or a struct.  The name is the first identifier before a '('."""
+    code = c_blank("\n".join(lines))
     out = []
-    start = None
+    depth, since, start = 0, 0, None
+    for i, c in enumerate(code):
+        if c == "{":
+            if depth == 0:
+                head = code[since:i]
+                start = (head, i) if head.rstrip().endswith(")") else None
+            depth += 1
+        elif c == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                if start is not None:
+                    head, at = start
+                    m = CALLEE.search(" ".join(head.split()))
+                    first = code.count("\n", 0, at)
+                    last = first + code.count("\n", at, i)
+                    out.append((m.group(1) if m else "?", first + 1, last - first - 1))
+                start, since = None, i + 1
+        elif c == ";" and depth == 0:
+            since = i + 1
+    return out
+
+
+SH_FUNC = re.compile(r"^([ \t]*)(?:function[ \t]+)?([A-Za-z_][\w:-]*)[ \t]*(\(\))?[ \t]*(\{)?[ \t]*(#.*)?$")
+HEREDOC_PY = re.compile(r"\bpython3?\b[^<|;&]*<<-?[ \t]*(['\"]?)(\w+)\1")
+
+
+def sh_functions(lines):
+    """(name, first line, body length) of each shell function: from its
+    `name() {` line to the first `}` at its indentation after it (how
+    every script here closes one); a one-line function has no body."""
+    out = []
     for i, line in enumerate(lines):
-        if line.startswith("{"):
-            start = i
-        elif line.startswith("}") and start is not None:
-            sig = start - 1  # a signature may wrap: back to its column-0 line
-            while sig > 0 and lines[sig][:1] in (" ", "\t"):
-                sig -= 1
-            m = CALLEE.search(" ".join(lines[max(sig, 0):start]))
-            name = m.group(1) if m else "?"
-            out.append((name, start + 1, i - start - 1))
-            start = None
+        m = SH_FUNC.match(line)
+        if not m or not (m.group(3) or line.lstrip().startswith("function")):
+            continue
+        brace = i if m.group(4) else i + 1 if i + 1 < len(lines) and lines[i + 1].strip() == "{" else None
+        if brace is None:
+            continue
+        close = re.compile(r"^" + re.escape(m.group(1)) + r"\}(?:[ \t;|&<>)#]|$)")
+        for j in range(brace + 1, len(lines)):
+            if close.match(lines[j]):
+                out.append((m.group(2), brace + 1, j - brace - 1))
+                break
+    return out
+
+
+def sh_heredoc_python(lines, path):
+    """(name, line, length) of each def in the Python a shell script
+    feeds to python through a heredoc, at its line in the script."""
+    out = []
+    i = 0
+    while i < len(lines):
+        m = HEREDOC_PY.search(lines[i])
+        i += 1
+        if not m:
+            continue
+        body = []
+        first = i
+        while i < len(lines) and lines[i].strip() != m.group(2):
+            body.append(lines[i])
+            i += 1
+        for name, line, length in py_functions("\n".join(body) + "\n", path):
+            out.append((name, first + line, length))
     return out
 
 
@@ -112,7 +219,8 @@ def breaches(root, files):
         if n > MAX_FILE:
             out.append("%s: %d lines (max %d)" % (path, n, MAX_FILE))
         funcs = (c_functions(lines) if k == "c" else
-                 py_functions(text, path) if k == "py" else [])
+                 py_functions(text, path) if k == "py" else
+                 sh_functions(lines) + sh_heredoc_python(lines, path))
         for name, line, length in funcs:
             if length > MAX_FUNC:
                 out.append("%s:%d: function %s is %d lines (max %d)"
@@ -121,36 +229,56 @@ def breaches(root, files):
 
 
 def self_test():
-    """A planted long C function (its signature wrapped), long Python
-    method and long shell script must each be named with its length; the
-    same files at the limit must pass."""
+    """Each kind of planted long function must be named with its length:
+    a C one with its signature wrapped, a C one with its brace on the
+    signature line (and braces in its strings and comments), a Python
+    method, a shell function, a def in a shell heredoc; and a long shell
+    script.  The same files at the limit must pass."""
     import tempfile
 
     def c_func(n):
         return "static int\nf(int a,\n  int b)\n{\n" + "    a++;\n" * n + "}\n"
+
+    def c_brace(n):
+        body = ["    const char *s = \"}\";", "    /* } */", "    if (a) {", "        a = '}';", "    }"]
+        body += ["    a++;"] * (n - len(body))
+        return ("struct p { int x; };\nstatic const int t[] = {1, 2};\n"
+                "int h(int a) {\n" + "\n".join(body) + "\n}\n")
 
     def py_func(n):
         return "class K:\n    def g(self):\n" + "        x = 1\n" * (n - 1)
 
     def sh_file(n):
         return "#!/bin/sh\n" + "true\n" * (n - 1)
+
+    def sh_func(n):
+        return ("#!/bin/sh\nquick() { true; }\nseed() {\n    if true; then\n        echo \"}\"\n    fi\n"
+                + "    true\n" * (n - 3) + "}\n")
+
+    def sh_heredoc(n):
+        return ("#!/bin/sh\nexec python3 - \"$1\" <<'PY'\nimport sys\n\n\ndef hd():\n"
+                + "    x = 1\n" * (n - 1) + "PY\n")
     # Joined, not written as paths: check-refs.py reads this file's text.
-    names = {os.path.join("src", "a.c"): c_func, os.path.join("tests", "b.py"): py_func,
-             os.path.join("scripts", "run"): sh_file}
-    sizes = {c_func: MAX_FUNC, py_func: MAX_FUNC, sh_file: MAX_FILE}
+    plants = [(os.path.join("src", "a.c"), c_func, MAX_FUNC, "function f is %d"),
+              (os.path.join("tests", "hostile", "b.c"), c_brace, MAX_FUNC, "function h is %d"),
+              (os.path.join("tests", "c.py"), py_func, MAX_FUNC, "function g is %d"),
+              (os.path.join("scripts", "run"), sh_file, MAX_FILE, "run: %d lines"),
+              (os.path.join("scripts", "d.sh"), sh_func, MAX_FUNC, "function seed is %d"),
+              (os.path.join("scripts", "e.sh"), sh_heredoc, MAX_FUNC, "function hd is %d")]
     with tempfile.TemporaryDirectory() as d:
         def plant(extra):
-            for rel, make in names.items():
+            for rel, make, size, _ in plants:
                 os.makedirs(os.path.join(d, os.path.dirname(rel)), exist_ok=True)
                 with open(os.path.join(d, rel), "w") as fh:
-                    fh.write(make(sizes[make] + extra))
-            return breaches(d, sorted(names))
+                    fh.write(make(size + extra))
+            return breaches(d, sorted(p[0] for p in plants))
         bad = plant(1)
         good = plant(0)
-    want = ["function f is %d" % (MAX_FUNC + 1), "function g is %d" % (MAX_FUNC + 1),
-            "%s: %d lines" % (os.path.join("scripts", "run"), MAX_FILE + 1)]
-    if good or len(bad) != len(want) or not all(any(w in b for b in bad) for w in want):
-        print("self-test failed: planted breaches seen %s, at the limit %s" % (bad, good))
+    want = [w % (size + 1) for _, _, size, w in plants]
+    missed = [w for w in want if not any(w in b for b in bad)]
+    if good or len(bad) != len(want) or missed:
+        print("self-test failed: planted breaches seen %s, missed %s, at the limit %s"
+              % (bad, missed, good))
         return 1
     return 0
 

@@ -108,7 +108,7 @@ seed() { # seed CORPUS NAME TEXT: one seed file, written once
     [ -e "$1/seed-$2" ] || printf '%b' "$3" > "$1/seed-$2"
 }
 
-seed_corpus() {
+seeds_engine() { # CORPUS TARGET: the engine's readers: the batch, number text, the wide scanners
     corpus=$1
     case $2 in
     engine | fast)
@@ -119,6 +119,17 @@ seed_corpus() {
             printf '%s' "$s" > "$corpus/seed-$(printf '%s' "$s" | od -An -tx1 | tr -d ' \n')"
         done
         ;;
+    scan)
+        cp -n "$ROOT"/tests/vectors/*.in.json "$corpus"/ 2>/dev/null || true
+        seed "$corpus" mixed 'abc\\"def\001ghi\303\251\342\202\254 0123456789abcdef\\u00e9\\uZZ12\\n0123456789abcdef"\\\\x\\q\\'
+        seed "$corpus" uesc '\\u30cb\\u30e5\\u30fc\\u30b9 0123456789abcdef0123456789abcdef0123456789abcdef0123\\u00e9\\u00E9x\\u12\\u0e40\\u0e1e\\u0e25\\u0e07 \\ud83c\\udfac\\\\u0041\\u004g"'
+        ;;
+    esac
+}
+
+seeds_text() { # CORPUS TARGET: the daemon's own text formats: configuration, enrich-replay's trace, `enrichd status`'s document
+    corpus=$1
+    case $2 in
     config)
         cp "$ROOT/conf/enrichd.conf" "$corpus/seed-shipped"
         seed "$corpus" empty ''
@@ -134,6 +145,45 @@ seed_corpus() {
         seed "$corpus" ratio 'health_max_degraded_ratio = nan\n'
         seed "$corpus" group 'listen_group = root\nlisten_group = nosuchgroupxyz\n'
         ;;
+    trace)
+        seed "$corpus" ok '{"ts": 1700000000.5, "payload": [{"provider":"yt","id":"a"}]}\n{"ts": 1700000001, "payload": []}\n'
+        seed "$corpus" raw '{"payload": "[1,\\ud800\\u00ff\\udc80", "ts": 3}\n\n{"ts":2,"payload":{"a":"}"}}'
+        seed "$corpus" bad '{"ts": nan, "payload": 1}\n{"ts": 1}\n'
+        ;;
+    statustext)
+        seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'
+        seed "$corpus" ctl '{"\\u001b[2J":"\\u009b1m","processes":[{"slot":"\\u0007"}]}'
+        ;;
+    esac
+}
+
+seeds_wire() { # CORPUS TARGET: what the pool reads off the wire: FastCGI records, nginx's $msec
+    corpus=$1
+    case $2 in
+    fcgi_body)
+        # 8 control bytes (max, CONTENT_LENGTH mode, first read, stage, reads, script),
+        # then a script: the parameters (well-formed pairs or raw bytes), then 3
+        # bytes a body record: nginx's 32 KB records and one more, padding,
+        # other ids' records (zero-length too), management records, aborts;
+        # and raw streams (the 24-byte GET_VALUES of 0x7ffffff0 lengths).
+        seed "$corpus" nginx '\377\377\100\007\000\100\003\001\001\003\000\000\016\004\016\006\000\000\000\000\000\000\000\010\003\100\005\000\000'
+        seed "$corpus" foreign '\377\377\200\003\000\003\001\001\001\002\000\014\003\001\010\000\000\000\000\000\011\001\001\016\000\000'
+        seed "$corpus" raw '\377\377\100\000\000\004\000\000\001\001\000\001\000\010\000\000\000\001\000\000\000\000\000\000\001\004\000\001\000\000\000\000\001\005\000\001\000\003\005\000abc\000\000\000\000\000\001\005\000\001\000\000\000\000'
+        seed "$corpus" cve '\377\377\100\000\000\004\000\000\001\011\000\000\000\010\010\000\377\377\377\360\377\377\377\360\000\000\000\000\000\000\000\000'
+        ;;
+    msec)
+        seed "$corpus" ok '1700000000.123'
+        seed "$corpus" short '1700000000.1'
+        seed "$corpus" whole '1700000000'
+        seed "$corpus" long '1234567890123.0000'
+        seed "$corpus" sign '-1.5 '
+        ;;
+    esac
+}
+
+seeds_upstream() { # CORPUS TARGET: the upstream client's inputs: replies, Retry-After, header lines and the secret
+    corpus=$1
+    case $2 in
     upstream_reply)
         seed "$corpus" ok 'dQw4w9WgXcQ,abc\n{"items":[{"id":"dQw4w9WgXcQ","poster":"https://i.example/vi/maxres.jpg","duration":213}]}'
         seed "$corpus" both 'a,b,c\n{"items":[{"id":"a","duration":1.5e3},{"id":"b","poster":"https://x.example/p.jpg"},{"id":"zzz","duration":5}]}\n'
@@ -149,27 +199,6 @@ seed_corpus() {
         seed "$corpus" escapes 'a\342\202\254,\360\237\230\200\n{"items":[{"id":"a\\u20ac","poster":"https:\\/\\/h\\/\\u00e9"},{"id":"\\ud83d\\ude00","duration":0.5e1},{"id\\u0000x":"\\ud800"}]}'
         seed "$corpus" numbers 'a,b,c\n{"items":[{"id":"a","duration":-0},{"id":"b","duration":1E-400},{"id":"c","duration":9999999.999}]}'
         [ -e "$corpus/seed-flood" ] || { printf 'a\n{"items":['; i=0; while [ $i -lt 4000 ]; do printf '{},'; i=$((i + 1)); done; printf '{}]}'; } > "$corpus/seed-flood"
-        ;;
-    trace)
-        seed "$corpus" ok '{"ts": 1700000000.5, "payload": [{"provider":"yt","id":"a"}]}\n{"ts": 1700000001, "payload": []}\n'
-        seed "$corpus" raw '{"payload": "[1,\\ud800\\u00ff\\udc80", "ts": 3}\n\n{"ts":2,"payload":{"a":"}"}}'
-        seed "$corpus" bad '{"ts": nan, "payload": 1}\n{"ts": 1}\n'
-        ;;
-    scan)
-        cp -n "$ROOT"/tests/vectors/*.in.json "$corpus"/ 2>/dev/null || true
-        seed "$corpus" mixed 'abc\\"def\001ghi\303\251\342\202\254 0123456789abcdef\\u00e9\\uZZ12\\n0123456789abcdef"\\\\x\\q\\'
-        seed "$corpus" uesc '\\u30cb\\u30e5\\u30fc\\u30b9 0123456789abcdef0123456789abcdef0123456789abcdef0123\\u00e9\\u00E9x\\u12\\u0e40\\u0e1e\\u0e25\\u0e07 \\ud83c\\udfac\\\\u0041\\u004g"'
-        ;;
-    fcgi_body)
-        # 8 control bytes (max, CONTENT_LENGTH mode, first read, stage, reads, script),
-        # then a script: the parameters (well-formed pairs or raw bytes), then 3
-        # bytes a body record: nginx's 32 KB records and one more, padding,
-        # other ids' records (zero-length too), management records, aborts;
-        # and raw streams (the 24-byte GET_VALUES of 0x7ffffff0 lengths).
-        seed "$corpus" nginx '\377\377\100\007\000\100\003\001\001\003\000\000\016\004\016\006\000\000\000\000\000\000\000\010\003\100\005\000\000'
-        seed "$corpus" foreign '\377\377\200\003\000\003\001\001\001\002\000\014\003\001\010\000\000\000\000\000\011\001\001\016\000\000'
-        seed "$corpus" raw '\377\377\100\000\000\004\000\000\001\001\000\001\000\010\000\000\000\001\000\000\000\000\000\000\001\004\000\001\000\000\000\000\001\005\000\001\000\003\005\000abc\000\000\000\000\000\001\005\000\001\000\000\000\000'
-        seed "$corpus" cve '\377\377\100\000\000\004\000\000\001\011\000\000\000\010\010\000\377\377\377\360\377\377\377\360\000\000\000\000\000\000\000\000'
         ;;
     retry_after)
         for s in 120 ' 7\r\n' 0 99999999999999999999 'Sun, 06 Nov 1994 08:49:37 GMT' \
@@ -188,13 +217,12 @@ seed_corpus() {
         seed "$corpus" url '\003https://h.example/v1?key=abc#x'
         seed "$corpus" scrub '\004k3y+/= failed https://h/?key=k3y%2B%2F%3D and k3y+/= again'
         ;;
-    msec)
-        seed "$corpus" ok '1700000000.123'
-        seed "$corpus" short '1700000000.1'
-        seed "$corpus" whole '1700000000'
-        seed "$corpus" long '1234567890123.0000'
-        seed "$corpus" sign '-1.5 '
-        ;;
+    esac
+}
+
+seeds_api() { # CORPUS TARGET: the providers' answers and their durations
+    corpus=$1
+    case $2 in
     api_youtube)
         seed "$corpus" ok 'aaaaaaaaaaa,bbbbbbbbbbb,c\n{"kind":"youtube#videoListResponse","items":[{"id":"bbbbbbbbbbb","contentDetails":{"duration":"P1DT2H3M4S"},"snippet":{"thumbnails":{"default":{"url":"https://i.ytimg.com/vi/b/default.jpg","width":120},"high":{"url":"https:\\/\\/i.ytimg.com\\/vi\\/b\\/hq.jpg"}}}},{"id":"aaaaaaaaaaa","contentDetails":{"duration":"P0D"},"snippet":{"thumbnails":{"maxres":{"url":"https://i.ytimg.com/m.jpg"},"standard":{"url":"http://x/s"}}}},{"id":"aaaaaaaaaaa"}],"pageInfo":{"totalResults":2}}'
         seed "$corpus" empty 'a\n{}'
@@ -217,10 +245,16 @@ seed_corpus() {
             printf '%s' "$s" > "$corpus/seed-$s"
         done
         ;;
-    statustext)
-        seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'
-        seed "$corpus" ctl '{"\\u001b[2J":"\\u009b1m","processes":[{"slot":"\\u0007"}]}'
-        ;;
+    esac
+}
+# seed_corpus CORPUS TARGET: the target's seeds, from its family's function.
+seed_corpus() {
+    case $2 in
+    engine | fast | numtext | scan) seeds_engine "$@" ;;
+    config | trace | statustext) seeds_text "$@" ;;
+    fcgi_body | msec) seeds_wire "$@" ;;
+    upstream_reply | retry_after | upstream_header) seeds_upstream "$@" ;;
+    api_*) seeds_api "$@" ;;
     esac
 }
 

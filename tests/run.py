@@ -11,19 +11,17 @@ and exits non-zero on any failure.
 
 Suites run side by side (-j, sized to the machine by default): each has
 its own directory, sockets and ports, and most of their time is spent
-waiting for the daemon.  A suite that measures time or load, or needs the
-machine to itself, says so in a comment line of its own that starts
-"# run alone:" (a unit test's source: " * run alone:" or "/* run alone:"),
-followed by why; those run afterwards, one at a time,
-with nothing else running.  A suite that measures what a process holds in
+waiting for the daemon.  A suite that needs the machine to itself (a load
+it makes, a resource it takes whole; never a time bar: docs/testing.md)
+says so in a comment line of its own that starts "# run alone:" (a C
+suite's source: " * run alone:" or "/* run alone:"), followed by why;
+those run afterwards, one at a time, with nothing else running.  A suite that measures what a process holds in
 memory says "# plain build only:" and why: on a sanitizer build (the
 sanitizer's allocator keeps freed memory in quarantine, its shadow
 mappings fill every core) it is listed as skipped, with that reason, and
-counts nothing.  A suite that runs alone for its timing goals, and
-judges them on the plain build only, says "# sanitizer build: side by
-side:" and why: on a sanitizer build it runs with the others (its
-functional checks hold under load; the sanitizer's slowdown says nothing
-of the product's times).  Each suite's line (its name, counts and time,
+counts nothing.  A suite that runs alone on the plain build but
+not on a sanitizer build says "# sanitizer build: side by side:" and why:
+there it runs with the others.  Each suite's line (its name, counts and time,
 and the tail of its output when it failed) prints as it finishes; the
 failed ones are named again in a fixed order at the end.  The vectors
 and Unicode sweeps (they time nothing) start with the others, and when
@@ -90,6 +88,7 @@ class Suite:
         self.name, self.argv = name, argv
         self.text = source_text(src) if src else ""  # its source, where its markers are read
         self.alone = bool(ALONE.search(self.text))
+        self.leaks = False  # a C suite: its leaks checked (see leak_env)
         self.idle = False  # on the idle scheduling class (beside the suites that run alone)
         self.pid = None
         self.line = None  # the printed result, once run
@@ -98,10 +97,23 @@ class Suite:
         self.cpu = 0.0
 
 
+def leak_env(suite, env):
+    """A C suite's environment: on a sanitizer build, its leaks are
+    checked wherever it runs.  The integration pass turns LeakSanitizer
+    off for the daemon (workers are killed on purpose), but a C suite's
+    processes end as they mean to, and those that fork or open sockets
+    (tests/integration/*.c) were unit suites once, checked for leaks."""
+    asan = env.get("ASAN_OPTIONS", "")
+    if suite.leaks and "detect_leaks=0" in asan:
+        return dict(env, ASAN_OPTIONS=asan.replace("detect_leaks=0", "detect_leaks=1"))
+    return env
+
+
 def run(suite, env):
     """Runs one suite; its CPU seconds (user + system of the suite and of
     the processes it waited for, from wait4) go with its wall time."""
     t = time.monotonic()
+    env = leak_env(suite, env)
     with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
         idle = suite.idle
         p = subprocess.Popen((["chrt", "--idle", "0"] if idle else []) + suite.argv, cwd=ROOT,
@@ -177,10 +189,15 @@ def source_text(source):
 
 def collect(build, kinds, only):
     suites = []
+    # The C suites: a pure one's source is in tests/unit, one that forks
+    # or opens sockets is in tests/integration (its kind).
     for t in sorted(glob.glob(os.path.join(build, "tests", "test_*"))):
         if os.access(t, os.X_OK) and not t.endswith((".o", ".d")):
-            src = os.path.join(HERE, "unit", os.path.basename(t) + ".c")
-            suites.append(Suite("unit/" + os.path.basename(t), [t], src))
+            kind = next((k for k in ("unit", "integration") if os.path.exists(
+                os.path.join(HERE, k, os.path.basename(t) + ".c"))), "unit")
+            src = os.path.join(HERE, kind, os.path.basename(t) + ".c")
+            suites.append(Suite(kind + "/" + os.path.basename(t), [t], src))
+            suites[-1].leaks = True
     suites.append(Suite("vectors/cli", [sys.executable, "tests/vectors.py", "--cmd",
                                         os.path.join(build, "enrich")]))
     # The lower-casing and NFKC against Node's (tests/unicode/oracle.mjs):

@@ -1,9 +1,12 @@
 /*
- * master.c: the master process: sockets, the single fork site, the
- * supervising loop, recycling, the crash-loop guard, drain, and the
- * conversation with systemd.  The configuration generations (reload) are
- * in reload.c, how a child is asked and made to end in child.c; the
- * state they share is master_state.h.
+ * master.c: the master process's cycle: start-up (signals, systemd, the
+ * scoreboard, the sockets), the single fork site, the supervising loop
+ * (reap, signals, fill the pool, readiness, escalation), drain and stop.
+ * Child exits and the crash-loop guard are children.c's, the periodic
+ * jobs (sampling, hard limits, STATUS=, the watchdog) and the health
+ * verdict master_jobs.c's, the configuration generations (reload)
+ * reload.c's, how a child is asked and made to end child.c's; the state
+ * they share is master_state.h.
  *
  * Invariants:
  *  - Signal handlers only set flags.  The signals are blocked except
@@ -13,11 +16,8 @@
  *    the probes reload.c asks for: it returns them, reload_start() forks
  *    them) and for the status process; the child never returns into this
  *    file's loop.
- *  - Every child exit is classified once, in child_exited(): the reason the
- *    master asked for (recycle, timeout, reload, stop), the reason the
- *    worker gave in its exit code (soft limits), a crash (a signal the
- *    master did not send, e.g. SIGABRT from libfcgi) or a failure.  It
- *    is logged and counted in the scoreboard before the slot is reused.
+ *  - Every child exit goes through enr_children_reap() (children.c),
+ *    from the loop and from stop() alike.
  *  - Slot i of the scoreboard belongs to pool position i: a replacement
  *    reuses the slot of the worker it replaces, so the slot's counters
  *    are cumulative over everything that ever ran in that position.
@@ -41,10 +41,12 @@
 #include <unistd.h>
 
 #include "pool/child.h"
+#include "pool/children.h"
 #include "ops/health.h"
 #include "fcgi/listen.h"
 #include "base/proctitle.h"
 #include "base/log.h"
+#include "pool/master_jobs.h"
 #include "pool/master_state.h"
 #include "pool/notify.h"
 #include "base/procstat.h"
@@ -86,15 +88,6 @@ static const enr_sig_rule master_signals[] = {
 #define N_MASTER_SIGNALS (sizeof master_signals / sizeof master_signals[0])
 
 /* ---- the fork site ------------------------------------------------------ */
-
-static int live_workers(const master *m, int ready_only)
-{
-    int n = 0;
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid > 0 && (!ready_only || m->w[i].ready))
-            n++;
-    return n;
-}
 
 /* The only fork() of the daemon, for the status process (slot unused)
  * or a worker of configuration cfg, generation gen, in slot. */
@@ -169,129 +162,6 @@ static void reload_start(master *m, enr_reload_start st, uint64_t now)
         enr_reload_started(m, &st, spawn_with(m, CHILD_WORKER, st.slot, st.cfg, st.gen) == 0, now);
 }
 
-/* ---- exits ------------------------------------------------------------ */
-static void crashloop_note(master *m, int reason, uint64_t lifetime, uint64_t now)
-{
-    if ((reason != ENR_EXIT_CRASH && reason != ENR_EXIT_ERROR) || lifetime >= ENR_EARLY_DEATH_MS) {
-        if (lifetime >= ENR_EARLY_DEATH_MS)
-            m->early_deaths = 0;
-        return;
-    }
-    m->early_deaths++;
-    if (!ENR_SB_GET(m->sb->pool.crashloop)) {
-        if (m->early_deaths < ENR_CRASHLOOP_THRESHOLD)
-            return;
-        m->backoff_ms = ENR_BACKOFF_MIN_MS;
-        ENR_SB_SET(m->sb->pool.crashloop, 1);
-    } else if (now >= m->hold_until) {
-        /* A probe started after the last hold died early too. */
-        m->backoff_ms = enr_backoff_next(m->backoff_ms, ENR_BACKOFF_MIN_MS);
-    } else {
-        return; /* more deaths of the same wave: one hold is enough */
-    }
-    m->hold_until = now + m->backoff_ms;
-    ENR_SB_SET(m->sb->pool.backoff_ms, m->backoff_ms);
-    enr_log(ENR_LOG_ERROR, "crash loop: holding forks", "early_deaths=%u backoff_ms=%" PRIu64,
-            m->early_deaths, m->backoff_ms);
-}
-
-static void worker_exited(master *m, unsigned slot, int status, uint64_t now)
-{
-    child *ch = &m->w[slot];
-    enr_sb_slot *s = &m->sb->slot[slot];
-    enr_sb_pool *p = &m->sb->pool;
-    char detail[64], rid[ENR_SB_REQID_MAX], qrid[96];
-    int reason = enr_child_classify(ch, status, detail, sizeof detail);
-    uint64_t lifetime = now > ch->started ? now - ch->started : 0;
-    uint64_t age = enr_sb_request_age_ms(s, now);
-
-    memcpy(rid, s->req_id, sizeof rid);
-    rid[sizeof rid - 1] = '\0';
-    if (ENR_SB_GET(s->req_start_mono_ms) == 0 || ENR_SB_GET(s->state) != ENR_WS_BUSY)
-        rid[0] = '\0';
-    ENR_SB_ADD(p->exits[reason], 1);
-    ENR_SB_ADD(s->restarts, 1);
-    ENR_SB_SET(s->last_exit_reason, (uint64_t)reason);
-    ENR_SB_SET(s->last_exit_pid, (int64_t)ch->pid);
-    ENR_SB_SET(s->last_exit_req_age_ms, age);
-    memcpy(s->last_exit_req_id, rid, sizeof rid);
-    if (reason != ENR_EXIT_STOP)
-        m->restarts++; /* a stop is an end, not a restart */
-    enr_log(reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR ? ENR_LOG_ERROR : ENR_LOG_INFO,
-            "worker exit",
-            "worker_pid=%ld slot=%u reason=%s %s served=%" PRIu64 " rss_kb=%" PRIu64 " fds=%" PRIu64
-            " lifetime_ms=%" PRIu64 "%s%s",
-            (long)ch->pid, slot, enr_exit_reason_name(reason), detail, ENR_SB_GET(s->served),
-            ENR_SB_GET(s->rss_kb), ENR_SB_GET(s->fds), lifetime, rid[0] ? " req_id=" : "",
-            rid[0] ? enr_log_quote(qrid, sizeof qrid, rid) : "");
-    if (age)
-        enr_log(ENR_LOG_WARN, "request lost with its worker", "req_id=%s req_age_ms=%" PRIu64,
-                enr_log_quote(qrid, sizeof qrid, rid), age);
-    /* The process is gone: the master clears what it can no longer write. */
-    ENR_SB_SET(s->pid, 0);
-    ENR_SB_SET(s->state, ENR_WS_EMPTY);
-    ENR_SB_SET(s->req_start_ms, 0);
-    ENR_SB_SET(s->write_start_mono_ms, 0);
-    ENR_SB_SET(s->work_start_mono_ms, 0);
-    ENR_SB_SET(s->req_start_mono_ms, 0);
-    /* A probe's death is its configuration's failure, not the running
-     * pool's crash loop: the old generation is fine. */
-    if (!enr_reload_probe_exited(m, slot, enr_exit_reason_name(reason), detail, now))
-        crashloop_note(m, reason, lifetime, now);
-    memset(ch, 0, sizeof *ch);
-}
-
-static void status_exited(master *m, int status, uint64_t now)
-{
-    child *ch = &m->status;
-    char detail[64];
-    int reason = enr_child_classify(ch, status, detail, sizeof detail);
-    uint64_t lifetime = now > ch->started ? now - ch->started : 0;
-
-    enr_log(reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR ? ENR_LOG_ERROR : ENR_LOG_INFO,
-            "status process exit", "child_pid=%ld reason=%s %s lifetime_ms=%" PRIu64, (long)ch->pid,
-            enr_exit_reason_name(reason), detail, lifetime);
-    if ((reason == ENR_EXIT_CRASH || reason == ENR_EXIT_ERROR) && lifetime < ENR_EARLY_DEATH_MS) {
-        m->status_backoff = enr_backoff_next(m->status_backoff, ENR_BACKOFF_MIN_MS);
-        m->status_hold_until = now + m->status_backoff;
-    } else {
-        m->status_backoff = 0;
-    }
-    memset(ch, 0, sizeof *ch);
-}
-
-/* The one child-exit handler: the loop's reaping (running) and stop()
- * (stopping) both come here, so an exit is classified, logged and counted alike. */
-static void child_exited(master *m, pid_t pid, int status)
-{
-    uint64_t now = enr_mono_ms();
-
-    if (pid == m->status.pid) {
-        status_exited(m, status, now);
-        return;
-    }
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
-        if (m->w[i].pid == pid) {
-            worker_exited(m, i, status, now);
-            return;
-        }
-}
-
-/* Reaps every child that has ended (flags: WNOHANG, or 0 to wait for
- * them all); returns when none is left to reap. */
-static void reap_children(master *m, int flags)
-{
-    for (;;) {
-        int status;
-        pid_t pid = waitpid(-1, &status, flags);
-        if (pid < 0 && errno == EINTR)
-            continue;
-        if (pid <= 0)
-            return;
-        child_exited(m, pid, status);
-    }
-}
-
 /* ---- the pool ------------------------------------------------------------ */
 
 /* Cold start: the first worker gets the CPU to itself until it has
@@ -333,7 +203,7 @@ static void fill_workers(master *m, uint64_t now, int hold)
         /* In a crash loop one probe at a time, not the whole pool: its
          * early death doubles the back-off (crashloop_note), its survival
          * ends the loop (sample_workers). */
-        if (holding && live_workers(m, 0) > 0)
+        if (holding && enr_children_live(m, 0) > 0)
             return;
         if (spawn(m, CHILD_WORKER, i) != 0 || holding)
             return;
@@ -373,7 +243,7 @@ static void read_readiness(master *m)
 
 static void check_ready(master *m, uint64_t now)
 {
-    int ready = live_workers(m, 1);
+    int ready = enr_children_live(m, 1);
     int enough = ready >= (int)m->cfg.workers ||
                  (ready >= (int)(m->cfg.min_ready_workers ? m->cfg.min_ready_workers : 1) &&
                   now >= m->start_ms + ENR_READY_WAIT_MS);
@@ -387,227 +257,6 @@ static void check_ready(master *m, uint64_t now)
     enr_reload_done_check(m, ready, now);
 }
 
-/* ---- tick: sampling, hard limits, health, systemd ------------------------ */
-
-static void sample_workers(master *m, uint64_t now)
-{
-    const enr_config *c = &m->cfg;
-    uint64_t busy = 0;
-
-    for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
-        child *ch = &m->w[i];
-        enr_sb_slot *s = &m->sb->slot[i];
-        long rss, fds;
-        uint64_t st;
-
-        if (ch->pid <= 0)
-            continue;
-        rss = enr_proc_rss_kb(ch->pid);
-        fds = enr_proc_fd_count(ch->pid);
-        if (rss >= 0)
-            ENR_SB_SET(s->rss_kb, (uint64_t)rss);
-        if (fds >= 0)
-            ENR_SB_SET(s->fds, (uint64_t)fds);
-        st = ENR_SB_GET(s->state);
-        if (st == ENR_WS_BUSY)
-            busy++;
-        if (ch->asked != ENR_EXIT_NONE)
-            continue;
-        if (c->rss_hard_mb && rss > (long)c->rss_hard_mb * 1024)
-            enr_child_ask(ch, ENR_EXIT_RSS, ENR_STEP_TERM);
-        else if (c->fd_hard && fds > (long)c->fd_hard)
-            enr_child_ask(ch, ENR_EXIT_FD, ENR_STEP_TERM);
-        else if (st == ENR_WS_BUSY && enr_child_request_stuck(c, s, now))
-            enr_child_ask(ch, ENR_EXIT_TIMEOUT, ENR_STEP_TERM);
-        else
-            continue;
-        enr_log(ENR_LOG_WARN, "worker over a hard limit",
-                "worker_pid=%ld slot=%u reason=%s rss_kb=%ld fds=%ld", (long)ch->pid, i,
-                enr_exit_reason_name(ch->asked), rss, fds);
-    }
-    if (busy > ENR_SB_GET(m->sb->pool.max_active))
-        ENR_SB_SET(m->sb->pool.max_active, busy);
-    /* A crash loop is over once some worker has lived past the window. */
-    if (ENR_SB_GET(m->sb->pool.crashloop)) {
-        for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++) {
-            if (m->w[i].pid > 0 && m->w[i].ready && now >= m->w[i].started + ENR_EARLY_DEATH_MS) {
-                ENR_SB_SET(m->sb->pool.crashloop, 0);
-                ENR_SB_SET(m->sb->pool.backoff_ms, 0);
-                m->early_deaths = 0;
-                m->backoff_ms = 0;
-                enr_log(ENR_LOG_INFO, "crash loop over", "worker_pid=%ld", (long)m->w[i].pid);
-                break;
-            }
-        }
-    }
-}
-
-static void begin_drain(master *m, uint64_t now);
-
-/* idle_exit_s: a socket-activated pool with nothing to do for that long
- * drains and exits 0.  systemd keeps the sockets, queues what arrives
- * meanwhile and starts enrichd again on the next connection, so a pool
- * that serves a cron job a few times an hour holds no memory in between.
- * Without socket activation nothing would start it again: never. */
-static void check_idle(master *m, uint64_t now)
-{
-    uint64_t accepted;
-
-    if (m->cfg.idle_exit_s == 0 || !m->activated || m->draining || !m->ready_sent || m->pending)
-        return;
-    accepted = ENR_SB_TOTAL(m->sb, accepted);
-    if (accepted != m->last_accepted || accepted != ENR_SB_TOTAL(m->sb, completed) ||
-        ENR_SB_GET(m->sb->pool.listen_queue) != 0) {
-        m->last_accepted = accepted;
-        m->idle_since = now;
-        return;
-    }
-    if (now - m->idle_since >= (uint64_t)m->cfg.idle_exit_s * 1000) {
-        enr_log(ENR_LOG_INFO, "idle exit", "idle_s=%u served=%" PRIu64, m->cfg.idle_exit_s,
-                accepted);
-        begin_drain(m, now);
-    }
-}
-
-static void send_status(master *m, uint64_t now)
-{
-    char text[320];
-    uint64_t done = ENR_SB_TOTAL(m->sb, completed);
-
-    if (now > m->last_completed_at)
-        m->req_rate =
-            (double)(done - m->last_completed) * 1000.0 / (double)(now - m->last_completed_at);
-    m->last_completed = done;
-    m->last_completed_at = now;
-    if (enr_reload_failing(m)) {
-        /* Loud until it is resolved: the file on disk is not what serves. */
-        char why[240];
-        enr_reload_failed_text(m, why, sizeof why);
-        snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, %s", live_workers(m, 1),
-                 m->cfg.workers, m->req_rate, why);
-    } else if (ENR_SB_GET(m->sb->pool.crashloop))
-        snprintf(text, sizeof text,
-                 "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", CRASH LOOP: back-off %" PRIu64
-                 " ms",
-                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts, m->backoff_ms);
-    else if (!m->draining && !m->health.liveness.live)
-        snprintf(text, sizeof text,
-                 "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", NOT LIVE, watchdog stopped: %s",
-                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
-                 m->health.liveness.reason);
-    else
-        snprintf(text, sizeof text, "workers %d/%u, %.1f req/s, restarts %" PRIu64 ", %s%s%s",
-                 live_workers(m, 1), m->cfg.workers, m->req_rate, m->restarts,
-                 m->draining         ? "draining"
-                 : m->health.healthy ? "healthy"
-                                     : "unhealthy",
-                 m->health.healthy ? "" : ": ", m->health.healthy ? "" : m->health.reason);
-    enr_notify_status(text);
-}
-
-/* The pool's one health verdict, judged on every pass of the loop (each
- * tick, and each child event: a worker ready or gone changes it at once)
- * and published in the scoreboard for the status process, so /healthz,
- * STATUS= and the watchdog say the same thing. */
-static void judge(master *m, uint64_t now)
-{
-    int healthy = enr_health_sample(&m->health, &m->cfg, m->sb, m->listen_fd, now);
-
-    int live = m->health.liveness.live;
-
-    /* Transitions only, and not while starting or stopping (workers leave
-     * on purpose then): one line when it changes. */
-    if (m->ready_sent && !m->draining && healthy != m->was_healthy) {
-        char q[200];
-        if (healthy)
-            enr_log(ENR_LOG_INFO, "pool healthy again", NULL);
-        else
-            enr_log(ENR_LOG_WARN, "pool unhealthy", "reason=%s",
-                    enr_log_quote(q, sizeof q, m->health.reason));
-        m->was_healthy = healthy;
-    }
-    if (m->ready_sent && live != m->was_live) {
-        char q[200];
-        if (live)
-            enr_log(ENR_LOG_INFO, "pool live again: watchdog fed", NULL);
-        else
-            enr_log(ENR_LOG_ERROR, "pool not live: watchdog not fed", "reason=%s",
-                    enr_log_quote(q, sizeof q, m->health.liveness.reason));
-        m->was_live = live;
-    }
-}
-
-static void tick(master *m, uint64_t now)
-{
-    sample_workers(m, now);
-    check_idle(m, now);
-}
-
-/* The watchdog is fed while the master runs this loop and the pool can
- * make progress (the last liveness verdict), whatever the answers are:
- * systemd's remedy is a restart, which mends a wedged master or pool but
- * never a provider down or slow, nor a client, and would empty the
- * caches and lose the answers in flight.  Health keeps those reasons for
- * /healthz, STATUS= and the alerts.  Never before READY=1. */
-static void feed_watchdog(master *m, uint64_t now)
-{
-    (void)now;
-    enr_notify_watchdog();
-}
-
-static int watchdog_wanted(const master *m)
-{
-    return m->watchdog_ms && m->ready_sent && m->health.liveness.live;
-}
-
-static int always(const master *m)
-{
-    (void)m;
-    return 1;
-}
-
-static uint64_t tick_period(const master *m)
-{
-    (void)m;
-    return ENR_MASTER_TICK_MS;
-}
-
-static uint64_t status_period(const master *m)
-{
-    (void)m;
-    return ENR_MASTER_STATUS_MS;
-}
-
-static uint64_t watchdog_period(const master *m)
-{
-    return m->watchdog_ms;
-}
-
-/* The master's periodic work, one row a job (Redis' serverCron and
- * run_with_period, as a table): a job runs when it is on and its time has
- * come, then waits a period; next_wakeup() sleeps until the first one. */
-static const struct job {
-    const char *name;
-    int (*on)(const master *m);
-    uint64_t (*period)(const master *m);
-    void (*run)(master *m, uint64_t now);
-} jobs[] = {
-    {"tick", always, tick_period, tick},            /* /proc samples, hard limits, idle exit */
-    {"status", always, status_period, send_status}, /* systemd STATUS= */
-    {"watchdog", watchdog_wanted, watchdog_period, feed_watchdog}, /* systemd WATCHDOG=1 */
-};
-#define N_JOBS (sizeof jobs / sizeof jobs[0])
-_Static_assert(N_JOBS == ENR_MASTER_JOBS, "master_state.h's job_next[] has one entry per job");
-
-static void run_jobs(master *m, uint64_t now)
-{
-    for (size_t j = 0; j < N_JOBS; j++)
-        if (jobs[j].on(m) && now >= m->job_next[j]) {
-            jobs[j].run(m, now);
-            m->job_next[j] = now + jobs[j].period(m);
-        }
-}
-
 /* ---- drain, escalation, quit ------------------------------------------- */
 
 static void begin_drain(master *m, uint64_t now)
@@ -617,7 +266,7 @@ static void begin_drain(master *m, uint64_t now)
     m->drain_deadline = now + m->cfg.drain_timeout_ms;
     ENR_SB_SET(m->sb->pool.state, ENR_POOL_DRAINING);
     enr_notify_stopping();
-    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u", live_workers(m, 0),
+    enr_log(ENR_LOG_INFO, "draining", "workers=%d drain_timeout_ms=%u", enr_children_live(m, 0),
             m->cfg.drain_timeout_ms);
     /* New connections fail fast at nginx instead of waiting in a backlog
      * nobody will serve; the ones already queued are drained (USR2). */
@@ -653,9 +302,7 @@ static uint64_t next_wakeup(const master *m, uint64_t now)
 {
     uint64_t t = enr_reload_next(m, now);
 
-    for (size_t j = 0; j < N_JOBS; j++)
-        if (jobs[j].on(m))
-            t = earliest(t, m->job_next[j]);
+    t = enr_master_jobs_next(m, t);
     if (ENR_SB_GET(m->sb->pool.crashloop) && m->hold_until > now)
         t = earliest(t, m->hold_until);
     if (m->status.pid == 0 && m->status_hold_until > now)
@@ -686,7 +333,7 @@ static int stop(master *m, int code)
     for (unsigned i = 0; i < ENR_SB_MAX_WORKERS; i++)
         enr_child_kill(&m->w[i]);
     enr_child_kill(&m->status);
-    reap_children(m, 0); /* after SIGKILL the children go at once: reaped for the log */
+    enr_children_reap(m, 0); /* after SIGKILL the children go at once: reaped for the log */
     cleanup(m);
     return code;
 }
@@ -777,8 +424,7 @@ static int start_up(master *m, sigset_t *wait_mask)
         enr_log_quote(q, sizeof q, m->cfg.source), m->cfg.workers, m->activated,
         enr_listen_describe(m->listen_fd, "listen", served, sizeof served),
         enr_listen_describe(m->status_fd, "status_listen", status_served, sizeof status_served));
-    for (size_t j = 0; j < N_JOBS; j++) /* the first samples after a tick of start-up */
-        m->job_next[j] = m->start_ms + (jobs[j].run == feed_watchdog ? 0 : ENR_MASTER_TICK_MS);
+    enr_master_jobs_start(m);
     m->last_completed_at = m->start_ms;
     m->health.healthy = 1;
     m->was_healthy = 1;
@@ -819,7 +465,7 @@ static int take_signals(master *m, uint64_t now)
  * at its deadline.  -1 to go on, or the process exit code. */
 static int drain_step(master *m, uint64_t now)
 {
-    if (live_workers(m, 0) == 0) {
+    if (enr_children_live(m, 0) == 0) {
         if (m->status.pid > 0 && m->status.asked == ENR_EXIT_NONE)
             enr_child_ask(&m->status, ENR_EXIT_STOP, ENR_STEP_TERM);
         if (m->status.pid == 0) {
@@ -829,7 +475,7 @@ static int drain_step(master *m, uint64_t now)
     }
     if (now >= m->drain_deadline) {
         enr_log(ENR_LOG_WARN, "drain timeout: killing what is left", "workers=%d",
-                live_workers(m, 0));
+                enr_children_live(m, 0));
         return stop(m, 0);
     }
     return -1;
@@ -862,7 +508,7 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
         enr_signals_report();
         if (sig_chld) {
             sig_chld = 0;
-            reap_children(&m, WNOHANG);
+            enr_children_reap(&m, WNOHANG);
         }
         now = enr_mono_ms();
         if ((rc = take_signals(&m, now)) >= 0)
@@ -878,15 +524,19 @@ int enr_master_run(const enr_config *cfg, const char *cfg_path)
             check_ready(&m, now);
         }
         escalate(&m, now);
-        judge(&m, now);
-        run_jobs(&m, now);
+        enr_master_judge(&m, now);
+        enr_master_jobs_run(&m, now);
+        if (m.idle_exit) {
+            m.idle_exit = 0;
+            begin_drain(&m, now);
+        }
         wait = next_wakeup(&m, enr_mono_ms());
         /* Before READY, look often: readiness is a byte on the pipe, but
          * min_ready_workers after ENR_READY_WAIT_MS is a timer. */
         if (!m.ready_sent && wait > 50)
             wait = 50;
         /* The first answer ends a cold hold; it sends no byte. */
-        if (!m.ready_sent && m.first_ready && live_workers(&m, 0) < (int)m.cfg.workers &&
+        if (!m.ready_sent && m.first_ready && enr_children_live(&m, 0) < (int)m.cfg.workers &&
             now < m.start_ms + ENR_READY_WAIT_MS && wait > ENR_COLD_POLL_MS)
             wait = ENR_COLD_POLL_MS;
         ts.tv_sec = (time_t)(wait / 1000);

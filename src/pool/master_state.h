@@ -1,11 +1,14 @@
 /*
  * master_state.h: the state of the master process, shared by the files
- * that make it: master.c (the loop, the one fork site, child exits, the
- * periodic jobs) and reload.c (configuration generations).  Nothing
+ * that make it: master.c (the loop, the one fork site, drain and stop),
+ * children.c (child exits, the crash-loop guard), master_jobs.c (the
+ * periodic jobs, the health verdict) and reload.c (configuration
+ * generations).  Nothing
  * outside the master includes it; enr_master_run() (master.h) is the
  * master's only public entry.  It declares no function: reload.c answers
- * master.c (it returns what to start, reload.h), never calls it, so the
- * include check (scripts/incgraph.py) sees the two as one arrow.
+ * master.c (it returns what to start, reload.h), never calls it, and
+ * children.c and master_jobs.c call nothing of master.c, so the include
+ * check (scripts/incgraph.py) sees each pair as one arrow.
  *
  * Invariants: w[i] is the process in scoreboard slot i; a pid > 0 is a
  * child not yet reaped; generation counts the committed configurations,
@@ -29,7 +32,7 @@
  * the new generation's. */
 #define ENR_READY_WAIT_MS 1000
 
-/* master.c's periodic jobs (its jobs[] table has one row each). */
+/* master_jobs.c's periodic jobs (its jobs[] table has one row each). */
 #define ENR_MASTER_JOBS 3
 
 typedef struct enr_master {
@@ -55,10 +58,11 @@ typedef struct enr_master {
     int cold_conn;            /* a connection waited for the first worker (master.c) */
     uint64_t drain_deadline;
     uint64_t watchdog_ms;
-    uint64_t job_next[ENR_MASTER_JOBS]; /* when each of master.c's jobs[] runs next (ms) */
+    uint64_t job_next[ENR_MASTER_JOBS]; /* when each of master_jobs.c's jobs[] runs next (ms) */
     uint64_t last_completed, last_completed_at;
     int activated;                      /* the sockets came from systemd (idle exit) */
     uint64_t last_accepted, idle_since; /* idle exit: requests seen, and since when none */
+    int idle_exit;                      /* idle for idle_exit_s: the loop drains */
     double req_rate;
     uint64_t restarts;
     enr_health health;

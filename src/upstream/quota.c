@@ -202,13 +202,17 @@ uint64_t enr_quota_paused_until(const enr_quota *q)
 
 int enr_quota_take(enr_quota *q, uint64_t now_ms)
 {
-    uint64_t now_us, tat, next;
+    return enr_quota_take_at(q, now_ms, enr_mono_us());
+}
+
+int enr_quota_take_at(enr_quota *q, uint64_t now_ms, uint64_t now_us)
+{
+    uint64_t tat, next;
 
     if (ENR_SB_GET(q->sh->pause_until_ms) > now_ms)
         return ENR_QUOTA_PAUSED;
     if (q->interval_us == 0)
         return ENR_QUOTA_OK;
-    now_us = enr_mono_us();
     tat = atomic_load_explicit(&q->sh->tat_us, memory_order_relaxed);
     do {
         uint64_t base = tat > now_us ? tat : now_us;

@@ -45,6 +45,10 @@ void enr_quota_init(enr_quota *q, enr_sb_quota *shared, unsigned max_calls_per_s
  * one token of the rate limit; PAUSED (the provider's pause holds) and
  * RATE (the bucket is empty) take nothing. */
 int enr_quota_take(enr_quota *q, uint64_t now_ms);
+/* The same at now_us on the bucket's clock (CLOCK_MONOTONIC in us, as
+ * enr_mono_us() reads it): the bucket as a pure function of the time
+ * given, for the tests. */
+int enr_quota_take_at(enr_quota *q, uint64_t now_ms, uint64_t now_us);
 
 /* The provider answered status with a wait of delay_s (Retry-After,
  * clamped to 1..ENR_RETRY_AFTER_MAX_S): no call from any worker before

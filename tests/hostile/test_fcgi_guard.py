@@ -24,11 +24,10 @@ sockets, no front end in between).
 - a body dripped after a foreign record is cut at the body deadline;
 - an answer nobody reads, or drained 2 KB at a time, is given up
   write_timeout_ms after its write began, and the worker lives on."""
-# run alone: a 4 MB answer must be read within write_timeout_ms (2 s), and
-# the deadlines are measured to the tenth of a second.
-# sanitizer build: side by side: how soon after its deadline each cut
-# comes is a goal judged on the plain build; every cut, status and
-# surviving worker held with four such suites at once on a loaded machine.
+# What is checked of time is the contract: no cut before its deadline,
+# none by the master's kill (the same worker lives on), and the next
+# request not held for the linger; how soon after its deadline each cut
+# comes is a goal (make bench-goals).
 import os
 import re
 import socket
@@ -111,10 +110,12 @@ def closes_at_once(r, sock, params, what, want_status):
     r.check(H.fcgi_status(out["stdout"]) == want_status and H.fcgi_status(nxt["stdout"])
             == want_status, "%s: answered %d (%r, %r)" % (what, want_status, H.fcgi_status(
                 out["stdout"]), H.fcgi_status(nxt["stdout"])))
+    r.check(took < LINGER_S, "%s: the next request not held for the linger (%.1f s): %.3f s"
+            % (what, LINGER_S, took))
     r.goal(took < LINGER_S / 2,
            "%s: the next request answered %.3f s after the first while its peer holds the "
            "connection open (linger %.1f s: the empty FCGI_STDIN was read)"
-           % (what, took, LINGER_S))
+           % (what, took, LINGER_S), took, LINGER_S / 2)
 
 
 def test_bodyless_close(r, env):
@@ -251,7 +252,7 @@ def test_drip_after_foreign(r, env):
             "drip after a foreign record: cut, not before the body deadline (%r)" % cut)
     r.goal(cut is not None and BODY_TIMEOUT_MS / 1000.0 - 0.1 <= cut < bound,
            "drip after a foreign record: cut at the body deadline, %.1f..%.1f s (%r)"
-           % (BODY_TIMEOUT_MS / 1000.0, bound, cut))
+           % (BODY_TIMEOUT_MS / 1000.0, bound, cut), cut, bound)
     time.sleep(0.3)
     r.check(env.worker_pids() == pids and not H.worker_exit_reasons(env),
             "the same worker lives on (%r)" % H.worker_exit_reasons(env))
@@ -347,7 +348,7 @@ def test_write_deadline(r):
             r.goal(w <= took < w + work + SLACK_S,
                    "%s: the answer given up %.2f s after it was sent (write_timeout_ms %.1f s, "
                    "the work %.2f s; the master's kill would come at %.1f s)"
-                   % (name, took, w, work, 2 * w))
+                   % (name, took, w, work, 2 * w), took, w + work + SLACK_S)
             print("write deadline, peer %s: given up after %.2f s" % (name, took))
         r.check(env.worker_pids() == pids and not H.worker_exit_reasons(env),
                 "the same worker lives on (%r -> %r, exits %r)"

@@ -14,11 +14,10 @@ number (src/fcgi/fcgi_mux.h, src/ops/status.c).
 - a peer that sends more than a status request can hold without ending
   it is closed at once.
 """
-# run alone: every /healthz must answer within 0.5 s while peers hold the
-# status socket.
-# sanitizer build: side by side: the 0.5 s bound on /healthz is a goal
-# judged on the plain build (Results.goal); the peers' limits and closes
-# held on the sanitizer build beside other suites.
+# What is checked of time is the contract: no /healthz waits for a silent
+# peer's client deadline (STATUS_CLIENT_TIMEOUT_MS, 2 s: a request queued
+# behind a peer would); answering within ANSWER_S is a goal
+# (make bench-goals).
 import os
 import re
 import select
@@ -70,8 +69,10 @@ def check_answers(r, env, what, count=5):
         st, took = timed_healthz(env)
         times.append(took)
         r.check(st == 200, "%s: /healthz through nginx answers 200 (%d)" % (what, st))
+    r.check(max(times) < CLIENT_S, "%s: no /healthz waits for a peer's deadline (%.1f s): %.3f s"
+            % (what, CLIENT_S, max(times)))
     r.goal(max(times) < ANSWER_S, "%s: every /healthz within %.1f s (%s)"
-           % (what, ANSWER_S, ", ".join("%.3f" % t for t in times)))
+           % (what, ANSWER_S, ", ".join("%.3f" % t for t in times)), max(times), ANSWER_S)
     return max(times)
 
 

@@ -22,15 +22,10 @@ And a lookup that returns after the deadline: the batch answers degraded
 on time, the call finishes while the worker is idle and its answer is
 cached for the same ids next time.
 """
-# run alone: a 4 MB flood must reach the worker within upstream_timeout_ms
-# to be counted as too large, not as a timeout, and each case's latency is
-# bounded.
-# sanitizer build: side by side: each batch's latency against its deadline
-# plus margin is a goal judged on the plain build; that every reply is cut
-# and counted by its kind, degraded and survived, and that a stalled lookup
-# does not hold a batch for the stall, are checked on every build (there the
-# hostile replies' deadline is 1 s, so a flood counts as too large, not as a
-# timeout, however loaded the machine: 5-106 ms measured of its 150 ms).
+# What is checked of time is the contract: no batch waits for a stalled
+# lookup or a hostile reply past its deadline (by a wide margin, as the
+# stall or the reply would hold it for seconds); how soon after the
+# deadline each batch answers is a goal (make bench-goals).
 import json
 import os
 import subprocess
@@ -50,12 +45,13 @@ RSS_SOFT_MB = 64             # the shipped rss_soft_mb: no hostile reply may pas
 STALL_MS = 3000              # one stalled lookup
 STALLED_BATCHES = 6
 # The hostile replies' deadline.  A flood is told from a slow reply by
-# reaching the cap before the deadline: on a sanitizer build beside other
-# suites it took up to 106 ms of the 150 (5-41 ms mostly), so it gets 1 s
-# there; the drip (a byte every 20 ms of a reply of hundreds) still
-# outlasts that.  Each batch's latency goal is against the deadline in force.
-SAN = harness.is_sanitized(harness.build_dir())
-REPLY_TIMEOUT_MS = 1000 if SAN else TIMEOUT_MS
+# reaching the cap before the deadline: beside other suites it took up to
+# 106 ms of the shipped 150 (5-41 ms mostly, on a sanitizer build), so it
+# gets 1 s on every build; the drip (a byte every 20 ms of a reply of
+# hundreds) still outlasts that.  Each batch's latency goal is against the
+# deadline in force.
+REPLY_TIMEOUT_MS = 1000
+CONTRACT_MARGIN_MS = 1500    # a batch held by a hostile reply would wait seconds more
 
 
 def recs(prefix, n=10):
@@ -113,8 +109,10 @@ def hostile_case(r, env, fake, mode, kind, size, prefix, expect_degraded=True):
           "%s+%d" % (mode, size, st, ms, peak_kb, deg, kind, after - before))
     r.check(st == 200 and len(body.splitlines()) == 10,
             "%s: 200 with every record (got %d, %d lines)" % (mode, st, len(body.splitlines())))
+    r.check(ms <= REPLY_TIMEOUT_MS + CONTRACT_MARGIN_MS, "%s: the batch not held past its "
+            "deadline: %.0f ms <= %d + %d ms" % (mode, ms, REPLY_TIMEOUT_MS, CONTRACT_MARGIN_MS))
     r.goal(ms <= REPLY_TIMEOUT_MS + MARGIN_MS, "%s: batch latency %.0f ms <= deadline %d + %d ms"
-           % (mode, ms, REPLY_TIMEOUT_MS, MARGIN_MS))
+           % (mode, ms, REPLY_TIMEOUT_MS, MARGIN_MS), ms, REPLY_TIMEOUT_MS + MARGIN_MS)
     r.check(peak_kb < RSS_SOFT_MB * 1024,
             "%s: peak worker RSS %d kB < rss_soft_mb %d MB" % (mode, peak_kb, RSS_SOFT_MB))
     if expect_degraded:
@@ -229,7 +227,8 @@ def test_dns_stall(r):
         r.check(max(lat) < STALL_MS, "no stalled batch waited for the %d ms lookup (max %.0f ms)"
                 % (STALL_MS, max(lat)))
         r.goal(max(lat) <= TIMEOUT_MS + MARGIN_MS,
-               "every stalled batch within %d + %d ms (max %.0f)" % (TIMEOUT_MS, MARGIN_MS, max(lat)))
+               "every stalled batch within %d + %d ms (max %.0f)" % (TIMEOUT_MS, MARGIN_MS, max(lat)),
+               max(lat), TIMEOUT_MS + MARGIN_MS)
         r.check(all(d == 10 for d in degs), "every stalled batch answered, degraded 10: %s" % degs)
         r.check(peak_tasks <= base_tasks + STALLED_BATCHES,
                 "threads bounded while stalled: %d <= %d + %d" % (peak_tasks, base_tasks,
@@ -285,7 +284,7 @@ def test_late_answer(r):
         r.check(st == 200 and deg == 10,
                 "the batch answers degraded, not after the lookup: %d, degraded %d" % (st, deg))
         r.goal(ms <= TIMEOUT_MS + MARGIN_MS, "the batch answers at its deadline: %.0f ms <= %d + %d ms"
-               % (ms, TIMEOUT_MS, MARGIN_MS))
+               % (ms, TIMEOUT_MS, MARGIN_MS), ms, TIMEOUT_MS + MARGIN_MS)
         late = harness.poll(lambda: metrics(env).get("enrichd_upstream_late_total", 0) >
                             m0.get("enrichd_upstream_late_total", 0), 3)
         m1 = metrics(env)

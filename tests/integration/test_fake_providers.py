@@ -20,7 +20,8 @@ latency is enrichd's, not theirs.  In process, no server, no daemon.
       other two answer compact JSON, already the C encoder's: printed.  The fakes are the
       far end of the latency goal: their time is counted in every batch.
 """
-# run alone: it times the fakes' answers against the C encoder (best of 30, a ratio).
+# The fakes' speed against the C encoder (best of 30, a ratio) is a goal
+# (make bench-goals); the bytes are checked.
 # plain build only: it tests the Python fakes in process, no enrichd: nothing of a sanitizer build to check
 import hashlib
 import json
@@ -270,20 +271,23 @@ def test_speed(r):
         calls = [query[api](ids[api](i)) for i in range(ROUNDS)]
         new = best_ms(lambda i: fp.SERVE[api]("GET", path, calls[i], hdrs), ROUNDS)
         again = best_ms(lambda i: fp.SERVE[api]("GET", path, calls[0], hdrs), ROUNDS)
-        doc = json.loads(fp.SERVE[api]("GET", path, calls[0], hdrs)[1])
+        answer = fp.SERVE[api]("GET", path, calls[0], hdrs)
+        doc = json.loads(answer[1])
+        r.check(answer[0] == 200 and isinstance(doc, dict),
+                "speed: %s: the timed answer is a 200 with a JSON object (%r)" % (api, answer[0]))
         base = best_ms(lambda i: json.dumps(doc, separators=(",", ":")).encode(), ROUNDS)
         print("speed: %s: an answer of new ids %.3f ms, of the same ids again %.3f ms; the C "
               "encoder writing its data %.3f ms (%.1fx, %.2fx)"
               % (api, new, again, base, new / base, again / base))
         if api == "youtube":
-            r.check(new <= YT_NEW_RATIO * base, "youtube answers 50 new ids in at most %.1fx "
-                    "the C encoder's time for its data: %.3f ms vs %.3f ms (%.1fx)"
-                    % (YT_NEW_RATIO, new, base, new / base))
+            r.goal(new <= YT_NEW_RATIO * base, "youtube answers 50 new ids in at most %.1fx "
+                   "the C encoder's time for its data: %.3f ms vs %.3f ms (%.1fx)"
+                   % (YT_NEW_RATIO, new, base, new / base), new / base, YT_NEW_RATIO)
         if api != "youtube":
             continue  # the compact answers are written whole by the C encoder, items anew
-        r.check(again <= AGAIN_RATIO * base, "%s answers ids it answered before in at most "
-                "%.0fx the C encoder's time for its data: %.3f ms vs %.3f ms (%.2fx)"
-                % (api, AGAIN_RATIO, again, base, again / base))
+        r.goal(again <= AGAIN_RATIO * base, "%s answers ids it answered before in at most "
+               "%.0fx the C encoder's time for its data: %.3f ms vs %.3f ms (%.2fx)"
+               % (api, AGAIN_RATIO, again, base, again / base), again / base, AGAIN_RATIO)
 
 
 # Recorded from the fakes as first written (--record), before they were

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 IDLE_S = 2
-# The master looks at the pool once a tick (ENR_MASTER_TICK_MS, master.h):
+# The master looks at the pool once a tick (ENR_MASTER_TICK_MS, master_jobs.h):
 # the idle clock starts at the first tick that sees no new request, so the
 # exit comes IDLE_S to IDLE_S + one tick after the last request.
 TICK_S = 1.0

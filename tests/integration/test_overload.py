@@ -18,12 +18,13 @@ Margins are for a shared 2-core machine: the bar (goodput >= 90 %,
 refusals within 100 ms) is what a quiet host shows and what the report
 prints; ENR_OVERLOAD_BURST_S=60 runs the full minute.
 """
-# run alone: it measures the pool's capacity, then offers 3x that rate;
-# goodput and refusal times are bars only a machine to itself can hold.
-# sanitizer build: side by side: goodput, the 200s' p99 and the refusals'
-# times are goals judged on the plain build (Results.goal); what it checks
-# besides (200s and 503s only, Retry-After, the shed counter, the same
-# workers) held on the sanitizer build beside other suites.
+# run alone: it measures the pool's capacity, then offers 3x that rate:
+# the load it makes would slow every suite beside it, and its capacity
+# measured beside them says nothing.  Goodput, the 200s' p99 and the
+# refusals' times are goals (make bench-goals).
+# sanitizer build: side by side: what it checks (200s and 503s only,
+# Retry-After, the shed counter, the same workers) held on the sanitizer
+# build beside other suites, where the machine is no measure of capacity.
 import http.client
 import json
 import os
@@ -165,12 +166,14 @@ def test_burst(r):
                     % [(x[1], x[2][:80]) for x in bad[:3]])
             slow_refusals = [x[3] for x in refused if x[3] > REFUSAL_MS / 1000.0 + MARGIN_S]
             r.goal(not slow_refusals, "refusals answered within %d ms + %.1f s: %r"
-                   % (REFUSAL_MS, MARGIN_S, sorted(slow_refusals)[-3:]))
+                   % (REFUSAL_MS, MARGIN_S, sorted(slow_refusals)[-3:]),
+                   len(slow_refusals), 0)
             p99 = pct([x[3] for x in ok], .99)
             r.goal(p99 <= QUEUE_MS / 1000.0 + 2 * service + MARGIN_S,
-                   "200s p99 %.0f ms <= queue_timeout_ms + 2 service times + margin" % (p99 * 1000))
+                   "200s p99 %.0f ms <= queue_timeout_ms + 2 service times + margin" % (p99 * 1000),
+                   p99, QUEUE_MS / 1000.0 + 2 * service + MARGIN_S)
             r.goal(goodput >= GOODPUT_MIN * cap, "goodput %.1f/s >= %.0f %% of capacity %.1f/s"
-                   % (goodput, GOODPUT_MIN * 100, cap))
+                   % (goodput, GOODPUT_MIN * 100, cap), GOODPUT_MIN * cap / max(goodput, 1e-9), 1.0)
             shed_seen = sum(1 for x in refused if b"overloaded" in x[2])
             shed = H.metrics(env).get("enrichd_shed_total", 0) - shed0
             r.check(shed == shed_seen, "enrichd_shed_total %d = the worker's 503s seen %d"

@@ -49,11 +49,9 @@ delay proxy) -> nginx as TLS terminator -> each API's fake
       not Vimeo slowed down and paused
 ENR_PROVIDERS_BATCHES sets (g)'s batches (default 60).
 """
-# run alone: its goal is a batch p50 within 10 ms of a 50 ms round trip.
-# sanitizer build: side by side: the batch p50 and the 99 % enriched are goals
-# judged on the plain build; 90 % enriched, nothing degraded after a start,
-# warm connections, how each API is asked, the pauses and the secrets are
-# checked on every build.
+# The batch p50 and the 99 % enriched are goals (make bench-goals); 90 %
+# enriched, nothing degraded after a start, warm connections, how each API
+# is asked, the pauses and the secrets are checked.
 import datetime
 import json
 import os
@@ -77,7 +75,6 @@ P50_MARGIN_MS = 10
 CONTROL_MARGIN_MS = 5  # on a loaded machine: within this of the control's p50
 GOAL = 0.99
 SHARE_FLOOR = 0.9  # the distance run's share on any build, however loaded
-SAN = harness.is_sanitized(harness.build_dir())
 SAN_DEADLINE_MS = 1000
 BATCHES = int(os.environ.get("ENR_PROVIDERS_BATCHES", "60"))
 WARM_BATCHES = 10
@@ -86,13 +83,12 @@ VM_DEFAULT_RATE = 600  # the Vimeo fake's calls a window
 
 
 def start(prov, name, rtt_ms=None, extra="", env_vars=None, **over):
-    """(a)-(f)'s enrichd: the defaults plus the sources.  On a sanitizer
-    build beside other suites a worker can stall past the shipped 150 ms
-    batch deadline (seen in (g): one batch of 60); what these check is
+    """(a)-(f)'s enrichd: the defaults plus the sources.  Beside other
+    suites a worker can stall past the shipped 150 ms batch deadline (seen
+    in (g) on a sanitizer build: one batch of 60); what these check is
     what is asked and answered, not when, so their deadline is
-    SAN_DEADLINE_MS there.  (g) and the plain build keep the default."""
-    if SAN:
-        over.setdefault("upstream_timeout_ms", SAN_DEADLINE_MS)
+    SAN_DEADLINE_MS on every build.  (g) keeps the default."""
+    over.setdefault("upstream_timeout_ms", SAN_DEADLINE_MS)
     return pf.start_env(prov, name, WORKERS, rtt_ms, extra, env_vars, **over)
 
 
@@ -639,20 +635,19 @@ def test_distance(r, prov):
     warm = {api: st["upstream"]["sources"][api]["warmups"] for api in pf.APIS}
     r.check(all(v >= WORKERS for v in warm.values()),
             "distance: each API's connections warmed ahead of batches (handshakes): %s" % warm)
-    # Time bars, the share too: what a batch's 150 ms deadline enriches
-    # 50 ms away is a matter of time.  On the sanitizer build beside other
-    # suites a worker stalled once past it (one batch of 60 degraded:
-    # 98.3 %), and enrichd's share of a batch (five answers' JSON against
-    # the control's three) is ASan's; they are judged on the plain build
-    # (printed here, met or missed).  What is not a matter of time, that
-    # the APIs enrich at a distance at all, is checked on every build.
+    # Goals, the share too: what a batch's 150 ms deadline enriches 50 ms
+    # away is a matter of time.  Beside other suites a worker stalled once
+    # past it (a sanitizer build: one batch of 60 degraded, 98.3 %); the
+    # goals are printed, met or missed (make bench-goals).  What is not a
+    # matter of time, that the APIs enrich at a distance at all, is checked.
     r.check(res["share"] >= SHARE_FLOOR, "distance: most known ids enriched (>= %.0f %%): "
             "%.2f %%" % (100 * SHARE_FLOOR, 100 * res["share"]))
     r.goal(res["share"] >= GOAL, "distance: >= %.0f %% of known ids carry the largest poster and "
-           "runtime: %.2f %%" % (100 * GOAL, 100 * res["share"]))
+           "runtime: %.2f %%" % (100 * GOAL, 100 * res["share"]), GOAL / max(res["share"], 1e-9), 1.0)
     r.goal(res["p50"] <= limit_ms, "distance: batch p50 %.1f ms <= %.1f ms (RTT + %d ms, or the "
             "control's %.1f ms + %d ms + the fakes' slowest call's %.1f ms more)"
-            % (res["p50"], limit_ms, P50_MARGIN_MS, ctl["p50"], CONTROL_MARGIN_MS, slack))
+            % (res["p50"], limit_ms, P50_MARGIN_MS, ctl["p50"], CONTROL_MARGIN_MS, slack),
+           res["p50"], limit_ms)
     check_requests(r, prov, "distance", logs)
     heads = [x for x in prov.nginx.requests("youtube") if x["method"] != "GET"]
     r.check(not heads, "distance: YouTube's listener saw nothing but GET (warm-ups are "

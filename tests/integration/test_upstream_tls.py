@@ -146,9 +146,9 @@ def test_near(r, prov, state):
             % (100 * share_min, 100 * ctl["share"], 100 * CONTROL_SHARE_SLACK,
                100 * res["share"], res["enriched"], res["records"], res["degraded_batches"],
                BATCHES))
-    r.check(res["p50"] <= limit_ms,
-            "https: batch p50 %.1f ms <= %.1f ms (RTT + %d ms, or the control's %.1f ms + %d ms)"
-            % (res["p50"], limit_ms, P50_MARGIN_MS, ctl["p50"], CONTROL_MARGIN_MS))
+    r.goal(res["p50"] <= limit_ms,
+           "https: batch p50 %.1f ms <= %.1f ms (RTT + %d ms, or the control's %.1f ms + %d ms)"
+           % (res["p50"], limit_ms, P50_MARGIN_MS, ctl["p50"], CONTROL_MARGIN_MS), res["p50"], limit_ms)
     r.check(ctl["share"] >= CONTROL_FLOOR, "http: the control enriches (>= %.0f %%): %.1f %%"
             % (100 * CONTROL_FLOOR, 100 * ctl["share"]))
     protos = sorted(set(x["protocol"] for x in res["log"]))

@@ -1,14 +1,14 @@
 """report.py: the soak's report, written into --out.
 
 Owns summary.txt (the figures, every check, the timeline of faults),
-samples.csv, requests.csv and the PNG plots (pngplot.py draws them).
+samples.csv, requests.csv and the SVG plots (svgplot.py draws them).
 Invariant: it only reads what the run and the verdict recorded.
 """
 import json
 import os
 import time
 
-import pngplot
+import svgplot
 
 
 class ReportMixin:
@@ -85,12 +85,12 @@ class ReportMixin:
         ref = [(r["t0"], (r["t1"] - r["t0"]) * 1000) for r in sorted(res, key=lambda r: r["t0"])
                if r["status"] not in (200,) and not r["err"]]
         s = self.samples
-        pngplot.plot(os.path.join(d, "latency.png"), "LATENCY MS", "SECONDS",
+        svgplot.plot(os.path.join(d, "latency.svg"), "LATENCY MS", "SECONDS",
                      [("200", lat), ("OTHER", ref)], dots=True)
-        pngplot.plot(os.path.join(d, "rss.png"), "POOL RSS KB", "SECONDS", [("RSS", [(x["t"], x["rss"]) for x in s])])
-        pngplot.plot(os.path.join(d, "fds.png"), "POOL DESCRIPTORS", "SECONDS",
+        svgplot.plot(os.path.join(d, "rss.svg"), "POOL RSS KB", "SECONDS", [("RSS", [(x["t"], x["rss"]) for x in s])])
+        svgplot.plot(os.path.join(d, "fds.svg"), "POOL DESCRIPTORS", "SECONDS",
                      [("FDS", [(x["t"], x["fds"]) for x in s])])
-        pngplot.plot(os.path.join(d, "queue.png"), "LISTEN QUEUE", "SECONDS",
+        svgplot.plot(os.path.join(d, "queue.svg"), "LISTEN QUEUE", "SECONDS",
                      [("QUEUE", [(x["t"], x["queue"]) for x in s])])
         # A worker's shed and nginx's refusal apart: one says the pool's
         # queue waited too long, the other that max_conns held the door.
@@ -100,7 +100,7 @@ class ReportMixin:
         # Degraded batches, not records: the same unit as the 503s, so a
         # few sheds stay visible beside hundreds of degraded records.
         deg = self.per_second(res, lambda r: r["degraded"] > 0)
-        pngplot.plot(os.path.join(d, "shed_degraded.png"), "BATCHES A SECOND: 503 AND DEGRADED", "SECONDS",
+        svgplot.plot(os.path.join(d, "shed_degraded.svg"), "BATCHES A SECOND: 503 AND DEGRADED", "SECONDS",
                      series + [("DEGRADED", deg)])
 
     @staticmethod

@@ -33,7 +33,7 @@ Every loop is bounded in count and time; traffic goes to loopback only.
 The modules, one concern each: stack.py (the socket holder, the pool
 seen from outside, the master's life), traffic.py (the schedule, the
 faults, the client), verdict.py (the reference and the checks),
-report.py (summary, CSVs, plots; pngplot.py draws them).  This file
+report.py (summary, CSVs, plots; svgplot.py draws them).  This file
 holds the run's state and its order.
 """
 import argparse

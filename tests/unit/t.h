@@ -45,6 +45,13 @@ static inline int t_funcs_failed(void)
 
 #define T_CHECK(cond, ...) T_CHECK_IN(__func__, cond, __VA_ARGS__)
 
+/* A time goal, no deadline the product enforces: printed, met or missed,
+ * with its value against its bound, and never counted (make bench-goals
+ * reads the line, as it reads the Python suites' Results.goal). */
+#define T_GOAL(value, bound, what)                                                                 \
+    printf("goal %s: %s [value=%g bound=%g]\n", (value) <= (bound) ? "met" : "missed", what,       \
+           (double)(value), (double)(bound))
+
 /* A check counted for the test func (a helper passes its caller's
  * __func__). */
 #define T_CHECK_IN(func, cond, ...)                                                                \

@@ -3,9 +3,8 @@
  * without I/O: what each id gets from a reply, which replies are refused
  * whole, and that a hostile reply costs neither memory nor time beyond
  * the ids asked (a {} flood, deep nesting, huge strings and numbers).
- * run alone: the 4 MB flood is timed (100 ms).
- * sanitizer build: side by side: there its bound is ten times the plain
- * build's (FLOOD_MAX_S), several times what ASan takes beside the others.
+ * The 4 MB flood's time is a goal (FLOOD_MAX_S, make bench-goals); its
+ * memory, and that it finds nothing, are checked.
  */
 #include <math.h>
 #include <stdint.h>
@@ -227,7 +226,7 @@ static void test_flood(void)
            hwm1 - hwm0);
     T_CHECK(rc == 0 && ids[0].state == ENR_REPLY_ABSENT, "flood parsed, nothing found");
     T_CHECK(hwm1 - hwm0 < 512, "flood: peak memory +%ld kB < 512 kB", hwm1 - hwm0);
-    T_CHECK(took < FLOOD_MAX_S, "flood: %.1f ms < %.0f ms", took * 1e3, FLOOD_MAX_S * 1e3);
+    T_GOAL(took, FLOOD_MAX_S, "flood: 4 MB of {} read within FLOOD_MAX_S (s)");
 
     /* one huge string and one huge number, where an id and a duration go */
     k = (size_t)snprintf(body, size, "{\"items\":[{\"id\":\"a\",\"duration\":1");
