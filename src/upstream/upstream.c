@@ -91,6 +91,7 @@ typedef struct enr_upwant {
     double duration;
     int call; /* index into calls, -1 when none */
     uint8_t provider, src, state, has_poster, has_duration;
+    uint8_t live;  /* a live or upcoming broadcast: a short lifetime (upstale.c) */
     uint8_t stale; /* the cache keeps an answer past its lifetime (upstale.c): a refresh */
 } want;
 
@@ -404,6 +405,7 @@ static int call_parse(enr_upstream *u, enr_upcall *c, enr_batch *b)
             w->duration = r->duration;
             w->has_duration = 1;
         }
+        w->live = r->live;
         w->state = (w->has_poster || w->has_duration) ? W_FOUND : W_UNKNOWN;
         if (w->state == W_FOUND)
             u->st.src[c->src].found++;
@@ -610,7 +612,7 @@ static void late_done(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
             u->st.src[c->src].found++;
         else
             u->st.src[c->src].unknown++;
-        enr_up_cache_store(u, c->provider, c->src, r->id, r->id_len, &v);
+        enr_up_cache_store(u, c->provider, c->src, r->id, r->id_len, &v, r->live);
     }
     u->st.src[c->src].late++;
     prev = enr_breaker_success(&u->src[c->src].br, now);
@@ -834,10 +836,12 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
             v.poster_len = w->poster_len;
             v.duration = w->duration;
             v.has_duration = w->has_duration;
-            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v);
+            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v,
+                               w->live);
         } else if (w->state == W_UNKNOWN) {
             v.negative = 1;
-            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v);
+            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v,
+                               0);
         }
     }
     for (size_t i = 0; i < b->n; i++) {
