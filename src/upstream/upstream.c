@@ -62,9 +62,9 @@
 #include "base/clock.h"
 #include "base/hash.h"
 
-#define UP_MAX_BODY (4u << 20) /* no reply is larger, whatever the call asked */
-#define UP_MAX_URL 8000        /* common server limit on a request line */
-#define UP_RETRY_MIN_MS 2      /* no retry with less time than this left */
+#define UP_MAX_BODY ENR_REPLY_BODY_MAX /* no reply is larger, whatever the call asked */
+#define UP_MAX_URL 8000                /* common server limit on a request line */
+#define UP_RETRY_MIN_MS 2              /* no retry with less time than this left */
 #define UP_PARAMS_MAX 256 /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
 
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
@@ -438,15 +438,15 @@ static int died_before_reply(const enr_upcall *c, CURLcode rc)
            (rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR);
 }
 
-/* The cap of c's reply, from its ids (upstream_reply.h), at most UP_MAX_BODY. */
-/* enr_upstream_reply_cap() for a call's records, before its ids exist. */
+/* The cap of c's reply, from its ids and its source (enr_api_item_cap),
+ * at most UP_MAX_BODY: enr_upstream_reply_cap() for the aggregator's. */
 static size_t call_cap(const enr_upstream *u, const enr_upcall *c, const enr_batch *b)
 {
     size_t cap = ENR_REPLY_SLACK;
 
     for (size_t i = 0; i < c->n && cap < UP_MAX_BODY; i++) {
         const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
-        cap += enr_upstream_reply_item_cap(r->key_len);
+        cap += enr_api_item_cap(c->src, r->key_len);
     }
     return cap < UP_MAX_BODY ? cap : UP_MAX_BODY;
 }

@@ -3,7 +3,8 @@
  * 2026 (api.h): YouTube's larger thumbnails (fhd, qhd, uhd since
  * 2026-09-11; widths given, absent, mixed, unknown names, ties), its live
  * and upcoming broadcasts (marked live: the client keeps them
- * cache_live_ttl_s).
+ * cache_live_ttl_s), and Vimeo's video objects untrimmed (fields= not
+ * honoured: 4.8 to 25 KB each) within the call's cap and enriched.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -190,11 +191,95 @@ static void test_youtube_live(void)
             "a later items replaces the earlier, live mark included");
 }
 
+/* An answer that ignored fields=: each Vimeo video object whole, 5 to
+ * 25 KB as recorded ones are, 50 of them.  The call's cap holds it and
+ * the reader enriches every id. */
+static void vm_untrimmed(enr_buf *o, const char *id, size_t pad)
+{
+    enr_buf_printf(o, "{\"uri\":\"/videos/%s\",\"name\":\"Video %s\",\"description\":\"", id, id);
+    for (size_t i = 0; i < pad / 6; i++)
+        enr_buf_lit(o, "\\u00e9"); /* an escaped character: 6 bytes */
+    enr_buf_printf(
+        o,
+        "\",\"type\":\"video\",\"link\":\"https://vimeo.com/%s\",\"duration\":%zu,\"width\":1920,"
+        "\"height\":1080,\"embed\":{\"html\":\"<iframe src=\\\"https:\\/\\/player.vimeo.com\\/"
+        "video\\/%s?h=0\\\" width=\\\"1920\\\"><\\/iframe>\",\"badges\":{\"hdr\":false,"
+        "\"live\":{\"streaming\":false,\"archived\":false}}},\"created_time\":"
+        "\"2025-01-01T00:00:00+00:00\",\"privacy\":{\"view\":\"anybody\",\"embed\":\"public\"},"
+        "\"pictures\":{\"uri\":\"/videos/%s/pictures/1\",\"active\":true,\"type\":\"custom\","
+        "\"base_link\":\"https://i.vimeocdn.com/video/1\",\"sizes\":[",
+        id, (size_t)(100 + pad % 1000), id, id);
+    for (int w = 100; w <= 1920; w = w * 3 / 2)
+        enr_buf_printf(o,
+                       "{\"width\":%d,\"height\":%d,\"link\":\"https://i.vimeocdn.com/video/"
+                       "%s-d_%d\",\"link_with_play_button\":\"https://i.vimeocdn.com/filter/"
+                       "overlay?src0=x\"},",
+                       w, w * 9 / 16, id, w);
+    enr_buf_printf(o,
+                   "{\"width\":1920,\"height\":1080,\"link\":\"https://i.vimeocdn.com/video/%s-d_"
+                   "1920\"}],\"resource_key\":\"k\"},\"user\":{\"uri\":\"/users/1\",\"name\":\"u\","
+                   "\"pictures\":{\"sizes\":[{\"width\":30,\"link\":\"https://i.vimeocdn.com/"
+                   "portrait/1\"}]}},\"stats\":{\"plays\":null},\"metadata\":{\"connections\":{"
+                   "\"comments\":{\"uri\":\"/videos/%s/comments\",\"total\":0}}}}",
+                   id, id);
+}
+
+static void test_untrimmed(void)
+{
+    static char idtext[50][12];
+    enr_reply_id many[50];
+    enr_buf body = {0};
+    size_t cap = ENR_REPLY_SLACK, smallest = SIZE_MAX, largest = 0;
+    int rc, all = 1;
+
+    enr_buf_lit(&body, "{\"total\":50,\"page\":1,\"per_page\":50,\"paging\":{},\"data\":[");
+    for (int i = 0; i < 50; i++) {
+        size_t start = body.len, len;
+        snprintf(idtext[i], sizeof idtext[i], "%d", 76979871 + i);
+        memset(&many[i], 0, sizeof many[i]);
+        many[i].id = idtext[i];
+        many[i].id_len = strlen(idtext[i]);
+        if (i)
+            enr_buf_putc(&body, ',');
+        vm_untrimmed(&body, idtext[i], 2800 + (size_t)i * 410); /* 4.8 to 25 KB */
+        len = body.len - start - (i ? 1 : 0);
+        smallest = len < smallest ? len : smallest;
+        largest = len > largest ? len : largest;
+        cap += enr_api_item_cap(ENR_API_VIMEO, many[i].id_len);
+    }
+    enr_buf_lit(&body, "]}");
+    T_CHECK(!body.oom && smallest >= 4800 && largest <= 25600 && largest >= 24000,
+            "objects of %zu to %zu bytes", smallest, largest);
+    T_CHECK(body.len <= cap, "a full chunk untrimmed (%zu bytes) within the call's cap (%zu)",
+            body.len, cap);
+    T_CHECK(cap >= (3u << 20) &&
+                enr_api_item_cap(ENR_API_YOUTUBE, 11) * 50 + ENR_REPLY_SLACK >= (3u << 20),
+            "YouTube and Vimeo: a full chunk may take 3 MiB and more (%zu)", cap);
+    T_CHECK(enr_api_item_cap(ENR_API_UPSTREAM, 11) == enr_upstream_reply_item_cap(11),
+            "the aggregator's cap unchanged");
+    for (int i = 0; i < ENR_API_COUNT; i++)
+        T_CHECK(enr_api_item_cap(i, 11) * enr_api_get(i)->max_ids <=
+                    ENR_REPLY_BODY_MAX - ENR_REPLY_SLACK + 6 * 11 * enr_api_get(i)->max_ids,
+                "%s: a full chunk's cap within the per-call bound", enr_api_get(i)->name);
+    enr_buf_reset(&arena);
+    rc = enr_api_get(ENR_API_VIMEO)->parse(body.data, body.len, many, 50, 9, &arena);
+    for (int i = 0; i < 50; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "https://i.vimeocdn.com/video/%.12s-d_1920", idtext[i]);
+        all &= many[i].state == ENR_REPLY_FOUND && many[i].has_poster && many[i].has_duration &&
+               many[i].poster_len == strlen(want) &&
+               memcmp(arena.data + many[i].poster_off, want, many[i].poster_len) == 0;
+    }
+    T_CHECK(rc == 0 && all, "every untrimmed object enriched: the widest picture, its duration");
+    enr_buf_free(&body);
+}
+
 int main(void)
 {
     test_youtube_widest();
     test_youtube_widest_mixed();
     test_youtube_live();
+    test_untrimmed();
     enr_buf_free(&arena);
     enr_buf_free(&answer);
     T_DONE();
