@@ -19,7 +19,8 @@ the NDJSON they must get):
   ids starting "unk" or ending "404" (Vimeo's are numbers) are unknown
   (absent from the answer, 200); "live"
   (YouTube: P0D, liveBroadcastContent "live", thumbnails ..._live.jpg)
-  and "upc" (PT0S, "upcoming") have a poster but no runtime; "days"
+  and "upc" (PT0S, "upcoming"; on Dailymotion both mode "live", the first
+  onair) have a poster but no runtime; "days"
   lasts P1DT2H3M4S; on Dailymotion "expl" is an explicit video, absent
   unless the call says family_filter=false.  YouTube's larger thumbnails
   (since 2026-09-11): "fhd" ids list fhd (1920 wide) too, "qhd" ids fhd
@@ -617,7 +618,7 @@ def vm_item(vid, fields):
 DM_FIELDS = {"id", "title", "duration", "thumbnail_url", "thumbnail_60_url",
              "thumbnail_120_url", "thumbnail_180_url", "thumbnail_240_url", "thumbnail_360_url",
              "thumbnail_480_url", "thumbnail_720_url", "thumbnail_1080_url", "explicit",
-             "created_time", "owner", "url", "channel"}
+             "created_time", "owner", "url", "channel", "mode", "onair"}
 DM_PARAMS = {"ids", "fields", "limit", "family_filter", "page"}
 
 
@@ -663,7 +664,9 @@ def dailymotion(method, path, params, headers):
 def dm_item(vid, fields):
     full = {"id": vid, "title": "video %s" % vid, "duration": runtime(vid) or 0,
             "explicit": vid.startswith("expl"), "created_time": 1714564800,
-            "owner": "x2fake", "url": "https://www.dailymotion.com/video/" + vid}
+            "owner": "x2fake", "url": "https://www.dailymotion.com/video/" + vid,
+            "mode": "live" if vid.startswith(("live", "upc")) else "vod",
+            "onair": vid.startswith("live")}
     full.update(dm_thumbs(vid))
     return {k: full[k] for k in fields if k in full}
 

@@ -225,10 +225,14 @@ static void rules(json_object *it, pick *p)
                                         "thumbnail_480_url", "thumbnail_url"};
     int is_num;
 
+    json_object *mode = member(it, "mode");
+
     for (int i = 0; i < 4; i++)
         if (candidate(member(it, ranks[i]), p))
             break;
     p->duration = seconds_ok(num(member(it, "duration"), &is_num, &p->skip));
+    p->live = str_is(mode) && json_object_get_string_len(mode) == 4 &&
+              memcmp(json_object_get_string(mode), "live", 4) == 0;
 }
 
 static int names(json_object *it, const char *id, size_t len)

@@ -217,6 +217,8 @@ def dm_cases():
              {}),
             ("dm field", "dailymotion", "GET", dm, q([("ids", "x1"), ("fields", "id,views")]),
              {}, {}),
+            ("dm live mode", "dailymotion", "GET", dm,
+             q([("ids", "liveD,upcD,xD1,unkD"), ("fields", DM_FIELDS + ",mode,onair")]), {}, {}),
             ("dm path", "dailymotion", "GET", "/video/x1", q([("ids", "x1")]), {}, {})]
     return out
 
@@ -411,6 +413,7 @@ GOLDEN = {
     "dm limit abc": "5a724af93370f0c0",
     "dm field": "914d3872c4ff869b",
     "dm path": "ed5b8e4db06f4686",
+    "dm live mode": "b615fdfae216464a",
 }
 
 

@@ -14,10 +14,11 @@ this holds the daemon to it end to end.
       (4.8 to 25 KB): batches of two full chunks of 50 are enriched,
       nothing degraded, no call refused as too large, though each answer
       is past what the call's cap once allowed (7 KiB an id)
-  (c) live and upcoming broadcasts: their answers live cache_live_ttl_s
-      (2 s here), the others youtube_cache_ttl_s: once it has passed, a
-      batch asks YouTube again for the live and upcoming ids alone; their
-      posters are the _live thumbnails, their runtimes the records' own
+  (c) live and upcoming broadcasts (YouTube's liveBroadcastContent,
+      Dailymotion's mode "live"): their answers live cache_live_ttl_s (2 s
+      here), the others their source's day: once it has passed, a batch
+      asks each API again for its live and upcoming ids alone; their
+      runtimes are the records' own, YouTube's posters the _live ones
 """
 # Nothing here is a matter of time but cache_live_ttl_s, waited out with a
 # margin from when the answers were stored; a batch's deadline is 1 s (what
@@ -120,8 +121,10 @@ def test_untrimmed(r, prov):
 
 def test_live(r, prov):
     prov.reset()
-    yt = prov.fakes["youtube"]
-    recs = yt_batch("V", ["live", "upc", "Yt", "uhd", "live", "Yt", "upc", "fhd"] * 3)
+    recs = (yt_batch("V", ["live", "upc", "Yt", "uhd", "live", "Yt", "upc", "fhd"] * 3) +
+            [{"provider": "dm", "id": "%sxV%d" % (p, i), "duration": 0}
+             for i, p in enumerate(["live", "", "upc", "", "live", ""] * 2)])
+    apis = ("youtube", "dailymotion")
     with start(prov, "answers-live", cache_live_ttl_s=LIVE_TTL_S) as env:
         st, h, lines = post(env, recs)
         t1 = time.time()  # every answer stored by now: the live ones expire by t1 + LIVE_TTL_S
@@ -131,27 +134,32 @@ def test_live(r, prov):
                                                                   res["wrong"]))
         live = [(rec, line) for rec, line in zip(recs, lines)
                 if rec["id"].startswith(("live", "upc"))]
-        r.check(all(line["poster"].endswith("_live.jpg") and line["duration"] == 0
-                    for _, line in live),
-                "live: the _live thumbnail, and no runtime (the record's own 0): %s"
+        r.check(all(line["duration"] == 0 and (rec["provider"] != "yt" or
+                                               line["poster"].endswith("_live.jpg"))
+                    for rec, line in live),
+                "live: no runtime (the record's own 0), YouTube's _live thumbnail: %s"
                 % [line for _, line in live][:2])
-        n0 = len(yt.log())
+        n0 = {api: len(prov.fakes[api].log()) for api in apis}
         # A batch within the lifetime: all from the cache (when this one
         # ended before the lifetime could have: a stalled run is not a
         # fault of the cache's).
         post(env, recs)
         within = time.time() < t1 + LIVE_TTL_S * 0.5
-        r.check(len(yt.log()) == n0 or not within, "live: within its lifetime, no call: %d" % (
-            len(yt.log()) - n0))
+        more = {api: len(prov.fakes[api].log()) - n0[api] for api in apis}
+        r.check(not any(more.values()) or not within, "live: within its lifetime, no call: %s"
+                % more)
         harness.wait_for(lambda: time.time() > t1 + LIVE_TTL_S + 0.3, LIVE_TTL_S + 5,
                          what="the live answers' lifetime")
+        n0 = {api: len(prov.fakes[api].log()) for api in apis}
         st, h, lines = post(env, recs)
         res = pf.check_lines(recs, lines)
-        asked = sorted(i for e in yt.log()[n0:] for i in pf.asked_ids("youtube", e))
-        want = sorted(set(rec["id"] for rec, _ in live))
-        r.check(asked == want, "live: past cache_live_ttl_s, YouTube asked again for the live "
-                "and upcoming ids alone: %d asked, %d live (others: %s)"
-                % (len(asked), len(want), sorted(set(asked) - set(want))[:3]))
+        for api in apis:
+            asked = sorted(i for e in prov.fakes[api].log()[n0[api]:]
+                           for i in pf.asked_ids(api, e))
+            want = sorted(set(rec["id"] for rec, _ in live if pf.API_OF[rec["provider"]] == api))
+            r.check(asked == want, "live: past cache_live_ttl_s, %s asked again for its live "
+                    "and upcoming ids alone: %d asked, %d live (others: %s)"
+                    % (api, len(asked), len(want), sorted(set(asked) - set(want))[:3]))
         r.check(res["enriched"] == res["known"] == len(recs) and degraded(h) == 0,
                 "live: the batch again enriched whole: %d of %d" % (res["enriched"],
                                                                     res["known"]))

@@ -95,12 +95,12 @@ static void test_urls(void)
     T_STREQ(u ? u : "(null)",
             "https://api.dailymotion.com/videos?ids=x7tgad0,x8&limit=2"
             "&fields=id,duration,thumbnail_1080_url,thumbnail_720_url,thumbnail_480_url,"
-            "thumbnail_url&family_filter=false");
+            "thumbnail_url,mode&family_filter=false");
     /* ids percent-encoded: nothing in one can add a parameter */
     u = build(ENR_API_DAILYMOTION, "a&b=c#d?e %f\xc3\xa9", "https://h", NULL);
     T_STREQ(u ? u : "(null)", "https://h/videos?ids=a%26b%3Dc%23d%3Fe%20%25f%C3%A9&limit=1"
                               "&fields=id,duration,thumbnail_1080_url,thumbnail_720_url,"
-                              "thumbnail_480_url,thumbnail_url&family_filter=false");
+                              "thumbnail_480_url,thumbnail_url,mode&family_filter=false");
 }
 
 static void test_urls_refused(void)

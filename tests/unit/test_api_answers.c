@@ -2,9 +2,10 @@
  * test_api_answers.c: the providers' readers on their answers of December
  * 2026 (api.h): YouTube's larger thumbnails (fhd, qhd, uhd since
  * 2026-09-11; widths given, absent, mixed, unknown names, ties), its live
- * and upcoming broadcasts (marked live: the client keeps them
- * cache_live_ttl_s), and Vimeo's video objects untrimmed (fields= not
- * honoured: 4.8 to 25 KB each) within the call's cap and enriched.
+ * and upcoming broadcasts and Dailymotion's live streams (mode "live"),
+ * marked live (the client keeps them cache_live_ttl_s), and Vimeo's video
+ * objects untrimmed (fields= not honoured: 4.8 to 25 KB each) within the
+ * call's cap and enriched.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -191,6 +192,26 @@ static void test_youtube_live(void)
             "a later items replaces the earlier, live mark included");
 }
 
+/* Dailymotion: mode "live" (a live stream, on air or not) is marked live;
+ * "vod" and anything else are not; its duration 0 is no runtime. */
+static void test_dailymotion_live(void)
+{
+    int rc;
+
+    rc = parse(ENR_API_DAILYMOTION, "x1,x2,x3,x4",
+               "{\"list\":[{\"id\":\"x1\",\"mode\":\"live\",\"onair\":true,\"duration\":0,"
+               "\"thumbnail_720_url\":\"https://s1.dmcdn.net/v/x1/x720\"},"
+               "{\"id\":\"x2\",\"mode\":\"vod\",\"duration\":12,"
+               "\"thumbnail_url\":\"https://s1.dmcdn.net/v/x2/x240\"},"
+               "{\"id\":\"x3\",\"mode\":\"live\",\"mode\":\"vod\",\"duration\":5},"
+               "{\"id\":\"x4\",\"mode\":\"Live\",\"duration\":6}]}");
+    T_CHECK(rc == 0 && found(0, "https://s1.dmcdn.net/v/x1/x720", 0) && ids[0].live,
+            "x1: mode live: its poster, no runtime, marked live");
+    T_CHECK(found(1, "https://s1.dmcdn.net/v/x2/x240", 12) && !ids[1].live, "x2: vod");
+    T_CHECK(found(2, NULL, 5) && !ids[2].live, "x3: the last mode counts");
+    T_CHECK(found(3, NULL, 6) && !ids[3].live, "x4: Live is not live");
+}
+
 /* An answer that ignored fields=: each Vimeo video object whole, 5 to
  * 25 KB as recorded ones are, 50 of them.  The call's cap holds it and
  * the reader enriches every id. */
@@ -279,6 +300,7 @@ int main(void)
     test_youtube_widest();
     test_youtube_widest_mixed();
     test_youtube_live();
+    test_dailymotion_live();
     test_untrimmed();
     enr_buf_free(&arena);
     enr_buf_free(&answer);
