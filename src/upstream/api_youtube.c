@@ -206,8 +206,8 @@ static int details_member(void *ctx, int key, int depth)
 
 static int item_member(void *ctx, int key, int depth)
 {
-    static const char *const snippet[] = {"thumbnails", "liveBroadcastContent"}, *const details[] =
-                                                                                     {"duration"};
+    static const char *const snippet[] = {"thumbnails", "liveBroadcastContent"};
+    static const char *const details[] = {"duration"};
     yt_item *it = ctx;
     const unsigned char *ignored;
 
