@@ -18,9 +18,15 @@ the NDJSON they must get):
              provider's own image host, its URL derived from the id
   ids starting "unk" or ending "404" (Vimeo's are numbers) are unknown
   (absent from the answer, 200); "live"
-  (YouTube: P0D) and "upc" (PT0S) have a poster but no runtime; "days"
+  (YouTube: P0D, liveBroadcastContent "live", thumbnails ..._live.jpg)
+  and "upc" (PT0S, "upcoming"; on Dailymotion both mode "live", the first
+  onair) have a poster but no runtime; "days"
   lasts P1DT2H3M4S; on Dailymotion "expl" is an explicit video, absent
-  unless the call says family_filter=false.
+  unless the call says family_filter=false.  YouTube's larger thumbnails
+  (since 2026-09-11): "fhd" ids list fhd (1920 wide) too, "qhd" ids fhd
+  and qhd (2560), "uhd" ids all three (uhd 3840, listed first), and ids
+  starting "nw" list every thumbnail without its width (the reader then
+  ranks them by name; "nwuhd" ids the larger three too).
 Quirks, every answer: items in an order of their own (reversed), the
 first item again at the end (a duplicate), fields nobody asked for, the
 larger thumbnails missing for some ids (YouTube maxres and standard,
@@ -56,7 +62,10 @@ POST /_reset zeroes the counters and the log but keeps Vimeo's rate window
 Control (POST /_control on either port), besides fake_upstream.py's keys:
   {"key": "...", "token": "...", "quota": 10000, "quota_used": 0,
    "quota_reason": "quotaExceeded", "rate_limit": 600, "rate_window_s": 60,
-   "reset_form": "epoch|date", "vm_max_uris": 100}
+   "reset_form": "epoch|date", "vm_max_uris": 100, "vm_untrimmed": false}
+  vm_untrimmed: Vimeo ignores fields= (as an API version or a proxy that
+  drops the query's tail may) and sends each video object whole, 5 to 25
+  KB as recorded ones are; the poster and runtime are the same.
 Usage: fake_providers.py --api NAME [--port P] [--control-port P]
                          [--ready-file F] [--key K] [--token T]
 """
@@ -77,16 +86,17 @@ APIS = ("youtube", "vimeo", "dailymotion")
 PATHS = {"youtube": "/youtube/v3/videos", "vimeo": "/videos", "dailymotion": "/videos"}
 PROVIDER = {"youtube": "yt", "vimeo": "vm", "dailymotion": "dm"}
 YT_MAX_IDS = 50
-YT_FIELDS = "items(id,contentDetails/duration,snippet/thumbnails)"  # what enrichd asks
+YT_FIELDS = "items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))"  # enrichd's
 DM_MAX_LIMIT = 100
 DM_DEFAULT_LIMIT = 10
 LOG_KEPT = 20000
 DAYS_SECONDS = 93784  # P1DT2H3M4S
 
 API_KEYS = ("key", "token", "quota", "quota_used", "quota_reason", "rate_limit",
-            "rate_window_s", "reset_form", "vm_max_uris")
+            "rate_window_s", "reset_form", "vm_max_uris", "vm_untrimmed")
 core.settings.update(key="", token="", quota=10000, quota_used=0, quota_reason="quotaExceeded",
-                     rate_limit=600, rate_window_s=60, reset_form="epoch", vm_max_uris=100)
+                     rate_limit=600, rate_window_s=60, reset_form="epoch", vm_max_uris=100,
+                     vm_untrimmed=False)
 
 
 def zero_api():
@@ -105,7 +115,9 @@ def crc(s):
 
 YT_SIZES = [("default", 120, 90, "default"), ("medium", 320, 180, "mqdefault"),
             ("high", 480, 360, "hqdefault"), ("standard", 640, 480, "sddefault"),
-            ("maxres", 1280, 720, "maxresdefault")]
+            ("maxres", 1280, 720, "maxresdefault"), ("fhd", 1920, 1080, "fhddefault"),
+            ("qhd", 2560, 1440, "qhddefault"), ("uhd", 3840, 2160, "uhddefault")]
+YT_LARGER = {"fhd": ("fhd",), "qhd": ("fhd", "qhd"), "uhd": ("uhd", "fhd", "qhd")}
 VM_WIDTHS = [100, 200, 295, 640, 960, 1280, 1920]
 DM_SIZES = [("thumbnail_url", 0), ("thumbnail_480_url", 480), ("thumbnail_720_url", 720),
             ("thumbnail_1080_url", 1080)]
@@ -129,9 +141,18 @@ def yt_thumbs(vid):
         keep.append("standard")
     if c % 4 == 0:
         keep.append("maxres")
+    larger = YT_LARGER.get(vid[2:5] if vid.startswith("nw") else vid[:3], ())
     q = quote(vid, safe="-._~")
-    return {name: {"url": "https://i.ytimg.com/vi/%s/%s.jpg" % (q, file), "width": w, "height": h}
-            for name, w, h, file in YT_SIZES if name in keep}
+    live = "_live" if vid.startswith(("live", "upc")) else ""
+    sizes = {name: (w, h, file) for name, w, h, file in YT_SIZES}
+    out = {}
+    for name in list(larger[:1]) + keep + list(larger[1:]):
+        w, h, file = sizes[name]
+        t = {"url": "https://i.ytimg.com/vi/%s/%s%s.jpg" % (q, file, live)}
+        if not vid.startswith("nw"):
+            t.update(width=w, height=h)
+        out[name] = t
+    return out
 
 
 def vm_widths(c):
@@ -173,9 +194,10 @@ def dm_thumbs(vid):
 
 def poster(api_name, vid):
     if api_name == "youtube":
-        t = yt_thumbs(vid)
-        return next(t[n]["url"] for n in ("maxres", "standard", "high", "medium", "default")
-                    if n in t)
+        t = yt_thumbs(vid)  # the widest, by width or by the width its name stands for
+        named = {name: w for name, w, h, file in YT_SIZES}
+        return max(t.values(), key=lambda x: x.get("width") or named[
+            next(n for n in t if t[n] is x)])["url"]
     if api_name == "vimeo":
         return max(vm_sizes(vid), key=lambda s: s["width"])["link"]
     t = dm_thumbs(vid)
@@ -380,18 +402,26 @@ def yt_item_text(vid, snippet, details, fields, pretty=True):
     if not (snippet and details and fields == YT_FIELDS):
         return Raw(indented(yt_item(vid, snippet, details, fields), 2, pretty))
     thumbs = yt_thumbs(vid)
-    fmt = _yt_short.get((tuple(thumbs), pretty))
+    shape = (tuple(thumbs), vid.startswith("nw"), pretty)  # names, widths given or not
+    fmt = _yt_short.get(shape)
     if fmt is None:
         it = yt_item(vid, snippet, details, fields)
         text = indented(it, 2, pretty)
-        _yt_short[(tuple(thumbs), pretty)] = _templates[(_shape(it, []), 2 if pretty else None)]
+        _yt_short[shape] = _templates[(_shape(it, []), 2 if pretty else None)]
         return Raw(text)
     leaves = [encode_basestring_ascii(vid),
               encode_basestring_ascii(iso8601(runtime(vid) or 0, vid))]
     for t in thumbs.values():
-        leaves += (encode_basestring_ascii(t["url"]), int.__repr__(t["width"]),
-                   int.__repr__(t["height"]))
+        leaves.append(encode_basestring_ascii(t["url"]))
+        if "width" in t:
+            leaves += (int.__repr__(t["width"]), int.__repr__(t["height"]))
+    leaves.append(encode_basestring_ascii(yt_live(vid)))
     return Raw(fmt % tuple(leaves))
+
+
+def yt_live(vid):
+    """snippet.liveBroadcastContent."""
+    return "live" if vid.startswith("live") else "upcoming" if vid.startswith("upc") else "none"
 
 
 def yt_item(vid, snippet, details, fields):
@@ -399,7 +429,7 @@ def yt_item(vid, snippet, details, fields):
     if snippet:
         it["snippet"] = {"publishedAt": "2024-05-01T12:00:00Z", "channelId": "UCfake",
                          "title": "video %s" % vid, "thumbnails": yt_thumbs(vid),
-                         "liveBroadcastContent": "live" if vid.startswith("live") else "none"}
+                         "liveBroadcastContent": yt_live(vid)}
     if details:
         it["contentDetails"] = {"duration": iso8601(runtime(vid) or 0, vid),
                                 "dimension": "2d", "definition": "hd", "caption": "false"}
@@ -407,8 +437,9 @@ def yt_item(vid, snippet, details, fields):
 
 
 def yt_trim(it, fields):
-    """fields=items(id,contentDetails/duration,snippet/thumbnails), as
-    the API honours it (enough of the grammar for what clients send)."""
+    """fields=items(id,contentDetails/duration,snippet(thumbnails,
+    liveBroadcastContent)) or snippet/thumbnails, as the API honours it
+    (enough of the grammar for what clients send)."""
     out = {}
     if "id" in fields.replace("Details", ""):
         out["id"] = it["id"]
@@ -417,7 +448,11 @@ def yt_trim(it, fields):
         out["contentDetails"] = {"duration": cd["duration"]} if "/duration" in fields else cd
     if "snippet" in it and "snippet" in fields:
         sn = it["snippet"]
-        out["snippet"] = {"thumbnails": sn["thumbnails"]} if "/thumbnails" in fields else sn
+        if "snippet(" in fields:
+            sub = fields.split("snippet(", 1)[1].split(")", 1)[0].split(",")
+            out["snippet"] = {k: sn[k] for k in sub if k in sn}
+        else:
+            out["snippet"] = {"thumbnails": sn["thumbnails"]} if "/thumbnails" in fields else sn
     return out
 
 
@@ -485,6 +520,8 @@ def vimeo(method, path, params, headers):
         return st, b, rate, "too many ids", len(uris)
     fields = params.get("fields", [""])[-1]
     make = vm_item_text if fields == VM_FIELDS else lambda vid, f: Raw(_compact.encode(vm_item(vid, f)))
+    if s["vm_untrimmed"]:
+        make = kept_untrimmed
     data = [make(u[len("/videos/"):], fields)
             for u in uris if u.startswith("/videos/") and known(u[len("/videos/"):])]
     data = quirky(data)
@@ -518,6 +555,46 @@ def vm_item_text(vid, fields):
     return Raw(fmt % tuple(leaves))
 
 
+def kept_untrimmed(vid, fields):
+    return kept(("vimeo-untrimmed", vid), lambda: Raw(_compact.encode(vm_untrimmed(vid))))
+
+
+def vm_untrimmed(vid):
+    """The whole video object, as Vimeo sends it when fields= is not
+    honoured: 4.8 to 25 KB (the recorded ones' range), most of it the
+    description, the embed code, the owner and the connections."""
+    c = crc(vid)
+    d = vm_item(vid, "")
+    uri = d["uri"]
+    size = 4800 + c % 20000
+    d.update(description="", link="https://vimeo.com/%s" % vid,
+             embed={"html": "<iframe src=\"https://player.vimeo.com/video/%s?h=%08x\" "
+                            "width=\"1920\" height=\"1080\" frameborder=\"0\" "
+                            "allow=\"autoplay; fullscreen\"></iframe>" % (vid, c),
+                    "badges": {"hdr": False, "live": {"streaming": False, "archived": False},
+                               "staff_pick": {"normal": False}}, "interactive": False},
+             created_time="2025-03-01T10:00:00+00:00", modified_time="2026-11-30T08:00:00+00:00",
+             release_time="2025-03-01T10:00:00+00:00", language="fr",
+             tags=[{"uri": "/tags/t%d" % i, "name": "tag %d" % i, "tag": "t%d" % i,
+                    "canonical": "t%d" % i} for i in range(c % 8)],
+             stats={"plays": None}, status="available", resource_key="%040x" % c,
+             user={"uri": "/users/%d" % (c % 99991), "name": "Owner %d" % (c % 97),
+                   "link": "https://vimeo.com/user%d" % (c % 99991), "account": "pro",
+                   "pictures": {"sizes": [{"width": w, "height": w,
+                                           "link": "https://i.vimeocdn.com/portrait/%d_%dx%d"
+                                           % (c % 997, w, w)} for w in (30, 72, 75, 100, 144, 216,
+                                                                        288, 300, 360)]}},
+             metadata={"connections": {k: {"uri": "%s/%s" % (uri, k), "options": ["GET"],
+                                           "total": c % 50}
+                                       for k in ("comments", "credits", "likes", "pictures",
+                                                 "texttracks", "related", "recommendations")}})
+    # the description fills the object to its size: accented text, each
+    # character written \u00e9 (6 bytes) by the encoder, as PHP's does
+    rest = size - len(_compact.encode(d).replace("/", "\\/"))
+    d["description"] = "\u00e9" * (max(0, rest) // 6)
+    return d
+
+
 def vm_item(vid, fields):
     c = crc(vid)
     uri = vm_uri(vid, c)
@@ -541,7 +618,7 @@ def vm_item(vid, fields):
 DM_FIELDS = {"id", "title", "duration", "thumbnail_url", "thumbnail_60_url",
              "thumbnail_120_url", "thumbnail_180_url", "thumbnail_240_url", "thumbnail_360_url",
              "thumbnail_480_url", "thumbnail_720_url", "thumbnail_1080_url", "explicit",
-             "created_time", "owner", "url", "channel"}
+             "created_time", "owner", "url", "channel", "mode", "onair"}
 DM_PARAMS = {"ids", "fields", "limit", "family_filter", "page"}
 
 
@@ -587,7 +664,9 @@ def dailymotion(method, path, params, headers):
 def dm_item(vid, fields):
     full = {"id": vid, "title": "video %s" % vid, "duration": runtime(vid) or 0,
             "explicit": vid.startswith("expl"), "created_time": 1714564800,
-            "owner": "x2fake", "url": "https://www.dailymotion.com/video/" + vid}
+            "owner": "x2fake", "url": "https://www.dailymotion.com/video/" + vid,
+            "mode": "live" if vid.startswith(("live", "upc")) else "vod",
+            "onair": vid.startswith("live")}
     full.update(dm_thumbs(vid))
     return {k: full[k] for k in fields if k in full}
 

@@ -90,6 +90,7 @@ typedef struct enr_config {
     size_t cache_bytes;            /* default 16 MiB */
     unsigned cache_ttl_s;          /* the aggregator's answers; default 3600 */
     unsigned cache_negative_ttl_s; /* default 300 */
+    unsigned cache_live_ttl_s;     /* a live or upcoming broadcast's answer; default 300 */
     unsigned youtube_cache_ttl_s;  /* each API's answers; default 86400 */
     unsigned vimeo_cache_ttl_s;
     unsigned dailymotion_cache_ttl_s;

@@ -75,6 +75,13 @@ const enr_api *enr_api_get(int id)
     return rows[id];
 }
 
+size_t enr_api_item_cap(int src, size_t id_len)
+{
+    if (src <= ENR_API_UPSTREAM || src >= ENR_API_COUNT)
+        return enr_upstream_reply_item_cap(id_len);
+    return (ENR_REPLY_BODY_MAX - ENR_REPLY_SLACK) / max_ids[src] + 6 * id_len;
+}
+
 int enr_api_by_name(const char *name)
 {
     for (int i = 0; name != NULL && i < ENR_API_COUNT; i++)

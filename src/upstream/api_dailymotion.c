@@ -3,15 +3,17 @@
  * data, no key; 100 ids a call, limit at most 100):
  *
  *   GET {dailymotion_url}/videos?ids=x1,x2&limit=N
- *       &fields=id,duration,thumbnail_1080_url,thumbnail_720_url,thumbnail_480_url,thumbnail_url
- *       &family_filter=false
+ *       &fields=id,duration,thumbnail_1080_url,thumbnail_720_url,thumbnail_480_url,thumbnail_url,
+ *       mode&family_filter=false
  *
  * family_filter=false, or explicit videos silently vanish from the list.
  * An answer is {"page":1,"limit":N,"has_more":false,"list":[{"id":"x1",
  * "duration":213,"thumbnail_1080_url":..,..}]}; ids the API does not
  * know are absent.  The poster is the first of thumbnail_1080_url >
  * 720 > 480 > thumbnail_url that passes the poster checks; the runtime is
- * duration in seconds, none when 0.
+ * duration in seconds, none when 0.  A video whose mode is "live" is a
+ * live stream (its documentation's word: on air, scheduled or over), marked
+ * live: the client keeps its answer cache_live_ttl_s only.
  *
  * Errors are {"error":{"code":400,"message":"..","type":"invalid_parameter",
  * "error_data":{..}}}: 400 is a request refused (its type for the log),
@@ -42,7 +44,7 @@ static int dm_build_url(enr_buf *url, const char *base, const enr_reply_id *ids,
         return -1;
     enr_buf_printf(url, "&limit=%zu", n);
     enr_buf_lit(url, "&fields=id,duration,thumbnail_1080_url,thumbnail_720_url,"
-                     "thumbnail_480_url,thumbnail_url&family_filter=false");
+                     "thumbnail_480_url,thumbnail_url,mode&family_filter=false");
     if (url->oom) {
         url->len = start;
         return -1;
@@ -58,7 +60,9 @@ static void dm_headers(enr_buf *out, const char *secret, size_t secret_len)
 /* ---- the reader ---- */
 
 /* The item's keys: the thumbnails first, best first. */
-enum { K_1080, K_720, K_480, K_THUMB, K_ID, K_DURATION, K_COUNT };
+enum { K_1080, K_720, K_480, K_THUMB, K_ID, K_DURATION, K_MODE, K_COUNT };
+
+#define MODE_TEXT_MAX 8 /* "live" and room to see a longer word */
 
 typedef struct dm_item {
     enr_rscan *r;
@@ -82,9 +86,13 @@ static int dm_item_read(enr_rscan *r, int depth)
                                         "thumbnail_480_url",
                                         "thumbnail_url",
                                         "id",
-                                        "duration"};
+                                        "duration",
+                                        "mode"};
     dm_item it = {.r = r};
     enr_reply_id *id;
+    char mode[MODE_TEXT_MAX];
+    size_t len;
+    int faithful;
 
     if (enr_jscan_object(&r->j, depth, names, K_COUNT, item_member, &it) != 0)
         return -1;
@@ -94,6 +102,8 @@ static int dm_item_read(enr_rscan *r, int depth)
         if (enr_rscan_poster_at(r, id, it.at[k]))
             break;
     enr_rscan_seconds_at(id, it.at[K_DURATION]);
+    id->live = enr_rscan_string_at(r, it.at[K_MODE], mode, sizeof mode, &len, &faithful) == 0 &&
+               len == 4 && memcmp(mode, "live", 4) == 0;
     enr_rscan_settle(id);
     return 0;
 }

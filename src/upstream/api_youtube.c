@@ -3,7 +3,7 @@
  * enrichd calls (1 quota unit a call, 50 ids at most):
  *
  *   GET {youtube_url}/videos?part=contentDetails,snippet&id=A,B
- *       &fields=items(id,contentDetails/duration,snippet/thumbnails)
+ *       &fields=items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))
  *       &prettyPrint=false&key=KEY
  *
  * fields is percent-encoded as Google's client libraries encode a query
@@ -11,12 +11,24 @@
  * (one of Google's standard parameters) asks for the answer without its
  * indentation: a third fewer bytes to carry, decrypt and scan.  An answer is
  * {"items":[{"id":..,"contentDetails":{"duration":"PT4M13S"},
- * "snippet":{"thumbnails":{"default":{"url":..},..,"maxres":{..}}}}]}:
- * unknown, private and deleted ids are simply not in it, and a partial
- * response may leave out an empty "items" (the answer then found
- * nothing).  The poster is the url of the largest thumbnail that passes
- * the poster checks, maxres > standard > high > medium > default; the
- * runtime is the ISO 8601 duration, none for P0D/PT0S (live, upcoming).
+ * "snippet":{"liveBroadcastContent":"none","thumbnails":{"default":
+ * {"url":..,"width":120,"height":90},..,"maxres":{..}}}}]}: unknown,
+ * private and deleted ids are simply not in it, and a partial response
+ * may leave out an empty "items" (the answer then found nothing).
+ *
+ * The poster is the widest thumbnail whose url passes the poster checks
+ * (https, docs/providers.md).  A thumbnail is judged by its width when
+ * the answer gives a positive one, else by the width its name stands for
+ * (default 120 < medium 320 < high 480 < standard 640 < maxres 1280 <
+ * fhd 1920 < qhd 2560 < uhd 3840: the new names rank above maxres
+ * whether widths are given or not, and a mix compares given widths with
+ * named ones); a name not in that list counts only with a width (the
+ * first 8 such names of an object).  Of equal widths the higher name
+ * wins, a known name before an unknown one, then the unknown that came
+ * first.  The runtime is the ISO 8601 duration, none for P0D/PT0S.  An
+ * item whose liveBroadcastContent is "live" or "upcoming" is marked live
+ * (its thumbnail is ..._live.jpg and its duration P0D until it ends): the
+ * client keeps its answer cache_live_ttl_s only.
  *
  * Errors (developers.google.com/youtube/v3/docs/errors) are
  * {"error":{"code":403,"message":..,"errors":[{"reason":"quotaExceeded",
@@ -28,6 +40,8 @@
 #include "upstream/api_int.h"
 #include "upstream/reply_scan.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FORBID "," /* the id parameter's separator */
@@ -41,7 +55,8 @@ static int yt_matchable(const char *id, size_t len)
 static int yt_build_url(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
                         const char *secret, size_t secret_len)
 {
-    static const char fields[] = "items(id,contentDetails/duration,snippet/thumbnails)";
+    static const char fields[] =
+        "items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))";
     size_t start = url->len;
 
     if (enr_api_url_ids(url, base, "videos?part=contentDetails,snippet&id=", ids, n,
@@ -68,45 +83,116 @@ static void yt_headers(enr_buf *out, const char *secret, size_t secret_len)
 
 /* ---- the reader ---- */
 
-enum { T_DEFAULT, T_MEDIUM, T_HIGH, T_STANDARD, T_MAXRES, T_COUNT };
+/* The thumbnail names YouTube documents, narrowest first (fhd, qhd and
+ * uhd since 2026-09-11), each with the width its images have: the width
+ * a thumbnail is judged by when the answer gives it none. */
+static const struct {
+    const char *name;
+    double width;
+} known_thumbs[] = {{"default", 120}, {"medium", 320}, {"high", 480}, {"standard", 640},
+                    {"maxres", 1280}, {"fhd", 1920},   {"qhd", 2560}, {"uhd", 3840}};
+
+#define T_KNOWN (sizeof known_thumbs / sizeof known_thumbs[0])
+/* Names the reader does not know, kept per thumbnails object (the first
+ * to appear; a later one is not a candidate): the API lists 8 at most. */
+#define T_OTHER_MAX 8
+#define LIVE_TEXT_MAX 16 /* "upcoming" and room to see a longer word */
+
+/* One thumbnail: where the last string of its url and the last number
+ * of its width start (NULL: none), and an unknown one's name. */
+typedef struct yt_thumb {
+    const unsigned char *url, *width;
+    char name[ENR_JSCAN_KEY_MAX + 1];
+    size_t name_len;
+} yt_thumb;
 
 /* One item being read: where the last string of each field starts. */
 typedef struct yt_item {
     enr_rscan *r;
-    const unsigned char *id, *duration, *thumb[T_COUNT];
-    int rank; /* the thumbnail being read */
+    const unsigned char *id, *duration, *live;
+    yt_thumb thumb[T_KNOWN + T_OTHER_MAX]; /* the known ones by rank, then the others */
+    size_t nother;
+    yt_thumb *cur; /* the thumbnail being read */
 } yt_item;
+
+static void thumbs_reset(yt_item *it)
+{
+    memset(it->thumb, 0, sizeof it->thumb);
+    it->nother = 0;
+}
 
 static int thumb_member(void *ctx, int key, int depth)
 {
     yt_item *it = ctx;
     const unsigned char *ignored;
 
-    return enr_jscan_string_at(&it->r->j, depth, key == 0 ? &it->thumb[it->rank] : &ignored);
+    if (key == 1)
+        return enr_jscan_number_at(&it->r->j, depth, &it->cur->width);
+    return enr_jscan_string_at(&it->r->j, depth, key == 0 ? &it->cur->url : &ignored);
 }
 
-static int thumbnails_member(void *ctx, int key, int depth)
+/* The slot of the thumbnail named k[0..len): its rank's when known, else
+ * the one its name first took; NULL when the name is too long or the
+ * others' slots are all taken. */
+static yt_thumb *thumb_slot(yt_item *it, const char *k, size_t len)
 {
-    static const char *const names[] = {"url"};
-    yt_item *it = ctx;
+    yt_thumb *t;
 
-    if (key < 0)
-        return enr_jscan_skip(&it->r->j, depth);
-    it->rank = key;
-    it->thumb[key] = NULL;
-    return enr_jscan_object(&it->r->j, depth, names, 1, thumb_member, it);
+    if (len > ENR_JSCAN_KEY_MAX)
+        return NULL;
+    for (size_t i = 0; i < T_KNOWN; i++)
+        if (strlen(known_thumbs[i].name) == len && memcmp(known_thumbs[i].name, k, len) == 0)
+            return &it->thumb[i];
+    for (size_t i = 0; i < it->nother; i++) {
+        t = &it->thumb[T_KNOWN + i];
+        if (t->name_len == len && memcmp(t->name, k, len) == 0)
+            return t;
+    }
+    if (it->nother == T_OTHER_MAX)
+        return NULL;
+    t = &it->thumb[T_KNOWN + it->nother++];
+    memcpy(t->name, k, len);
+    t->name_len = len;
+    return t;
 }
 
-/* snippet {thumbnails {RANK {url}}} */
+/* thumbnails {NAME {url, width}}: any name, the last occurrence counting. */
+static int read_thumbnails(yt_item *it, int depth)
+{
+    static const char *const names[] = {"url", "width"};
+    enr_jscan *j = &it->r->j;
+    char k[ENR_JSCAN_KEY_MAX + 1];
+    size_t len;
+    int more;
+
+    thumbs_reset(it); /* a later thumbnails replaces an earlier one */
+    if (!enr_jscan_at(j, '{'))
+        return enr_jscan_skip(j, depth);
+    for (more = enr_jscan_open(j, depth); more == 1; more = enr_jscan_next(j, '}')) {
+        if (enr_jscan_key_text(j, k, &len) != 0)
+            return -1;
+        if ((it->cur = thumb_slot(it, k, len)) == NULL) {
+            if (enr_jscan_skip(j, depth + 1) != 0)
+                return -1;
+            continue;
+        }
+        it->cur->url = it->cur->width = NULL;
+        if (enr_jscan_object(j, depth + 1, names, 2, thumb_member, it) != 0)
+            return -1;
+    }
+    return more;
+}
+
+/* snippet {thumbnails, liveBroadcastContent} */
 static int snippet_member(void *ctx, int key, int depth)
 {
-    static const char *const names[] = {"default", "medium", "high", "standard", "maxres"};
     yt_item *it = ctx;
 
-    if (key < 0)
-        return enr_jscan_skip(&it->r->j, depth);
-    memset(it->thumb, 0, sizeof it->thumb); /* a later thumbnails replaces an earlier one */
-    return enr_jscan_object(&it->r->j, depth, names, T_COUNT, thumbnails_member, it);
+    if (key == 0)
+        return read_thumbnails(it, depth);
+    if (key == 1)
+        return enr_jscan_string_at(&it->r->j, depth, &it->live);
+    return enr_jscan_skip(&it->r->j, depth);
 }
 
 /* contentDetails {duration} */
@@ -120,19 +206,74 @@ static int details_member(void *ctx, int key, int depth)
 
 static int item_member(void *ctx, int key, int depth)
 {
-    static const char *const snippet[] = {"thumbnails"}, *const details[] = {"duration"};
+    static const char *const snippet[] = {"thumbnails", "liveBroadcastContent"};
+    static const char *const details[] = {"duration"};
     yt_item *it = ctx;
     const unsigned char *ignored;
 
     if (key == 1) {
-        memset(it->thumb, 0, sizeof it->thumb);
-        return enr_jscan_object(&it->r->j, depth, snippet, 1, snippet_member, it);
+        thumbs_reset(it);
+        it->live = NULL;
+        return enr_jscan_object(&it->r->j, depth, snippet, 2, snippet_member, it);
     }
     if (key == 2) {
         it->duration = NULL;
         return enr_jscan_object(&it->r->j, depth, details, 1, details_member, it);
     }
     return enr_jscan_string_at(&it->r->j, depth, key == 0 ? &it->id : &ignored);
+}
+
+/* The width thumbnail i is judged by: its width when the answer gives a
+ * positive finite one, else its name's (0 for a name not known: no
+ * candidate). */
+static double thumb_width(const yt_item *it, size_t i)
+{
+    const yt_thumb *t = &it->thumb[i];
+    double w;
+
+    if (t->width != NULL) {
+        w = strtod((const char *)t->width, NULL); /* a delimiter follows it in the body */
+        if (w > 0 && isfinite(w))
+            return w;
+    }
+    return i < T_KNOWN ? known_thumbs[i].width : 0;
+}
+
+/* The poster: the widest thumbnail (thumb_width) whose url passes the
+ * poster checks.  Of equal widths, the known name of the higher rank,
+ * then a known name before another, then the other that appeared first. */
+static void pick_poster(yt_item *it, enr_reply_id *id)
+{
+    double w[T_KNOWN + T_OTHER_MAX];
+    size_t n = T_KNOWN + it->nother;
+
+    for (size_t i = 0; i < n; i++)
+        w[i] = it->thumb[i].url != NULL ? thumb_width(it, i) : 0;
+    for (;;) {
+        size_t best = n;
+        for (size_t i = 0; i < n; i++) {
+            /* ranks: the known from uhd down, then the others in order */
+            size_t at = i < T_KNOWN ? T_KNOWN - 1 - i : i;
+            if (w[at] > 0 && (best == n || w[at] > w[best]))
+                best = at;
+        }
+        if (best == n || enr_rscan_poster_at(it->r, id, it->thumb[best].url))
+            return;
+        w[best] = 0; /* refused: the next widest */
+    }
+}
+
+/* snippet.liveBroadcastContent: "live" or "upcoming" (else "none"). */
+static int is_live(const yt_item *it)
+{
+    char text[LIVE_TEXT_MAX];
+    size_t len;
+    int faithful;
+
+    if (enr_rscan_string_at(it->r, it->live, text, sizeof text, &len, &faithful) != 0)
+        return 0;
+    return (len == 4 && memcmp(text, "live", 4) == 0) ||
+           (len == 8 && memcmp(text, "upcoming", 8) == 0);
 }
 
 static int yt_item_read(enr_rscan *r, int depth)
@@ -149,12 +290,11 @@ static int yt_item_read(enr_rscan *r, int depth)
         return -1;
     if ((id = enr_rscan_claim_at(r, it.id)) == NULL)
         return 0;
-    for (int t = T_MAXRES; t >= T_DEFAULT; t--)
-        if (enr_rscan_poster_at(r, id, it.thumb[t]))
-            break;
+    pick_poster(&it, id);
     if (enr_rscan_string_at(r, it.duration, text, sizeof text, &len, &faithful) == 0 &&
         len <= sizeof text && enr_iso8601_duration(text, len, &d) == 0)
         enr_rscan_runtime(id, d);
+    id->live = (uint8_t)is_live(&it);
     enr_rscan_settle(id);
     return 0;
 }

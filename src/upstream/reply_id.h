@@ -28,6 +28,7 @@ typedef struct enr_reply_id {
     /* out */
     uint8_t state; /* enum enr_reply_state */
     uint8_t has_poster, has_duration;
+    uint8_t live; /* a live or upcoming broadcast: its answer changes when it ends */
     size_t poster_off, poster_len; /* into the arena, when has_poster */
     double duration;               /* when has_duration; never -0 */
 } enr_reply_id;

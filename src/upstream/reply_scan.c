@@ -85,7 +85,7 @@ void enr_reply_reset(enr_reply_id *ids, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         ids[i].state = ENR_REPLY_ABSENT;
-        ids[i].has_poster = ids[i].has_duration = 0;
+        ids[i].has_poster = ids[i].has_duration = ids[i].live = 0;
         ids[i].poster_off = ids[i].poster_len = 0;
         ids[i].duration = 0;
     }
@@ -232,28 +232,37 @@ int enr_jscan_string(enr_jscan *s, char *out, size_t cap, size_t *len)
     }
 }
 
-int enr_jscan_key(enr_jscan *s, const char *const *names, int nnames, int *key)
+int enr_jscan_key_text(enr_jscan *s, char *k, size_t *len)
 {
-    char k[ENR_JSCAN_KEY_MAX + 1];
-    size_t len, klen;
+    size_t klen;
 
-    if (!enr_jscan_at(s, '"') || enr_jscan_string(s, k, sizeof k, &len) != 0)
+    if (!enr_jscan_at(s, '"') || enr_jscan_string(s, k, ENR_JSCAN_KEY_MAX + 1, len) != 0)
         return -1;
-    klen = len < sizeof k ? len : sizeof k;
+    klen = *len < ENR_JSCAN_KEY_MAX + 1 ? *len : ENR_JSCAN_KEY_MAX + 1;
     for (size_t i = 0; i < klen; i++)
         if (k[i] == '\0') {
-            klen = len = i;
+            *len = i;
             break;
         }
-    *key = -1;
-    for (int i = 0; i < nnames && len <= ENR_JSCAN_KEY_MAX; i++)
-        if (strlen(names[i]) == len && memcmp(names[i], k, len) == 0)
-            *key = i;
     enr_jscan_ws(s);
     if (!enr_jscan_at(s, ':'))
         return -1;
     s->p++;
     enr_jscan_ws(s);
+    return 0;
+}
+
+int enr_jscan_key(enr_jscan *s, const char *const *names, int nnames, int *key)
+{
+    char k[ENR_JSCAN_KEY_MAX + 1];
+    size_t len;
+
+    if (enr_jscan_key_text(s, k, &len) != 0)
+        return -1;
+    *key = -1;
+    for (int i = 0; i < nnames && len <= ENR_JSCAN_KEY_MAX; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], k, len) == 0)
+            *key = i;
     return 0;
 }
 

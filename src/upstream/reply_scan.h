@@ -47,6 +47,11 @@ void enr_jscan_ws(enr_jscan *s);
 int enr_jscan_string(enr_jscan *s, char *out, size_t cap, size_t *len);
 /* A key and its colon: *key is its index in names[0..nnames), or -1. */
 int enr_jscan_key(enr_jscan *s, const char *const *names, int nnames, int *key);
+/* The same for a reader that takes keys it cannot list: the key's text
+ * cut at its first NUL in k[0..ENR_JSCAN_KEY_MAX] (not terminated), *len
+ * its length; a length past ENR_JSCAN_KEY_MAX is a longer key, whose
+ * first bytes alone are kept. */
+int enr_jscan_key_text(enr_jscan *s, char *k, size_t *len);
 /* Any value, its containers at depth (the root is 1). 0, or -1. */
 int enr_jscan_skip(enr_jscan *s, int depth);
 /* s->p on '{' or '[' opening a container at depth: 1 when it has

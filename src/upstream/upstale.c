@@ -86,9 +86,15 @@ size_t enr_up_stale_serve(enr_upstream *u, enr_batch *b, enr_record *r, int src,
 }
 
 void enr_up_cache_store(enr_upstream *u, int provider, int src, const char *key, size_t key_len,
-                        const enr_cache_val *v)
+                        const enr_cache_val *v, int live)
 {
     unsigned ttl_s = v->negative ? u->cache_neg_ttl_s : u->ttl_s[src];
+
+    /* A live or upcoming broadcast's poster and runtime change when it
+     * ends: its answer is asked again soon, never kept longer than its
+     * source's answers. */
+    if (live && !v->negative && u->cache_live_ttl_s < ttl_s)
+        ttl_s = u->cache_live_ttl_s;
 
     enr_cache_put(u->cache, cache_key(provider, src), key, key_len, v,
                   enr_wall_ms() + (uint64_t)ttl_s * 1000u);

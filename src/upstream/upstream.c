@@ -62,9 +62,9 @@
 #include "base/clock.h"
 #include "base/hash.h"
 
-#define UP_MAX_BODY (4u << 20) /* no reply is larger, whatever the call asked */
-#define UP_MAX_URL 8000        /* common server limit on a request line */
-#define UP_RETRY_MIN_MS 2      /* no retry with less time than this left */
+#define UP_MAX_BODY ENR_REPLY_BODY_MAX /* no reply is larger, whatever the call asked */
+#define UP_MAX_URL 8000                /* common server limit on a request line */
+#define UP_RETRY_MIN_MS 2              /* no retry with less time than this left */
 #define UP_PARAMS_MAX 256 /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
 
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
@@ -91,6 +91,7 @@ typedef struct enr_upwant {
     double duration;
     int call; /* index into calls, -1 when none */
     uint8_t provider, src, state, has_poster, has_duration;
+    uint8_t live;  /* a live or upcoming broadcast: a short lifetime (upstale.c) */
     uint8_t stale; /* the cache keeps an answer past its lifetime (upstale.c): a refresh */
 } want;
 
@@ -404,6 +405,7 @@ static int call_parse(enr_upstream *u, enr_upcall *c, enr_batch *b)
             w->duration = r->duration;
             w->has_duration = 1;
         }
+        w->live = r->live;
         w->state = (w->has_poster || w->has_duration) ? W_FOUND : W_UNKNOWN;
         if (w->state == W_FOUND)
             u->st.src[c->src].found++;
@@ -436,15 +438,15 @@ static int died_before_reply(const enr_upcall *c, CURLcode rc)
            (rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR);
 }
 
-/* The cap of c's reply, from its ids (upstream_reply.h), at most UP_MAX_BODY. */
-/* enr_upstream_reply_cap() for a call's records, before its ids exist. */
+/* The cap of c's reply, from its ids and its source (enr_api_item_cap),
+ * at most UP_MAX_BODY: enr_upstream_reply_cap() for the aggregator's. */
 static size_t call_cap(const enr_upstream *u, const enr_upcall *c, const enr_batch *b)
 {
     size_t cap = ENR_REPLY_SLACK;
 
     for (size_t i = 0; i < c->n && cap < UP_MAX_BODY; i++) {
         const enr_record *r = &b->recs[u->wants[u->order[c->first + i]].rec];
-        cap += enr_upstream_reply_item_cap(r->key_len);
+        cap += enr_api_item_cap(c->src, r->key_len);
     }
     return cap < UP_MAX_BODY ? cap : UP_MAX_BODY;
 }
@@ -610,7 +612,7 @@ static void late_done(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
             u->st.src[c->src].found++;
         else
             u->st.src[c->src].unknown++;
-        enr_up_cache_store(u, c->provider, c->src, r->id, r->id_len, &v);
+        enr_up_cache_store(u, c->provider, c->src, r->id, r->id_len, &v, r->live);
     }
     u->st.src[c->src].late++;
     prev = enr_breaker_success(&u->src[c->src].br, now);
@@ -834,10 +836,12 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
             v.poster_len = w->poster_len;
             v.duration = w->duration;
             v.has_duration = w->has_duration;
-            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v);
+            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v,
+                               w->live);
         } else if (w->state == W_UNKNOWN) {
             v.negative = 1;
-            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v);
+            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v,
+                               0);
         }
     }
     for (size_t i = 0; i < b->n; i++) {

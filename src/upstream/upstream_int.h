@@ -89,7 +89,7 @@ struct enr_upstream {
     enr_cache *cache;                 /* the host's, borrowed (cache.h); NULL: none */
     unsigned max_calls_per_s;
     enr_upstream_stats st; /* st.fds: the connections' descriptors (upconn) */
-    unsigned timeout_ms, cache_neg_ttl_s;
+    unsigned timeout_ms, cache_neg_ttl_s, cache_live_ttl_s;
     unsigned ttl_s[ENR_API_COUNT]; /* an answer's lifetime, per source */
     unsigned max_stale_s;          /* served this long past it when none comes (upstale.c) */
     long call_bound_ms;            /* one transfer, detached or not: set-up + one deadline */
@@ -133,8 +133,9 @@ int enr_up_lookup(enr_upstream *u, enr_batch *b, enr_record *r, int src, uint64_
  * none is kept (it keeps its local values: degraded). */
 size_t enr_up_stale_serve(enr_upstream *u, enr_batch *b, enr_record *r, int src, uint64_t wall_ms);
 /* An answer into the cache, for its source's lifetime (a negative one:
- * cache_negative_ttl_s). */
+ * cache_negative_ttl_s; one about a live or upcoming broadcast, live:
+ * cache_live_ttl_s, at most the source's). */
 void enr_up_cache_store(enr_upstream *u, int provider, int src, const char *key, size_t key_len,
-                        const enr_cache_val *v);
+                        const enr_cache_val *v, int live);
 
 #endif

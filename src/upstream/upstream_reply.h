@@ -21,6 +21,10 @@
  * ENR_REPLY_SLACK once per reply. */
 #define ENR_REPLY_ITEM_BYTES (3 * ENR_REPLY_POSTER_MAX + 1024)
 #define ENR_REPLY_SLACK 16384
+/* No reply is larger, whatever its call asked: what one call may hold in
+ * memory.  The providers' APIs share it among their ids (api.h,
+ * enr_api_item_cap). */
+#define ENR_REPLY_BODY_MAX (4u << 20)
 
 /* What the item of one id of id_len bytes can legitimately take in a
  * reply: the id counted at 6 bytes a byte (\uXXXX) besides the rest. */

@@ -386,6 +386,7 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
     u->ttl_s[ENR_API_DAILYMOTION] = c->dailymotion_cache_ttl_s;
     u->max_stale_s = c->cache_max_stale_s;
     u->cache_neg_ttl_s = c->cache_negative_ttl_s;
+    u->cache_live_ttl_s = c->cache_live_ttl_s;
     u->max_calls_per_s = c->upstream_max_calls_per_s;
     if (getrandom(&u->seed, sizeof(u->seed), GRND_NONBLOCK) != (ssize_t)sizeof(u->seed))
         u->seed = enr_mono_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();

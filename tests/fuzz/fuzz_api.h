@@ -44,6 +44,7 @@ typedef struct pick {
     const char *poster;
     size_t poster_len;
     double duration; /* 0: none */
+    int live;        /* YouTube: a live or upcoming broadcast */
     int skip;        /* the oracle cannot say (json-c saturated a number) */
 } pick;
 
@@ -101,19 +102,64 @@ static double seconds_ok(double d)
 #define FORBID ","
 #define ARRAY "items"
 #define OPTIONAL 1
+/* The widest thumbnail whose url passes the checks: a given positive
+ * width, else the name's (an unknown name without one is no candidate);
+ * of equal widths the higher known name, a known before an unknown, the
+ * unknown first listed; the first 8 unknown names (of at most 31 bytes)
+ * alone.  json-c keeps a repeated key where it first was, its last value. */
+static void thumbs(json_object *th, pick *p)
+{
+    static const char *const known[] = {"default", "medium", "high", "standard",
+                                        "maxres",  "fhd",    "qhd",  "uhd"};
+    static const double named[] = {120, 320, 480, 640, 1280, 1920, 2560, 3840};
+    json_object *url[16] = {0};
+    double w[16] = {0};
+    size_t nother = 0;
+    int is_num;
+
+    if (th == NULL || !json_object_is_type(th, json_type_object))
+        return;
+    json_object_object_foreach(th, key, val)
+    {
+        size_t len = strlen(key), slot = 16;
+        double given;
+        for (size_t i = 0; i < 8; i++)
+            if (strcmp(key, known[i]) == 0)
+                slot = 7 - i; /* uhd first */
+        if (slot == 16 && (len > ENR_JSCAN_KEY_MAX || nother == 8))
+            continue;
+        if (slot == 16)
+            slot = 8 + nother++;
+        url[slot] = member(val, "url");
+        given = num(member(val, "width"), &is_num, &p->skip);
+        w[slot] = is_num && given > 0 && isfinite(given) ? given : slot < 8 ? named[7 - slot] : 0;
+    }
+    for (;;) {
+        size_t best = 16;
+        for (size_t i = 0; i < 16; i++)
+            if (url[i] != NULL && w[i] > 0 && (best == 16 || w[i] > w[best]))
+                best = i;
+        if (best == 16 || candidate(url[best], p))
+            return;
+        url[best] = NULL;
+    }
+}
+
 static void rules(json_object *it, pick *p)
 {
-    static const char *const ranks[] = {"maxres", "standard", "high", "medium", "default"};
-    json_object *th = member(member(it, "snippet"), "thumbnails");
+    json_object *sn = member(it, "snippet");
     json_object *d = member(member(it, "contentDetails"), "duration");
+    json_object *live = member(sn, "liveBroadcastContent");
     double s;
 
-    for (int i = 0; i < 5; i++)
-        if (candidate(member(member(th, ranks[i]), "url"), p))
-            break;
+    thumbs(member(sn, "thumbnails"), p);
     if (str_is(d) && enr_iso8601_duration(json_object_get_string(d),
                                           (size_t)json_object_get_string_len(d), &s) == 0)
         p->duration = seconds_ok(s);
+    p->live = str_is(live) && ((json_object_get_string_len(live) == 4 &&
+                                memcmp(json_object_get_string(live), "live", 4) == 0) ||
+                               (json_object_get_string_len(live) == 8 &&
+                                memcmp(json_object_get_string(live), "upcoming", 8) == 0));
 }
 
 static int names(json_object *it, const char *id, size_t len)
@@ -179,10 +225,14 @@ static void rules(json_object *it, pick *p)
                                         "thumbnail_480_url", "thumbnail_url"};
     int is_num;
 
+    json_object *mode = member(it, "mode");
+
     for (int i = 0; i < 4; i++)
         if (candidate(member(it, ranks[i]), p))
             break;
     p->duration = seconds_ok(num(member(it, "duration"), &is_num, &p->skip));
+    p->live = str_is(mode) && json_object_get_string_len(mode) == 4 &&
+              memcmp(json_object_get_string(mode), "live", 4) == 0;
 }
 
 static int names(json_object *it, const char *id, size_t len)
@@ -288,6 +338,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (r->has_duration && !(r->duration > 0 && r->duration < ENR_REPLY_DURATION_LIMIT))
             abort();
+        if (r->live && r->state == ENR_REPLY_ABSENT)
+            abort(); /* only an item can say it is live */
     }
     if (rc != 0 && arena.len != 0)
         abort();
@@ -299,7 +351,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     for (size_t i = 0; i < n; i++)
         if (again[i].state != ids[i].state || again[i].has_poster != ids[i].has_poster ||
-            again[i].has_duration != ids[i].has_duration ||
+            again[i].has_duration != ids[i].has_duration || again[i].live != ids[i].live ||
             (ids[i].has_duration && again[i].duration != ids[i].duration) ||
             (ids[i].has_poster &&
              (again[i].poster_len != ids[i].poster_len ||
@@ -346,6 +398,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if ((want.duration > 0) != r->has_duration ||
             (r->has_duration && want.duration != r->duration))
+            abort();
+        if (want.live != r->live)
             abort();
     }
     json_object_put(root);

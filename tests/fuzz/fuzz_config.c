@@ -138,6 +138,7 @@ static void check_ok(const enr_config *c)
         abort();
     check_uint(c->cache_ttl_s, 0, 31536000);
     check_uint(c->cache_negative_ttl_s, 0, 31536000);
+    check_uint(c->cache_live_ttl_s, 0, 31536000);
     check_uint(c->breaker_failures, 1, 1000000);
     check_uint(c->breaker_cooldown_ms, 1, 3600000);
     check_uint(c->breaker_window, 0, 128);

@@ -40,7 +40,8 @@ ROUNDS = 30
 YT_NEW_RATIO = 6.5
 AGAIN_RATIO = 1.0
 KEY, TOKEN = "AIzaSyFakeKey", "0123456789abcdef"
-YT_FIELDS = "items(id,contentDetails/duration,snippet/thumbnails)"
+YT_FIELDS = "items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))"
+YT_FIELDS_OLD = "items(id,contentDetails/duration,snippet/thumbnails)"  # enrichd's before
 VM_FIELDS = "uri,duration,pictures.sizes"
 DM_FIELDS = "id,duration,thumbnail_1080_url,thumbnail_720_url,thumbnail_480_url,thumbnail_url"
 VM_HEADERS = {"Authorization": "bearer " + TOKEN,
@@ -107,11 +108,17 @@ def yt_cases():
         out.append(("yt part " + part, "youtube", "GET", yt,
                     q([("part", part), ("id", ids), ("key", KEY)]), {}, {}))
     for fields in ("items(id)", "items(id,contentDetails)", "items(snippet)",
-                   "items(contentDetails/duration)", "items(id,snippet/thumbnails)", YT_FIELDS):
+                   "items(contentDetails/duration)", "items(id,snippet/thumbnails)", YT_FIELDS_OLD,
+                   YT_FIELDS):
         for part in ("contentDetails,snippet", "snippet"):
             out.append(("yt fields %s %s" % (fields, part), "youtube", "GET", yt,
                         q([("part", part), ("id", ids), ("fields", fields), ("key", KEY)]), {},
                         {}))
+    larger = "fhdA,qhdA,uhdA,nwA,nwB,uhdB,liveL,upcL,Yt1"  # the larger thumbnails, live
+    for fields in ("", YT_FIELDS):
+        p = [("part", "contentDetails,snippet"), ("id", larger), ("key", KEY)]
+        out.append(("yt larger %s" % fields, "youtube", "GET", yt,
+                    q(p + ([("fields", fields)] if fields else [])), {}, {}))
     for name, idv in (("none", ""), ("unknown", "unkA,unkB,x404"), ("one", "Yt1"),
                       ("dup", "Yt1,Yt2,Yt1,,Yt3")):
         for fields in ("", YT_FIELDS):
@@ -150,6 +157,11 @@ def vm_cases():
             p = [("uris", uris)] + ([("fields", fields)] if fields else [])
             out.append(("vm %s fields %s" % (t, fields), "vimeo", "GET", vm, q(p), VM_HEADERS,
                         {}))
+    for fields in (VM_FIELDS, ""):
+        p = [("uris", ",".join("/videos/" + i for i in vm_pool("u")))]
+        out.append(("vm untrimmed fields %s" % fields, "vimeo", "GET", vm,
+                    q(p + ([("fields", fields)] if fields else [])), VM_HEADERS,
+                    {"vm_untrimmed": True}))
     uris = "/videos/123,/users/5,/videos/,/videos/7404,/videos/%s,/videos/123" % "/".join("ab")
     out += [("vm odd uris", "vimeo", "GET", vm, q([("uris", uris), ("fields", VM_FIELDS)]),
              VM_HEADERS, {}),
@@ -206,6 +218,8 @@ def dm_cases():
              {}),
             ("dm field", "dailymotion", "GET", dm, q([("ids", "x1"), ("fields", "id,views")]),
              {}, {}),
+            ("dm live mode", "dailymotion", "GET", dm,
+             q([("ids", "liveD,upcD,xD1,unkD"), ("fields", DM_FIELDS + ",mode,onair")]), {}, {}),
             ("dm path", "dailymotion", "GET", "/video/x1", q([("ids", "x1")]), {}, {})]
     return out
 
@@ -219,7 +233,7 @@ def run_case(case):
     name, api, method, path, params, headers, over = case
     fp.core.settings.update(key=KEY, token=TOKEN, quota=10000, quota_used=0,
                             quota_reason="quotaExceeded", rate_limit=600, rate_window_s=60,
-                            reset_form="epoch", vm_max_uris=100)
+                            reset_form="epoch", vm_max_uris=100, vm_untrimmed=False)
     fp.core.settings.update(over)
     fp.api.clear()
     fp.api.update(fp.zero_api())
@@ -292,38 +306,46 @@ def test_speed(r):
 
 # Recorded from the fakes as first written (--record), before they were
 # made fast: the bytes every test built on them was written against.
+# YouTube's cases holding live and upcoming ids were recorded again when
+# the fake took their _live.jpg thumbnails and "upcoming" (their bytes
+# otherwise the first version's: checked with those two undone), and the
+# cases of the larger thumbnails and of untrimmed Vimeo objects added.
 GOLDEN = {
-    "yt enrichd a": "bd606f14ae39674e",
-    "yt full a": "7c086cf3a9fd2a4f",
-    "yt enrichd b": "d093ff2a29d3aa78",
-    "yt full b": "b52d63a9b125bb48",
-    "yt enrichd c": "1277b1da114ebae7",
-    "yt full c": "76574ac677868da7",
-    "yt part snippet": "468d8ee873951b4f",
+    "yt enrichd a": "49bde0b7758d80bc",
+    "yt full a": "fb9e8d652670321d",
+    "yt enrichd b": "5eeb6d8ae9419d4c",
+    "yt full b": "2863ae3fc2517501",
+    "yt enrichd c": "62d155e023ae9f7e",
+    "yt full c": "bcff7e4603361f6c",
+    "yt part snippet": "d44da75ed7f11108",
     "yt part contentDetails": "8b18bffd1e0b1446",
     "yt part id": "93bc7aa34509290d",
-    "yt part snippet,contentDetails,statistics": "ca906d850e7418aa",
+    "yt part snippet,contentDetails,statistics": "75e68cefe9735f0c",
     "yt part status,player": "93bc7aa34509290d",
     "yt fields items(id) contentDetails,snippet": "530f8f710d4ce373",
     "yt fields items(id) snippet": "530f8f710d4ce373",
     "yt fields items(id,contentDetails) contentDetails,snippet": "7f0f6a5002df025b",
     "yt fields items(id,contentDetails) snippet": "530f8f710d4ce373",
-    "yt fields items(snippet) contentDetails,snippet": "c61f0afe8662113b",
-    "yt fields items(snippet) snippet": "c61f0afe8662113b",
+    "yt fields items(snippet) contentDetails,snippet": "0e2c63a1c05b395d",
+    "yt fields items(snippet) snippet": "0e2c63a1c05b395d",
     "yt fields items(contentDetails/duration) contentDetails,snippet": "3d1d1a2c39844685",
     "yt fields items(contentDetails/duration) snippet": "f60e154b9b06d1dd",
-    "yt fields items(id,snippet/thumbnails) contentDetails,snippet": "b1b4dfee21f1c5b1",
-    "yt fields items(id,snippet/thumbnails) snippet": "b1b4dfee21f1c5b1",
-    "yt fields items(id,contentDetails/duration,snippet/thumbnails) contentDetails,snippet": "76df142d3fb50892",
-    "yt fields items(id,contentDetails/duration,snippet/thumbnails) snippet": "b1b4dfee21f1c5b1",
+    "yt fields items(id,snippet/thumbnails) contentDetails,snippet": "0c5e5be2aa3784dc",
+    "yt fields items(id,snippet/thumbnails) snippet": "0c5e5be2aa3784dc",
+    "yt fields items(id,contentDetails/duration,snippet/thumbnails) contentDetails,snippet": "f1b82ffa0acad0a7",
+    "yt fields items(id,contentDetails/duration,snippet/thumbnails) snippet": "0c5e5be2aa3784dc",
+    "yt fields items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent)) contentDetails,snippet": "ea8db754d2f01632",
+    "yt fields items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent)) snippet": "dd17f7d46563cf0a",
+    "yt larger ": "fcb6118e56aaefb8",
+    "yt larger items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))": "3c863cfe56026fc6",
     "yt ids none ": "28e50ce197fe8a2b",
-    "yt ids none items(id,contentDetails/duration,snippet/thumbnails)": "3813fec46320aaec",
+    "yt ids none items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))": "3813fec46320aaec",
     "yt ids unknown ": "c180c17792dee3ff",
-    "yt ids unknown items(id,contentDetails/duration,snippet/thumbnails)": "7b78fd78290afc9a",
+    "yt ids unknown items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))": "7b78fd78290afc9a",
     "yt ids one ": "9240fb645c455ebd",
-    "yt ids one items(id,contentDetails/duration,snippet/thumbnails)": "581f037cdd107b37",
+    "yt ids one items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))": "de8bf21f5ea8e7ef",
     "yt ids dup ": "215575b2dfe6fa25",
-    "yt ids dup items(id,contentDetails/duration,snippet/thumbnails)": "e802f02b29dfbe0f",
+    "yt ids dup items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))": "b375a342d1083f62",
     "yt no key": "53da47ff52051912",
     "yt bad key": "cb1355f9452f71ac",
     "yt quota": "04799d9df572d976",
@@ -355,6 +377,8 @@ GOLDEN = {
     "vm c fields duration,name": "7879744b1b6b0def",
     "vm c fields pictures.sizes": "91436d112acd7bb0",
     "vm c fields uri,privacy,pictures.sizes": "9291ae03517b5fb8",
+    "vm untrimmed fields uri,duration,pictures.sizes": "f459b72cea674fab",
+    "vm untrimmed fields ": "f459b72cea674fab",
     "vm odd uris": "d10173a2c687eb1b",
     "vm none": "32269044349ac29d",
     "vm date": "0d9efbf22bf15eca",
@@ -393,6 +417,7 @@ GOLDEN = {
     "dm limit abc": "5a724af93370f0c0",
     "dm field": "914d3872c4ff869b",
     "dm path": "ed5b8e4db06f4686",
+    "dm live mode": "b615fdfae216464a",
 }
 
 

@@ -15,57 +15,14 @@
 
 #include "base/buf.h"
 #include "t.h"
+#include "t_api.h"
 #include "upstream/api.h"
 #include "upstream/api_int.h"
 #include "upstream/quota.h"
 
-#define MAXIDS 8
 #define NOW 1700000000 /* 2023-11-14 22:13:20 UTC, 14:13:20 PST */
 
-static enr_reply_id ids[MAXIDS];
-static size_t nids;
-static enr_buf arena, url;
-
-/* ids from a comma-separated list (a list of one may hold a comma: "=" prefix) */
-static void set_ids(const char *idlist)
-{
-    static char store[512];
-    char *p;
-
-    snprintf(store, sizeof store, "%s", idlist);
-    nids = 0;
-    for (p = store; *p && nids < MAXIDS;) {
-        char *comma = strchr(p, ',');
-        ids[nids].id = p;
-        ids[nids].id_len = comma ? (size_t)(comma - p) : strlen(p);
-        nids++;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-    }
-}
-
-static int parse(int api, const char *idlist, const char *body)
-{
-    set_ids(idlist);
-    enr_buf_reset(&arena);
-    return enr_api_get(api)->parse(body, strlen(body), ids, nids, 42, &arena);
-}
-
-static int poster_is(size_t i, const char *want)
-{
-    return ids[i].has_poster && ids[i].poster_len == strlen(want) &&
-           memcmp(arena.data + ids[i].poster_off, want, ids[i].poster_len) == 0;
-}
-
-static int found(size_t i, const char *poster, double duration)
-{
-    if (ids[i].state != ENR_REPLY_FOUND)
-        return 0;
-    if (poster ? !poster_is(i, poster) : ids[i].has_poster)
-        return 0;
-    return duration > 0 ? ids[i].has_duration && ids[i].duration == duration : !ids[i].has_duration;
-}
+static enr_buf url;
 
 static const char *build(int api, const char *idlist, const char *base, const char *secret)
 {
@@ -122,12 +79,14 @@ static void test_urls(void)
     T_STREQ(u ? u : "(null)",
             "https://www.googleapis.com/youtube/v3/videos?part=contentDetails,snippet"
             "&id=dQw4w9WgXcQ,a-b_c"
-            "&fields=items%28id%2CcontentDetails%2Fduration%2Csnippet%2Fthumbnails%29"
+            "&fields=items%28id%2CcontentDetails%2Fduration%2Csnippet%28thumbnails%2C"
+            "liveBroadcastContent%29%29"
             "&prettyPrint=false&key=AIza%2Bk%2Fy%3D");
     u = build(ENR_API_YOUTUBE, "a", "http://127.0.0.1:9/yt/", NULL);
     T_STREQ(u ? u : "(null)",
             "http://127.0.0.1:9/yt/videos?part=contentDetails,snippet&id=a"
-            "&fields=items%28id%2CcontentDetails%2Fduration%2Csnippet%2Fthumbnails%29"
+            "&fields=items%28id%2CcontentDetails%2Fduration%2Csnippet%28thumbnails%2C"
+            "liveBroadcastContent%29%29"
             "&prettyPrint=false");
     u = build(ENR_API_VIMEO, "1,76979871", "https://api.vimeo.com", "tok");
     T_STREQ(u ? u : "(null)", "https://api.vimeo.com/videos?uris=/videos/1,/videos/76979871"
@@ -136,12 +95,12 @@ static void test_urls(void)
     T_STREQ(u ? u : "(null)",
             "https://api.dailymotion.com/videos?ids=x7tgad0,x8&limit=2"
             "&fields=id,duration,thumbnail_1080_url,thumbnail_720_url,thumbnail_480_url,"
-            "thumbnail_url&family_filter=false");
+            "thumbnail_url,mode&family_filter=false");
     /* ids percent-encoded: nothing in one can add a parameter */
     u = build(ENR_API_DAILYMOTION, "a&b=c#d?e %f\xc3\xa9", "https://h", NULL);
     T_STREQ(u ? u : "(null)", "https://h/videos?ids=a%26b%3Dc%23d%3Fe%20%25f%C3%A9&limit=1"
                               "&fields=id,duration,thumbnail_1080_url,thumbnail_720_url,"
-                              "thumbnail_480_url,thumbnail_url&family_filter=false");
+                              "thumbnail_480_url,thumbnail_url,mode&family_filter=false");
 }
 
 static void test_urls_refused(void)
