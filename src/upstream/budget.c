@@ -229,6 +229,28 @@ int enr_budget_take(int src, unsigned units, int refresh, int64_t now_ms)
     return 0;
 }
 
+void enr_budget_refund(int src, unsigned units, int64_t taken_ms)
+{
+    uint64_t cur, v, next;
+    bsrc *s;
+    when w;
+
+    if (g_page == NULL || src < 0 || src >= ENR_UP_SOURCES || units == 0)
+        return;
+    s = &g_page->src[src];
+    day_of(s, taken_ms, &w);
+    /* Only from the day they were taken from, and never below 0: a day
+     * that has ended keeps what it spent. */
+    cur = atomic_load_explicit(&s->spent, memory_order_relaxed);
+    do {
+        if (cur >> VAL_BITS != w.key)
+            return;
+        v = cur & VAL_MASK;
+        next = w.key << VAL_BITS | (v > units ? v - units : 0);
+    } while (!atomic_compare_exchange_weak_explicit(&s->spent, &cur, next, memory_order_relaxed,
+                                                    memory_order_relaxed));
+}
+
 const enr_budget_row enr_budget_rows[ENR_BUDGET_NFIELDS] = {
 #define ENR_BUDGET_DATA(field, metric, help) {#field, metric, help},
     ENR_BUDGET_FIELDS(ENR_BUDGET_DATA)

@@ -114,6 +114,11 @@ void enr_budget_compress_days(uint64_t day_ms, uint64_t origin_ms);
  * without a budget, or no budget opened, always 1. */
 int enr_budget_take(int src, unsigned units, int refresh, int64_t now_ms);
 
+/* Gives back units enr_budget_take took at taken_ms for a request that
+ * never left (its connection was not set up in time): the provider did
+ * not count it.  Only to that day's spending, never below 0. */
+void enr_budget_refund(int src, unsigned units, int64_t taken_ms);
+
 /* The day of source src at now_ms; 0 and st->on 0 when it has none. */
 int enr_budget_view(int src, int64_t now_ms, enr_budget_state *st);
 
