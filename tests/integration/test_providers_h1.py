@@ -9,8 +9,8 @@ Over HTTP/2 a batch's calls to one API share one warm connection. Over
 HTTP/1.1 each call needs a connection of its own, so the second call of a
 batch to one API used to make one: TCP and TLS, two round trips before
 its request, past the 150 ms deadline; the timeouts opened the breaker
-and its cooldown took the next batches down too (5 % of YouTube's records
-enriched, 48 % of Vimeo's).
+and its cooldown took the next batches down too (this suite before the
+fix: 40 % of YouTube's records enriched, 44 % of Vimeo's).
 
   (a) h1: sequential batches of 200 new ids, 70 YouTube, 70 Vimeo, 60
       Dailymotion (2 + 2 + 1 calls): every API call went out on a
@@ -21,12 +21,13 @@ enriched, 48 % of Vimeo's).
       no breaker opened; the warm-ups are HEADs of the origin's root
       without the key or the token (YouTube spent no quota unit on them,
       the day's budget counts exactly the videos.list calls the API
-      counted: no unit for a request that never left)
-  (b) cold: the same enrichd's path cut to every new connection stalled
-      (the delay proxy holds them, never connecting): a batch's calls
-      whose connections are still being set up at the deadline are not
-      the provider's failure: no breaker opened, no `timeout`, and no
-      unit of the day's budget spent for them (none of them was sent)
+      counted: no unit for a request that never left); YouTube and Vimeo
+      end connections during the run (nginx's keepalive_requests), and
+      the batches after still find warm ones
+
+What a call stuck in set-up at its deadline is (the path's failure:
+`deadline`, no breaker) is tests/unit/test_upconn.c's, against a listener
+that never completes a connection.
 """
 # run alone: its goal is what 150 ms enriches 50 ms away.
 # sanitizer build: side by side: the 99 % enriched is a goal judged on the
@@ -50,6 +51,10 @@ GOAL = 0.99
 BATCHES = int(os.environ.get("ENR_PROVIDERS_BATCHES", "120"))
 WARM_BATCHES = 5
 MIX = (("yt", 70), ("vm", 70), ("dm", 60))  # 2 + 2 + 1 calls a batch
+# A sanitizer build's worker passes the shipped RSS bounds and would be
+# recycled (its connections with it) or stopped mid-batch: off there.
+SAN = harness.is_sanitized(harness.build_dir())
+RSS_OFF = "rss_soft_mb = 0\nrss_hard_mb = 0\n" if SAN else ""
 
 
 def h1_batch(tag, n_of=MIX):
@@ -84,7 +89,7 @@ def test_h1(r, prov):
     prov.fakes["vimeo"].new_window()
     q0 = prov.fakes["youtube"].stats()["settings"]["quota_used"]
     seen0 = {api: len(prov.nginx.requests(api)) for api in pf.APIS}
-    env = pf.start_env(prov, "prov-h1", WORKERS, RTT_MS, youtube_daily_quota=None)
+    env = pf.start_env(prov, "prov-h1", WORKERS, RTT_MS, RSS_OFF, youtube_daily_quota=None)
     tot = {api: [0, 0] for api in pf.APIS}
     bad = 0
     try:
