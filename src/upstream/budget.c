@@ -381,6 +381,38 @@ int enr_budget_take(int src, unsigned units, int refresh, enr_budget_now now)
     return 0;
 }
 
+uint64_t enr_budget_day_key(int src, enr_budget_now now)
+{
+    enr_budget_when w;
+
+    if (g_page == NULL || src < 0 || src >= ENR_UP_SOURCES)
+        return 0;
+    day_read(src, &g_page->src[src], now, &w);
+    return w.key;
+}
+
+void enr_budget_refund(int src, unsigned units, uint64_t key, enr_budget_now now)
+{
+    uint64_t cur, v, next;
+    bsrc *s;
+
+    if (g_page == NULL || src < 0 || src >= ENR_UP_SOURCES || units == 0)
+        return;
+    s = &g_page->src[src];
+    /* Only to the day they were taken from while it is in force, and
+     * never below 0: a day that has ended keeps what it spent. */
+    if (enr_budget_day_key(src, now) != key)
+        return;
+    cur = atomic_load_explicit(&s->spent, memory_order_relaxed);
+    do {
+        if (cur >> VAL_BITS != key)
+            return;
+        v = cur & VAL_MASK;
+        next = key << VAL_BITS | (v > units ? v - units : 0);
+    } while (!atomic_compare_exchange_weak_explicit(&s->spent, &cur, next, memory_order_relaxed,
+                                                    memory_order_relaxed));
+}
+
 const enr_budget_row enr_budget_rows[ENR_BUDGET_NFIELDS] = {
 #define ENR_BUDGET_DATA(field, metric, help) {#field, metric, help},
     ENR_BUDGET_FIELDS(ENR_BUDGET_DATA)

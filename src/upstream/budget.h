@@ -165,6 +165,15 @@ int enr_budget_view(int src, enr_budget_now now, enr_budget_state *st);
  * reboot; before enr_budget_open. */
 void enr_budget_boot_id(const char *id);
 
+/* The key of source src's day in force at now, for enr_budget_refund:
+ * read right after a take, it names the day the units were taken from. */
+uint64_t enr_budget_day_key(int src, enr_budget_now now);
+
+/* Gives back units taken from day key for a request that never left (its
+ * connection was not set up in time): the provider did not count it.
+ * Only while that day is still in force at now, and never below 0. */
+void enr_budget_refund(int src, unsigned units, uint64_t key, enr_budget_now now);
+
 /* Units one call of n ids costs src: 1 (YouTube's videos.list, up to 50
  * ids; Vimeo and Dailymotion count requests). */
 unsigned enr_budget_cost(int src, size_t n);

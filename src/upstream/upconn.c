@@ -16,18 +16,9 @@
  * needs one file and no directory) and sessions resumed across
  * reconnects (a share object holding the session cache).
  *
- * Warm connections: a connection costs TCP + TLS + the first request, a
- * batch's deadline covers one round trip.  So the worker opens its
- * connections ahead of batches, at start and whenever the upstream has
- * closed one (every N requests, in the incident this service exists
- * for), on a fresh connection that stays in curl's cache for the next
- * batch.  The aggregator's warm-up is a HEAD of the configured URL.  An
- * API's is a TCP + TLS handshake and no request (YouTube counts every
- * request against the day's quota): the transfer is ended by its
- * pre-request callback once connected, and curl keeps a connection ended
- * that way only when it is multiplexed, so the APIs are spoken to over
- * HTTP/2 (offered by ALPN, HTTP/1.1 where the server declines), which
- * also carries a batch's calls to one API on one connection.
+ * Warm connections (made ahead of batches, over HTTP/2 or HTTP/1.1 as
+ * each API speaks) are upwarm.c's; the state both files keep is
+ * upconn_int.h.
  *
  * Each origin (a source in use) counts its own sockets: a socket's
  * callbacks carry its origin, set on a transfer before it starts, and
@@ -51,6 +42,7 @@
 #include "base/log.h"
 #include "base/secret.h"
 #include "upstream/api.h"
+#include "upstream/upconn_int.h"
 
 /* Idle connections older than this are not reused: below the idle
  * timeouts of the NAT gateways a path may cross (350 s and more), which
@@ -59,60 +51,14 @@
 #define UPCONN_MAXAGE_S 300L
 #define UPCONN_LIFETIME_S 600L  /* no connection is reused past this age */
 #define UPCONN_CA_CACHE_S 3600L /* the parsed CA store is kept this long */
-#define UPCONN_WARM_BACKOFF_MIN_MS 1000
-#define UPCONN_WARM_BACKOFF_MAX_MS 30000
 #define UPCONN_LOG_GAP_MS 10000 /* one TLS explanation per this long */
 #define UPCONN_EVENTS 16
-/* An API's warm connections: one carries the calls (multiplexed), one
- * is ready for when the API ends the first (nginx, after
- * keepalive_requests streams). */
-#define UPCONN_API_WARM 2u
-
-typedef struct warm {
-    CURL *easy;
-    int running;
-    int src; /* the origin it warms */
-    char errbuf[CURL_ERROR_SIZE];
-} warm;
-
-/* One source's connections, and the waves of warm-ups that keep them. */
-typedef struct origin {
-    enr_upconn *p;
-    unsigned fds;      /* sockets open to this origin now */
-    unsigned nwarm;    /* the connections kept open ahead of batches */
-    unsigned running;  /* warm-ups of the wave running */
-    unsigned wave_fds; /* connections open when the running wave started */
-    int wave_failed;
-    uint64_t warmups;
-    uint64_t next_ms;
-    unsigned backoff_ms;
-} origin;
-
-struct enr_upconn {
-    CURLM *multi;
-    CURLSH *share;
-    int ep, tfd;
-    unsigned fds;
-    const enr_config *cfg;
-    struct curl_slist *headers;
-    char *warm_url;
-    char ca_file[PATH_MAX]; /* the one file of CAs trusted, or "": the CA directory */
-    char host[256];         /* for messages: the name the certificate must carry */
-    int https;
-    int global_init;
-
-    origin org[ENR_API_COUNT];
-    warm *warms;
-    unsigned nwarm;
-    uint64_t tls_logged_ms;
-    unsigned tls_suppressed;
-};
 
 /* ---- descriptors ---- */
 
 static curl_socket_t up_opensocket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
 {
-    origin *o = clientp;
+    enr_uporigin *o = clientp;
     int fd;
 
     (void)purpose;
@@ -126,7 +72,7 @@ static curl_socket_t up_opensocket(void *clientp, curlsocktype purpose, struct c
 
 static int up_closesocket(void *clientp, curl_socket_t fd)
 {
-    origin *o = clientp;
+    enr_uporigin *o = clientp;
 
     /* Every socket curl closes here was opened here, by its origin. */
     if (o->fds > 0)
@@ -179,13 +125,6 @@ static int up_timer(CURLM *m, long timeout_ms, void *userp)
         return -1;
     }
     return 0;
-}
-
-static size_t discard(char *ptr, size_t size, size_t n, void *ud)
-{
-    (void)ptr;
-    (void)ud;
-    return size * n;
 }
 
 /* ---- set-up ---- */
@@ -247,7 +186,7 @@ int enr_upconn_easy(enr_upconn *p, CURL *e)
 
 int enr_upconn_source(enr_upconn *p, CURL *e, int src)
 {
-    origin *o = &p->org[src];
+    enr_uporigin *o = &p->org[src];
     int api = src != ENR_API_UPSTREAM;
 
     return curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, o) != CURLE_OK ||
@@ -256,47 +195,6 @@ int enr_upconn_source(enr_upconn *p, CURL *e, int src)
                                     api ? (long)CURL_HTTP_VERSION_2TLS
                                         : (long)CURL_HTTP_VERSION_1_1) != CURLE_OK ||
                    curl_easy_setopt(e, CURLOPT_PIPEWAIT, api ? 1L : 0L) != CURLE_OK
-               ? -1
-               : 0;
-}
-
-/* An API's warm-up ends here, connected, before its request is written. */
-static int no_request(void *ud, char *ip, char *local_ip, int port, int local_port)
-{
-    (void)ud;
-    (void)ip;
-    (void)local_ip;
-    (void)port;
-    (void)local_port;
-    return CURL_PREREQFUNC_ABORT;
-}
-
-static int warm_setup(enr_upconn *p, warm *w, int src)
-{
-    /* The whole warm-up, its request included, within the set-up bound
-     * and one batch deadline. */
-    long total = (long)p->cfg->upstream_connect_timeout_ms + (long)p->cfg->upstream_timeout_ms;
-
-    w->src = src;
-    w->easy = curl_easy_init();
-    if (w->easy == NULL || enr_upconn_easy(p, w->easy) != 0 ||
-        enr_upconn_source(p, w->easy, src) != 0)
-        return -1;
-    if (src != ENR_API_UPSTREAM)
-        return curl_easy_setopt(w->easy, CURLOPT_URL, enr_config_source_url(p->cfg, src)) !=
-                           CURLE_OK ||
-                       curl_easy_setopt(w->easy, CURLOPT_PREREQFUNCTION, no_request) != CURLE_OK ||
-                       curl_easy_setopt(w->easy, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
-                       curl_easy_setopt(w->easy, CURLOPT_TIMEOUT_MS, total) != CURLE_OK ||
-                       curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->errbuf) != CURLE_OK
-                   ? -1
-                   : 0;
-    return curl_easy_setopt(w->easy, CURLOPT_URL, p->warm_url) != CURLE_OK ||
-                   curl_easy_setopt(w->easy, CURLOPT_NOBODY, 1L) != CURLE_OK ||
-                   curl_easy_setopt(w->easy, CURLOPT_FRESH_CONNECT, 1L) != CURLE_OK ||
-                   curl_easy_setopt(w->easy, CURLOPT_TIMEOUT_MS, total) != CURLE_OK ||
-                   curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, discard) != CURLE_OK ||
-                   curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->errbuf) != CURLE_OK
                ? -1
                : 0;
 }
@@ -344,26 +242,6 @@ static const char *origin_url(const enr_config *c)
     return "";
 }
 
-/* The warm connections of each origin: upstream_warm_connections for
- * the aggregator (when it is a source), at most UPCONN_API_WARM for an
- * API in use (its calls share one connection). */
-static void warm_counts(enr_upconn *p, const enr_config *c)
-{
-    unsigned api_warm = c->upstream_warm_connections < UPCONN_API_WARM
-                            ? c->upstream_warm_connections
-                            : UPCONN_API_WARM;
-
-    p->org[ENR_API_UPSTREAM].nwarm = p->warm_url ? c->upstream_warm_connections : 0;
-    for (int pr = 1; pr < ENR_SOURCE_PROVIDERS; pr++) {
-        int a = c->sources[pr];
-        if (a > ENR_API_UPSTREAM && a < ENR_API_COUNT)
-            p->org[a].nwarm = api_warm;
-    }
-    p->nwarm = 0;
-    for (int src = 0; src < ENR_API_COUNT; src++)
-        p->nwarm += p->org[src].nwarm;
-}
-
 /* The CAs trusted, as one file.  curl keeps the parsed store in the
  * multi handle only when it comes from a file alone, no CA directory
  * beside it; Debian's libcurl is built with both (its bundle and
@@ -402,10 +280,8 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, cons
     }
     p->ep = p->tfd = -1;
     p->cfg = c;
-    for (int src = 0; src < ENR_API_COUNT; src++) {
+    for (int src = 0; src < ENR_API_COUNT; src++)
         p->org[src].p = p;
-        p->org[src].backoff_ms = UPCONN_WARM_BACKOFF_MIN_MS;
-    }
     p->headers = headers;
     p->warm_url = warm_url ? strdup(warm_url) : NULL;
     if (warm_url != NULL && p->warm_url == NULL) {
@@ -455,21 +331,8 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, cons
         snprintf(err, errlen, "upstream: curl_multi_setopt failed");
         goto fail;
     }
-    warm_counts(p, c);
-    if (p->nwarm) {
-        unsigned k = 0;
-        p->warms = calloc(p->nwarm, sizeof *p->warms);
-        if (p->warms == NULL) {
-            snprintf(err, errlen, "upstream: out of memory");
-            goto fail;
-        }
-        for (int src = 0; src < ENR_API_COUNT; src++)
-            for (unsigned i = 0; i < p->org[src].nwarm; i++)
-                if (warm_setup(p, &p->warms[k++], src) != 0) {
-                    snprintf(err, errlen, "upstream: curl_easy_setopt failed");
-                    goto fail;
-                }
-    }
+    if (enr_upconn_warm_init(p, c, err, errlen) != 0)
+        goto fail;
     return p;
 fail:
     enr_upconn_free(p);
@@ -480,15 +343,7 @@ void enr_upconn_free(enr_upconn *p)
 {
     if (p == NULL)
         return;
-    for (unsigned i = 0; p->warms && i < p->nwarm; i++) {
-        warm *w = &p->warms[i];
-        if (w->easy == NULL)
-            continue;
-        if (w->running)
-            curl_multi_remove_handle(p->multi, w->easy);
-        curl_easy_cleanup(w->easy);
-    }
-    free(p->warms);
+    enr_upconn_warm_free(p);
     /* Closes the cached connections through up_closesocket, so p must
      * still be alive here; the easy handles that used the share are gone. */
     if (p->multi)
@@ -505,6 +360,35 @@ void enr_upconn_free(enr_upconn *p)
         enr_secret_wipe(p->warm_url, strlen(p->warm_url));
     free(p->warm_url);
     free(p);
+}
+
+/* curl is about to write the request: the connection is set up. */
+static int request_begins(void *ud, char *ip, char *local_ip, int port, int local_port)
+{
+    (void)ip;
+    (void)local_ip;
+    (void)port;
+    (void)local_port;
+    *(int *)ud = 1;
+    return CURL_PREREQFUNC_OK;
+}
+
+int enr_upconn_track_request(CURL *e, int *began)
+{
+    *began = 0;
+    return curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, request_begins) != CURLE_OK ||
+                   curl_easy_setopt(e, CURLOPT_PREREQDATA, began) != CURLE_OK
+               ? -1
+               : 0;
+}
+
+int enr_upconn_request_left(CURL *e, int began)
+{
+    long sent = 0;
+
+    /* The request size alone may be the previous transfer's until this
+     * one has started. */
+    return began && curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent) == CURLE_OK && sent > 0;
 }
 
 int enr_upconn_add(enr_upconn *p, CURL *e)
@@ -672,108 +556,6 @@ void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf)
     p->tls_suppressed = 0;
 }
 
-/* ---- warm-ups ---- */
-
-static void warm_done(enr_upconn *p, warm *w, CURLcode rc)
-{
-    origin *o = &p->org[w->src];
-
-    curl_multi_remove_handle(p->multi, w->easy);
-    w->running = 0;
-    o->running--;
-    /* An API's warm-up ends connected, by its own callback. */
-    if (w->src != ENR_API_UPSTREAM && rc == CURLE_ABORTED_BY_CALLBACK)
-        rc = CURLE_OK;
-    if (rc != CURLE_OK) {
-        /* Whatever went wrong, the next batch will meet it too and count
-         * it; here it only spaces the warm-ups out. */
-        enr_upconn_explain(p, w->easy, rc, w->errbuf);
-        enr_log(ENR_LOG_DEBUG, "upstream warm-up failed", "code=%d backoff_ms=%u", (int)rc,
-                o->backoff_ms);
-        o->wave_failed = 1;
-    }
-    if (o->running > 0)
-        return;
-    /* A wave that left no more connections than it found (failed, an
-     * upstream that closes after every answer, or an API that does not
-     * speak HTTP/2: curl closes its aborted connection) is not repeated
-     * at once. */
-    if (o->wave_failed || o->fds <= o->wave_fds) {
-        o->next_ms = enr_mono_ms() + o->backoff_ms;
-        o->backoff_ms = o->backoff_ms * 2 > UPCONN_WARM_BACKOFF_MAX_MS ? UPCONN_WARM_BACKOFF_MAX_MS
-                                                                       : o->backoff_ms * 2;
-    } else {
-        o->backoff_ms = UPCONN_WARM_BACKOFF_MIN_MS;
-    }
-}
-
-/* Starts the wave origin src needs now; the wait before it may, or -1. */
-static int maintain_origin(enr_upconn *p, int src, uint64_t now_ms)
-{
-    origin *o = &p->org[src];
-    unsigned want;
-
-    if (o->nwarm == 0 || o->running > 0)
-        return -1; /* one wave at a time: its end wakes the epoll set */
-    if (now_ms < o->next_ms)
-        return (int)(o->next_ms - now_ms);
-    if (o->fds >= o->nwarm)
-        return -1;
-    want = o->nwarm - o->fds;
-    o->wave_fds = o->fds;
-    o->wave_failed = 0;
-    for (unsigned i = 0; i < p->nwarm && want > 0; i++) {
-        warm *w = &p->warms[i];
-        if (w->running || w->src != src)
-            continue;
-        w->errbuf[0] = '\0';
-        if (curl_multi_add_handle(p->multi, w->easy) != CURLM_OK)
-            break;
-        w->running = 1;
-        o->running++;
-        o->warmups++;
-        want--;
-    }
-    return -1;
-}
-
-static int api_warming(const enr_upconn *p)
-{
-    for (int src = 0; src < ENR_API_COUNT; src++)
-        if (src != ENR_API_UPSTREAM && p->org[src].running > 0)
-            return 1;
-    return 0;
-}
-
-/* No transfer of the caller's runs before its first batch. */
-static void none_done(void *ud, CURL *easy, CURLcode rc)
-{
-    (void)ud;
-    (void)easy;
-    (void)rc;
-}
-
-void enr_upconn_warm(enr_upconn *p, unsigned bound_ms)
-{
-    uint64_t now = enr_mono_ms(), dl = now + bound_ms;
-
-    (void)enr_upconn_maintain(p, now);
-    while (api_warming(p) && (now = enr_mono_ms()) < dl)
-        enr_upconn_drive(p, (int)(dl - now), none_done, NULL);
-}
-
-int enr_upconn_maintain(enr_upconn *p, uint64_t now_ms)
-{
-    int wait = -1;
-
-    for (int src = 0; src < ENR_API_COUNT; src++) {
-        int w = maintain_origin(p, src, now_ms);
-        if (w >= 0 && (wait < 0 || w < wait))
-            wait = w;
-    }
-    return wait;
-}
-
 /* ---- the loop ---- */
 
 void enr_upconn_drive(enr_upconn *p, int wait_ms, enr_upconn_done_fn *done, void *ud)
@@ -799,15 +581,9 @@ void enr_upconn_drive(enr_upconn *p, int wait_ms, enr_upconn_done_fn *done, void
         }
     }
     while ((m = curl_multi_info_read(p->multi, &q)) != NULL) {
-        warm *w = NULL;
         if (m->msg != CURLMSG_DONE)
             continue;
-        for (unsigned i = 0; i < p->nwarm; i++)
-            if (p->warms[i].easy == m->easy_handle)
-                w = &p->warms[i];
-        if (w != NULL)
-            warm_done(p, w, m->data.result);
-        else
+        if (!enr_upconn_warm_ended(p, m->easy_handle, m->data.result))
             done(ud, m->easy_handle, m->data.result);
     }
 }

@@ -19,7 +19,9 @@
  * SOCK_CLOEXEC, per origin: the aggregator and each API); per origin, at
  * most its warm connections' worth of warm-ups run, and none while the
  * connections open reach their target; a failed wave backs off before
- * the next.  An API's warm-up writes no request (docs/upstream.md).
+ * the next.  An API's warm-up writes no request over HTTP/2; over
+ * HTTP/1.1 it is a HEAD of the origin's root carrying no header of ours
+ * (no key, no token: docs/upstream.md).
  */
 #ifndef ENR_UPCONN_H
 #define ENR_UPCONN_H
@@ -58,6 +60,13 @@ int enr_upconn_easy(enr_upconn *p, CURL *e);
  * offered, multiplexed). */
 int enr_upconn_source(enr_upconn *p, CURL *e, int src);
 
+/* Before e's transfer starts: *began is 0 until curl is about to write
+ * its request (its connection set up), then 1 (e's pre-request callback). */
+int enr_upconn_track_request(CURL *e, int *began);
+/* After: did the request leave (its callback ran, some of it was
+ * written)?  A request that never left reached no provider. */
+int enr_upconn_request_left(CURL *e, int began);
+
 int enr_upconn_add(enr_upconn *p, CURL *e);
 void enr_upconn_remove(enr_upconn *p, CURL *e);
 
@@ -74,6 +83,17 @@ int enr_upconn_maintain(enr_upconn *p, uint64_t now_ms);
  * waits up to bound_ms for the APIs' (the aggregator's are not waited
  * for: its warm-up is a request, as it always was). */
 void enr_upconn_warm(enr_upconn *p, unsigned bound_ms);
+
+/* The warm connections an API's origin keeps: none when warm_cfg
+ * (upstream_warm_connections) is 0; over HTTP/2 at most 2 (the calls
+ * share one); over HTTP/1.1 (h1), one a call of a batch (max_calls,
+ * max_calls_per_batch) and a spare, at most max_conns
+ * (upstream_max_connections). */
+unsigned enr_upconn_warm_target(unsigned warm_cfg, int h1, unsigned max_calls, unsigned max_conns);
+
+/* A transfer of source src that ended with an answer: the HTTP version
+ * it came in sets how that API's connections are warmed. */
+void enr_upconn_answered(enr_upconn *p, CURL *e, int src);
 
 /* The descriptor to poll for readability between batches. */
 int enr_upconn_fd(const enr_upconn *p);

@@ -145,18 +145,36 @@ void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
 
 /* The day's budget (budget.h), asked before every request is sent (a
  * retry too: the provider counts it).  The aggregator protocol has none. */
-int enr_up_budget_take(enr_upstream *u, const enr_upcall *c)
+int enr_up_budget_take(enr_upstream *u, enr_upcall *c)
 {
     unsigned units;
+    enr_budget_now now = enr_budget_clocks();
 
+    c->units = 0;
     if (c->src == ENR_API_UPSTREAM)
         return 1;
     units = enr_budget_cost(c->src, c->n);
-    if (!enr_budget_take(c->src, units, c->refresh, enr_budget_clocks())) {
+    if (!enr_budget_take(c->src, units, c->refresh, now)) {
         if (c->refresh)
             u->st.src[c->src].refresh_deferred += c->n;
         return 0;
     }
-    u->st.src[c->src].quota_units += units;
+    c->units = units;
+    c->units_day = enr_budget_day_key(c->src, now);
     return 1;
+}
+
+/* Units are taken before the request goes (the pace must hold every
+ * worker back at once), and the provider counts only what reached it:
+ * a request that never left (its connection still being set up when its
+ * batch, or the room for detached calls, ran out) gives them back. */
+void enr_up_budget_settle(enr_upstream *u, enr_upcall *c, int sent)
+{
+    if (c->units == 0)
+        return;
+    if (sent)
+        u->st.src[c->src].quota_units += c->units;
+    else
+        enr_budget_refund(c->src, c->units, c->units_day, enr_budget_clocks());
+    c->units = 0;
 }

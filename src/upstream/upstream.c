@@ -28,7 +28,10 @@
  * record that kept its local values is counted in the return value;
  * nothing is swallowed.  A call that the deadline left no time for is
  * counted (kind deadline) but is not the upstream's failure, so the
- * breaker never hears of it.
+ * breaker never hears of it; nor does it of a detached call ended for
+ * room before its request left (its connection still being set up: the
+ * path's time ran out, not the provider's), whose budget units are given
+ * back.
  *
  * A reply is hostile input: it is held only up to what its call can
  * legitimately need (enr_upstream_reply_cap(), checked on Content-Length
@@ -451,6 +454,12 @@ static size_t call_cap(const enr_upstream *u, const enr_upcall *c, const enr_bat
     return cap < UP_MAX_BODY ? cap : UP_MAX_BODY;
 }
 
+/* Did c's request leave (upconn.h)? */
+static int request_left(const enr_upcall *c)
+{
+    return enr_upconn_request_left(c->easy, c->began);
+}
+
 static int call_start(enr_upstream *u, enr_upcall *c)
 {
     /* The retry goes on a new connection: the pool may hold more
@@ -463,18 +472,26 @@ static int call_start(enr_upstream *u, enr_upcall *c)
     enr_buf_reset(&c->body);
     c->resp_bytes = 0;
     c->too_large = 0;
+    c->began = 0;
     c->errbuf[0] = '\0';
-    if (c->url.oom)
+    if (c->url.oom) {
+        enr_up_budget_settle(u, c, 0);
         return -1;
+    }
     enr_buf_putc(&c->url, '\0');
-    if (c->url.oom)
+    if (c->url.oom) {
+        enr_up_budget_settle(u, c, 0);
         return -1;
+    }
     c->url.len--; /* keep it a string without counting the NUL */
     if (curl_easy_setopt(c->easy, CURLOPT_URL, c->url.data) != CURLE_OK ||
         curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, u->src[c->src].headers) != CURLE_OK ||
         curl_easy_setopt(c->easy, CURLOPT_FRESH_CONNECT, fresh) != CURLE_OK ||
-        enr_upconn_source(u->conn, c->easy, c->src) != 0 || enr_upconn_add(u->conn, c->easy) != 0)
+        enr_upconn_track_request(c->easy, &c->began) != 0 ||
+        enr_upconn_source(u->conn, c->easy, c->src) != 0 || enr_upconn_add(u->conn, c->easy) != 0) {
+        enr_up_budget_settle(u, c, 0); /* never started */
         return -1;
+    }
     c->active = 1;
     c->started_ms = enr_mono_ms();
     return 0;
@@ -485,6 +502,9 @@ static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
 {
     long status = 0;
 
+    enr_up_budget_settle(u, c, request_left(c));
+    if (rc == CURLE_OK)
+        enr_upconn_answered(u->conn, c->easy, c->src);
     if (c->too_large)
         return F_TOO_LARGE;
     if (rc != CURLE_OK)
@@ -633,7 +653,11 @@ static void make_room(enr_upstream *u, unsigned needed, uint64_t now)
         enr_upconn_remove(u->conn, old->easy);
         old->active = 0;
         undetach(u, old);
-        count_failure(u, old, F_TIMEOUT, now);
+        /* Still setting its connection up: the room ran out, not the
+         * provider (no breaker, and the units its request never used
+         * given back). */
+        enr_up_budget_settle(u, old, request_left(old));
+        count_failure(u, old, request_left(old) ? F_TIMEOUT : F_DEADLINE, now);
     }
 }
 
@@ -645,10 +669,9 @@ static void make_room(enr_upstream *u, unsigned needed, uint64_t now)
  * and did not answer is the upstream's timeout, whatever its connection. */
 static int setting_up(const enr_upcall *c, uint64_t now)
 {
-    long sent = 0;
     curl_off_t setup_us = 0;
 
-    if (curl_easy_getinfo(c->easy, CURLINFO_REQUEST_SIZE, &sent) != CURLE_OK || sent == 0)
+    if (!request_left(c))
         return 1;
     return curl_easy_getinfo(c->easy, CURLINFO_PRETRANSFER_TIME_T, &setup_us) == CURLE_OK &&
            (uint64_t)setup_us * 2 > (now - c->started_ms) * 1000u;
@@ -680,6 +703,7 @@ static void on_done(void *ud, CURL *easy, CURLcode rc)
     }
     x->active--;
     if (died_before_reply(c, rc) && !c->retried && now + UP_RETRY_MIN_MS < x->dl) {
+        enr_up_budget_settle(u, c, request_left(c));
         c->retried = 1;
         u->st.src[c->src].retries++;
         if (call_start(u, c) == 0) {
@@ -744,6 +768,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
         }
         enr_upconn_remove(u->conn, c->easy);
         c->active = 0;
+        enr_up_budget_settle(u, c, 1); /* setting_up(): its request left */
         call_failed(u, c, F_TIMEOUT, now);
     }
     make_room(u, 0, now);

@@ -45,6 +45,9 @@ typedef struct enr_upcall {
     int src; /* its source: enum enr_api_id */
     int active, retried;
     int refresh;            /* every id of it has a stale answer: a refresh (budget.h) */
+    int began;              /* its transfer reached its request (pre-request callback) */
+    unsigned units;         /* budget units taken for the transfer, not yet settled */
+    uint64_t units_day;     /* the day they were taken from (its key) */
     int detached;           /* its batch has answered; the ids are in lids */
     uint64_t detached_ms;   /* when, to end the oldest first */
     uint64_t started_ms;    /* when its transfer (or its retry) started */
@@ -119,8 +122,11 @@ int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now);
 /* The pause c's answer asks for (enum enr_quota_why), host-wide. */
 void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now);
 /* May c be sent now, as the day's budget of its source says (budget.h)?
- * 1: its units are spent; 0: the pace defers it. */
-int enr_up_budget_take(enr_upstream *u, const enr_upcall *c);
+ * 1: its units are taken (c->units); 0: the pace defers it. */
+int enr_up_budget_take(enr_upstream *u, enr_upcall *c);
+/* c's transfer has ended (or been removed): the units it took are spent
+ * (counted) when sent says its request left, else given back. */
+void enr_up_budget_settle(enr_upstream *u, enr_upcall *c, int sent);
 
 /* upstale.c: the cache, as the client uses it. */
 /* Record r's lookup (source src, wall-clock now): ENR_CACHE_FRESH and r

@@ -111,9 +111,11 @@ def write_secret(path, text):
 
 class Providers(tls_fixture.Provider):
     """tls_fixture.Provider's nginx, PKI and delay proxies, with the three
-    APIs' fakes behind it, one listener each (kinds: the API names)."""
+    APIs' fakes behind it, one listener each (kinds: the API names).
+    http2 False: the listeners speak HTTP/1.1 alone (ALPN offers no h2),
+    as a TLS-terminating egress proxy or an edge without h2 does."""
 
-    def __init__(self, close_after=0):
+    def __init__(self, close_after=0, http2=True):
         self.dir = tempfile.mkdtemp(prefix="enr-providers-")
         os.chmod(self.dir, 0o755)  # nginx's workers (www-data) create their temp dirs here
         self.fake = self.nginx = None
@@ -134,7 +136,7 @@ class Providers(tls_fixture.Provider):
                 tls_fixture.renice_threads(self.fakes[api].proc.pid, tls_fixture.REMOTE_NICE)
             self.nginx = tls_fixture.Terminator(self.dir, self.pki, 0, kinds=APIS,
                                                 backends={a: f.port for a, f in self.fakes.items()},
-                                                http2=True)
+                                                http2=http2)
         except Exception:
             self.close()
             raise

@@ -204,6 +204,49 @@ static int refresh_reserve(const char *file, void *arg)
     return bad;
 }
 
+/* Units given back for a request that never left: to the day they were
+ * taken from, never below nothing, and not to a day that has ended. */
+static int refunds(const char *file, void *arg)
+{
+    enr_config c;
+    enr_budget_state st;
+    int64_t s, e, t;
+    uint64_t k;
+    int bad = 0;
+
+    (void)arg;
+    config_for(&c, file, 10000, 1800);
+    if (enr_budget_open(&c) != 0)
+        return 10;
+    enr_budget_day(ENR_BUDGET_PACIFIC, 0, 0, INT64_C(1782907200000), &s, &e);
+    t = s + 12 * H;
+    for (int i = 0; i < 5; i++)
+        bad |= !enr_budget_take(ENR_API_YOUTUBE, 1, 0, at(t));
+    k = enr_budget_day_key(ENR_API_YOUTUBE, at(t));
+    enr_budget_refund(ENR_API_YOUTUBE, 2, k, at(t));
+    enr_budget_view(ENR_API_YOUTUBE, at(t), &st);
+    bad |= (st.v[ENR_BUDGET_ROW_spent] != 3) << 1;
+    enr_budget_refund(ENR_API_YOUTUBE, 9, k, at(t + 1000));
+    enr_budget_view(ENR_API_YOUTUBE, at(t), &st);
+    bad |= (st.v[ENR_BUDGET_ROW_spent] != 0) << 2;
+    /* Taken the day before: today's spending keeps what it spent. */
+    bad |= !enr_budget_take(ENR_API_YOUTUBE, 1, 0, at(e)) << 3;
+    enr_budget_refund(ENR_API_YOUTUBE, 1, k, at(e + 1000));
+    enr_budget_view(ENR_API_YOUTUBE, at(e), &st);
+    bad |= (st.v[ENR_BUDGET_ROW_spent] != 1) << 4;
+    return bad;
+}
+
+static void test_refund(const char *dir)
+{
+    char f[512];
+    int rc;
+
+    snprintf(f, sizeof f, "%s/refund", dir);
+    rc = run_child(refunds, f, NULL);
+    T_CHECK(rc == 0, "a refund gives back to its own day, down to 0 at most (failed: %#x)", rc);
+}
+
 static void test_day_of_takes(const char *dir)
 {
     char f[512];
@@ -467,6 +510,7 @@ int main(void)
     test_days();
     test_forecast();
     test_day_of_takes(dir);
+    test_refund(dir);
     test_file_kept(dir);
     test_file_refused(dir);
     test_in_force();
