@@ -15,6 +15,7 @@
 
 #include "base/allow.h"
 #include "base/secret.h"
+#include "base/sources.h"
 
 #define ENR_PATH_MAX 256
 
@@ -31,23 +32,7 @@
 /* Room for every key of conftable.c's table (checked there at compile time). */
 #define ENR_CONFIG_KEYS_MAX 96
 
-/* enr_config.sources: indexed by provider, as enum enr_provider
- * (engine/contract.h) numbers them (0 unused); each a source, as enum
- * enr_api_id (upstream/api.h) numbers them, or ENR_SOURCE_OFF.  The
- * upstream's code checks at compile time that the numbers agree. */
-#define ENR_SOURCE_PROVIDERS 4
-#define ENR_SOURCE_PROV_YT 1
-#define ENR_SOURCE_PROV_VM 2
-#define ENR_SOURCE_PROV_DM 3
-#define ENR_SOURCE_OFF (-1)
-enum enr_source_id {
-    ENR_SOURCE_UPSTREAM = 0,
-    ENR_SOURCE_YOUTUBE,
-    ENR_SOURCE_VIMEO,
-    ENR_SOURCE_DAILYMOTION,
-    ENR_SOURCE_COUNT
-};
-/* Their config values: "upstream", "youtube", "vimeo", "dailymotion". */
+/* Their config values: "upstream", then the rows of ENR_SOURCE_LIST. */
 extern const char *const enr_config_source_names[ENR_SOURCE_COUNT];
 
 typedef struct enr_config {

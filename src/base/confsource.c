@@ -10,7 +10,7 @@
  * sources existed keeps doing exactly what it did.
  *
  * The numbers are the engine's providers (engine/contract.h) and the
- * upstream's sources (upstream/api.h, ENR_API_LIST), which this layer
+ * upstream's sources (base/sources.h, ENR_SOURCE_LIST), which this layer
  * below both cannot include: config.h names them, and upstream_setup.c
  * checks at compile time that they agree.
  *
@@ -45,8 +45,11 @@ static const source_row rows[] = {
     {ENR_SOURCE_PROV_DM, "dm_source", CF(dm_source), ENR_SOURCE_DAILYMOTION, NULL, 0, 0},
 };
 
-const char *const enr_config_source_names[ENR_SOURCE_COUNT] = {"upstream", "youtube", "vimeo",
-                                                               "dailymotion"};
+const char *const enr_config_source_names[ENR_SOURCE_COUNT] = {"upstream",
+#define SOURCE_NAME(NAME, name, ...) #name,
+                                                               ENR_SOURCE_LIST(SOURCE_NAME)
+#undef SOURCE_NAME
+};
 #define api_names enr_config_source_names
 
 const char *enr_config_source_url(const enr_config *c, int api)

@@ -180,9 +180,9 @@ static int source_shown(const enr_config *c, unsigned src)
  * source="youtube", ... */
 static void counter_samples(enr_buf *b, const enr_scoreboard *sb, const enr_config *c, unsigned r)
 {
-    static const char *const names[] = {
-#define SRC_NAME(name, text, max) text,
-        ENR_API_LIST(SRC_NAME)
+    static const char *const names[] = {"upstream",
+#define SRC_NAME(NAME, name, ...) #name,
+                                        ENR_SOURCE_LIST(SRC_NAME)
 #undef SRC_NAME
     };
     const enr_up_counter_row *row = &enr_up_counter_rows[r];
@@ -229,9 +229,9 @@ static void render_up_counters(enr_buf *b, const enr_scoreboard *sb, const enr_c
 static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_config *c,
                             const enr_pool_snap *ps)
 {
-    static const char *const names[] = {
-#define SRC_NAME(name, text, max) text,
-        ENR_API_LIST(SRC_NAME)
+    static const char *const names[] = {"upstream",
+#define SRC_NAME(NAME, name, ...) #name,
+                                        ENR_SOURCE_LIST(SRC_NAME)
 #undef SRC_NAME
     };
     uint64_t now = enr_mono_ms();
@@ -290,9 +290,9 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
  * row of its table, from the host's page. */
 static void render_budget(enr_buf *b, const enr_config *c)
 {
-    static const char *const names[] = {
-#define SRC_NAME(name, text, max) text,
-        ENR_API_LIST(SRC_NAME)
+    static const char *const names[] = {"upstream",
+#define SRC_NAME(NAME, name, ...) #name,
+                                        ENR_SOURCE_LIST(SRC_NAME)
 #undef SRC_NAME
     };
     enr_budget_state st[ENR_UP_SOURCES];

@@ -94,9 +94,9 @@ static uint64_t worst_breaker(const enr_sb_slot *s)
 
 static const char *source_name(unsigned src)
 {
-    static const char *const names[] = {
-#define SRC_NAME(name, text, max) text,
-        ENR_API_LIST(SRC_NAME)
+    static const char *const names[] = {"upstream",
+#define SRC_NAME(NAME, name, ...) #name,
+                                        ENR_SOURCE_LIST(SRC_NAME)
 #undef SRC_NAME
     };
     return src < sizeof names / sizeof names[0] ? names[src] : "unknown";

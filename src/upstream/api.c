@@ -49,18 +49,21 @@ static const enr_api api_upstream = {
     .classify = upstream_classify,
 };
 
-static const enr_api *const rows[ENR_API_COUNT] = {&api_upstream, &enr_api_youtube, &enr_api_vimeo,
-                                                   &enr_api_dailymotion};
+static const enr_api *const rows[ENR_API_COUNT] = {&api_upstream,
+#define ENR_API_ROW(NAME, name, ...) &enr_api_##name,
+                                                   ENR_SOURCE_LIST(ENR_API_ROW)
+#undef ENR_API_ROW
+};
 
-static const char *const names[] = {
-#define ENR_API_NAME(name, text, max) text,
-    ENR_API_LIST(ENR_API_NAME)
+static const char *const names[ENR_API_COUNT] = {"upstream",
+#define ENR_API_NAME(NAME, name, ...) #name,
+                                                 ENR_SOURCE_LIST(ENR_API_NAME)
 #undef ENR_API_NAME
 };
 
-static const size_t max_ids[] = {
-#define ENR_API_MAX(name, text, max) max,
-    ENR_API_LIST(ENR_API_MAX)
+static const size_t max_ids[ENR_API_COUNT] = {50,
+#define ENR_API_MAX(NAME, name, PROV, S, word, noun, url, quota, max, ...) max,
+                                              ENR_SOURCE_LIST(ENR_API_MAX)
 #undef ENR_API_MAX
 };
 
@@ -68,8 +71,8 @@ const enr_api *enr_api_get(int id)
 {
     if (id < 0 || id >= ENR_API_COUNT)
         return NULL;
-    /* ENR_API_LIST is the home of a source's name and limit: a row that
-     * says otherwise is not served (and the unit test fails). */
+    /* The list is the home of a source's name and limit: a row that says
+     * otherwise is not served (and the unit test fails). */
     if (strcmp(rows[id]->name, names[id]) != 0 || rows[id]->max_ids != max_ids[id])
         return NULL;
     return rows[id];

@@ -24,22 +24,19 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/sources.h"
 #include "upstream/upstream_reply.h"
 
-/* The sources a provider's records can be enriched from.  X(name, config
- * value, ids per call); ENR_API_UPSTREAM is the aggregator protocol of
- * docs/upstream.md, the others the providers' own APIs. */
-#define ENR_API_LIST(X)                                                                            \
-    X(UPSTREAM, "upstream", 50)                                                                    \
-    X(YOUTUBE, "youtube", 50)                                                                      \
-    X(VIMEO, "vimeo", 50)                                                                          \
-    X(DAILYMOTION, "dailymotion", 100)
-
+/* The sources a provider's records can be enriched from, numbered as
+ * base/sources.h numbers them: ENR_API_UPSTREAM is the aggregator
+ * protocol of docs/upstream.md, the others the providers' own APIs, one
+ * a row of ENR_SOURCE_LIST (each row's descriptor is enr_api_NAME). */
 enum enr_api_id {
-#define ENR_API_ENUM(name, text, max) ENR_API_##name,
-    ENR_API_LIST(ENR_API_ENUM)
+    ENR_API_UPSTREAM = ENR_SOURCE_UPSTREAM,
+#define ENR_API_ENUM(NAME, ...) ENR_API_##NAME = ENR_SOURCE_##NAME,
+    ENR_SOURCE_LIST(ENR_API_ENUM)
 #undef ENR_API_ENUM
-        ENR_API_COUNT
+        ENR_API_COUNT = ENR_SOURCE_COUNT
 };
 
 /* What a non-200 answer (or a 200 carrying an API error) means. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/sources.h"
 #include "upstream/reply_id.h"
 
 /* api.h's types, by their tags: api.c includes this header, so this one
@@ -23,7 +24,11 @@ struct enr_api_outcome;
  * 10 (Vimeo) and 7 (Dailymotion) bytes. */
 #define ENR_API_ID_MAX 256
 
-extern const struct enr_api enr_api_youtube, enr_api_vimeo, enr_api_dailymotion;
+/* Each row of ENR_SOURCE_LIST (base/sources.h) is described by its file,
+ * api_NAME.c, as enr_api_NAME. */
+#define ENR_API_EXTERN(NAME, name, ...) extern const struct enr_api enr_api_##name;
+ENR_SOURCE_LIST(ENR_API_EXTERN)
+#undef ENR_API_EXTERN
 
 /* An id an API can be asked for and can name in its answer unchanged:
  * 1 to ENR_API_ID_MAX bytes of strict UTF-8 (no lone surrogate, which

@@ -1,0 +1,67 @@
+/*
+ * sources.h: the one list of the providers' own APIs that enrichd can
+ * enrich records from.  Every surface that names an API is generated from
+ * it: the sources' numbers (ENR_SOURCE_*, upstream/api.h's ENR_API_*),
+ * their count (the scoreboard's rows, the counters' sources), their
+ * configuration keys (confkeys.inc's KS rows: URL, lifetime, daily quota,
+ * the secret's file and credential), the secrets' rows (config_cred.c),
+ * the provider each serves (confsource.c) and the names of /metrics and
+ * /status.  What the API is beyond that (its URL and reply, its day's
+ * clock, its cost per call, its rate-limit headers) is its descriptor's,
+ * upstream/api_NAME.c's enr_api_NAME.
+ *
+ * Adding an API is its descriptor file, one row here, and its
+ * documentation (conf/enrichd.conf, docs/providers.md).
+ *
+ * X(NAME, name, PROV, SECRET, word, "noun", "url", "quota", max, "title", "units"):
+ *   NAME, name  ENR_SOURCE_NAME / ENR_API_NAME; its config value and the
+ *               stem of its keys (name_url, name_cache_ttl_s, ...)
+ *   PROV        the engine's provider it serves (ENR_SOURCE_PROV_PROV)
+ *   SECRET      SECRET: calls carry a secret, read from name_word_file or
+ *               name_word_credential; NOSECRET: none (word unused)
+ *   noun        what operators call the secret ("API key")
+ *   url, quota  the defaults of name_url and name_daily_quota
+ *   max         ids per call, the API's documented limit
+ *   title       the API's name in enrichd.conf(5) (scripts/confkeys.py)
+ *   units       what name_daily_quota counts, for the same page
+ *
+ * Invariants: the rows are in the order the keys appear in -T; the
+ * aggregator protocol (ENR_SOURCE_UPSTREAM, the upstream_* keys) comes
+ * before them and is not a row; ENR_SOURCE_EXTRA adds rows only to a
+ * test build (tests/unit/test_source_extra.c).
+ */
+#ifndef ENR_SOURCES_H
+#define ENR_SOURCES_H
+
+/* clang-format off */
+#define ENR_SOURCE_LIST(X) \
+X(YOUTUBE, youtube, YT, SECRET, key, "API key", "https://www.googleapis.com/youtube/v3", "10000", 50, "YouTube Data API", "its quota units") \
+X(VIMEO, vimeo, VM, SECRET, token, "access token", "https://api.vimeo.com", "0", 50, "Vimeo API", "calls") \
+X(DAILYMOTION, dailymotion, DM, NOSECRET, none, "", "https://api.dailymotion.com", "0", 100, "Dailymotion API", "calls") \
+ENR_SOURCE_EXTRA(X)
+/* clang-format on */
+
+#ifndef ENR_SOURCE_EXTRA
+#define ENR_SOURCE_EXTRA(X)
+#endif
+
+/* enr_config.sources: indexed by provider, as enum enr_provider
+ * (engine/contract.h) numbers them (0 unused); each a source, as enum
+ * enr_api_id (upstream/api.h) numbers them, or ENR_SOURCE_OFF.  The
+ * upstream's code checks at compile time that the numbers agree. */
+#define ENR_SOURCE_PROVIDERS 4
+#define ENR_SOURCE_PROV_YT 1
+#define ENR_SOURCE_PROV_VM 2
+#define ENR_SOURCE_PROV_DM 3
+#define ENR_SOURCE_OFF (-1)
+
+enum enr_source_id {
+    ENR_SOURCE_UPSTREAM = 0,
+#define ENR_SOURCE_ENUM(NAME, name, PROV, S, word, noun, url, quota, max, title, units)            \
+    ENR_SOURCE_##NAME,
+    ENR_SOURCE_LIST(ENR_SOURCE_ENUM)
+#undef ENR_SOURCE_ENUM
+        ENR_SOURCE_COUNT
+};
+
+#endif
