@@ -270,10 +270,11 @@ FLEET_EXAMPLES := $(wildcard conf/prometheus/*.yml)
 programs: $(PROGRAMS)
 
 # enrichd.conf(5) is generated from conf/enrichd.conf (its keys and
-# comments) and the keys' rows (src/base/confkeys.inc: its KEYS section);
+# comments) and the keys' rows (src/base/confkeys.inc: its KEYS section,
+# with the APIs' rows of src/base/sources.h);
 # tests/integration/test_man_pages.py fails when a key of the rows is
 # missing from either, or its default differs.
-man/enrichd.conf.5: conf/enrichd.conf src/base/confkeys.inc scripts/gen-conf-man.py \
+man/enrichd.conf.5: conf/enrichd.conf src/base/confkeys.inc src/base/sources.h scripts/gen-conf-man.py \
 		scripts/confkeys.py Makefile
 	python3 scripts/gen-conf-man.py --version $(VERSION) conf/enrichd.conf >$@.tmp && mv $@.tmp $@
 

@@ -13,14 +13,15 @@
  * Adding an API is its descriptor file, one row here, and its
  * documentation (conf/enrichd.conf, docs/providers.md).
  *
- * X(NAME, name, PROV, SECRET, word, "noun", "url", "quota", max, "title", "units"):
+ * X(NAME, name, PROV, SECRET, word, "noun", "url", "ttl", "quota", max, "title", "units"):
  *   NAME, name  ENR_SOURCE_NAME / ENR_API_NAME; its config value and the
  *               stem of its keys (name_url, name_cache_ttl_s, ...)
  *   PROV        the engine's provider it serves (ENR_SOURCE_PROV_PROV)
  *   SECRET      SECRET: calls carry a secret, read from name_word_file or
  *               name_word_credential; NOSECRET: none (word unused)
  *   noun        what operators call the secret ("API key")
- *   url, quota  the defaults of name_url and name_daily_quota
+ *   url, ttl, quota  the defaults of name_url, name_cache_ttl_s and
+ *               name_daily_quota
  *   max         ids per call, the API's documented limit
  *   title       the API's name in enrichd.conf(5) (scripts/confkeys.py)
  *   units       what name_daily_quota counts, for the same page
@@ -34,15 +35,20 @@
 #define ENR_SOURCES_H
 
 /* clang-format off */
-#define ENR_SOURCE_LIST(X) \
-X(YOUTUBE, youtube, YT, SECRET, key, "API key", "https://www.googleapis.com/youtube/v3", "10000", 50, "YouTube Data API", "its quota units") \
-X(VIMEO, vimeo, VM, SECRET, token, "access token", "https://api.vimeo.com", "0", 50, "Vimeo API", "calls") \
-X(DAILYMOTION, dailymotion, DM, NOSECRET, none, "", "https://api.dailymotion.com", "0", 100, "Dailymotion API", "calls") \
-ENR_SOURCE_EXTRA(X)
+#define ENR_SOURCE_ROWS(X, ctx) \
+X(ctx, YOUTUBE, youtube, YT, SECRET, key, "API key", "https://www.googleapis.com/youtube/v3", "86400", "10000", 50, "YouTube Data API", "its quota units") \
+X(ctx, VIMEO, vimeo, VM, SECRET, token, "access token", "https://api.vimeo.com", "86400", "0", 50, "Vimeo API", "calls") \
+X(ctx, DAILYMOTION, dailymotion, DM, NOSECRET, none, "", "https://api.dailymotion.com", "86400", "0", 100, "Dailymotion API", "calls") \
+ENR_SOURCE_EXTRA(X, ctx)
 /* clang-format on */
 
+/* The rows to X(NAME, name, PROV, ...); ENR_SOURCE_ROWS(X, ctx) passes
+ * ctx first, for a row made of a template and each source (conftable.c). */
+#define ENR_SOURCE_NOCTX(X, ...) X(__VA_ARGS__)
+#define ENR_SOURCE_LIST(X) ENR_SOURCE_ROWS(ENR_SOURCE_NOCTX, X)
+
 #ifndef ENR_SOURCE_EXTRA
-#define ENR_SOURCE_EXTRA(X)
+#define ENR_SOURCE_EXTRA(X, ctx)
 #endif
 
 /* enr_config.sources: indexed by provider, as enum enr_provider
@@ -57,8 +63,7 @@ ENR_SOURCE_EXTRA(X)
 
 enum enr_source_id {
     ENR_SOURCE_UPSTREAM = 0,
-#define ENR_SOURCE_ENUM(NAME, name, PROV, S, word, noun, url, quota, max, title, units)            \
-    ENR_SOURCE_##NAME,
+#define ENR_SOURCE_ENUM(NAME, ...) ENR_SOURCE_##NAME,
     ENR_SOURCE_LIST(ENR_SOURCE_ENUM)
 #undef ENR_SOURCE_ENUM
         ENR_SOURCE_COUNT

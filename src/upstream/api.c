@@ -62,7 +62,7 @@ static const char *const names[ENR_API_COUNT] = {"upstream",
 };
 
 static const size_t max_ids[ENR_API_COUNT] = {50,
-#define ENR_API_MAX(NAME, name, PROV, S, word, noun, url, quota, max, ...) max,
+#define ENR_API_MAX(NAME, name, PROV, S, word, noun, url, ttl, quota, max, ...) max,
                                               ENR_SOURCE_LIST(ENR_API_MAX)
 #undef ENR_API_MAX
 };
@@ -76,6 +76,16 @@ const enr_api *enr_api_get(int id)
     if (strcmp(rows[id]->name, names[id]) != 0 || rows[id]->max_ids != max_ids[id])
         return NULL;
     return rows[id];
+}
+
+const char *enr_api_secret_noun(int id)
+{
+    static const char *const noun[ENR_API_COUNT] = {"secret",
+#define ENR_API_NOUN(NAME, name, PROV, S, word, noun, ...) noun,
+                                                    ENR_SOURCE_LIST(ENR_API_NOUN)
+#undef ENR_API_NOUN
+    };
+    return id < 0 || id >= ENR_API_COUNT ? "" : noun[id];
 }
 
 int enr_api_by_name(const char *name)

@@ -106,6 +106,10 @@ typedef struct enr_api {
 
 /* The row of a source; NULL for an id out of range. */
 const enr_api *enr_api_get(int id);
+/* What source id's secret is called, for operators: its row's noun in
+ * base/sources.h ("API key"); "secret" for the aggregator's, "" out of
+ * range. */
+const char *enr_api_secret_noun(int id);
 /* The source of a config value ("youtube"), or -1. */
 int enr_api_by_name(const char *name);
 const char *enr_api_verdict_name(int verdict);

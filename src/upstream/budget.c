@@ -303,18 +303,18 @@ void enr_budget_compress_days(uint64_t day_ms, uint64_t origin_ms)
 
 void enr_budget_configure(const enr_config *c)
 {
-    const unsigned limit[ENR_UP_SOURCES] = {0, c->youtube_daily_quota, c->vimeo_daily_quota,
-                                            c->dailymotion_daily_quota};
     uint64_t day_ms = g_day_ms, origin = g_day_origin;
 
     if (g_page == NULL)
         return;
     for (int i = 0; i < ENR_UP_SOURCES; i++) {
         bsrc *s = &g_page->src[i];
-        ENR_SB_SET(s->limit, limit[i]);
+        /* The aggregator has no day's budget (its row's is 0). */
+        unsigned limit = i == ENR_API_UPSTREAM ? 0 : c->api[i].daily_quota;
+        ENR_SB_SET(s->limit, limit);
         /* The burst as a share of the day, so that it keeps its meaning
          * in a day of any length. */
-        ENR_SB_SET(s->burst, (uint64_t)limit[i] * c->budget_burst_s / 86400u);
+        ENR_SB_SET(s->burst, (uint64_t)limit * c->budget_burst_s / 86400u);
         ENR_SB_SET(s->clock, i == ENR_API_YOUTUBE ? ENR_BUDGET_PACIFIC : ENR_BUDGET_UTC);
         ENR_SB_SET(s->day_ms, day_ms);
         ENR_SB_SET(s->day_origin, origin);

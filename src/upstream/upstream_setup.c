@@ -286,12 +286,10 @@ static int api_source(enr_upsource *x, const enr_config *c, int api, char *err, 
     x->base.len--;
     if (x->base.oom)
         return no_memory(err, errlen);
-    if ((api == ENR_API_YOUTUBE && keep_secret(x, c->youtube_key.bytes, c->youtube_key.len) != 0) ||
-        (api == ENR_API_VIMEO && keep_secret(x, c->vimeo_token.bytes, c->vimeo_token.len) != 0))
+    if (keep_secret(x, c->api[api].secret.bytes, c->api[api].secret.len) != 0)
         return no_memory(err, errlen);
     if (x->api->needs_secret && x->secret == NULL) {
-        snprintf(err, errlen, "%s: no %s", x->api->name,
-                 api == ENR_API_YOUTUBE ? "youtube_key_file" : "vimeo_token_file");
+        snprintf(err, errlen, "%s: no %s", x->api->name, enr_api_secret_noun(api));
         return -1;
     }
     return api_headers(x) != 0 ? no_memory(err, errlen) : 0;
@@ -375,10 +373,8 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
     /* max_calls_per_batch counts per source. */
     u->nslots = u->ncalls_max * ENR_API_COUNT + u->max_detached;
     u->call_bound_ms = (long)c->upstream_connect_timeout_ms + (long)c->upstream_timeout_ms;
-    u->ttl_s[ENR_API_UPSTREAM] = c->cache_ttl_s;
-    u->ttl_s[ENR_API_YOUTUBE] = c->youtube_cache_ttl_s;
-    u->ttl_s[ENR_API_VIMEO] = c->vimeo_cache_ttl_s;
-    u->ttl_s[ENR_API_DAILYMOTION] = c->dailymotion_cache_ttl_s;
+    for (int i = 0; i < ENR_API_COUNT; i++)
+        u->ttl_s[i] = i == ENR_API_UPSTREAM ? c->cache_ttl_s : c->api[i].cache_ttl_s;
     u->max_stale_s = c->cache_max_stale_s;
     u->cache_neg_ttl_s = c->cache_negative_ttl_s;
     u->max_calls_per_s = c->upstream_max_calls_per_s;
