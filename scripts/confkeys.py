@@ -36,7 +36,7 @@ def _number(expr):
 
 
 _SRC = re.compile(r"^X\(ctx, (\w+), (\w+), (\w+), (SECRET|NOSECRET), (\w+), " + _STR + r", " +
-                  _STR + r", " + _STR + r", " + _STR + r", (\d+), " + _STR + r", " + _STR +
+                  _STR + r", " + _STR + r", " + _STR + r", " + _STR + r", " + _STR +
                   r"\) \\$")
 _KS = re.compile(r"^KS\((\w+),\s*([A-Z_]+),\s*(url|ttl|quota),\s*([^,]+?),\s*([^,]+?),\s*"
                  r"(LIVE|RESTART|IDENTITY|LAYOUT),\s*" + _STR + r"\)$")
@@ -46,7 +46,7 @@ _KSECRET = re.compile(r"^KSECRET\((LIVE|RESTART|IDENTITY|LAYOUT),\s*" + _STR + r
 
 def sources(path=SOURCES):
     """The APIs of ENR_SOURCE_LIST in order, each a dict: name, prov,
-    secret (bool), word, noun, url, ttl, quota, max, title, units."""
+    secret (bool), word, noun, url, ttl, quota, title, units."""
     out = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -58,8 +58,8 @@ def sources(path=SOURCES):
                 raise ValueError("%s:%d: not a source: %s" % (path, n, line))
             g = m.groups()
             out.append({"name": g[1], "prov": g[2], "secret": g[3] == "SECRET", "word": g[4],
-                        "noun": g[5], "url": g[6], "ttl": g[7], "quota": g[8], "max": int(g[9]),
-                        "title": g[10], "units": g[11]})
+                        "noun": g[5], "url": g[6], "ttl": g[7], "quota": g[8], "title": g[9],
+                        "units": g[10]})
     return out
 
 

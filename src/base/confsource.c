@@ -60,11 +60,10 @@ static const api_row apis[ENR_SOURCE_COUNT] = {{0, NULL, NULL}, ENR_SOURCE_LIST(
 static const char api_words[] = ENR_SOURCE_LIST(API_WORD) "upstream or off";
 #undef API_WORD
 
-const char *const enr_config_source_names[ENR_SOURCE_COUNT] = {"upstream",
 #define SOURCE_NAME(NAME, name, ...) #name,
-                                                               ENR_SOURCE_LIST(SOURCE_NAME)
+const char *const enr_config_source_names[ENR_SOURCE_COUNT] = {"upstream",
+                                                               ENR_SOURCE_LIST(SOURCE_NAME)};
 #undef SOURCE_NAME
-};
 #define api_names enr_config_source_names
 
 const char *enr_config_source_url(const enr_config *c, int api)

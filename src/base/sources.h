@@ -7,13 +7,13 @@
  * the secret's file and credential), the secrets' rows (config_cred.c),
  * the provider each serves (confsource.c) and the names of /metrics and
  * /status.  What the API is beyond that (its URL and reply, its day's
- * clock, its cost per call, its rate-limit headers) is its descriptor's,
- * upstream/api_NAME.c's enr_api_NAME.
+ * clock, its cost per call, its rate-limit headers, its ids per call) is
+ * its descriptor's, upstream/api_NAME.c's enr_api_NAME.
  *
  * Adding an API is its descriptor file, one row here, and its
  * documentation (conf/enrichd.conf, docs/providers.md).
  *
- * X(NAME, name, PROV, SECRET, word, "noun", "url", "ttl", "quota", max, "title", "units"):
+ * X(ctx, NAME, name, PROV, SECRET, word, "noun", "url", "ttl", "quota", "title", "units"):
  *   NAME, name  ENR_SOURCE_NAME / ENR_API_NAME; its config value and the
  *               stem of its keys (name_url, name_cache_ttl_s, ...)
  *   PROV        the engine's provider it serves (ENR_SOURCE_PROV_PROV)
@@ -22,7 +22,6 @@
  *   noun        what operators call the secret ("API key")
  *   url, ttl, quota  the defaults of name_url, name_cache_ttl_s and
  *               name_daily_quota
- *   max         ids per call, the API's documented limit
  *   title       the API's name in enrichd.conf(5) (scripts/confkeys.py)
  *   units       what name_daily_quota counts, for the same page
  *
@@ -36,9 +35,9 @@
 
 /* clang-format off */
 #define ENR_SOURCE_ROWS(X, ctx) \
-X(ctx, YOUTUBE, youtube, YT, SECRET, key, "API key", "https://www.googleapis.com/youtube/v3", "86400", "10000", 50, "YouTube Data API", "its quota units") \
-X(ctx, VIMEO, vimeo, VM, SECRET, token, "access token", "https://api.vimeo.com", "86400", "0", 50, "Vimeo API", "calls") \
-X(ctx, DAILYMOTION, dailymotion, DM, NOSECRET, none, "", "https://api.dailymotion.com", "86400", "0", 100, "Dailymotion API", "calls") \
+X(ctx, YOUTUBE, youtube, YT, SECRET, key, "API key", "https://www.googleapis.com/youtube/v3", "86400", "10000", "YouTube Data API", "its quota units") \
+X(ctx, VIMEO, vimeo, VM, SECRET, token, "access token", "https://api.vimeo.com", "86400", "0", "Vimeo API", "calls") \
+X(ctx, DAILYMOTION, dailymotion, DM, NOSECRET, none, "", "https://api.dailymotion.com", "86400", "0", "Dailymotion API", "calls") \
 ENR_SOURCE_EXTRA(X, ctx)
 /* clang-format on */
 

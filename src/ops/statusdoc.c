@@ -94,12 +94,7 @@ static uint64_t worst_breaker(const enr_sb_slot *s)
 
 static const char *source_name(unsigned src)
 {
-    static const char *const names[] = {"upstream",
-#define SRC_NAME(NAME, name, ...) #name,
-                                        ENR_SOURCE_LIST(SRC_NAME)
-#undef SRC_NAME
-    };
-    return src < sizeof names / sizeof names[0] ? names[src] : "unknown";
+    return src < ENR_SOURCE_COUNT ? enr_config_source_names[src] : "unknown";
 }
 
 /* A source's counters, generated from the table (base/upcounters.h):

@@ -43,50 +43,49 @@ static const enr_api api_upstream = {
     .title = "upstream",
     .max_ids = 50,
     .needs_secret = 0,
+    .day_clock = ENR_API_DAY_UTC,
+    .units_per_call = 1,
     .build_url = NULL,
     .headers = NULL,
     .parse = enr_upstream_reply_parse,
     .classify = upstream_classify,
 };
 
-static const enr_api *const rows[ENR_API_COUNT] = {&api_upstream,
+/* The aggregator first (it is no row of the list), then each row's. */
 #define ENR_API_ROW(NAME, name, ...) &enr_api_##name,
-                                                   ENR_SOURCE_LIST(ENR_API_ROW)
+static const enr_api *const rows[ENR_API_COUNT] = {&api_upstream, ENR_SOURCE_LIST(ENR_API_ROW)};
 #undef ENR_API_ROW
-};
 
-static const char *const names[ENR_API_COUNT] = {"upstream",
 #define ENR_API_NAME(NAME, name, ...) #name,
-                                                 ENR_SOURCE_LIST(ENR_API_NAME)
+static const char *const names[ENR_API_COUNT] = {"upstream", ENR_SOURCE_LIST(ENR_API_NAME)};
 #undef ENR_API_NAME
-};
 
-static const size_t max_ids[ENR_API_COUNT] = {50,
-#define ENR_API_MAX(NAME, name, PROV, S, word, noun, url, ttl, quota, max, ...) max,
-                                              ENR_SOURCE_LIST(ENR_API_MAX)
-#undef ENR_API_MAX
-};
+#define ENR_API_NEEDS_SECRET 1
+#define ENR_API_NEEDS_NOSECRET 0
+#define ENR_API_SECRET(NAME, name, PROV, S, ...) ENR_API_NEEDS_##S,
+static const int needs_secret[ENR_API_COUNT] = {0, ENR_SOURCE_LIST(ENR_API_SECRET)};
+#undef ENR_API_SECRET
 
 const enr_api *enr_api_get(int id)
 {
     if (id < 0 || id >= ENR_API_COUNT)
         return NULL;
-    /* The list is the home of a source's name and limit: a row that says
-     * otherwise is not served (and the unit test fails). */
-    if (strcmp(rows[id]->name, names[id]) != 0 || rows[id]->max_ids != max_ids[id])
+    /* The list is the home of a source's name and of whether it has a
+     * secret (the keys that name it): a descriptor that says otherwise
+     * is not served (and the unit test fails). */
+    if (strcmp(rows[id]->name, names[id]) != 0 || rows[id]->needs_secret != needs_secret[id])
         return NULL;
     return rows[id];
 }
 
+#define ENR_API_NOUN(NAME, name, PROV, S, word, noun, ...) noun,
 const char *enr_api_secret_noun(int id)
 {
-    static const char *const noun[ENR_API_COUNT] = {"secret",
-#define ENR_API_NOUN(NAME, name, PROV, S, word, noun, ...) noun,
-                                                    ENR_SOURCE_LIST(ENR_API_NOUN)
-#undef ENR_API_NOUN
-    };
+    static const char *const noun[ENR_API_COUNT] = {"secret", ENR_SOURCE_LIST(ENR_API_NOUN)};
+
     return id < 0 || id >= ENR_API_COUNT ? "" : noun[id];
 }
+#undef ENR_API_NOUN
 
 int enr_api_by_name(const char *name)
 {

@@ -59,26 +59,37 @@ enum enr_api_verdict {
 typedef struct enr_api_headers {
     const char *retry_after;
     size_t retry_after_len;
-    const char *ratelimit_remaining; /* Vimeo: X-RateLimit-Remaining */
+    const char *ratelimit_remaining; /* the row's remaining_header */
     size_t ratelimit_remaining_len;
-    const char *ratelimit_reset; /* Vimeo: X-RateLimit-Reset, epoch seconds or an HTTP date */
+    const char *ratelimit_reset; /* the row's reset_header: epoch seconds or an HTTP date */
     size_t ratelimit_reset_len;
 } enr_api_headers;
+
+/* When an API's day (its daily quota, the budget's day) starts again. */
+enum enr_api_day {
+    ENR_API_DAY_UTC = 0, /* midnight UTC */
+    ENR_API_DAY_PACIFIC  /* midnight in America/Los_Angeles (enr_pacific_next_midnight) */
+};
 
 /* What a classifier concluded. */
 typedef struct enr_api_outcome {
     int verdict;     /* enum enr_api_verdict */
     int64_t until;   /* wall clock, Unix seconds: the pause's end; 0 = none given */
-    long remaining;  /* Vimeo's X-RateLimit-Remaining on any answer, -1 = absent */
+    long remaining;  /* the rate limit's calls left on any answer, -1 = absent */
     char reason[64]; /* the API's own word ("quotaExceeded", "keyInvalid", "2101"),
                       * printable ASCII only, for the log and /healthz; "" = none */
 } enr_api_outcome;
 
 typedef struct enr_api {
-    const char *name;  /* the config value: "youtube" */
-    const char *title; /* for operators: "YouTube" */
-    size_t max_ids;    /* per call, the API's documented limit */
-    int needs_secret;  /* 1: a call without the key/token is never made */
+    const char *name;        /* the config value: "youtube" */
+    const char *title;       /* for operators: "YouTube" */
+    size_t max_ids;          /* per call, the API's documented limit */
+    int needs_secret;        /* 1: a call without the key/token is never made */
+    int day_clock;           /* enum enr_api_day: its daily quota's day */
+    unsigned units_per_call; /* what one call costs of the day's quota, whatever its ids */
+    /* The rate limit's header lines the classifier reads (lower case,
+     * with the colon: "x-ratelimit-remaining:"), NULL: the API sends none. */
+    const char *remaining_header, *reset_header;
     /* Append to url the whole URL of one call: base (the configured
      * *_url, no query: the API's root, https://www.googleapis.com/youtube/v3,
      * https://api.vimeo.com, https://api.dailymotion.com; the method's

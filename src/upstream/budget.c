@@ -190,9 +190,10 @@ static uint64_t bucket_key(const when *w, unsigned b)
 
 unsigned enr_budget_cost(int src, size_t n)
 {
-    (void)src;
+    const enr_api *api = enr_api_get(src);
+
     (void)n;
-    return 1; /* every API counts a call, whatever its ids (budget.h) */
+    return api != NULL ? api->units_per_call : 1; /* its descriptor's (api.h) */
 }
 
 int enr_budget_take(int src, unsigned units, int refresh, int64_t now_ms)
@@ -315,7 +316,10 @@ void enr_budget_configure(const enr_config *c)
         /* The burst as a share of the day, so that it keeps its meaning
          * in a day of any length. */
         ENR_SB_SET(s->burst, (uint64_t)limit * c->budget_burst_s / 86400u);
-        ENR_SB_SET(s->clock, i == ENR_API_YOUTUBE ? ENR_BUDGET_PACIFIC : ENR_BUDGET_UTC);
+        ENR_SB_SET(s->clock,
+                   enr_api_get(i) != NULL && enr_api_get(i)->day_clock == ENR_API_DAY_PACIFIC
+                       ? ENR_BUDGET_PACIFIC
+                       : ENR_BUDGET_UTC);
         ENR_SB_SET(s->day_ms, day_ms);
         ENR_SB_SET(s->day_origin, origin);
     }

@@ -117,8 +117,8 @@ int enr_budget_take(int src, unsigned units, int refresh, int64_t now_ms);
 /* The day of source src at now_ms; 0 and st->on 0 when it has none. */
 int enr_budget_view(int src, int64_t now_ms, enr_budget_state *st);
 
-/* Units one call of n ids costs src: 1 (YouTube's videos.list, up to 50
- * ids; Vimeo and Dailymotion count requests). */
+/* Units one call of n ids costs src: its descriptor's units_per_call
+ * (api.h; every API today counts a call, whatever its ids). */
 unsigned enr_budget_cost(int src, size_t n);
 
 /* The file in use ("" memory only), for the status page. */

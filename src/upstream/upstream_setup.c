@@ -83,6 +83,7 @@ static size_t up_header(char *p, size_t size, size_t n, void *ud)
 {
     static const char cl[] = "content-length:", ra[] = "retry-after:";
     enr_upcall *c = ud;
+    const enr_api *api = enr_api_get(c->src); /* its rate limit's headers */
     size_t len = size * n, i = sizeof(cl) - 1;
 
     c->resp_bytes += len;
@@ -92,9 +93,11 @@ static size_t up_header(char *p, size_t size, size_t n, void *ud)
     }
     keep_header(p, len, "retry-after:", c->h_retry_after, sizeof c->h_retry_after,
                 &c->h_retry_after_len);
-    keep_header(p, len, "x-ratelimit-remaining:", c->h_remaining, sizeof c->h_remaining,
-                &c->h_remaining_len);
-    keep_header(p, len, "x-ratelimit-reset:", c->h_reset, sizeof c->h_reset, &c->h_reset_len);
+    if (api != NULL && api->remaining_header != NULL)
+        keep_header(p, len, api->remaining_header, c->h_remaining, sizeof c->h_remaining,
+                    &c->h_remaining_len);
+    if (api != NULL && api->reset_header != NULL)
+        keep_header(p, len, api->reset_header, c->h_reset, sizeof c->h_reset, &c->h_reset_len);
     if (len > sizeof(ra) - 1 && strncasecmp(p, ra, sizeof(ra) - 1) == 0)
         c->has_retry_after = enr_retry_after_parse(p + sizeof(ra) - 1, len - (sizeof(ra) - 1),
                                                    (int64_t)time(NULL), &c->retry_after_s) == 0;
