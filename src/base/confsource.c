@@ -55,7 +55,7 @@ typedef struct api_row {
 static const api_row apis[ENR_SOURCE_COUNT] = {{0, NULL, NULL}, ENR_SOURCE_LIST(API_ROW)};
 #undef API_ROW
 
-/* "youtube, vimeo, ...": every source a provider's key may name. */
+/* Every source a provider's key may name, for a message. */
 #define API_WORD(NAME, name, ...) #name ", "
 static const char api_words[] = ENR_SOURCE_LIST(API_WORD) "upstream or off";
 #undef API_WORD

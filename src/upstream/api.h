@@ -1,6 +1,6 @@
 /*
- * api.h: what enrichd knows of each provider's own API (YouTube Data API
- * v3, Vimeo API 3.4, Dailymotion Graph API), as pure functions: the URL
+ * api.h: what enrichd knows of each provider's own API (one descriptor
+ * per row of base/sources.h, in its api_NAME.c), as pure functions: the URL
  * of one call, the headers it carries, the reader of a 200 answer and the
  * classifier of any other.  No I/O, no libcurl, no configuration, so unit
  * tests and fuzzers drive every one directly; the client (upstream.c)
@@ -91,9 +91,9 @@ typedef struct enr_api {
      * with the colon: "x-ratelimit-remaining:"), NULL: the API sends none. */
     const char *remaining_header, *reset_header;
     /* Append to url the whole URL of one call: base (the configured
-     * *_url, no query: the API's root, https://www.googleapis.com/youtube/v3,
-     * https://api.vimeo.com, https://api.dailymotion.com; the method's
-     * path, /videos, goes after one '/'), the API's parameters and
+     * NAME_url, no query: the API's root, as its row's default in
+     * base/sources.h; the method's path, /videos, goes after one '/'),
+     * the API's parameters and
      * ids[0..n) percent-encoded; secret (NULL when none) where the API
      * takes it in the URL.  Returns 0, or -1 with url as it was when n is
      * 0 or past max_ids or an id cannot be asked for at all (too long, or

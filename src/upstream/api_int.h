@@ -1,6 +1,6 @@
 /*
  * api_int.h: what the files of the providers' APIs (api.c, api_time.c,
- * api_youtube.c, api_vimeo.c, api_dailymotion.c) share and nobody else
+ * and each api_NAME.c of base/sources.h's list) share and nobody else
  * uses: the URL pieces, the id rule, the outcome's helpers and the
  * reader of an error document.
  */
@@ -20,8 +20,7 @@ struct enr_api;
 struct enr_api_headers;
 struct enr_api_outcome;
 
-/* The longest id asked of any API: the real ones are 11 (YouTube), about
- * 10 (Vimeo) and 7 (Dailymotion) bytes. */
+/* The longest id asked of any API: the real ones are 7 to 11 bytes. */
 #define ENR_API_ID_MAX 256
 
 /* Each row of ENR_SOURCE_LIST (base/sources.h) is described by its file,

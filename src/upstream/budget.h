@@ -2,8 +2,8 @@
  * budget.h: the day's quota budget of each source, host-wide and paced
  * (docs/providers.md, "The day's budget").
  *
- * A source with a daily budget (youtube_daily_quota, vimeo_daily_quota,
- * dailymotion_daily_quota) may have spent, at any moment of its day, at
+ * A source with a daily budget (its NAME_daily_quota, base/sources.h)
+ * may have spent, at any moment of its day, at
  * most the day's elapsed share of the budget plus a burst allowance
  * (budget_burst_s of the day's pace): the evening gets its share.  A
  * call past it is not made; its records keep their stale or local values
