@@ -3,9 +3,9 @@
  * (docs/providers.md, "The day's budget").
  *
  * A source with a daily budget (its NAME_daily_quota, base/sources.h)
- * may have spent, at any moment of its day, at
- * most the day's elapsed share of the budget plus a burst allowance
- * (budget_burst_s of the day's pace): the evening gets its share.  A
+ * may have spent, at any moment of its day, at most the day's elapsed
+ * share of the budget plus a burst allowance (budget_burst_s of the
+ * day's pace): the evening gets its share.  A
  * call past it is not made; its records keep their stale or local values
  * and are not negatively cached.  A refresh of a stale answer may use
  * only half the burst, so new ids go first.
