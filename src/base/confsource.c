@@ -75,7 +75,7 @@ const char *enr_config_source_url(const enr_config *c, int api)
 
 int enr_config_enriches(const enr_config *c)
 {
-    for (int p = ENR_SOURCE_PROV_YT; p <= ENR_SOURCE_PROV_DM; p++)
+    for (int p = ENR_SOURCE_PROV_YT; p < ENR_SOURCE_PROVIDERS; p++)
         if (c->sources[p] != ENR_SOURCE_OFF)
             return 1;
     return 0;
@@ -144,7 +144,7 @@ int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen
 
 int enr_config_any_https(const enr_config *c)
 {
-    for (int p = ENR_SOURCE_PROV_YT; p <= ENR_SOURCE_PROV_DM; p++)
+    for (int p = ENR_SOURCE_PROV_YT; p < ENR_SOURCE_PROVIDERS; p++)
         if (c->sources[p] != ENR_SOURCE_OFF &&
             strncasecmp(enr_config_source_url(c, c->sources[p]), "https://", 8) == 0)
             return 1;

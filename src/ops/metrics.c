@@ -169,7 +169,7 @@ static int source_shown(const enr_config *c, unsigned src)
 {
     if (src == ENR_API_UPSTREAM)
         return 1;
-    for (int p = ENR_PROV_YT; c != NULL && p <= ENR_PROV_DM; p++)
+    for (int p = ENR_PROV_YT; c != NULL && p < ENR_SOURCE_PROVIDERS; p++)
         if (c->sources[p] == (int)src)
             return 1;
     return c == NULL;

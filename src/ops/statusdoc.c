@@ -498,7 +498,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     {
         json_object *srcs = json_object_new_object();
         int done[ENR_UP_SOURCES] = {0};
-        for (int pv = ENR_PROV_YT; pv <= ENR_PROV_DM; pv++) {
+        for (int pv = ENR_PROV_YT; pv < ENR_SOURCE_PROVIDERS; pv++) {
             int a = v->c->sources[pv];
             json_object *one;
             if (a < 0 || a >= ENR_UP_SOURCES || done[a])
