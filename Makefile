@@ -33,6 +33,15 @@ STATIC_ENGINE_LIBS := -Wl,-Bstatic -lcrypto -Wl,-Bdynamic -lm -lpthread -ldl
 TEST_ICU_CF := $(shell pkg-config --cflags icu-uc 2>/dev/null)
 TEST_ICU_LIBS := $(shell pkg-config --libs icu-uc 2>/dev/null)
 
+# A fourth API for the tests (-DENR_TEST_SOURCE: src/base/sources.h's
+# ENR_SOURCE_EXTRA, src/upstream/api_extra.c) changes the scoreboard's
+# and the configuration's shape: only into build-extra/ (make extra).
+ifneq ($(findstring ENR_TEST_SOURCE,$(EXTRA_CFLAGS)),)
+ifeq ($(findstring extra,$(B)),)
+$(error -DENR_TEST_SOURCE builds only into a build-extra directory (make extra), not $(B)/)
+endif
+endif
+
 # The test hooks (-DENR_TEST_HOOKS) let any client stall or crash a worker
 # through a header: such a binary must never be taken for the product, so
 # it is built only into a directory named for it (make hooks: build-hooks/).
@@ -61,7 +70,7 @@ TSTSRC  := $(wildcard tests/unit/test_*.c)
 TSTS    := $(TSTSRC:tests/unit/%.c=$(B)/tests/%)
 LIB     := $(B)/libenrichd.a
 
-.PHONY: all check test hooks valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
+.PHONY: all check test hooks extra valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
 	programs man install uninstall deb system-test fleet-test bench-upstream soak bench-cold system-root
 
 all: $(LIB) $(CMDS) $(TSTS)
@@ -135,6 +144,11 @@ test:
 # for the recycling and crash-loop tests; never installed.
 hooks:
 	@$(MAKE) --no-print-directory B=build-hooks EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DENR_TEST_HOOKS" build-hooks/enrichd
+
+# enrichd with a fourth, test-only API built from the list of sources
+# (tests/integration/test_source_extra.py); never installed.
+extra:
+	@$(MAKE) --no-print-directory B=build-extra EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DENR_TEST_SOURCE" build-extra/enrichd
 
 # A worker's request loop under valgrind: no leak per request.
 valgrind: all
@@ -239,7 +253,7 @@ lint:
 	@/usr/bin/python3 scripts/pycheck.py
 
 clean:
-	rm -rf build build-san build-fuzz build-clang build-hooks build-deb build-ci
+	rm -rf build build-san build-fuzz build-clang build-hooks build-extra build-deb build-ci
 
 # --- installation (GNU conventions) ---------------------------------------
 # `make install` puts the programs, the configuration, the systemd units,

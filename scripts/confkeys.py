@@ -47,11 +47,17 @@ _KSECRET = re.compile(r"^KSECRET\((LIVE|RESTART|IDENTITY|LAYOUT),\s*" + _STR + r
 def sources(path=SOURCES):
     """The APIs of ENR_SOURCE_LIST in order, each a dict: name, prov,
     secret (bool), word, noun, url, ttl, quota, title, units."""
-    out = []
+    out, inside = [], False
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
-            if not line.startswith("X(ctx,"):
+            # ENR_SOURCE_ROWS's lines alone: a test build's row (ENR_SOURCE_EXTRA) is not the
+            # product's.
+            if line.startswith("#define ENR_SOURCE_ROWS("):
+                inside = True
+                continue
+            if not inside or not line.startswith("X(ctx,"):
+                inside = inside and line.endswith("\\")
                 continue
             m = _SRC.match(line)
             if m is None:

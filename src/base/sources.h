@@ -27,8 +27,8 @@
  *
  * Invariants: the rows are in the order the keys appear in -T; the
  * aggregator protocol (ENR_SOURCE_UPSTREAM, the upstream_* keys) comes
- * before them and is not a row; ENR_SOURCE_EXTRA adds rows only to a
- * test build (tests/unit/test_source_extra.c).
+ * before them and is not a row; ENR_SOURCE_EXTRA adds a row only to a
+ * test build.
  */
 #ifndef ENR_SOURCES_H
 #define ENR_SOURCES_H
@@ -46,7 +46,16 @@ ENR_SOURCE_EXTRA(X, ctx)
 #define ENR_SOURCE_NOCTX(X, ...) X(__VA_ARGS__)
 #define ENR_SOURCE_LIST(X) ENR_SOURCE_ROWS(ENR_SOURCE_NOCTX, X)
 
-#ifndef ENR_SOURCE_EXTRA
+/* A fourth API for the tests alone (-DENR_TEST_SOURCE, make extra): its
+ * row, and its file upstream/api_extra.c, are all it takes
+ * (tests/integration/test_source_extra.py configures it and enriches
+ * through it). */
+#ifdef ENR_TEST_SOURCE
+/* clang-format off */
+#define ENR_SOURCE_EXTRA(X, ctx) \
+X(ctx, EXTRA, extra, YT, SECRET, key, "test key", "http://127.0.0.1:9/v1", "600", "0", "test API", "calls")
+/* clang-format on */
+#else
 #define ENR_SOURCE_EXTRA(X, ctx)
 #endif
 
