@@ -34,6 +34,15 @@ STATIC_ENGINE_LIBS := -Wl,-Bstatic -lcrypto -Wl,-Bdynamic -lm -lpthread -ldl
 TEST_ICU_CF := $(shell pkg-config --cflags icu-uc 2>/dev/null)
 TEST_ICU_LIBS := $(shell pkg-config --libs icu-uc 2>/dev/null)
 
+# A fourth API for the tests (-DENR_TEST_SOURCE: src/base/sources.h's
+# ENR_SOURCE_EXTRA, src/upstream/api_extra.c) changes the scoreboard's
+# and the configuration's shape: only into build-extra/ (make extra).
+ifneq ($(findstring ENR_TEST_SOURCE,$(EXTRA_CFLAGS)),)
+ifeq ($(findstring extra,$(B)),)
+$(error -DENR_TEST_SOURCE builds only into a build-extra directory (make extra), not $(B)/)
+endif
+endif
+
 # The test hooks (-DENR_TEST_HOOKS) let any client stall or crash a worker
 # through a header: such a binary must never be taken for the product, so
 # it is built only into a directory named for it (make hooks: build-hooks/).
@@ -72,7 +81,7 @@ ITS     := $(ITSRC:tests/integration/%.c=$(B)/tests/%)
 TSTS    := $(UNITS) $(ITS)
 LIB     := $(B)/libenrichd.a
 
-.PHONY: all check test hooks valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
+.PHONY: all check test hooks extra valgrind run bench bench-engine fuzz difftest format format-check lint clean deps san-test \
 	programs man install uninstall deb system-test fleet-test bench-upstream soak bench-cold system-root bench-goals
 
 all: $(LIB) $(CMDS) $(TSTS)
@@ -149,6 +158,11 @@ test:
 # for the recycling and crash-loop tests; never installed.
 hooks:
 	@$(MAKE) --no-print-directory B=build-hooks EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DENR_TEST_HOOKS" build-hooks/enrichd
+
+# enrichd with a fourth, test-only API built from the list of sources
+# (tests/integration/test_source_extra.py); never installed.
+extra:
+	@$(MAKE) --no-print-directory B=build-extra EXTRA_CFLAGS="$(EXTRA_CFLAGS) -DENR_TEST_SOURCE" build-extra/enrichd
 
 # A worker's request loop under valgrind: no leak per request.
 valgrind: all
@@ -266,7 +280,7 @@ lint: format-check
 	@/usr/bin/python3 scripts/pycheck.py
 
 clean:
-	rm -rf build build-san build-fuzz build-clang build-hooks build-deb build-ci
+	rm -rf build build-san build-fuzz build-clang build-hooks build-extra build-deb build-ci
 
 # --- installation (GNU conventions) ---------------------------------------
 # `make install` puts the programs, the configuration, the systemd units,
@@ -297,10 +311,11 @@ FLEET_EXAMPLES := $(wildcard conf/prometheus/*.yml)
 programs: $(PROGRAMS)
 
 # enrichd.conf(5) is generated from conf/enrichd.conf (its keys and
-# comments) and the keys' rows (src/base/confkeys.inc: its KEYS section);
+# comments) and the keys' rows (src/base/confkeys.inc: its KEYS section,
+# with the APIs' rows of src/base/sources.h);
 # tests/integration/test_man_pages.py fails when a key of the rows is
 # missing from either, or its default differs.
-man/enrichd.conf.5: conf/enrichd.conf src/base/confkeys.inc scripts/gen-conf-man.py \
+man/enrichd.conf.5: conf/enrichd.conf src/base/confkeys.inc src/base/sources.h scripts/gen-conf-man.py \
 		scripts/confkeys.py Makefile
 	python3 scripts/gen-conf-man.py --version $(VERSION) conf/enrichd.conf >$@.tmp && mv $@.tmp $@
 

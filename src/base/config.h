@@ -15,6 +15,7 @@
 
 #include "base/allow.h"
 #include "base/secret.h"
+#include "base/sources.h"
 
 #define ENR_PATH_MAX 256
 
@@ -31,24 +32,23 @@
 /* Room for every key of conftable.c's table (checked there at compile time). */
 #define ENR_CONFIG_KEYS_MAX 96
 
-/* enr_config.sources: indexed by provider, as enum enr_provider
- * (engine/contract.h) numbers them (0 unused); each a source, as enum
- * enr_api_id (upstream/api.h) numbers them, or ENR_SOURCE_OFF.  The
- * upstream's code checks at compile time that the numbers agree. */
-#define ENR_SOURCE_PROVIDERS 4
-#define ENR_SOURCE_PROV_YT 1
-#define ENR_SOURCE_PROV_VM 2
-#define ENR_SOURCE_PROV_DM 3
-#define ENR_SOURCE_OFF (-1)
-enum enr_source_id {
-    ENR_SOURCE_UPSTREAM = 0,
-    ENR_SOURCE_YOUTUBE,
-    ENR_SOURCE_VIMEO,
-    ENR_SOURCE_DAILYMOTION,
-    ENR_SOURCE_COUNT
-};
-/* Their config values: "upstream", "youtube", "vimeo", "dailymotion". */
+/* Their config values: "upstream", then the rows of ENR_SOURCE_LIST. */
 extern const char *const enr_config_source_names[ENR_SOURCE_COUNT];
+
+/* What one provider's own API is configured with: the keys NAME_url,
+ * NAME_cache_ttl_s, NAME_daily_quota, NAME_WORD_file and
+ * NAME_WORD_credential of its row in base/sources.h (confkeys.inc's KS
+ * rows). */
+typedef struct enr_config_api {
+    char url[1024];
+    unsigned cache_ttl_s;           /* its answers' lifetime; default 86400 */
+    unsigned daily_quota;           /* the day's budget (upstream/budget.h), units; 0: none */
+    char secret_file[ENR_PATH_MAX]; /* its key or token, when its row says SECRET */
+    char secret_credential[ENR_SECRET_CRED_NAME_MAX];
+    /* The secret itself, read like upstream_secret (by
+     * enr_config_load_secrets, only when a source uses it); never shown. */
+    enr_secret secret;
+} enr_config_api;
 
 typedef struct enr_config {
     /* pool */
@@ -86,14 +86,11 @@ typedef struct enr_config {
     char upstream_ca_file[ENR_PATH_MAX];     /* PEM bundle; empty: the system store */
     char upstream_client_cert[ENR_PATH_MAX]; /* mutual TLS, PEM; with the key */
     char upstream_client_key[ENR_PATH_MAX];
-    unsigned cache_entries;        /* default 50000 */
-    size_t cache_bytes;            /* default 16 MiB */
-    unsigned cache_ttl_s;          /* the aggregator's answers; default 3600 */
-    unsigned cache_negative_ttl_s; /* default 300 */
-    unsigned cache_live_ttl_s;     /* a live or upcoming broadcast's answer; default 300 */
-    unsigned youtube_cache_ttl_s;  /* each API's answers; default 86400 */
-    unsigned vimeo_cache_ttl_s;
-    unsigned dailymotion_cache_ttl_s;
+    unsigned cache_entries;            /* default 50000 */
+    size_t cache_bytes;                /* default 16 MiB */
+    unsigned cache_ttl_s;              /* the aggregator's answers; default 3600 */
+    unsigned cache_negative_ttl_s;     /* default 300 */
+    unsigned cache_live_ttl_s;         /* a live or upcoming broadcast's answer; default 300 */
     unsigned cache_max_stale_s;        /* served past the lifetime on error; default 7 days */
     char cache_file[ENR_PATH_MAX];     /* empty: in memory only */
     unsigned breaker_failures;         /* default 5 consecutive */
@@ -101,10 +98,8 @@ typedef struct enr_config {
     unsigned breaker_window;           /* calls judged by the ratio rule; default 20, 0 off */
     double breaker_failure_ratio;      /* default 0.5 */
     unsigned upstream_max_calls_per_s; /* host-wide, 0 = no limit (default) */
-    /* the day's budget per API source (upstream/budget.h), units; 0: none */
-    unsigned youtube_daily_quota, vimeo_daily_quota, dailymotion_daily_quota;
-    unsigned budget_burst_s;        /* how far ahead of the day's pace, in seconds of it */
-    char budget_file[ENR_PATH_MAX]; /* empty: $STATE_DIRECTORY/budget, or memory only */
+    unsigned budget_burst_s;           /* how far ahead of the day's pace, in seconds of it */
+    char budget_file[ENR_PATH_MAX];    /* empty: $STATE_DIRECTORY/budget, or memory only */
     /* what a call carries besides the ids (secret.h): header lines, and
      * one secret from a file or a systemd credential, put in a header or
      * in the query */
@@ -120,22 +115,16 @@ typedef struct enr_config {
      * prints it. */
     enr_secret upstream_secret;
     /* Where each provider's records are enriched from (confsource.c):
-     * "youtube", "vimeo", "dailymotion" (the provider's own API, its own
+     * a name of ENR_SOURCE_LIST (the provider's own API, its own
      * provider only), "upstream" (the protocol at upstream_url) or "off";
      * empty in the file: upstream where upstream_url is set, else off. */
     char yt_source[16], vm_source[16], dm_source[16];
-    char youtube_url[1024], vimeo_url[1024], dailymotion_url[1024];
-    char youtube_key_file[ENR_PATH_MAX];
-    char youtube_key_credential[ENR_SECRET_CRED_NAME_MAX];
-    char vimeo_token_file[ENR_PATH_MAX];
-    char vimeo_token_credential[ENR_SECRET_CRED_NAME_MAX];
+    /* Each API of ENR_SOURCE_LIST, by its source ([ENR_SOURCE_UPSTREAM]
+     * unused: the aggregator's keys are the upstream_* above). */
+    enr_config_api api[ENR_SOURCE_COUNT];
     /* The sources resolved: per enum enr_provider (contract.h), an
      * enum enr_api_id (upstream/api.h) or ENR_SOURCE_OFF. */
     int sources[ENR_SOURCE_PROVIDERS];
-    /* The API key and the token, read like upstream_secret (by
-     * enr_config_load_secrets, only when a source uses them); never shown. */
-    enr_secret youtube_key;
-    enr_secret vimeo_token;
 
     /* operators */
     char status_listen[ENR_PATH_MAX]; /* status process socket */
@@ -262,7 +251,7 @@ unsigned enr_config_keep_restart(enr_config *next, const enr_config *cur, char *
 const char *enr_config_cache_change(const enr_config *next, const enr_config *cur);
 
 /* The first secret whose bytes differ between a and b ("upstream_secret",
- * "youtube_key", "vimeo_token"; config_cred.c), or NULL. */
+ * or an API's NAME_WORD, as "youtube_key"; config_cred.c), or NULL. */
 const char *enr_config_secret_change(const enr_config *a, const enr_config *b);
 
 /* One part of a configuration's cache identity: a name and its bytes. */

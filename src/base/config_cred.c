@@ -7,9 +7,9 @@
  * looks without reading.
  *
  * A secret is one row of `secrets` (where its file or credential is
- * named, where it is kept, the URL it is sent to): another provider's key
- * is its two rows in confkeys.inc (a path and a credential name, IDENTITY),
- * an enr_secret in enr_config, and a row here; loading, -t, a reload's
+ * named, where it is kept, the URL it is sent to): the aggregator's, and
+ * one per API whose row in base/sources.h says SECRET, made from that row
+ * (its keys are confkeys.inc's KSECRET rows); loading, -t, a reload's
  * cache comparison, its wipe and the children's unmapping follow.  Where
  * it goes in a call is its client's business (secret.h's bytes and len).
  *
@@ -48,12 +48,23 @@ static const cred_secret secrets[] = {
     {"upstream_secret_file", "upstream_secret_credential", F(upstream_secret_file),
      F(upstream_secret_credential), "upstream_secret", F(upstream_secret), "upstream_url",
      F(upstream_url), -1, -1},
-    {"youtube_key_file", "youtube_key_credential", F(youtube_key_file), F(youtube_key_credential),
-     "youtube_key", F(youtube_key), "youtube_url", F(youtube_url), ENR_SOURCE_PROV_YT,
-     ENR_SOURCE_YOUTUBE},
-    {"vimeo_token_file", "vimeo_token_credential", F(vimeo_token_file), F(vimeo_token_credential),
-     "vimeo_token", F(vimeo_token), "vimeo_url", F(vimeo_url), ENR_SOURCE_PROV_VM,
-     ENR_SOURCE_VIMEO},
+#define API_SECRET(NAME, name, PROV, S, word, ...) API_SECRET_##S(NAME, name, PROV, word)
+#define API_SECRET_NOSECRET(...)
+#define API_SECRET_SECRET(NAME, name, PROV, word)                                                  \
+    {#name "_" #word "_file",                                                                      \
+     #name "_" #word "_credential",                                                                \
+     F(api[ENR_SOURCE_##NAME].secret_file),                                                        \
+     F(api[ENR_SOURCE_##NAME].secret_credential),                                                  \
+     #name "_" #word,                                                                              \
+     F(api[ENR_SOURCE_##NAME].secret),                                                             \
+     #name "_url",                                                                                 \
+     F(api[ENR_SOURCE_##NAME].url),                                                                \
+     ENR_SOURCE_PROV_##PROV,                                                                       \
+     ENR_SOURCE_##NAME},
+    ENR_SOURCE_LIST(API_SECRET)
+#undef API_SECRET_SECRET
+#undef API_SECRET_NOSECRET
+#undef API_SECRET
 };
 #define N_SECRETS (sizeof secrets / sizeof secrets[0])
 

@@ -21,16 +21,40 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A template row of confkeys.inc (KS, KSECRET) made once per row of
+ * ENR_SOURCE_LIST: each source's row gets the template as ctx, unpacked
+ * by KS_CALL, and its own columns (base/sources.h). */
+#define KS_STR2(x) #x
+#define KS_STR(x) KS_STR2(x)
+#define KS_CALL(m, ...) m(__VA_ARGS__)
+#define KS_UNPACK(...) __VA_ARGS__
+#define KS_COL_url(url, ttl, quota) url
+#define KS_COL_ttl(url, ttl, quota) ttl
+#define KS_COL_quota(url, ttl, quota) quota
+#define KS_EACH(ctx, NAME, name, PROV, S, word, noun, url, ttl, quota, ...)                        \
+    KS_CALL(KS_ONE, KS_UNPACK ctx, NAME, name, url, ttl, quota)
+#define KSEC_EACH(ctx, NAME, name, PROV, S, word, ...) KSEC_##S(KS_UNPACK ctx, NAME, name, word)
+#define KSEC_NOSECRET(...)
+#define KS(suffix, type, col, lo, hi, reload, help)                                                \
+    ENR_SOURCE_ROWS(KS_EACH, (suffix, type, col, lo, hi, reload))
+#define KSECRET(reload, help_file, help_cred) ENR_SOURCE_ROWS(KSEC_EACH, (reload))
+
 /* "key = default" lines, in the rows' order.  (The help column is the
  * man page's: scripts/gen-conf-man.py reads the rows.) */
 #define K(name, type, def, lo, hi, reload, help) #name " = " def "\n"
 #define KF(name, field, type, def, lo, hi, reload, help) #name " = " def "\n"
+#define KS_ONE(suffix, type, col, lo, hi, reload, NAME, name, url, ttl, quota)                     \
+    KS_STR(name##_##suffix) " = " KS_COL_##col(url, ttl, quota) "\n"
+#define KSEC_SECRET(reload, NAME, name, word)                                                      \
+    KS_STR(name##_##word##_file) " = \n" KS_STR(name##_##word##_credential) " = \n"
 const char enr_config_default_text[] =
     "# enrichd built-in configuration (conf/enrichd.conf documents each key)\n"
 #include "base/confkeys.inc"
     ;
 #undef K
 #undef KF
+#undef KS_ONE
+#undef KSEC_SECRET
 
 #define KF(name, field, type, def, lo, hi, reload, help)                                           \
     {#name,                                                                                        \
@@ -42,11 +66,29 @@ const char enr_config_default_text[] =
      ENR_RELOAD_##reload,                                                                          \
      #field},
 #define K(name, type, def, lo, hi, reload, help) KF(name, name, type, def, lo, hi, reload, help)
+/* A source's key: its field in enr_config.api[], named in a reload's
+ * log by its key (as the field was before the sources had one row). */
+#define KAPI(key, NAME, member, type, lo, hi, reload)                                              \
+    {KS_STR(key),                                                                                  \
+     ENR_KEY_##type,                                                                               \
+     offsetof(enr_config, api[ENR_SOURCE_##NAME].member),                                          \
+     sizeof(((enr_config *)0)->api[0].member),                                                     \
+     lo,                                                                                           \
+     hi,                                                                                           \
+     ENR_RELOAD_##reload,                                                                          \
+     KS_STR(key)},
+#define KS_ONE(suffix, type, col, lo, hi, reload, NAME, name, url, ttl, quota)                     \
+    KAPI(name##_##suffix, NAME, suffix, type, lo, hi, reload)
+#define KSEC_SECRET(reload, NAME, name, word)                                                      \
+    KAPI(name##_##word##_file, NAME, secret_file, PATH, 0, 0, reload)                              \
+    KAPI(name##_##word##_credential, NAME, secret_credential, STR, 0, 0, reload)
 const enr_config_key enr_config_keys[] = {
 #include "base/confkeys.inc"
 };
 #undef K
 #undef KF
+#undef KS_ONE
+#undef KSEC_SECRET
 
 const size_t enr_config_nkeys = sizeof enr_config_keys / sizeof enr_config_keys[0];
 _Static_assert(sizeof enr_config_keys / sizeof enr_config_keys[0] <= ENR_CONFIG_KEYS_MAX,

@@ -13,8 +13,10 @@
 
 #include <stdint.h>
 
+#include "base/sources.h"
+
 /* The sources a client counts for: enum enr_api_id (api.h) indexes them. */
-#define ENR_UP_SOURCES 4
+#define ENR_UP_SOURCES ENR_SOURCE_COUNT
 
 /* The family every failure kind is a sample of (label kind). */
 #define ENR_UP_FAIL_METRIC "enrichd_upstream_failures_total"

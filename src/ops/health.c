@@ -234,7 +234,7 @@ static void key_rejected(enr_health *h, const enr_scoreboard *sb, char *text, si
             why[k] = q->reason[k] > 0x20 && q->reason[k] < 0x7f ? q->reason[k] : '?';
         why[k] = '\0';
         snprintf(t, sizeof t, "%.12s rejected the %s: %s", api ? api->title : "the API",
-                 i == ENR_API_VIMEO ? "access token" : "API key", k ? why : "-");
+                 enr_api_secret_noun((int)i), k ? why : "-");
         h->reasons |= ENR_HR_AUTH;
         add_reason(text, len, t);
     }

@@ -169,7 +169,7 @@ static int source_shown(const enr_config *c, unsigned src)
 {
     if (src == ENR_API_UPSTREAM)
         return 1;
-    for (int p = ENR_PROV_YT; c != NULL && p <= ENR_PROV_DM; p++)
+    for (int p = ENR_PROV_YT; c != NULL && p < ENR_SOURCE_PROVIDERS; p++)
         if (c->sources[p] == (int)src)
             return 1;
     return c == NULL;
@@ -180,11 +180,6 @@ static int source_shown(const enr_config *c, unsigned src)
  * source="youtube", ... */
 static void counter_samples(enr_buf *b, const enr_scoreboard *sb, const enr_config *c, unsigned r)
 {
-    static const char *const names[] = {
-#define SRC_NAME(name, text, max) text,
-        ENR_API_LIST(SRC_NAME)
-#undef SRC_NAME
-    };
     const enr_up_counter_row *row = &enr_up_counter_rows[r];
     char l[96];
 
@@ -194,9 +189,10 @@ static void counter_samples(enr_buf *b, const enr_scoreboard *sb, const enr_conf
         if (row->kind[0] && src == ENR_API_UPSTREAM)
             snprintf(l, sizeof l, "{kind=\"%s\"}", row->kind);
         else if (row->kind[0])
-            snprintf(l, sizeof l, "{kind=\"%s\",source=\"%s\"}", row->kind, names[src]);
+            snprintf(l, sizeof l, "{kind=\"%s\",source=\"%s\"}", row->kind,
+                     enr_config_source_names[src]);
         else if (src != ENR_API_UPSTREAM)
-            snprintf(l, sizeof l, "{source=\"%s\"}", names[src]);
+            snprintf(l, sizeof l, "{source=\"%s\"}", enr_config_source_names[src]);
         else
             l[0] = '\0';
         sample_u(b, row->metric, l, enr_sb_up_total(sb, src, r));
@@ -229,11 +225,6 @@ static void render_up_counters(enr_buf *b, const enr_scoreboard *sb, const enr_c
 static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_config *c,
                             const enr_pool_snap *ps)
 {
-    static const char *const names[] = {
-#define SRC_NAME(name, text, max) text,
-        ENR_API_LIST(SRC_NAME)
-#undef SRC_NAME
-    };
     uint64_t now = enr_mono_ms();
     char l[96];
 
@@ -246,7 +237,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
                 snprintf(l, sizeof l, "{state=\"%s\"}", enr_breaker_state_name(k));
             else
                 snprintf(l, sizeof l, "{state=\"%s\",source=\"%s\"}", enr_breaker_state_name(k),
-                         names[src]);
+                         enr_config_source_names[src]);
             sample_u(b, "enrichd_upstream_breakers", l, ps->breaker[src][k]);
         }
     one_d(b, "enrichd_upstream_cache_hit_ratio", "gauge",
@@ -260,7 +251,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
         uint64_t until = ENR_SB_GET(sb->quota[src].pause_until_ms);
         if (!source_shown(c, src))
             continue;
-        snprintf(l, sizeof l, "{source=\"%s\"}", names[src]);
+        snprintf(l, sizeof l, "{source=\"%s\"}", enr_config_source_names[src]);
         sample_d(b, "enrichd_upstream_pause_seconds", src == ENR_API_UPSTREAM ? NULL : l,
                  until > now ? (double)(until - now) / 1000.0 : 0.0);
     }
@@ -270,7 +261,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
         uint64_t until = ENR_SB_GET(sb->quota[src].pause_until_ms);
         if (!source_shown(c, src))
             continue;
-        snprintf(l, sizeof l, "{source=\"%s\",why=\"%s\"}", names[src],
+        snprintf(l, sizeof l, "{source=\"%s\",why=\"%s\"}", enr_config_source_names[src],
                  until > now ? enr_quota_why_name(ENR_SB_GET(sb->quota[src].why)) : "none");
         sample_u(b, "enrichd_upstream_paused", l, until > now);
     }
@@ -280,7 +271,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
     for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
         if (!source_shown(c, src))
             continue;
-        snprintf(l, sizeof l, "{source=\"%s\"}", names[src]);
+        snprintf(l, sizeof l, "{source=\"%s\"}", enr_config_source_names[src]);
         sample_u(b, "enrichd_upstream_pauses_total", src == ENR_API_UPSTREAM ? NULL : l,
                  ENR_SB_GET(sb->quota[src].pauses));
     }
@@ -290,11 +281,6 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
  * row of its table, from the host's page. */
 static void render_budget(enr_buf *b, const enr_config *c)
 {
-    static const char *const names[] = {
-#define SRC_NAME(name, text, max) text,
-        ENR_API_LIST(SRC_NAME)
-#undef SRC_NAME
-    };
     enr_budget_state st[ENR_UP_SOURCES];
     enr_budget_now now = enr_budget_clocks();
     char l[64];
@@ -309,7 +295,7 @@ static void render_budget(enr_buf *b, const enr_config *c)
         for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
             if (!source_shown(c, src) || !st[src].on)
                 continue;
-            snprintf(l, sizeof l, "{source=\"%s\"}", names[src]);
+            snprintf(l, sizeof l, "{source=\"%s\"}", enr_config_source_names[src]);
             sample_d(b, enr_budget_rows[r].metric, l, st[src].v[r]);
         }
     }

@@ -94,12 +94,7 @@ static uint64_t worst_breaker(const enr_sb_slot *s)
 
 static const char *source_name(unsigned src)
 {
-    static const char *const names[] = {
-#define SRC_NAME(name, text, max) text,
-        ENR_API_LIST(SRC_NAME)
-#undef SRC_NAME
-    };
-    return src < sizeof names / sizeof names[0] ? names[src] : "unknown";
+    return src < ENR_SOURCE_COUNT ? enr_config_source_names[src] : "unknown";
 }
 
 /* A source's counters, generated from the table (base/upcounters.h):
@@ -503,7 +498,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     {
         json_object *srcs = json_object_new_object();
         int done[ENR_UP_SOURCES] = {0};
-        for (int pv = ENR_PROV_YT; pv <= ENR_PROV_DM; pv++) {
+        for (int pv = ENR_PROV_YT; pv < ENR_SOURCE_PROVIDERS; pv++) {
             int a = v->c->sources[pv];
             json_object *one;
             if (a < 0 || a >= ENR_UP_SOURCES || done[a])

@@ -43,34 +43,37 @@ static const enr_api api_upstream = {
     .title = "upstream",
     .max_ids = 50,
     .needs_secret = 0,
+    .day_clock = ENR_API_DAY_UTC,
+    .units_per_call = 1,
     .build_url = NULL,
     .headers = NULL,
     .parse = enr_upstream_reply_parse,
     .classify = upstream_classify,
 };
 
-static const enr_api *const rows[ENR_API_COUNT] = {&api_upstream, &enr_api_youtube, &enr_api_vimeo,
-                                                   &enr_api_dailymotion};
+/* The aggregator first (it is no row of the list), then each row's. */
+#define ENR_API_ROW(NAME, name, ...) &enr_api_##name,
+static const enr_api *const rows[ENR_API_COUNT] = {&api_upstream, ENR_SOURCE_LIST(ENR_API_ROW)};
+#undef ENR_API_ROW
 
-static const char *const names[] = {
-#define ENR_API_NAME(name, text, max) text,
-    ENR_API_LIST(ENR_API_NAME)
+#define ENR_API_NAME(NAME, name, ...) #name,
+static const char *const names[ENR_API_COUNT] = {"upstream", ENR_SOURCE_LIST(ENR_API_NAME)};
 #undef ENR_API_NAME
-};
 
-static const size_t max_ids[] = {
-#define ENR_API_MAX(name, text, max) max,
-    ENR_API_LIST(ENR_API_MAX)
-#undef ENR_API_MAX
-};
+#define ENR_API_NEEDS_SECRET 1
+#define ENR_API_NEEDS_NOSECRET 0
+#define ENR_API_SECRET(NAME, name, PROV, S, ...) ENR_API_NEEDS_##S,
+static const int needs_secret[ENR_API_COUNT] = {0, ENR_SOURCE_LIST(ENR_API_SECRET)};
+#undef ENR_API_SECRET
 
 const enr_api *enr_api_get(int id)
 {
     if (id < 0 || id >= ENR_API_COUNT)
         return NULL;
-    /* ENR_API_LIST is the home of a source's name and limit: a row that
-     * says otherwise is not served (and the unit test fails). */
-    if (strcmp(rows[id]->name, names[id]) != 0 || rows[id]->max_ids != max_ids[id])
+    /* The list is the home of a source's name and of whether it has a
+     * secret (the keys that name it): a descriptor that says otherwise
+     * is not served (and the unit test fails). */
+    if (strcmp(rows[id]->name, names[id]) != 0 || rows[id]->needs_secret != needs_secret[id])
         return NULL;
     return rows[id];
 }
@@ -79,8 +82,17 @@ size_t enr_api_item_cap(int src, size_t id_len)
 {
     if (src <= ENR_API_UPSTREAM || src >= ENR_API_COUNT)
         return enr_upstream_reply_item_cap(id_len);
-    return (ENR_REPLY_BODY_MAX - ENR_REPLY_SLACK) / max_ids[src] + 6 * id_len;
+    return (ENR_REPLY_BODY_MAX - ENR_REPLY_SLACK) / rows[src]->max_ids + 6 * id_len;
 }
+
+#define ENR_API_NOUN(NAME, name, PROV, S, word, noun, ...) noun,
+const char *enr_api_secret_noun(int id)
+{
+    static const char *const noun[ENR_API_COUNT] = {"secret", ENR_SOURCE_LIST(ENR_API_NOUN)};
+
+    return id < 0 || id >= ENR_API_COUNT ? "" : noun[id];
+}
+#undef ENR_API_NOUN
 
 int enr_api_by_name(const char *name)
 {

@@ -1,6 +1,6 @@
 /*
- * api.h: what enrichd knows of each provider's own API (YouTube Data API
- * v3, Vimeo API 3.4, Dailymotion Graph API), as pure functions: the URL
+ * api.h: what enrichd knows of each provider's own API (one descriptor
+ * per row of base/sources.h, in its api_NAME.c), as pure functions: the URL
  * of one call, the headers it carries, the reader of a 200 answer and the
  * classifier of any other.  No I/O, no libcurl, no configuration, so unit
  * tests and fuzzers drive every one directly; the client (upstream.c)
@@ -24,22 +24,19 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/sources.h"
 #include "upstream/upstream_reply.h"
 
-/* The sources a provider's records can be enriched from.  X(name, config
- * value, ids per call); ENR_API_UPSTREAM is the aggregator protocol of
- * docs/upstream.md, the others the providers' own APIs. */
-#define ENR_API_LIST(X)                                                                            \
-    X(UPSTREAM, "upstream", 50)                                                                    \
-    X(YOUTUBE, "youtube", 50)                                                                      \
-    X(VIMEO, "vimeo", 50)                                                                          \
-    X(DAILYMOTION, "dailymotion", 100)
-
+/* The sources a provider's records can be enriched from, numbered as
+ * base/sources.h numbers them: ENR_API_UPSTREAM is the aggregator
+ * protocol of docs/upstream.md, the others the providers' own APIs, one
+ * a row of ENR_SOURCE_LIST (each row's descriptor is enr_api_NAME). */
 enum enr_api_id {
-#define ENR_API_ENUM(name, text, max) ENR_API_##name,
-    ENR_API_LIST(ENR_API_ENUM)
+    ENR_API_UPSTREAM = ENR_SOURCE_UPSTREAM,
+#define ENR_API_ENUM(NAME, ...) ENR_API_##NAME = ENR_SOURCE_##NAME,
+    ENR_SOURCE_LIST(ENR_API_ENUM)
 #undef ENR_API_ENUM
-        ENR_API_COUNT
+        ENR_API_COUNT = ENR_SOURCE_COUNT
 };
 
 /* What a non-200 answer (or a 200 carrying an API error) means. */
@@ -62,30 +59,41 @@ enum enr_api_verdict {
 typedef struct enr_api_headers {
     const char *retry_after;
     size_t retry_after_len;
-    const char *ratelimit_remaining; /* Vimeo: X-RateLimit-Remaining */
+    const char *ratelimit_remaining; /* the row's remaining_header */
     size_t ratelimit_remaining_len;
-    const char *ratelimit_reset; /* Vimeo: X-RateLimit-Reset, epoch seconds or an HTTP date */
+    const char *ratelimit_reset; /* the row's reset_header: epoch seconds or an HTTP date */
     size_t ratelimit_reset_len;
 } enr_api_headers;
+
+/* When an API's day (its daily quota, the budget's day) starts again. */
+enum enr_api_day {
+    ENR_API_DAY_UTC = 0, /* midnight UTC */
+    ENR_API_DAY_PACIFIC  /* midnight in America/Los_Angeles (enr_pacific_next_midnight) */
+};
 
 /* What a classifier concluded. */
 typedef struct enr_api_outcome {
     int verdict;     /* enum enr_api_verdict */
     int64_t until;   /* wall clock, Unix seconds: the pause's end; 0 = none given */
-    long remaining;  /* Vimeo's X-RateLimit-Remaining on any answer, -1 = absent */
+    long remaining;  /* the rate limit's calls left on any answer, -1 = absent */
     char reason[64]; /* the API's own word ("quotaExceeded", "keyInvalid", "2101"),
                       * printable ASCII only, for the log and /healthz; "" = none */
 } enr_api_outcome;
 
 typedef struct enr_api {
-    const char *name;  /* the config value: "youtube" */
-    const char *title; /* for operators: "YouTube" */
-    size_t max_ids;    /* per call, the API's documented limit */
-    int needs_secret;  /* 1: a call without the key/token is never made */
+    const char *name;        /* the config value: "youtube" */
+    const char *title;       /* for operators: "YouTube" */
+    size_t max_ids;          /* per call, the API's documented limit */
+    int needs_secret;        /* 1: a call without the key/token is never made */
+    int day_clock;           /* enum enr_api_day: its daily quota's day */
+    unsigned units_per_call; /* what one call costs of the day's quota, whatever its ids */
+    /* The rate limit's header lines the classifier reads (lower case,
+     * with the colon: "x-ratelimit-remaining:"), NULL: the API sends none. */
+    const char *remaining_header, *reset_header;
     /* Append to url the whole URL of one call: base (the configured
-     * *_url, no query: the API's root, https://www.googleapis.com/youtube/v3,
-     * https://api.vimeo.com, https://api.dailymotion.com; the method's
-     * path, /videos, goes after one '/'), the API's parameters and
+     * NAME_url, no query: the API's root, as its row's default in
+     * base/sources.h; the method's path, /videos, goes after one '/'),
+     * the API's parameters and
      * ids[0..n) percent-encoded; secret (NULL when none) where the API
      * takes it in the URL.  Returns 0, or -1 with url as it was when n is
      * 0 or past max_ids or an id cannot be asked for at all (too long, or
@@ -121,6 +129,10 @@ size_t enr_api_item_cap(int src, size_t id_len);
 
 /* The row of a source; NULL for an id out of range. */
 const enr_api *enr_api_get(int id);
+/* What source id's secret is called, for operators: its row's noun in
+ * base/sources.h ("API key"); "secret" for the aggregator's, "" out of
+ * range. */
+const char *enr_api_secret_noun(int id);
 /* The source of a config value ("youtube"), or -1. */
 int enr_api_by_name(const char *name);
 const char *enr_api_verdict_name(int verdict);

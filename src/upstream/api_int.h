@@ -1,6 +1,6 @@
 /*
  * api_int.h: what the files of the providers' APIs (api.c, api_time.c,
- * api_youtube.c, api_vimeo.c, api_dailymotion.c) share and nobody else
+ * and each api_NAME.c of base/sources.h's list) share and nobody else
  * uses: the URL pieces, the id rule, the outcome's helpers and the
  * reader of an error document.
  */
@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/sources.h"
 #include "upstream/reply_id.h"
 
 /* api.h's types, by their tags: api.c includes this header, so this one
@@ -19,11 +20,14 @@ struct enr_api;
 struct enr_api_headers;
 struct enr_api_outcome;
 
-/* The longest id asked of any API: the real ones are 11 (YouTube), about
- * 10 (Vimeo) and 7 (Dailymotion) bytes. */
+/* The longest id asked of any API: the real ones are 7 to 11 bytes. */
 #define ENR_API_ID_MAX 256
 
-extern const struct enr_api enr_api_youtube, enr_api_vimeo, enr_api_dailymotion;
+/* Each row of ENR_SOURCE_LIST (base/sources.h) is described by its file,
+ * api_NAME.c, as enr_api_NAME. */
+#define ENR_API_EXTERN(NAME, name, ...) extern const struct enr_api enr_api_##name;
+ENR_SOURCE_LIST(ENR_API_EXTERN)
+#undef ENR_API_EXTERN
 
 /* An id an API can be asked for and can name in its answer unchanged:
  * 1 to ENR_API_ID_MAX bytes of strict UTF-8 (no lone surrogate, which

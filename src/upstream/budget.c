@@ -342,9 +342,10 @@ static uint64_t bucket_key(const enr_budget_when *w, unsigned b)
 
 unsigned enr_budget_cost(int src, size_t n)
 {
-    (void)src;
+    const enr_api *api = enr_api_get(src);
+
     (void)n;
-    return 1; /* every API counts a call, whatever its ids (budget.h) */
+    return api != NULL ? api->units_per_call : 1; /* its descriptor's (api.h) */
 }
 
 int enr_budget_take(int src, unsigned units, int refresh, enr_budget_now now)
@@ -487,19 +488,22 @@ void enr_budget_compress_days(uint64_t day_ms, uint64_t origin_ms)
 
 void enr_budget_configure(const enr_config *c)
 {
-    const unsigned limit[ENR_UP_SOURCES] = {0, c->youtube_daily_quota, c->vimeo_daily_quota,
-                                            c->dailymotion_daily_quota};
     uint64_t day_ms = g_day_ms, origin = g_day_origin;
 
     if (g_page == NULL)
         return;
     for (int i = 0; i < ENR_UP_SOURCES; i++) {
         bsrc *s = &g_page->src[i];
-        ENR_SB_SET(s->limit, limit[i]);
+        /* The aggregator has no day's budget (its row's is 0). */
+        unsigned limit = i == ENR_API_UPSTREAM ? 0 : c->api[i].daily_quota;
+        ENR_SB_SET(s->limit, limit);
         /* The burst as a share of the day, so that it keeps its meaning
          * in a day of any length. */
-        ENR_SB_SET(s->burst, (uint64_t)limit[i] * c->budget_burst_s / 86400u);
-        ENR_SB_SET(s->clock, i == ENR_API_YOUTUBE ? ENR_BUDGET_PACIFIC : ENR_BUDGET_UTC);
+        ENR_SB_SET(s->burst, (uint64_t)limit * c->budget_burst_s / 86400u);
+        ENR_SB_SET(s->clock,
+                   enr_api_get(i) != NULL && enr_api_get(i)->day_clock == ENR_API_DAY_PACIFIC
+                       ? ENR_BUDGET_PACIFIC
+                       : ENR_BUDGET_UTC);
         ENR_SB_SET(s->day_ms, day_ms);
         ENR_SB_SET(s->day_origin, origin);
     }

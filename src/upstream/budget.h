@@ -2,10 +2,10 @@
  * budget.h: the day's quota budget of each source, host-wide and paced
  * (docs/providers.md, "The day's budget").
  *
- * A source with a daily budget (youtube_daily_quota, vimeo_daily_quota,
- * dailymotion_daily_quota) may have spent, at any moment of its day, at
- * most the day's elapsed share of the budget plus a burst allowance
- * (budget_burst_s of the day's pace): the evening gets its share.  A
+ * A source with a daily budget (its NAME_daily_quota, base/sources.h)
+ * may have spent, at any moment of its day, at most the day's elapsed
+ * share of the budget plus a burst allowance (budget_burst_s of the
+ * day's pace): the evening gets its share.  A
  * call past it is not made; its records keep their stale or local values
  * and are not negatively cached.  A refresh of a stale answer may use
  * only half the burst, so new ids go first.
@@ -174,8 +174,8 @@ uint64_t enr_budget_day_key(int src, enr_budget_now now);
  * Only while that day is still in force at now, and never below 0. */
 void enr_budget_refund(int src, unsigned units, uint64_t key, enr_budget_now now);
 
-/* Units one call of n ids costs src: 1 (YouTube's videos.list, up to 50
- * ids; Vimeo and Dailymotion count requests). */
+/* Units one call of n ids costs src: its descriptor's units_per_call
+ * (api.h; every API today counts a call, whatever its ids). */
 unsigned enr_budget_cost(int src, size_t n);
 
 /* The file in use ("" memory only), for the status page. */

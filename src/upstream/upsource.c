@@ -132,8 +132,8 @@ void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     /* The reason is the API's own word, printable ASCII (api.h). */
     if (why == ENR_QUOTA_WHY_AUTH)
-        snprintf(msg, sizeof msg, "%s rejected the %s: %s", x->title,
-                 c->src == ENR_API_VIMEO ? "access token" : "API key", reason);
+        snprintf(msg, sizeof msg, "%s rejected the %s: %s", x->title, enr_api_secret_noun(c->src),
+                 reason);
     else if (why == ENR_QUOTA_WHY_QUOTA)
         snprintf(msg, sizeof msg, "%s quota spent: %s", x->title, reason);
     else

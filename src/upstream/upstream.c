@@ -218,7 +218,7 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
     size_t norder = 0;
     int gate_closed[ENR_API_COUNT] = {0}; /* no more calls of the source this batch */
 
-    for (int p = ENR_PROV_YT; p <= ENR_PROV_DM; p++) {
+    for (int p = ENR_PROV_YT; p < ENR_SOURCE_PROVIDERS; p++) {
         int src = u->src_of[p];
         enr_upsource *x;
         enr_upcall *c = NULL;
@@ -812,7 +812,7 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
         int src, found;
 
         u->rec_want[i] = 0;
-        if (r->provider == ENR_PROV_NONE || r->provider > ENR_PROV_DM || r->key_len == 0)
+        if (r->provider == ENR_PROV_NONE || r->provider >= ENR_SOURCE_PROVIDERS || r->key_len == 0)
             continue; /* nothing the upstream could be asked about */
         src = u->src_of[r->provider];
         if (src < 0)

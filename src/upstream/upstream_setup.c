@@ -34,14 +34,9 @@
 #include "upstream/upstream_url.h"
 #include "engine/contract.h"
 
-/* The configuration numbers providers and sources as the engine and
- * api.h do (config.h): held to it here. */
-_Static_assert((int)ENR_SOURCE_UPSTREAM == (int)ENR_API_UPSTREAM &&
-                   (int)ENR_SOURCE_YOUTUBE == (int)ENR_API_YOUTUBE &&
-                   (int)ENR_SOURCE_VIMEO == (int)ENR_API_VIMEO &&
-                   (int)ENR_SOURCE_DAILYMOTION == (int)ENR_API_DAILYMOTION &&
-                   (int)ENR_SOURCE_COUNT == (int)ENR_API_COUNT && ENR_API_COUNT == ENR_UP_SOURCES,
-               "config.h's sources are api.h's");
+/* The configuration numbers providers as the engine does (base/sources.h,
+ * below the engine): held to it here.  Sources are numbered by the one
+ * list (api.h's ENR_API_* are ENR_SOURCE_*). */
 _Static_assert(ENR_SOURCE_PROV_YT == ENR_PROV_YT && ENR_SOURCE_PROV_VM == ENR_PROV_VM &&
                    ENR_SOURCE_PROV_DM == ENR_PROV_DM && ENR_SOURCE_PROVIDERS == ENR_PROV_DM + 1,
                "config.h's providers are the engine's");
@@ -88,6 +83,7 @@ static size_t up_header(char *p, size_t size, size_t n, void *ud)
 {
     static const char cl[] = "content-length:", ra[] = "retry-after:";
     enr_upcall *c = ud;
+    const enr_api *api = enr_api_get(c->src); /* its rate limit's headers */
     size_t len = size * n, i = sizeof(cl) - 1;
 
     c->resp_bytes += len;
@@ -97,9 +93,11 @@ static size_t up_header(char *p, size_t size, size_t n, void *ud)
     }
     keep_header(p, len, "retry-after:", c->h_retry_after, sizeof c->h_retry_after,
                 &c->h_retry_after_len);
-    keep_header(p, len, "x-ratelimit-remaining:", c->h_remaining, sizeof c->h_remaining,
-                &c->h_remaining_len);
-    keep_header(p, len, "x-ratelimit-reset:", c->h_reset, sizeof c->h_reset, &c->h_reset_len);
+    if (api != NULL && api->remaining_header != NULL)
+        keep_header(p, len, api->remaining_header, c->h_remaining, sizeof c->h_remaining,
+                    &c->h_remaining_len);
+    if (api != NULL && api->reset_header != NULL)
+        keep_header(p, len, api->reset_header, c->h_reset, sizeof c->h_reset, &c->h_reset_len);
     if (len > sizeof(ra) - 1 && strncasecmp(p, ra, sizeof(ra) - 1) == 0)
         c->has_retry_after = enr_retry_after_parse(p + sizeof(ra) - 1, len - (sizeof(ra) - 1),
                                                    (int64_t)time(NULL), &c->retry_after_s) == 0;
@@ -291,12 +289,10 @@ static int api_source(enr_upsource *x, const enr_config *c, int api, char *err, 
     x->base.len--;
     if (x->base.oom)
         return no_memory(err, errlen);
-    if ((api == ENR_API_YOUTUBE && keep_secret(x, c->youtube_key.bytes, c->youtube_key.len) != 0) ||
-        (api == ENR_API_VIMEO && keep_secret(x, c->vimeo_token.bytes, c->vimeo_token.len) != 0))
+    if (keep_secret(x, c->api[api].secret.bytes, c->api[api].secret.len) != 0)
         return no_memory(err, errlen);
     if (x->api->needs_secret && x->secret == NULL) {
-        snprintf(err, errlen, "%s: no %s", x->api->name,
-                 api == ENR_API_YOUTUBE ? "youtube_key_file" : "vimeo_token_file");
+        snprintf(err, errlen, "%s: no %s", x->api->name, enr_api_secret_noun(api));
         return -1;
     }
     return api_headers(x) != 0 ? no_memory(err, errlen) : 0;
@@ -380,10 +376,8 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
     /* max_calls_per_batch counts per source. */
     u->nslots = u->ncalls_max * ENR_API_COUNT + u->max_detached;
     u->call_bound_ms = (long)c->upstream_connect_timeout_ms + (long)c->upstream_timeout_ms;
-    u->ttl_s[ENR_API_UPSTREAM] = c->cache_ttl_s;
-    u->ttl_s[ENR_API_YOUTUBE] = c->youtube_cache_ttl_s;
-    u->ttl_s[ENR_API_VIMEO] = c->vimeo_cache_ttl_s;
-    u->ttl_s[ENR_API_DAILYMOTION] = c->dailymotion_cache_ttl_s;
+    for (int i = 0; i < ENR_API_COUNT; i++)
+        u->ttl_s[i] = i == ENR_API_UPSTREAM ? c->cache_ttl_s : c->api[i].cache_ttl_s;
     u->max_stale_s = c->cache_max_stale_s;
     u->cache_neg_ttl_s = c->cache_negative_ttl_s;
     u->cache_live_ttl_s = c->cache_live_ttl_s;

@@ -86,25 +86,26 @@ def build_dir():
     return d if os.path.isabs(d) else os.path.join(ROOT, d)
 
 
-def hooks_build_dir():
-    """The test-hooks build (-DENR_TEST_HOOKS): leak injection, crash and
-    sleep hooks.  Built on demand with the project's Makefile into its own
-    directory; `make test` should build it first (see the pool report)."""
-    d = os.environ.get("ENR_HOOKS_BUILD", "build-hooks")
+def flagged_build_dir(var, default, flag):
+    """The tree built with -Dflag into $var (else default), on demand, under a
+    lock (concurrent suites, one build).  $ENR_HOOKS_NO_MAKE: taken as built."""
+    d = os.environ.get(var, default)
     d = d if os.path.isabs(d) else os.path.join(ROOT, d)
     if os.environ.get("ENR_HOOKS_NO_MAKE"):
         return d
     import fcntl
     os.makedirs(d, exist_ok=True)
     rel = os.path.relpath(d, ROOT)
-    # make is incremental; the lock keeps concurrent tests from building
-    # the same directory at once.
     with open(os.path.join(d, ".build.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        subprocess.run(["make", "-s", "-C", ROOT, "B=" + rel,
-                        "EXTRA_CFLAGS=-DENR_TEST_HOOKS", rel + "/enrichd"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(["make", "-s", "-C", ROOT, "B=" + rel, "EXTRA_CFLAGS=-D" + flag,
+                        rel + "/enrichd"], check=True, stdout=subprocess.DEVNULL)
     return d
+
+
+def hooks_build_dir():
+    """The test-hooks build: leak injection, crash and sleep hooks."""
+    return flagged_build_dir("ENR_HOOKS_BUILD", "build-hooks", "ENR_TEST_HOOKS")
 
 
 def free_port():

@@ -102,7 +102,7 @@ static void config_for(enr_config *c, const char *file, unsigned quota, unsigned
 {
     t_default_config(c);
     snprintf(c->budget_file, sizeof c->budget_file, "%s", file);
-    c->youtube_daily_quota = quota;
+    c->api[ENR_SOURCE_YOUTUBE].daily_quota = quota;
     c->budget_burst_s = burst_s;
 }
 

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "upstream/api.h"
 #include "upstream/breaker.h"
+#include "upstream/quota.h"
 #include "ops/health.h"
 #include "base/sockdiag.h"
 #include "t.h"
@@ -173,6 +175,28 @@ static void test_stall_and_breaker(void)
     cfg.upstream_url[0] = '\0';
 }
 
+/* A rejected key or token is unhealthy in the log's words: the API's
+ * title and what its secret is called (its row of base/sources.h). */
+static void test_key_rejected(void)
+{
+    static const struct {
+        int src;
+        const char *said;
+    } c[] = {{ENR_API_YOUTUBE, "YouTube rejected the API key: keyInvalid"},
+             {ENR_API_VIMEO, "Vimeo rejected the access token: keyInvalid"}};
+
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        enr_sb_quota *q = &sb.quota[c[i].src];
+        reset(2);
+        ENR_SB_SET(q->why, ENR_QUOTA_WHY_AUTH);
+        ENR_SB_SET(q->pause_until_ms, enr_mono_ms() + 60000);
+        strcpy(q->reason, "keyInvalid");
+        T_CHECK(tick() == 0 && (h.reasons & ENR_HR_AUTH) && strstr(h.reason, c[i].said) != NULL,
+                "%s: %s", c[i].said, h.reason);
+    }
+    reset(2);
+}
+
 static void test_ring_step(void)
 {
     reset(1);
@@ -331,6 +355,7 @@ int main(void)
     test_5xx_window();
     test_degraded_and_p99();
     test_stall_and_breaker();
+    test_key_rejected();
     test_ring_step();
     test_sample_writes_pool();
     test_liveness();

@@ -188,7 +188,8 @@ static void test_sources(void)
 
     base_config(&c);
     c.max_calls_per_batch = 2;
-    snprintf(c.dailymotion_url, sizeof c.dailymotion_url, "http://127.0.0.1:%d/dm", fake_port);
+    snprintf(c.api[ENR_SOURCE_DAILYMOTION].url, sizeof c.api[0].url, "http://127.0.0.1:%d/dm",
+             fake_port);
     c.sources[ENR_PROV_DM] = ENR_API_DAILYMOTION;
     c.sources[ENR_PROV_VM] = ENR_SOURCE_OFF;
     u = make(&c);
@@ -229,9 +230,10 @@ static void test_sources(void)
     /* y0 from the aggregator is in the cache; YouTube's own API must not
      * take it from there. */
     base_config(&c);
-    snprintf(c.youtube_url, sizeof c.youtube_url, "http://127.0.0.1:%d/yt", fake_port);
-    c.youtube_key.bytes = (char *)"KEY"; /* read only: nothing here frees it */
-    c.youtube_key.len = 3;
+    snprintf(c.api[ENR_SOURCE_YOUTUBE].url, sizeof c.api[0].url, "http://127.0.0.1:%d/yt",
+             fake_port);
+    c.api[ENR_SOURCE_YOUTUBE].secret.bytes = (char *)"KEY"; /* read only: nothing here frees it */
+    c.api[ENR_SOURCE_YOUTUBE].secret.len = 3;
     c.sources[ENR_PROV_YT] = ENR_API_YOUTUBE;
     u = enr_upstream_new(&c, cache, err, sizeof err); /* make() would start a new cache */
     T_CHECK(u != NULL, "a YouTube client on the same cache: %s", err);

@@ -62,6 +62,27 @@ static void test_table(void)
                 enr_api_get(ENR_API_VIMEO)->needs_secret &&
                 !enr_api_get(ENR_API_DAILYMOTION)->needs_secret,
             "secrets");
+    /* What each descriptor says of its day, its cost and its rate limit:
+     * the budget and the client read these, never the API's name. */
+    T_CHECK(enr_api_get(ENR_API_YOUTUBE)->day_clock == ENR_API_DAY_PACIFIC &&
+                enr_api_get(ENR_API_VIMEO)->day_clock == ENR_API_DAY_UTC &&
+                enr_api_get(ENR_API_DAILYMOTION)->day_clock == ENR_API_DAY_UTC &&
+                enr_api_get(ENR_API_UPSTREAM)->day_clock == ENR_API_DAY_UTC,
+            "days: YouTube's quota starts again at midnight Pacific time, the others' UTC");
+    for (int i = 0; i < ENR_API_COUNT; i++)
+        T_CHECK(enr_api_get(i)->units_per_call == 1, "%s: one unit a call", names[i]);
+    T_CHECK(enr_api_get(ENR_API_VIMEO)->remaining_header != NULL &&
+                strcmp(enr_api_get(ENR_API_VIMEO)->remaining_header, "x-ratelimit-remaining:") ==
+                    0 &&
+                strcmp(enr_api_get(ENR_API_VIMEO)->reset_header, "x-ratelimit-reset:") == 0 &&
+                enr_api_get(ENR_API_YOUTUBE)->remaining_header == NULL &&
+                enr_api_get(ENR_API_DAILYMOTION)->reset_header == NULL &&
+                enr_api_get(ENR_API_UPSTREAM)->remaining_header == NULL,
+            "rate-limit headers: Vimeo's alone");
+    T_STREQ(enr_api_secret_noun(ENR_API_YOUTUBE), "API key");
+    T_STREQ(enr_api_secret_noun(ENR_API_VIMEO), "access token");
+    T_STREQ(enr_api_secret_noun(ENR_API_UPSTREAM), "secret");
+    T_STREQ(enr_api_secret_noun(ENR_API_COUNT), "");
     T_STREQ(enr_api_verdict_name(ENR_API_V_OK), "ok");
     T_STREQ(enr_api_verdict_name(ENR_API_V_QUOTA), "quota");
     T_STREQ(enr_api_verdict_name(ENR_API_V_SERVER), "server");

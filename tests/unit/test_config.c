@@ -160,9 +160,9 @@ static void test_sources(void)
                 c.sources[ENR_PROV_VM] == ENR_API_UPSTREAM &&
                 c.sources[ENR_PROV_DM] == ENR_API_UPSTREAM && strcmp(c.dm_source, "upstream") == 0,
             "upstream_url alone: every source upstream, as before (%s)", err);
-    T_CHECK(strcmp(c.youtube_url, "https://www.googleapis.com/youtube/v3") == 0 &&
-                strcmp(c.vimeo_url, "https://api.vimeo.com") == 0 &&
-                strcmp(c.dailymotion_url, "https://api.dailymotion.com") == 0,
+    T_CHECK(strcmp(c.api[ENR_SOURCE_YOUTUBE].url, "https://www.googleapis.com/youtube/v3") == 0 &&
+                strcmp(c.api[ENR_SOURCE_VIMEO].url, "https://api.vimeo.com") == 0 &&
+                strcmp(c.api[ENR_SOURCE_DAILYMOTION].url, "https://api.dailymotion.com") == 0,
             "the public base URLs by default");
     T_CHECK(parse("dm_source = dailymotion\n") == 0 &&
                 c.sources[ENR_PROV_DM] == ENR_API_DAILYMOTION &&
@@ -200,7 +200,8 @@ static void test_sources(void)
     T_CHECK(chmod(key, 0600) == 0, "chmod");
     snprintf(text, sizeof text, "yt_source = youtube\nyoutube_key_file = %s\n", key);
     T_CHECK(load(text) == 0 && c.sources[ENR_PROV_YT] == ENR_API_YOUTUBE &&
-                c.youtube_key.len == 14 && memcmp(c.youtube_key.bytes, "AIzaFAKEKEY123", 14) == 0,
+                c.api[ENR_SOURCE_YOUTUBE].secret.len == 14 &&
+                memcmp(c.api[ENR_SOURCE_YOUTUBE].secret.bytes, "AIzaFAKEKEY123", 14) == 0,
             "the key read: %s", err);
     enr_config_secrets_free(&c, NULL);
     snprintf(text, sizeof text,
@@ -208,7 +209,8 @@ static void test_sources(void)
     bad(text, "t.conf:3: youtube_key_credential: set youtube_key_file or");
     /* A key no source uses is not read. */
     snprintf(text, sizeof text, "youtube_key_file = %s\n", key);
-    T_CHECK(load(text) == 0 && c.youtube_key.len == 0, "unused key not read: %s", err);
+    T_CHECK(load(text) == 0 && c.api[ENR_SOURCE_YOUTUBE].secret.len == 0, "unused key not read: %s",
+            err);
     T_CHECK(chmod(key, 0644) == 0, "chmod");
     snprintf(text, sizeof text, "yt_source = youtube\nyoutube_key_file = %s\n", key);
     T_CHECK(load(text) != 0 && strncmp(err, "t.conf:2: youtube_key_file:", 27) == 0,
