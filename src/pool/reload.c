@@ -387,6 +387,10 @@ int enr_reload_cache_new(const enr_config *c, enr_cache **out)
         *out = enr_cache_open(c->cache_file, c->cache_entries, c->cache_bytes, id, &step);
         if (*out != NULL)
             return 0;
+        /* Not ours to use (statefile.h), or another daemon's: refused,
+         * the file named in the log, rather than run without it. */
+        if (errno == EBUSY || errno == EPERM)
+            return -1;
         enr_log(ENR_LOG_ERROR, "upstream cache file unusable, the cache is in memory only",
                 "path=%s step=%s error=%s", enr_log_quote(q, sizeof q, c->cache_file),
                 enr_log_quote(qs, sizeof qs, step ? step : "-"), enr_log_errno(errno));

@@ -46,6 +46,7 @@
 #include "upstream/cache.h"
 #include "upstream/cache_int.h"
 #include "base/hash.h"
+#include "base/statefile.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -203,8 +204,7 @@ void enr_cache_free(enr_cache *c)
         return;
     fd = c->fd;
     munmap(c, c->map_bytes);
-    if (fd >= 0)
-        close(fd);
+    enr_statefile_close(fd);
 }
 
 /* ---- the sequence locks ------------------------------------------------ */
