@@ -19,7 +19,11 @@ HTTP client -> nginx -> enrichd workers -> the fake upstream.  Checks:
   - two daemons on one budget_file: the second refuses to start the same
     way (it would count the day into a copy of its own);
   - a cache_file of mode 0666 is refused at start, named in the log, and
-    left as it was.
+    left as it was;
+  - a reload that needs a new cache (another upstream header: another
+    identity) replaces the file the daemon itself holds: the reload is
+    done, the path names a new file, and the new configuration's answers
+    are in it.
 """
 
 import json
@@ -248,9 +252,34 @@ def test_mode_refused(r, fake):
                 after.st_mtime == before.st_mtime, "and the file left as it was")
 
 
+def test_reload_new_file(r, fake):
+    fake.control(mode="ok")
+    with harness.Env(name="upsf-reload") as env:
+        path = os.path.join(env.dir, "cache")
+        conf = "workers = 1\ncache_file = %s\n" % path + upstream_conf(fake)
+        env.start_enrichd(conf + "upstream_header = X-Tenant: alpha\n")
+        env.start_nginx()
+        st, h, lines = post(env, RECS)
+        before = os.stat(path).st_ino
+        env.write_config(conf + "upstream_header = X-Tenant: beta\n")
+        env.signal(signal.SIGHUP)
+        env.wait_log("reload done", timeout=15)
+        r.check(env.log_events("reload: a new, empty upstream cache for the new configuration")
+                and not env.log_events("upstream cache file refused: another daemon uses it"),
+                "the reload made a new cache, its own file not taken for another daemon's")
+        later = [{"provider": "yt", "id": "Beta-%d" % i, "duration": 0} for i in range(3)]
+        st, h, lines = post(env, later)
+        with open(path, "rb") as fh:
+            keys = set(k for k, _, _ in records(fh.read()))
+        r.check(os.stat(path).st_ino != before and all(x["id"] in keys for x in later) and
+                not any(x["id"] in keys for x in RECS),
+                "the path names the new file, with the new configuration's answers only: %r"
+                % sorted(keys))
+
+
 def main():
     harness.run_tests(test_forged_records, test_two_daemons, test_mode_refused,
-                      fixture=FakeUpstream)
+                      test_reload_new_file, fixture=FakeUpstream)
 
 
 if __name__ == "__main__":
