@@ -91,8 +91,11 @@ enr_cache *enr_cache_new(size_t max_entries, size_t max_bytes);
  * one, made whole before it takes the path (a crash while making it
  * leaves the old file or the new one).  *why says what was done: NULL
  * opened as it was; else a refusal ("zeroed", "foreign magic", ...) or
- * "created".  NULL with errno set and *why the failing step when no file
- * can be had. */
+ * "created" (or "replaced: ..." when this process held it: a reload's new
+ * cache).  NULL with errno set and *why the failing step when no file
+ * can be had: EPERM, a file that is not enrichd's to use, and EBUSY, one
+ * another daemon holds (base/statefile.h), both logged naming the file;
+ * the caller refuses to start on those two. */
 enr_cache *enr_cache_open(const char *path, size_t max_entries, size_t max_bytes,
                           const uint8_t identity[ENR_CACHE_ID_BYTES], const char **why);
 /* From now on every record c's processes write carries a MAC under key
