@@ -9,7 +9,8 @@
  * log naming the file and why, the file never touched.  Then two
  * daemons on one file: the second is refused, the log naming the file
  * and the first's pid, and what the first writes afterwards is in the
- * file at the path (opened again and read).
+ * file at the path (opened again and read); the same for two daemons
+ * sharing a state directory with budget_file unset.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -265,7 +266,8 @@ static int budget_child(unsigned n, int ready_fd, int go_fd)
     char b;
 
     t_default_config(&c);
-    snprintf(c.budget_file, sizeof c.budget_file, "%s", bpath);
+    if (getenv("STATE_DIRECTORY") == NULL) /* else the default: the state directory's */
+        snprintf(c.budget_file, sizeof c.budget_file, "%s", bpath);
     c.youtube_daily_quota = 10000;
     c.budget_burst_s = 86400;
     log_begin();
@@ -377,6 +379,42 @@ static void test_budget_two_daemons(void)
     unlink(bpath);
 }
 
+/* budget_file unset: the state directory's "budget" (the first of
+ * $STATE_DIRECTORY's), and a second daemon sharing that directory is
+ * refused as well (memory only would count the day twice). */
+static void test_budget_default_path(void)
+{
+    int ready[2], go[2], st = 0, second;
+    char b = 0, env[200], want[64];
+    pid_t first;
+
+    unlink(bpath);
+    snprintf(env, sizeof env, "%s:/nonexistent", dir);
+    T_CHECK(enr_statefile_default("budget", want, sizeof want) == -1, "no state directory: none");
+    setenv("STATE_DIRECTORY", env, 1);
+    T_CHECK(enr_statefile_default("budget", want, sizeof want) == 0 && strcmp(want, bpath) == 0,
+            "the first state directory's: %s", want);
+    T_CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipes");
+    first = fork();
+    if (first == 0)
+        _exit(budget_child(2, ready[1], go[0]));
+    T_CHECK(read(ready[0], &b, 1) == 1 && access(bpath, F_OK) == 0,
+            "the first daemon keeps its budget in the state directory");
+    second = budget_run(0);
+    snprintf(want, sizeof want, "pid %ld", (long)first);
+    T_CHECK(second == 250 && has(read_log(), "cannot open budget_file", want),
+            "a second daemon on the same state directory refused (%d): %s", second, read_log());
+    T_CHECK(write(go[1], "g", 1) == 1 && waitpid(first, &st, 0) == first && WIFEXITED(st) &&
+                WEXITSTATUS(st) == 4,
+            "the first spent its 4 (%d)", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    unsetenv("STATE_DIRECTORY");
+    close(ready[0]);
+    close(ready[1]);
+    close(go[0]);
+    close(go[1]);
+    unlink(bpath);
+}
+
 int main(void)
 {
     char cmd[96];
@@ -393,6 +431,7 @@ int main(void)
     test_cache_two_daemons();
     test_budget_rule();
     test_budget_two_daemons();
+    test_budget_default_path();
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     T_CHECK(system(cmd) == 0, "cleaned up");
     T_DONE();
