@@ -39,6 +39,9 @@
     X(stale, "enrichd_upstream_stale_total", "",                                                   \
       "Records answered from a cache entry past its lifetime: their provider could not be "        \
       "asked or did not answer (current workers).")                                                \
+    X(cache_dropped, "enrichd_upstream_cache_dropped_total", "",                                   \
+      "Answers read back from the cache that failed the checks a provider's answer passes, or "    \
+      "its key: dropped, never served (a forged or damaged record; current workers).")             \
     X(ids_asked, "enrichd_upstream_ids_asked_total", "",                                           \
       "Ids asked for in upstream calls (current workers).")                                        \
     X(found, "enrichd_upstream_ids_found_total", "",                                               \

@@ -487,7 +487,7 @@ static int emit_line_fast(const enr_batch *b, const enr_record *r, enr_clock_ms_
         PUT_LIT(out, "/hqdefault.jpg");
     }
     PUT_LIT(out, "\",\"duration\":");
-    if (isinf(r->duration)) {
+    if (!isfinite(r->duration)) { /* RFC 8259 has no NaN nor Infinity: null, whatever its source */
         PUT_LIT(out, "null");
     } else {
         size_t n = enr_num_format(r->duration, num);
@@ -578,7 +578,7 @@ int enr_emit(enr_engine *e, const enr_batch *b, enr_clock_ms_fn now_ms, enr_buf 
         if (out->len > stop) /* a long string: no need to finish the line */
             return enr_engine_output_fail(e, err, (long)r->element, i, out->len - start);
         enr_buf_lit(out, "\",\"duration\":");
-        if (isinf(r->duration))
+        if (!isfinite(r->duration))
             enr_buf_lit(out, "null");
         else
             enr_buf_append(out, num, enr_num_format(r->duration, num));

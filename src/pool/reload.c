@@ -374,6 +374,38 @@ static void cache_identity(const enr_config *c, uint8_t out[ENR_CACHE_ID_BYTES])
     explicit_bzero(&x, sizeof x);
 }
 
+/* One secret into the cache's record key; *any once one has bytes. */
+static void key_part(void *arg, const char *name, const void *bytes, size_t len)
+{
+    struct {
+        SHA256_CTX x;
+        int any;
+    } *k = arg;
+
+    identity_part(&k->x, name, bytes, len);
+    k->any |= len > 0;
+}
+
+/* The key a cache file's records are authenticated with (cache.h): a
+ * digest of the secrets alone, which live outside the state directory,
+ * under its own label (the identity, which the file holds, is another
+ * digest).  0 when no secret is configured: the records then carry
+ * their checksum only (docs/limits.md). */
+static int cache_record_key(const enr_config *c, uint8_t out[ENR_CACHE_KEY_BYTES])
+{
+    struct {
+        SHA256_CTX x;
+        int any;
+    } k = {.any = 0};
+
+    SHA256_Init(&k.x);
+    SHA256_Update(&k.x, "enrichd cache record key 1", 27);
+    enr_config_secret_parts(c, key_part, &k);
+    SHA256_Final(out, &k.x);
+    explicit_bzero(&k.x, sizeof k.x);
+    return k.any;
+}
+
 int enr_reload_cache_new(const enr_config *c, enr_cache **out)
 {
     *out = NULL;
@@ -385,8 +417,23 @@ int enr_reload_cache_new(const enr_config *c, enr_cache **out)
         char q[2 * ENR_PATH_MAX], qs[120];
         cache_identity(c, id);
         *out = enr_cache_open(c->cache_file, c->cache_entries, c->cache_bytes, id, &step);
-        if (*out != NULL)
-            return 0;
+        if (*out != NULL) {
+            uint8_t key[ENR_CACHE_KEY_BYTES];
+            int rc = 0;
+            if (cache_record_key(c, key) && enr_cache_authenticate(*out, key) != 0) {
+                enr_log(ENR_LOG_ERROR, "upstream cache file: its key cannot be set", "error=%s",
+                        enr_log_errno(errno));
+                enr_cache_free(*out);
+                *out = NULL;
+                rc = -1;
+            }
+            explicit_bzero(key, sizeof key);
+            return rc;
+        }
+        /* Not ours to use (statefile.h), or another daemon's: refused,
+         * the file named in the log, rather than run without it. */
+        if (errno == EBUSY || errno == EPERM)
+            return -1;
         enr_log(ENR_LOG_ERROR, "upstream cache file unusable, the cache is in memory only",
                 "path=%s step=%s error=%s", enr_log_quote(q, sizeof q, c->cache_file),
                 enr_log_quote(qs, sizeof qs, step ? step : "-"), enr_log_errno(errno));

@@ -40,15 +40,18 @@
  *   - a refresh is held to half the burst, a new id gets all of it;
  *   - units are taken before the request is sent, whether or not it
  *     then succeeds (the provider counts a failed call too);
- *   - the file is trusted only after its header checks (magic, version,
- *     byte order, layout, size, a checksum) and its owner and mode
- *     (ours, one link, no one else may write); anything else is replaced
- *     by an empty page, the log saying why.  The magic is written last,
- *     so a crash while making one leaves a file that is refused, not
- *     half-read.  A value in a valid page can at worst hold back its
- *     own day's calls: every value is bounded by its 40 bits, and a day's
- *     recorded end further than two days ahead is not believed, so a
- *     forged day in force lasts at most two days before the next;
+ *   - the file is found, trusted (owner, mode, links), locked and
+ *     replaced by base/statefile.c, the rule every state file follows;
+ *     its lock is held while any process of the host maps it, so a
+ *     second daemon on the same file is refused, never counting into a
+ *     copy of its own.  Its page is used only after its header checks
+ *     (magic, version, byte order, layout, size, a checksum); a page of
+ *     ours that fails them is replaced by an empty one, made whole
+ *     before it takes the name, the log saying why.  A value in a valid
+ *     page can at worst hold back its own day's calls: every value is
+ *     bounded by its 40 bits, and a day's recorded end further than two
+ *     days ahead is not believed, so a forged day in force lasts at most
+ *     two days before the next;
  *   - the day records sit at the end of the file, where a file of an
  *     earlier build holds zeros: read as no day entered yet, an unknown
  *     boot, so an upgrade keeps the day's figures.
@@ -62,14 +65,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/safedir.h"
+#include "base/statefile.h"
 #include "upstream/api.h"
 
 #define BUDGET_MAGIC "ENRBUDG1"
@@ -113,10 +115,11 @@ typedef struct dayrecs {
 #define DAYRECS_AT (BUDGET_FILE_SIZE - sizeof(dayrecs))
 _Static_assert(sizeof(page) <= DAYRECS_AT, "the budget page and its day records fit its file");
 
-static page *g_page;              /* the host's, inherited across fork */
-static dayrecs *g_days;           /* in the same mapping */
-static char g_path[ENR_PATH_MAX]; /* "" memory only */
-static const char *g_boot_id;     /* a test's; NULL: the kernel's */
+static page *g_page;                      /* the host's, inherited across fork */
+static dayrecs *g_days;                   /* in the same mapping */
+static char g_path[ENR_PATH_MAX];         /* "" memory only */
+static char g_why[ENR_STATEFILE_WHY_MAX]; /* why the file could not be had */
+static const char *g_boot_id;             /* a test's; NULL: the kernel's */
 
 /* ---- the arithmetic ---- */
 
@@ -509,18 +512,18 @@ void enr_budget_configure(const enr_config *c)
     }
 }
 
-/* Why the file open at fd is not a budget page, or NULL. */
-static const char *refuse(int fd, const struct stat *st, char *why, size_t n)
+/* Why the budget file open at fd is not a budget page, or NULL.  Its
+ * owner, mode and links were checked when it was opened (statefile.h). */
+static const char *refuse(int fd)
 {
+    struct stat st;
     page h;
 
-    if (enr_safedir_file_ok(st, why, n) != 0)
-        return why;
-    if ((st->st_mode & 022) != 0)
-        return "others may write it";
-    if (st->st_size == 0)
+    if (fstat(fd, &st) != 0)
+        return "unreadable";
+    if (st.st_size == 0)
         return "empty (new)";
-    if (st->st_size != BUDGET_FILE_SIZE)
+    if (st.st_size != BUDGET_FILE_SIZE)
         return "not the size of a budget page";
     if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
         return "unreadable";
@@ -535,10 +538,12 @@ static const char *refuse(int fd, const struct stat *st, char *why, size_t n)
     return NULL;
 }
 
-/* An empty page in fd: everything but the magic, made durable, then the
- * magic (see the top). */
-static int make_empty(int fd)
+/* An empty page at path, made whole before it takes the name (over the
+ * file there when replace): its descriptor, locked, or -1 (errno, g_why). */
+static int make_empty(const char *path, int replace)
 {
+    enr_statefile_new nf;
+    const char *step = NULL;
     page h;
 
     memset(&h, 0, sizeof h);
@@ -548,53 +553,64 @@ static int make_empty(int fd)
     h.nsrc = ENR_UP_SOURCES;
     h.order = BUDGET_ORDER;
     h.check = header_check(&h);
-    if (ftruncate(fd, 0) != 0 || ftruncate(fd, BUDGET_FILE_SIZE) != 0 || fchmod(fd, 0600) != 0)
-        return -1;
-    if (pwrite(fd, (const char *)&h + sizeof h.magic, sizeof h - sizeof h.magic, sizeof h.magic) !=
-            (ssize_t)(sizeof h - sizeof h.magic) ||
-        fdatasync(fd) != 0)
-        return -1;
-    if (pwrite(fd, h.magic, sizeof h.magic, 0) != (ssize_t)sizeof h.magic || fdatasync(fd) != 0)
-        return -1;
-    return 0;
+    if (enr_statefile_create(path, BUDGET_FILE_SIZE, &nf, &step) == 0) {
+        if (pwrite(nf.fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+            enr_statefile_publish(&nf, path, replace, &step) == 0)
+            return nf.fd;
+        if (nf.fd >= 0) {
+            step = "cannot write it";
+            enr_statefile_discard(&nf);
+        }
+    }
+    snprintf(g_why, sizeof g_why, "%s", step);
+    if (errno == EEXIST)
+        errno = EBUSY; /* another daemon made it meanwhile: it is that one's */
+    return -1;
 }
 
+/* The page of the file at path, mapped; its descriptor (and lock) kept
+ * for as long as the host runs.  NULL with errno and g_why. */
 static page *map_file(const char *path)
 {
-    char why[160], q[ENR_PATH_MAX + 8], qr[200];
-    const char *bad;
-    struct stat st;
+    char q[ENR_PATH_MAX + 8], qr[ENR_STATEFILE_WHY_MAX + 8];
+    const char *bad = NULL;
+    int fd = -1, nfd, found = enr_statefile_open(path, &fd, g_why, sizeof g_why);
     void *m;
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600), e;
 
-    if (fd < 0)
+    if (found == ENR_SF_OURS) { /* budget_file is this daemon's cache_file */
+        enr_statefile_close(fd);
+        snprintf(g_why, sizeof g_why, "in use by this daemon as another state file");
+        errno = EBUSY;
         return NULL;
-    /* Two masters on one file (a restart's overlap) make it one at a time. */
-    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0)
-        goto fail;
-    bad = refuse(fd, &st, why, sizeof why);
-    if (bad != NULL) {
-        if (st.st_size != 0)
+    }
+    if (found != ENR_SF_OPENED && found != ENR_SF_ABSENT)
+        return NULL;
+    if (found == ENR_SF_OPENED) {
+        bad = refuse(fd);
+        if (bad == NULL)
+            goto map;
+        if (strcmp(bad, "empty (new)") != 0)
             enr_log(ENR_LOG_WARN, "budget file refused: an empty one replaces it",
                     "path=%s reason=%s", enr_log_quote(q, sizeof q, path),
                     enr_log_quote(qr, sizeof qr, bad));
-        if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
-            errno = EPERM; /* not ours to rewrite: never touched */
-            goto fail;
-        }
-        if (make_empty(fd) != 0)
-            goto fail;
     }
+    nfd = make_empty(path, found == ENR_SF_OPENED);
+    enr_statefile_close(fd); /* the old file's lock, once the new one has the name */
+    fd = nfd;
+    if (fd < 0)
+        return NULL;
+map:
     m = mmap(NULL, BUDGET_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED)
-        goto fail;
-    close(fd); /* the mapping holds the file; the lock goes with the descriptor */
+    if (m == MAP_FAILED) {
+        int e = errno;
+        snprintf(g_why, sizeof g_why, "cannot map it");
+        enr_statefile_close(fd);
+        errno = e;
+        return NULL;
+    }
+    /* The descriptor stays open, inherited by every child: the lock says
+     * the file is in use until the last of them is gone. */
     return m;
-fail:
-    e = errno;
-    close(fd);
-    errno = e;
-    return NULL;
 }
 
 void enr_budget_boot_id(const char *id)
@@ -646,32 +662,30 @@ static void adopt_boot(void)
 
 int enr_budget_open(const enr_config *c)
 {
-    const char *dir = getenv("STATE_DIRECTORY");
-    char q[ENR_PATH_MAX + 8];
-    int explicit = c->budget_file[0] != '\0';
+    char q[ENR_PATH_MAX + 8], qr[ENR_STATEFILE_WHY_MAX + 8];
+    int explicit = c->budget_file[0] != '\0', fatal;
 
     if (g_page != NULL) {
         enr_budget_configure(c);
         return 0;
     }
     g_path[0] = '\0';
-    if (explicit) {
+    if (explicit)
         snprintf(g_path, sizeof g_path, "%s", c->budget_file);
-    } else if (dir != NULL && dir[0] == '/') {
-        /* systemd's StateDirectory=; of several (colon-separated), the first */
-        size_t n = strcspn(dir, ":");
-        if (n + sizeof "/budget" <= sizeof g_path)
-            snprintf(g_path, sizeof g_path, "%.*s/budget", (int)n, dir);
-    }
+    else if (enr_statefile_default("budget", g_path, sizeof g_path) != 0)
+        g_path[0] = '\0';
     if (g_path[0] != '\0') {
         g_page = map_file(g_path);
         if (g_page == NULL) {
-            enr_log(explicit ? ENR_LOG_ERROR : ENR_LOG_WARN,
-                    explicit ? "cannot open budget_file"
-                             : "cannot open the budget file: the day's spending is kept in "
-                               "memory only",
-                    "path=%s error=%s", enr_log_quote(q, sizeof q, g_path), enr_log_errno(errno));
-            if (explicit)
+            /* Another daemon counting in the file would spend the day twice. */
+            fatal = explicit || errno == EBUSY;
+            enr_log(fatal ? ENR_LOG_ERROR : ENR_LOG_WARN,
+                    fatal ? "cannot open budget_file"
+                          : "cannot open the budget file: the day's spending is kept in "
+                            "memory only",
+                    "path=%s reason=%s error=%s", enr_log_quote(q, sizeof q, g_path),
+                    enr_log_quote(qr, sizeof qr, g_why), enr_log_errno(errno));
+            if (fatal)
                 return -1;
             g_path[0] = '\0';
         }

@@ -137,10 +137,12 @@ extern const enr_budget_row enr_budget_rows[ENR_BUDGET_NFIELDS];
 
 /* Opens the host's budget (the master, before the first fork; the pages
  * are inherited): the file of c->budget_file (or, empty, the systemd
- * state directory's "budget", or else memory only) is validated (magic,
- * version, layout, size, owner, mode): anything else is replaced by an
- * empty one, the log saying why.  0, or -1 (logged: the file cannot be
- * made).  A second call (a reload) only sets the limits anew. */
+ * state directory's "budget", or else memory only) is found, trusted and
+ * locked as every state file is (base/statefile.h), its page validated
+ * (magic, version, layout, size): a page of ours that fails is replaced
+ * by an empty one, the log saying why.  0, or -1 (logged): a budget_file
+ * that cannot be had, or any budget file another daemon holds.  A second
+ * call (a reload) only sets the limits anew. */
 int enr_budget_open(const enr_config *c);
 
 /* The limits of c, for every process (the master on a reload). */

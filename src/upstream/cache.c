@@ -42,12 +42,22 @@
  * past its lifetime stays until then (stale-if-error).  The hash is
  * seeded per host (per file), so ids chosen by a client cannot be aimed
  * at one bucket.
+ *
+ * A keyed cache (enr_cache_authenticate) adds to each record a MAC under
+ * a key the file does not hold: a record rewritten by a writer of the
+ * state directory, its sum recomputed with the file's own seed, fails it
+ * and is reported as DROPPED, not served.  The key's HMAC states (the
+ * inner and outer pads, hashed once) live in this process's memory, a
+ * row per cache it maps (g_keys), copied by fork to the workers.
  */
+#define OPENSSL_SUPPRESS_DEPRECATED /* SHA256_*: a context copied per record, no allocation */
 #include "upstream/cache.h"
 #include "upstream/cache_int.h"
 #include "base/hash.h"
+#include "base/statefile.h"
 
 #include <errno.h>
+#include <openssl/sha.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -66,6 +76,65 @@ typedef struct enr_cslot cslot;
 /* A get's copy of a record: what out->poster points into.  One per
  * process (workers are single-threaded). */
 static _Alignas(8) char scratch[ENR_CACHE_RECORD_MAX];
+
+/* The keys of the keyed caches this process maps. */
+static struct keyed {
+    const enr_cache *c; /* NULL: a free row */
+    SHA256_CTX in, out; /* after the key's ipad and opad blocks */
+} g_keys[ENR_CACHE_MAX_KEYED];
+
+int enr_cache_authenticate(enr_cache *c, const uint8_t key[ENR_CACHE_KEY_BYTES])
+{
+    unsigned char pad[SHA256_CBLOCK];
+
+    for (int i = 0; i < ENR_CACHE_MAX_KEYED; i++) {
+        struct keyed *k = &g_keys[i];
+        if (k->c != NULL && k->c != c)
+            continue;
+        /* HMAC (RFC 2104) with a key shorter than a block: the pads
+         * hashed once here, a copy of each per record. */
+        memset(pad, 0x36, sizeof pad);
+        for (int b = 0; b < ENR_CACHE_KEY_BYTES; b++)
+            pad[b] ^= key[b];
+        SHA256_Init(&k->in);
+        SHA256_Update(&k->in, pad, sizeof pad);
+        memset(pad, 0x5c, sizeof pad);
+        for (int b = 0; b < ENR_CACHE_KEY_BYTES; b++)
+            pad[b] ^= key[b];
+        SHA256_Init(&k->out);
+        SHA256_Update(&k->out, pad, sizeof pad);
+        explicit_bzero(pad, sizeof pad);
+        k->c = c;
+        return 0;
+    }
+    errno = ENOSPC;
+    return -1;
+}
+
+static const struct keyed *key_of(const enr_cache *c)
+{
+    for (int i = 0; i < ENR_CACHE_MAX_KEYED; i++)
+        if (g_keys[i].c == c)
+            return &g_keys[i];
+    return NULL;
+}
+
+/* The record's MAC: HMAC-SHA256 of its n bytes (sum and mac as 0), the
+ * first 8 bytes of it. */
+static uint64_t rec_mac(const struct keyed *k, const void *rec, size_t n)
+{
+    unsigned char inner[SHA256_DIGEST_LENGTH], outer[SHA256_DIGEST_LENGTH];
+    SHA256_CTX x = k->in;
+    uint64_t m;
+
+    SHA256_Update(&x, rec, n);
+    SHA256_Final(inner, &x);
+    x = k->out;
+    SHA256_Update(&x, inner, sizeof inner);
+    SHA256_Final(outer, &x);
+    memcpy(&m, outer, sizeof m);
+    return m;
+}
 
 static cslot *slots(const enr_cache *c)
 {
@@ -202,9 +271,13 @@ void enr_cache_free(enr_cache *c)
     if (c == NULL)
         return;
     fd = c->fd;
+    for (int i = 0; i < ENR_CACHE_MAX_KEYED; i++)
+        if (g_keys[i].c == c) {
+            explicit_bzero(&g_keys[i], sizeof g_keys[i]);
+            g_keys[i].c = NULL;
+        }
     munmap(c, c->map_bytes);
-    if (fd >= 0)
-        close(fd);
+    enr_statefile_close(fd);
 }
 
 /* ---- the sequence locks ------------------------------------------------ */
@@ -422,6 +495,7 @@ static void rec_write(enr_cache *c, uint64_t at, uint32_t slot, uint64_t h, int 
 {
     char *dst = ring(c) + at % c->ring_size;
     size_t plen = v->poster ? v->poster_len : 0;
+    const struct keyed *k;
     crec r;
 
     memset(&r, 0, sizeof r);
@@ -442,6 +516,10 @@ static void rec_write(enr_cache *c, uint64_t at, uint32_t slot, uint64_t h, int 
         memcpy(dst + sizeof r + key_len, v->poster, plen);
     /* the padding to 8 is summed too: zeroed, not what the ring held */
     memset(dst + sizeof r + key_len + plen, 0, need - sizeof r - key_len - plen);
+    if ((k = key_of(c)) != NULL) {
+        r.mac = rec_mac(k, dst, need); /* sum and mac still 0 */
+        memcpy(dst + offsetof(crec, mac), &r.mac, sizeof r.mac);
+    }
     r.sum = enr_cache_sum(c->seed, dst, need);
     memcpy(dst + offsetof(crec, sum), &r.sum, sizeof r.sum);
 }
@@ -498,14 +576,34 @@ int enr_cache_put(enr_cache *c, int provider, const char *key, size_t key_len,
     return 0;
 }
 
+int enr_cache_drop(enr_cache *c, int provider, const char *key, size_t key_len)
+{
+    uint64_t h;
+    cslot *s;
+
+    if (c == NULL || c->disabled)
+        return -1;
+    h = enr_hash_key(c->seed, provider, key, key_len);
+    if (lock(c) != 0)
+        return -1;
+    s = find_locked(c, &slots(c)[(h & (c->nbuckets - 1)) * ENR_CACHE_WAYS], h, provider, key,
+                    key_len);
+    if (s != NULL)
+        slot_clear(c, s);
+    pthread_mutex_unlock(&c->lock);
+    return s != NULL ? 0 : -1;
+}
+
 /* ---- readers (no lock) ------------------------------------------------ */
 
-/* The copy in scratch of slot s's record: 0 unless it is whole, still in
- * the ring, and the record of provider + key that s points to. */
+/* The copy in scratch of slot s's record: 1 when it is whole, still in
+ * the ring, and the record of provider + key that s points to; -1 when
+ * it is all that but a keyed cache's MAC does not match (forged); else 0. */
 static int rec_read(enr_cache *c, const cslot *s, uint64_t h, int provider, const char *key,
                     size_t key_len, crec *r)
 {
     uint64_t off = s->pos % c->ring_size, sum;
+    const struct keyed *k;
 
     if (s->len < sizeof *r || s->len > sizeof scratch || off + s->len > c->ring_size)
         return 0;
@@ -520,7 +618,12 @@ static int rec_read(enr_cache *c, const cslot *s, uint64_t h, int provider, cons
         return 0;
     memset(scratch + offsetof(crec, sum), 0, sizeof sum);
     sum = enr_cache_sum(c->seed, scratch, s->len);
-    return sum == r->sum;
+    if (sum != r->sum)
+        return 0; /* torn: a miss */
+    if ((k = key_of(c)) == NULL)
+        return 1;
+    memset(scratch + offsetof(crec, mac), 0, sizeof r->mac);
+    return rec_mac(k, scratch, s->len) == r->mac ? 1 : -1;
 }
 
 int enr_cache_lookup(enr_cache *c, int provider, const char *key, size_t key_len, uint64_t now_ms,
@@ -536,7 +639,7 @@ int enr_cache_lookup(enr_cache *c, int provider, const char *key, size_t key_len
     for (unsigned w = 0; w < ENR_CACHE_WAYS; w++) {
         cslot s;
         crec r;
-        int fresh;
+        int fresh, rc;
 
         if (!slot_read(&bucket[w], &s) || !s.used || s.hash != h || s.provider != provider ||
             s.key_len != key_len)
@@ -544,8 +647,9 @@ int enr_cache_lookup(enr_cache *c, int provider, const char *key, size_t key_len
         fresh = now_ms < s.expires_ms;
         if (!fresh && (max_stale_ms == 0 || now_ms - s.expires_ms >= max_stale_ms))
             return ENR_CACHE_MISS; /* reclaimed by a writer when its room is needed */
-        if (!rec_read(c, &s, h, provider, key, key_len, &r))
-            return ENR_CACHE_MISS;
+        rc = rec_read(c, &s, h, provider, key, key_len, &r);
+        if (rc <= 0)
+            return rc < 0 ? ENR_CACHE_DROPPED : ENR_CACHE_MISS;
         /* the record's expiry: the slot's may be of another moment (a file's pages) */
         fresh = now_ms < r.expires_ms;
         if (!fresh && (max_stale_ms == 0 || now_ms - r.expires_ms >= max_stale_ms))

@@ -35,6 +35,8 @@
 #define ENR_CACHE_RECORD_MAX 8192   /* key + poster + 64; a larger answer is not stored */
 #define ENR_CACHE_ID_BYTES 32       /* the identity a file is made for (SHA-256) */
 #define ENR_CACHE_OPEN_WAIT_MS 2000 /* a file still held by a dead master's children */
+#define ENR_CACHE_KEY_BYTES 32      /* the key a file's records are authenticated with */
+#define ENR_CACHE_MAX_KEYED 4       /* keyed caches one process maps (two at a reload) */
 
 typedef struct enr_cache enr_cache;
 
@@ -47,8 +49,10 @@ typedef struct enr_cache_val {
     uint64_t expires_ms; /* lookups: its lifetime's end (the put's expires_ms) */
 } enr_cache_val;
 
-/* What a lookup found. */
-enum { ENR_CACHE_MISS = 0, ENR_CACHE_FRESH = 1, ENR_CACHE_STALE = 2 };
+/* What a lookup found.  DROPPED: a whole record for the key whose
+ * authentication failed (a keyed cache: written without the key), never
+ * served; the caller counts it and drops it (enr_cache_drop). */
+enum { ENR_CACHE_MISS = 0, ENR_CACHE_FRESH = 1, ENR_CACHE_STALE = 2, ENR_CACHE_DROPPED = 3 };
 
 /* What the status process shows, every field host-wide: one row each
  * (field and status name, metric, type, help); the struct, /status and
@@ -87,10 +91,21 @@ enr_cache *enr_cache_new(size_t max_entries, size_t max_bytes);
  * one, made whole before it takes the path (a crash while making it
  * leaves the old file or the new one).  *why says what was done: NULL
  * opened as it was; else a refusal ("zeroed", "foreign magic", ...) or
- * "created".  NULL with errno set and *why the failing step when no file
- * can be had. */
+ * "created" (or "replaced: ..." when this process held it: a reload's new
+ * cache).  NULL with errno set and *why the failing step when no file
+ * can be had: EPERM, a file that is not enrichd's to use, and EBUSY, one
+ * another daemon holds (base/statefile.h), both logged naming the file;
+ * the caller refuses to start on those two. */
 enr_cache *enr_cache_open(const char *path, size_t max_entries, size_t max_bytes,
                           const uint8_t identity[ENR_CACHE_ID_BYTES], const char **why);
+/* From now on every record c's processes write carries a MAC under key
+ * (the caller's, derived from secrets kept outside the state directory),
+ * and a record read back without the right one is ENR_CACHE_DROPPED.  The
+ * key is kept in this process's memory (inherited by the children forked
+ * after), never in the mapping.  Call right after enr_cache_open, before
+ * any put.  0, or -1 (ENR_CACHE_MAX_KEYED reached: errno ENOSPC). */
+int enr_cache_authenticate(enr_cache *c, const uint8_t key[ENR_CACHE_KEY_BYTES]);
+
 /* Unmaps this process's view (the others keep theirs) and closes its
  * file.  NULL is a no-op. */
 void enr_cache_free(enr_cache *c);
@@ -111,6 +126,11 @@ int enr_cache_get(enr_cache *c, int provider, const char *key, size_t key_len, u
  * ENR_CACHE_RECORD_MAX, or the lock busy). */
 int enr_cache_put(enr_cache *c, int provider, const char *key, size_t key_len,
                   const enr_cache_val *v, uint64_t expires_ms);
+
+/* The entry of provider + key removed (an answer read back that failed
+ * its checks: answer.h), so that it is dropped once and the next answer
+ * takes its place.  0 removed, -1 none (or the lock busy). */
+int enr_cache_drop(enr_cache *c, int provider, const char *key, size_t key_len);
 
 size_t enr_cache_entries(const enr_cache *c);
 size_t enr_cache_bytes(const enr_cache *c);

@@ -9,12 +9,13 @@
  * a record, the ways, the bounds, the file's size, the identity's digest,
  * a checksum over all of it) and its ring positions are in bounds.
  * Anything else is refused with one log line saying why, and an empty
- * file takes its place: made without a name (O_TMPFILE; a temporary
- * name where the file system cannot), its blocks allocated (a page
- * written later can never hit a full disk: that would be SIGBUS in a
- * worker), synced, then named and renamed over the path, so a crash
- * while making it leaves the old file or the new one, never half of one,
- * and no stray file of the cache's size.
+ * file takes its place.  Finding, trusting, locking and replacing the
+ * file are base/statefile.c's, as for every file of the state directory:
+ * a file that breaks its rule (owner, mode, links, a symbolic link) is
+ * refused and never touched, and enr_cache_open fails (errno EPERM), as
+ * it does (EBUSY) for a file another daemon holds: the caller refuses to
+ * start rather than run without the file it was told to keep, or with a
+ * copy of it.
  *
  * The master holds an exclusive flock on the file for as long as any of
  * its processes maps it (the children inherit the descriptor): a file
@@ -22,18 +23,22 @@
  * (one held by a process of another boot would never be given back) and
  * the first write of the run repairs what a writer killed mid-put left
  * (cache_int.h: dirty).  A lock still held is a dead master's children on
- * their way out (they die with it), waited for ENR_CACHE_OPEN_WAIT_MS, or
- * another daemon on the same file, which keeps it: this one gets a new one.
+ * their way out (they die with it), waited for ENR_STATEFILE_WAIT_MS, or
+ * another daemon on the same file, which keeps it: this one is refused.
+ * The master itself replaces its own file when a reload needs a new cache
+ * (another identity or layout): its old workers keep the old one, now
+ * nameless, until they exit.
+ *
+ * What is empty here is the cache's own choice: an empty cache_file means
+ * memory only (enr_cache_new), never a default path; budget_file's empty
+ * value means the state directory's (budget.c).
  */
 #include "upstream/cache.h"
 #include "upstream/cache_int.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -41,9 +46,14 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/statefile.h"
 
-#define OPEN_POLL_MS 10
-#define PATH_BUF 4096 /* PATH_MAX */
+#define PATH_BUF ENR_STATEFILE_PATH_MAX
+
+_Static_assert(ENR_CACHE_OPEN_WAIT_MS == ENR_STATEFILE_WAIT_MS, "one wait for a dead master");
+
+/* The reason of a refusal enr_cache_open returns (the master's only). */
+static char g_why[ENR_STATEFILE_WHY_MAX];
 
 /* Why the header h of a file of file_bytes is not the cache want
  * describes, or NULL when it is. */
@@ -76,116 +86,23 @@ static const char *refusal(const enr_cache *h, uint64_t file_bytes, const enr_ca
     return NULL;
 }
 
-/* The lock that says nobody else maps the file, waited for a while. */
-static int take_lock(int fd)
-{
-    for (unsigned waited = 0;; waited += OPEN_POLL_MS) {
-        struct timespec ts = {0, OPEN_POLL_MS * 1000000L};
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-            return 0;
-        if (errno != EWOULDBLOCK || waited >= ENR_CACHE_OPEN_WAIT_MS)
-            return -1;
-        nanosleep(&ts, NULL);
-    }
-}
-
-/* The directory of path, for O_TMPFILE and its fsync. */
-static void dir_of(const char *path, char *dir, size_t n)
-{
-    const char *slash = strrchr(path, '/');
-
-    if (slash == NULL)
-        snprintf(dir, n, ".");
-    else
-        snprintf(dir, n, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-}
-
-static void sync_dir(const char *path)
-{
-    char dir[PATH_BUF];
-    int fd;
-
-    dir_of(path, dir, sizeof dir);
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd); /* the rename's durability; the cache works without it */
-        close(fd);
-    }
-}
-
-/* The file being made: nameless (O_TMPFILE) where the file system can,
- * so a process killed while it is allocated leaves nothing behind; else
- * under a temporary name next to path, unlinked on every failure.  *tmp
- * is the name it takes before the rename (a nameless one is linked
- * there only once whole). */
-static int open_new(const char *path, char *tmp, size_t n, int *nameless)
-{
-    char dir[PATH_BUF];
-    int fd;
-
-    dir_of(path, dir, sizeof dir);
-    if (snprintf(tmp, n, "%s.new.%ld", path, (long)getpid()) >= (int)n) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    *nameless = fd >= 0;
-    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL))
-        return fd;
-    snprintf(tmp, n, "%s.XXXXXX", path);
-    return mkostemp(tmp, O_CLOEXEC); /* mode 0600: the answers are the provider's data */
-}
-
-/* Gives the whole new file the name path: a nameless one is linked at
- * tmp first (linkat cannot replace a name), then renamed over path. */
-static int publish(int fd, const char *tmp, const char *path, int nameless)
-{
-    char self[64];
-
-    if (nameless) {
-        snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-        if (unlink(tmp) != 0 && errno != ENOENT) /* our pid's, from a crash */
-            return -1;
-        if (linkat(AT_FDCWD, self, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0)
-            return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        errno = e;
-        return -1;
-    }
-    return 0;
-}
-
-/* A new, empty file at path; NULL, errno and *why the failing step. */
+/* A new, empty file at path (over the one there when replace); NULL,
+ * errno and *why the failing step. */
 static enr_cache *create(const char *path, const enr_cache *want, const uint8_t *identity,
-                         const char **why)
+                         int replace, const char **why)
 {
-    char tmp[PATH_BUF + 32];
+    enr_statefile_new nf;
     enr_cache *c;
     void *p;
-    int fd, rc, e, nameless;
+    int rc;
 
-    fd = open_new(path, tmp, sizeof tmp, &nameless);
-    if (fd < 0) {
-        *why = errno == ENAMETOOLONG ? "path too long" : "cannot create a file in its directory";
+    if (enr_statefile_create(path, want->map_bytes, &nf, why) != 0)
         return NULL;
-    }
-    rc = posix_fallocate(fd, 0, (off_t)want->map_bytes);
-    if (rc != 0) {
-        *why = "no room for it on its file system";
-        errno = rc;
-        goto fail;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        *why = "cannot lock it";
-        goto fail;
-    }
-    p = mmap(NULL, want->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    p = mmap(NULL, want->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, nf.fd, 0);
     if (p == MAP_FAILED) {
         *why = "cannot map it";
-        goto fail;
+        enr_statefile_discard(&nf);
+        return NULL;
     }
     c = p; /* its blocks read as zeros: every slot unused, head = tail = 0 */
     memcpy(c, want, offsetof(enr_cache, seed));
@@ -197,29 +114,25 @@ static enr_cache *create(const char *path, const enr_cache *want, const uint8_t 
     }
     memcpy(c->identity, identity, ENR_CACHE_ID_BYTES);
     c->layout_sum = enr_cache_sum(c->seed, c, offsetof(enr_cache, layout_sum));
-    rc = enr_cache_init_run(c, fd, 0);
-    /* The header on disk before the name: a file found at path is whole. */
-    if (rc != 0 || msync(p, want->index_off, MS_SYNC) != 0 || fsync(fd) != 0 ||
-        publish(fd, tmp, path, nameless) != 0) {
-        e = rc != 0 ? rc : errno;
-        *why = "cannot make it durable or give it its name";
+    rc = enr_cache_init_run(c, nf.fd, 0);
+    if (rc != 0 || msync(p, want->index_off, MS_SYNC) != 0) {
+        *why = "cannot make it durable";
+        munmap(p, want->map_bytes);
+        enr_statefile_discard(&nf);
+        errno = rc != 0 ? rc : errno;
+        return NULL;
+    }
+    if (enr_statefile_publish(&nf, path, replace, why) != 0) {
+        int e = errno;
         munmap(p, want->map_bytes);
         errno = e;
-        goto fail;
+        return NULL;
     }
-    sync_dir(path);
     return c;
-fail:
-    e = errno;
-    if (!nameless)
-        unlink(tmp);
-    close(fd);
-    errno = e;
-    return NULL;
 }
 
-/* The file at fd, checked: mapped when it is the cache want describes
- * and nobody else maps it; else NULL and *why the refusal. */
+/* The file at fd (trusted and locked), checked: mapped when it is the
+ * cache want describes; else NULL and *why the refusal. */
 static enr_cache *open_existing(int fd, const enr_cache *want, const uint8_t *identity,
                                 const char **why)
 {
@@ -227,8 +140,8 @@ static enr_cache *open_existing(int fd, const enr_cache *want, const uint8_t *id
     struct stat st;
     void *p;
 
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        *why = "not a regular file";
+    if (fstat(fd, &st) != 0) {
+        *why = "cannot be read";
         return NULL;
     }
     if ((uint64_t)st.st_size < sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
@@ -238,10 +151,6 @@ static enr_cache *open_existing(int fd, const enr_cache *want, const uint8_t *id
     *why = refusal(&h, (uint64_t)st.st_size, want, identity);
     if (*why != NULL)
         return NULL;
-    if (take_lock(fd) != 0) {
-        *why = "in use by another process";
-        return NULL;
-    }
     p = mmap(NULL, want->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED || enr_cache_init_run(p, fd, 1) != 0) {
         if (p != MAP_FAILED)
@@ -252,12 +161,28 @@ static enr_cache *open_existing(int fd, const enr_cache *want, const uint8_t *id
     return p;
 }
 
+/* A file that may not be used, whatever its contents (statefile.h):
+ * refused, the log naming it and why; NULL with errno kept. */
+static enr_cache *refused(const char *q, int found, const char **why)
+{
+    char qr[ENR_STATEFILE_WHY_MAX + 8];
+    int e = errno;
+
+    *why = g_why;
+    enr_log(ENR_LOG_ERROR,
+            found == ENR_SF_BUSY ? "upstream cache file refused: another daemon uses it"
+                                 : "upstream cache file refused: it is not enrichd's to use",
+            "path=%s reason=%s", q, enr_log_quote(qr, sizeof qr, g_why));
+    errno = e;
+    return NULL;
+}
+
 enr_cache *enr_cache_open(const char *path, size_t max_entries, size_t max_bytes,
                           const uint8_t identity[ENR_CACHE_ID_BYTES], const char **why)
 {
     char q[2 * PATH_BUF], qr[160];
     enr_cache want, *c = NULL;
-    int fd;
+    int fd = -1, found;
 
     *why = NULL;
     memset(&want, 0, sizeof want);
@@ -265,26 +190,27 @@ enr_cache *enr_cache_open(const char *path, size_t max_entries, size_t max_bytes
     if (want.max_entries == 0 || want.ring_size == 0)
         return enr_cache_new(0, 0); /* disabled: nothing to keep */
     enr_log_quote(q, sizeof q, path);
-    fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0) {
+    found = enr_statefile_open(path, &fd, g_why, sizeof g_why);
+    if (found == ENR_SF_REFUSED || found == ENR_SF_BUSY || found == ENR_SF_ERROR)
+        return refused(q, found, why);
+    if (found == ENR_SF_OPENED) {
         c = open_existing(fd, &want, identity, why);
         if (c != NULL) {
             enr_log(ENR_LOG_INFO, "upstream cache file opened", "path=%s entries=%llu", q,
                     (unsigned long long)atomic_load(&c->entries));
             return c;
         }
-        close(fd);
         enr_log(ENR_LOG_WARN, "upstream cache file refused, replaced by an empty one",
                 "path=%s reason=%s", q, enr_log_quote(qr, sizeof qr, *why));
-    } else if (errno == ENOENT) {
-        *why = "created";
+    } else if (found == ENR_SF_OURS) {
+        *why = "replaced: a new configuration's cache";
     } else {
-        *why = "cannot be opened";
-        enr_log(ENR_LOG_WARN, "upstream cache file refused, replaced by an empty one",
-                "path=%s reason=%s error=%s", q, enr_log_quote(qr, sizeof qr, *why),
-                enr_log_errno(errno));
+        *why = "created";
     }
-    c = create(path, &want, identity, why);
+    c = create(path, &want, identity, found != ENR_SF_ABSENT, why);
+    enr_statefile_close(fd); /* the old file's lock, once the new one has the name */
+    if (c == NULL && errno == EEXIST)
+        errno = EBUSY; /* another daemon made it meanwhile: it is that one's */
     if (c != NULL && strcmp(*why, "created") == 0)
         enr_log(ENR_LOG_INFO, "upstream cache file created", "path=%s bytes=%llu", q,
                 (unsigned long long)want.map_bytes);

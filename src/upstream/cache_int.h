@@ -22,7 +22,7 @@
  * order reads as foreign. */
 #define ENR_CACHE_MAGIC 0x6568636163726e65ull
 /* Bumped whenever the meaning of a byte of the file changes. */
-#define ENR_CACHE_VERSION 2u
+#define ENR_CACHE_VERSION 3u
 #define ENR_CACHE_MAX_BUCKETS (1u << 24) /* past this the index is over a gigabyte anyway */
 
 #define ENR_CACHE_ALIGN8(n) (((n) + 7u) & ~(uint64_t)7u)
@@ -31,7 +31,12 @@
 /* A record in the ring, then its key, then its poster.  It holds the
  * whole answer and its own checksum, so that a record is taken only as a
  * whole: after a power loss the file may hold any mix of old and new
- * pages, and a record that did not reach the disk whole fails its sum. */
+ * pages, and a record that did not reach the disk whole fails its sum.
+ * The sum is keyed by the file's seed, which the file holds: it tells a
+ * torn record, not a forged one.  The mac does that when the cache has a
+ * key (enr_cache_authenticate: held by the processes, never written in
+ * the file): HMAC-SHA256 of the record, sum and mac read as 0, its first
+ * 8 bytes. */
 typedef struct enr_crec {
     uint32_t len;  /* bytes, this header included, a multiple of 8 */
     uint32_t slot; /* index slot + 1 it was written for; 0: padding to the ring's end */
@@ -42,6 +47,7 @@ typedef struct enr_crec {
     uint32_t key_len, poster_len;
     uint8_t provider, flags, unused_[6];
     uint64_t sum; /* enr_cache_sum of the record, this field read as 0 */
+    uint64_t mac; /* 0 in a cache without a key */
 } enr_crec;
 
 enum { ENR_CF_POSTER = 1, ENR_CF_DURATION = 2, ENR_CF_NEGATIVE = 4 };

@@ -17,6 +17,7 @@
  * reads past end.
  */
 #include "upstream/reply_scan.h"
+#include "upstream/answer.h"
 #include "base/hash.h"
 
 #include <limits.h>
@@ -79,6 +80,43 @@ int enr_reply_duration_ok(double v, double *out)
         return 0;
     *out = v == 0 ? 0 : v; /* -0 becomes 0 */
     return 1;
+}
+
+const char *enr_answer_check(const enr_cache_val *v)
+{
+    double d;
+
+    if (v->negative)
+        return v->poster != NULL || v->has_duration ? "an unknown id with values" : NULL;
+    if (v->poster == NULL && !v->has_duration)
+        return "no value";
+    if (v->poster != NULL && !enr_reply_poster_ok(v->poster, v->poster_len))
+        return "a poster that is not an https URL a provider could give";
+    if (v->has_duration &&
+        (!enr_reply_duration_ok(v->duration, &d) || signbit(v->duration) || d != v->duration))
+        return "a runtime out of range";
+    return NULL;
+}
+
+/* Every answer the reply gave, held to enr_answer_check: the fields
+ * were checked one by one as they were read; this is the same judgement
+ * a cache or a store's record gets, so the two cannot drift apart. */
+static void answers_checked(enr_reply_id *ids, size_t n, const enr_buf *arena)
+{
+    for (size_t i = 0; i < n; i++) {
+        enr_reply_id *id = &ids[i];
+        enr_cache_val v = {0};
+        if (id->state != ENR_REPLY_FOUND)
+            continue;
+        v.poster = id->has_poster ? arena->data + id->poster_off : NULL;
+        v.poster_len = id->has_poster ? id->poster_len : 0;
+        v.duration = id->duration;
+        v.has_duration = id->has_duration;
+        if (enr_answer_check(&v) != NULL) {
+            id->has_poster = id->has_duration = 0;
+            id->state = ENR_REPLY_EMPTY;
+        }
+    }
 }
 
 void enr_reply_reset(enr_reply_id *ids, size_t n)
@@ -583,6 +621,8 @@ int enr_rscan_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, u
             *slot = (uint32_t)(i + 1); /* a duplicate id keeps its first index */
     }
     rc = read_root(r, spec);
+    if (rc == 0)
+        answers_checked(ids, n, arena);
 out:
     if (rc != 0) {
         enr_reply_reset(ids, n);

@@ -13,6 +13,11 @@
  * (stale), never as a hit nor as degraded.  The lookup is made again at
  * that moment: another worker may have stored a fresh answer meanwhile.
  *
+ * What is read back is held to what a provider's answer is held to
+ * (answer.h) before it is served, and a keyed cache's record to its MAC
+ * (cache.h): one that fails is dropped from the cache and counted
+ * (cache_dropped), and the record is a miss.
+ *
  * Times here are wall-clock: a cache file outlives the boot, the
  * monotonic clock does not.  A clock stepped back keeps answers fresh
  * longer by the step; one stepped forward makes them stale sooner (they
@@ -22,6 +27,7 @@
 #include "upstream/upstream_int.h"
 
 #include "base/clock.h"
+#include "upstream/answer.h"
 
 /* The cache's key space: ids of one provider from two sources never
  * mix (the aggregator's answer for an id is not YouTube's); the
@@ -51,12 +57,27 @@ static void apply(enr_batch *b, enr_record *r, const enr_cache_val *v, size_t *d
         r->duration = v->duration;
 }
 
+/* The cache's answer for r, checked (see the top): FRESH, STALE or MISS. */
+static int lookup(enr_upstream *u, const enr_batch *b, const enr_record *r, int src,
+                  uint64_t wall_ms, enr_cache_val *v)
+{
+    int key = cache_key(r->provider, src);
+    const char *id = b->text.data + r->key_off;
+    int found = enr_cache_lookup(u->cache, key, id, r->key_len, wall_ms,
+                                 (uint64_t)u->max_stale_s * 1000u, v);
+
+    if (found == ENR_CACHE_MISS || (found != ENR_CACHE_DROPPED && enr_answer_check(v) == NULL))
+        return found;
+    u->st.src[src].cache_dropped++;
+    (void)enr_cache_drop(u->cache, key, id, r->key_len); /* busy: dropped at the next read */
+    return ENR_CACHE_MISS;
+}
+
 int enr_up_lookup(enr_upstream *u, enr_batch *b, enr_record *r, int src, uint64_t wall_ms,
                   size_t *degraded)
 {
     enr_cache_val v;
-    int found = enr_cache_lookup(u->cache, cache_key(r->provider, src), b->text.data + r->key_off,
-                                 r->key_len, wall_ms, (uint64_t)u->max_stale_s * 1000u, &v);
+    int found = lookup(u, b, r, src, wall_ms, &v);
 
     if (found == ENR_CACHE_FRESH) {
         u->st.src[src].cache_hits++;
@@ -72,8 +93,7 @@ size_t enr_up_stale_serve(enr_upstream *u, enr_batch *b, enr_record *r, int src,
 {
     enr_cache_val v;
     size_t degraded = 0;
-    int found = enr_cache_lookup(u->cache, cache_key(r->provider, src), b->text.data + r->key_off,
-                                 r->key_len, wall_ms, (uint64_t)u->max_stale_s * 1000u, &v);
+    int found = lookup(u, b, r, src, wall_ms, &v);
 
     if (found == ENR_CACHE_MISS)
         return 1;

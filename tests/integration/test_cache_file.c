@@ -2,9 +2,10 @@
  * test_cache_file.c: the cache in a file.  Opened again with its entries
  * when it is this build's for these bounds and this identity; refused
  * (and replaced by an empty one, nothing of it read) when truncated,
- * zeroed, foreign, of another version, layout, size or identity, when
- * its header's checksum or ring positions are wrong, or when another
- * process maps it.  Writers SIGKILLed mid-put, then the file opened
+ * zeroed, foreign, of another version, layout, size or identity, or when
+ * its header's checksum or ring positions are wrong; replaced when this
+ * process maps it (a reload's new cache; another process's lock, and the
+ * owner, mode and links, are test_statefile's).  Writers SIGKILLed mid-put, then the file opened
  * again: every entry found is whole.  A power loss, as the disk may see
  * it (each page of the file from one moment or another, zeroed, or torn
  * between two): every lookup is a miss or an answer that was stored, and
@@ -198,11 +199,12 @@ static void test_reopen_and_refuse(void)
                 (size_t)held == enr_cache_entries(c),
             "and written to: %d found", held);
 
-    /* another process (a second open description) holds it */
+    /* this process holds it (a reload's new configuration): replaced,
+     * another process's lock is test_statefile's */
     d = open_c(&why);
-    T_CHECK(d != NULL && why != NULL && strcmp(why, "in use by another process") == 0 &&
+    T_CHECK(d != NULL && why != NULL && strcmp(why, "replaced: a new configuration's cache") == 0 &&
                 enr_cache_entries(d) == 0,
-            "a file another process maps is not shared: a new one (%s)", why ? why : "-");
+            "a file this process maps is replaced for a new configuration (%s)", why ? why : "-");
     T_CHECK(scan(c, 1, &hits) == 0 && hits == held, "the holder keeps its own: %d", hits);
     enr_cache_free(d);
     enr_cache_free(c);
