@@ -79,6 +79,21 @@ enum {
         ENR_UP_NCOUNTERS
 };
 
+/* The counter of failure kind (enum enr_up_fail, base/upfail.h) in c,
+ * NULL out of range. */
+static inline uint64_t *enr_up_fail_counter(enr_up_counters *c, int kind)
+{
+    switch (kind) {
+#define ENR_UP_FAIL_CASE(id, field, word, pause, breaker, degraded, help)                          \
+    case ENR_UP_F_##id:                                                                            \
+        return &c->field;
+        ENR_UP_FAILS(ENR_UP_FAIL_CASE)
+#undef ENR_UP_FAIL_CASE
+    default:
+        return NULL;
+    }
+}
+
 /* The table as data, for the surfaces that loop over it; off is the
  * counter's place in enr_up_counters (and, scaled, in the scoreboard's
  * up[source] rows: the same order). */
