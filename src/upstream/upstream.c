@@ -475,13 +475,8 @@ static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
  * host-wide (quota.h). */
 static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int kind, uint64_t now)
 {
-    if (u->src[c->src].api != NULL &&
-        (kind == ENR_UP_F_THROTTLED || kind == ENR_UP_F_QUOTA || kind == ENR_UP_F_AUTH)) {
-        enr_up_pause(u, c,
-                     kind == ENR_UP_F_QUOTA  ? ENR_QUOTA_WHY_QUOTA
-                     : kind == ENR_UP_F_AUTH ? ENR_QUOTA_WHY_AUTH
-                                             : ENR_QUOTA_WHY_THROTTLED,
-                     now);
+    if (u->src[c->src].api != NULL && enr_up_fail_rows[kind].pause) {
+        enr_up_pause(u, c, kind, now);
     } else if (kind == ENR_UP_F_THROTTLED) {
         long status = 0;
         (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);

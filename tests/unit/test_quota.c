@@ -7,6 +7,7 @@
  * 200/s), which a busy machine's scheduling moves.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -141,6 +142,46 @@ static void test_bucket(void)
     T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_PAUSED, "the pause wins");
 }
 
+/* Why a pause holds, by kind (base/upfail.h): the scoreboard keeps the
+ * kind's pause rank (1, 2, 3 as it always did), a stronger reason is not
+ * replaced by a weaker one as long, a kind that is no pause holds
+ * nothing, and a reload ends only the refused key's. */
+static void test_pause_reasons(void)
+{
+    enr_sb_quota sh[ENR_UP_SOURCES];
+    enr_quota q;
+    uint64_t now = 1000000;
+
+    memset(sh, 0, sizeof sh);
+    enr_quota_init(&q, &sh[1], 0);
+    T_CHECK(enr_quota_why(&q, now) == -1, "no pause: no kind");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_TIMEOUT, 0, "x") == 0 &&
+                ENR_SB_GET(sh[1].pause_until_ms) == 0,
+            "a timeout is no reason to pause");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_NFAILS, 0, "x") == 0, "nor a kind out of range");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_QUOTA, 1800000000, "quotaExceeded") == 1 &&
+                enr_quota_why(&q, now) == ENR_UP_F_QUOTA && ENR_SB_GET(sh[1].why) == 2,
+            "a spent quota: rank 2 stored (%llu)", (unsigned long long)ENR_SB_GET(sh[1].why));
+    T_STREQ(enr_up_pause_name(ENR_SB_GET(sh[1].why)), "quota");
+    T_STREQ(sh[1].reason, "quotaExceeded");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_THROTTLED, 0, "slow") == 0 &&
+                enr_quota_why(&q, now) == ENR_UP_F_QUOTA,
+            "a weaker reason as long does not replace it");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_AUTH, 0, "keyInvalid") == 1 &&
+                enr_quota_why(&q, now) == ENR_UP_F_AUTH && ENR_SB_GET(sh[1].why) == 3,
+            "a stronger one does: rank 3");
+    T_CHECK(enr_quota_why(&q, now + 5000) == -1, "over when it ends");
+    enr_quota_clear_auth(sh);
+    T_CHECK(ENR_SB_GET(sh[1].pause_until_ms) == 0, "a reload ends a refused key's pause");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_QUOTA, 0, NULL) == 1, "quota again");
+    enr_quota_clear_auth(sh);
+    T_CHECK(enr_quota_why(&q, now) == ENR_UP_F_QUOTA, "but not a spent quota's");
+    enr_quota_init(&q, &sh[2], 0);
+    enr_quota_pause(&q, now, 3, 429);
+    T_CHECK(enr_quota_why(&q, now) == ENR_UP_F_THROTTLED && ENR_SB_GET(sh[2].why) == 1,
+            "a Retry-After pause: the slow-down kind, rank 1");
+}
+
 /* Processes sharing one mapping (as workers share the scoreboard): one
  * pause stops all of them, and their calls together keep the rate. */
 static void test_shared(void)
@@ -201,6 +242,7 @@ int main(void)
     enr_log_set_level(ENR_LOG_ERROR); /* the pause warnings are expected here */
     test_retry_after();
     test_pause();
+    test_pause_reasons();
     test_bucket();
     test_shared();
     T_DONE();
