@@ -33,9 +33,9 @@ static void upstream_classify(int status, const char *body, size_t len, const en
         return;
     out->until = enr_api_retry_after(h, now);
     if (status == 429 || (status == 503 && out->until != 0))
-        out->verdict = ENR_API_V_THROTTLED;
+        out->verdict = ENR_UP_F_THROTTLED;
     else
-        out->verdict = status >= 500 ? ENR_API_V_SERVER : enr_api_status_verdict(status);
+        out->verdict = status >= 500 ? ENR_UP_F_STATUS : enr_api_status_verdict(status);
 }
 
 static const enr_api api_upstream = {
@@ -81,18 +81,6 @@ int enr_api_by_name(const char *name)
         if (strcmp(name, names[i]) == 0)
             return i;
     return -1;
-}
-
-const char *enr_api_verdict_name(int verdict)
-{
-    static const char *const v[] = {
-#define ENR_API_VERDICT_NAME(name, text) text,
-        ENR_API_VERDICT_LIST(ENR_API_VERDICT_NAME)
-#undef ENR_API_VERDICT_NAME
-    };
-    if (verdict < 0 || (size_t)verdict >= sizeof v / sizeof v[0])
-        return "unknown";
-    return v[verdict];
 }
 
 /* ---- ids and URLs ---- */
@@ -179,12 +167,12 @@ int enr_api_status_verdict(int status)
     if (status >= 200 && status < 300)
         return ENR_API_V_OK;
     if (status == 401 || status == 403)
-        return ENR_API_V_AUTH;
+        return ENR_UP_F_AUTH;
     if (status == 429)
-        return ENR_API_V_THROTTLED;
+        return ENR_UP_F_THROTTLED;
     if (status >= 300 && status < 500)
         return ENR_API_V_CONFIG;
-    return ENR_API_V_SERVER;
+    return ENR_UP_F_STATUS;
 }
 
 int64_t enr_api_retry_after(const enr_api_headers *h, int64_t now)

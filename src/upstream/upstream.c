@@ -451,18 +451,12 @@ static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
     if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
         return ENR_UP_F_STATUS;
     if (u->src[c->src].api != NULL) {
-        switch (enr_up_classify(u, c, status, now)) {
-        case ENR_API_V_THROTTLED:
-            return ENR_UP_F_THROTTLED;
-        case ENR_API_V_QUOTA:
-            return ENR_UP_F_QUOTA;
-        case ENR_API_V_AUTH:
-            return ENR_UP_F_AUTH;
-        case ENR_API_V_OK:
+        int v = enr_up_classify(u, c, status, now);
+        if (v == ENR_API_V_OK)
             return status == 200 ? -1 : ENR_UP_F_STATUS;
-        default:
-            return ENR_UP_F_STATUS;
-        }
+        /* A pause the answer asks for, else the provider's failure
+         * (a request refused as malformed too: logged below). */
+        return v >= 0 && v < ENR_UP_NFAILS && enr_up_fail_rows[v].pause ? v : ENR_UP_F_STATUS;
     }
     if (status == 429 || (status == 503 && c->has_retry_after))
         return ENR_UP_F_THROTTLED;
