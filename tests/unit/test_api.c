@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "base/buf.h"
+#include "pool/httpapi.h"
 #include "t.h"
 #include "upstream/api.h"
 #include "upstream/api_int.h"
@@ -677,6 +678,20 @@ static void test_classify_upstream(void)
     T_CHECK(o.verdict == ENR_API_V_CONFIG, "404: config");
 }
 
+/* The worker's request outcomes (httpapi.h) and a classifier's outcome
+ * (api.h) have names of their own: one file includes both. */
+static void test_names_apart(void)
+{
+    enr_api_outcome o;
+
+    enr_api_get(ENR_API_UPSTREAM)->classify(429, "", 0, NULL, 1700000000, &o);
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED, "a classifier's outcome");
+    T_CHECK(enr_req_status(ENR_REQ_OK, NULL) == 200 &&
+                enr_req_status(ENR_REQ_NOT_FOUND, NULL) == 404 &&
+                enr_req_status(ENR_REQ_SHED, NULL) == 503,
+            "a request's outcome and its status");
+}
+
 int main(void)
 {
     test_table();
@@ -692,6 +707,7 @@ int main(void)
     test_classify_vimeo();
     test_classify_dailymotion();
     test_classify_upstream();
+    test_names_apart();
     enr_buf_free(&arena);
     enr_buf_free(&url);
     T_DONE();
