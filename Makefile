@@ -234,6 +234,7 @@ lint:
 	@python3 scripts/incgraph.py --self-test
 	@python3 scripts/incgraph.py >/dev/null || { python3 scripts/incgraph.py; exit 1; }
 	@python3 scripts/incgraph.py --check-doc docs/architecture.md
+	@python3 scripts/failkinds.py --check docs/upstream.md
 	@python3 scripts/check-refs.py
 	@python3 scripts/check-size.py --self-test
 	@python3 scripts/check-size.py

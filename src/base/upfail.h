@@ -6,7 +6,7 @@
  * and `enrichd status`), the words of the log, the reasons a source's
  * pause holds for (quota.h, the scoreboard's enr_sb_quota.why), which
  * kinds the breaker hears of, and the list in docs/upstream.md
- * (scripts/docgen.py).  In base/ because the scoreboard, which every
+ * (scripts/failkinds.py).  In base/ because the scoreboard, which every
  * layer reads, holds the counters and the pause's reason.
  *
  * Invariants: the order of the rows is the order of every surface (the
