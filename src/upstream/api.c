@@ -28,12 +28,15 @@
 static void upstream_classify(int status, const char *body, size_t len, const enr_api_headers *h,
                               int64_t now, enr_api_outcome *out)
 {
+    int pause;
+
     enr_api_outcome_init(out);
     if (status >= 200 && status < 300)
         return;
     out->until = enr_api_retry_after(h, now);
-    if (status == 429 || (status == 503 && out->until != 0))
-        out->verdict = ENR_UP_F_THROTTLED;
+    pause = enr_api_upstream_pause(status, out->until != 0);
+    if (pause >= 0)
+        out->verdict = pause;
     else
         out->verdict = status >= 500 ? ENR_UP_F_STATUS : enr_api_status_verdict(status);
 }
@@ -81,6 +84,11 @@ int enr_api_by_name(const char *name)
         if (strcmp(name, names[i]) == 0)
             return i;
     return -1;
+}
+
+int enr_api_upstream_pause(int status, int has_retry_after)
+{
+    return status == 429 || (status == 503 && has_retry_after) ? ENR_UP_F_THROTTLED : -1;
 }
 
 /* ---- ids and URLs ---- */

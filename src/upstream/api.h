@@ -104,6 +104,11 @@ typedef struct enr_api {
                      int64_t now, enr_api_outcome *out);
 } enr_api;
 
+/* The aggregator protocol's one pause rule (docs/upstream.md), read by
+ * its classifier and by the client for its calls: 429, or 503 with a
+ * Retry-After, asks to slow down; the kind that pause stands for, or -1. */
+int enr_api_upstream_pause(int status, int has_retry_after);
+
 /* The row of a source; NULL for an id out of range. */
 const enr_api *enr_api_get(int id);
 /* The source of a config value ("youtube"), or -1. */

@@ -443,6 +443,7 @@ static int call_start(enr_upstream *u, enr_upcall *c)
 static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
 {
     long status = 0;
+    int pause;
 
     if (c->too_large)
         return ENR_UP_F_TOO_LARGE;
@@ -458,8 +459,9 @@ static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
          * (a request refused as malformed too: logged below). */
         return v >= 0 && v < ENR_UP_NFAILS && enr_up_fail_rows[v].pause ? v : ENR_UP_F_STATUS;
     }
-    if (status == 429 || (status == 503 && c->has_retry_after))
-        return ENR_UP_F_THROTTLED;
+    pause = enr_api_upstream_pause((int)status, c->has_retry_after);
+    if (pause >= 0)
+        return pause;
     if (status != 200)
         return ENR_UP_F_STATUS;
     return -1;
@@ -471,7 +473,8 @@ static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int ki
 {
     if (u->src[c->src].api != NULL && enr_up_fail_rows[kind].pause) {
         enr_up_pause(u, c, kind, now);
-    } else if (kind == ENR_UP_F_THROTTLED) {
+    } else if (enr_up_fail_rows[kind].pause) {
+        /* The aggregator's: its Retry-After, whatever else it says. */
         long status = 0;
         (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
         enr_quota_pause(&u->src[c->src].quota, now, c->has_retry_after ? c->retry_after_s : 0,

@@ -670,6 +670,13 @@ static void test_classify_upstream(void)
 
     o = classify(ENR_API_UPSTREAM, 503, "", &ra);
     T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == NOW + 5, "503 Retry-After: pause");
+    /* the rule the client reads for the aggregator's calls too */
+    T_CHECK(enr_api_upstream_pause(429, 0) == ENR_UP_F_THROTTLED &&
+                enr_api_upstream_pause(503, 1) == ENR_UP_F_THROTTLED,
+            "429, and 503 with Retry-After: the slow-down kind");
+    T_CHECK(enr_api_upstream_pause(503, 0) == -1 && enr_api_upstream_pause(500, 1) == -1 &&
+                enr_api_upstream_pause(401, 1) == -1 && enr_api_upstream_pause(200, 1) == -1,
+            "503 alone, 500, 401, 200: no pause");
     o = classify(ENR_API_UPSTREAM, 503, "", NULL);
     T_CHECK(o.verdict == ENR_UP_F_STATUS, "503 alone: the breaker's");
     o = classify(ENR_API_UPSTREAM, 429, "", NULL);
