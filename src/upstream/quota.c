@@ -230,7 +230,7 @@ uint64_t enr_quota_resume(enr_sb_quota *sh, uint64_t now_ms)
     return was > now_ms ? was - now_ms : 0;
 }
 
-void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long status)
+void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long status, int why)
 {
     uint64_t until, cur;
     char msg[96];
@@ -249,11 +249,11 @@ void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long statu
     } while (!atomic_compare_exchange_weak_explicit(&q->sh->pause_until_ms, &cur, until,
                                                     memory_order_relaxed, memory_order_relaxed));
     ENR_SB_ADD(q->sh->pauses, 1);
-    ENR_SB_SET(q->sh->why, enr_up_fail_rows[ENR_UP_F_THROTTLED].pause);
+    ENR_SB_SET(q->sh->why, why >= 0 && why < ENR_UP_NFAILS ? enr_up_fail_rows[why].pause : 0);
     ENR_SB_SET(q->sh->until_wall_s, (uint64_t)time(NULL) + delay_s);
     q->sh->reason[0] = '\0';
     /* Once per pause: calls that meet it are counted (by its kind), not logged. */
-    snprintf(msg, sizeof msg, "upstream %s: %s", enr_up_fail_name(ENR_UP_F_THROTTLED),
+    snprintf(msg, sizeof msg, "upstream %s: %s", enr_up_fail_name(why),
              cur <= now_ms ? "no calls until the provider's quota allows" : "pause lengthened");
     enr_log(ENR_LOG_WARN, msg, "status=%ld pause_s=%u", status, delay_s);
 }

@@ -47,11 +47,13 @@ void enr_quota_init(enr_quota *q, enr_sb_quota *shared, unsigned max_calls_per_s
  * RATE (the bucket is empty) take nothing. */
 int enr_quota_take(enr_quota *q, uint64_t now_ms);
 
-/* The provider answered status with a wait of delay_s (Retry-After,
- * clamped to 1..ENR_RETRY_AFTER_MAX_S): no call from any worker before
- * now_ms + delay.  A pause is only ever lengthened; the worker that
- * lengthens it logs it (once per pause, not once per call). */
-void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long status);
+/* The provider answered status, a call that ended as why (a kind of
+ * enum enr_up_fail with a pause rank: base/upfail.h), with a wait of
+ * delay_s (Retry-After, clamped to 1..ENR_RETRY_AFTER_MAX_S): no call
+ * from any worker before now_ms + delay.  A pause is only ever
+ * lengthened; the worker that lengthens it logs it in the kind's word
+ * (once per pause, not once per call). */
+void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long status, int why);
 
 /* Why a source's pause holds is a failure kind with a pause rank
  * (base/upfail.h: the provider asked to slow down, its day's quota is

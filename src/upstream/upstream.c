@@ -478,7 +478,7 @@ static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int ki
         long status = 0;
         (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
         enr_quota_pause(&u->src[c->src].quota, now, c->has_retry_after ? c->retry_after_s : 0,
-                        status);
+                        status, kind);
     } else if (kind == ENR_UP_F_STATUS && u->src[c->src].api != NULL &&
                c->why.verdict == ENR_API_V_CONFIG) {
         enr_log(ENR_LOG_WARN, "the API refused the request as malformed", "source=%s reason=%s",

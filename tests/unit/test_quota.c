@@ -94,22 +94,22 @@ static void test_pause(void)
 
     enr_quota_init(&q, NULL, 0);
     T_CHECK(enr_quota_take(&q, now) == ENR_QUOTA_OK, "no pause, no limit");
-    enr_quota_pause(&q, now, 30, 429);
+    enr_quota_pause(&q, now, 30, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + 30000, "paused for 30 s");
     T_CHECK(enr_quota_take(&q, now + 29999) == ENR_QUOTA_PAUSED, "paused just before the end");
     T_CHECK(enr_quota_take(&q, now + 30000) == ENR_QUOTA_OK, "calls again at the end");
-    enr_quota_pause(&q, now, 5, 429);
+    enr_quota_pause(&q, now, 5, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + 30000, "a shorter pause never shortens it");
-    enr_quota_pause(&q, now, 60, 503);
+    enr_quota_pause(&q, now, 60, 503, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + 60000, "a longer one lengthens it");
-    enr_quota_pause(&q, now, 0, 429);
+    enr_quota_pause(&q, now, 0, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + 60000, "0 changes nothing while paused");
     enr_quota_init(&q, NULL, 0);
-    enr_quota_pause(&q, now, 0, 429);
+    enr_quota_pause(&q, now, 0, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + ENR_THROTTLE_DEFAULT_S * 1000u,
             "Retry-After 0 (or none) pauses for the default");
     enr_quota_init(&q, NULL, 0);
-    enr_quota_pause(&q, now, 1000000, 429);
+    enr_quota_pause(&q, now, 1000000, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + ENR_RETRY_AFTER_MAX_S * 1000u, "bounded");
 }
 
@@ -138,7 +138,7 @@ static void test_bucket(void)
     enr_quota_init(&q, NULL, 1);
     T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_OK, "rate 1: one call");
     T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_RATE, "rate 1: then none");
-    enr_quota_pause(&q, enr_mono_ms(), 10, 429);
+    enr_quota_pause(&q, enr_mono_ms(), 10, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_PAUSED, "the pause wins");
 }
 
@@ -177,7 +177,7 @@ static void test_pause_reasons(void)
     enr_quota_clear_auth(sh);
     T_CHECK(enr_quota_why(&q, now) == ENR_UP_F_QUOTA, "but not a spent quota's");
     enr_quota_init(&q, &sh[2], 0);
-    enr_quota_pause(&q, now, 3, 429);
+    enr_quota_pause(&q, now, 3, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_why(&q, now) == ENR_UP_F_THROTTLED && ENR_SB_GET(sh[2].why) == 1,
             "a Retry-After pause: the slow-down kind, rank 1");
 }
@@ -227,7 +227,7 @@ static void test_shared(void)
         uint64_t now = enr_mono_ms();
         enr_quota_init(&a, sh, 0);
         enr_quota_init(&b, sh, 0);
-        enr_quota_pause(&a, now, 2, 429);
+        enr_quota_pause(&a, now, 2, 429, ENR_UP_F_THROTTLED);
         T_CHECK(enr_quota_take(&b, now + 1) == ENR_QUOTA_PAUSED,
                 "a pause one process heard of stops the other");
         T_CHECK(enr_quota_take(&b, now + 2000) == ENR_QUOTA_OK, "until it ends");
