@@ -274,6 +274,8 @@ lint: format-check
 		--std=c11 --inline-suppr -Isrc -D__GNUC__ -DENR_VERSION='"$(VERSION)"' --suppress=missingIncludeSystem src src/cmd
 	@python3 scripts/incgraph.py --self-test
 	@python3 scripts/incgraph.py >/dev/null || { python3 scripts/incgraph.py; exit 1; }
+	@python3 scripts/incgraph.py --check-doc docs/architecture.md
+	@python3 scripts/failkinds.py --check docs/upstream.md
 	@python3 scripts/check-refs.py
 	@python3 scripts/check-size.py --self-test
 	@python3 scripts/check-size.py

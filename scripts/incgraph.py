@@ -13,6 +13,12 @@ each other through a shared header are seen as the cycle they are.
     python3 scripts/incgraph.py [--dot] [SRC_DIR]
     python3 scripts/incgraph.py --self-test   (make lint: the check sees
         a circle through a shared header)
+    python3 scripts/incgraph.py --table       the map of docs/architecture.md:
+        a row per module, by layer, with what it owns (the first sentence
+        of the top comment of its .h, else its .c, to its first colon),
+        then the counts and the graph between the layers
+    python3 scripts/incgraph.py --check-doc FILE | --write-doc FILE
+        (make lint: FILE's part between the markers is --table's output)
 """
 import os
 import re
@@ -150,9 +156,106 @@ def self_test():
     return 0
 
 
+TOP = re.compile(r"\A\s*/\*+\s*\*?\s*[\w.+-]+:\s*(.*?)\*/", re.S)
+BEGIN = "<!-- made by scripts/incgraph.py --table: edit the files' top comments, not this -->"
+END = "<!-- end of scripts/incgraph.py --table -->"
+
+
+def owns(src, mod):
+    """What mod owns: the first sentence of its header's top comment (its
+    .c's when it has no header), to its first colon outside parentheses."""
+    for ext in (".h", ".c"):
+        path = os.path.join(src, mod + ext)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            m = TOP.match(fh.read())
+        if not m:
+            continue
+        text = re.sub(r"\s*\n\s*\*?\s?", " ", m.group(1)).strip()
+        depth, out = 0, []
+        for i, ch in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            nxt = text[i + 1:i + 2]
+            if depth == 0 and (ch in ":;" or (ch == "." and nxt in ("", " "))):
+                break
+            out.append(ch)
+        return "".join(out).strip().replace("|", "\\|")
+    return ""
+
+
+def table(src):
+    """The markdown of the map: every module by layer, then the graph."""
+    edges = merged(graph(src), calls(src))
+    seq, cyc = order(edges)
+    if cyc:
+        return None
+    layers = layer_graph(edges)
+    lseq, _ = order(layers)
+    members = {}
+    for mod in sorted(graph(src)):
+        members.setdefault(FAMILIES.get(mod, mod), []).append(mod)
+    lines = ["| layer | module | owns |", "|---|---|---|"]
+    for layer in lseq:
+        first = True
+        for n in seq:
+            if (os.path.dirname(n) or ".") != layer:
+                continue
+            for mod in [n] + [m for m in members.get(n, []) if m != n]:
+                lines.append("| %s | `%s` | %s |" % ("`%s/`" % layer if first else "",
+                                                      os.path.basename(mod), owns(src, mod)))
+                first = False
+    lines += ["", "%d modules, %d arrows, no cycle; between the layers:" % (
+        len(seq), sum(len(v) for v in edges.values())), "", "```"]
+    for n in lseq:
+        lines.append("%-10s -> %s" % (n + "/", " ".join(d + "/" for d in sorted(layers[n]))
+                                      or "(nothing)"))
+    return "\n".join(lines + ["```"]) + "\n"
+
+
+def doc(src, path, write):
+    """Checks (or rewrites) the part of path between BEGIN and END."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    if BEGIN not in text or END not in text:
+        print("%s: no %s ... %s" % (path, BEGIN, END))
+        return 1
+    head, rest = text.split(BEGIN, 1)
+    old, tail = rest.split(END, 1)
+    new = "\n" + table(src)
+    if old == new:
+        return 0
+    if not write:
+        print("%s: the module table differs from the files' top comments; "
+              "python3 scripts/incgraph.py --write-doc %s" % (path, path))
+        return 1
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(head + BEGIN + new + END + tail)
+    return 0
+
+
+def layer_graph(edges):
+    layers = {}
+    for n, deps in edges.items():
+        ln = os.path.dirname(n) or "."
+        ls = layers.setdefault(ln, set())
+        ls.update(os.path.dirname(d) or "." for d in deps if (os.path.dirname(d) or ".") != ln)
+    return layers
+
+
 def main(argv):
     if "--self-test" in argv:
         return self_test()
+    root_src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+    if "--table" in argv:
+        out = table(root_src)
+        if out is None:
+            return main([])
+        sys.stdout.write(out)
+        return 0
+    for flag in ("--check-doc", "--write-doc"):
+        if flag in argv and argv.index(flag) + 1 < len(argv):
+            return doc(root_src, argv[argv.index(flag) + 1], flag == "--write-doc")
     dot = "--dot" in argv
     args = [a for a in argv if a != "--dot"]
     src = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
@@ -161,11 +264,7 @@ def main(argv):
     if cyc:
         print("cycle: " + " -> ".join(cyc))
         return 1
-    layers = {}
-    for n, deps in edges.items():
-        ln = os.path.dirname(n) or "."
-        ls = layers.setdefault(ln, set())
-        ls.update(os.path.dirname(d) or "." for d in deps if (os.path.dirname(d) or ".") != ln)
+    layers = layer_graph(edges)
     lseq, lcyc = order(layers)
     if lcyc:
         print("layer cycle: " + " -> ".join(lcyc))

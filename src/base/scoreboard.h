@@ -188,7 +188,7 @@ typedef struct enr_sb_quota {
     enr_sb_u64 pause_until_ms; /* no call before this (the provider's Retry-After), 0: none */
     enr_sb_u64 pauses;         /* pauses begun or lengthened */
     enr_sb_u64 tat_us;         /* upstream_max_calls_per_s: the bucket's theoretical arrival time */
-    /* why the pause holds (enum enr_api_verdict: throttled, quota, auth),
+    /* why the pause holds (the pause rank of a kind of base/upfail.h),
      * until when on the wall clock (Unix seconds, for operators), and the
      * provider's own word ("quotaExceeded"), printable ASCII: written by
      * the worker that set the pause, best effort (read, it is cleaned) */

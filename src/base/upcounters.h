@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "base/sources.h"
+#include "base/upfail.h"
 
 /* The sources a client counts for: enum enr_api_id (api.h) indexes them. */
 #define ENR_UP_SOURCES ENR_SOURCE_COUNT
@@ -22,10 +23,14 @@
 #define ENR_UP_FAIL_METRIC "enrichd_upstream_failures_total"
 #define ENR_UP_FAIL_HELP "Failed upstream calls by kind (current workers)."
 
+/* A row of ENR_UP_FAILS (upfail.h) as a row of ENR_UP_COUNTERS. */
+#define ENR_UP_FAIL_COUNTER(X, id, field, word, pause, breaker, degraded, help)                    \
+    X(field, ENR_UP_FAIL_METRIC, word, help)
+
 /* X(field, metric, kind, help): every counter is cumulative over the
  * client's life.  kind "": a family of its own named metric, and the
- * JSON key field; else a failure kind: the sample {kind="KIND"} of
- * ENR_UP_FAIL_METRIC and the key failures.KIND.  For the upstream
+ * JSON key field; else a failure kind, a row of base/upfail.h: the sample
+ * {kind="KIND"} of ENR_UP_FAIL_METRIC and the key failures.KIND.  For the upstream
  * source the samples carry no source label (the names dashboards know);
  * the others carry source="youtube", ... */
 #define ENR_UP_COUNTERS(X)                                                                         \
@@ -61,21 +66,7 @@
       "Quota units the API sources' calls spent (the provider's count: YouTube 1 a call).")        \
     X(refresh_deferred, "enrichd_upstream_refresh_deferred_total", "",                             \
       "Ids whose stale answer the day's budget did not let a call refresh.")                       \
-    X(fail_timeout, ENR_UP_FAIL_METRIC, "timeout", "no answer within the batch's deadline")        \
-    X(fail_connect, ENR_UP_FAIL_METRIC, "connect", "no connection (DNS, TCP, reset)")              \
-    X(fail_status, ENR_UP_FAIL_METRIC, "status", "an error status the others do not explain")      \
-    X(fail_body, ENR_UP_FAIL_METRIC, "body", "an answer not of the API's shape")                   \
-    X(fail_too_large, ENR_UP_FAIL_METRIC, "too_large", "an answer larger than its call needs")     \
-    X(skip_deadline, ENR_UP_FAIL_METRIC, "deadline", "not made: no time left in the batch")        \
-    X(fail_tls, ENR_UP_FAIL_METRIC, "tls", "TLS handshake or verification failed")                 \
-    X(fail_throttled, ENR_UP_FAIL_METRIC, "throttled",                                             \
-      "answered 429 (or 503 with Retry-After), or not made: the provider's pause or the rate")     \
-    X(fail_quota, ENR_UP_FAIL_METRIC, "quota",                                                     \
-      "the day's quota spent, or not made until it is back")                                       \
-    X(fail_auth, ENR_UP_FAIL_METRIC, "auth",                                                       \
-      "the key or token rejected, or not made until a reload (HUP)")                               \
-    X(skip_budget, ENR_UP_FAIL_METRIC, "budget",                                                   \
-      "not made: the day's budget is paced (its records keep stale or local values)")
+    ENR_UP_FAILS_WITH(ENR_UP_FAIL_COUNTER, X)
 
 /* The counters of one source. */
 typedef struct enr_up_counters {
@@ -91,6 +82,21 @@ enum {
 #undef ENR_UP_ROW
         ENR_UP_NCOUNTERS
 };
+
+/* The counter of failure kind (enum enr_up_fail, base/upfail.h) in c,
+ * NULL out of range. */
+static inline uint64_t *enr_up_fail_counter(enr_up_counters *c, int kind)
+{
+    switch (kind) {
+#define ENR_UP_FAIL_CASE(id, field, word, pause, breaker, degraded, help)                          \
+    case ENR_UP_F_##id:                                                                            \
+        return &c->field;
+        ENR_UP_FAILS(ENR_UP_FAIL_CASE)
+#undef ENR_UP_FAIL_CASE
+    default:
+        return NULL;
+    }
+}
 
 /* The table as data, for the surfaces that loop over it; off is the
  * counter's place in enr_up_counters (and, scaled, in the scoreboard's

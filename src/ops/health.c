@@ -29,7 +29,7 @@
 
 #include "upstream/api.h"
 #include "upstream/breaker.h"
-#include "upstream/quota.h"
+#include "base/upfail.h"
 #include "base/sockdiag.h"
 #include "base/clock.h"
 
@@ -228,7 +228,8 @@ static void key_rejected(enr_health *h, const enr_scoreboard *sb, char *text, si
         const enr_api *api = enr_api_get((int)i);
         char t[80], why[24];
         size_t k;
-        if (ENR_SB_GET(q->why) != ENR_QUOTA_WHY_AUTH || ENR_SB_GET(q->pause_until_ms) <= now)
+        if (enr_up_fail_of_pause(ENR_SB_GET(q->why)) != ENR_UP_F_AUTH ||
+            ENR_SB_GET(q->pause_until_ms) <= now)
             continue;
         for (k = 0; k + 1 < sizeof why && q->reason[k] != '\0'; k++)
             why[k] = q->reason[k] > 0x20 && q->reason[k] < 0x7f ? q->reason[k] : '?';

@@ -22,7 +22,7 @@
 #include "upstream/api.h"
 #include "upstream/breaker.h"
 #include "upstream/budget.h"
-#include "upstream/quota.h"
+#include "base/upfail.h"
 #include "base/clock.h"
 
 static void family(enr_buf *b, const char *name, const char *type, const char *help)
@@ -226,7 +226,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
                             const enr_pool_snap *ps)
 {
     uint64_t now = enr_mono_ms();
-    char l[96];
+    char l[96], words[64], help[160];
 
     render_up_counters(b, sb, c);
     family(b, "enrichd_upstream_breakers", "gauge",
@@ -255,14 +255,15 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
         sample_d(b, "enrichd_upstream_pause_seconds", src == ENR_API_UPSTREAM ? NULL : l,
                  until > now ? (double)(until - now) / 1000.0 : 0.0);
     }
-    family(b, "enrichd_upstream_paused", "gauge",
-           "1 while the source's pause holds, labelled with why (throttled, quota, auth).");
+    enr_up_pause_words(words, sizeof words);
+    snprintf(help, sizeof help, "1 while the source's pause holds, labelled with why (%s).", words);
+    family(b, "enrichd_upstream_paused", "gauge", help);
     for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
         uint64_t until = ENR_SB_GET(sb->quota[src].pause_until_ms);
         if (!source_shown(c, src))
             continue;
         snprintf(l, sizeof l, "{source=\"%s\",why=\"%s\"}", enr_config_source_names[src],
-                 until > now ? enr_quota_why_name(ENR_SB_GET(sb->quota[src].why)) : "none");
+                 enr_up_pause_name(until > now ? ENR_SB_GET(sb->quota[src].why) : 0));
         sample_u(b, "enrichd_upstream_paused", l, until > now);
     }
     family(b, "enrichd_upstream_pauses_total", "counter",

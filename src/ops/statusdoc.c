@@ -13,7 +13,7 @@
 #include "upstream/api.h"
 #include "upstream/breaker.h"
 #include "upstream/budget.h"
-#include "upstream/quota.h"
+#include "base/upfail.h"
 #include "base/clock.h"
 #include "engine/contract.h"
 
@@ -159,7 +159,7 @@ json_object *enr_pause_doc(const enr_scoreboard *sb, unsigned src, uint64_t now)
     if (until <= now)
         return o;
     copy_text(reason, q->reason, sizeof reason);
-    add_s(o, "why", enr_quota_why_name(ENR_SB_GET(q->why)));
+    add_s(o, "why", enr_up_pause_name(ENR_SB_GET(q->why)));
     if (reason[0])
         add_s(o, "reason", reason);
     if (wall > 0 && gmtime_r(&wall, &tm) != NULL)

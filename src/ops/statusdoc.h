@@ -24,7 +24,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full);
 
 /* The /healthz body: verdict, reasons and the window's numbers. */
 /* Source src's host-wide pause (quota.h): paused, and when it is, why
- * (throttled, quota, auth), the provider's word and until when. */
+ * (its kind's word, base/upfail.h), the provider's word and until when. */
 json_object *enr_pause_doc(const enr_scoreboard *sb, unsigned src, uint64_t now_mono_ms);
 
 json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_scoreboard *sb);

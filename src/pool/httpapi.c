@@ -3,9 +3,9 @@
  * read the body, parse, enrich, emit, answer.
  *
  * Invariants:
- *  - Each step returns an outcome (ENR_API_OUTCOMES); the answer is
+ *  - Each step returns an outcome (ENR_REQ_OUTCOMES); the answer is
  *    written in one place (answer()) from that outcome and its status
- *    (enr_api_status), so a status is decided once per request.
+ *    (enr_req_status), so a status is decided once per request.
  *  - A body is whole or refused: one cut short (or longer) than it was
  *    announced is never parsed as if it were the batch.
  *  - Only an answered batch counts records (a 499 answered nothing).
@@ -38,13 +38,13 @@
  * the few milliseconds of work a gone caller could waste. */
 #define CALLER_FRESH_MS 5
 
-static const int outcome_status[ENR_API_N] = {
-#define ENR_API_STATUS(name, status) status,
-    ENR_API_OUTCOMES(ENR_API_STATUS)
-#undef ENR_API_STATUS
+static const int outcome_status[ENR_REQ_N] = {
+#define ENR_REQ_STATUS(name, status) status,
+    ENR_REQ_OUTCOMES(ENR_REQ_STATUS)
+#undef ENR_REQ_STATUS
 };
 
-int enr_api_status(enr_api_outcome o, const enr_error *err)
+int enr_req_status(enr_req_outcome o, const enr_error *err)
 {
     int s = outcome_status[o];
 
@@ -121,21 +121,21 @@ static void send_batch(enr_worker *w, size_t degraded)
 }
 
 /* The one place a request's outcome becomes what is sent. */
-static void answer(enr_worker *w, enr_api_outcome o, int status, enr_error *err, size_t degraded)
+static void answer(enr_worker *w, enr_req_outcome o, int status, enr_error *err, size_t degraded)
 {
     char extra[48];
 
     switch (o) {
-    case ENR_API_OK:
+    case ENR_REQ_OK:
         send_batch(w, degraded);
         return;
-    case ENR_API_NOT_POST:
+    case ENR_REQ_NOT_POST:
         send_response(w, status, "text/plain", "Allow: POST\r\n", "method not allowed", 18);
         return;
-    case ENR_API_CALLER_GONE:
-    case ENR_API_ANSWER_LOST:
+    case ENR_REQ_CALLER_GONE:
+    case ENR_REQ_ANSWER_LOST:
         return;
-    case ENR_API_SHED:
+    case ENR_REQ_SHED:
         /* nothing was done: the front may try another host */
         snprintf(extra, sizeof extra, "Retry-After: %u\r\n", enr_shed_retry_after_s(w->cfg));
         err->status = status;
@@ -191,23 +191,23 @@ static int caller_gone(enr_worker *w, const char *when)
 
 /* Route, method, and the wait for a worker (shed.h): answered before the
  * body is read, so a shed costs a worker a few microseconds. */
-static enr_api_outcome admit(enr_worker *w, enr_error *err)
+static enr_req_outcome admit(enr_worker *w, enr_error *err)
 {
     const char *method = FCGX_GetParam("REQUEST_METHOD", w->req.envp);
 
     if (enr_route_find(w->req.envp, ENR_ROUTES(engine_routes)) < 0) {
         say(err, "not found");
-        return ENR_API_NOT_FOUND;
+        return ENR_REQ_NOT_FOUND;
     }
     if (method == NULL || strcmp(method, "POST") != 0)
-        return ENR_API_NOT_POST;
+        return ENR_REQ_NOT_POST;
     if (enr_shed_due(w->cfg, overload_wait_ms(w))) {
         ENR_SB_ADD(w->slot->shed, 1);
         say(err, "overloaded: waited %" PRIu64 " ms for a worker (queue_timeout_ms %u)", w->wait_ms,
             w->cfg->queue_timeout_ms);
-        return ENR_API_SHED;
+        return ENR_REQ_SHED;
     }
-    return ENR_API_OK;
+    return ENR_REQ_OK;
 }
 
 /* ---- the body ----------------------------------------------------------- */
@@ -221,7 +221,7 @@ static int body_timed_out(enr_worker *w)
 }
 
 /* Why the body's read failed, said in the log and in err. */
-static enr_api_outcome body_failed(enr_worker *w, enr_error *err)
+static enr_req_outcome body_failed(enr_worker *w, enr_error *err)
 {
     const enr_config *c = w->cfg;
 
@@ -230,7 +230,7 @@ static enr_api_outcome body_failed(enr_worker *w, enr_error *err)
          * allocation failure, and counted as a 5xx. */
         enr_log(ENR_LOG_ERROR, "request body read failed: out of memory", "bytes=%zu", w->body.len);
         say(err, "out of memory");
-        return ENR_API_NO_MEMORY;
+        return ENR_REQ_NO_MEMORY;
     }
     if (body_timed_out(w) && !hung_up(w->req.ipcFd)) {
         /* A front end that streams the body as the client sends it,
@@ -240,12 +240,12 @@ static enr_api_outcome body_failed(enr_worker *w, enr_error *err)
                 c->body_timeout_ms);
         say(err, "request body not received within body_timeout_ms (%u), %u ms a read",
             c->body_timeout_ms, w->conn.read_ms);
-        return ENR_API_BODY_TIMEOUT;
+        return ENR_REQ_BODY_TIMEOUT;
     }
     /* nginx gave up sending the body: nobody to answer */
     enr_log(ENR_LOG_WARN, "request body read failed", "error=%s",
             w->conn.input_err != 0 ? enr_log_errno(w->conn.input_err) : "eof");
-    return ENR_API_CALLER_GONE;
+    return ENR_REQ_CALLER_GONE;
 }
 
 /* The body is read straight into w->body by enrichd's record reader
@@ -254,7 +254,7 @@ static enr_api_outcome body_failed(enr_worker *w, enr_error *err)
  * so a peer dripping it a byte at a time is cut by the worker itself
  * before the master's kill (each wait is also bounded by the read
  * timeout). */
-static enr_api_outcome read_body(enr_worker *w, enr_error *err)
+static enr_req_outcome read_body(enr_worker *w, enr_error *err)
 {
     size_t max = w->cfg->max_body_bytes;
     size_t expect = enr_fcgi_content_length(FCGX_GetParam("CONTENT_LENGTH", w->req.envp));
@@ -277,18 +277,18 @@ static enr_api_outcome read_body(enr_worker *w, enr_error *err)
         goto too_large;
     if (expect != SIZE_MAX && w->body.len != expect) {
         say(err, "body of %zu bytes received, CONTENT_LENGTH %zu", w->body.len, expect);
-        return ENR_API_BODY_LENGTH;
+        return ENR_REQ_BODY_LENGTH;
     }
-    return ENR_API_OK;
+    return ENR_REQ_OK;
 too_large:
     say(err, "body larger than %zu bytes", max);
-    return ENR_API_BODY_TOO_LARGE;
+    return ENR_REQ_BODY_TOO_LARGE;
 }
 
 /* ---- the work ----------------------------------------------------------- */
 
 /* The batch parsed from the body; the body is freed if it was large. */
-static enr_api_outcome parse(enr_worker *w, enr_error *err)
+static enr_req_outcome parse(enr_worker *w, enr_error *err)
 {
     const enr_config *c = w->cfg;
     int r;
@@ -301,41 +301,41 @@ static enr_api_outcome parse(enr_worker *w, enr_error *err)
     /* The records hold copies of what they need: a big body goes now,
      * before the output is built next to it. */
     enr_buf_shrink(&w->body, ENR_KEEP_BYTES);
-    return r != 0 ? ENR_API_REJECTED : ENR_API_OK;
+    return r != 0 ? ENR_REQ_REJECTED : ENR_REQ_OK;
 }
 
 /* The upstream's poster art and runtime, by the request's deadline and
  * upstream_timeout_ms; *degraded: the records answered without them. */
-static enr_api_outcome enrich(enr_worker *w, uint64_t deadline, size_t *degraded)
+static enr_req_outcome enrich(enr_worker *w, uint64_t deadline, size_t *degraded)
 {
     uint64_t up_deadline;
 
     if (w->upstream == NULL || w->batch.n == 0)
-        return ENR_API_OK;
+        return ENR_REQ_OK;
     up_deadline = enr_mono_ms() + w->cfg->upstream_timeout_ms;
     if (caller_gone(w, "caller gone before upstream call"))
-        return ENR_API_CALLER_GONE;
+        return ENR_REQ_CALLER_GONE;
     *degraded = enr_upstream_enrich(w->upstream, &w->batch,
                                     up_deadline < deadline ? up_deadline : deadline);
     enr_worker_publish_upstream(w);
-    return ENR_API_OK;
+    return ENR_REQ_OK;
 }
 
 /* The NDJSON answer into w->out; past max_output_bytes the cut output
  * is dropped, never sent. */
-static enr_api_outcome emit(enr_worker *w, enr_error *err)
+static enr_req_outcome emit(enr_worker *w, enr_error *err)
 {
     enr_buf_reset(&w->out);
     if (enr_emit(w->engine, &w->batch, enr_wall_ms, &w->out, err) != 0) {
         enr_buf_reset(&w->out);
-        return ENR_API_REJECTED;
+        return ENR_REQ_REJECTED;
     }
     if (w->out.oom) {
         say(err, "out of memory");
-        return ENR_API_NO_MEMORY;
+        return ENR_REQ_NO_MEMORY;
     }
     enr_hook_plant(&w->out);
-    return ENR_API_OK;
+    return ENR_REQ_OK;
 }
 
 /* The worker's deadline: request_timeout_ms from the work's start, less
@@ -351,12 +351,12 @@ static uint64_t work_deadline(const enr_config *c, uint64_t work_start)
 
 #define STEP(call)                                                                                 \
     do {                                                                                           \
-        enr_api_outcome step_ = (call);                                                            \
-        if (step_ != ENR_API_OK)                                                                   \
+        enr_req_outcome step_ = (call);                                                            \
+        if (step_ != ENR_REQ_OK)                                                                   \
             return step_;                                                                          \
     } while (0)
 
-static enr_api_outcome run(enr_worker *w, enr_error *err, size_t *degraded)
+static enr_req_outcome run(enr_worker *w, enr_error *err, size_t *degraded)
 {
     uint64_t work_start, deadline;
 
@@ -366,7 +366,7 @@ static enr_api_outcome run(enr_worker *w, enr_error *err, size_t *degraded)
     work_start = enr_mono_ms();
     ENR_SB_SET(w->slot->work_start_mono_ms, work_start);
     if (caller_gone(w, "caller gone before the engine"))
-        return ENR_API_CALLER_GONE;
+        return ENR_REQ_CALLER_GONE;
     enr_hook_hang(w->req.envp); /* a stuck request: the master's job */
     STEP(parse(w, err));
     deadline = work_deadline(w->cfg, work_start);
@@ -374,10 +374,10 @@ static enr_api_outcome run(enr_worker *w, enr_error *err, size_t *degraded)
     enr_hook_slow(w->req.envp); /* slow work: the worker's own deadline */
     if (enr_mono_ms() >= deadline) {
         say(err, "request deadline exceeded");
-        return ENR_API_DEADLINE;
+        return ENR_REQ_DEADLINE;
     }
     if (caller_gone(w, "caller gone before the answer"))
-        return ENR_API_CALLER_GONE;
+        return ENR_REQ_CALLER_GONE;
     return emit(w, err);
 }
 
@@ -385,19 +385,19 @@ void enr_api_handle(enr_worker *w, enr_api_result *o)
 {
     enr_error err;
     size_t degraded = 0;
-    enr_api_outcome out = run(w, &err, &degraded);
+    enr_req_outcome out = run(w, &err, &degraded);
 
     memset(o, 0, sizeof *o);
     o->outcome = out;
-    o->status = enr_api_status(out, &err);
+    o->status = enr_req_status(out, &err);
     answer(w, out, o->status, &err, degraded);
-    if (out == ENR_API_OK) {
+    if (out == ENR_REQ_OK) {
         o->rec_in = w->batch.elements;
         o->rec_out = w->batch.n;
         o->degraded = degraded;
     }
     if (w->answer_lost) {
-        o->outcome = ENR_API_ANSWER_LOST;
-        o->status = enr_api_status(ENR_API_ANSWER_LOST, &err);
+        o->outcome = ENR_REQ_ANSWER_LOST;
+        o->status = enr_req_status(ENR_REQ_ANSWER_LOST, &err);
     }
 }

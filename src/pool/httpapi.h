@@ -3,9 +3,9 @@
  * out (routes, method, shedding, the body, the engine and the upstream
  * client, the NDJSON answer or a JSON error).
  *
- * Every way a request ends is one row of ENR_API_OUTCOMES with its HTTP
+ * Every way a request ends is one row of ENR_REQ_OUTCOMES with its HTTP
  * status: the status each answer carries, the one the scoreboard counts
- * and the one the logs show all come from that row (enr_api_status).
+ * and the one the logs show all come from that row (enr_req_status).
  */
 #ifndef ENR_HTTPAPI_H
 #define ENR_HTTPAPI_H
@@ -23,7 +23,7 @@
 
 /* X(NAME, STATUS): STATUS 0 is the engine's own (enr_error.status: 400,
  * 413, 500), for a batch it refused or an answer past max_output_bytes. */
-#define ENR_API_OUTCOMES(X)                                                                        \
+#define ENR_REQ_OUTCOMES(X)                                                                        \
     X(OK, 200)             /* answered; before the answer: nothing wrong yet */                    \
     X(NOT_FOUND, 404)      /* a path that is none of the routes */                                 \
     X(NOT_POST, 405)       /* a route asked with another method */                                 \
@@ -38,20 +38,20 @@
     X(ANSWER_LOST, ENR_SB_STATUS_CLIENT_GONE) /* the answer's write failed */
 
 typedef enum {
-#define ENR_API_ENUM(name, status) ENR_API_##name,
-    ENR_API_OUTCOMES(ENR_API_ENUM)
-#undef ENR_API_ENUM
-        ENR_API_N
-} enr_api_outcome;
+#define ENR_REQ_ENUM(name, status) ENR_REQ_##name,
+    ENR_REQ_OUTCOMES(ENR_REQ_ENUM)
+#undef ENR_REQ_ENUM
+        ENR_REQ_N
+} enr_req_outcome;
 
 /* The HTTP status of outcome o; err is the engine's error (read for
- * ENR_API_REJECTED only). */
-int enr_api_status(enr_api_outcome o, const enr_error *err);
+ * ENR_REQ_REJECTED only). */
+int enr_req_status(enr_req_outcome o, const enr_error *err);
 
 /* What one request did, for the scoreboard and the logs: its status and,
  * for an answered batch, its records in and out and those degraded. */
 typedef struct enr_api_result {
-    enr_api_outcome outcome;
+    enr_req_outcome outcome;
     int status;
     uint64_t rec_in, rec_out, degraded;
 } enr_api_result;

@@ -28,14 +28,17 @@
 static void upstream_classify(int status, const char *body, size_t len, const enr_api_headers *h,
                               int64_t now, enr_api_outcome *out)
 {
+    int pause;
+
     enr_api_outcome_init(out);
     if (status >= 200 && status < 300)
         return;
     out->until = enr_api_retry_after(h, now);
-    if (status == 429 || (status == 503 && out->until != 0))
-        out->verdict = ENR_API_V_THROTTLED;
+    pause = enr_api_upstream_pause(status, out->until != 0);
+    if (pause >= 0)
+        out->verdict = pause;
     else
-        out->verdict = status >= 500 ? ENR_API_V_SERVER : enr_api_status_verdict(status);
+        out->verdict = status >= 500 ? ENR_UP_F_STATUS : enr_api_status_verdict(status);
 }
 
 static const enr_api api_upstream = {
@@ -102,16 +105,9 @@ int enr_api_by_name(const char *name)
     return -1;
 }
 
-const char *enr_api_verdict_name(int verdict)
+int enr_api_upstream_pause(int status, int has_retry_after)
 {
-    static const char *const v[] = {
-#define ENR_API_VERDICT_NAME(name, text) text,
-        ENR_API_VERDICT_LIST(ENR_API_VERDICT_NAME)
-#undef ENR_API_VERDICT_NAME
-    };
-    if (verdict < 0 || (size_t)verdict >= sizeof v / sizeof v[0])
-        return "unknown";
-    return v[verdict];
+    return status == 429 || (status == 503 && has_retry_after) ? ENR_UP_F_THROTTLED : -1;
 }
 
 /* ---- ids and URLs ---- */
@@ -198,12 +194,12 @@ int enr_api_status_verdict(int status)
     if (status >= 200 && status < 300)
         return ENR_API_V_OK;
     if (status == 401 || status == 403)
-        return ENR_API_V_AUTH;
+        return ENR_UP_F_AUTH;
     if (status == 429)
-        return ENR_API_V_THROTTLED;
+        return ENR_UP_F_THROTTLED;
     if (status >= 300 && status < 500)
         return ENR_API_V_CONFIG;
-    return ENR_API_V_SERVER;
+    return ENR_UP_F_STATUS;
 }
 
 int64_t enr_api_retry_after(const enr_api_headers *h, int64_t now)

@@ -25,6 +25,7 @@
 
 #include "base/buf.h"
 #include "base/sources.h"
+#include "base/upfail.h"
 #include "upstream/upstream_reply.h"
 
 /* The sources a provider's records can be enriched from, numbered as
@@ -39,19 +40,15 @@ enum enr_api_id {
         ENR_API_COUNT = ENR_SOURCE_COUNT
 };
 
-/* What a non-200 answer (or a 200 carrying an API error) means. */
-#define ENR_API_VERDICT_LIST(X)                                                                    \
-    X(OK, "ok")               /* not an error */                                                   \
-    X(THROTTLED, "throttled") /* slow down: retry after *until (0: unknown) */                     \
-    X(QUOTA, "quota")         /* the day's quota is spent: until *until */                         \
-    X(AUTH, "auth")           /* key or token rejected: the operator's fault, until a reload */    \
-    X(CONFIG, "config")       /* request refused as malformed: the operator's or ours */           \
-    X(SERVER, "server")       /* the provider failed: the breaker's business */
-
+/* What a non-200 answer (or a 200 carrying an API error) means: how the
+ * call ended, a failure kind of base/upfail.h with a pause rank (the
+ * provider asked to slow down: retry after *until, 0 unknown; its day's
+ * quota is spent: until *until; the key or token rejected: the
+ * operator's fault, until a reload) or ENR_UP_F_STATUS (the provider
+ * failed: the breaker's business); or one of these two. */
 enum enr_api_verdict {
-#define ENR_API_VERDICT_ENUM(name, text) ENR_API_V_##name,
-    ENR_API_VERDICT_LIST(ENR_API_VERDICT_ENUM)
-#undef ENR_API_VERDICT_ENUM
+    ENR_API_V_OK = ENR_UP_NFAILS, /* not an error */
+    ENR_API_V_CONFIG              /* request refused as malformed: the operator's or ours */
 };
 
 /* One answer's headers that the classifiers read, already split by the
@@ -73,7 +70,7 @@ enum enr_api_day {
 
 /* What a classifier concluded. */
 typedef struct enr_api_outcome {
-    int verdict;     /* enum enr_api_verdict */
+    int verdict;     /* enum enr_api_verdict, or a failure kind (above) */
     int64_t until;   /* wall clock, Unix seconds: the pause's end; 0 = none given */
     long remaining;  /* the rate limit's calls left on any answer, -1 = absent */
     char reason[64]; /* the API's own word ("quotaExceeded", "keyInvalid", "2101"),
@@ -127,6 +124,11 @@ typedef struct enr_api {
  * objects fits the per-call bound, a call for fewer ids is held to less. */
 size_t enr_api_item_cap(int src, size_t id_len);
 
+/* The aggregator protocol's one pause rule (docs/upstream.md), read by
+ * its classifier and by the client for its calls: 429, or 503 with a
+ * Retry-After, asks to slow down; the kind that pause stands for, or -1. */
+int enr_api_upstream_pause(int status, int has_retry_after);
+
 /* The row of a source; NULL for an id out of range. */
 const enr_api *enr_api_get(int id);
 /* What source id's secret is called, for operators: its row's noun in
@@ -135,7 +137,6 @@ const enr_api *enr_api_get(int id);
 const char *enr_api_secret_noun(int id);
 /* The source of a config value ("youtube"), or -1. */
 int enr_api_by_name(const char *name);
-const char *enr_api_verdict_name(int verdict);
 
 /* ISO 8601 durations as YouTube writes them (PT4M13S, PT1H2M3S,
  * P1DT2H3M4S, P0D, PT0S; weeks, fractions of the last unit).  Returns 0

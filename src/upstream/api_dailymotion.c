@@ -126,10 +126,10 @@ static void dm_classify(int status, const char *body, size_t len, const enr_api_
     enr_api_outcome_init(out);
     if (status >= 200 && status < 300)
         return;
-    out->verdict = status == 403 ? ENR_API_V_THROTTLED : enr_api_status_verdict(status);
+    out->verdict = status == 403 ? ENR_UP_F_THROTTLED : enr_api_status_verdict(status);
     (void)enr_api_fields(body, len, &type, 1);
     enr_api_set_reason(out, type.text, type.len);
-    if (out->verdict == ENR_API_V_THROTTLED)
+    if (out->verdict == ENR_UP_F_THROTTLED)
         out->until = enr_api_retry_after(h, now);
 }
 

@@ -52,8 +52,8 @@ void enr_api_outcome_init(struct enr_api_outcome *o);
  * to the reason's size. */
 void enr_api_set_reason(struct enr_api_outcome *o, const char *s, size_t n);
 /* What a status means when the body says nothing more: 2xx OK, 401 and
- * 403 AUTH, 429 THROTTLED, other 4xx (and 3xx: a redirect is a wrong
- * URL) CONFIG, the rest SERVER. */
+ * 403 a refused key, 429 a slow-down, other 4xx (and 3xx: a redirect is
+ * a wrong URL) CONFIG, the rest the provider's failure (api.h). */
 int enr_api_status_verdict(int status);
 /* Retry-After as the wall clock's end of the pause, 0 when absent or
  * unreadable; at most ENR_RETRY_AFTER_MAX_S away. */

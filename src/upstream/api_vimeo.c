@@ -206,7 +206,7 @@ static void vm_classify(int status, const char *body, size_t len, const enr_api_
     out->verdict = enr_api_status_verdict(status);
     (void)enr_api_fields(body, len, &code, 1);
     enr_api_set_reason(out, code.text, code.len);
-    if (out->verdict == ENR_API_V_THROTTLED && h != NULL) {
+    if (out->verdict == ENR_UP_F_THROTTLED && h != NULL) {
         out->until = enr_api_reset_until(h->ratelimit_reset, h->ratelimit_reset_len, now);
         if (out->until == 0)
             out->until = enr_api_retry_after(h, now);

@@ -313,23 +313,23 @@ static const struct {
     const char *word;
     int verdict;
 } reasons[] = {
-    {"quotaExceeded", ENR_API_V_QUOTA},
-    {"dailyLimitExceeded", ENR_API_V_QUOTA},
-    {"rateLimitExceeded", ENR_API_V_THROTTLED},
-    {"userRateLimitExceeded", ENR_API_V_THROTTLED},
-    {"RATE_LIMIT_EXCEEDED", ENR_API_V_THROTTLED},
-    {"keyInvalid", ENR_API_V_AUTH},
-    {"keyExpired", ENR_API_V_AUTH},
-    {"accessNotConfigured", ENR_API_V_AUTH},
-    {"forbidden", ENR_API_V_AUTH},
-    {"ipRefererBlocked", ENR_API_V_AUTH},
-    {"dailyLimitExceededUnreg", ENR_API_V_AUTH}, /* no key reached the API */
-    {"API_KEY_INVALID", ENR_API_V_AUTH},
-    {"API_KEY_EXPIRED", ENR_API_V_AUTH},
-    {"API_KEY_SERVICE_BLOCKED", ENR_API_V_AUTH},
-    {"API_KEY_HTTP_REFERRER_BLOCKED", ENR_API_V_AUTH},
-    {"API_KEY_IP_ADDRESS_BLOCKED", ENR_API_V_AUTH},
-    {"SERVICE_DISABLED", ENR_API_V_AUTH},
+    {"quotaExceeded", ENR_UP_F_QUOTA},
+    {"dailyLimitExceeded", ENR_UP_F_QUOTA},
+    {"rateLimitExceeded", ENR_UP_F_THROTTLED},
+    {"userRateLimitExceeded", ENR_UP_F_THROTTLED},
+    {"RATE_LIMIT_EXCEEDED", ENR_UP_F_THROTTLED},
+    {"keyInvalid", ENR_UP_F_AUTH},
+    {"keyExpired", ENR_UP_F_AUTH},
+    {"accessNotConfigured", ENR_UP_F_AUTH},
+    {"forbidden", ENR_UP_F_AUTH},
+    {"ipRefererBlocked", ENR_UP_F_AUTH},
+    {"dailyLimitExceededUnreg", ENR_UP_F_AUTH}, /* no key reached the API */
+    {"API_KEY_INVALID", ENR_UP_F_AUTH},
+    {"API_KEY_EXPIRED", ENR_UP_F_AUTH},
+    {"API_KEY_SERVICE_BLOCKED", ENR_UP_F_AUTH},
+    {"API_KEY_HTTP_REFERRER_BLOCKED", ENR_UP_F_AUTH},
+    {"API_KEY_IP_ADDRESS_BLOCKED", ENR_UP_F_AUTH},
+    {"SERVICE_DISABLED", ENR_UP_F_AUTH},
 };
 
 /* Messages that say what an older reason word said: the word stands in
@@ -373,15 +373,15 @@ static void yt_classify(int status, const char *body, size_t len, const enr_api_
         enr_api_set_reason(out, w->text, w->len);
         for (size_t i = 0; f[F_MESSAGE].found && i < sizeof messages / sizeof messages[0]; i++)
             if (strncmp(f[F_MESSAGE].text, messages[i].prefix, strlen(messages[i].prefix)) == 0) {
-                v = ENR_API_V_AUTH;
+                v = ENR_UP_F_AUTH;
                 enr_api_set_reason(out, messages[i].word, strlen(messages[i].word));
             }
     }
     if (v >= 0 && status < 500)
         out->verdict = v; /* a 5xx is the provider's failure whatever it says */
-    if (out->verdict == ENR_API_V_QUOTA)
+    if (out->verdict == ENR_UP_F_QUOTA)
         out->until = enr_pacific_next_midnight(now);
-    else if (out->verdict == ENR_API_V_THROTTLED)
+    else if (out->verdict == ENR_UP_F_THROTTLED)
         out->until = enr_api_retry_after(h, now);
 }
 

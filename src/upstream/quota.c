@@ -20,6 +20,7 @@
  */
 #include "upstream/quota.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -233,9 +234,10 @@ uint64_t enr_quota_resume(enr_sb_quota *sh, uint64_t now_ms)
     return was > now_ms ? was - now_ms : 0;
 }
 
-void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long status)
+void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long status, int why)
 {
     uint64_t until, cur;
+    char msg[96];
 
     if (delay_s < ENR_THROTTLE_DEFAULT_S)
         delay_s = ENR_THROTTLE_DEFAULT_S;
@@ -251,34 +253,35 @@ void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long statu
     } while (!atomic_compare_exchange_weak_explicit(&q->sh->pause_until_ms, &cur, until,
                                                     memory_order_relaxed, memory_order_relaxed));
     ENR_SB_ADD(q->sh->pauses, 1);
-    ENR_SB_SET(q->sh->why, ENR_QUOTA_WHY_THROTTLED);
+    ENR_SB_SET(q->sh->why, why >= 0 && why < ENR_UP_NFAILS ? enr_up_fail_rows[why].pause : 0);
     ENR_SB_SET(q->sh->until_wall_s, (uint64_t)time(NULL) + delay_s);
     q->sh->reason[0] = '\0';
-    /* Once per pause: calls that meet it are counted (throttled), not logged. */
-    if (cur <= now_ms)
-        enr_log(ENR_LOG_WARN, "upstream throttled: no calls until the provider's quota allows",
-                "status=%ld pause_s=%u", status, delay_s);
-    else
-        enr_log(ENR_LOG_WARN, "upstream throttled: pause lengthened", "status=%ld pause_s=%u",
-                status, delay_s);
+    /* Once per pause: calls that meet it are counted (by its kind), not logged. */
+    snprintf(msg, sizeof msg, "upstream %s: %s", enr_up_fail_name(why),
+             cur <= now_ms ? "no calls until the provider's quota allows" : "pause lengthened");
+    enr_log(ENR_LOG_WARN, msg, "status=%ld pause_s=%u", status, delay_s);
 }
 
 int enr_quota_hold(enr_quota *q, uint64_t now_ms, uint64_t delay_ms, int why, int64_t until_wall_s,
                    const char *reason)
 {
-    uint64_t until = now_ms + (delay_ms ? delay_ms : 1), cur;
+    uint64_t until = now_ms + (delay_ms ? delay_ms : 1), cur, rank;
     size_t i = 0;
+
+    if (why < 0 || why >= ENR_UP_NFAILS || enr_up_fail_rows[why].pause == 0)
+        return 0; /* not a reason a pause holds for */
+    rank = enr_up_fail_rows[why].pause;
 
     cur = atomic_load_explicit(&q->sh->pause_until_ms, memory_order_relaxed);
     do {
         /* As long already (within a second: the other answers to calls in
          * flight when the first came), and for a reason as strong. */
-        if (cur > now_ms && cur + 1000u >= until && ENR_SB_GET(q->sh->why) >= (uint64_t)why)
+        if (cur > now_ms && cur + 1000u >= until && ENR_SB_GET(q->sh->why) >= rank)
             return 0;
     } while (!atomic_compare_exchange_weak_explicit(&q->sh->pause_until_ms, &cur, until,
                                                     memory_order_relaxed, memory_order_relaxed));
     ENR_SB_ADD(q->sh->pauses, 1);
-    ENR_SB_SET(q->sh->why, (uint64_t)why);
+    ENR_SB_SET(q->sh->why, rank);
     ENR_SB_SET(q->sh->until_wall_s, (uint64_t)(until_wall_s > 0 ? until_wall_s : 0));
     for (; reason != NULL && reason[i] != '\0' && i + 1 < sizeof q->sh->reason; i++)
         q->sh->reason[i] = reason[i] > 0x20 && reason[i] < 0x7f ? reason[i] : '?';
@@ -289,23 +292,17 @@ int enr_quota_hold(enr_quota *q, uint64_t now_ms, uint64_t delay_ms, int why, in
 int enr_quota_why(const enr_quota *q, uint64_t now_ms)
 {
     if (ENR_SB_GET(q->sh->pause_until_ms) <= now_ms)
-        return ENR_QUOTA_WHY_NONE;
-    return (int)ENR_SB_GET(q->sh->why);
+        return -1;
+    return enr_up_fail_of_pause(ENR_SB_GET(q->sh->why));
 }
 
 void enr_quota_clear_auth(enr_sb_quota q[ENR_UP_SOURCES])
 {
     for (unsigned i = 0; i < ENR_UP_SOURCES; i++) {
         uint64_t cur = ENR_SB_GET(q[i].pause_until_ms);
-        if (ENR_SB_GET(q[i].why) == ENR_QUOTA_WHY_AUTH &&
+        if (enr_up_fail_of_pause(ENR_SB_GET(q[i].why)) == ENR_UP_F_AUTH &&
             atomic_compare_exchange_strong_explicit(&q[i].pause_until_ms, &cur, 0,
                                                     memory_order_relaxed, memory_order_relaxed))
             enr_log(ENR_LOG_INFO, "reload: the pause for a refused key ends", "source=%u", i);
     }
-}
-
-const char *enr_quota_why_name(uint64_t why)
-{
-    static const char *const names[] = {"none", "throttled", "quota", "auth"};
-    return why < sizeof names / sizeof names[0] ? names[why] : "unknown";
 }

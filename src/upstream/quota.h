@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "base/scoreboard.h"
+#include "base/upfail.h"
 
 #define ENR_RETRY_AFTER_MAX_S 3600 /* the longest pause a provider can impose */
 #define ENR_THROTTLE_DEFAULT_S 1   /* a 429 without a usable Retry-After, or Retry-After: 0 */
@@ -50,35 +51,31 @@ int enr_quota_take(enr_quota *q, uint64_t now_ms);
  * given, for the tests. */
 int enr_quota_take_at(enr_quota *q, uint64_t now_ms, uint64_t now_us);
 
-/* The provider answered status with a wait of delay_s (Retry-After,
- * clamped to 1..ENR_RETRY_AFTER_MAX_S): no call from any worker before
- * now_ms + delay.  A pause is only ever lengthened; the worker that
- * lengthens it logs it (once per pause, not once per call). */
-void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long status);
+/* The provider answered status, a call that ended as why (a kind of
+ * enum enr_up_fail with a pause rank: base/upfail.h), with a wait of
+ * delay_s (Retry-After, clamped to 1..ENR_RETRY_AFTER_MAX_S): no call
+ * from any worker before now_ms + delay.  A pause is only ever
+ * lengthened; the worker that lengthens it logs it in the kind's word
+ * (once per pause, not once per call). */
+void enr_quota_pause(enr_quota *q, uint64_t now_ms, unsigned delay_s, long status, int why);
 
-/* Why a source's pause holds (enr_sb_quota.why): the provider asked to
- * slow down, its day's quota is spent, or it refused the key.  Ordered:
- * a stronger reason is never replaced by a weaker one of the same length. */
-enum enr_quota_why {
-    ENR_QUOTA_WHY_NONE = 0,
-    ENR_QUOTA_WHY_THROTTLED,
-    ENR_QUOTA_WHY_QUOTA,
-    ENR_QUOTA_WHY_AUTH
-};
+/* Why a source's pause holds is a failure kind with a pause rank
+ * (base/upfail.h: the provider asked to slow down, its day's quota is
+ * spent, or it refused the key); enr_sb_quota.why stores the rank, whose
+ * word enr_up_pause_name() gives.  A stronger reason is never replaced
+ * by a weaker one of the same length. */
 
-/* "none", "throttled", "quota", "auth" ("unknown" out of range). */
-const char *enr_quota_why_name(uint64_t why);
-
-/* A pause of delay_ms from now_ms for why (enum enr_quota_why), ending at until_wall_s on the wall
- * clock (for operators), with the provider's word reason (NULL: none; kept printable ASCII).  No
- * clamp: a spent quota holds until midnight Pacific time. Only ever lengthened; 1 when this call
- * began or lengthened the pause (its caller says so in the log), 0 when one as long held already.
- */
+/* A pause of delay_ms from now_ms for why (a kind of enum enr_up_fail with
+ * a pause rank; another holds nothing), ending at until_wall_s on the wall
+ * clock (for operators), with the provider's word reason (NULL: none; kept
+ * printable ASCII).  No clamp: a spent quota holds until midnight Pacific
+ * time.  Only ever lengthened; 1 when this call began or lengthened the
+ * pause (its caller says so in the log), 0 when one as long held already. */
 int enr_quota_hold(enr_quota *q, uint64_t now_ms, uint64_t delay_ms, int why, int64_t until_wall_s,
                    const char *reason);
 
-/* Why the pause holding at now_ms holds (enum enr_quota_why), or
- * ENR_QUOTA_WHY_NONE when none does. */
+/* Why the pause holding at now_ms holds (its kind, enum enr_up_fail), or
+ * -1 when none does. */
 int enr_quota_why(const enr_quota *q, uint64_t now_ms);
 
 /* A reload (HUP): the pauses for a refused key end (the new

@@ -422,12 +422,12 @@ int enr_upconn_fail_kind(CURLcode rc)
 {
     switch (rc) {
     case CURLE_OPERATION_TIMEDOUT:
-        return ENR_UPCONN_TIMEOUT;
+        return ENR_UP_F_TIMEOUT;
     case CURLE_PARTIAL_FILE:
     case CURLE_WRITE_ERROR:
     case CURLE_BAD_CONTENT_ENCODING:
     case CURLE_WEIRD_SERVER_REPLY:
-        return ENR_UPCONN_BODY;
+        return ENR_UP_F_BODY;
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CERTPROBLEM:
@@ -442,9 +442,9 @@ int enr_upconn_fail_kind(CURLcode rc)
     case CURLE_SSL_ENGINE_INITFAILED:
     case CURLE_SSL_CLIENTCERT:
     case CURLE_USE_SSL_FAILED:
-        return ENR_UPCONN_TLS;
+        return ENR_UP_F_TLS;
     default:
-        return ENR_UPCONN_CONNECT;
+        return ENR_UP_F_CONNECT;
     }
 }
 
@@ -512,7 +512,7 @@ void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf)
     uint64_t now = enr_mono_ms();
     long vr = 0;
 
-    if (enr_upconn_fail_kind(rc) != ENR_UPCONN_TLS)
+    if (enr_upconn_fail_kind(rc) != ENR_UP_F_TLS)
         return;
     /* One line a while: a provider with a bad certificate fails every
      * call, and the counters tell how many. */

@@ -30,17 +30,10 @@
 #include <stdint.h>
 
 #include "base/config.h"
+#include "base/upfail.h"
 #include "upstream/curlapi.h"
 
 typedef struct enr_upconn enr_upconn;
-
-/* What one failed transfer was, for the failure kinds of docs/upstream.md. */
-enum enr_upconn_fail {
-    ENR_UPCONN_CONNECT = 0,
-    ENR_UPCONN_TIMEOUT,
-    ENR_UPCONN_BODY,
-    ENR_UPCONN_TLS
-};
 
 typedef void enr_upconn_done_fn(void *ud, CURL *easy, CURLcode rc);
 
@@ -103,9 +96,10 @@ int enr_upconn_fd(const enr_upconn *p);
 unsigned enr_upconn_fds(const enr_upconn *p);
 uint64_t enr_upconn_warmups(const enr_upconn *p, int src);
 
-/* The kind of a failed transfer, and, for a TLS failure, the reason in
- * an operator's words (logged at most once per UPCONN_LOG_GAP_MS per
- * kind by enr_upconn_explain). */
+/* The kind of a failed transfer (enum enr_up_fail: timeout, body, tls,
+ * else connect), and, for a TLS failure, the reason in an operator's
+ * words (logged at most once per UPCONN_LOG_GAP_MS per kind by
+ * enr_upconn_explain). */
 int enr_upconn_fail_kind(CURLcode rc);
 void enr_upconn_explain(enr_upconn *p, CURL *e, CURLcode rc, const char *errbuf);
 

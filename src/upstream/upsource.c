@@ -45,12 +45,13 @@ void enr_up_breaker_note(enr_upstream *u, int src, int prev, const char *why)
 }
 
 /* May source src make one more call now?  The breaker first, then the
- * source's host-wide pause and rate (quota.h).  A call refused by the
- * pause is counted once per batch by why the pause holds. */
+ * source's host-wide pause and rate (quota.h).  A call refused is counted
+ * once per batch by the kind the pause holds for; the rate's refusal, no
+ * pause holding, as the provider's asking to slow down (base/upfail.h). */
 int enr_up_source_gate(enr_upstream *u, int src, uint64_t now)
 {
     enr_upsource *x = &u->src[src];
-    int prev;
+    int prev, why;
 
     if (!enr_breaker_allow(&x->br, now, &prev))
         return 0;
@@ -59,17 +60,8 @@ int enr_up_source_gate(enr_upstream *u, int src, uint64_t now)
          * a probe granted is given back. */
         enr_breaker_release(&x->br);
         enr_up_breaker_note(u, src, prev, "cooldown");
-        switch (enr_quota_why(&x->quota, now)) {
-        case ENR_QUOTA_WHY_QUOTA:
-            u->st.src[src].fail_quota++;
-            break;
-        case ENR_QUOTA_WHY_AUTH:
-            u->st.src[src].fail_auth++;
-            break;
-        default:
-            u->st.src[src].fail_throttled++;
-            break;
-        }
+        why = enr_quota_why(&x->quota, now);
+        (*enr_up_fail_counter(&u->st.src[src], why >= 0 ? why : ENR_UP_F_THROTTLED))++;
         return 0;
     }
     enr_up_breaker_note(u, src, prev, "cooldown");
@@ -99,7 +91,7 @@ int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now)
         /* What is left of the window, spread over the calls left in it. */
         int64_t left_s = c->why.until > wall ? c->why.until - wall : 1;
         uint64_t gap_ms = (uint64_t)left_s * 1000u / (uint64_t)(c->why.remaining + 1);
-        if (enr_quota_hold(&u->src[c->src].quota, now, gap_ms, ENR_QUOTA_WHY_THROTTLED,
+        if (enr_quota_hold(&u->src[c->src].quota, now, gap_ms, ENR_UP_F_THROTTLED,
                            wall + (int64_t)(gap_ms / 1000u), "ratelimit-remaining"))
             enr_log(ENR_LOG_INFO, "upstream slowing down: the rate limit is nearly spent",
                     "source=%s remaining=%ld pause_ms=%llu", x->title, c->why.remaining,
@@ -108,8 +100,10 @@ int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now)
     return c->why.verdict;
 }
 
-/* An API's pause, host-wide (quota.h), said once per pause in the words
- * an operator acts on. */
+/* An API's pause for why (a failure kind with a pause rank, base/upfail.h),
+ * host-wide (quota.h), said once per pause in the words an operator acts
+ * on: a refused key and a spent quota in their own, a slow-down in the
+ * kind's word. */
 void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
 {
     enr_upsource *x = &u->src[c->src];
@@ -118,11 +112,11 @@ void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
     char when[32], msg[160];
     struct tm tm;
 
-    if (why == ENR_QUOTA_WHY_QUOTA && until <= wall)
+    if (why == ENR_UP_F_QUOTA && until <= wall)
         until = enr_pacific_next_midnight(wall);
-    else if (why == ENR_QUOTA_WHY_AUTH)
+    else if (why == ENR_UP_F_AUTH)
         until = wall + UP_AUTH_PAUSE_S; /* a reload (HUP) tries again at once */
-    else if (why == ENR_QUOTA_WHY_THROTTLED && until <= wall)
+    else if (why == ENR_UP_F_THROTTLED && until <= wall)
         until = wall + (c->has_retry_after && c->retry_after_s ? c->retry_after_s
                                                                : ENR_THROTTLE_DEFAULT_S);
     if (!enr_quota_hold(&x->quota, now, (uint64_t)(until - wall) * 1000u, why, until,
@@ -131,16 +125,15 @@ void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
     gmtime_r(&(time_t){(time_t)until}, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     /* The reason is the API's own word, printable ASCII (api.h). */
-    if (why == ENR_QUOTA_WHY_AUTH)
+    if (why == ENR_UP_F_AUTH)
         snprintf(msg, sizeof msg, "%s rejected the %s: %s", x->title, enr_api_secret_noun(c->src),
                  reason);
-    else if (why == ENR_QUOTA_WHY_QUOTA)
+    else if (why == ENR_UP_F_QUOTA)
         snprintf(msg, sizeof msg, "%s quota spent: %s", x->title, reason);
     else
-        snprintf(msg, sizeof msg, "%s throttled: %s", x->title, reason);
-    enr_log(why == ENR_QUOTA_WHY_THROTTLED ? ENR_LOG_WARN : ENR_LOG_ERROR, msg,
-            "source=%s until=%s%s", x->api->name, when,
-            why == ENR_QUOTA_WHY_AUTH ? " retry=\"after a reload (HUP)\"" : "");
+        snprintf(msg, sizeof msg, "%s %s: %s", x->title, enr_up_fail_name(why), reason);
+    enr_log(why == ENR_UP_F_THROTTLED ? ENR_LOG_WARN : ENR_LOG_ERROR, msg, "source=%s until=%s%s",
+            x->api->name, when, why == ENR_UP_F_AUTH ? " retry=\"after a reload (HUP)\"" : "");
 }
 
 /* The day's budget (budget.h), asked before every request is sent (a

@@ -71,23 +71,6 @@
 #define UP_PARAMS_MAX 256 /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
 
 enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
-/* From F_DEADLINE on, not the upstream's failure (never fed to the breaker):
- * no time left in the batch; the provider's pause (quota.h: throttled, the
- * day's quota spent, a key refused), holding every worker; the day's budget (budget.h). */
-enum fail_kind {
-    F_TIMEOUT = 0,
-    F_CONNECT,
-    F_STATUS,
-    F_BODY,
-    F_TOO_LARGE,
-    F_TLS,
-    F_DEADLINE,
-    F_THROTTLED,
-    F_QUOTA,
-    F_AUTH,
-    F_BUDGET
-};
-
 typedef struct enr_upwant {
     size_t rec; /* first record with this provider+key */
     size_t poster_off, poster_len;
@@ -321,39 +304,31 @@ static int call_api_url(enr_upstream *u, enr_upcall *c, const enr_batch *b)
 
 /* ---- results ---- */
 
-static const char *const fail_name[] = {"timeout",   "connect", "status",   "body",
-                                        "too_large", "tls",     "deadline", "throttled",
-                                        "quota",     "auth",    "budget"};
-
-/* Counts a call that failed, once, and tells the breaker (but for the
- * kinds that say nothing about the upstream's health). */
+/* Counts a call that failed (kind: enum enr_up_fail), once, and tells
+ * the breaker when its row says the kind is the provider's failure. */
 static void count_failure(enr_upstream *u, enr_upcall *c, int kind, uint64_t now)
 {
-    enr_up_counters *st = &u->st.src[c->src];
     enr_upsource *x = &u->src[c->src];
-    uint64_t *const counter[] = {&st->fail_timeout,  &st->fail_connect,   &st->fail_status,
-                                 &st->fail_body,     &st->fail_too_large, &st->fail_tls,
-                                 &st->skip_deadline, &st->fail_throttled, &st->fail_quota,
-                                 &st->fail_auth,     &st->skip_budget};
     char qerr[CURL_ERROR_SIZE + 8];
     int prev;
 
-    (*counter[kind])++;
+    (*enr_up_fail_counter(&u->st.src[c->src], kind))++;
     /* Debug only: failures are counted per kind for operators; this line
      * says why one call failed when someone is looking.  libcurl's text
      * may quote the URL, and with it the secret: scrubbed first. */
     enr_secret_scrub(c->errbuf, x->secret, x->secret_len);
     enr_log(ENR_LOG_DEBUG, "upstream call failed",
-            "source=%s kind=%s ids=%zu retried=%d late=%d error=%s", x->title, fail_name[kind],
-            c->n, c->retried, c->detached, enr_log_quote(qerr, sizeof(qerr), c->errbuf));
-    if (kind >= F_DEADLINE) {
+            "source=%s kind=%s ids=%zu retried=%d late=%d error=%s", x->title,
+            enr_up_fail_name(kind), c->n, c->retried, c->detached,
+            enr_log_quote(qerr, sizeof(qerr), c->errbuf));
+    if (!enr_up_fail_rows[kind].breaker) {
         /* Says nothing about the upstream's health; a probe it held is
          * given back (a paused one: the pause holds every call). */
         enr_breaker_release(&x->br);
         return;
     }
     prev = enr_breaker_failure(&x->br, now);
-    enr_up_breaker_note(u, c->src, prev, fail_name[kind]);
+    enr_up_breaker_note(u, c->src, prev, enr_up_fail_name(kind));
 }
 
 /* A call of the batch in hand failed: counted, its wants failed. */
@@ -416,20 +391,6 @@ static int call_parse(enr_upstream *u, enr_upcall *c, enr_batch *b)
             u->st.src[c->src].unknown++;
     }
     return 0;
-}
-
-static int fail_kind_of(CURLcode rc)
-{
-    switch (enr_upconn_fail_kind(rc)) {
-    case ENR_UPCONN_TIMEOUT:
-        return F_TIMEOUT;
-    case ENR_UPCONN_BODY:
-        return F_BODY;
-    case ENR_UPCONN_TLS:
-        return F_TLS;
-    default:
-        return F_CONNECT;
-    }
 }
 
 /* A connection that died before any byte of the reply: the request may
@@ -501,34 +462,30 @@ static int call_start(enr_upstream *u, enr_upcall *c)
 static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
 {
     long status = 0;
+    int pause;
 
     enr_up_budget_settle(u, c, request_left(c));
     if (rc == CURLE_OK)
         enr_upconn_answered(u->conn, c->easy, c->src);
     if (c->too_large)
-        return F_TOO_LARGE;
+        return ENR_UP_F_TOO_LARGE;
     if (rc != CURLE_OK)
-        return fail_kind_of(rc);
+        return enr_upconn_fail_kind(rc);
     if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
-        return F_STATUS;
+        return ENR_UP_F_STATUS;
     if (u->src[c->src].api != NULL) {
-        switch (enr_up_classify(u, c, status, now)) {
-        case ENR_API_V_THROTTLED:
-            return F_THROTTLED;
-        case ENR_API_V_QUOTA:
-            return F_QUOTA;
-        case ENR_API_V_AUTH:
-            return F_AUTH;
-        case ENR_API_V_OK:
-            return status == 200 ? -1 : F_STATUS;
-        default:
-            return F_STATUS;
-        }
+        int v = enr_up_classify(u, c, status, now);
+        if (v == ENR_API_V_OK)
+            return status == 200 ? -1 : ENR_UP_F_STATUS;
+        /* A pause the answer asks for, else the provider's failure
+         * (a request refused as malformed too: logged below). */
+        return v >= 0 && v < ENR_UP_NFAILS && enr_up_fail_rows[v].pause ? v : ENR_UP_F_STATUS;
     }
-    if (status == 429 || (status == 503 && c->has_retry_after))
-        return F_THROTTLED;
+    pause = enr_api_upstream_pause((int)status, c->has_retry_after);
+    if (pause >= 0)
+        return pause;
     if (status != 200)
-        return F_STATUS;
+        return ENR_UP_F_STATUS;
     return -1;
 }
 
@@ -536,18 +493,15 @@ static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
  * host-wide (quota.h). */
 static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int kind, uint64_t now)
 {
-    if (u->src[c->src].api != NULL && (kind == F_THROTTLED || kind == F_QUOTA || kind == F_AUTH)) {
-        enr_up_pause(u, c,
-                     kind == F_QUOTA  ? ENR_QUOTA_WHY_QUOTA
-                     : kind == F_AUTH ? ENR_QUOTA_WHY_AUTH
-                                      : ENR_QUOTA_WHY_THROTTLED,
-                     now);
-    } else if (kind == F_THROTTLED) {
+    if (u->src[c->src].api != NULL && enr_up_fail_rows[kind].pause) {
+        enr_up_pause(u, c, kind, now);
+    } else if (enr_up_fail_rows[kind].pause) {
+        /* The aggregator's: its Retry-After, whatever else it says. */
         long status = 0;
         (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
         enr_quota_pause(&u->src[c->src].quota, now, c->has_retry_after ? c->retry_after_s : 0,
-                        status);
-    } else if (kind == F_STATUS && u->src[c->src].api != NULL &&
+                        status, kind);
+    } else if (kind == ENR_UP_F_STATUS && u->src[c->src].api != NULL &&
                c->why.verdict == ENR_API_V_CONFIG) {
         enr_log(ENR_LOG_WARN, "the API refused the request as malformed", "source=%s reason=%s",
                 u->src[c->src].api->name, c->why.reason[0] ? c->why.reason : "-");
@@ -560,7 +514,7 @@ static void call_done(enr_upstream *u, enr_upcall *c, enr_batch *b, CURLcode rc,
     int kind = outcome(u, c, rc, now), prev;
 
     if (kind < 0 && call_parse(u, c, b) != 0)
-        kind = F_BODY;
+        kind = ENR_UP_F_BODY;
     if (kind >= 0) {
         call_ended_badly(u, c, rc, kind, now);
         call_failed(u, c, kind, now);
@@ -613,7 +567,7 @@ static void late_done(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
     undetach(u, c);
     enr_buf_reset(&u->posters);
     if (kind < 0 && (c->idtext.oom || parse_reply(u, c, c->lids, &u->posters) != 0))
-        kind = F_BODY;
+        kind = ENR_UP_F_BODY;
     if (kind >= 0) {
         call_ended_badly(u, c, rc, kind, now);
         count_failure(u, c, kind, now);
@@ -657,7 +611,7 @@ static void make_room(enr_upstream *u, unsigned needed, uint64_t now)
          * provider (no breaker, and the units its request never used
          * given back). */
         enr_up_budget_settle(u, old, request_left(old));
-        count_failure(u, old, request_left(old) ? F_TIMEOUT : F_DEADLINE, now);
+        count_failure(u, old, request_left(old) ? ENR_UP_F_TIMEOUT : ENR_UP_F_DEADLINE, now);
     }
 }
 
@@ -729,7 +683,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
         if (now >= dl) {
             /* No time left (planning took it, or the caller's deadline
              * had passed): not the upstream's failure. */
-            call_failed(u, c, F_DEADLINE, now);
+            call_failed(u, c, ENR_UP_F_DEADLINE, now);
             continue;
         }
         if (u->src[c->src].api != NULL && call_api_url(u, c, b) != 0) {
@@ -739,13 +693,13 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
             continue;
         }
         if ((rc = call_start(u, c)) == -2) {
-            call_failed(u, c, F_BUDGET, now); /* not sent: not counted as a call */
+            call_failed(u, c, ENR_UP_F_BUDGET, now); /* not sent: not counted as a call */
             continue;
         }
         u->st.src[c->src].calls++;
         u->st.src[c->src].ids_asked += c->n;
         if (rc != 0) {
-            call_failed(u, c, F_CONNECT, now);
+            call_failed(u, c, ENR_UP_F_CONNECT, now);
             continue;
         }
         x.active++;
@@ -769,7 +723,7 @@ static void run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
         enr_upconn_remove(u->conn, c->easy);
         c->active = 0;
         enr_up_budget_settle(u, c, 1); /* setting_up(): its request left */
-        call_failed(u, c, F_TIMEOUT, now);
+        call_failed(u, c, ENR_UP_F_TIMEOUT, now);
     }
     make_room(u, 0, now);
 }

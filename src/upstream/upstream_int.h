@@ -119,7 +119,8 @@ int enr_up_source_gate(enr_upstream *u, int src, uint64_t now);
 /* An API's answer of HTTP status: its verdict (enum enr_api_verdict),
  * kept in c->why; the rate it reports may slow the source down. */
 int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now);
-/* The pause c's answer asks for (enum enr_quota_why), host-wide. */
+/* The pause c's answer asks for (why: a kind of enum enr_up_fail with a
+ * pause rank), host-wide. */
 void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now);
 /* May c be sent now, as the day's budget of its source says (budget.h)?
  * 1: its units are taken (c->units); 0: the pace defers it. */

@@ -188,7 +188,7 @@ static void test_key_rejected(void)
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         enr_sb_quota *q = &sb.quota[c[i].src];
         reset(2);
-        ENR_SB_SET(q->why, ENR_QUOTA_WHY_AUTH);
+        ENR_SB_SET(q->why, enr_up_fail_rows[ENR_UP_F_AUTH].pause);
         ENR_SB_SET(q->pause_until_ms, enr_mono_ms() + 60000);
         strcpy(q->reason, "keyInvalid");
         T_CHECK(tick() == 0 && (h.reasons & ENR_HR_AUTH) && strstr(h.reason, c[i].said) != NULL,

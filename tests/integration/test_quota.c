@@ -8,6 +8,7 @@
  * bound a busy machine cannot raise (never more than the rate allows).
  */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -94,22 +95,22 @@ static void test_pause(void)
 
     enr_quota_init(&q, NULL, 0);
     T_CHECK(enr_quota_take(&q, now) == ENR_QUOTA_OK, "no pause, no limit");
-    enr_quota_pause(&q, now, 30, 429);
+    enr_quota_pause(&q, now, 30, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + 30000, "paused for 30 s");
     T_CHECK(enr_quota_take(&q, now + 29999) == ENR_QUOTA_PAUSED, "paused just before the end");
     T_CHECK(enr_quota_take(&q, now + 30000) == ENR_QUOTA_OK, "calls again at the end");
-    enr_quota_pause(&q, now, 5, 429);
+    enr_quota_pause(&q, now, 5, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + 30000, "a shorter pause never shortens it");
-    enr_quota_pause(&q, now, 60, 503);
+    enr_quota_pause(&q, now, 60, 503, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + 60000, "a longer one lengthens it");
-    enr_quota_pause(&q, now, 0, 429);
+    enr_quota_pause(&q, now, 0, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + 60000, "0 changes nothing while paused");
     enr_quota_init(&q, NULL, 0);
-    enr_quota_pause(&q, now, 0, 429);
+    enr_quota_pause(&q, now, 0, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + ENR_THROTTLE_DEFAULT_S * 1000u,
             "Retry-After 0 (or none) pauses for the default");
     enr_quota_init(&q, NULL, 0);
-    enr_quota_pause(&q, now, 1000000, 429);
+    enr_quota_pause(&q, now, 1000000, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_paused_until(&q) == now + ENR_RETRY_AFTER_MAX_S * 1000u, "bounded");
 }
 
@@ -140,7 +141,7 @@ static void test_bucket(void)
     enr_quota_init(&q, NULL, 1);
     T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_OK, "rate 1: one call");
     T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_RATE, "rate 1: then none");
-    enr_quota_pause(&q, enr_mono_ms(), 10, 429);
+    enr_quota_pause(&q, enr_mono_ms(), 10, 429, ENR_UP_F_THROTTLED);
     T_CHECK(enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_PAUSED, "the pause wins");
 }
 
@@ -175,6 +176,46 @@ static void test_shared_paced(enr_sb_quota *sh, unsigned *counts, unsigned rate)
             "3 processes in turn, 0.5 s at 1000/s: the burst and the rate, %u calls", total);
 }
 
+/* Why a pause holds, by kind (base/upfail.h): the scoreboard keeps the
+ * kind's pause rank (1, 2, 3 as it always did), a stronger reason is not
+ * replaced by a weaker one as long, a kind that is no pause holds
+ * nothing, and a reload ends only the refused key's. */
+static void test_pause_reasons(void)
+{
+    enr_sb_quota sh[ENR_UP_SOURCES];
+    enr_quota q;
+    uint64_t now = 1000000;
+
+    memset(sh, 0, sizeof sh);
+    enr_quota_init(&q, &sh[1], 0);
+    T_CHECK(enr_quota_why(&q, now) == -1, "no pause: no kind");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_TIMEOUT, 0, "x") == 0 &&
+                ENR_SB_GET(sh[1].pause_until_ms) == 0,
+            "a timeout is no reason to pause");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_NFAILS, 0, "x") == 0, "nor a kind out of range");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_QUOTA, 1800000000, "quotaExceeded") == 1 &&
+                enr_quota_why(&q, now) == ENR_UP_F_QUOTA && ENR_SB_GET(sh[1].why) == 2,
+            "a spent quota: rank 2 stored (%llu)", (unsigned long long)ENR_SB_GET(sh[1].why));
+    T_STREQ(enr_up_pause_name(ENR_SB_GET(sh[1].why)), "quota");
+    T_STREQ(sh[1].reason, "quotaExceeded");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_THROTTLED, 0, "slow") == 0 &&
+                enr_quota_why(&q, now) == ENR_UP_F_QUOTA,
+            "a weaker reason as long does not replace it");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_AUTH, 0, "keyInvalid") == 1 &&
+                enr_quota_why(&q, now) == ENR_UP_F_AUTH && ENR_SB_GET(sh[1].why) == 3,
+            "a stronger one does: rank 3");
+    T_CHECK(enr_quota_why(&q, now + 5000) == -1, "over when it ends");
+    enr_quota_clear_auth(sh);
+    T_CHECK(ENR_SB_GET(sh[1].pause_until_ms) == 0, "a reload ends a refused key's pause");
+    T_CHECK(enr_quota_hold(&q, now, 5000, ENR_UP_F_QUOTA, 0, NULL) == 1, "quota again");
+    enr_quota_clear_auth(sh);
+    T_CHECK(enr_quota_why(&q, now) == ENR_UP_F_QUOTA, "but not a spent quota's");
+    enr_quota_init(&q, &sh[2], 0);
+    enr_quota_pause(&q, now, 3, 429, ENR_UP_F_THROTTLED);
+    T_CHECK(enr_quota_why(&q, now) == ENR_UP_F_THROTTLED && ENR_SB_GET(sh[2].why) == 1,
+            "a Retry-After pause: the slow-down kind, rank 1");
+}
+
 /* Processes sharing one mapping (as workers share the scoreboard): one
  * pause stops all of them, and their calls together keep the rate. */
 static void test_shared(void)
@@ -201,8 +242,10 @@ static void test_shared(void)
             enr_quota_init(&q, sh, rate);
             while (enr_mono_us() < t0)
                 ;
-            while (enr_mono_us() < t0 + span_us)
-                ok += enr_quota_take(&q, enr_mono_ms()) == ENR_QUOTA_OK;
+            /* Each take at the time read for its loop test: one read
+             * later could fall past the span's end on a loaded machine. */
+            for (uint64_t t; (t = enr_mono_us()) < t0 + span_us;)
+                ok += enr_quota_take_at(&q, t / 1000, t) == ENR_QUOTA_OK;
             counts[p] = ok;
             _exit(0);
         }
@@ -222,7 +265,7 @@ static void test_shared(void)
         uint64_t now = enr_mono_ms();
         enr_quota_init(&a, sh, 0);
         enr_quota_init(&b, sh, 0);
-        enr_quota_pause(&a, now, 2, 429);
+        enr_quota_pause(&a, now, 2, 429, ENR_UP_F_THROTTLED);
         T_CHECK(enr_quota_take(&b, now + 1) == ENR_QUOTA_PAUSED,
                 "a pause one process heard of stops the other");
         T_CHECK(enr_quota_take(&b, now + 2000) == ENR_QUOTA_OK, "until it ends");
@@ -237,6 +280,7 @@ int main(void)
     enr_log_set_level(ENR_LOG_ERROR); /* the pause warnings are expected here */
     test_retry_after();
     test_pause();
+    test_pause_reasons();
     test_bucket();
     test_shared();
     T_DONE();

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "base/buf.h"
+#include "pool/httpapi.h"
 #include "t.h"
 #include "t_api.h"
 #include "upstream/api.h"
@@ -83,10 +84,6 @@ static void test_table(void)
     T_STREQ(enr_api_secret_noun(ENR_API_VIMEO), "access token");
     T_STREQ(enr_api_secret_noun(ENR_API_UPSTREAM), "secret");
     T_STREQ(enr_api_secret_noun(ENR_API_COUNT), "");
-    T_STREQ(enr_api_verdict_name(ENR_API_V_OK), "ok");
-    T_STREQ(enr_api_verdict_name(ENR_API_V_QUOTA), "quota");
-    T_STREQ(enr_api_verdict_name(ENR_API_V_SERVER), "server");
-    T_STREQ(enr_api_verdict_name(99), "unknown");
 }
 
 /* ---- URLs and headers ---- */
@@ -499,15 +496,15 @@ static void test_classify_youtube(void)
                         "\\u003ca href=\\\"/youtube/v3/getting-started#quota\\\"\\u003equota"
                         "\\u003c/a\\u003e."),
                  NULL);
-    T_CHECK(o.verdict == ENR_API_V_QUOTA && o.until == 1700035200 && o.remaining == -1,
+    T_CHECK(o.verdict == ENR_UP_F_QUOTA && o.until == 1700035200 && o.remaining == -1,
             "quotaExceeded: quota until Pacific midnight (%d, %lld)", o.verdict,
             (long long)o.until);
     T_STREQ(o.reason, "quotaExceeded");
     o = classify(ENR_API_YOUTUBE, 403, YT_ERR(403, "dailyLimitExceeded", "Daily Limit Exceeded"),
                  NULL);
-    T_CHECK(o.verdict == ENR_API_V_QUOTA && o.until == 1700035200, "dailyLimitExceeded");
+    T_CHECK(o.verdict == ENR_UP_F_QUOTA && o.until == 1700035200, "dailyLimitExceeded");
     o = classify(ENR_API_YOUTUBE, 400, YT_ERR(400, "keyInvalid", "Bad Request"), NULL);
-    T_CHECK(o.verdict == ENR_API_V_AUTH && o.until == 0, "keyInvalid: auth");
+    T_CHECK(o.verdict == ENR_UP_F_AUTH && o.until == 0, "keyInvalid: auth");
     T_STREQ(o.reason, "keyInvalid");
     /* today's form: reason badRequest, the message and the details say */
     o = classify(ENR_API_YOUTUBE, 400,
@@ -518,36 +515,35 @@ static void test_classify_youtube(void)
                  "google.rpc.ErrorInfo\",\"reason\":\"API_KEY_INVALID\",\"domain\":"
                  "\"googleapis.com\"}]}}",
                  NULL);
-    T_CHECK(o.verdict == ENR_API_V_AUTH, "API_KEY_INVALID in details: auth");
+    T_CHECK(o.verdict == ENR_UP_F_AUTH, "API_KEY_INVALID in details: auth");
     T_STREQ(o.reason, "API_KEY_INVALID");
     o = classify(ENR_API_YOUTUBE, 400,
                  YT_ERR(400, "badRequest", "API key not valid. Please pass a valid API key."),
                  NULL);
-    T_CHECK(o.verdict == ENR_API_V_AUTH, "the message alone: auth");
+    T_CHECK(o.verdict == ENR_UP_F_AUTH, "the message alone: auth");
     T_STREQ(o.reason, "keyInvalid");
     o = classify(ENR_API_YOUTUBE, 400,
                  YT_ERR(400, "badRequest", "API key expired. Please renew the API key."), NULL);
-    T_CHECK(o.verdict == ENR_API_V_AUTH, "an expired key: auth");
+    T_CHECK(o.verdict == ENR_UP_F_AUTH, "an expired key: auth");
     T_STREQ(o.reason, "keyExpired");
     o = classify(ENR_API_YOUTUBE, 403, YT_ERR(403, "accessNotConfigured", "not enabled"), NULL);
-    T_CHECK(o.verdict == ENR_API_V_AUTH, "accessNotConfigured: auth");
+    T_CHECK(o.verdict == ENR_UP_F_AUTH, "accessNotConfigured: auth");
     o = classify(ENR_API_YOUTUBE, 403, YT_ERR(403, "forbidden", "Forbidden"), NULL);
-    T_CHECK(o.verdict == ENR_API_V_AUTH, "forbidden: auth");
+    T_CHECK(o.verdict == ENR_UP_F_AUTH, "forbidden: auth");
     o = classify(ENR_API_YOUTUBE, 403, YT_ERR(403, "rateLimitExceeded", "Rate"), &ra);
-    T_CHECK(o.verdict == ENR_API_V_THROTTLED && o.until == NOW + 30,
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == NOW + 30,
             "403 rateLimitExceeded: throttled, Retry-After");
     o = classify(ENR_API_YOUTUBE, 429, YT_ERR(429, "userRateLimitExceeded", "Rate"), NULL);
-    T_CHECK(o.verdict == ENR_API_V_THROTTLED && o.until == 0, "429 userRateLimitExceeded");
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == 0, "429 userRateLimitExceeded");
     o = classify(ENR_API_YOUTUBE, 400, YT_ERR(400, "invalidParameter", "Bad"), NULL);
     T_CHECK(o.verdict == ENR_API_V_CONFIG, "another 400: config");
     T_STREQ(o.reason, "invalidParameter");
     o = classify(ENR_API_YOUTUBE, 503, YT_ERR(503, "quotaExceeded", "x"), NULL);
-    T_CHECK(o.verdict == ENR_API_V_SERVER && o.until == 0,
-            "a 5xx is the server's whatever it says");
+    T_CHECK(o.verdict == ENR_UP_F_STATUS && o.until == 0, "a 5xx is the server's whatever it says");
     o = classify(ENR_API_YOUTUBE, 500, "<html>oops</html>", NULL);
-    T_CHECK(o.verdict == ENR_API_V_SERVER && o.reason[0] == '\0', "500 HTML: server, no reason");
+    T_CHECK(o.verdict == ENR_UP_F_STATUS && o.reason[0] == '\0', "500 HTML: server, no reason");
     o = classify(ENR_API_YOUTUBE, 403, "{\"error\":{\"errors\":[{\"reason\":\"quo", NULL);
-    T_CHECK(o.verdict == ENR_API_V_AUTH, "a truncated 403: the status decides");
+    T_CHECK(o.verdict == ENR_UP_F_AUTH, "a truncated 403: the status decides");
     o = classify(ENR_API_YOUTUBE, 200, "{\"items\":[]}", &ra);
     T_CHECK(o.verdict == ENR_API_V_OK && o.until == 0 && o.reason[0] == '\0', "200: ok");
     o = classify(ENR_API_YOUTUBE, 400,
@@ -588,10 +584,10 @@ static void test_classify_vimeo(void)
                  "{\"error\":\"Too many API requests.\",\"link\":null,\"developer_message\":"
                  "\"rate\",\"error_code\":9000}",
                  &epoch);
-    T_CHECK(o.verdict == ENR_API_V_THROTTLED && o.until == NOW + 60, "429, reset epoch seconds");
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == NOW + 60, "429, reset epoch seconds");
     T_STREQ(o.reason, "9000");
     o = classify(ENR_API_VIMEO, 429, "", &iso);
-    T_CHECK(o.verdict == ENR_API_V_THROTTLED && o.until == NOW + 100 && o.remaining == 0,
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == NOW + 100 && o.remaining == 0,
             "429, reset an ISO 8601 date (%lld)", (long long)o.until);
     o = classify(ENR_API_VIMEO, 429, NULL, &http);
     T_CHECK(o.until == NOW + 60, "429, reset an HTTP date");
@@ -602,12 +598,12 @@ static void test_classify_vimeo(void)
     o = classify(ENR_API_VIMEO, 429, NULL, &junk);
     T_CHECK(o.until == NOW + 7 && o.remaining == -1, "unreadable reset: Retry-After");
     o = classify(ENR_API_VIMEO, 429, NULL, NULL);
-    T_CHECK(o.verdict == ENR_API_V_THROTTLED && o.until == 0, "no header: unknown end");
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == 0, "no header: unknown end");
     o = classify(ENR_API_VIMEO, 401,
                  "{\"error\":\"You must provide a valid authenticated access token.\","
                  "\"error_code\":8003}",
                  NULL);
-    T_CHECK(o.verdict == ENR_API_V_AUTH, "401: auth");
+    T_CHECK(o.verdict == ENR_UP_F_AUTH, "401: auth");
     T_STREQ(o.reason, "8003");
     o = classify(ENR_API_VIMEO, 400,
                  "{\"error\":\"The parameters passed to this API endpoint didn't pass Vimeo's "
@@ -617,7 +613,7 @@ static void test_classify_vimeo(void)
     T_CHECK(o.verdict == ENR_API_V_CONFIG, "400 with error_code: config");
     T_STREQ(o.reason, "2101");
     o = classify(ENR_API_VIMEO, 502, "<html>", NULL);
-    T_CHECK(o.verdict == ENR_API_V_SERVER, "502: server");
+    T_CHECK(o.verdict == ENR_UP_F_STATUS, "502: server");
 }
 
 static void test_classify_dailymotion(void)
@@ -634,15 +630,15 @@ static void test_classify_dailymotion(void)
     T_STREQ(o.reason, "invalid_parameter");
     o = classify(ENR_API_DAILYMOTION, 429, "{\"error\":{\"code\":429,\"type\":\"rate_limit\"}}",
                  &ra);
-    T_CHECK(o.verdict == ENR_API_V_THROTTLED && o.until == NOW + 120, "429: Retry-After");
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == NOW + 120, "429: Retry-After");
     o = classify(ENR_API_DAILYMOTION, 403,
                  "{\"error\":{\"code\":403,\"type\":\"access_forbidden\"}}", NULL);
-    T_CHECK(o.verdict == ENR_API_V_THROTTLED && o.until == 0, "403: back off");
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == 0, "403: back off");
     T_STREQ(o.reason, "access_forbidden");
     o = classify(ENR_API_DAILYMOTION, 401, "{\"error\":{\"type\":\"invalid_token\"}}", NULL);
-    T_CHECK(o.verdict == ENR_API_V_AUTH, "401: auth");
+    T_CHECK(o.verdict == ENR_UP_F_AUTH, "401: auth");
     o = classify(ENR_API_DAILYMOTION, 500, "", NULL);
-    T_CHECK(o.verdict == ENR_API_V_SERVER, "500: server");
+    T_CHECK(o.verdict == ENR_UP_F_STATUS, "500: server");
     o = classify(ENR_API_DAILYMOTION, 200, "{\"list\":[]}", &ra);
     T_CHECK(o.verdict == ENR_API_V_OK && o.until == 0, "200: ok");
 }
@@ -653,13 +649,34 @@ static void test_classify_upstream(void)
     enr_api_headers ra = {.retry_after = "5", .retry_after_len = 1};
 
     o = classify(ENR_API_UPSTREAM, 503, "", &ra);
-    T_CHECK(o.verdict == ENR_API_V_THROTTLED && o.until == NOW + 5, "503 Retry-After: pause");
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == NOW + 5, "503 Retry-After: pause");
+    /* the rule the client reads for the aggregator's calls too */
+    T_CHECK(enr_api_upstream_pause(429, 0) == ENR_UP_F_THROTTLED &&
+                enr_api_upstream_pause(503, 1) == ENR_UP_F_THROTTLED,
+            "429, and 503 with Retry-After: the slow-down kind");
+    T_CHECK(enr_api_upstream_pause(503, 0) == -1 && enr_api_upstream_pause(500, 1) == -1 &&
+                enr_api_upstream_pause(401, 1) == -1 && enr_api_upstream_pause(200, 1) == -1,
+            "503 alone, 500, 401, 200: no pause");
     o = classify(ENR_API_UPSTREAM, 503, "", NULL);
-    T_CHECK(o.verdict == ENR_API_V_SERVER, "503 alone: the breaker's");
+    T_CHECK(o.verdict == ENR_UP_F_STATUS, "503 alone: the breaker's");
     o = classify(ENR_API_UPSTREAM, 429, "", NULL);
-    T_CHECK(o.verdict == ENR_API_V_THROTTLED && o.until == 0, "429");
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == 0, "429");
     o = classify(ENR_API_UPSTREAM, 404, "", NULL);
     T_CHECK(o.verdict == ENR_API_V_CONFIG, "404: config");
+}
+
+/* The worker's request outcomes (httpapi.h) and a classifier's outcome
+ * (api.h) have names of their own: one file includes both. */
+static void test_names_apart(void)
+{
+    enr_api_outcome o;
+
+    enr_api_get(ENR_API_UPSTREAM)->classify(429, "", 0, NULL, 1700000000, &o);
+    T_CHECK(o.verdict == ENR_UP_F_THROTTLED, "a classifier's outcome");
+    T_CHECK(enr_req_status(ENR_REQ_OK, NULL) == 200 &&
+                enr_req_status(ENR_REQ_NOT_FOUND, NULL) == 404 &&
+                enr_req_status(ENR_REQ_SHED, NULL) == 503,
+            "a request's outcome and its status");
 }
 
 int main(void)
@@ -677,6 +694,7 @@ int main(void)
     test_classify_vimeo();
     test_classify_dailymotion();
     test_classify_upstream();
+    test_names_apart();
     enr_buf_free(&arena);
     enr_buf_free(&url);
     T_DONE();
