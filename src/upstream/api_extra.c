@@ -55,7 +55,7 @@ static void extra_classify(int status, const char *body, size_t len, const enr_a
     (void)len;
     enr_api_outcome_init(out);
     out->verdict = enr_api_status_verdict(status);
-    if (out->verdict == ENR_API_V_THROTTLED)
+    if (out->verdict == ENR_UP_F_THROTTLED)
         out->until = enr_api_retry_after(h, now);
 }
 
