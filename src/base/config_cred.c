@@ -51,6 +51,9 @@ static const cred_secret secrets[] = {
     {"vimeo_token_file", "vimeo_token_credential", F(vimeo_token_file), F(vimeo_token_credential),
      "vimeo_token", F(vimeo_token), "vimeo_url", F(vimeo_url), ENR_SOURCE_PROV_VM,
      ENR_SOURCE_VIMEO},
+    {"shared_store_password_file", "shared_store_password_credential",
+     F(shared_store_password_file), F(shared_store_password_credential), "shared_store_password",
+     F(shared_store_password), "shared_store", F(shared_store), -1, -1},
 };
 #define N_SECRETS (sizeof secrets / sizeof secrets[0])
 

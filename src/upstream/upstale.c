@@ -89,7 +89,16 @@ void enr_up_cache_store(enr_upstream *u, int provider, int src, const char *key,
                         const enr_cache_val *v)
 {
     unsigned ttl_s = v->negative ? u->cache_neg_ttl_s : u->ttl_s[src];
+    uint64_t now = enr_wall_ms(), expires = now + (uint64_t)ttl_s * 1000u;
 
-    enr_cache_put(u->cache, cache_key(provider, src), key, key_len, v,
-                  enr_wall_ms() + (uint64_t)ttl_s * 1000u);
+    enr_cache_put(u->cache, cache_key(provider, src), key, key_len, v, expires);
+    /* ... and for the fleet (store_cache.h): queued, not waited for. */
+    if (u->store != NULL)
+        enr_store_cache_put(u->store, u->sbatch, provider, src, key, key_len, v, expires, now);
+}
+
+void enr_up_cache_keep(enr_upstream *u, int provider, int src, const char *key, size_t key_len,
+                       const enr_cache_val *v)
+{
+    enr_cache_put(u->cache, cache_key(provider, src), key, key_len, v, v->expires_ms);
 }

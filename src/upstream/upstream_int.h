@@ -29,10 +29,22 @@
 #include "upstream/upconn.h"
 #include "upstream/upstream_reply.h"
 #include "upstream/upstream_stats.h"
+#include "upstream/store.h"
+#include "upstream/store_cache.h"
 
-/* A distinct provider+id that a batch missed in the cache: defined and
- * used by upstream.c alone, freed with the client. */
-struct enr_upwant;
+/* A distinct provider+id that a batch missed in the host's cache: made
+ * and resolved by upstream.c, resolved from the fleet's store by
+ * upstore.c; freed with the client. */
+enum enr_want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
+typedef struct enr_upwant {
+    size_t rec; /* first record with this provider+key */
+    size_t poster_off, poster_len;
+    double duration;
+    int call; /* index into calls, -1 when none */
+    uint8_t provider, src, state, has_poster, has_duration;
+    uint8_t stale;  /* the cache keeps an answer past its lifetime (upstale.c): a refresh */
+    uint8_t shared; /* answered by the fleet's store: kept by the host, not written back */
+} enr_upwant;
 
 typedef struct enr_upcall {
     CURL *easy;
@@ -96,15 +108,17 @@ struct enr_upstream {
     uint64_t seed;
 
     /* per-batch scratch, grown to the largest batch and reused */
-    struct enr_upwant *wants; /* upstream.c's alone */
+    enr_upwant *wants;
     size_t nwants, wants_cap;
     uint32_t *rec_want; /* per record: want index + 1, 0 none */
     size_t rec_cap;
     uint32_t *table; /* open addressing: want index + 1 */
     size_t table_cap;
-    size_t *order;      /* wants in call order */
-    enr_reply_id *rids; /* one call's ids, for enr_upstream_reply_parse */
-    enr_buf posters;    /* accepted posters of one reply, before b->text */
+    size_t *order;           /* wants in call order */
+    enr_reply_id *rids;      /* one call's ids, for enr_upstream_reply_parse */
+    enr_buf posters;         /* accepted posters of one reply, before b->text */
+    enr_store *store;        /* the fleet's (store.h); NULL: none */
+    enr_store_batch *sbatch; /* its MGET's keys (store_cache.h) */
 };
 
 /* upsource.c: per source. */
@@ -122,6 +136,16 @@ void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now);
  * 1: its units are spent; 0: the pace defers it. */
 int enr_up_budget_take(enr_upstream *u, const enr_upcall *c);
 
+/* upstore.c: the fleet's store, as the client uses it (store_cache.h). */
+/* The wants still pending after the host's cache, asked of the store in
+ * one MGET until dl at most (when it is usable): those it answers are
+ * resolved (shared) and kept by the host for their lifetime. */
+void enr_up_store_lookup(enr_upstream *u, enr_batch *b, uint64_t wall_ms, uint64_t dl);
+/* The SETs a batch queued, written without waiting. */
+void enr_up_store_flush(enr_upstream *u);
+/* Idle time: the store's connection and replies; the wait, at most wait. */
+int enr_up_store_idle(enr_upstream *u, int wait);
+
 /* upstale.c: the cache, as the client uses it. */
 /* Record r's lookup (source src, wall-clock now): ENR_CACHE_FRESH and r
  * enriched (a hit), else a miss (ENR_CACHE_STALE: an answer past its
@@ -136,5 +160,9 @@ size_t enr_up_stale_serve(enr_upstream *u, enr_batch *b, enr_record *r, int src,
  * cache_negative_ttl_s). */
 void enr_up_cache_store(enr_upstream *u, int provider, int src, const char *key, size_t key_len,
                         const enr_cache_val *v);
+/* An answer the fleet's store gave, kept for the rest of its lifetime
+ * (v->expires_ms), not written back. */
+void enr_up_cache_keep(enr_upstream *u, int provider, int src, const char *key, size_t key_len,
+                       const enr_cache_val *v);
 
 #endif
