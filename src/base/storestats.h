@@ -29,6 +29,12 @@
     X(refused, "enrichd_store_refused_total", "counter",                                           \
       "Values read from the shared store that failed the checks of a provider's answer.")          \
     X(writes, "enrichd_store_writes_total", "counter", "Answers written to the shared store.")     \
+    X(lease_takes, "enrichd_store_leases_total", "counter",                                        \
+      "Leases of the day's quota taken from the fleet's ledger.")                                  \
+    X(lease_units, "enrichd_store_lease_units_total", "counter",                                   \
+      "Quota units the fleet's ledger granted this host's leases.")                                \
+    X(lease_returned, "enrichd_store_lease_returned_units_total", "counter",                       \
+      "Quota units given back to the fleet's ledger when the host stopped.")                       \
     X(up, "enrichd_store_up", "gauge", "Workers connected and logged in to the shared store.")     \
     X(rtt_us, "enrichd_store_rtt_seconds", "gauge",                                                \
       "The shared store's round trip, the least of the last replies (the live workers' "           \

@@ -22,6 +22,7 @@
 #include "upstream/api.h"
 #include "upstream/breaker.h"
 #include "upstream/budget.h"
+#include "upstream/store_lease.h"
 #include "upstream/quota.h"
 #include "base/clock.h"
 
@@ -335,6 +336,16 @@ static void render_store(enr_buf *b, const enr_scoreboard *sb)
             one_d(b, row->metric, row->type, row->help, (double)v / 1e6);
         else
             one_u(b, row->metric, row->type, row->help, v);
+    }
+    family(b, "enrichd_store_lease_held_units", "gauge",
+           "Units of the fleet's day the host holds in its lease, not spent yet.");
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+        enr_budget_state st;
+        char l[64];
+        if (!enr_budget_view((int)src, (int64_t)enr_wall_ms(), &st))
+            continue;
+        snprintf(l, sizeof l, "{source=\"%s\"}", enr_config_source_names[src]);
+        sample_u(b, "enrichd_store_lease_held_units", l, enr_lease_held((int)src, st.reset_ms));
     }
 }
 

@@ -48,6 +48,7 @@
 #include "base/log.h"
 #include "base/safedir.h"
 #include "upstream/api.h"
+#include "upstream/store_lease.h"
 
 #define BUDGET_MAGIC "ENRBUDG1"
 #define BUDGET_VERSION 1u
@@ -212,8 +213,12 @@ int enr_budget_take(int src, unsigned units, int refresh, int64_t now_ms)
     allowed = enr_budget_allowed(limit, refresh ? burst / 2 : burst, w.elapsed, w.len);
     (void)word_add(&s->asked, w.key, units, 0, 0);
     (void)word_add(&s->demand[w.bucket], bucket_key(&w, w.bucket), units, 0, 0);
-    if (word_add(&s->spent, w.key, units, 1, allowed))
-        return 1;
+    /* With a shared store, only units the host holds (store_lease.h). */
+    if (enr_lease_spend(src, units, limit, w.end)) {
+        if (word_add(&s->spent, w.key, units, 1, allowed))
+            return 1;
+        enr_lease_refund(src, units, w.end);
+    }
     (void)word_add(refresh ? &s->deferred_refresh : &s->deferred_new, w.key, 1, 0, 0);
     {
         /* Said once a day per source, by the worker that first met it. */
@@ -307,6 +312,7 @@ void enr_budget_configure(const enr_config *c)
                                             c->dailymotion_daily_quota};
     uint64_t day_ms = g_day_ms, origin = g_day_origin;
 
+    enr_lease_configure(c);
     if (g_page == NULL)
         return;
     for (int i = 0; i < ENR_UP_SOURCES; i++) {
@@ -419,6 +425,8 @@ int enr_budget_open(const enr_config *c)
         enr_budget_configure(c);
         return 0;
     }
+    if (enr_lease_open(c) != 0) /* the shared store's leases, beside the page */
+        return -1;
     g_path[0] = '\0';
     if (explicit) {
         snprintf(g_path, sizeof g_path, "%s", c->budget_file);

@@ -59,6 +59,11 @@ int enr_upstream_idle(enr_upstream *u);
 #define ENR_UPSTREAM_WARM_WAIT_MS 1000u
 void enr_upstream_warm(enr_upstream *u);
 
+/* The pool is stopping (a drain): the day's units the host holds of the
+ * fleet's quota given back (store_lease.h), in a bounded wait.  No-op
+ * without a shared store. */
+void enr_upstream_stop(enr_upstream *u);
+
 /* Readable when enr_upstream_idle() has work. */
 int enr_upstream_fd(const enr_upstream *u);
 

@@ -114,11 +114,13 @@ struct enr_upstream {
     size_t rec_cap;
     uint32_t *table; /* open addressing: want index + 1 */
     size_t table_cap;
-    size_t *order;           /* wants in call order */
-    enr_reply_id *rids;      /* one call's ids, for enr_upstream_reply_parse */
-    enr_buf posters;         /* accepted posters of one reply, before b->text */
-    enr_store *store;        /* the fleet's (store.h); NULL: none */
-    enr_store_batch *sbatch; /* its MGET's keys (store_cache.h) */
+    size_t *order;            /* wants in call order */
+    enr_reply_id *rids;       /* one call's ids, for enr_upstream_reply_parse */
+    enr_buf posters;          /* accepted posters of one reply, before b->text */
+    enr_store *store;         /* the fleet's (store.h); NULL: none */
+    enr_store_batch *sbatch;  /* its MGET's keys (store_cache.h) */
+    uint64_t pause_polled_ms; /* the fleet's pauses last read (upstore.c) */
+    uint64_t lease_told;      /* the store's connection that told the ledger (upstore.c) */
 };
 
 /* upsource.c: per source. */
@@ -143,8 +145,11 @@ int enr_up_budget_take(enr_upstream *u, const enr_upcall *c);
 void enr_up_store_lookup(enr_upstream *u, enr_batch *b, uint64_t wall_ms, uint64_t dl);
 /* The SETs a batch queued, written without waiting. */
 void enr_up_store_flush(enr_upstream *u);
-/* Idle time: the store's connection and replies; the wait, at most wait. */
+/* Idle time: the store's connection and replies, the day's leases
+ * (store_lease.h) and the fleet's pauses; the wait, at most wait. */
 int enr_up_store_idle(enr_upstream *u, int wait);
+/* A spent quota (until_wall_s its end), for every host of the fleet. */
+void enr_up_store_pause(enr_upstream *u, int src, int64_t until_wall_s);
 
 /* upstale.c: the cache, as the client uses it. */
 /* Record r's lookup (source src, wall-clock now): ENR_CACHE_FRESH and r

@@ -18,7 +18,8 @@ counts every call.  Checks:
     their deadline + 10 ms (every one within + 100 ms, the margin of the
     upstream suites on a shared machine), a far store is not asked on a
     batch's path at all (its answers are still written), and the hosts
-    use the store again once it is back;
+    use the store again once it is back; /healthz says degraded (200)
+    while no worker reaches the store, ok once it is back;
   - without shared_store nothing connects (one host needs no Redis).
 """
 
@@ -165,6 +166,11 @@ def batches(env, n, results, stop=None, tag="a"):
             sys.stderr.write("request failed: %r\n" % e)
 
 
+def healthz(env):
+    st, _, data = env.request("/healthz", method="GET")
+    return st, json.loads(data)
+
+
 def check_batches(r, what, results):
     bad = [x for x in results if x[0] != 200 or x[1] != 0]
     slow = sorted(x[2] for x in results)
@@ -190,8 +196,15 @@ def test_store_lost_and_back(r, fake):
             redis.kill9()
             batches(env, 40, res, tag="b")
             check_batches(r, "redis killed (-9)", res)
+            harness.wait_for(lambda: healthz(env)[1].get("status") == "degraded", 10,
+                             what="/healthz degraded")
+            st, doc = healthz(env)
+            r.check(st == 200 and "shared store" in doc.get("reason", ""),
+                    "/healthz: degraded, not failed (%d %r)" % (st, doc.get("reason")))
             redis.start()
             wait_clients(redis, 2, timeout=20)
+            harness.wait_for(lambda: healthz(env)[1].get("status") == "ok", 10,
+                             what="/healthz ok once the store is back")
             res = []
             batches(env, 20, res, tag="c")
             check_batches(r, "redis started again", res)

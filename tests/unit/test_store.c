@@ -14,6 +14,7 @@
 #include "upstream/api.h"
 #include "upstream/store.h"
 #include "upstream/store_cache.h"
+#include "upstream/store_lease.h"
 #include "t.h"
 
 static void test_addr(void)
@@ -207,8 +208,41 @@ static void test_forged(void)
             ENR_STORE_VALUE_MAX);
 }
 
+static void test_lease(void)
+{
+    enr_buf k = {0};
+    uint64_t taken = 0, granted[3] = {0};
+
+    T_CHECK(enr_lease_grant(0, 100, 10) == 10, "a whole lease while there is room");
+    T_CHECK(enr_lease_grant(95, 100, 10) == 5, "what is left of the pace");
+    T_CHECK(enr_lease_grant(100, 100, 10) == 0 && enr_lease_grant(130, 100, 10) == 0,
+            "nothing past it (a ledger above it grants nothing, never a negative)");
+    T_CHECK(enr_lease_units(0, 10000) == 100, "the default lease: 1 %% of the day's budget");
+    T_CHECK(enr_lease_units(0, 50) == 1, "at least one unit");
+    T_CHECK(enr_lease_units(25, 10000) == 25, "budget_lease_units when set");
+    /* Three hosts taking leases in turn at a pace that grows: the ledger
+     * never grants past the pace, and the hosts hold at most what was
+     * granted. */
+    for (uint64_t allowed = 0; allowed <= 1000; allowed += 7)
+        for (int h = 0; h < 3; h++) {
+            uint64_t g = enr_lease_grant(taken, allowed, 10);
+            taken += g;
+            granted[h] += g;
+            T_CHECK(taken <= allowed || g == 0, "never past the pace (%llu of %llu)",
+                    (unsigned long long)taken, (unsigned long long)allowed);
+        }
+    T_CHECK(taken == 994 && granted[0] + granted[1] + granted[2] == taken,
+            "the day's pace granted whole: %llu", (unsigned long long)taken);
+    T_CHECK(enr_lease_key(&k, "enrichd:", ENR_API_YOUTUBE, 1796371200000) == 0 &&
+                k.len == strlen("enrichd:q:youtube:1796371200000") &&
+                memcmp(k.data, "enrichd:q:youtube:1796371200000", k.len) == 0,
+            "the ledger's key: prefix, source, the day's end: %.*s", (int)k.len, k.data);
+    enr_buf_free(&k);
+}
+
 int main(void)
 {
+    test_lease();
     test_addr();
     test_prefix();
     test_backoff();
