@@ -208,6 +208,7 @@ bench-upstream: all
 	@scripts/bench-upstream-net.sh $(B)
 	@ENR_BUILD=$(B) scripts/bench-upstream-providers.py
 	@ENR_BUILD=$(B) scripts/bench-upstream-budget.py
+	@ENR_BUILD=$(B) scripts/bench-upstream-fleet.py
 
 # FUZZ_JOBS: how many targets are built and run at a time.
 FUZZ_SECONDS ?= 60
