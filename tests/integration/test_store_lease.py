@@ -18,7 +18,8 @@ to every host far faster than the budget allows.
     the others: the pause's end is in the store, and a second host makes
     no call while it holds.
 """
-# run alone: a compressed day's units are judged against its pace.
+# side by side: the units are bounded by the ledger, not by time (a loaded
+# machine spends less of the day, never more).
 import os
 import signal
 import sys

@@ -36,8 +36,8 @@ static void test_addr(void)
         "unix:relative.sock",
         "redis://[::1:6379",
         "redis://h h:1",
-        "unix:/a/very/long/path/that/goes/on/and/on/and/on/and/on/and/on/and/on/and/on/and/on/"
-        "and/on/and/on/and/on/and/on/redis.sock",
+        ("unix:/a/very/long/path/that/goes/on/and/on/and/on/and/on/and/on/and/on/and/on/and/on/"
+         "and/on/and/on/and/on/and/on/redis.sock"),
     };
 
     T_CHECK(enr_store_addr_parse("redis://10.0.0.5:6380/3", &a, why, sizeof why) == 0 &&
