@@ -20,11 +20,15 @@ counts every call.  Checks:
     batch's path at all (its answers are still written), and the hosts
     use the store again once it is back; /healthz says degraded (200)
     while no worker reaches the store, ok once it is back;
+  - a reply larger than its command asked for (64 MB to an MGET of 9
+    ids) drops the connection unread: the batch is the upstream's, the
+    worker's peak RSS stays far below the reply;
   - without shared_store nothing connects (one host needs no Redis).
 """
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -277,6 +281,78 @@ def test_store_slow(r, fake):
             harness.shutil.rmtree(proxy_dir, ignore_errors=True)
 
 
+class HostileRedis:
+    """A peer speaking RESP that logs a worker in, answers its PINGs, and
+    answers every MGET with a bulk string of 64 MB: more than any reply a
+    command of enrichd asks for may take."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.sent_big = 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.conn, args=(c,), daemon=True).start()
+
+    def conn(self, c):
+        buf = b""
+        try:
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+                while b"PING" in buf or b"MGET" in buf:
+                    if buf.find(b"PING") >= 0 and (buf.find(b"MGET") < 0 or
+                                                   buf.find(b"PING") < buf.find(b"MGET")):
+                        buf = buf[buf.find(b"PING") + 4:]
+                        c.sendall(b"+PONG\r\n")
+                    else:
+                        buf = b""
+                        self.sent_big += 1
+                        c.sendall(b"*1\r\n$67108864\r\n")
+                        chunk = b"x" * 65536
+                        for _ in range(1024):
+                            c.sendall(chunk)
+        except OSError:
+            return
+
+    def close(self):
+        self.sock.close()
+
+
+def test_store_reply_bounded(r, fake):
+    evil = HostileRedis()
+    env = start_host("store-evil", store_conf(fake, "redis://127.0.0.1:%d/0" % evil.port,
+                                              workers=1))
+    try:
+        harness.wait_for(lambda: metrics(env).get("enrichd_store_up", 0) >= 1, 10,
+                         what="the worker logged in to the hostile store")
+        st, h, lines = post(env, RECS[:9])
+        r.check(st == 200 and degraded(h) == 0, "the batch answered and enriched (%d)" % st)
+        r.check([x.get("poster") for x in lines] ==
+                [fake_poster(x["provider"], x["id"]) for x in RECS[:9]],
+                "from the upstream, nothing of the store's reply")
+        m = metrics(env)
+        r.check(evil.sent_big >= 1 and m.get("enrichd_store_errors_total", 0) >= 1,
+                "a 64 MB reply to an MGET of 9 ids: the connection dropped, counted (%r)"
+                % m.get("enrichd_store_errors_total"))
+        pids = env.worker_pids()
+        rss = max(harness.proc_status_kb(p, "VmHWM") for p in pids)
+        r.check(rss < 64 * 1024, "the worker never held it: peak RSS %d kB" % rss)
+    finally:
+        env.close()
+        evil.close()
+
+
 def test_off_by_default(r, fake):
     with Redis() as redis:
         env = start_host("store-off", "workers = 2\n" + upstream_conf(fake))
@@ -293,7 +369,8 @@ def main():
     r = harness.Results()
     only = sys.argv[1:]
     tests = [test_off_by_default, test_fleet_asks_once, test_forged_never_served,
-             test_store_lost_and_back, test_store_stopped, test_store_slow]
+             test_store_lost_and_back, test_store_stopped, test_store_slow,
+             test_store_reply_bounded]
     with FakeUpstream() as fake:
         for fn in tests:
             if not only or fn.__name__[len("test_"):] in only:
