@@ -28,7 +28,7 @@ endif
 # the -dev package.  Only what is called is linked: the digests, not
 # libcrypto's init (test_pool_systemd counts the relocations).  The Unicode data is the engine's own
 # (src/engine/ucd_tables.inc); ICU is only the unit tests' second oracle.
-PKGS    := json-c libsystemd libcrypto
+PKGS    := json-c libsystemd libcrypto hiredis
 PKGCF   := $(shell pkg-config --cflags $(PKGS) libcurl 2>/dev/null)
 STATIC_ENGINE_LIBS := -Wl,-Bstatic -lcrypto -Wl,-Bdynamic -lm -lpthread -ldl
 TEST_ICU_CF := $(shell pkg-config --cflags icu-uc 2>/dev/null)
@@ -55,7 +55,7 @@ endif
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 CFLAGS  ?= $(OPT) -g
 ALLCF   := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANFL) $(PKGCF) $(EXTRA_CFLAGS) -DENR_VERSION='"$(VERSION)"' -Isrc -MMD -MP
-LDLIBS  := -lfcgi $(shell pkg-config --libs json-c libsystemd 2>/dev/null) $(STATIC_ENGINE_LIBS)
+LDLIBS  := -lfcgi $(shell pkg-config --libs json-c libsystemd hiredis 2>/dev/null) $(STATIC_ENGINE_LIBS)
 # Full RELRO and immediate binding, as the Debian package's hardening
 # links it (so the bench measures what ships): the master resolves every
 # symbol once before it forks, so no worker's first calls through the PLT
@@ -244,6 +244,7 @@ bench-upstream: all
 	@scripts/bench-upstream-net.sh $(B)
 	@ENR_BUILD=$(B) scripts/bench-upstream-providers.py
 	@ENR_BUILD=$(B) scripts/bench-upstream-budget.py
+	@ENR_BUILD=$(B) scripts/bench-upstream-fleet.py
 
 # FUZZ_JOBS: how many targets are built and run at a time.
 FUZZ_SECONDS ?= 60

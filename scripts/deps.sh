@@ -20,12 +20,14 @@ set -eu
 # readelf (binutils) reads enrichd's relocations (test_pool_systemd.py)
 # and what -t/-T read; gdb's gcore takes the cores test_secret_memory.py
 # searches for the provider secret; pyflakes checks the tests' and
-# scripts' Python in `make lint`.
+# scripts' Python in `make lint`; redis-server is the fleet's shared
+# store, started by the store's tests on a socket of their own (the
+# package's own service is stopped and disabled below, as lighttpd's).
 RUN_PKGS="gcc libfcgi-dev libjson-c-dev libssl-dev libcurl4-openssl-dev libsystemd-dev
-nginx-light pkg-config python3"
+libhiredis-dev nginx-light pkg-config python3"
 TEST_PKGS="systemd clang libclang-rt-14-dev valgrind cppcheck clang-format prometheus
 libfcgi-bin apache2-bin lighttpd curl iproute2 groff-base man-db openssl libicu-dev nodejs chromium tmux
-php-cli php-sqlite3 php-curl strace gdb binutils python3-pyflakes"
+php-cli php-sqlite3 php-curl strace gdb binutils python3-pyflakes redis-server"
 # `make deb`: debhelper and lintian; `make system-test`: a Debian root
 # file system booted under systemd-nspawn.
 DEB_PKGS="debhelper lintian fakeroot dpkg-dev"
@@ -76,5 +78,16 @@ case " $missing " in
         $SUDO update-rc.d lighttpd disable >/dev/null 2>&1 || true
     fi
     echo "deps: lighttpd's own service stopped and disabled (the tests run their own)" >&2
+    ;;
+esac
+case " $missing " in
+*" redis-server "*)
+    if [ -d /run/systemd/system ]; then
+        $SUDO systemctl disable --now redis-server.service >/dev/null 2>&1 || true
+    else
+        $SUDO invoke-rc.d redis-server stop >/dev/null 2>&1 || true
+        $SUDO update-rc.d redis-server disable >/dev/null 2>&1 || true
+    fi
+    echo "deps: redis-server's own service stopped and disabled (the tests run their own)" >&2
     ;;
 esac

@@ -61,12 +61,12 @@ API="$(echo "$S"/upstream/api*.c) $S/upstream/reply_scan.c $S/upstream/upstream_
 target_srcs() {
     case $1 in
     engine | numtext | fast) echo "$ENGINE" ;;
-    config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/ops/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/upstream/upstream_url.c $S/upstream/curlapi.c $S/base/secret.c $S/base/config_cred.c $S/base/confsource.c" ;;
+    config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/ops/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/upstream/upstream_url.c $S/upstream/curlapi.c $S/base/secret.c $S/base/config_cred.c $S/base/confsource.c $S/base/storeaddr.c" ;;
     retry_after) echo "$S/upstream/quota.c $S/base/upfail.c $S/base/log.c" ;;
     upstream_header) echo "$S/base/secret.c $S/upstream/upsecret.c" ;;
     upstream_reply) echo "$S/upstream/upstream_reply.c $S/upstream/reply_scan.c $S/base/buf.c" ;;
     trace) echo "$S/replay/replay_trace.c" ;;
-    statustext) echo "$S/ops/statustext.c $S/base/upcounters.c $S/upstream/budget.c $S/base/safedir.c $S/base/statefile.c $API" ;;
+    statustext) echo "$S/ops/statustext.c $S/base/upcounters.c $S/upstream/budget.c $S/upstream/store_lease.c $S/base/safedir.c $S/base/statefile.c $API" ;;
     scan) echo "$S/engine/scan.c" ;;
     fcgi_body) echo "$S/fcgi/fcgi_body.c $S/fcgi/fcgi_guard.c $S/base/buf.c" ;;
     msec) echo "$S/pool/shed.c" ;;

@@ -544,6 +544,8 @@ static int sources(parse_state *ps, enr_config *c)
 
     if (enr_config_sources(c, &key, why, sizeof why) != 0)
         return FAIL_AT(ps, key, "%s", why);
+    if (enr_config_store_check(c, &key, why, sizeof why) != 0)
+        return FAIL_AT(ps, key, "%s", why);
     return 0;
 }
 

@@ -19,6 +19,9 @@
 
 #define ENR_PATH_MAX 256
 
+/* shared_store_prefix: its bytes at most (config_store.c checks it). */
+#define ENR_STORE_PREFIX_MAX 64
+
 /* workers = auto: processes per CPU the master may run on.  Two: on one
  * core with nginx, 2 workers served the most 400 KB batches per second,
  * 1 had the lowest p50, and 3 or 6 cost more CPU per request and a longer
@@ -100,6 +103,15 @@ typedef struct enr_config {
     unsigned upstream_max_calls_per_s; /* host-wide, 0 = no limit (default) */
     unsigned budget_burst_s;           /* how far ahead of the day's pace, in seconds of it */
     char budget_file[ENR_PATH_MAX];    /* empty: $STATE_DIRECTORY/budget, or memory only */
+    /* the fleet's shared store (upstream/store.h); shared_store empty: off */
+    char shared_store[ENR_PATH_MAX];
+    char shared_store_user[ENR_SECRET_CRED_NAME_MAX];
+    char shared_store_password_file[ENR_PATH_MAX];
+    char shared_store_password_credential[ENR_SECRET_CRED_NAME_MAX];
+    char shared_store_prefix[ENR_STORE_PREFIX_MAX + 1];
+    unsigned shared_store_timeout_ms; /* a batch's wait for the store, at most */
+    unsigned budget_lease_units;      /* a host's lease of the fleet's day; 0: 1 % of it */
+    enr_secret shared_store_password; /* read like the others; never shown */
     /* what a call carries besides the ids (secret.h): header lines, and
      * one secret from a file or a systemd credential, put in a header or
      * in the query */
@@ -159,6 +171,10 @@ int enr_config_enriches(const enr_config *c);
 /* Resolves and checks the sources and reads the secrets they need
  * (confsource.c); -1 with the key at fault in *key and why. */
 int enr_config_sources(enr_config *c, const char **key, char *why, size_t whylen);
+
+/* The shared store's keys (config_store.c): its address, its prefix and
+ * its password's source; -1 with the key at fault in *key and why. */
+int enr_config_store_check(const enr_config *c, const char **key, char *why, size_t whylen);
 
 /* The base URL of a source (enum enr_api_id): its configured *_url. */
 const char *enr_config_source_url(const enr_config *c, int api);

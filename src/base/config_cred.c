@@ -65,6 +65,10 @@ static const cred_secret secrets[] = {
 #undef API_SECRET_SECRET
 #undef API_SECRET_NOSECRET
 #undef API_SECRET
+        {"shared_store_password_file", "shared_store_password_credential",
+         F(shared_store_password_file), F(shared_store_password_credential),
+         "shared_store_password", F(shared_store_password), "shared_store", F(shared_store), -1,
+         -1},
 };
 #define N_SECRETS (sizeof secrets / sizeof secrets[0])
 

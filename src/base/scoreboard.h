@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "base/upcounters.h"
+#include "base/storestats.h"
 
 #define ENR_SB_MAX_WORKERS 256
 #define ENR_SB_REQID_MAX 40
@@ -97,6 +98,9 @@ typedef struct enr_sb_slot {
     enr_sb_u64 up[ENR_UP_SOURCES][ENR_UP_NCOUNTERS];
     enr_sb_u64 up_breaker_state[ENR_UP_SOURCES]; /* enum enr_breaker_state (breaker.h) */
     enr_sb_u64 up_fds;                           /* descriptors held by the client */
+    /* its connection to the fleet's shared store: rows of ENR_STORE_STATS
+     * (storestats.h), counters cumulative, gauges live */
+    enr_sb_u64 store[ENR_STORE_NSTATS];
 
     /* capture (capture.h): cumulative */
     enr_sb_u64 cap_written, cap_dropped_queue, cap_dropped_error;

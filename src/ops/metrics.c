@@ -23,6 +23,8 @@
 #include "upstream/breaker.h"
 #include "upstream/budget.h"
 #include "base/upfail.h"
+#include "upstream/store_lease.h"
+#include "upstream/quota.h"
 #include "base/clock.h"
 
 static void family(enr_buf *b, const char *name, const char *type, const char *help)
@@ -302,6 +304,39 @@ static void render_budget(enr_buf *b, const enr_config *c)
     }
 }
 
+/* The shared store's rows (storestats.h): counters summed over the
+ * slots, gauges over the live workers (the round trip: the largest). */
+static void render_store(enr_buf *b, const enr_scoreboard *sb)
+{
+    const enr_sb_slot *s;
+
+    for (unsigned r = 0; r < ENR_STORE_NSTATS; r++) {
+        const enr_store_stat_row *row = &enr_store_stat_rows[r];
+        int gauge = row->type[0] == 'g', largest = r == ENR_STORE_ROW_rtt_us;
+        uint64_t v = 0;
+        for (ENR_SB_EACH_SLOT(sb, i, s)) {
+            uint64_t x = ENR_SB_GET(s->store[r]);
+            if (gauge && !enr_sb_slot_live(s))
+                continue;
+            v = largest ? (x > v ? x : v) : v + x;
+        }
+        if (largest) /* kept in µs, shown in the base unit */
+            one_d(b, row->metric, row->type, row->help, (double)v / 1e6);
+        else
+            one_u(b, row->metric, row->type, row->help, v);
+    }
+    family(b, "enrichd_store_lease_held_units", "gauge",
+           "Units of the fleet's day the host holds in its lease, not spent yet.");
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+        enr_budget_state st;
+        char l[64];
+        if (!enr_budget_view((int)src, enr_budget_clocks(), &st))
+            continue;
+        snprintf(l, sizeof l, "{source=\"%s\"}", enr_config_source_names[src]);
+        sample_u(b, "enrichd_store_lease_held_units", l, enr_lease_held((int)src, st.day_end_ms));
+    }
+}
+
 static void render_health(enr_buf *b, const enr_scoreboard *sb, const enr_status_view *x)
 {
     const enr_health *h = x ? x->health : NULL;
@@ -413,6 +448,7 @@ void enr_metrics_render(enr_buf *out, const enr_status_view *v)
     render_latency(out, v->sb);
     render_upstream(out, v->sb, v->c, ps);
     render_budget(out, v->c);
+    render_store(out, v->sb);
     render_cache(out, v);
     render_health(out, v->sb, v);
     render_workers(out, v->sb, v);

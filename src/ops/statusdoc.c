@@ -524,15 +524,38 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     return o;
 }
 
+/* shared_store set, workers live, none of them connected to it. */
+static int store_unreachable(const enr_config *c, const enr_scoreboard *sb)
+{
+    const enr_sb_slot *s;
+    unsigned live = 0, up = 0;
+
+    if (c == NULL || c->shared_store[0] == '\0')
+        return 0;
+    for (ENR_SB_EACH_SLOT(sb, i, s))
+        if (enr_sb_slot_serving(s)) {
+            live++;
+            up += ENR_SB_GET(s->store[ENR_STORE_ROW_up]) != 0;
+        }
+    return live > 0 && up == 0;
+}
+
 json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_scoreboard *sb)
 {
     json_object *o = json_object_new_object(), *w = json_object_new_object();
     json_object *rs = json_object_new_array(), *m = json_object_new_object();
     const enr_health_window *x = &h->win;
 
-    add_s(o, "status", h->healthy ? "ok" : "unhealthy");
-    if (!h->healthy)
-        add_s(o, "reason", h->reason);
+    /* The fleet's store configured and no live worker connected: each
+     * host serves on its own (docs/fleet.md), degraded, never failed. */
+    if (h->healthy && store_unreachable(c, sb)) {
+        add_s(o, "status", "degraded");
+        add_s(o, "reason", "shared store unreachable: the host serves on its own");
+    } else {
+        add_s(o, "status", h->healthy ? "ok" : "unhealthy");
+        if (!h->healthy)
+            add_s(o, "reason", h->reason);
+    }
     for (unsigned i = 0; i < ENR_HR_COUNT; i++)
         if (h->reasons & (1u << i))
             json_object_array_add(rs, json_object_new_string(enr_health_reason_name(1u << i)));

@@ -383,6 +383,8 @@ int enr_worker_main(const enr_worker_args *a)
     }
     ENR_SB_SET(slot->state, ENR_WS_EXITING);
     title(&w, "exiting");
+    if (worker_stop || worker_drain)
+        enr_upstream_stop(w.upstream); /* the fleet's units it holds, given back */
     teardown(&w);
     if (reason != ENR_EXIT_NONE)
         return ENR_WORKER_EXIT_RECYCLE + reason;

@@ -38,6 +38,7 @@ typedef struct enr_worker {
     enr_engine *engine;
     enr_upstream *upstream;
     enr_upstream_stats up_published; /* its counters as last added to the slot */
+    enr_store_stats store_published; /* the shared store's, likewise */
     enr_capture *capture;            /* NULL: off */
     uint64_t arrival_us;             /* the request in hand, CLOCK_REALTIME (capture) */
     uint64_t wait_ms;                /* its wait for a worker (shed.h), 0 if unknown */
@@ -58,6 +59,26 @@ typedef struct enr_worker {
  * for the breaker state and the descriptors.  Called while idle and
  * right after a batch's calls, before its answer is sent, so a caller
  * that reads /metrics after its answer sees them. */
+/* The shared store's rows (storestats.h): counters as deltas, gauges as
+ * they are. */
+static inline void enr_worker_publish_store(enr_worker *w)
+{
+    const enr_store_stats *now = enr_upstream_store_stats(w->upstream);
+    enr_store_stats *was = &w->store_published;
+    enr_sb_slot *s = w->slot;
+
+    if (now == NULL)
+        return;
+#define STORE_PUBLISH(f, metric, type, help)                                                       \
+    if (type[0] == 'c')                                                                            \
+        ENR_SB_ADD(s->store[ENR_STORE_ROW_##f], now->f - was->f);                                  \
+    else                                                                                           \
+        ENR_SB_SET(s->store[ENR_STORE_ROW_##f], now->f);
+    ENR_STORE_STATS(STORE_PUBLISH)
+#undef STORE_PUBLISH
+    *was = *now;
+}
+
 static inline void enr_worker_publish_upstream(enr_worker *w)
 {
     const enr_upstream_stats *now = enr_upstream_stats_of(w->upstream);
@@ -74,6 +95,7 @@ static inline void enr_worker_publish_upstream(enr_worker *w)
     }
     ENR_SB_SET(s->up_fds, now->fds);
     *was = *now;
+    enr_worker_publish_store(w);
 }
 
 #endif

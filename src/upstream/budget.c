@@ -73,6 +73,7 @@
 #include "base/log.h"
 #include "base/statefile.h"
 #include "upstream/api.h"
+#include "upstream/store_lease.h"
 
 #define BUDGET_MAGIC "ENRBUDG1"
 #define BUDGET_VERSION 1u
@@ -368,8 +369,12 @@ int enr_budget_take(int src, unsigned units, int refresh, enr_budget_now now)
     allowed = enr_budget_allowed(limit, refresh ? burst / 2 : burst, w.elapsed, w.len);
     (void)word_add(&s->asked, w.key, units, 0, 0);
     (void)word_add(&s->demand[w.bucket], bucket_key(&w, w.bucket), units, 0, 0);
-    if (word_add(&s->spent, w.key, units, 1, allowed))
-        return 1;
+    /* With a shared store, only units the host holds (store_lease.h). */
+    if (enr_lease_spend(src, units, limit, w.end)) {
+        if (word_add(&s->spent, w.key, units, 1, allowed))
+            return 1;
+        enr_lease_refund(src, units, w.end);
+    }
     (void)word_add(refresh ? &s->deferred_refresh : &s->deferred_new, w.key, 1, 0, 0);
     {
         /* Said once a day per source, by the worker that first met it. */
@@ -398,6 +403,7 @@ uint64_t enr_budget_day_key(int src, enr_budget_now now)
 void enr_budget_refund(int src, unsigned units, uint64_t key, enr_budget_now now)
 {
     uint64_t cur, v, next;
+    enr_budget_when w;
     bsrc *s;
 
     if (g_page == NULL || src < 0 || src >= ENR_UP_SOURCES || units == 0)
@@ -405,7 +411,8 @@ void enr_budget_refund(int src, unsigned units, uint64_t key, enr_budget_now now
     s = &g_page->src[src];
     /* Only to the day they were taken from while it is in force, and
      * never below 0: a day that has ended keeps what it spent. */
-    if (enr_budget_day_key(src, now) != key)
+    day_read(src, s, now, &w);
+    if (w.key != key)
         return;
     cur = atomic_load_explicit(&s->spent, memory_order_relaxed);
     do {
@@ -415,6 +422,8 @@ void enr_budget_refund(int src, unsigned units, uint64_t key, enr_budget_now now
         next = key << VAL_BITS | (v > units ? v - units : 0);
     } while (!atomic_compare_exchange_weak_explicit(&s->spent, &cur, next, memory_order_relaxed,
                                                     memory_order_relaxed));
+    /* ... and to the host's lease of the fleet's day, which it came from. */
+    enr_lease_refund(src, (unsigned)(v > units ? units : v), w.end);
 }
 
 const enr_budget_row enr_budget_rows[ENR_BUDGET_NFIELDS] = {
@@ -443,6 +452,7 @@ int enr_budget_view(int src, enr_budget_now now, enr_budget_state *st)
     st->burst = ENR_SB_GET(s->burst);
     st->asked = word_get(&s->asked, w.key);
     st->reset_ms = now.wall_ms + w.left_ms;
+    st->day_end_ms = w.end;
     st->day_ms = w.len;
     spent = word_get(&s->spent, w.key);
     share = enr_budget_allowed(limit, 0, w.elapsed, w.len);
@@ -493,6 +503,7 @@ void enr_budget_configure(const enr_config *c)
 {
     uint64_t day_ms = g_day_ms, origin = g_day_origin;
 
+    enr_lease_configure(c);
     if (g_page == NULL)
         return;
     for (int i = 0; i < ENR_UP_SOURCES; i++) {
@@ -669,6 +680,8 @@ int enr_budget_open(const enr_config *c)
         enr_budget_configure(c);
         return 0;
     }
+    if (enr_lease_open(c) != 0) /* the shared store's leases, beside the page */
+        return -1;
     g_path[0] = '\0';
     if (explicit)
         snprintf(g_path, sizeof g_path, "%s", c->budget_file);

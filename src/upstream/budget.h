@@ -126,6 +126,7 @@ typedef struct enr_budget_state {
     uint64_t burst;               /* units ahead of pace */
     uint64_t asked;               /* units asked today (spent + deferred) */
     int64_t reset_ms;             /* the day's end, Unix ms (now's wall + what is left of it) */
+    int64_t day_end_ms;           /* the day in force's own end (its key for the fleet's leases) */
     uint64_t day_ms;              /* the day's length */
     double v[ENR_BUDGET_NFIELDS]; /* by row of ENR_BUDGET_FIELDS */
 } enr_budget_state;

@@ -119,6 +119,8 @@ void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
     else if (why == ENR_UP_F_THROTTLED && until <= wall)
         until = wall + (c->has_retry_after && c->retry_after_s ? c->retry_after_s
                                                                : ENR_THROTTLE_DEFAULT_S);
+    if (why == ENR_UP_F_QUOTA)
+        enr_up_store_pause(u, c->src, until); /* every host of the fleet (store.h) */
     if (!enr_quota_hold(&x->quota, now, (uint64_t)(until - wall) * 1000u, why, until,
                         c->why.reason))
         return; /* held already: its setter said so */

@@ -109,13 +109,22 @@ void enr_up_cache_store(enr_upstream *u, int provider, int src, const char *key,
                         const enr_cache_val *v, int live)
 {
     unsigned ttl_s = v->negative ? u->cache_neg_ttl_s : u->ttl_s[src];
+    uint64_t now = enr_wall_ms(), expires;
 
     /* A live or upcoming broadcast's poster and runtime change when it
      * ends: its answer is asked again soon, never kept longer than its
      * source's answers. */
     if (live && !v->negative && u->cache_live_ttl_s < ttl_s)
         ttl_s = u->cache_live_ttl_s;
+    expires = now + (uint64_t)ttl_s * 1000u;
+    enr_cache_put(u->cache, cache_key(provider, src), key, key_len, v, expires);
+    /* ... and for the fleet (store_cache.h): queued, not waited for. */
+    if (u->store != NULL)
+        enr_store_cache_put(u->store, u->sbatch, provider, src, key, key_len, v, expires, now);
+}
 
-    enr_cache_put(u->cache, cache_key(provider, src), key, key_len, v,
-                  enr_wall_ms() + (uint64_t)ttl_s * 1000u);
+void enr_up_cache_keep(enr_upstream *u, int provider, int src, const char *key, size_t key_len,
+                       const enr_cache_val *v)
+{
+    enr_cache_put(u->cache, cache_key(provider, src), key, key_len, v, v->expires_ms);
 }

@@ -65,21 +65,12 @@
 #include "base/clock.h"
 #include "base/hash.h"
 
+typedef enr_upwant want;
+
 #define UP_MAX_BODY ENR_REPLY_BODY_MAX /* no reply is larger, whatever the call asked */
 #define UP_MAX_URL 8000                /* common server limit on a request line */
 #define UP_RETRY_MIN_MS 2              /* no retry with less time than this left */
 #define UP_PARAMS_MAX 256 /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
-
-enum want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
-typedef struct enr_upwant {
-    size_t rec; /* first record with this provider+key */
-    size_t poster_off, poster_len;
-    double duration;
-    int call; /* index into calls, -1 when none */
-    uint8_t provider, src, state, has_poster, has_duration;
-    uint8_t live;  /* a live or upcoming broadcast: a short lifetime (upstale.c) */
-    uint8_t stale; /* the cache keeps an answer past its lifetime (upstale.c): a refresh */
-} want;
 
 /* ---- per-batch scratch ---- */
 
@@ -214,8 +205,8 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
             size_t wi = k % u->nwants, idlen;
             want *w = &u->wants[wi];
             const enr_record *r = &b->recs[w->rec];
-            if (w->provider != p || w->stale != k / u->nwants)
-                continue;
+            if (w->provider != p || w->stale != k / u->nwants || w->state != W_PENDING)
+                continue; /* another provider's, the other pass's, or the fleet's store answered */
             idlen = pct_len(b->text.data + r->key_off, r->key_len);
             if (x->base.len + (x->api ? UP_PARAMS_MAX : sizeof("provider=xx&ids=") - 1) + idlen >
                 UP_MAX_URL) {
@@ -736,12 +727,39 @@ int enr_upstream_idle(enr_upstream *u)
     u->st.fds = enr_upconn_fds(u->conn);
     for (int src = 0; src < ENR_API_COUNT; src++)
         u->st.src[src].warmups = enr_upconn_warmups(u->conn, src);
-    return enr_upconn_maintain(u->conn, enr_mono_ms());
+    return enr_up_store_idle(u, enr_upconn_maintain(u->conn, enr_mono_ms()));
 }
 
 int enr_upstream_fd(const enr_upstream *u)
 {
     return enr_upconn_fd(u->conn);
+}
+
+/* The batch's answers into the cache (and the fleet's store, which the
+ * batch does not wait for): found ones for their lifetime, unknown ids as
+ * misses; those the store gave are the host's already. */
+static void answers_keep(enr_upstream *u, const enr_batch *b)
+{
+    for (size_t wi = 0; wi < u->nwants; wi++) {
+        want *w = &u->wants[wi];
+        const enr_record *r = &b->recs[w->rec];
+        enr_cache_val v = {0};
+        if (w->shared)
+            continue; /* kept by the host already, with the store's lifetime */
+        if (w->state == W_FOUND) {
+            v.poster = w->has_poster ? b->text.data + w->poster_off : NULL;
+            v.poster_len = w->poster_len;
+            v.duration = w->duration;
+            v.has_duration = w->has_duration;
+            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v,
+                               w->live);
+        } else if (w->state == W_UNKNOWN) {
+            v.negative = 1;
+            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v,
+                               0);
+        }
+    }
+    enr_up_store_flush(u);
 }
 
 /* ---- the batch ---- */
@@ -798,6 +816,7 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
         dl = deadline_ms;
     /* Planned even when the deadline has passed, so the calls that could
      * not be made are counted (kind deadline) instead of vanishing. */
+    enr_up_store_lookup(u, b, wall, dl);
     ncalls = plan_calls(u, b, now);
     for (size_t wi = 0; wi < u->nwants; wi++)
         if (u->wants[wi].call < 0 && u->wants[wi].state == W_PENDING)
@@ -806,23 +825,7 @@ size_t enr_upstream_enrich(enr_upstream *u, enr_batch *b, uint64_t deadline_ms)
         run_calls(u, b, ncalls, dl);
     u->st.fds = enr_upconn_fds(u->conn);
 
-    for (size_t wi = 0; wi < u->nwants; wi++) {
-        want *w = &u->wants[wi];
-        const enr_record *r = &b->recs[w->rec];
-        enr_cache_val v = {0};
-        if (w->state == W_FOUND) {
-            v.poster = w->has_poster ? b->text.data + w->poster_off : NULL;
-            v.poster_len = w->poster_len;
-            v.duration = w->duration;
-            v.has_duration = w->has_duration;
-            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v,
-                               w->live);
-        } else if (w->state == W_UNKNOWN) {
-            v.negative = 1;
-            enr_up_cache_store(u, w->provider, w->src, b->text.data + r->key_off, r->key_len, &v,
-                               0);
-        }
-    }
+    answers_keep(u, b);
     for (size_t i = 0; i < b->n; i++) {
         enr_record *r = &b->recs[i];
         const want *w;

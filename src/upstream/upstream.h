@@ -17,6 +17,7 @@
 #include "base/config.h"
 #include "upstream/cache.h"
 #include "upstream/upstream_stats.h"
+#include "base/storestats.h"
 #include "base/scoreboard.h"
 #include "engine/engine.h"
 
@@ -35,6 +36,8 @@ void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota shared[ENR_UP_SOURCE
 
 /* The client's counters (valid until enr_upstream_free). */
 const enr_upstream_stats *enr_upstream_stats_of(const enr_upstream *u);
+/* Its shared store's (storestats.h); NULL when it has none. */
+const enr_store_stats *enr_upstream_store_stats(const enr_upstream *u);
 void enr_upstream_free(enr_upstream *u);
 
 /* Enrich b in place: sets poster overrides (in b->text) and durations of
@@ -55,6 +58,11 @@ int enr_upstream_idle(enr_upstream *u);
  * worker's first batch (after a start, a reload, a recycle) finds them. */
 #define ENR_UPSTREAM_WARM_WAIT_MS 1000u
 void enr_upstream_warm(enr_upstream *u);
+
+/* The pool is stopping (a drain): the day's units the host holds of the
+ * fleet's quota given back (store_lease.h), in a bounded wait.  No-op
+ * without a shared store. */
+void enr_upstream_stop(enr_upstream *u);
 
 /* Readable when enr_upstream_idle() has work. */
 int enr_upstream_fd(const enr_upstream *u);

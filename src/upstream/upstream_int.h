@@ -29,10 +29,23 @@
 #include "upstream/upconn.h"
 #include "upstream/upstream_reply.h"
 #include "upstream/upstream_stats.h"
+#include "upstream/store.h"
+#include "upstream/store_cache.h"
 
-/* A distinct provider+id that a batch missed in the cache: defined and
- * used by upstream.c alone, freed with the client. */
-struct enr_upwant;
+/* A distinct provider+id that a batch missed in the host's cache: made
+ * and resolved by upstream.c, resolved from the fleet's store by
+ * upstore.c; freed with the client. */
+enum enr_want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
+typedef struct enr_upwant {
+    size_t rec; /* first record with this provider+key */
+    size_t poster_off, poster_len;
+    double duration;
+    int call; /* index into calls, -1 when none */
+    uint8_t provider, src, state, has_poster, has_duration;
+    uint8_t live;   /* a live or upcoming broadcast: a short lifetime (upstale.c) */
+    uint8_t stale;  /* the cache keeps an answer past its lifetime (upstale.c): a refresh */
+    uint8_t shared; /* answered by the fleet's store: kept by the host, not written back */
+} enr_upwant;
 
 typedef struct enr_upcall {
     CURL *easy;
@@ -99,15 +112,19 @@ struct enr_upstream {
     uint64_t seed;
 
     /* per-batch scratch, grown to the largest batch and reused */
-    struct enr_upwant *wants; /* upstream.c's alone */
+    enr_upwant *wants;
     size_t nwants, wants_cap;
     uint32_t *rec_want; /* per record: want index + 1, 0 none */
     size_t rec_cap;
     uint32_t *table; /* open addressing: want index + 1 */
     size_t table_cap;
-    size_t *order;      /* wants in call order */
-    enr_reply_id *rids; /* one call's ids, for enr_upstream_reply_parse */
-    enr_buf posters;    /* accepted posters of one reply, before b->text */
+    size_t *order;            /* wants in call order */
+    enr_reply_id *rids;       /* one call's ids, for enr_upstream_reply_parse */
+    enr_buf posters;          /* accepted posters of one reply, before b->text */
+    enr_store *store;         /* the fleet's (store.h); NULL: none */
+    enr_store_batch *sbatch;  /* its MGET's keys (store_cache.h) */
+    uint64_t pause_polled_ms; /* the fleet's pauses last read (upstore.c) */
+    uint64_t lease_told;      /* the store's connection that told the ledger (upstore.c) */
 };
 
 /* upsource.c: per source. */
@@ -129,6 +146,19 @@ int enr_up_budget_take(enr_upstream *u, enr_upcall *c);
  * (counted) when sent says its request left, else given back. */
 void enr_up_budget_settle(enr_upstream *u, enr_upcall *c, int sent);
 
+/* upstore.c: the fleet's store, as the client uses it (store_cache.h). */
+/* The wants still pending after the host's cache, asked of the store in
+ * one MGET until dl at most (when it is usable): those it answers are
+ * resolved (shared) and kept by the host for their lifetime. */
+void enr_up_store_lookup(enr_upstream *u, enr_batch *b, uint64_t wall_ms, uint64_t dl);
+/* The SETs a batch queued, written without waiting. */
+void enr_up_store_flush(enr_upstream *u);
+/* Idle time: the store's connection and replies, the day's leases
+ * (store_lease.h) and the fleet's pauses; the wait, at most wait. */
+int enr_up_store_idle(enr_upstream *u, int wait);
+/* A spent quota (until_wall_s its end), for every host of the fleet. */
+void enr_up_store_pause(enr_upstream *u, int src, int64_t until_wall_s);
+
 /* upstale.c: the cache, as the client uses it. */
 /* Record r's lookup (source src, wall-clock now): ENR_CACHE_FRESH and r
  * enriched (a hit), else a miss (ENR_CACHE_STALE: an answer past its
@@ -144,5 +174,9 @@ size_t enr_up_stale_serve(enr_upstream *u, enr_batch *b, enr_record *r, int src,
  * cache_live_ttl_s, at most the source's). */
 void enr_up_cache_store(enr_upstream *u, int provider, int src, const char *key, size_t key_len,
                         const enr_cache_val *v, int live);
+/* An answer the fleet's store gave, kept for the rest of its lifetime
+ * (v->expires_ms), not written back. */
+void enr_up_cache_keep(enr_upstream *u, int provider, int src, const char *key, size_t key_len,
+                       const enr_cache_val *v);
 
 #endif

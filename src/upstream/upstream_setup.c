@@ -388,6 +388,14 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
     if (sources_setup(u, c, err, errlen) != 0)
         goto fail;
     u->cache = cache;
+    /* The fleet's store, when one is set: connected in idle time. */
+    u->store = enr_store_new(c, err, errlen);
+    if (u->store == NULL && err[0] != '\0')
+        goto fail;
+    if (u->store != NULL && (u->sbatch = enr_store_batch_new()) == NULL) {
+        no_memory(err, errlen);
+        goto fail;
+    }
     u->calls = calloc(u->nslots, sizeof(*u->calls));
     u->batch = calloc(u->ncalls_max * ENR_API_COUNT, sizeof(*u->batch));
     if (u->calls == NULL || u->batch == NULL) {
@@ -458,6 +466,8 @@ void enr_upstream_free(enr_upstream *u)
     free(u->order);
     free(u->rids);
     enr_buf_free(&u->posters);
+    enr_store_free(u->store);
+    enr_store_batch_free(u->sbatch);
     free(u);
 }
 
