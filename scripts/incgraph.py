@@ -55,6 +55,7 @@ CALL = re.compile(r'\b(enr_\w+)\s*\(')
 # Modules that are one module in several files, on purpose (a family
 # that shares a private header): seen as one node.
 FAMILIES = {"upstream/upsource": "upstream/upstream", "upstream/upstale": "upstream/upstream",
+            "upstream/uprun": "upstream/upstream", "upstream/upanswer": "upstream/upstream",
             "upstream/upstore": "upstream/upstream",
             "upstream/api_time": "upstream/api", "upstream/upwarm": "upstream/upconn"}
 

@@ -44,7 +44,7 @@ static void on_hit(void *ud, size_t k, const enr_cache_val *v)
      * poster's append below may move. */
     enr_up_cache_keep(u, w->provider, w->src, key, r->key_len, v);
     if (v->negative) {
-        w->state = W_UNKNOWN;
+        w->state = ENR_UPW_UNKNOWN;
     } else {
         if (v->poster != NULL) {
             size_t off = x->b->text.len;
@@ -59,7 +59,7 @@ static void on_hit(void *ud, size_t k, const enr_cache_val *v)
             w->duration = v->duration;
             w->has_duration = 1;
         }
-        w->state = W_FOUND;
+        w->state = ENR_UPW_FOUND;
     }
     w->shared = 1;
 }

@@ -1,9 +1,12 @@
 /*
  * upstream_int.h: the state of one worker's upstream client, shared by
- * the two files that make it and nobody else: upstream_setup.c (making
- * and unmaking the client: its URL, headers and secret, one easy handle
- * per call slot with the reply's bounds) and upstream.c (a batch: its
- * plan, its calls, their answers, the calls that outlive it).
+ * the files that make it and nobody else: upstream_setup.c (making and
+ * unmaking the client: its URL, headers and secret, one easy handle per
+ * call slot with the reply's bounds), upstream.c (a batch's plan: its
+ * cache lookups, its wants grouped into calls, and their answers put
+ * back), uprun.c (the calls run under one deadline, the calls that
+ * outlive it), upanswer.c (how a call ended: its answer read, its outcome
+ * counted), upsource.c (per source) and upstale.c (the cache).
  * upstream.h is the client's only public face; this header sits below it
  * (the files include both, upstream.h first), so it names the client by
  * its tag and holds the counters from upstream_stats.h.
@@ -12,7 +15,9 @@
  * lids for ids_per_call ids from enr_upstream_new() on; a slot is in use
  * when active or detached, and ndetached <= max_detached, which leaves
  * ncalls_max slots free for a batch.  base, secret and every call's url
- * may hold the secret: each is wiped before it is freed.
+ * may hold the secret: each is wiped before it is freed.  A want is
+ * resolved to exactly one of found/unknown/failed/skipped before its
+ * batch returns.
  */
 #ifndef ENR_UPSTREAM_INT_H
 #define ENR_UPSTREAM_INT_H
@@ -32,13 +37,21 @@
 #include "upstream/store.h"
 #include "upstream/store_cache.h"
 
-/* A distinct provider+id that a batch missed in the host's cache: made
- * and resolved by upstream.c, resolved from the fleet's store by
- * upstore.c; freed with the client. */
-enum enr_want_state { W_PENDING = 0, W_FOUND, W_UNKNOWN, W_FAILED, W_SKIPPED };
+/* What became of a want in its batch. */
+enum enr_upwant_state {
+    ENR_UPW_PENDING = 0,
+    ENR_UPW_FOUND,
+    ENR_UPW_UNKNOWN,
+    ENR_UPW_FAILED,
+    ENR_UPW_SKIPPED
+};
+
+/* A distinct provider+id that a batch missed in the host's cache
+ * (upstream.c makes them, the fleet's store (upstore.c) or a call's
+ * answer resolves them), freed with the client. */
 typedef struct enr_upwant {
-    size_t rec; /* first record with this provider+key */
-    size_t poster_off, poster_len;
+    size_t rec;                    /* first record with this provider+key */
+    size_t poster_off, poster_len; /* into b->text (appends may move it) */
     double duration;
     int call; /* index into calls, -1 when none */
     uint8_t provider, src, state, has_poster, has_duration;
@@ -126,6 +139,33 @@ struct enr_upstream {
     uint64_t pause_polled_ms; /* the fleet's pauses last read (upstore.c) */
     uint64_t lease_told;      /* the store's connection that told the ledger (upstore.c) */
 };
+
+/* upstream.c: the batch's plan. */
+/* An API call's whole URL (api.h), into c->url.  An id the API cannot be
+ * asked for is left out of the call (its want skipped); 0, or -1 when no
+ * id of the call is left. */
+int enr_up_call_url(enr_upstream *u, enr_upcall *c, const enr_batch *b);
+
+/* uprun.c: the calls, under one deadline. */
+/* Run the batch's ncalls planned calls (u->batch) until all are done or
+ * dl (monotonic) passes; each of their wants is resolved when it returns,
+ * a call still setting its connection up detached (its wants failed). */
+void enr_up_run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t dl);
+/* Did c's request leave (upconn.h)? */
+int enr_up_request_left(const enr_upcall *c);
+
+/* upanswer.c: how a call ended. */
+/* Counts a call that failed (kind: enum enr_up_fail), once, and tells
+ * the breaker when its row says the kind is the provider's failure. */
+void enr_up_count_failure(enr_upstream *u, enr_upcall *c, int kind, uint64_t now);
+/* A call of the batch in hand failed: counted, its wants failed. */
+void enr_up_call_failed(enr_upstream *u, enr_upcall *c, int kind, uint64_t now);
+/* A call of the batch in hand ended (rc: its transfer's code): its
+ * answer read into its wants, or it failed, counted either way. */
+void enr_up_call_done(enr_upstream *u, enr_upcall *c, enr_batch *b, CURLcode rc, uint64_t now);
+/* A detached call ended (no longer counted detached): its answer goes
+ * into the cache, or it failed, counted either way. */
+void enr_up_late_done(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now);
 
 /* upsource.c: per source. */
 /* A breaker transition of source src (from prev), logged once, counted. */
