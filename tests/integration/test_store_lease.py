@@ -172,6 +172,11 @@ def test_give_back(r, prov):
             a.close()
 
 
+def lease_held(env):
+    """The units of YouTube's day a host holds, as its /metrics says."""
+    return harness.metrics(env).get('enrichd_store_lease_held_units{source="youtube"}', 0)
+
+
 def test_pause_shared(r, prov):
     yt = prov.fakes["youtube"]
     with Redis() as redis:
@@ -179,6 +184,11 @@ def test_pause_shared(r, prov):
         b = host(prov, redis, "pause-b", {})
         try:
             wait_clients(redis, 4)
+            # Both hosts hold a lease before the first batch: a worker takes
+            # one in its idle time after connecting, and a batch that came
+            # first would be held back by the pace, never reaching the API.
+            harness.wait_for(lambda: all(lease_held(h) > 0 for h in (a, b)), 5,
+                             what="both hosts' leases")
             yt.control(quota=0, quota_used=0)  # every call now answers quotaExceeded
             st, h, _ = harness.post(a, [{"provider": "yt", "id": "Pz1", "duration": 0}])
             r.check(st == 200, "host A answered (its record keeps its local values)")
