@@ -55,7 +55,7 @@ S=$ROOT/src
 ENGINE="$(echo "$S"/engine/*.c) $S/base/buf.c"
 ENGINE_LIBS="$(pkg-config --libs libcrypto) -lm"
 # The providers' APIs: the table names every row, and the rows share one scanner.
-API="$(echo "$S"/upstream/api*.c) $S/upstream/reply_scan.c $S/upstream/upstream_reply.c $S/upstream/quota.c $S/base/upfail.c $S/base/log.c $S/base/buf.c"
+API="$(echo "$S"/upstream/api*.c) $S/upstream/reply_scan.c $S/base/jscan.c $S/upstream/upstream_reply.c $S/upstream/quota.c $S/base/upfail.c $S/base/log.c $S/base/buf.c"
 
 # Each target: the sources it needs, its libraries, its longest input.
 target_srcs() {
@@ -64,8 +64,8 @@ target_srcs() {
     config) echo "$S/base/config.c $S/base/conftable.c $S/base/confhint.c $S/ops/confcheck.c $S/base/sockaddr.c $S/base/allow.c $S/base/safedir.c $S/upstream/upstream_url.c $S/upstream/curlapi.c $S/base/secret.c $S/base/config_cred.c $S/base/confsource.c $S/base/storeaddr.c" ;;
     retry_after) echo "$S/upstream/quota.c $S/base/upfail.c $S/base/log.c" ;;
     upstream_header) echo "$S/base/secret.c $S/upstream/upsecret.c" ;;
-    upstream_reply) echo "$S/upstream/upstream_reply.c $S/upstream/reply_scan.c $S/base/buf.c" ;;
-    trace) echo "$S/replay/replay_trace.c" ;;
+    upstream_reply) echo "$S/upstream/upstream_reply.c $S/upstream/reply_scan.c $S/base/jscan.c $S/base/buf.c" ;;
+    trace) echo "$S/replay/replay_trace.c $S/base/jscan.c" ;;
     statustext) echo "$S/ops/statustext.c $S/base/upcounters.c $S/upstream/budget.c $S/upstream/store_lease.c $S/base/safedir.c $S/base/statefile.c $API" ;;
     scan) echo "$S/engine/scan.c" ;;
     fcgi_body) echo "$S/fcgi/fcgi_body.c $S/fcgi/fcgi_guard.c $S/base/buf.c" ;;

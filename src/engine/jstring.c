@@ -12,6 +12,8 @@
  * unless the slow path is asked for (the fast fuzz target's reference).
  */
 #include "engine/jstring.h"
+#include "base/text.h"
+#include "base/utf8.h"
 
 #include <stdint.h>
 
@@ -19,79 +21,23 @@
 #include <emmintrin.h>
 #endif
 
-static inline int hexval(unsigned c)
-{
-    if (c - '0' < 10)
-        return (int)(c - '0');
-    c |= 0x20;
-    if (c - 'a' < 6)
-        return (int)(c - 'a' + 10);
-    return -1;
-}
-
 static void put_utf8(enr_buf *out, unsigned cp)
 {
-    char b[4];
+    unsigned char b[4];
+    size_t n;
 
     if (cp < 0x80) {
         enr_buf_putc(out, (char)cp);
-    } else if (cp < 0x800) {
-        b[0] = (char)(0xc0 | (cp >> 6));
-        b[1] = (char)(0x80 | (cp & 0x3f));
-        enr_buf_append(out, b, 2);
-    } else if (cp < 0x10000) { /* surrogates too: WTF-8 */
-        b[0] = (char)(0xe0 | (cp >> 12));
-        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[2] = (char)(0x80 | (cp & 0x3f));
-        enr_buf_append(out, b, 3);
-    } else {
-        b[0] = (char)(0xf0 | (cp >> 18));
-        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[3] = (char)(0x80 | (cp & 0x3f));
-        enr_buf_append(out, b, 4);
+        return;
     }
-}
-
-static inline int cont(const unsigned char *p, const unsigned char *e, unsigned lo, unsigned hi)
-{
-    return p < e && *p >= lo && *p <= hi;
-}
-
-/* Length of the well-formed UTF-8 sequence at p, or -(length of the
- * maximal ill-formed subpart) to replace by one U+FFFD (docs/contract.md §2). */
-static int utf8_seq(const unsigned char *p, const unsigned char *e)
-{
-    unsigned c = p[0], lo = 0x80, hi = 0xbf;
-
-    if (c >= 0xc2 && c <= 0xdf)
-        return cont(p + 1, e, 0x80, 0xbf) ? 2 : -1;
-    if (c >= 0xe0 && c <= 0xef) {
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-        if (!cont(p + 1, e, lo, hi))
-            return -1;
-        return cont(p + 2, e, 0x80, 0xbf) ? 3 : -2;
-    }
-    if (c >= 0xf0 && c <= 0xf4) {
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-        if (!cont(p + 1, e, lo, hi))
-            return -1;
-        if (!cont(p + 2, e, 0x80, 0xbf))
-            return -2;
-        return cont(p + 3, e, 0x80, 0xbf) ? 4 : -3;
-    }
-    return -1;
+    n = enr_utf8_put(b, cp);
+    enr_buf_append(out, b, n);
 }
 
 static unsigned hex4(const unsigned char *p)
 {
-    return (unsigned)(hexval(p[0]) << 12 | hexval(p[1]) << 8 | hexval(p[2]) << 4 | hexval(p[3]));
+    return (unsigned)(enr_hex_digit(p[0]) << 12 | enr_hex_digit(p[1]) << 8 |
+                      enr_hex_digit(p[2]) << 4 | enr_hex_digit(p[3]));
 }
 
 /* The \ escape at p (complete and valid: the scanner checked it)
@@ -164,7 +110,6 @@ static const unsigned char *put_escape_fast(const unsigned char *p, const unsign
 {
     unsigned cp;
     size_t n;
-    unsigned char *o;
 
     if (p[1] != 'u') {
         enr_buf_putc(out, escape_char[p[1]]);
@@ -183,28 +128,8 @@ static const unsigned char *put_escape_fast(const unsigned char *p, const unsign
     n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
     if (enr_buf_reserve(out, n) != 0)
         return p;
-    o = (unsigned char *)out->data + out->len;
+    enr_utf8_put((unsigned char *)out->data + out->len, cp);
     out->len += n;
-    switch (n) {
-    case 1:
-        o[0] = (unsigned char)cp;
-        break;
-    case 2:
-        o[0] = (unsigned char)(0xc0 | (cp >> 6));
-        o[1] = (unsigned char)(0x80 | (cp & 0x3f));
-        break;
-    case 3: /* surrogates too: WTF-8 */
-        o[0] = (unsigned char)(0xe0 | (cp >> 12));
-        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (unsigned char)(0x80 | (cp & 0x3f));
-        break;
-    default:
-        o[0] = (unsigned char)(0xf0 | (cp >> 18));
-        o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
-        o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
-        o[3] = (unsigned char)(0x80 | (cp & 0x3f));
-        break;
-    }
     return p;
 }
 
@@ -236,13 +161,13 @@ static const unsigned char *plain_run(const unsigned char *p, const unsigned cha
             p += 2; /* Latin, Greek, Cyrillic */
         } else if (c >= 0xe0 && c <= 0xef && e - p >= 3 && p[1] >= (c == 0xe0 ? 0xa0 : 0x80) &&
                    p[1] <= (c == 0xed ? 0x9f : 0xbf) && (p[2] & 0xc0) == 0x80) {
-            p += 3; /* CJK, Thai, Hangul: utf8_seq's 3 without the call */
+            p += 3; /* CJK, Thai, Hangul: enr_utf8_seq's 3 without the call */
         } else if (c >= 0xf0 && c <= 0xf4 && e - p >= 4 && p[1] >= (c == 0xf0 ? 0x90 : 0x80) &&
                    p[1] <= (c == 0xf4 ? 0x8f : 0xbf) && (p[2] & 0xc0) == 0x80 &&
                    (p[3] & 0xc0) == 0x80) {
-            p += 4; /* emoji: utf8_seq's 4 */
+            p += 4; /* emoji: enr_utf8_seq's 4 */
         } else {
-            return p; /* utf8_seq says ill-formed */
+            return p; /* enr_utf8_seq says ill-formed */
         }
     }
     return p;
@@ -277,7 +202,7 @@ void enr_jstring_decode(const unsigned char *p, const unsigned char *e, int esca
             if (*p == '\\') {
                 p = put_escape_fast(p, e, out);
             } else {
-                n = utf8_seq(p, e); /* ill-formed: one U+FFFD for its maximal subpart */
+                n = enr_utf8_seq(p, e); /* ill-formed: one U+FFFD for its maximal subpart */
                 enr_buf_lit(out, "\xef\xbf\xbd");
                 p += n < 0 ? -n : n;
             }
@@ -297,7 +222,7 @@ void enr_jstring_decode(const unsigned char *p, const unsigned char *e, int esca
         if (p >= e)
             break;
         if (*p != '\\') {
-            n = utf8_seq(p, e);
+            n = enr_utf8_seq(p, e);
             if (n > 0) {
                 enr_buf_append(out, p, (size_t)n);
                 p += n;

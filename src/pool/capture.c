@@ -44,6 +44,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/safedir.h"
+#include "base/utf8.h"
 
 #define CAPTURE_FILE_MODE 0640
 /* The age bound is checked this often while no sample comes: a
@@ -104,25 +105,6 @@ static double next_unit(enr_capture *c)
     return (double)((c->rng * 2685821657736338717ULL) >> 11) / 9007199254740992.0;
 }
 
-/* Length of the well-formed UTF-8 sequence at s[i] (i < n, s[i] >= 0x80),
- * or 0. */
-static size_t utf8_seq(const unsigned char *s, size_t i, size_t n)
-{
-    unsigned char ch = s[i];
-
-    if (ch >= 0xc2 && ch <= 0xdf && i + 1 < n && (s[i + 1] & 0xc0) == 0x80)
-        return 2;
-    if (ch >= 0xe0 && ch <= 0xef && i + 2 < n && (s[i + 1] & 0xc0) == 0x80 &&
-        (s[i + 2] & 0xc0) == 0x80 && (ch != 0xe0 || s[i + 1] >= 0xa0) &&
-        (ch != 0xed || s[i + 1] < 0xa0))
-        return 3;
-    if (ch >= 0xf0 && ch <= 0xf4 && i + 3 < n && (s[i + 1] & 0xc0) == 0x80 &&
-        (s[i + 2] & 0xc0) == 0x80 && (s[i + 3] & 0xc0) == 0x80 &&
-        (ch != 0xf0 || s[i + 1] >= 0x90) && (ch != 0xf4 || s[i + 1] < 0x90))
-        return 4;
-    return 0;
-}
-
 /* A body the trace can hold as is: JSON the engine read, starting with
  * its array (no BOM), on one line, in UTF-8 (so any JSON tool reads the
  * capture too). */
@@ -133,10 +115,11 @@ static int verbatim_ok(const item *it)
     if (!it->json_ok || it->len == 0 || s[0] != '[')
         return 0;
     for (size_t i = 0; i < it->len;) {
-        size_t k = 1;
-        if (s[i] == '\n' || s[i] == '\r' || (s[i] >= 0x80 && (k = utf8_seq(s, i, it->len)) == 0))
+        int k = 1;
+        if (s[i] == '\n' || s[i] == '\r' ||
+            (s[i] >= 0x80 && (k = enr_utf8_seq(s + i, s + it->len)) <= 0))
             return 0;
-        i += k;
+        i += (size_t)k;
     }
     return 1;
 }
@@ -149,7 +132,7 @@ static void put_raw_string(enr_buf *b, const unsigned char *s, size_t n)
     enr_buf_putc(b, '"');
     for (size_t i = 0; i < n;) {
         unsigned char ch = s[i];
-        size_t k;
+        int k;
         if (ch < 0x80) {
             if (ch == '"' || ch == '\\') {
                 enr_buf_putc(b, '\\');
@@ -162,13 +145,13 @@ static void put_raw_string(enr_buf *b, const unsigned char *s, size_t n)
             i++;
             continue;
         }
-        k = utf8_seq(s, i, n);
-        if (k == 0) {
+        k = enr_utf8_seq(s + i, s + n);
+        if (k <= 0) {
             enr_buf_printf(b, "\\udc%02x", ch);
             i++;
         } else {
-            enr_buf_append(b, s + i, k);
-            i += k;
+            enr_buf_append(b, s + i, (size_t)k);
+            i += (size_t)k;
         }
     }
     enr_buf_putc(b, '"');

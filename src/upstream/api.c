@@ -298,7 +298,8 @@ static void take(walk *w, int depth, const unsigned char *at, size_t numlen)
             f->len = numlen < sizeof f->text ? numlen : sizeof f->text - 1;
             memcpy(f->text, at, f->len);
         } else {
-            enr_jscan s = {at, w->s.end, 0};
+            enr_jscan s;
+            enr_jscan_init(&s, at, (size_t)(w->s.end - at), w->s.max_depth, 0);
             if (enr_jscan_string(&s, f->text, sizeof f->text - 1, &f->len) != 0)
                 continue;
             if (f->len > sizeof f->text - 1)
@@ -355,8 +356,7 @@ int enr_api_fields(const char *body, size_t len, enr_api_field *f, size_t nf)
     }
     if (body == NULL || len == 0)
         return -1;
-    w.s.p = (const unsigned char *)body;
-    w.s.end = w.s.p + len;
+    enr_jscan_init(&w.s, body, len, ENR_REPLY_MAX_DEPTH, 0);
     w.f = f;
     w.nf = nf;
     enr_jscan_ws(&w.s);

@@ -1,8 +1,8 @@
 /*
  * reply_scan.c: the pieces every reader of a provider's answer shares
- * (reply_scan.h): the JSON scanner, the poster and duration checks, the
- * id table and the shape of a reply (one root object holding an array of
- * items).
+ * (reply_scan.h): the poster and duration checks, the id table and the
+ * shape of a reply (one root object holding an array of items), read
+ * with base/jscan.c's scanner.
  *
  * The answer is hostile input: it is read in one pass, never as a tree.
  * Memory is O(ids asked + posters accepted): the id table, one candidate
@@ -19,6 +19,8 @@
 #include "upstream/reply_scan.h"
 #include "upstream/answer.h"
 #include "base/hash.h"
+#include "base/text.h"
+#include "base/utf8.h"
 
 #include <limits.h>
 #include <math.h>
@@ -28,28 +30,15 @@
 
 /* ---- checks ---- */
 
-/* Strict UTF-8 (no surrogates, no overlongs), and no C1 control or
- * Unicode white space either: the length of the sequence at s[0..n), or
- * 0 when it is not one of those. */
+/* Strict UTF-8, and no C1 control or Unicode white space either: the
+ * length of the sequence at s[0..n), or 0 when it is not one of those. */
 static size_t poster_char(const unsigned char *s, size_t n)
 {
-    uint32_t cp;
-    size_t need = s[0] >= 0xf0 ? 3 : s[0] >= 0xe0 ? 2 : s[0] >= 0xc2 ? 1 : 0;
+    int k = enr_utf8_seq(s, s + n);
 
-    if (need == 0 || s[0] > 0xf4 || need >= n)
+    if (k <= 0 || (s[0] == 0xc2 && s[1] < 0xa0) || enr_ws_len(s, s + k) != 0)
         return 0;
-    cp = s[0] & (0x3f >> need);
-    for (size_t k = 1; k <= need; k++) {
-        if ((s[k] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[k] & 0x3f);
-    }
-    if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0xa0) || cp == 0x1680 ||
-        (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
-        cp == 0x205f || cp == 0x3000 || cp == 0xfeff)
-        return 0;
-    return need + 1;
+    return (size_t)k;
 }
 
 int enr_reply_poster_ok(const char *s, size_t n)
@@ -129,324 +118,6 @@ void enr_reply_reset(enr_reply_id *ids, size_t n)
     }
 }
 
-/* ---- the scanner ---- */
-
-void enr_jscan_ws(enr_jscan *s)
-{
-    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
-        s->p++;
-}
-
-static int hexval(unsigned c)
-{
-    if (c >= '0' && c <= '9')
-        return (int)(c - '0');
-    c |= 0x20;
-    if (c >= 'a' && c <= 'f')
-        return (int)(c - 'a' + 10);
-    return -1;
-}
-
-/* The code unit of "\\uXXXX" at p (6 bytes available), or -1. */
-static long unit_at(const unsigned char *p, const unsigned char *end)
-{
-    long v = 0;
-
-    if (end - p < 6 || p[0] != '\\' || p[1] != 'u')
-        return -1;
-    for (int i = 2; i < 6; i++) {
-        int h = hexval(p[i]);
-        if (h < 0)
-            return -1;
-        v = v * 16 + h;
-    }
-    return v;
-}
-
-/* Decoded bytes go to out[0..cap); *len counts them all, so a string
- * longer than cap is seen to be longer without being kept. */
-static void put(char *out, size_t cap, size_t *len, const char *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++, (*len)++)
-        if (out != NULL && *len < cap)
-            out[*len] = b[i];
-}
-
-static void put_cp(char *out, size_t cap, size_t *len, unsigned long cp)
-{
-    char b[4];
-
-    if (cp < 0x80) {
-        b[0] = (char)cp;
-        put(out, cap, len, b, 1);
-    } else if (cp < 0x800) {
-        b[0] = (char)(0xc0 | (cp >> 6));
-        b[1] = (char)(0x80 | (cp & 0x3f));
-        put(out, cap, len, b, 2);
-    } else if (cp < 0x10000) {
-        b[0] = (char)(0xe0 | (cp >> 12));
-        b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[2] = (char)(0x80 | (cp & 0x3f));
-        put(out, cap, len, b, 3);
-    } else {
-        b[0] = (char)(0xf0 | (cp >> 18));
-        b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        b[3] = (char)(0x80 | (cp & 0x3f));
-        put(out, cap, len, b, 4);
-    }
-}
-
-/* The character a one-letter JSON escape stands for, 0 if none. */
-static char simple_escape(unsigned char e)
-{
-    switch (e) {
-    case '"':
-    case '\\':
-    case '/':
-        return (char)e;
-    case 'b':
-        return '\b';
-    case 'f':
-        return '\f';
-    case 'n':
-        return '\n';
-    case 'r':
-        return '\r';
-    case 't':
-        return '\t';
-    default:
-        return 0;
-    }
-}
-
-int enr_jscan_string(enr_jscan *s, char *out, size_t cap, size_t *len)
-{
-    const unsigned char *p = s->p + 1, *end = s->end;
-
-    *len = 0;
-    for (;;) {
-        const unsigned char *q = p;
-        long u;
-        while (q < end && *q != '"' && *q != '\\' && *q != '\0')
-            q++;
-        put(out, cap, len, (const char *)p, (size_t)(q - p));
-        if (q >= end || *q == '\0') /* json-c ends its input at a NUL byte */
-            return -1;
-        if (*q == '"') {
-            s->p = q + 1;
-            return 0;
-        }
-        if (q + 1 >= end)
-            return -1;
-        if (q[1] != 'u') {
-            char c = simple_escape(q[1]);
-            if (c == 0)
-                return -1;
-            put(out, cap, len, &c, 1);
-            p = q + 2;
-            continue;
-        }
-        u = unit_at(q, end);
-        if (u < 0)
-            return -1;
-        p = q + 6;
-        if (u >= 0xd800 && u <= 0xdbff) {
-            long lo = unit_at(p, end);
-            if (lo >= 0xdc00 && lo <= 0xdfff) {
-                put_cp(out, cap, len,
-                       0x10000 + (((unsigned long)u - 0xd800) << 10) +
-                           ((unsigned long)lo - 0xdc00));
-                p += 6;
-                continue;
-            }
-            u = 0xfffd; /* unpaired: what follows is read on its own */
-            s->lone++;
-        } else if (u >= 0xdc00 && u <= 0xdfff) {
-            u = 0xfffd;
-            s->lone++;
-        }
-        put_cp(out, cap, len, (unsigned long)u);
-    }
-}
-
-int enr_jscan_key_text(enr_jscan *s, char *k, size_t *len)
-{
-    size_t klen;
-
-    if (!enr_jscan_at(s, '"') || enr_jscan_string(s, k, ENR_JSCAN_KEY_MAX + 1, len) != 0)
-        return -1;
-    klen = *len < ENR_JSCAN_KEY_MAX + 1 ? *len : ENR_JSCAN_KEY_MAX + 1;
-    for (size_t i = 0; i < klen; i++)
-        if (k[i] == '\0') {
-            *len = i;
-            break;
-        }
-    enr_jscan_ws(s);
-    if (!enr_jscan_at(s, ':'))
-        return -1;
-    s->p++;
-    enr_jscan_ws(s);
-    return 0;
-}
-
-int enr_jscan_key(enr_jscan *s, const char *const *names, int nnames, int *key)
-{
-    char k[ENR_JSCAN_KEY_MAX + 1];
-    size_t len;
-
-    if (enr_jscan_key_text(s, k, &len) != 0)
-        return -1;
-    *key = -1;
-    for (int i = 0; i < nnames && len <= ENR_JSCAN_KEY_MAX; i++)
-        if (strlen(names[i]) == len && memcmp(names[i], k, len) == 0)
-            *key = i;
-    return 0;
-}
-
-static int read_number(enr_jscan *s)
-{
-    const unsigned char *p = s->p, *end = s->end;
-
-    if (p < end && *p == '-')
-        p++;
-    if (p >= end || *p < '0' || *p > '9')
-        return -1;
-    if (*p == '0')
-        p++;
-    else
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    if (p < end && *p == '.') {
-        const unsigned char *d = ++p;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-        if (p == d)
-            return -1;
-    }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        const unsigned char *d;
-        p++;
-        if (p < end && (*p == '+' || *p == '-'))
-            p++;
-        d = p;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-        if (p == d)
-            return -1;
-    }
-    s->p = p;
-    return 0;
-}
-
-int enr_jscan_number_at(enr_jscan *s, int depth, const unsigned char **at)
-{
-    *at = enr_jscan_at_number(s) ? s->p : NULL;
-    return enr_jscan_skip(s, depth);
-}
-
-int enr_jscan_next(enr_jscan *s, unsigned char close)
-{
-    enr_jscan_ws(s);
-    if (s->p >= s->end)
-        return -1;
-    if (*s->p == ',') {
-        s->p++;
-        enr_jscan_ws(s);
-        return s->p < s->end ? 1 : -1;
-    }
-    if (*s->p == close) {
-        s->p++;
-        return 0;
-    }
-    return -1;
-}
-
-int enr_jscan_open(enr_jscan *s, int depth)
-{
-    unsigned char close = *s->p == '{' ? '}' : ']';
-
-    if (depth > ENR_REPLY_MAX_DEPTH)
-        return -1;
-    s->p++;
-    enr_jscan_ws(s);
-    if (enr_jscan_at(s, (char)close)) {
-        s->p++;
-        return 0;
-    }
-    return s->p < s->end ? 1 : -1;
-}
-
-static int literal(enr_jscan *s, const char *word, size_t n)
-{
-    if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
-        return -1;
-    s->p += n;
-    return 0;
-}
-
-int enr_jscan_skip(enr_jscan *s, int depth)
-{
-    size_t len;
-    int more, key;
-
-    if (s->p >= s->end)
-        return -1;
-    switch (*s->p) {
-    case '"':
-        return enr_jscan_string(s, NULL, 0, &len);
-    case '{':
-        for (more = enr_jscan_open(s, depth); more == 1; more = enr_jscan_next(s, '}'))
-            if (enr_jscan_key(s, NULL, 0, &key) != 0 || enr_jscan_skip(s, depth + 1) != 0)
-                return -1;
-        return more;
-    case '[':
-        for (more = enr_jscan_open(s, depth); more == 1; more = enr_jscan_next(s, ']'))
-            if (enr_jscan_skip(s, depth + 1) != 0)
-                return -1;
-        return more;
-    case 't':
-        return literal(s, "true", 4);
-    case 'f':
-        return literal(s, "false", 5);
-    case 'n':
-        return literal(s, "null", 4);
-    default:
-        return read_number(s);
-    }
-}
-
-int enr_jscan_object(enr_jscan *s, int depth, const char *const *names, int nnames,
-                     enr_jscan_member_fn fn, void *ctx)
-{
-    int more, key;
-
-    if (!enr_jscan_at(s, '{'))
-        return enr_jscan_skip(s, depth);
-    for (more = enr_jscan_open(s, depth); more == 1; more = enr_jscan_next(s, '}'))
-        if (enr_jscan_key(s, names, nnames, &key) != 0 || fn(ctx, key, depth + 1) != 0)
-            return -1;
-    return more;
-}
-
-int enr_jscan_array(enr_jscan *s, int depth, enr_jscan_element_fn fn, void *ctx)
-{
-    int more;
-
-    if (!enr_jscan_at(s, '['))
-        return enr_jscan_skip(s, depth);
-    for (more = enr_jscan_open(s, depth); more == 1; more = enr_jscan_next(s, ']'))
-        if (fn(ctx, depth + 1) != 0)
-            return -1;
-    return more;
-}
-
-int enr_jscan_string_at(enr_jscan *s, int depth, const unsigned char **at)
-{
-    *at = enr_jscan_at(s, '"') ? s->p : NULL;
-    return enr_jscan_skip(s, depth);
-}
-
 /* ---- ids and the items' shape ---- */
 
 /* Slot of id in the open-addressing table (index + 1, 0 empty). */
@@ -488,11 +159,14 @@ void enr_rscan_poster(enr_rscan *r, enr_reply_id *id, const char *s, size_t len)
 int enr_rscan_string_at(const enr_rscan *r, const unsigned char *at, char *out, size_t cap,
                         size_t *len, int *faithful)
 {
-    enr_jscan s = {at, r->j.end, 0};
+    enr_jscan s;
 
     *len = 0;
     *faithful = 0;
-    if (at == NULL || enr_jscan_string(&s, out, cap, len) != 0)
+    if (at == NULL)
+        return -1;
+    enr_jscan_init(&s, at, (size_t)(r->j.end - at), ENR_REPLY_MAX_DEPTH, 0);
+    if (enr_jscan_string(&s, out, cap, len) != 0)
         return -1;
     *faithful = s.lone == 0;
     return 0;
@@ -605,8 +279,7 @@ int enr_rscan_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, u
     r->idbuf = malloc(r->idmax + r->idextra + 1);
     if (r->table == NULL || r->idbuf == NULL)
         goto out;
-    r->j.p = (const unsigned char *)body;
-    r->j.end = r->j.p + len;
+    enr_jscan_init(&r->j, body, len, ENR_REPLY_MAX_DEPTH, 0);
     r->ids = ids;
     r->n = n;
     r->mask = tcap - 1;

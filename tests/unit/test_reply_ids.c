@@ -322,8 +322,11 @@ static void test_askable(void)
  * and counted, so that no reader takes such a string for an id. */
 static int decode(const char *json, size_t n, char *out, size_t cap, size_t *len, unsigned *lone)
 {
-    enr_jscan s = {(const unsigned char *)json, (const unsigned char *)json + n, 0};
-    int rc = enr_jscan_string(&s, out, cap, len);
+    enr_jscan s;
+    int rc;
+
+    enr_jscan_init(&s, json, n, ENR_REPLY_MAX_DEPTH, 0);
+    rc = enr_jscan_string(&s, out, cap, len);
 
     *lone = s.lone;
     return rc;
