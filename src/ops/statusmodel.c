@@ -10,16 +10,19 @@
 
 #include <string.h>
 
+#include "upstream/breaker.h"
+
 #define ENR_SM_KEY(p, field, key) key,
+const char *const enr_sm_names[ENR_SM_K_N] = {ENR_SM_NAMES(ENR_SM_KEY, )};
 const char *const enr_sm_pool_keys[ENR_SM_P_N] = {ENR_SM_POOL(ENR_SM_KEY, )};
 const char *const enr_sm_health_keys[ENR_SM_H_N] = {ENR_SM_HEALTH(ENR_SM_KEY, )};
 const char *const enr_sm_resp_keys[ENR_SM_R_N] = {ENR_SM_RESP(ENR_SM_KEY, )};
 const char *const enr_sm_lat_keys[ENR_SM_L_N] = {ENR_SM_LAT(ENR_SM_KEY, )};
-static const char *const pause_keys[ENR_SM_PA_N] = {ENR_SM_PAUSE(ENR_SM_KEY, )};
-static const char *const budget_keys[ENR_SM_B_N] = {ENR_SM_BUDGET(ENR_SM_KEY, )};
-static const char *const proc_keys[ENR_SM_W_N] = {ENR_SM_PROC(ENR_SM_KEY, )};
-static const char *const exit_keys[ENR_SM_X_N] = {ENR_SM_EXIT(ENR_SM_KEY, )};
-static const char *const last_keys[ENR_SM_LR_N] = {ENR_SM_LAST(ENR_SM_KEY, )};
+const char *const enr_sm_pause_keys[ENR_SM_PA_N] = {ENR_SM_PAUSE(ENR_SM_KEY, )};
+const char *const enr_sm_budget_keys[ENR_SM_B_N] = {ENR_SM_BUDGET(ENR_SM_KEY, )};
+const char *const enr_sm_proc_keys[ENR_SM_W_N] = {ENR_SM_PROC(ENR_SM_KEY, )};
+const char *const enr_sm_exit_keys[ENR_SM_X_N] = {ENR_SM_EXIT(ENR_SM_KEY, )};
+const char *const enr_sm_last_keys[ENR_SM_LR_N] = {ENR_SM_LAST(ENR_SM_KEY, )};
 #undef ENR_SM_KEY
 
 /* The document's text of o[k], NULL when absent or null (o may be NULL
@@ -58,19 +61,19 @@ static void read_source(enr_sm_source *s, const char *name, json_object *o)
     s->is_object = json_object_is_type(o, json_type_object);
     if (!s->is_object)
         return;
-    fail = obj(o, "failures");
+    fail = obj(o, ENR_SM_NAME(failures));
     for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
         const enr_up_counter_row *row = &enr_up_counter_rows[r];
         s->counter[r] = row->kind[0] ? val(fail, row->kind) : val(o, row->field);
     }
-    s->breakers_open = val(obj(o, "breakers"), "open");
-    vals(s->pause, obj(o, "pause"), pause_keys, ENR_SM_PA_N);
-    if ((b = obj(o, "budget")) == NULL)
+    s->breakers_open = val(obj(o, ENR_SM_NAME(breakers)), enr_breaker_state_name(ENR_BREAKER_OPEN));
+    vals(s->pause, obj(o, ENR_SM_NAME(pause)), enr_sm_pause_keys, ENR_SM_PA_N);
+    if ((b = obj(o, ENR_SM_NAME(budget))) == NULL)
         return;
     s->has_budget = 1;
     for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++)
         s->budget_row[r] = val(b, enr_budget_rows[r].field);
-    vals(s->budget, b, budget_keys, ENR_SM_B_N);
+    vals(s->budget, b, enr_sm_budget_keys, ENR_SM_B_N);
 }
 
 static void read_proc(enr_sm_proc *p, json_object *o)
@@ -78,18 +81,18 @@ static void read_proc(enr_sm_proc *p, json_object *o)
     json_object *x;
 
     memset(p, 0, sizeof *p);
-    vals(p->v, o, proc_keys, ENR_SM_W_N);
-    if ((x = obj(o, "last_exit")) != NULL) {
+    vals(p->v, o, enr_sm_proc_keys, ENR_SM_W_N);
+    if ((x = obj(o, ENR_SM_NAME(last_exit))) != NULL) {
         p->has_exit = 1;
-        vals(p->exit, x, exit_keys, ENR_SM_X_N);
+        vals(p->exit, x, enr_sm_exit_keys, ENR_SM_X_N);
     }
-    if ((x = obj(o, "last_request")) != NULL) {
+    if ((x = obj(o, ENR_SM_NAME(last_request))) != NULL) {
         p->has_last = 1;
-        vals(p->last, x, last_keys, ENR_SM_LR_N);
+        vals(p->last, x, enr_sm_last_keys, ENR_SM_LR_N);
     }
-    if ((x = obj(o, "fds_by_kind")) != NULL) {
+    if ((x = obj(o, ENR_SM_NAME(fds_by_kind))) != NULL) {
         p->has_fds = 1;
-        p->fds_summary = val(x, "summary");
+        p->fds_summary = val(x, ENR_SM_NAME(summary));
     }
 }
 
@@ -118,23 +121,24 @@ void enr_status_model_read(enr_status_model *m, json_object *doc)
     m->has_health = m->has_resp = m->has_lat = m->has_procs = 0;
     m->n_sources = 0;
     vals(m->pool, doc, enr_sm_pool_keys, ENR_SM_P_N);
-    o = obj(doc, "health");
+    o = obj(doc, ENR_SM_NAME(health));
     m->has_health = o != NULL;
     vals(m->health, o, enr_sm_health_keys, ENR_SM_H_N);
-    m->health_has_reason = json_object_object_get_ex(o, "reason", NULL);
-    o = obj(doc, "responses");
+    m->health_has_reason = json_object_object_get_ex(o, enr_sm_health_keys[ENR_SM_H_reason], NULL);
+    o = obj(doc, ENR_SM_NAME(responses));
     m->has_resp = o != NULL;
     vals(m->resp, o, enr_sm_resp_keys, ENR_SM_R_N);
-    o = obj(doc, "latency");
+    o = obj(doc, ENR_SM_NAME(latency));
     m->has_lat = o != NULL;
     vals(m->lat, o, enr_sm_lat_keys, ENR_SM_L_N);
 
-    up = obj(doc, "upstream");
+    up = obj(doc, ENR_SM_NAME(upstream));
     m->has_up = up != NULL;
-    m->pause_ms_left =
-        json_object_object_get_ex(up, "pause_ms_left", &o) ? json_object_get_uint64(o) : 0;
-    m->pause_until = val(up, "pause_until");
-    if ((srcs = obj(up, "sources")) != NULL) {
+    m->pause_ms_left = json_object_object_get_ex(up, ENR_SM_NAME(pause_ms_left), &o)
+                           ? json_object_get_uint64(o)
+                           : 0;
+    m->pause_until = val(up, ENR_SM_NAME(pause_until));
+    if ((srcs = obj(up, ENR_SM_NAME(sources))) != NULL) {
         json_object_object_foreach(srcs, name, one)
         {
             if (m->n_sources == ENR_SM_MAX_SOURCES)
@@ -142,6 +146,7 @@ void enr_status_model_read(enr_status_model *m, json_object *doc)
             read_source(&m->source[m->n_sources++], name, one);
         }
     }
-    m->n_procs = read_procs(m->proc, ENR_SB_MAX_WORKERS, doc, "processes", &m->has_procs);
-    m->n_empty = read_procs(m->empty, ENR_SB_MAX_WORKERS, doc, "empty_slots", NULL);
+    m->n_procs =
+        read_procs(m->proc, ENR_SB_MAX_WORKERS, doc, ENR_SM_NAME(processes), &m->has_procs);
+    m->n_empty = read_procs(m->empty, ENR_SB_MAX_WORKERS, doc, ENR_SM_NAME(empty_slots), NULL);
 }

@@ -74,7 +74,28 @@
     X(p, rss_kb, "rss_kb")                                                                         \
     X(p, records_in, "records_in") X(p, records_out, "records_out") X(p, request_id, "request_id")
 
+/* The objects of the document and its keys read alone. */
+#define ENR_SM_NAMES(X, p)                                                                         \
+    X(p, health, "health")                                                                         \
+    X(p, responses, "responses")                                                                   \
+    X(p, latency, "latency")                                                                       \
+    X(p, upstream, "upstream")                                                                     \
+    X(p, pause_ms_left, "pause_ms_left")                                                           \
+    X(p, pause_until, "pause_until")                                                               \
+    X(p, sources, "sources")                                                                       \
+    X(p, failures, "failures")                                                                     \
+    X(p, breakers, "breakers")                                                                     \
+    X(p, pause, "pause")                                                                           \
+    X(p, budget, "budget")                                                                         \
+    X(p, processes, "processes")                                                                   \
+    X(p, empty_slots, "empty_slots")                                                               \
+    X(p, last_exit, "last_exit")                                                                   \
+    X(p, last_request, "last_request")                                                             \
+    X(p, fds_by_kind, "fds_by_kind")                                                               \
+    X(p, summary, "summary")
+
 #define ENR_SM_ENUM(p, field, key) p##field,
+enum { ENR_SM_NAMES(ENR_SM_ENUM, ENR_SM_K_) ENR_SM_K_N };
 enum { ENR_SM_POOL(ENR_SM_ENUM, ENR_SM_P_) ENR_SM_P_N };
 enum { ENR_SM_HEALTH(ENR_SM_ENUM, ENR_SM_H_) ENR_SM_H_N };
 enum { ENR_SM_RESP(ENR_SM_ENUM, ENR_SM_R_) ENR_SM_R_N };
@@ -86,12 +107,20 @@ enum { ENR_SM_EXIT(ENR_SM_ENUM, ENR_SM_X_) ENR_SM_X_N };
 enum { ENR_SM_LAST(ENR_SM_ENUM, ENR_SM_LR_) ENR_SM_LR_N };
 #undef ENR_SM_ENUM
 
-/* The keys, by the enums above: a view that labels a value by its key
- * (the --watch screen, the HTML summary) prints these. */
+/* The keys, by the enums above: statusdoc.c writes these, and a view
+ * that labels a value by its key (the --watch screen, the HTML summary)
+ * prints them. */
+extern const char *const enr_sm_names[ENR_SM_K_N];
+#define ENR_SM_NAME(f) (enr_sm_names[ENR_SM_K_##f])
 extern const char *const enr_sm_pool_keys[ENR_SM_P_N];
 extern const char *const enr_sm_resp_keys[ENR_SM_R_N];
 extern const char *const enr_sm_lat_keys[ENR_SM_L_N];
 extern const char *const enr_sm_health_keys[ENR_SM_H_N];
+extern const char *const enr_sm_pause_keys[ENR_SM_PA_N];
+extern const char *const enr_sm_budget_keys[ENR_SM_B_N];
+extern const char *const enr_sm_proc_keys[ENR_SM_W_N];
+extern const char *const enr_sm_exit_keys[ENR_SM_X_N];
+extern const char *const enr_sm_last_keys[ENR_SM_LR_N];
 
 /* A source of upstream.sources: its counters by row of the counter
  * table (a failure kind's under "failures"), pause and day's budget. */

@@ -65,7 +65,7 @@ static void text_flat(enr_buf *b, const char *prefix, json_object *o)
     json_object_object_foreach(o, k, val)
     {
         char key[KEY_MAX], ck[KEY_MAX], label[KEY_MAX + 1], v[VALUE_MAX];
-        if (strcmp(k, "processes") == 0 || strcmp(k, "empty_slots") == 0)
+        if (strcmp(k, ENR_SM_NAME(processes)) == 0 || strcmp(k, ENR_SM_NAME(empty_slots)) == 0)
             continue;
         snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "", k);
         if (json_object_is_type(val, json_type_object)) {

@@ -1,10 +1,10 @@
 /*
  * test_statusmodel.c: the status document's model (ops/statusmodel.h)
  * against its writer (ops/statusdoc.c): every key the views read is one
- * the document has, so a key renamed on one side fails here, not on an
- * operator's screen; and the reading rules for a document from another
- * process (null is absent, a sub-object that is not one is absent, the
- * sources bounded).
+ * the document has (both spell it from the model's tables, and a key the
+ * writer stops writing fails here, not on an operator's screen); and the
+ * reading rules for a document from another process (null is absent, a
+ * sub-object that is not one is absent, the sources bounded).
  */
 #include <stdlib.h>
 #include <string.h>
