@@ -66,7 +66,7 @@ target_srcs() {
     upstream_header) echo "$S/base/secret.c $S/upstream/upsecret.c" ;;
     upstream_reply) echo "$S/upstream/upstream_reply.c $S/upstream/reply_scan.c $S/base/jscan.c $S/base/buf.c" ;;
     trace) echo "$S/replay/replay_trace.c $S/base/jscan.c" ;;
-    statustext) echo "$S/ops/statustext.c $S/base/upcounters.c $S/upstream/budget.c $S/upstream/store_lease.c $S/base/safedir.c $S/base/statefile.c $API" ;;
+    statustext) echo "$S/ops/statustext.c $S/ops/statusmodel.c $S/upstream/breaker.c $S/base/upcounters.c $S/upstream/budget.c $S/upstream/store_lease.c $S/base/safedir.c $S/base/statefile.c $API" ;;
     scan) echo "$S/engine/scan.c" ;;
     fcgi_body) echo "$S/fcgi/fcgi_body.c $S/fcgi/fcgi_guard.c $S/base/buf.c" ;;
     msec) echo "$S/pool/shed.c" ;;

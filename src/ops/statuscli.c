@@ -29,6 +29,7 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
+#include "ops/statusmodel.h"
 #include "ops/statustext.h"
 
 #define STATUS_CLI_TIMEOUT_MS 5000 /* connect, send and receive, in all */
@@ -293,16 +294,20 @@ static void print_clean(FILE *f, const char *p, size_t len)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: enrichd status [--json] [--health] [--watch [-n SECONDS]] [-c FILE | SOCKET]\n"
-            "  SOCKET      the status socket (default: status_listen of -c FILE, or built in)\n"
-            "  --json      the JSON document instead of the table\n"
-            "  --health    the health verdict only: \"ok\", or \"unhealthy: REASON\" (exit 1)\n"
-            "  --watch     redraw the table every SECONDS (-n, default %d) until interrupted\n",
-            STATUS_CLI_WATCH_S);
+    fprintf(
+        f,
+        "usage: enrichd status [--json] [--health] [--watch [-n SECONDS]] [-c FILE | SOCKET]\n"
+        "  SOCKET      the status socket (default: status_listen of -c FILE, or built in)\n"
+        "  --json      the JSON document instead of the table\n"
+        "  --health    the health verdict only: \"ok\", \"degraded: REASON\" (the fleet's store\n"
+        "              unreachable; exit 0) or \"unhealthy: REASON\" (exit 1)\n"
+        "  --watch     redraw the table every SECONDS (-n, default %d) until interrupted\n",
+        STATUS_CLI_WATCH_S);
 }
 
-/* The verdict line of a /healthz document: "ok", or "unhealthy: REASON". */
+/* The verdict line of a /healthz document (the health object of the
+ * status model, statusmodel.h): "ok", "degraded: REASON" or
+ * "unhealthy: REASON". */
 static int print_verdict(const char *body, size_t blen)
 {
     json_tokener *tok = json_tokener_new_ex(ENR_STATUS_DOC_MAX_DEPTH);
@@ -311,11 +316,11 @@ static int print_verdict(const char *body, size_t blen)
 
     if (tok != NULL && blen <= ENR_STATUS_DOC_MAX_BYTES)
         doc = json_tokener_parse_ex(tok, body, (int)blen);
-    if (doc != NULL && json_object_object_get_ex(doc, "status", &st) &&
+    if (doc != NULL && json_object_object_get_ex(doc, enr_sm_health_keys[ENR_SM_H_status], &st) &&
         json_object_is_type(st, json_type_string)) {
         const char *v = json_object_get_string(st);
         print_clean(stdout, v, strlen(v));
-        if (json_object_object_get_ex(doc, "reason", &why) &&
+        if (json_object_object_get_ex(doc, enr_sm_health_keys[ENR_SM_H_reason], &why) &&
             json_object_is_type(why, json_type_string)) {
             fputs(": ", stdout);
             print_clean(stdout, json_object_get_string(why), strlen(json_object_get_string(why)));

@@ -16,11 +16,19 @@
 #include "base/upfail.h"
 #include "base/clock.h"
 #include "engine/contract.h"
+#include "ops/statusmodel.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+/* The keys the views read are the model's tables (statusmodel.h): the
+ * document and its readers spell each one once. */
+#define POOL(f) enr_sm_pool_keys[ENR_SM_P_##f]
+#define PROC(f) enr_sm_proc_keys[ENR_SM_W_##f]
+#define EXIT(f) enr_sm_exit_keys[ENR_SM_X_##f]
+#define LAST(f) enr_sm_last_keys[ENR_SM_LR_##f]
 
 static void add_u(json_object *o, const char *k, uint64_t v)
 {
@@ -70,10 +78,10 @@ static void pause_end(json_object *o, uint64_t left_ms)
 
     if (left_ms == 0 || gmtime_r(&end, &tm) == NULL ||
         strftime(s, sizeof s, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
-        json_object_object_add(o, "pause_until", NULL);
+        json_object_object_add(o, ENR_SM_NAME(pause_until), NULL);
         return;
     }
-    add_s(o, "pause_until", s);
+    add_s(o, ENR_SM_NAME(pause_until), s);
 }
 
 /* A worker's breaker as one word: the worst of its sources' (open, then
@@ -106,13 +114,13 @@ static void counters_doc(json_object *x, const enr_scoreboard *sb, const enr_poo
 
     for (unsigned s = 0; s < ENR_BREAKER_STATES; s++)
         add_u(b, enr_breaker_state_name(s), t->breaker[src][s]);
-    json_object_object_add(x, "breakers", b);
+    json_object_object_add(x, ENR_SM_NAME(breakers), b);
     for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
         const enr_up_counter_row *row = &enr_up_counter_rows[r];
         add_u(row->kind[0] ? f : x, row->kind[0] ? row->kind : row->field,
               enr_sb_up_total(sb, src, r));
     }
-    json_object_object_add(x, "failures", f);
+    json_object_object_add(x, ENR_SM_NAME(failures), f);
     add_d(x, "cache_hit_ratio", t->hit_ratio[src]);
 }
 
@@ -137,11 +145,12 @@ static json_object *budget_doc(unsigned src)
     }
     add_u(o, "burst", st.burst);
     add_u(o, "asked", st.asked);
-    add_b(o, "runs_out", st.v[ENR_BUDGET_ROW_forecast] > st.v[ENR_BUDGET_ROW_limit]);
+    add_b(o, enr_sm_budget_keys[ENR_SM_B_runs_out],
+          st.v[ENR_BUDGET_ROW_forecast] > st.v[ENR_BUDGET_ROW_limit]);
     reset = (time_t)(st.reset_ms / 1000);
     if (gmtime_r(&reset, &tm) != NULL)
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    add_s(o, "resets", when);
+    add_s(o, enr_sm_budget_keys[ENR_SM_B_resets], when);
     add_s(o, "file", enr_budget_path()[0] ? enr_budget_path() : "(memory only)");
     return o;
 }
@@ -155,17 +164,17 @@ json_object *enr_pause_doc(const enr_scoreboard *sb, unsigned src, uint64_t now)
     char reason[sizeof q->reason], when[32] = "";
     struct tm tm;
 
-    add_b(o, "paused", until > now);
+    add_b(o, enr_sm_pause_keys[ENR_SM_PA_paused], until > now);
     if (until <= now)
         return o;
     copy_text(reason, q->reason, sizeof reason);
-    add_s(o, "why", enr_up_pause_name(ENR_SB_GET(q->why)));
+    add_s(o, enr_sm_pause_keys[ENR_SM_PA_why], enr_up_pause_name(ENR_SB_GET(q->why)));
     if (reason[0])
-        add_s(o, "reason", reason);
+        add_s(o, enr_sm_pause_keys[ENR_SM_PA_reason], reason);
     if (wall > 0 && gmtime_r(&wall, &tm) != NULL)
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     if (when[0])
-        add_s(o, "until", when);
+        add_s(o, enr_sm_pause_keys[ENR_SM_PA_until], when);
     add_u(o, "ms_left", until - now);
     return o;
 }
@@ -196,7 +205,7 @@ static json_object *fds_doc(const enr_fd_kinds *k)
     }
     json_object_object_add(o, "close_wait_peers", peers);
     enr_fd_kinds_describe(k, line, sizeof line);
-    add_s(o, "summary", line);
+    add_s(o, ENR_SM_NAME(summary), line);
     return o;
 }
 
@@ -206,11 +215,11 @@ static json_object *last_exit_doc(const enr_sb_slot *s)
     json_object *last = json_object_new_object();
     char id[ENR_SB_REQID_MAX];
 
-    add_s(last, "reason", enr_exit_reason_name(ENR_SB_GET(s->last_exit_reason)));
-    json_object_object_add(last, "pid", json_object_new_int64(ENR_SB_GET(s->last_exit_pid)));
+    add_s(last, EXIT(reason), enr_exit_reason_name(ENR_SB_GET(s->last_exit_reason)));
+    json_object_object_add(last, EXIT(pid), json_object_new_int64(ENR_SB_GET(s->last_exit_pid)));
     copy_text(id, s->last_exit_req_id, sizeof id);
-    add_s(last, "request_id", id);
-    add_u(last, "request_age_ms", ENR_SB_GET(s->last_exit_req_age_ms));
+    add_s(last, EXIT(request_id), id);
+    add_u(last, EXIT(request_age_ms), ENR_SB_GET(s->last_exit_req_age_ms));
     return last;
 }
 
@@ -220,10 +229,10 @@ static json_object *empty_slot_doc(const enr_sb_slot *s, uint32_t i)
 {
     json_object *o = json_object_new_object();
 
-    add_u(o, "slot", i);
+    add_u(o, PROC(slot), i);
     add_u(o, "requests_total", ENR_SB_GET(s->completed));
     add_u(o, "restarts", ENR_SB_GET(s->restarts));
-    json_object_object_add(o, "last_exit", last_exit_doc(s));
+    json_object_object_add(o, ENR_SM_NAME(last_exit), last_exit_doc(s));
     return o;
 }
 
@@ -235,15 +244,15 @@ static json_object *last_request_doc(const enr_sb_slot *s)
     char id[ENR_SB_REQID_MAX];
 
     add_u(o, "end time", ENR_SB_GET(s->last_end_ms) / 1000u);
-    json_object_object_add(o, "pid", json_object_new_int64(ENR_SB_GET(s->last_pid)));
-    add_u(o, "status", ENR_SB_GET(s->last_status));
-    add_d(o, "duration_ms", (double)ENR_SB_GET(s->last_duration_us) / 1000.0);
-    add_d(o, "cpu_ms", (double)ENR_SB_GET(s->last_cpu_us) / 1000.0);
-    add_u(o, "rss_kb", ENR_SB_GET(s->last_rss_kb));
-    add_u(o, "records_in", ENR_SB_GET(s->last_records_in));
-    add_u(o, "records_out", ENR_SB_GET(s->last_records_out));
+    json_object_object_add(o, LAST(pid), json_object_new_int64(ENR_SB_GET(s->last_pid)));
+    add_u(o, LAST(status), ENR_SB_GET(s->last_status));
+    add_d(o, LAST(duration_ms), (double)ENR_SB_GET(s->last_duration_us) / 1000.0);
+    add_d(o, LAST(cpu_ms), (double)ENR_SB_GET(s->last_cpu_us) / 1000.0);
+    add_u(o, LAST(rss_kb), ENR_SB_GET(s->last_rss_kb));
+    add_u(o, LAST(records_in), ENR_SB_GET(s->last_records_in));
+    add_u(o, LAST(records_out), ENR_SB_GET(s->last_records_out));
     copy_text(id, s->last_req_id, sizeof id);
-    add_s(o, "request_id", id);
+    add_s(o, LAST(request_id), id);
     return o;
 }
 
@@ -258,33 +267,33 @@ static json_object *process_doc(const enr_status_view *v, uint32_t i, uint64_t m
     int live = enr_sb_slot_live(s);
     char id[ENR_SB_REQID_MAX];
 
-    add_u(o, "slot", i);
-    json_object_object_add(o, "pid", json_object_new_int64(ENR_SB_GET(s->pid)));
-    add_s(o, "state", live ? enr_worker_state_name(st) : "empty");
+    add_u(o, PROC(slot), i);
+    json_object_object_add(o, PROC(pid), json_object_new_int64(ENR_SB_GET(s->pid)));
+    add_s(o, PROC(state), live ? enr_worker_state_name(st) : "empty");
     if (live && started) {
         add_u(o, "start time", started / 1000u);
         add_u(o, "start since",
               started_mono && mono > started_mono ? (mono - started_mono) / 1000u : 0);
     }
-    add_u(o, "requests", live ? ENR_SB_GET(s->served) : 0);
+    add_u(o, PROC(requests), live ? ENR_SB_GET(s->served) : 0);
     add_u(o, "requests_total", ENR_SB_GET(s->completed));
     if (live && st == ENR_WS_BUSY && ENR_SB_GET(s->req_start_mono_ms)) {
         copy_text(id, s->req_id, sizeof id);
-        add_s(o, "request_id", id);
-        add_u(o, "request_age_ms", enr_sb_request_age_ms(s, mono));
+        add_s(o, PROC(request_id), id);
+        add_u(o, PROC(request_age_ms), enr_sb_request_age_ms(s, mono));
     }
     if (live) {
-        add_u(o, "rss_kb", ENR_SB_GET(s->rss_kb));
-        add_u(o, "fds", ENR_SB_GET(s->fds));
+        add_u(o, PROC(rss_kb), ENR_SB_GET(s->rss_kb));
+        add_u(o, PROC(fds), ENR_SB_GET(s->fds));
         add_s(o, "breaker", enr_breaker_state_name(worst_breaker(s)));
         add_u(o, "upstream_fds", ENR_SB_GET(s->up_fds));
     }
     if (live && v->fds && (v->fds_ok == NULL || v->fds_ok[i]))
-        json_object_object_add(o, "fds_by_kind", fds_doc(&v->fds[i]));
+        json_object_object_add(o, ENR_SM_NAME(fds_by_kind), fds_doc(&v->fds[i]));
     add_u(o, "restarts", ENR_SB_GET(s->restarts));
-    json_object_object_add(o, "last_exit", last_exit_doc(s));
+    json_object_object_add(o, ENR_SM_NAME(last_exit), last_exit_doc(s));
     if (ENR_SB_GET(s->last_end_ms))
-        json_object_object_add(o, "last_request", last_request_doc(s));
+        json_object_object_add(o, ENR_SM_NAME(last_request), last_request_doc(s));
     return o;
 }
 
@@ -309,10 +318,12 @@ static json_object *latency_doc(const enr_status_view *v)
 {
     json_object *x = json_object_new_object();
     uint64_t n[ENR_SB_LAT_BUCKETS], total = 0;
-    static const struct {
+    const struct {
         const char *key;
         double q;
-    } qs[] = {{"p50_ms", 0.50}, {"p90_ms", 0.90}, {"p99_ms", 0.99}};
+    } qs[] = {{enr_sm_lat_keys[ENR_SM_L_p50_ms], 0.50},
+              {"p90_ms", 0.90},
+              {enr_sm_lat_keys[ENR_SM_L_p99_ms], 0.99}};
 
     for (unsigned i = 0; i < ENR_SB_LAT_BUCKETS; i++) {
         n[i] = enr_sb_total(v->sb, offsetof(enr_sb_slot, latency) + i * sizeof(enr_sb_u64));
@@ -320,7 +331,8 @@ static json_object *latency_doc(const enr_status_view *v)
     }
     add_u(x, "requests", total);
     if (total) {
-        add_d(x, "mean_ms", (double)ENR_SB_TOTAL(v->sb, latency_us_sum) / 1000.0 / (double)total);
+        add_d(x, enr_sm_lat_keys[ENR_SM_L_mean_ms],
+              (double)ENR_SB_TOTAL(v->sb, latency_us_sum) / 1000.0 / (double)total);
         for (unsigned i = 0; i < sizeof qs / sizeof qs[0]; i++) {
             unsigned b = quantile_ms(n, total, qs[i].q);
             if (b)
@@ -328,7 +340,7 @@ static json_object *latency_doc(const enr_status_view *v)
         }
     }
     if (v->health)
-        add_d(x, "window_p99_ms", v->health->win.p99_ms);
+        add_d(x, enr_sm_lat_keys[ENR_SM_L_window_p99_ms], v->health->win.p99_ms);
     return x;
 }
 
@@ -356,25 +368,25 @@ static void fpm_doc(json_object *o, const enr_status_view *v, const enr_pool_sna
     uint64_t start = ENR_SB_GET(p->start_ms), workers = ENR_SB_GET(p->workers);
     uint64_t start_mono = ENR_SB_GET(p->start_mono_ms);
 
-    add_s(o, "pool", "enrichd");
+    add_s(o, POOL(pool), "enrichd");
     add_s(o, "process manager", "static");
     add_u(o, "start time", start / 1000u);
-    add_u(o, "start since", start_mono && now > start_mono ? (now - start_mono) / 1000u : 0);
-    add_u(o, "accepted conn", pc[ENR_PC_accepted]);
-    add_u(o, "listen queue", ps->listen_queue);
-    add_u(o, "max listen queue", ps->listen_queue_max);
+    add_u(o, POOL(start_since), start_mono && now > start_mono ? (now - start_mono) / 1000u : 0);
+    add_u(o, POOL(accepted), pc[ENR_PC_accepted]);
+    add_u(o, POOL(listen_queue), ps->listen_queue);
+    add_u(o, POOL(max_listen_queue), ps->listen_queue_max);
     if (ps->have_queue)
         add_u(o, "listen queue len", ps->listen_queue_limit);
-    add_u(o, "idle processes", st[ENR_WS_IDLE]);
-    add_u(o, "active processes", st[ENR_WS_BUSY]);
-    add_u(o, "total processes",
+    add_u(o, POOL(idle), st[ENR_WS_IDLE]);
+    add_u(o, POOL(active), st[ENR_WS_BUSY]);
+    add_u(o, POOL(total),
           st[ENR_WS_IDLE] + st[ENR_WS_BUSY] + st[ENR_WS_STARTING] + st[ENR_WS_EXITING]);
     add_u(o, "max active processes", ps->max_active);
     /* php-fpm counts how often it wanted more children than allowed; a
      * static pool cannot grow, so this says whether every worker has been
      * busy at once. */
     add_u(o, "max children reached", workers && ps->max_active >= workers);
-    add_u(o, "slow requests", pc[ENR_PC_slow_requests]);
+    add_u(o, POOL(slow), pc[ENR_PC_slow_requests]);
 }
 
 /* Responses by status class, records by fate. */
@@ -384,10 +396,10 @@ static void traffic_doc(json_object *o, const enr_pool_snap *ps)
     json_object *x;
 
     x = json_object_new_object();
-    add_u(x, "2xx", ps->s2xx);
-    add_u(x, "4xx", ps->s4xx);
-    add_u(x, "5xx", ps->s5xx);
-    json_object_object_add(o, "responses", x);
+    add_u(x, enr_sm_resp_keys[ENR_SM_R_s2xx], ps->s2xx);
+    add_u(x, enr_sm_resp_keys[ENR_SM_R_s4xx], ps->s4xx);
+    add_u(x, enr_sm_resp_keys[ENR_SM_R_s5xx], ps->s5xx);
+    json_object_object_add(o, ENR_SM_NAME(responses), x);
     x = json_object_new_object();
     add_u(x, "in", pc[ENR_PC_records_in]);
     add_u(x, "out", pc[ENR_PC_records_out]);
@@ -412,7 +424,7 @@ static void lifecycle_doc(json_object *o, const enr_sb_pool *p)
         restarts += n;
     }
     json_object_object_add(o, "restarts", x);
-    add_u(o, "restarts_total", restarts);
+    add_u(o, POOL(restarts_total), restarts);
     x = json_object_new_object();
     add_b(x, "active", ENR_SB_GET(p->crashloop) != 0);
     add_u(x, "backoff_ms", ENR_SB_GET(p->backoff_ms));
@@ -430,8 +442,8 @@ static void processes_doc(json_object *o, const enr_status_view *v, uint64_t now
         else
             json_object_array_add(e, empty_slot_doc(&v->sb->slot[i], i));
     }
-    json_object_object_add(o, "processes", a);
-    json_object_object_add(o, "empty_slots", e);
+    json_object_object_add(o, ENR_SM_NAME(processes), a);
+    json_object_object_add(o, ENR_SM_NAME(empty_slots), e);
 }
 
 json_object *enr_status_doc(const enr_status_view *v, int full)
@@ -454,19 +466,19 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     fpm_doc(o, v, ps, now);
 
     /* What php-fpm does not have. */
-    add_s(o, "state", enr_pool_state_name(pstate));
-    add_u(o, "generation", ENR_SB_GET(p->generation));
-    add_u(o, "workers_configured", workers);
+    add_s(o, POOL(state), enr_pool_state_name(pstate));
+    add_u(o, POOL(generation), ENR_SB_GET(p->generation));
+    add_u(o, POOL(workers_configured), workers);
     add_u(o, "starting processes", st[ENR_WS_STARTING]);
     add_u(o, "exiting processes", st[ENR_WS_EXITING]);
-    add_u(o, "completed", pc[ENR_PC_completed]);
+    add_u(o, POOL(completed), pc[ENR_PC_completed]);
     /* accepted = completed + in_flight + lost (poolsnap.c). */
-    add_u(o, "in_flight", ps->in_flight);
-    add_u(o, "lost", ps->lost);
+    add_u(o, POOL(in_flight), ps->in_flight);
+    add_u(o, POOL(lost), ps->lost);
     add_u(o, "listen_refused", pc[ENR_PC_listen_refused]);
     add_u(o, "fastcgi_rejected", pc[ENR_PC_fcgi_rejected]);
     traffic_doc(o, ps);
-    json_object_object_add(o, "latency", latency_doc(v));
+    json_object_object_add(o, ENR_SM_NAME(latency), latency_doc(v));
 
     lifecycle_doc(o, p);
     json_object_object_add(o, "reload", reload_doc(p));
@@ -491,7 +503,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         json_object_object_add(x, "cache", k);
         /* the provider's pause (Retry-After), the host's: quota.h */
         uint64_t until = ENR_SB_GET(v->sb->quota[ENR_API_UPSTREAM].pause_until_ms);
-        add_u(x, "pause_ms_left", until > now ? until - now : 0);
+        add_u(x, ENR_SM_NAME(pause_ms_left), until > now ? until - now : 0);
         pause_end(x, until > now ? until - now : 0);
         add_u(x, "pauses", ENR_SB_GET(v->sb->quota[ENR_API_UPSTREAM].pauses));
     }
@@ -506,18 +518,18 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
             done[a] = 1;
             one = json_object_new_object();
             counters_doc(one, v->sb, ps, (unsigned)a);
-            json_object_object_add(one, "pause", enr_pause_doc(v->sb, (unsigned)a, now));
+            json_object_object_add(one, ENR_SM_NAME(pause), enr_pause_doc(v->sb, (unsigned)a, now));
             json_object *bd = budget_doc((unsigned)a);
             if (bd != NULL)
-                json_object_object_add(one, "budget", bd);
+                json_object_object_add(one, ENR_SM_NAME(budget), bd);
             json_object_object_add(srcs, source_name((unsigned)a), one);
         }
-        json_object_object_add(x, "sources", srcs);
+        json_object_object_add(x, ENR_SM_NAME(sources), srcs);
     }
-    json_object_object_add(o, "upstream", x);
+    json_object_object_add(o, ENR_SM_NAME(upstream), x);
 
     if (v->health)
-        json_object_object_add(o, "health", enr_health_doc(v->health, v->c, v->sb));
+        json_object_object_add(o, ENR_SM_NAME(health), enr_health_doc(v->health, v->c, v->sb));
 
     if (full)
         processes_doc(o, v, now);
@@ -549,12 +561,13 @@ json_object *enr_health_doc(const enr_health *h, const enr_config *c, const enr_
     /* The fleet's store configured and no live worker connected: each
      * host serves on its own (docs/fleet.md), degraded, never failed. */
     if (h->healthy && store_unreachable(c, sb)) {
-        add_s(o, "status", "degraded");
-        add_s(o, "reason", "shared store unreachable: the host serves on its own");
+        add_s(o, enr_sm_health_keys[ENR_SM_H_status], "degraded");
+        add_s(o, enr_sm_health_keys[ENR_SM_H_reason],
+              "shared store unreachable: the host serves on its own");
     } else {
-        add_s(o, "status", h->healthy ? "ok" : "unhealthy");
+        add_s(o, enr_sm_health_keys[ENR_SM_H_status], h->healthy ? "ok" : "unhealthy");
         if (!h->healthy)
-            add_s(o, "reason", h->reason);
+            add_s(o, enr_sm_health_keys[ENR_SM_H_reason], h->reason);
     }
     for (unsigned i = 0; i < ENR_HR_COUNT; i++)
         if (h->reasons & (1u << i))

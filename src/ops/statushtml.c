@@ -2,6 +2,8 @@
  * statushtml.c: the status page for a browser and its history
  * (statushtml.h).
  *
+ * The page renders from the document's model (statusmodel.h).
+ *
  * Invariants: every string taken from the document is HTML-escaped
  * (request ids come from clients); the page references nothing outside
  * itself; a chart with fewer than two samples says so instead of drawing;
@@ -11,10 +13,10 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "base/upcounters.h"
-#include "upstream/budget.h"
+#include "ops/statusmodel.h"
 
 #define CHART_W 320
 #define CHART_H 80
@@ -74,22 +76,10 @@ static void esc(enr_buf *b, const char *s)
     }
 }
 
-static const char *str_of(json_object *o, const char *k)
+/* A value of the model as the page shows it: "-" for none. */
+static const char *dash(const char *v)
 {
-    json_object *v;
-
-    if (o == NULL || !json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
-        return "-";
-    return json_object_get_string(v);
-}
-
-static json_object *obj_of(json_object *o, const char *k)
-{
-    json_object *v;
-
-    return o && json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_object)
-               ? v
-               : NULL;
+    return v ? v : "-";
 }
 
 /* One line chart of vals[0..n) (oldest first) scaled to its maximum. */
@@ -176,41 +166,37 @@ static void row(enr_buf *b, const char *k, const char *v)
     enr_buf_lit(b, "</td></tr>\n");
 }
 
-static void summary(enr_buf *b, json_object *doc)
+static void summary(enr_buf *b, const enr_status_model *m)
 {
-    static const char *const keys[] = {"state",          "generation",       "start since",
-                                       "accepted conn",  "completed",        "lost",
-                                       "listen queue",   "max listen queue", "active processes",
-                                       "idle processes", "total processes",  "slow requests",
-                                       "restarts_total"};
-    json_object *health = obj_of(doc, "health"), *lat = obj_of(doc, "latency");
-    json_object *resp = obj_of(doc, "responses"), *up = obj_of(doc, "upstream"), *o;
-    uint64_t left;
+    static const unsigned char keys[] = {ENR_SM_P_state,         ENR_SM_P_generation,
+                                         ENR_SM_P_start_since,   ENR_SM_P_accepted,
+                                         ENR_SM_P_completed,     ENR_SM_P_lost,
+                                         ENR_SM_P_listen_queue,  ENR_SM_P_max_listen_queue,
+                                         ENR_SM_P_active,        ENR_SM_P_idle,
+                                         ENR_SM_P_total,         ENR_SM_P_slow,
+                                         ENR_SM_P_restarts_total};
+    const char *reason = dash(m->health[ENR_SM_H_reason]);
     char v[160];
 
     enr_buf_lit(b, "<table class=\"kv\">\n");
-    snprintf(v, sizeof v, "%s%s%s", str_of(health, "status"),
-             strcmp(str_of(health, "reason"), "-") ? ": " : "",
-             strcmp(str_of(health, "reason"), "-") ? str_of(health, "reason") : "");
+    snprintf(v, sizeof v, "%s%s%s", dash(m->health[ENR_SM_H_status]),
+             strcmp(reason, "-") ? ": " : "", strcmp(reason, "-") ? reason : "");
     row(b, "health", v);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        row(b, keys[i], str_of(doc, keys[i]));
-    snprintf(v, sizeof v, "2xx %s, 4xx %s, 5xx %s", str_of(resp, "2xx"), str_of(resp, "4xx"),
-             str_of(resp, "5xx"));
+        row(b, enr_sm_pool_keys[keys[i]], dash(m->pool[keys[i]]));
+    snprintf(v, sizeof v, "2xx %s, 4xx %s, 5xx %s", dash(m->resp[ENR_SM_R_s2xx]),
+             dash(m->resp[ENR_SM_R_s4xx]), dash(m->resp[ENR_SM_R_s5xx]));
     row(b, "responses", v);
     snprintf(v, sizeof v, "mean %s ms, p50 %s, p99 %s (since start), window p99 %s",
-             str_of(lat, "mean_ms"), str_of(lat, "p50_ms"), str_of(lat, "p99_ms"),
-             str_of(lat, "window_p99_ms"));
+             dash(m->lat[ENR_SM_L_mean_ms]), dash(m->lat[ENR_SM_L_p50_ms]),
+             dash(m->lat[ENR_SM_L_p99_ms]), dash(m->lat[ENR_SM_L_window_p99_ms]));
     row(b, "latency", v);
-    left = up != NULL && json_object_object_get_ex(up, "pause_ms_left", &o)
-               ? json_object_get_uint64(o)
-               : 0;
-    if (left > 0) {
+    if (m->pause_ms_left > 0) {
         /* Every call of the host stopped (quota.h): said, with its end. */
         snprintf(v, sizeof v,
                  "paused until %s (%" PRIu64 " s left): no provider calls; a HUP of the "
                  "master ends the pause",
-                 str_of(up, "pause_until"), (left + 999) / 1000);
+                 dash(m->pause_until), (m->pause_ms_left + 999) / 1000);
         row(b, "upstream", v);
     } else {
         row(b, "upstream", "not paused");
@@ -225,66 +211,59 @@ static void cell(enr_buf *b, const char *v)
     enr_buf_lit(b, "</td>");
 }
 
-static void workers(enr_buf *b, json_object *doc)
+static void worker_row(enr_buf *b, const enr_sm_proc *p)
 {
-    json_object *procs, *empty;
+    const char *const *v = p->v, *const *l = p->last;
+    char io[64];
 
+    enr_buf_printf(b, "<tr class=\"%s\">",
+                   strcmp(dash(v[ENR_SM_W_state]), "busy") == 0 ? "busy" : "w");
+    cell(b, dash(v[ENR_SM_W_slot]));
+    cell(b, dash(v[ENR_SM_W_pid]));
+    cell(b, dash(v[ENR_SM_W_state]));
+    cell(b, dash(v[ENR_SM_W_requests]));
+    cell(b, dash(v[ENR_SM_W_rss_kb]));
+    cell(b, dash(v[ENR_SM_W_fds]));
+    cell(b, dash(v[ENR_SM_W_request_id]));
+    cell(b, dash(l[ENR_SM_LR_status]));
+    cell(b, dash(l[ENR_SM_LR_duration_ms]));
+    cell(b, dash(l[ENR_SM_LR_cpu_ms]));
+    cell(b, dash(l[ENR_SM_LR_rss_kb]));
+    snprintf(io, sizeof io, "%s/%s", dash(l[ENR_SM_LR_records_in]), dash(l[ENR_SM_LR_records_out]));
+    cell(b, p->has_last ? io : "-");
+    cell(b, dash(l[ENR_SM_LR_request_id]));
+    cell(b, dash(p->exit[ENR_SM_X_reason]));
+    enr_buf_lit(b, "</tr>\n");
+}
+
+static void workers(enr_buf *b, const enr_status_model *m)
+{
     enr_buf_lit(b, "<h2>Workers</h2>\n<table id=\"workers\"><tr><th>slot</th><th>pid</th>"
                    "<th>state</th><th>requests</th><th>RSS KiB</th><th>fds</th>"
                    "<th>request</th><th>last status</th><th>last ms</th><th>last CPU ms</th>"
                    "<th>RSS after</th><th>records in/out</th><th>last request id</th>"
                    "<th>last exit</th></tr>\n");
-    if (json_object_object_get_ex(doc, "processes", &procs) &&
-        json_object_is_type(procs, json_type_array)) {
-        for (size_t i = 0; i < json_object_array_length(procs); i++) {
-            json_object *p = json_object_array_get_idx(procs, i);
-            json_object *l = obj_of(p, "last_request"), *x = obj_of(p, "last_exit");
-            char io[64];
-            if (!json_object_is_type(p, json_type_object))
-                continue;
-            enr_buf_printf(b, "<tr class=\"%s\">",
-                           strcmp(str_of(p, "state"), "busy") == 0 ? "busy" : "w");
-            cell(b, str_of(p, "slot"));
-            cell(b, str_of(p, "pid"));
-            cell(b, str_of(p, "state"));
-            cell(b, str_of(p, "requests"));
-            cell(b, str_of(p, "rss_kb"));
-            cell(b, str_of(p, "fds"));
-            cell(b, str_of(p, "request_id"));
-            cell(b, str_of(l, "status"));
-            cell(b, str_of(l, "duration_ms"));
-            cell(b, str_of(l, "cpu_ms"));
-            cell(b, str_of(l, "rss_kb"));
-            snprintf(io, sizeof io, "%s/%s", str_of(l, "records_in"), str_of(l, "records_out"));
-            cell(b, l ? io : "-");
-            cell(b, str_of(l, "request_id"));
-            cell(b, str_of(x, "reason"));
-            enr_buf_lit(b, "</tr>\n");
-        }
-    }
+    for (size_t i = 0; i < m->n_procs; i++)
+        worker_row(b, &m->proc[i]);
     enr_buf_lit(b, "</table>\n");
-    if (json_object_object_get_ex(doc, "empty_slots", &empty) &&
-        json_object_is_type(empty, json_type_array) && json_object_array_length(empty) > 0) {
-        enr_buf_lit(b, "<p>Empty slots:");
-        for (size_t i = 0; i < json_object_array_length(empty); i++) {
-            json_object *p = json_object_array_get_idx(empty, i);
-            enr_buf_lit(b, " ");
-            esc(b, str_of(p, "slot"));
-            enr_buf_lit(b, " (last exit ");
-            esc(b, str_of(obj_of(p, "last_exit"), "reason"));
-            enr_buf_lit(b, ")");
-        }
-        enr_buf_lit(b, "</p>\n");
+    if (m->n_empty == 0)
+        return;
+    enr_buf_lit(b, "<p>Empty slots:");
+    for (size_t i = 0; i < m->n_empty; i++) {
+        enr_buf_lit(b, " ");
+        esc(b, dash(m->empty[i].v[ENR_SM_W_slot]));
+        enr_buf_lit(b, " (last exit ");
+        esc(b, dash(m->empty[i].exit[ENR_SM_X_reason]));
+        enr_buf_lit(b, ")");
     }
+    enr_buf_lit(b, "</p>\n");
 }
 
 /* The upstream's sources, one row each, one column per counter of the
  * table (base/upcounters.h): a counter added there shows here. */
-static void sources(enr_buf *b, json_object *doc)
+static void sources(enr_buf *b, const enr_status_model *m)
 {
-    json_object *srcs = obj_of(obj_of(doc, "upstream"), "sources");
-
-    if (srcs == NULL || json_object_object_length(srcs) == 0)
+    if (m->n_sources == 0)
         return;
     enr_buf_lit(b, "<h2>Upstream sources</h2>\n<table id=\"sources\"><tr><th>source</th>");
     for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
@@ -294,23 +273,20 @@ static void sources(enr_buf *b, json_object *doc)
         enr_buf_lit(b, "</th>");
     }
     enr_buf_lit(b, "<th>breakers open</th><th>pause</th></tr>\n");
-    json_object_object_foreach(srcs, name, one)
-    {
-        json_object *pause = obj_of(one, "pause");
+    for (unsigned s = 0; s < m->n_sources; s++) {
+        const enr_sm_source *one = &m->source[s];
+        const char *const *pause = one->pause;
         char p[160];
-        if (!json_object_is_type(one, json_type_object))
+        if (!one->is_object)
             continue;
         enr_buf_lit(b, "<tr>");
-        cell(b, name);
-        for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
-            const enr_up_counter_row *row = &enr_up_counter_rows[r];
-            cell(b, row->kind[0] ? str_of(obj_of(one, "failures"), row->kind)
-                                 : str_of(one, row->field));
-        }
-        cell(b, str_of(obj_of(one, "breakers"), "open"));
-        if (strcmp(str_of(pause, "paused"), "true") == 0)
-            snprintf(p, sizeof p, "%s %s until %s", str_of(pause, "why"), str_of(pause, "reason"),
-                     str_of(pause, "until"));
+        cell(b, one->name);
+        for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++)
+            cell(b, dash(one->counter[r]));
+        cell(b, dash(one->breakers_open));
+        if (strcmp(dash(pause[ENR_SM_PA_paused]), "true") == 0)
+            snprintf(p, sizeof p, "%s %s until %s", dash(pause[ENR_SM_PA_why]),
+                     dash(pause[ENR_SM_PA_reason]), dash(pause[ENR_SM_PA_until]));
         else
             snprintf(p, sizeof p, "-");
         cell(b, p);
@@ -321,17 +297,13 @@ static void sources(enr_buf *b, json_object *doc)
 
 /* The day's budget of the sources that have one, one column per row of
  * its table (budget.h). */
-static void budgets(enr_buf *b, json_object *doc)
+static void budgets(enr_buf *b, const enr_status_model *m)
 {
-    json_object *srcs = obj_of(obj_of(doc, "upstream"), "sources");
     int head = 0;
 
-    if (srcs == NULL)
-        return;
-    json_object_object_foreach(srcs, name, one)
-    {
-        json_object *bd = obj_of(one, "budget");
-        if (bd == NULL)
+    for (unsigned s = 0; s < m->n_sources; s++) {
+        const enr_sm_source *one = &m->source[s];
+        if (!one->has_budget)
             continue;
         if (!head) {
             enr_buf_lit(b, "<h2>Daily budget</h2>\n<table id=\"budget\"><tr><th>source</th>");
@@ -344,12 +316,13 @@ static void budgets(enr_buf *b, json_object *doc)
             head = 1;
         }
         enr_buf_lit(b, "<tr>");
-        cell(b, name);
+        cell(b, one->name);
         for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++)
-            cell(b, str_of(bd, enr_budget_rows[r].field));
-        cell(b, str_of(bd, "resets"));
-        cell(b, strcmp(str_of(bd, "runs_out"), "true") == 0 ? "runs out before the day ends"
-                                                            : "lasts the day");
+            cell(b, dash(one->budget_row[r]));
+        cell(b, dash(one->budget[ENR_SM_B_resets]));
+        cell(b, strcmp(dash(one->budget[ENR_SM_B_runs_out]), "true") == 0
+                    ? "runs out before the day ends"
+                    : "lasts the day");
         enr_buf_lit(b, "</tr>\n");
     }
     if (head)
@@ -358,6 +331,13 @@ static void budgets(enr_buf *b, json_object *doc)
 
 void enr_status_html(enr_buf *b, json_object *doc, const enr_status_hist *h)
 {
+    enr_status_model *m = malloc(sizeof *m);
+
+    if (m == NULL) {
+        b->oom = 1;
+        return;
+    }
+    enr_status_model_read(m, doc);
     enr_buf_printf(b,
                    "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                    "<meta http-equiv=\"refresh\" content=\"%d\">"
@@ -374,20 +354,21 @@ void enr_status_html(enr_buf *b, json_object *doc, const enr_status_hist *h)
                    "</style></head><body>\n",
                    ENR_STATUS_HTML_REFRESH_S);
     enr_buf_lit(b, "<h1>enrichd: pool ");
-    esc(b, str_of(doc, "pool"));
+    esc(b, dash(m->pool[ENR_SM_P_pool]));
     enr_buf_lit(b, ", ");
-    esc(b, str_of(obj_of(doc, "health"), "status"));
+    esc(b, dash(m->health[ENR_SM_H_status]));
     enr_buf_lit(b, "</h1>\n<section id=\"charts\">\n");
     charts(b, h);
     enr_buf_lit(b, "</section>\n");
-    summary(b, doc);
-    sources(b, doc);
-    budgets(b, doc);
-    workers(b, doc);
+    summary(b, m);
+    sources(b, m);
+    budgets(b, m);
+    workers(b, m);
     enr_buf_printf(b,
                    "<p><small>Refreshes every %d s; the charts span the last %u samples (one a "
                    "second, since the status process started). JSON: <a href=\"?full\">?full</a>, "
                    "text: <a href=\"?text&amp;full\">?text&amp;full</a>.</small></p>\n"
                    "</body></html>\n",
                    ENR_STATUS_HTML_REFRESH_S, h->n);
+    free(m);
 }

@@ -1,5 +1,8 @@
 /*
  * statustext.c: a status document as plain text for humans (statustext.h).
+ * The tables and the --watch screen render from the document's model
+ * (statusmodel.h); only the key: value listing walks the document
+ * itself, since it shows every key whatever it is.
  *
  * Invariants: every string taken from the document goes through clean(),
  * which truncates it to the column's buffer and replaces C0 and C1
@@ -14,10 +17,10 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "base/upcounters.h"
-#include "upstream/budget.h"
+#include "ops/statusmodel.h"
 
 #define KEY_MAX 128   /* a flattened key ("upstream.breaker.state") */
 #define VALUE_MAX 512 /* one value on a line */
@@ -50,13 +53,10 @@ static const char *clean(char *dst, size_t cap, const char *s)
     return dst;
 }
 
-static const char *jstr(json_object *o, const char *k, const char *dflt, char *dst, size_t cap)
+/* v cleaned, or dflt when the document has no value there. */
+static const char *cv(const char *v, const char *dflt, char *dst, size_t cap)
 {
-    json_object *v;
-
-    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
-        return clean(dst, cap, dflt);
-    return clean(dst, cap, json_object_get_string(v));
+    return clean(dst, cap, v ? v : dflt);
 }
 
 /* key: value lines, nested objects flattened with dots. */
@@ -65,7 +65,7 @@ static void text_flat(enr_buf *b, const char *prefix, json_object *o)
     json_object_object_foreach(o, k, val)
     {
         char key[KEY_MAX], ck[KEY_MAX], label[KEY_MAX + 1], v[VALUE_MAX];
-        if (strcmp(k, "processes") == 0 || strcmp(k, "empty_slots") == 0)
+        if (strcmp(k, ENR_SM_NAME(processes)) == 0 || strcmp(k, ENR_SM_NAME(empty_slots)) == 0)
             continue;
         snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "", k);
         if (json_object_is_type(val, json_type_object)) {
@@ -88,238 +88,226 @@ static void text_flat(enr_buf *b, const char *prefix, json_object *o)
 }
 
 /* "crash pid 12 req ID age MS", or "-" when the slot's worker never ended. */
-static void last_exit_text(json_object *p, char *dst, size_t cap)
+static void last_exit_text(const enr_sm_proc *p, char *dst, size_t cap)
 {
-    json_object *last = NULL;
+    const char *const *x = p->exit;
     char c[4][64];
 
     snprintf(dst, cap, "-");
-    if (json_object_object_get_ex(p, "last_exit", &last) &&
-        json_object_is_type(last, json_type_object) &&
-        strcmp(jstr(last, "reason", "none", c[0], sizeof c[0]), "none") != 0) {
-        const char *rid = jstr(last, "request_id", "", c[2], sizeof c[2]);
-        snprintf(dst, cap, "%s pid %s%s%s%s%s", c[0], jstr(last, "pid", "?", c[1], sizeof c[1]),
+    if (p->has_exit && strcmp(cv(x[ENR_SM_X_reason], "none", c[0], sizeof c[0]), "none") != 0) {
+        const char *rid = cv(x[ENR_SM_X_request_id], "", c[2], sizeof c[2]);
+        snprintf(dst, cap, "%s pid %s%s%s%s%s", c[0], cv(x[ENR_SM_X_pid], "?", c[1], sizeof c[1]),
                  *rid ? " req " : "", rid, *rid ? " age " : "",
-                 *rid ? jstr(last, "request_age_ms", "0", c[3], 24) : "");
+                 *rid ? cv(x[ENR_SM_X_request_age_ms], "0", c[3], 24) : "");
     }
 }
 
 /* The last request of each worker, php-fpm's "last request" columns,
  * printed after the table (which keeps its columns for old readers).
  * Called with the header just printed; prints its own header first. */
-static void last_table(enr_buf *b, json_object *procs)
+static void last_table(enr_buf *b, const enr_status_model *m)
 {
     int any = 0;
 
-    for (size_t i = 0; i < json_object_array_length(procs); i++) {
-        json_object *p = json_object_array_get_idx(procs, i), *l;
+    for (size_t i = 0; i < m->n_procs; i++) {
+        const enr_sm_proc *p = &m->proc[i];
+        const char *const *l = p->last;
         char c[9][64];
-        if (!json_object_is_type(p, json_type_object) ||
-            !json_object_object_get_ex(p, "last_request", &l) ||
-            !json_object_is_type(l, json_type_object))
+        if (!p->has_last)
             continue;
         if (!any)
             enr_buf_printf(b, "\n%-4s %-8s %6s %10s %9s %10s %8s %8s  %s\n", "SLOT", "PID",
                            "STATUS", "LAST_MS", "CPU_MS", "RSS_AFTER", "REC_IN", "REC_OUT",
                            "LAST_REQUEST_ID");
         any = 1;
-        enr_buf_printf(
-            b, "%-4s %-8s %6s %10s %9s %10s %8s %8s  %s\n", jstr(p, "slot", "?", c[0], sizeof c[0]),
-            jstr(l, "pid", "-", c[1], sizeof c[1]), jstr(l, "status", "-", c[2], sizeof c[2]),
-            jstr(l, "duration_ms", "-", c[3], sizeof c[3]),
-            jstr(l, "cpu_ms", "-", c[4], sizeof c[4]), jstr(l, "rss_kb", "-", c[5], sizeof c[5]),
-            jstr(l, "records_in", "-", c[6], sizeof c[6]),
-            jstr(l, "records_out", "-", c[7], sizeof c[7]),
-            jstr(l, "request_id", "-", c[8], sizeof c[8]));
+        enr_buf_printf(b, "%-4s %-8s %6s %10s %9s %10s %8s %8s  %s\n",
+                       cv(p->v[ENR_SM_W_slot], "?", c[0], sizeof c[0]),
+                       cv(l[ENR_SM_LR_pid], "-", c[1], sizeof c[1]),
+                       cv(l[ENR_SM_LR_status], "-", c[2], sizeof c[2]),
+                       cv(l[ENR_SM_LR_duration_ms], "-", c[3], sizeof c[3]),
+                       cv(l[ENR_SM_LR_cpu_ms], "-", c[4], sizeof c[4]),
+                       cv(l[ENR_SM_LR_rss_kb], "-", c[5], sizeof c[5]),
+                       cv(l[ENR_SM_LR_records_in], "-", c[6], sizeof c[6]),
+                       cv(l[ENR_SM_LR_records_out], "-", c[7], sizeof c[7]),
+                       cv(l[ENR_SM_LR_request_id], "-", c[8], sizeof c[8]));
     }
 }
 
-static void tables(enr_buf *b, json_object *doc);
-
 /* The provider's pause, first and in words while it holds: every call
  * of the host stopped until then (statusdoc.c, quota.h). */
-static void pause_line(enr_buf *b, json_object *doc)
+static void pause_line(enr_buf *b, const enr_status_model *m)
 {
-    json_object *up, *left;
     char until[VALUE_MAX];
 
-    if (!json_object_object_get_ex(doc, "upstream", &up) ||
-        !json_object_is_type(up, json_type_object) ||
-        !json_object_object_get_ex(up, "pause_ms_left", &left) || json_object_get_uint64(left) == 0)
+    if (m->pause_ms_left == 0)
         return;
     enr_buf_printf(b,
                    "upstream paused until %s (%" PRIu64 " s left): no provider calls; "
                    "a HUP of the master ends the pause\n",
-                   jstr(up, "pause_until", "-", until, sizeof until),
-                   (json_object_get_uint64(left) + 999) / 1000);
+                   cv(m->pause_until, "-", until, sizeof until), (m->pause_ms_left + 999) / 1000);
+}
+
+/* The workers' tables of a ?full document (nothing without one). */
+static void tables(enr_buf *b, const enr_status_model *m)
+{
+    if (!m->has_procs)
+        return;
+    enr_buf_printf(b, "\n%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", "SLOT", "PID", "STATE",
+                   "REQS", "REQ_AGE", "RSS_KB", "FDS", "REQUEST_ID", "LAST_EXIT");
+    for (size_t i = 0; i < m->n_procs; i++) {
+        const char *const *v = m->proc[i].v;
+        char age[32] = "-", lastexit[192], c[9][64];
+        if (v[ENR_SM_W_request_age_ms])
+            snprintf(age, sizeof age, "%sms", cv(v[ENR_SM_W_request_age_ms], "0", c[0], 24));
+        last_exit_text(&m->proc[i], lastexit, sizeof lastexit);
+        enr_buf_printf(b, "%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n",
+                       cv(v[ENR_SM_W_slot], "?", c[0], sizeof c[0]),
+                       cv(v[ENR_SM_W_pid], "-", c[1], sizeof c[1]),
+                       cv(v[ENR_SM_W_state], "?", c[2], sizeof c[2]),
+                       cv(v[ENR_SM_W_requests], "0", c[3], sizeof c[3]), age,
+                       cv(v[ENR_SM_W_rss_kb], "-", c[4], sizeof c[4]),
+                       cv(v[ENR_SM_W_fds], "-", c[5], sizeof c[5]),
+                       cv(v[ENR_SM_W_request_id], "-", c[6], sizeof c[6]), lastexit);
+    }
+    last_table(b, m);
+    if (m->n_empty > 0)
+        enr_buf_printf(b, "\n");
+    for (size_t i = 0; i < m->n_empty; i++) {
+        char slot[64], lastexit[192];
+        last_exit_text(&m->empty[i], lastexit, sizeof lastexit);
+        enr_buf_printf(b, "slot %s: empty, last exit %s\n",
+                       cv(m->empty[i].v[ENR_SM_W_slot], "?", slot, sizeof slot), lastexit);
+    }
+    /* The leak attribution, one sentence per live worker. */
+    enr_buf_printf(b, "\n");
+    for (size_t i = 0; i < m->n_procs; i++) {
+        char slot[64], sum[VALUE_MAX];
+        if (m->proc[i].has_fds)
+            enr_buf_printf(b, "worker %s: %s\n",
+                           cv(m->proc[i].v[ENR_SM_W_slot], "?", slot, sizeof slot),
+                           cv(m->proc[i].fds_summary, "", sum, sizeof sum));
+    }
+}
+
+/* The model of doc, or NULL (b marked short) when memory ran out. */
+static enr_status_model *model_of(enr_buf *b, json_object *doc)
+{
+    enr_status_model *m = malloc(sizeof *m);
+
+    if (m == NULL)
+        b->oom = 1;
+    else
+        enr_status_model_read(m, doc);
+    return m;
 }
 
 void enr_status_text(enr_buf *b, json_object *doc)
 {
-    if (!json_object_is_type(doc, json_type_object))
+    enr_status_model *m;
+
+    if (!json_object_is_type(doc, json_type_object) || (m = model_of(b, doc)) == NULL)
         return;
-    pause_line(b, doc);
+    pause_line(b, m);
     text_flat(b, "", doc);
-    tables(b, doc);
+    tables(b, m);
+    free(m);
 }
 
 /* The upstream's sources side by side: one line per counter of the
  * table (base/upcounters.h), one column per source in use. */
-static void sources_table(enr_buf *b, json_object *doc)
+static void sources_table(enr_buf *b, const enr_status_model *m)
 {
-    json_object *up, *srcs;
     char k[KEY_MAX], v[VALUE_MAX];
 
-    if (!json_object_object_get_ex(doc, "upstream", &up) ||
-        !json_object_object_get_ex(up, "sources", &srcs) ||
-        !json_object_is_type(srcs, json_type_object) || json_object_object_length(srcs) == 0)
+    if (m->n_sources == 0)
         return;
     enr_buf_printf(b, "\n%-16s", "UPSTREAM");
-    json_object_object_foreach(srcs, name, one)
-    {
-        (void)one;
-        enr_buf_printf(b, " %12s", clean(k, sizeof k, name));
-    }
+    for (unsigned s = 0; s < m->n_sources; s++)
+        enr_buf_printf(b, " %12s", clean(k, sizeof k, m->source[s].name));
     enr_buf_printf(b, "\n");
     for (unsigned r = 0; r < ENR_UP_NCOUNTERS; r++) {
         const enr_up_counter_row *row = &enr_up_counter_rows[r];
         enr_buf_printf(b, "%-16s", row->kind[0] ? row->kind : row->field);
-        json_object_object_foreach(srcs, n2, o2)
-        {
-            json_object *f = NULL;
-            (void)n2;
-            if (row->kind[0] && json_object_object_get_ex(o2, "failures", &f))
-                o2 = f;
-            enr_buf_printf(b, " %12s", jstr(o2, row->kind[0] ? row->kind : row->field, "-", v, 13));
-        }
+        for (unsigned s = 0; s < m->n_sources; s++)
+            enr_buf_printf(b, " %12s", cv(m->source[s].counter[r], "-", v, 13));
         enr_buf_printf(b, "\n");
     }
-    json_object_object_foreach(srcs, n3, o3)
-    {
-        json_object *p;
+    for (unsigned s = 0; s < m->n_sources; s++) {
+        const char *const *p = m->source[s].pause;
         char why[64], reason[64], until[64];
-        if (!json_object_object_get_ex(o3, "pause", &p) ||
-            strcmp(jstr(p, "paused", "false", why, sizeof why), "true") != 0)
+        if (strcmp(cv(p[ENR_SM_PA_paused], "false", why, sizeof why), "true") != 0)
             continue;
-        enr_buf_printf(b, "%s paused: %s %s until %s\n", clean(k, sizeof k, n3),
-                       jstr(p, "why", "-", why, sizeof why),
-                       jstr(p, "reason", "-", reason, sizeof reason),
-                       jstr(p, "until", "-", until, sizeof until));
+        enr_buf_printf(b, "%s paused: %s %s until %s\n", clean(k, sizeof k, m->source[s].name),
+                       cv(p[ENR_SM_PA_why], "-", why, sizeof why),
+                       cv(p[ENR_SM_PA_reason], "-", reason, sizeof reason),
+                       cv(p[ENR_SM_PA_until], "-", until, sizeof until));
     }
     /* The day's budget of each source that has one (budget.h's rows). */
-    json_object_object_foreach(srcs, n4, o4)
-    {
-        json_object *bd;
+    for (unsigned s = 0; s < m->n_sources; s++) {
+        const enr_sm_source *x = &m->source[s];
         char when[64], out[8];
-        if (!json_object_object_get_ex(o4, "budget", &bd))
+        if (!x->has_budget)
             continue;
-        enr_buf_printf(b, "%s budget:", clean(k, sizeof k, n4));
+        enr_buf_printf(b, "%s budget:", clean(k, sizeof k, x->name));
         for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++)
-            enr_buf_printf(b, " %s %s", enr_budget_rows[r].field,
-                           jstr(bd, enr_budget_rows[r].field, "-", v, 24));
-        enr_buf_printf(b, " resets %s%s\n", jstr(bd, "resets", "-", when, sizeof when),
-                       strcmp(jstr(bd, "runs_out", "false", out, sizeof out), "true") == 0
+            enr_buf_printf(b, " %s %s", enr_budget_rows[r].field, cv(x->budget_row[r], "-", v, 24));
+        enr_buf_printf(b, " resets %s%s\n", cv(x->budget[ENR_SM_B_resets], "-", when, sizeof when),
+                       strcmp(cv(x->budget[ENR_SM_B_runs_out], "false", out, sizeof out), "true") ==
+                               0
                            ? "  FORECAST: runs out before the day ends"
                            : "");
     }
 }
 
-/* One line of top-level numbers, "key: value" pairs, for the screen. */
-static void top_line(enr_buf *b, json_object *o, const char *const *keys, size_t n)
+/* One line of "key: value" pairs, for the screen: the rows idx[0..n) of
+ * one of the model's tables. */
+static void top_line(enr_buf *b, const char *const *keys, const char *const *vals,
+                     const unsigned char *idx, size_t n)
 {
     char k[KEY_MAX], v[VALUE_MAX];
 
     for (size_t i = 0; i < n; i++)
-        enr_buf_printf(b, "%s%s: %s", i ? "   " : "", clean(k, sizeof k, keys[i]),
-                       jstr(o, keys[i], "-", v, sizeof v));
+        enr_buf_printf(b, "%s%s: %s", i ? "   " : "", clean(k, sizeof k, keys[idx[i]]),
+                       cv(vals[idx[i]], "-", v, sizeof v));
     enr_buf_printf(b, "\n");
 }
+
+#define N_OF(a) (sizeof a / sizeof a[0])
 
 void enr_status_text_top(enr_buf *b, json_object *doc)
 {
-    static const char *const l1[] = {
-        "state",         "generation", "start since", "workers_configured", "active processes",
-        "idle processes"};
-    static const char *const l2[] = {"accepted conn", "completed",        "in_flight",    "lost",
-                                     "listen queue",  "max listen queue", "slow requests"};
-    static const char *const l3[] = {"status", "reason"};
-    static const char *const l4[] = {"mean_ms", "p50_ms", "p99_ms", "window_p99_ms"};
-    static const char *const l5[] = {"2xx", "4xx", "5xx"};
-    json_object *o;
+    static const unsigned char l1[] = {ENR_SM_P_state,       ENR_SM_P_generation,
+                                       ENR_SM_P_start_since, ENR_SM_P_workers_configured,
+                                       ENR_SM_P_active,      ENR_SM_P_idle};
+    static const unsigned char l2[] = {
+        ENR_SM_P_accepted,     ENR_SM_P_completed,        ENR_SM_P_in_flight, ENR_SM_P_lost,
+        ENR_SM_P_listen_queue, ENR_SM_P_max_listen_queue, ENR_SM_P_slow};
+    static const unsigned char l3[] = {ENR_SM_H_status, ENR_SM_H_reason};
+    static const unsigned char l4[] = {ENR_SM_L_mean_ms, ENR_SM_L_p50_ms, ENR_SM_L_p99_ms,
+                                       ENR_SM_L_window_p99_ms};
+    static const unsigned char l5[] = {ENR_SM_R_s2xx, ENR_SM_R_s4xx, ENR_SM_R_s5xx};
+    enr_status_model *m;
 
-    if (!json_object_is_type(doc, json_type_object))
+    if (!json_object_is_type(doc, json_type_object) || (m = model_of(b, doc)) == NULL)
         return;
-    top_line(b, doc, l1, sizeof l1 / sizeof l1[0]);
-    top_line(b, doc, l2, sizeof l2 / sizeof l2[0]);
-    if (json_object_object_get_ex(doc, "health", &o) && json_object_is_type(o, json_type_object)) {
+    top_line(b, enr_sm_pool_keys, m->pool, l1, N_OF(l1));
+    top_line(b, enr_sm_pool_keys, m->pool, l2, N_OF(l2));
+    if (m->has_health) {
         enr_buf_printf(b, "health ");
-        top_line(b, o, l3, json_object_object_get_ex(o, "reason", NULL) ? 2 : 1);
+        top_line(b, enr_sm_health_keys, m->health, l3, m->health_has_reason ? 2 : 1);
     }
-    if (json_object_object_get_ex(doc, "responses", &o) &&
-        json_object_is_type(o, json_type_object)) {
+    if (m->has_resp) {
         enr_buf_printf(b, "responses ");
-        top_line(b, o, l5, sizeof l5 / sizeof l5[0]);
+        top_line(b, enr_sm_resp_keys, m->resp, l5, N_OF(l5));
     }
-    if (json_object_object_get_ex(doc, "latency", &o) && json_object_is_type(o, json_type_object)) {
+    if (m->has_lat) {
         enr_buf_printf(b, "latency ");
-        top_line(b, o, l4, sizeof l4 / sizeof l4[0]);
+        top_line(b, enr_sm_lat_keys, m->lat, l4, N_OF(l4));
     }
-    pause_line(b, doc);
-    sources_table(b, doc);
-    tables(b, doc);
-}
-
-/* The workers' tables of a ?full document (nothing without one). */
-static void tables(enr_buf *b, json_object *doc)
-{
-    json_object *procs, *empty;
-
-    if (!json_object_object_get_ex(doc, "processes", &procs) ||
-        !json_object_is_type(procs, json_type_array))
-        return;
-    enr_buf_printf(b, "\n%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n", "SLOT", "PID", "STATE",
-                   "REQS", "REQ_AGE", "RSS_KB", "FDS", "REQUEST_ID", "LAST_EXIT");
-
-    for (size_t i = 0; i < json_object_array_length(procs); i++) {
-        json_object *p = json_object_array_get_idx(procs, i);
-        char age[32] = "-", lastexit[192], c[9][64];
-        if (!json_object_is_type(p, json_type_object))
-            continue;
-        if (json_object_object_get_ex(p, "request_age_ms", NULL))
-            snprintf(age, sizeof age, "%sms", jstr(p, "request_age_ms", "0", c[0], 24));
-        last_exit_text(p, lastexit, sizeof lastexit);
-        enr_buf_printf(
-            b, "%-4s %-8s %-8s %8s %9s %8s %6s  %-24s %s\n",
-            jstr(p, "slot", "?", c[0], sizeof c[0]), jstr(p, "pid", "-", c[1], sizeof c[1]),
-            jstr(p, "state", "?", c[2], sizeof c[2]), jstr(p, "requests", "0", c[3], sizeof c[3]),
-            age, jstr(p, "rss_kb", "-", c[4], sizeof c[4]), jstr(p, "fds", "-", c[5], sizeof c[5]),
-            jstr(p, "request_id", "-", c[6], sizeof c[6]), lastexit);
-    }
-    last_table(b, procs);
-    if (json_object_object_get_ex(doc, "empty_slots", &empty) &&
-        json_object_is_type(empty, json_type_array) && json_object_array_length(empty) > 0) {
-        enr_buf_printf(b, "\n");
-        for (size_t i = 0; i < json_object_array_length(empty); i++) {
-            json_object *p = json_object_array_get_idx(empty, i);
-            char slot[64], lastexit[192];
-            if (!json_object_is_type(p, json_type_object))
-                continue;
-            last_exit_text(p, lastexit, sizeof lastexit);
-            enr_buf_printf(b, "slot %s: empty, last exit %s\n",
-                           jstr(p, "slot", "?", slot, sizeof slot), lastexit);
-        }
-    }
-    /* The leak attribution, one sentence per live worker. */
-    enr_buf_printf(b, "\n");
-    for (size_t i = 0; i < json_object_array_length(procs); i++) {
-        json_object *p = json_object_array_get_idx(procs, i), *k;
-        char slot[64], sum[VALUE_MAX];
-        if (json_object_is_type(p, json_type_object) &&
-            json_object_object_get_ex(p, "fds_by_kind", &k) &&
-            json_object_is_type(k, json_type_object))
-            enr_buf_printf(b, "worker %s: %s\n", jstr(p, "slot", "?", slot, sizeof slot),
-                           jstr(k, "summary", "", sum, sizeof sum));
-    }
+    pause_line(b, m);
+    sources_table(b, m);
+    tables(b, m);
+    free(m);
 }
 
 int enr_status_text_parse(enr_buf *out, const char *body, size_t len)
