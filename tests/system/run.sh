@@ -28,7 +28,7 @@ CACHE=${ENRICHD_SYSTEST_CACHE:-/var/cache/enrichd-systest}
 ROOTFS=$CACHE/root
 # What the root file system holds besides minbase: systemd as init, the
 # package's dependencies (so dpkg -i needs no network) and the test's tools.
-INCLUDE=systemd,systemd-sysv,dbus,curl,procps,nginx-light,man-db,libfcgi0ldbl,libjson-c5,libcurl4
+INCLUDE=systemd,systemd-sysv,dbus,curl,procps,nginx-light,man-db,libfcgi0ldbl,libjson-c5,libcurl4,libhiredis0.14
 SUITE=bookworm
 BOOT_TIMEOUT_S=30
 WATCHDOG_BOUND_S=30 # WatchdogSec (10) + TimeoutAbortSec + RestartSec, with slack
