@@ -116,11 +116,11 @@ typedef struct enr_api {
  * source src, the share of its call's reply cap.  The aggregator's:
  * enr_upstream_reply_item_cap() (its protocol's items are small).  An
  * API's: the untrimmed object, since an API may not honour fields= (a
- * proxy that drops the query's tail, a version that ignores it): Vimeo's
- * recorded video objects are 4.8-25 KB, a YouTube snippet's description
- * and its localized copy can take tens of KB escaped.  So each id gets its
+ * proxy that drops the query's tail, a version that ignores it): whole
+ * video objects recorded from the APIs are 4.8-25 KB, a description and
+ * its localized copy can take tens of KB escaped.  So each id gets its
  * even share of ENR_REPLY_BODY_MAX over the API's max_ids (about 82 KB
- * for YouTube and Vimeo, 41 KB for Dailymotion): a full chunk of such
+ * at 50 ids a call, 41 KB at 100: docs/limits.md): a full chunk of such
  * objects fits the per-call bound, a call for fewer ids is held to less. */
 size_t enr_api_item_cap(int src, size_t id_len);
 
