@@ -196,7 +196,11 @@ def test_pause_shared(r, prov):
                              what="the pause in the store")
             until = int(redis.cmd("GET", "enrichd:p:youtube"))
             r.check(until > time.time(), "the pause's end is in the future: %d" % until)
-            time.sleep(1.5)  # a worker reads the fleet's pauses every second
+            # A worker of B reads the fleet's pauses in its idle time (once a
+            # second) and holds it host-wide: B says so before it is asked.
+            harness.wait_for(lambda: harness.metric(
+                b, 'enrichd_upstream_paused{source="youtube",why="quota"}', 0) == 1, 5,
+                what="host B paused by the fleet's pause")
             c0 = yt.stats()["data_requests"]
             st, h, _ = harness.post(b, [{"provider": "yt", "id": "Pz2", "duration": 0}])
             r.check(st == 200 and yt.stats()["data_requests"] == c0,
