@@ -99,14 +99,23 @@ class Suite:
 
 def leak_env(suite, env):
     """A C suite's environment: on a sanitizer build, its leaks are
-    checked wherever it runs.  The integration pass turns LeakSanitizer
-    off for the daemon (workers are killed on purpose), but a C suite's
-    processes end as they mean to, and those that fork or open sockets
-    (tests/integration/*.c) were unit suites once, checked for leaks."""
-    asan = env.get("ASAN_OPTIONS", "")
-    if suite.leaks and "detect_leaks=0" in asan:
-        return dict(env, ASAN_OPTIONS=asan.replace("detect_leaks=0", "detect_leaks=1"))
-    return env
+    checked wherever it runs, and its reports go to its own output.  The
+    integration pass turns LeakSanitizer off for the daemon (workers are
+    killed on purpose) and collects the daemon's reports in files that
+    must stay empty; a C suite's processes end as they mean to, a report
+    ends the suite itself with an error, and one provokes faults on
+    purpose (test_signals: SIGSEGV, SIGFPE), judging its reports as it
+    did when such suites (tests/integration/*.c) ran in the unit pass."""
+    if not suite.leaks:
+        return env
+    out = dict(env)
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        opts = [o for o in env.get(var, "").split(":") if o and not o.startswith("log_path=")]
+        if var == "ASAN_OPTIONS":
+            opts = ["detect_leaks=1" if o == "detect_leaks=0" else o for o in opts]
+        if var in env:
+            out[var] = ":".join(opts)
+    return out
 
 
 def run(suite, env):
