@@ -153,6 +153,7 @@ seeds_text() { # CORPUS TARGET: the daemon's own text formats: configuration, en
     statustext)
         seed "$corpus" doc '{"pool":"enrichd","accepted conn":3,"upstream":{"breaker":"closed","fds":2},"health":{"reasons":["p99"]},"processes":[{"slot":0,"pid":12,"state":"busy","requests":3,"request_age_ms":5,"rss_kb":900,"fds":7,"request_id":"abc","last_exit":{"reason":"rss","pid":11,"request_id":"r","request_age_ms":3},"fds_by_kind":{"summary":"4 sockets"}}]}'
         seed "$corpus" ctl '{"\\u001b[2J":"\\u009b1m","processes":[{"slot":"\\u0007"}]}'
+        seed "$corpus" store '{"store":{"state":"connected","address":"unix:/r.sock","rtt_us":412,"errors":[1],"lease_held":{"youtube":5,"x":null}}}'
         ;;
     esac
 }

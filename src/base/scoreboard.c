@@ -66,6 +66,23 @@ uint64_t enr_sb_total(const enr_scoreboard *sb, size_t field_offset)
     return sum;
 }
 
+void enr_sb_store_totals(const enr_scoreboard *sb, uint64_t out[ENR_STORE_NSTATS])
+{
+    const enr_sb_slot *s;
+
+    for (unsigned r = 0; r < ENR_STORE_NSTATS; r++) {
+        int gauge = enr_store_stat_rows[r].type[0] == 'g', largest = r == ENR_STORE_ROW_rtt_us;
+        uint64_t v = 0;
+        for (ENR_SB_EACH_SLOT(sb, i, s)) {
+            uint64_t x = ENR_SB_GET(s->store[r]);
+            if (gauge && !enr_sb_slot_live(s))
+                continue;
+            v = largest ? (x > v ? x : v) : v + x;
+        }
+        out[r] = v;
+    }
+}
+
 uint64_t enr_sb_up_total(const enr_scoreboard *sb, unsigned src, unsigned row)
 {
     const enr_sb_slot *s;

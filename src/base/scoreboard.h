@@ -232,6 +232,11 @@ uint64_t enr_sb_total(const enr_scoreboard *sb, size_t field_offset);
 /* Sum of counter row of source src (upcounters.h) over every slot. */
 uint64_t enr_sb_up_total(const enr_scoreboard *sb, unsigned src, unsigned row);
 
+/* The shared store's rows (storestats.h) for the host, into out: a
+ * counter summed over every slot, a gauge over the live workers (rtt_us:
+ * their largest).  /metrics and /status show the same numbers. */
+void enr_sb_store_totals(const enr_scoreboard *sb, uint64_t out[ENR_STORE_NSTATS]);
+
 /* A process occupies the slot (any state but EMPTY). */
 int enr_sb_slot_live(const enr_sb_slot *s);
 

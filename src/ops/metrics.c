@@ -304,26 +304,19 @@ static void render_budget(enr_buf *b, const enr_config *c)
     }
 }
 
-/* The shared store's rows (storestats.h): counters summed over the
- * slots, gauges over the live workers (the round trip: the largest). */
+/* The shared store's rows (storestats.h), as the scoreboard totals them
+ * (enr_sb_store_totals). */
 static void render_store(enr_buf *b, const enr_scoreboard *sb)
 {
-    const enr_sb_slot *s;
+    uint64_t v[ENR_STORE_NSTATS];
 
+    enr_sb_store_totals(sb, v);
     for (unsigned r = 0; r < ENR_STORE_NSTATS; r++) {
         const enr_store_stat_row *row = &enr_store_stat_rows[r];
-        int gauge = row->type[0] == 'g', largest = r == ENR_STORE_ROW_rtt_us;
-        uint64_t v = 0;
-        for (ENR_SB_EACH_SLOT(sb, i, s)) {
-            uint64_t x = ENR_SB_GET(s->store[r]);
-            if (gauge && !enr_sb_slot_live(s))
-                continue;
-            v = largest ? (x > v ? x : v) : v + x;
-        }
-        if (largest) /* kept in µs, shown in the base unit */
-            one_d(b, row->metric, row->type, row->help, (double)v / 1e6);
+        if (r == ENR_STORE_ROW_rtt_us) /* kept in µs, shown in the base unit */
+            one_d(b, row->metric, row->type, row->help, (double)v[r] / 1e6);
         else
-            one_u(b, row->metric, row->type, row->help, v);
+            one_u(b, row->metric, row->type, row->help, v[r]);
     }
     family(b, "enrichd_store_lease_held_units", "gauge",
            "Units of the fleet's day the host holds in its lease, not spent yet.");

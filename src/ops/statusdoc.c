@@ -14,6 +14,8 @@
 #include "upstream/breaker.h"
 #include "upstream/budget.h"
 #include "base/upfail.h"
+#include "base/storeaddr.h"
+#include "upstream/store_lease.h"
 #include "base/clock.h"
 #include "engine/contract.h"
 #include "ops/statusmodel.h"
@@ -446,6 +448,53 @@ static void processes_doc(json_object *o, const enr_status_view *v, uint64_t now
     json_object_object_add(o, ENR_SM_NAME(empty_slots), e);
 }
 
+/* Where the store is, written back from its parsed address (storeaddr.h
+ * has no user, password or query in it): never a secret, whatever the
+ * setting's text. */
+static void store_address(json_object *o, const char *setting)
+{
+    enr_store_addr a;
+    char s[ENR_STORE_HOST_MAX + ENR_STORE_PATH_MAX + 32], why[128];
+
+    if (enr_store_addr_parse(setting, &a, why, sizeof why) != 0)
+        snprintf(s, sizeof s, "(invalid)");
+    else if (a.is_unix)
+        snprintf(s, sizeof s, "unix:%s", a.path);
+    else
+        snprintf(s, sizeof s, strchr(a.host, ':') ? "redis://[%s]:%d/%d" : "redis://%s:%d/%d",
+                 a.host, a.port, a.db);
+    add_s(o, enr_sm_store_keys[ENR_SM_S_address], s);
+}
+
+/* The fleet's shared store, only while shared_store is set: a host
+ * without one keeps the document it had.  Its rows (storestats.h) as
+ * /metrics totals them, connected while a live worker is (/healthz's
+ * degraded verdict is its unreachable), and the units each source's
+ * lease holds. */
+static void store_doc(json_object *o, const enr_status_view *v)
+{
+    json_object *x, *held;
+    uint64_t t[ENR_STORE_NSTATS];
+
+    if (v->c == NULL || v->c->shared_store[0] == '\0')
+        return;
+    x = json_object_new_object();
+    held = json_object_new_object();
+    enr_sb_store_totals(v->sb, t);
+    add_s(x, enr_sm_store_keys[ENR_SM_S_state],
+          enr_sm_store_states[t[ENR_STORE_ROW_up] ? ENR_SM_SS_connected : ENR_SM_SS_unreachable]);
+    store_address(x, v->c->shared_store);
+    for (unsigned r = 0; r < ENR_STORE_NSTATS; r++)
+        add_u(x, enr_store_stat_rows[r].field, t[r]);
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
+        enr_budget_state st;
+        if (enr_budget_view((int)src, enr_budget_clocks(), &st))
+            add_u(held, source_name(src), enr_lease_held((int)src, st.day_end_ms));
+    }
+    json_object_object_add(x, ENR_SM_NAME(lease_held), held);
+    json_object_object_add(o, ENR_SM_NAME(store), x);
+}
+
 json_object *enr_status_doc(const enr_status_view *v, int full)
 {
     const enr_sb_pool *p = &v->sb->pool;
@@ -527,6 +576,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
         json_object_object_add(x, ENR_SM_NAME(sources), srcs);
     }
     json_object_object_add(o, ENR_SM_NAME(upstream), x);
+    store_doc(o, v);
 
     if (v->health)
         json_object_object_add(o, ENR_SM_NAME(health), enr_health_doc(v->health, v->c, v->sb));

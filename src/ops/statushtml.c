@@ -20,6 +20,7 @@
 
 #define CHART_W 320
 #define CHART_H 80
+#define STORE_ROW_MAX 768 /* the store's row: an address, a few numbers */
 
 void enr_status_hist_add(enr_status_hist *h, const enr_scoreboard *sb, const enr_health *health,
                          uint64_t now_ms)
@@ -166,6 +167,30 @@ static void row(enr_buf *b, const char *k, const char *v)
     enr_buf_lit(b, "</td></tr>\n");
 }
 
+/* The fleet's shared store in one row: its state (off without one),
+ * where, its round trip, its errors and the units its leases hold. */
+static void store_row(enr_buf *b, const enr_status_model *m)
+{
+    const enr_sm_store *st = &m->store;
+    char v[STORE_ROW_MAX];
+    size_t n;
+
+    if (!m->has_store) {
+        row(b, "shared store", enr_sm_store_states[ENR_SM_SS_off]);
+        return;
+    }
+    n = (size_t)snprintf(v, sizeof v, "%s %s, round trip %s us, errors %s, timeouts %s, lease held",
+                         dash(st->v[ENR_SM_S_state]), dash(st->v[ENR_SM_S_address]),
+                         dash(st->row[ENR_STORE_ROW_rtt_us]), dash(st->row[ENR_STORE_ROW_errors]),
+                         dash(st->row[ENR_STORE_ROW_timeouts]));
+    for (unsigned i = 0; i < st->n_leases && n < sizeof v; i++)
+        n += (size_t)snprintf(v + n, sizeof v - n, " %s %s", dash(st->lease[i].source),
+                              dash(st->lease[i].units));
+    if (st->n_leases == 0 && n < sizeof v)
+        snprintf(v + n, sizeof v - n, " -");
+    row(b, "shared store", v);
+}
+
 static void summary(enr_buf *b, const enr_status_model *m)
 {
     static const unsigned char keys[] = {ENR_SM_P_state,         ENR_SM_P_generation,
@@ -201,6 +226,7 @@ static void summary(enr_buf *b, const enr_status_model *m)
     } else {
         row(b, "upstream", "not paused");
     }
+    store_row(b, m);
     enr_buf_lit(b, "</table>\n");
 }
 

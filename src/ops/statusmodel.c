@@ -23,6 +23,8 @@ const char *const enr_sm_budget_keys[ENR_SM_B_N] = {ENR_SM_BUDGET(ENR_SM_KEY, )}
 const char *const enr_sm_proc_keys[ENR_SM_W_N] = {ENR_SM_PROC(ENR_SM_KEY, )};
 const char *const enr_sm_exit_keys[ENR_SM_X_N] = {ENR_SM_EXIT(ENR_SM_KEY, )};
 const char *const enr_sm_last_keys[ENR_SM_LR_N] = {ENR_SM_LAST(ENR_SM_KEY, )};
+const char *const enr_sm_store_keys[ENR_SM_S_N] = {ENR_SM_STORE(ENR_SM_KEY, )};
+const char *const enr_sm_store_states[ENR_SM_SS_N] = {ENR_SM_STORE_STATE(ENR_SM_KEY, )};
 #undef ENR_SM_KEY
 
 /* The document's text of o[k], NULL when absent or null (o may be NULL
@@ -74,6 +76,25 @@ static void read_source(enr_sm_source *s, const char *name, json_object *o)
     for (unsigned r = 0; r < ENR_BUDGET_NFIELDS; r++)
         s->budget_row[r] = val(b, enr_budget_rows[r].field);
     vals(s->budget, b, enr_sm_budget_keys, ENR_SM_B_N);
+}
+
+static void read_store(enr_sm_store *st, json_object *o)
+{
+    json_object *held;
+
+    memset(st, 0, sizeof *st);
+    vals(st->v, o, enr_sm_store_keys, ENR_SM_S_N);
+    for (unsigned r = 0; r < ENR_STORE_NSTATS; r++)
+        st->row[r] = val(o, enr_store_stat_rows[r].field);
+    if ((held = obj(o, ENR_SM_NAME(lease_held))) == NULL)
+        return;
+    json_object_object_foreach(held, name, units)
+    {
+        if (st->n_leases == ENR_SM_MAX_SOURCES)
+            break;
+        st->lease[st->n_leases].source = name;
+        st->lease[st->n_leases++].units = units ? json_object_get_string(units) : NULL;
+    }
 }
 
 static void read_proc(enr_sm_proc *p, json_object *o)
@@ -146,6 +167,9 @@ void enr_status_model_read(enr_status_model *m, json_object *doc)
             read_source(&m->source[m->n_sources++], name, one);
         }
     }
+    o = obj(doc, ENR_SM_NAME(store));
+    m->has_store = o != NULL;
+    read_store(&m->store, o);
     m->n_procs =
         read_procs(m->proc, ENR_SB_MAX_WORKERS, doc, ENR_SM_NAME(processes), &m->has_procs);
     m->n_empty = read_procs(m->empty, ENR_SB_MAX_WORKERS, doc, ENR_SM_NAME(empty_slots), NULL);

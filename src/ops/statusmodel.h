@@ -12,8 +12,9 @@
  *
  * Invariants: the model points into the document, so it lives no longer
  * than it; a sub-object that is not a JSON object is read as absent;
- * sources and workers are bounded (ENR_SM_MAX_SOURCES, the scoreboard's
- * ENR_SB_MAX_WORKERS): a document with more is read up to the bound.
+ * sources, the store's leases and workers are bounded (ENR_SM_MAX_SOURCES,
+ * the scoreboard's ENR_SB_MAX_WORKERS): a document with more is read up
+ * to the bound.
  */
 #ifndef ENR_STATUSMODEL_H
 #define ENR_STATUSMODEL_H
@@ -74,6 +75,15 @@
     X(p, rss_kb, "rss_kb")                                                                         \
     X(p, records_in, "records_in") X(p, records_out, "records_out") X(p, request_id, "request_id")
 
+/* The fleet's shared store's object, there only while shared_store is
+ * set: these keys, storestats.h's rows by their field names (as
+ * /metrics totals them) and lease_held, the units the host's lease holds
+ * by source.  Its state is a word of ENR_SM_STORE_STATE; "off" is the
+ * views' word for a document without the object. */
+#define ENR_SM_STORE(X, p) X(p, state, "state") X(p, address, "address")
+#define ENR_SM_STORE_STATE(X, p)                                                                   \
+    X(p, off, "off") X(p, connected, "connected") X(p, unreachable, "unreachable")
+
 /* The objects of the document and its keys read alone. */
 #define ENR_SM_NAMES(X, p)                                                                         \
     X(p, health, "health")                                                                         \
@@ -92,7 +102,9 @@
     X(p, last_exit, "last_exit")                                                                   \
     X(p, last_request, "last_request")                                                             \
     X(p, fds_by_kind, "fds_by_kind")                                                               \
-    X(p, summary, "summary")
+    X(p, summary, "summary")                                                                       \
+    X(p, store, "store")                                                                           \
+    X(p, lease_held, "lease_held")
 
 #define ENR_SM_ENUM(p, field, key) p##field,
 enum { ENR_SM_NAMES(ENR_SM_ENUM, ENR_SM_K_) ENR_SM_K_N };
@@ -105,6 +117,8 @@ enum { ENR_SM_BUDGET(ENR_SM_ENUM, ENR_SM_B_) ENR_SM_B_N };
 enum { ENR_SM_PROC(ENR_SM_ENUM, ENR_SM_W_) ENR_SM_W_N };
 enum { ENR_SM_EXIT(ENR_SM_ENUM, ENR_SM_X_) ENR_SM_X_N };
 enum { ENR_SM_LAST(ENR_SM_ENUM, ENR_SM_LR_) ENR_SM_LR_N };
+enum { ENR_SM_STORE(ENR_SM_ENUM, ENR_SM_S_) ENR_SM_S_N };
+enum { ENR_SM_STORE_STATE(ENR_SM_ENUM, ENR_SM_SS_) ENR_SM_SS_N };
 #undef ENR_SM_ENUM
 
 /* The keys, by the enums above: statusdoc.c writes these, and a view
@@ -121,6 +135,8 @@ extern const char *const enr_sm_budget_keys[ENR_SM_B_N];
 extern const char *const enr_sm_proc_keys[ENR_SM_W_N];
 extern const char *const enr_sm_exit_keys[ENR_SM_X_N];
 extern const char *const enr_sm_last_keys[ENR_SM_LR_N];
+extern const char *const enr_sm_store_keys[ENR_SM_S_N];
+extern const char *const enr_sm_store_states[ENR_SM_SS_N];
 
 /* A source of upstream.sources: its counters by row of the counter
  * table (a failure kind's under "failures"), pause and day's budget. */
@@ -145,6 +161,17 @@ typedef struct enr_sm_proc {
     const char *fds_summary;       /* fds_by_kind.summary */
 } enr_sm_proc;
 
+/* The shared store's object: its keys, its rows by row of storestats.h's
+ * table, and the lease held by source (bounded like the sources). */
+typedef struct enr_sm_store {
+    const char *v[ENR_SM_S_N];
+    const char *row[ENR_STORE_NSTATS];
+    unsigned n_leases;
+    struct {
+        const char *source, *units;
+    } lease[ENR_SM_MAX_SOURCES];
+} enr_sm_store;
+
 typedef struct enr_status_model {
     const char *pool[ENR_SM_P_N];
     int has_health, has_resp, has_lat, has_up;
@@ -156,6 +183,8 @@ typedef struct enr_status_model {
     const char *pause_until; /* upstream's */
     unsigned n_sources;
     enr_sm_source source[ENR_SM_MAX_SOURCES];
+    int has_store; /* shared_store set: else the views say "off" */
+    enr_sm_store store;
     int has_procs; /* a ?full document */
     size_t n_procs, n_empty;
     enr_sm_proc proc[ENR_SB_MAX_WORKERS];

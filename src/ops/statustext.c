@@ -147,6 +147,29 @@ static void pause_line(enr_buf *b, const enr_status_model *m)
                    cv(m->pause_until, "-", until, sizeof until), (m->pause_ms_left + 999) / 1000);
 }
 
+/* The fleet's shared store in one line: its state (off without one),
+ * where, its round trip, its errors and the units its leases hold. */
+static void store_line(enr_buf *b, const enr_status_model *m)
+{
+    const enr_sm_store *st = &m->store;
+    char state[64], addr[VALUE_MAX], c[3][32], src[64];
+
+    if (!m->has_store) {
+        enr_buf_printf(b, "shared store: %s\n", enr_sm_store_states[ENR_SM_SS_off]);
+        return;
+    }
+    enr_buf_printf(b, "shared store: %s %s, round trip %s us, errors %s, timeouts %s, lease held",
+                   cv(st->v[ENR_SM_S_state], "-", state, sizeof state),
+                   cv(st->v[ENR_SM_S_address], "-", addr, sizeof addr),
+                   cv(st->row[ENR_STORE_ROW_rtt_us], "-", c[0], sizeof c[0]),
+                   cv(st->row[ENR_STORE_ROW_errors], "-", c[1], sizeof c[1]),
+                   cv(st->row[ENR_STORE_ROW_timeouts], "-", c[2], sizeof c[2]));
+    for (unsigned i = 0; i < st->n_leases; i++)
+        enr_buf_printf(b, " %s %s", clean(src, sizeof src, st->lease[i].source),
+                       cv(st->lease[i].units, "-", c[0], sizeof c[0]));
+    enr_buf_printf(b, "%s\n", st->n_leases ? "" : " -");
+}
+
 /* The workers' tables of a ?full document (nothing without one). */
 static void tables(enr_buf *b, const enr_status_model *m)
 {
@@ -208,6 +231,7 @@ void enr_status_text(enr_buf *b, json_object *doc)
     if (!json_object_is_type(doc, json_type_object) || (m = model_of(b, doc)) == NULL)
         return;
     pause_line(b, m);
+    store_line(b, m);
     text_flat(b, "", doc);
     tables(b, m);
     free(m);
@@ -305,6 +329,7 @@ void enr_status_text_top(enr_buf *b, json_object *doc)
         top_line(b, enr_sm_lat_keys, m->lat, l4, N_OF(l4));
     }
     pause_line(b, m);
+    store_line(b, m);
     sources_table(b, m);
     tables(b, m);
     free(m);

@@ -19,11 +19,14 @@ counts every call.  Checks:
     upstream suites on a shared machine), a far store is not asked on a
     batch's path at all (its answers are still written), and the hosts
     use the store again once it is back; /healthz says degraded (200)
-    while no worker reaches the store, ok once it is back;
+    while no worker reaches the store, ok once it is back; /status has
+    the store's object (connected, its address, its round trip; then
+    unreachable, its errors counted) and `enrichd status` its line;
   - a reply larger than its command asked for (64 MB to an MGET of 9
     ids) drops the connection unread: the batch is the upstream's, the
     worker's peak RSS stays far below the reply;
-  - without shared_store nothing connects (one host needs no Redis).
+  - without shared_store nothing connects (one host needs no Redis),
+    /status has no store object and `enrichd status` says it is off.
 """
 
 import json
@@ -175,6 +178,14 @@ def healthz(env):
     return st, json.loads(data)
 
 
+def store_status(env):
+    """/status's store object ({} without one) and `enrichd status`'s text."""
+    st, _, data = env.request("/status?json", method="GET")
+    cli = subprocess.run([os.path.join(env.build, "enrichd"), "status", env.status_sock],
+                         capture_output=True, text=True, timeout=10)
+    return json.loads(data).get("store", {}), cli.stdout
+
+
 def check_batches(r, what, results):
     bad = [x for x in results if x[0] != 200 or x[1] != 0]
     slow = sorted(x[2] for x in results)
@@ -197,6 +208,12 @@ def test_store_lost_and_back(r, fake):
             wait_clients(redis, 2)
             res = []
             batches(env, 20, res, tag="a")
+            s, text = store_status(env)
+            r.check(s.get("state") == "connected" and s.get("address") == redis.url and
+                    s.get("up") == 2 and s.get("rtt_us", 0) > 0 and "lease_held" in s,
+                    "/status: the store connected, where, its round trip (%r)" % s)
+            r.check("shared store: connected " + redis.url in text,
+                    "enrichd status: the store's line:\n" + text[:400])
             redis.kill9()
             batches(env, 40, res, tag="b")
             check_batches(r, "redis killed (-9)", res)
@@ -205,6 +222,11 @@ def test_store_lost_and_back(r, fake):
             st, doc = healthz(env)
             r.check(st == 200 and "shared store" in doc.get("reason", ""),
                     "/healthz: degraded, not failed (%d %r)" % (st, doc.get("reason")))
+            s, text = store_status(env)
+            r.check(s.get("state") == "unreachable" and s.get("up") == 0 and
+                    s.get("errors", 0) >= 1, "/status: the store unreachable (%r)" % s)
+            r.check("shared store: unreachable" in text,
+                    "enrichd status: unreachable:\n" + text[:400])
             redis.start()
             wait_clients(redis, 2, timeout=20)
             harness.wait_for(lambda: healthz(env)[1].get("status") == "ok", 10,
@@ -361,6 +383,9 @@ def test_off_by_default(r, fake):
             r.check(st == 200 and degraded(h) == 0, "enriched without a store")
             r.check(redis.clients() == 0 and not value_keys(redis),
                     "nothing connected to Redis, nothing written")
+            s, text = store_status(env)
+            r.check(s == {} and "shared store: off" in text,
+                    "/status: no store object, enrichd status: off (%r)" % s)
         finally:
             env.close()
 

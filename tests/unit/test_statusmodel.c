@@ -4,7 +4,9 @@
  * the document has (both spell it from the model's tables, and a key the
  * writer stops writing fails here, not on an operator's screen); and the
  * reading rules for a document from another process (null is absent, a
- * sub-object that is not one is absent, the sources bounded).
+ * sub-object that is not one is absent, the sources bounded); the shared
+ * store's object only while shared_store is set, every row of its table
+ * (storestats.h) in it and read back, its address without a secret.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +88,56 @@ static void test_writer_has_every_key(void)
     json_object_put(doc);
 }
 
+/* The store's object: none without shared_store (the document a host
+ * without a store always had), else every row and key, read back. */
+static void test_store_object(void)
+{
+    static enr_config c;
+    static enr_status_model m;
+    char err[256];
+    enr_scoreboard *sb = enr_sb_create();
+    json_object *doc, *x;
+
+    T_CHECK(sb != NULL && enr_config_load(&c, NULL, err, sizeof err) == 0, "set up: %s", err);
+    if (sb == NULL)
+        return;
+    fill_pool(sb);
+    enr_status_view v = {.c = &c, .sb = sb};
+    doc = enr_status_doc(&v, 0);
+    enr_status_model_read(&m, doc);
+    T_CHECK(!json_object_object_get_ex(doc, ENR_SM_NAME(store), NULL) && !m.has_store,
+            "no shared_store: no store object");
+    json_object_put(doc);
+
+    snprintf(c.shared_store, sizeof c.shared_store, "redis://[::1]:6380/3");
+    sb->slot[0].store[ENR_STORE_ROW_up] = 1;
+    sb->slot[0].store[ENR_STORE_ROW_rtt_us] = 412;
+    sb->slot[0].store[ENR_STORE_ROW_errors] = 2;
+    sb->slot[1].store[ENR_STORE_ROW_errors] = 3;    /* a counter: the empty slot's too */
+    sb->slot[1].store[ENR_STORE_ROW_rtt_us] = 9000; /* a gauge: live workers' only */
+    doc = enr_status_doc(&v, 0);
+    enr_status_model_read(&m, doc);
+    T_CHECK(m.has_store, "shared_store set: the store object");
+    all_set(__func__, "store", m.store.v, enr_sm_store_keys, ENR_SM_S_N);
+    for (unsigned r = 0; r < ENR_STORE_NSTATS; r++)
+        T_CHECK(m.store.row[r] != NULL, "store has \"%s\"", enr_store_stat_rows[r].field);
+    T_STREQ(m.store.v[ENR_SM_S_state], "connected");
+    T_STREQ(m.store.v[ENR_SM_S_address], "redis://[::1]:6380/3");
+    T_STREQ(m.store.row[ENR_STORE_ROW_rtt_us], "412");
+    T_STREQ(m.store.row[ENR_STORE_ROW_errors], "5");
+    x = json_object_object_get(doc, ENR_SM_NAME(store));
+    T_CHECK(
+        json_object_is_type(json_object_object_get(x, ENR_SM_NAME(lease_held)), json_type_object),
+        "store.lease_held an object");
+    json_object_put(doc);
+
+    sb->slot[0].store[ENR_STORE_ROW_up] = 0;
+    doc = enr_status_doc(&v, 0);
+    enr_status_model_read(&m, doc);
+    T_STREQ(m.store.v[ENR_SM_S_state], "unreachable");
+    json_object_put(doc);
+}
+
 /* What another process may send: read by one rule wherever it sits. */
 static void test_reading_rules(void)
 {
@@ -97,7 +149,12 @@ static void test_reading_rules(void)
                           "\"upstream\":{\"pause_ms_left\":\"7\",\"sources\":{\"a\":5");
     for (int i = 0; i < ENR_SM_MAX_SOURCES + 4; i++)
         enr_buf_printf(&srcs, ",\"s%d\":{\"budget\":null,\"pause\":\"x\"}", i);
-    enr_buf_printf(&srcs, "}},\"processes\":[1,{\"slot\":0.5}],\"empty_slots\":{}}");
+    enr_buf_printf(&srcs,
+                   "}},\"processes\":[1,{\"slot\":0.5}],\"empty_slots\":{},"
+                   "\"store\":{\"state\":\"unreachable\",\"errors\":[],\"lease_held\":{\"a\":7");
+    for (int i = 0; i < ENR_SM_MAX_SOURCES + 4; i++)
+        enr_buf_printf(&srcs, ",\"s%d\":null", i);
+    enr_buf_printf(&srcs, "}}}");
     enr_buf_putc(&srcs, '\0');
     doc = json_tokener_parse(srcs.data);
     T_CHECK(doc != NULL, "the document parses");
@@ -115,6 +172,14 @@ static void test_reading_rules(void)
             "budget null and pause not an object: absent");
     T_CHECK(m.has_procs && m.n_procs == 1 && m.n_empty == 0, "workers: objects of an array only");
     T_STREQ(m.proc[0].v[ENR_SM_W_slot], "0.5");
+    T_CHECK(m.has_store && m.store.v[ENR_SM_S_address] == NULL &&
+                m.store.row[ENR_STORE_ROW_rtt_us] == NULL,
+            "store: absent keys are NULL");
+    T_STREQ(m.store.row[ENR_STORE_ROW_errors], "[ ]");
+    T_CHECK(m.store.n_leases == ENR_SM_MAX_SOURCES, "leases bounded: %u", m.store.n_leases);
+    T_STREQ(m.store.lease[0].source, "a");
+    T_STREQ(m.store.lease[0].units, "7");
+    T_CHECK(m.store.lease[1].units == NULL, "a lease null: NULL");
     json_object_put(doc);
     enr_buf_free(&srcs);
 }
@@ -122,6 +187,7 @@ static void test_reading_rules(void)
 int main(void)
 {
     test_writer_has_every_key();
+    test_store_object();
     test_reading_rules();
     T_DONE();
 }
