@@ -108,15 +108,18 @@ static int decimal(const char *s, size_t n, uint64_t *out)
 }
 
 /* A duration as encode writes it: digits, '.', 'e', signs; strtod
- * consumes it whole. */
+ * consumes it whole.  Checked in the copy: s is not NUL-terminated (its
+ * field may end the value), so nothing may read past its n bytes. */
 static int duration(const char *s, size_t n, double *out)
 {
     char tmp[40], *e;
 
-    if (n == 0 || n >= sizeof tmp || strspn(s, "0123456789.e+-") < n)
+    if (n == 0 || n >= sizeof tmp)
         return -1;
     memcpy(tmp, s, n);
     tmp[n] = '\0';
+    if (strspn(tmp, "0123456789.e+-") < n)
+        return -1;
     *out = strtod(tmp, &e);
     return *e == '\0' ? 0 : -1;
 }

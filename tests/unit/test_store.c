@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/config.h"
 #include "base/storeaddr.h"
@@ -208,6 +210,39 @@ static void test_forged(void)
             ENR_STORE_VALUE_MAX);
 }
 
+/* A value is read for its n bytes only: nothing after them is its (a
+ * reply's string is, but the decoder's contract is n bytes; the fuzz
+ * target store_value found a duration's check reading on).  The value
+ * ends at a page that cannot be read. */
+static void test_value_at_end(void)
+{
+    static const struct {
+        const char *v;
+        int want;
+    } values[] = {{"E1 1700003600000 F 1.5", -1}, /* no poster field: refused */
+                  {"E1 1700003600000 F 1e1", -1},
+                  {"E1 1700003600000 F 1.5 -", 0},
+                  {"E1 1700003600000 N", 0}};
+    long page = sysconf(_SC_PAGESIZE);
+    char *m =
+        mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    enr_cache_val out;
+
+    T_CHECK(m != MAP_FAILED && mprotect(m + page, (size_t)page, PROT_NONE) == 0,
+            "a page, then one that cannot be read");
+    if (m == MAP_FAILED)
+        return;
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        size_t n = strlen(values[i].v);
+        char *at = m + page - n;
+        memcpy(at, values[i].v, n);
+        T_CHECK(enr_store_value_decode(at, n, 1700000000000ull, &out) == values[i].want,
+                "\"%s\" at the end of what can be read: %s, nothing read after it", values[i].v,
+                values[i].want ? "refused" : "taken");
+    }
+    munmap(m, (size_t)page * 2);
+}
+
 static void test_lease(void)
 {
     enr_buf k = {0};
@@ -250,5 +285,6 @@ int main(void)
     test_keys();
     test_values();
     test_forged();
+    test_value_at_end();
     T_DONE();
 }
