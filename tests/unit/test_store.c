@@ -4,6 +4,7 @@
  * written reads back the same; what is forged is refused).  No socket:
  * the store itself is the integration suites' (test_store.py).
  */
+#include <hiredis/hiredis.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -243,6 +244,65 @@ static void test_value_at_end(void)
     munmap(m, (size_t)page * 2);
 }
 
+static void hit_count(void *ud, size_t k, const enr_cache_val *v)
+{
+    *(size_t *)ud += k + 1;
+    (void)v;
+}
+
+/* Feeds text to a reader bound to allowed bytes: the reply, or NULL
+ * (*err set when the reader refused it). */
+static redisReply *read_bound(const char *text, size_t allowed, int *err)
+{
+    redisReader *rd = redisReaderCreate();
+    enr_store_bound b = {.allowed = allowed};
+    void *r = NULL;
+
+    enr_store_reader_bound(rd, &b);
+    *err = enr_store_bound_feed(&b, strlen(text)) != 0 ||
+           redisReaderFeed(rd, text, strlen(text)) != REDIS_OK ||
+           redisReaderGetReply(rd, &r) != REDIS_OK;
+    redisReaderFree(rd);
+    return r;
+}
+
+/* hiredis 0.14 allocates an array's pointers when it reads its header:
+ * the store's reader refuses headers the bytes asked for cannot carry
+ * (the fuzz target store_reply runs the same path under a malloc
+ * limit). */
+static void test_reader_bound(void)
+{
+    const char *val = "E1 1700003600000 F 10 https://ok.example/a.jpg";
+    char text[256];
+    enr_store_stats st = {0};
+    redisReply *r;
+    size_t got = 0;
+    int err;
+
+    r = read_bound("*4097\r\n", enr_store_mget_cap(ENR_STORE_MGET_MAX), &err);
+    T_CHECK(r == NULL && err, "an array over ENR_STORE_ARRAY_MAX refused at its header");
+    r = read_bound("*1000\r\n*1000\r\n", ENR_STORE_REPLY_SMALL, &err);
+    T_CHECK(r == NULL && err, "arrays of more elements than the bytes asked for can carry");
+    r = read_bound("*-2\r\n", ENR_STORE_REPLY_SMALL, &err);
+    T_CHECK(r == NULL && err, "a negative count refused");
+    r = read_bound("*1\r\n*1\r\n:1\r\n", ENR_STORE_REPLY_SMALL, &err);
+    T_CHECK(r != NULL && !err && r->type == REDIS_REPLY_ARRAY, "a small nested reply is read");
+    T_CHECK(r != NULL && enr_store_mget_take(r, 1, 1700000000000ull, hit_count, &got, &st) == 0 &&
+                st.refused == 1,
+            "... and taken as an MGET's: an array is no value (refused)");
+    enr_store_reply_free(r);
+    snprintf(text, sizeof text, "*3\r\n$-1\r\n$%zu\r\n%s\r\n:5\r\n", strlen(val), val);
+    r = read_bound(text, enr_store_mget_cap(3), &err);
+    T_CHECK(r != NULL && !err, "an MGET's reply of three read");
+    st = (enr_store_stats){0};
+    T_CHECK(r != NULL && enr_store_mget_take(r, 3, 1700000000000ull, hit_count, &got, &st) == 1 &&
+                got == 2 && st.hits == 1 && st.refused == 1,
+            "one hit (the second id), a nil, an integer refused");
+    T_CHECK(r != NULL && enr_store_mget_take(r, 2, 1700000000000ull, hit_count, &got, &st) == -1,
+            "a reply of another count than the ids asked is not taken");
+    enr_store_reply_free(r);
+}
+
 static void test_lease(void)
 {
     enr_buf k = {0};
@@ -286,5 +346,6 @@ int main(void)
     test_values();
     test_forged();
     test_value_at_end();
+    test_reader_bound();
     T_DONE();
 }
