@@ -22,6 +22,9 @@
 #include "engine/engine.h"
 #include "upstream/answer.h"
 
+/* An MGET's reply is one array of its ids: the reader's bound lets it through. */
+_Static_assert(ENR_STORE_MGET_MAX <= ENR_STORE_ARRAY_MAX, "an MGET's reply within a reply's array");
+
 struct enr_store_batch {
     enr_buf keys;      /* every key, back to back */
     size_t *off, *len; /* ... each one's place */
