@@ -29,9 +29,12 @@
 #   api_vimeo       Vimeo's, the same way (src/upstream/api_vimeo.c)
 #   api_dailymotion Dailymotion's, the same way (src/upstream/api_dailymotion.c)
 #   api_duration    ISO 8601 durations against the grammar, the Pacific midnight (src/upstream/api_time.c)
+#   store_value     a value read back from the shared store, checked as a provider's answer, and its round trip (enr_store_value_decode)
+#   store_reply     the store's MGET reply from raw bytes: hiredis's reader under the store's bounds, then the values (src/upstream/store.c, store_cache.c)
+#   store_addr      the shared_store address and key prefix, and the address's round trip (src/base/storeaddr.c)
 #
 # Time: $1 is per target, FUZZ_JOBS (default 1) targets at a time, so the
-# run takes about 16 x $1 / FUZZ_JOBS seconds plus the build (each source
+# run takes about 19 x $1 / FUZZ_JOBS seconds plus the build (each source
 # compiled once, FUZZ_JOBS at a time).  CI runs `make fuzz FUZZ_SECONDS=20
 # FUZZ_JOBS=2`: every target gets its full 20 s on a corpus seeded the
 # same way (a time box cut short loses coverage: at 10 s most targets
@@ -45,17 +48,21 @@ MALLOC_MB=${FUZZ_MALLOC_MB:-64}
 ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16:malloc_context_size=8}
 export ASAN_OPTIONS
 [ $# -gt 0 ] && shift
-TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcgi_body retry_after upstream_header msec api_youtube api_vimeo api_dailymotion api_duration}
+TARGETS=${*:-engine numtext config upstream_reply trace statustext scan fast fcgi_body retry_after upstream_header msec api_youtube api_vimeo api_dailymotion api_duration store_value store_reply store_addr}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=$ROOT/build-fuzz
 mkdir -p "$OUT"
-CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$ROOT/src $(pkg-config --cflags libcrypto json-c)"
+CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$ROOT/src $(pkg-config --cflags libcrypto json-c hiredis)"
 S=$ROOT/src
 # Every file of the engine layer (it uses only buf.c below it).
 ENGINE="$(echo "$S"/engine/*.c) $S/base/buf.c"
 ENGINE_LIBS="$(pkg-config --libs libcrypto) -lm"
 # The providers' APIs: the table names every row, and the rows share one scanner.
 API="$(echo "$S"/upstream/api*.c) $S/upstream/reply_scan.c $S/base/jscan.c $S/upstream/upstream_reply.c $S/upstream/quota.c $S/base/upfail.c $S/base/log.c $S/base/buf.c"
+
+# The shared store's values and replies: the answer's check is the
+# providers' (reply_scan.c); a key names its provider (the engine's) and source.
+STORE="$S/upstream/store.c $S/upstream/store_cache.c $S/base/storeaddr.c $S/base/secret.c $S/base/confsource.c $(echo "$S"/engine/*.c) $API"
 
 # Each target: the sources it needs, its libraries, its longest input.
 target_srcs() {
@@ -71,6 +78,8 @@ target_srcs() {
     fcgi_body) echo "$S/fcgi/fcgi_body.c $S/fcgi/fcgi_guard.c $S/base/buf.c" ;;
     msec) echo "$S/pool/shed.c" ;;
     api_*) echo "$API" ;;
+    store_value | store_reply) echo "$STORE" ;;
+    store_addr) echo "$S/base/storeaddr.c" ;;
     *) echo "unknown fuzz target $1" >&2; exit 2 ;;
     esac
 }
@@ -85,6 +94,8 @@ target_libs() {
     fcgi_body) echo "-lfcgi" ;;
     retry_after | upstream_header | msec) echo "" ;;
     api_*) echo "$(pkg-config --libs json-c) -lm" ;;
+    store_value | store_reply) echo "$(pkg-config --libs json-c hiredis) $ENGINE_LIBS" ;;
+    store_addr) echo "" ;;
     esac
 }
 target_max_len() {
@@ -100,6 +111,9 @@ target_max_len() {
     msec) echo 64 ;;
     api_youtube | api_vimeo | api_dailymotion) echo 65536 ;;
     api_duration) echo 128 ;;
+    store_value) echo 4096 ;; # ENR_STORE_VALUE_MAX and more
+    store_reply) echo 65536 ;;
+    store_addr) echo 512 ;;
     *) echo 500000 ;;
     esac
 }
@@ -248,6 +262,43 @@ seeds_api() { # CORPUS TARGET: the providers' answers and their durations
         ;;
     esac
 }
+seeds_store() { # CORPUS TARGET: what the shared store hands back, and its address
+    corpus=$1
+    # shellcheck disable=SC2016 # RESP's bulk lengths: a literal $
+    case $2 in
+    store_value) # lifetimes are the target's NOW (1700000000000 ms) and later
+        seed "$corpus" neg 'E1 1700000100000 N'
+        seed "$corpus" both 'E1 1700000100000 F 213 https://i.ytimg.com/vi/a/hqdefault.jpg'
+        seed "$corpus" poster 'E1 1700003600000 F - https://i.vimeocdn.com/video/1_1920?r=pad'
+        seed "$corpus" dur 'E1 1731536000000 F 1.5000000000000001e-05 -'
+        seed "$corpus" expired 'E1 1699999999999 N'
+        seed "$corpus" forged 'E1 1700000100000 F -0 http://h/\001x'
+        seed "$corpus" utf8 'E1 1700000100000 F 0 https://h.example/caf\303\251\355\240\200.jpg'
+        seed "$corpus" trail 'E1 1700000100000 N \nE1'
+        ;;
+    store_reply) # two bytes (ids asked - 1, little-endian), one (read size - 1), the bytes
+        seed "$corpus" ok '\002\000\377*3\r\n$18\r\nE1 1700000100000 N\r\n$-1\r\n$45\r\nE1 1700000100000 F 12 https://h.example/p.jpg\r\n'
+        seed "$corpus" split '\001\000\000*2\r\n$18\r\nE1 1700000100000 N\r\n$18\r\nE1 1700000100000 N\r\n'
+        seed "$corpus" count '\002\000\377*2\r\n$-1\r\n$-1\r\n'
+        seed "$corpus" types '\003\000\377*4\r\n:1\r\n+OK\r\n-ERR x\r\n*1\r\n*1\r\n*1\r\n$1\r\nx\r\n'
+        seed "$corpus" deep '\000\000\377*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n'
+        seed "$corpus" huge '\000\000\377*2000000000\r\n'
+        seed "$corpus" wide '\377\017\377*4096\r\n*4096\r\n*4096\r\n'
+        seed "$corpus" long '\000\000\377$100000\r\nE1 '
+        seed "$corpus" error '\000\000\377-WRONGTYPE Operation against a key\r\n'
+        ;;
+    store_addr)
+        seed "$corpus" tcp 'redis://10.0.0.5:6380/3'
+        seed "$corpus" name 'redis://store.internal'
+        seed "$corpus" v6 'redis://[fd00::5]:7000/0'
+        seed "$corpus" unix 'unix:/run/redis/redis.sock'
+        seed "$corpus" user 'redis://u:secret@h:6379'
+        seed "$corpus" tls 'rediss://h:6379'
+        seed "$corpus" range 'redis://h:65536/16'
+        seed "$corpus" prefix 'enrichd:fleet-1.'
+        ;;
+    esac
+}
 # seed_corpus CORPUS TARGET: the target's seeds, from its family's function.
 seed_corpus() {
     case $2 in
@@ -256,6 +307,7 @@ seed_corpus() {
     fcgi_body | msec) seeds_wire "$@" ;;
     upstream_reply | retry_after | upstream_header) seeds_upstream "$@" ;;
     api_*) seeds_api "$@" ;;
+    store_*) seeds_store "$@" ;;
     esac
 }
 

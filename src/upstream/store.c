@@ -60,8 +60,8 @@ struct enr_store {
     int probing; /* a PING probe is waiting */
     pending q[ENR_STORE_PENDING_MAX];
     unsigned qhead, qlen;
-    size_t fed, allowed; /* bytes received, and their bound, since the queue was last empty */
-    redisReply *handed;  /* the awaited reply, once read */
+    enr_store_bound bound; /* since the queue was last empty; the reader's privdata */
+    redisReply *handed;    /* the awaited reply, once read */
     uint64_t rtt[ENR_STORE_RTT_SAMPLES];
     unsigned nrtt;
     enr_store_stats st;
@@ -83,6 +83,43 @@ unsigned enr_store_backoff_ms(unsigned failures, uint32_t rnd)
 int enr_store_worth_asking(uint64_t rtt_us, unsigned timeout_ms)
 {
     return rtt_us > 0 && rtt_us * 2 < (uint64_t)timeout_ms * 1000;
+}
+
+/* ---- the reader's bound ---- */
+
+static void *(*library_array)(const redisReadTask *, int);
+
+static void *bounded_array(const redisReadTask *t, int elements)
+{
+    enr_store_bound *b = t->privdata;
+    size_t room = b->allowed / ENR_STORE_WIRE_PER_ELEMENT;
+
+    if (elements < 0 || elements > ENR_STORE_ARRAY_MAX || b->declared > room ||
+        (size_t)elements > room - b->declared)
+        return NULL;
+    b->declared += (size_t)elements;
+    return library_array(t, elements);
+}
+
+void enr_store_reader_bound(redisReader *r, enr_store_bound *b)
+{
+    /* The library's own functions but one: its replies stay its own
+     * (freeReplyObject frees them). */
+    static redisReplyObjectFunctions fns;
+
+    if (library_array == NULL) {
+        fns = *r->fn;
+        library_array = fns.createArray;
+        fns.createArray = bounded_array;
+    }
+    r->fn = &fns;
+    r->privdata = b;
+}
+
+int enr_store_bound_feed(enr_store_bound *b, size_t n)
+{
+    b->fed += n;
+    return b->fed > b->allowed ? -1 : 0;
 }
 
 /* ---- the connection ---- */
@@ -137,7 +174,7 @@ static void lose(enr_store *s, const char *why, uint64_t now)
         if (p->fn != NULL && !p->awaited)
             p->fn(p->ud, NULL, p->arg);
     }
-    s->fed = s->allowed = 0;
+    s->bound = (enr_store_bound){0};
 }
 
 /* Queue one command, its reply's bound counted in. */
@@ -157,7 +194,7 @@ static int append(enr_store *s, int argc, const char **argv, const size_t *lens,
     p->arg = arg;
     p->sent_ms = enr_mono_us();
     p->awaited = awaited;
-    s->allowed += cap;
+    s->bound.allowed += cap;
     return 0;
 }
 
@@ -240,9 +277,10 @@ static void connect_start(enr_store *s, uint64_t now)
         lose(s, why, now);
         return;
     }
+    enr_store_reader_bound(s->ctx->reader, &s->bound);
     s->state = S_CONNECTING;
     s->state_ms = now;
-    s->fed = s->allowed = 0;
+    s->bound = (enr_store_bound){0};
 }
 
 static void connect_check(enr_store *s, uint64_t now)
@@ -273,7 +311,7 @@ static void dispatch(enr_store *s, redisReply *r)
     s->qhead = (s->qhead + 1) % ENR_STORE_PENDING_MAX;
     s->qlen--;
     if (s->qlen == 0)
-        s->fed = s->allowed = 0;
+        s->bound = (enr_store_bound){0};
     if (p.fn == hello_reply || p.awaited)
         rtt_note(s, enr_mono_us() - p.sent_ms);
     if (r->type == REDIS_REPLY_ERROR)
@@ -309,8 +347,7 @@ static int pump(enr_store *s, uint64_t now)
             lose(s, n == 0 ? "closed by the store" : strerror(errno), now);
             return -1;
         }
-        s->fed += (size_t)n;
-        if (s->qlen == 0 || s->fed > s->allowed) {
+        if (s->qlen == 0 || enr_store_bound_feed(&s->bound, (size_t)n) != 0) {
             lose(s, "more bytes than the commands asked for", now);
             return -1;
         }

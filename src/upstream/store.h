@@ -42,9 +42,23 @@
 #define ENR_STORE_RTT_SAMPLES 8        /* the round trip is the least of these */
 #define ENR_STORE_SLOW_MS 2000         /* after a timeout, batches do not ask for this long */
 #define ENR_STORE_REPLY_SMALL 4096     /* the cap of a reply with no value in it */
+#define ENR_STORE_ARRAY_MAX 4096       /* elements in one array of a reply (an MGET's ids) */
+#define ENR_STORE_WIRE_PER_ELEMENT 3   /* the fewest bytes an element takes ("+\r\n") */
 
 struct redisReply;
+struct redisReader;
 typedef struct enr_store enr_store;
+
+/* What a connection may receive since its queue was last empty: the
+ * bytes its commands asked for (allowed), those fed to the reader, and
+ * the array elements the replies declared.  An array header of a few
+ * bytes ("*2000000000\r\n") makes hiredis 0.14 allocate a pointer per
+ * element at once, so elements are bounded by the bytes too: each takes
+ * ENR_STORE_WIRE_PER_ELEMENT bytes at least, and no array has more than
+ * ENR_STORE_ARRAY_MAX. */
+typedef struct enr_store_bound {
+    size_t allowed, fed, declared;
+} enr_store_bound;
 
 /* A command's reply: r NULL when the connection was lost first (or the
  * reply was refused); r is freed after the call. */
@@ -59,6 +73,13 @@ unsigned enr_store_backoff_ms(unsigned failures, uint32_t rnd);
 /* 1 when a store of this round trip (µs; 0: none measured yet) can
  * answer well inside timeout_ms: under half of it. */
 int enr_store_worth_asking(uint64_t rtt_us, unsigned timeout_ms);
+
+/* Binds hiredis's reader r to b: an array over b's bound is refused
+ * (the reader fails with an out-of-memory error, the connection is lost)
+ * before hiredis allocates it.  b outlives r's use. */
+void enr_store_reader_bound(struct redisReader *r, enr_store_bound *b);
+/* n more bytes received: 0, or -1 when they pass what was asked for. */
+int enr_store_bound_feed(enr_store_bound *b, size_t n);
 
 /* NULL with err empty when c has no shared_store; NULL with err set when
  * it cannot be (no memory).  Connects later, in enr_store_idle. */

@@ -22,6 +22,9 @@
 #include "engine/engine.h"
 #include "upstream/answer.h"
 
+/* An MGET's reply is one array of its ids: the reader's bound lets it through. */
+_Static_assert(ENR_STORE_MGET_MAX <= ENR_STORE_ARRAY_MAX, "an MGET's reply within a reply's array");
+
 struct enr_store_batch {
     enr_buf keys;      /* every key, back to back */
     size_t *off, *len; /* ... each one's place */
@@ -108,15 +111,18 @@ static int decimal(const char *s, size_t n, uint64_t *out)
 }
 
 /* A duration as encode writes it: digits, '.', 'e', signs; strtod
- * consumes it whole. */
+ * consumes it whole.  Checked in the copy: s is not NUL-terminated (its
+ * field may end the value), so nothing may read past its n bytes. */
 static int duration(const char *s, size_t n, double *out)
 {
     char tmp[40], *e;
 
-    if (n == 0 || n >= sizeof tmp || strspn(s, "0123456789.e+-") < n)
+    if (n == 0 || n >= sizeof tmp)
         return -1;
     memcpy(tmp, s, n);
     tmp[n] = '\0';
+    if (strspn(tmp, "0123456789.e+-") < n)
+        return -1;
     *out = strtod(tmp, &e);
     return *e == '\0' ? 0 : -1;
 }
@@ -160,6 +166,11 @@ int enr_store_value_decode(const char *s, size_t n, uint64_t now_ms, enr_cache_v
 }
 
 /* ---- a batch ---- */
+
+size_t enr_store_mget_cap(size_t n)
+{
+    return 64 + n * (ENR_STORE_VALUE_MAX + 16);
+}
 
 enr_store_batch *enr_store_batch_new(void)
 {
@@ -224,33 +235,14 @@ int enr_store_batch_add(enr_store_batch *sb, const char *prefix, int provider, i
     return 0;
 }
 
-size_t enr_store_batch_get(enr_store *s, enr_store_batch *sb, uint64_t now_wall_ms,
-                           uint64_t deadline_ms, enr_store_hit_fn *fn, void *ud)
+long enr_store_mget_take(const struct redisReply *r, size_t n, uint64_t now_wall_ms,
+                         enr_store_hit_fn *fn, void *ud, enr_store_stats *st)
 {
-    enr_store_stats *st;
-    redisReply *r;
-    size_t hits = 0;
+    long hits = 0;
 
-    if (sb->n == 0)
-        return 0;
-    st = enr_store_stats_of(s);
-    sb->argv[0] = "MGET";
-    sb->lens[0] = 4;
-    for (size_t i = 0; i < sb->n; i++) {
-        sb->argv[i + 1] = sb->keys.data + sb->off[i];
-        sb->lens[i + 1] = sb->len[i];
-    }
-    st->lookups += sb->n;
-    r = enr_store_call(s, (int)sb->n + 1, sb->argv, sb->lens,
-                       64 + sb->n * (ENR_STORE_VALUE_MAX + 16), deadline_ms);
-    if (r == NULL)
-        return 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != sb->n) {
-        st->errors++;
-        enr_store_reply_free(r);
-        return 0;
-    }
-    for (size_t i = 0; i < sb->n; i++) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
         const redisReply *e = r->element[i];
         enr_cache_val v;
         if (e->type == REDIS_REPLY_NIL)
@@ -263,9 +255,36 @@ size_t enr_store_batch_get(enr_store *s, enr_store_batch *sb, uint64_t now_wall_
         hits++;
         fn(ud, i, &v);
     }
-    st->hits += hits;
-    enr_store_reply_free(r);
+    st->hits += (uint64_t)hits;
     return hits;
+}
+
+size_t enr_store_batch_get(enr_store *s, enr_store_batch *sb, uint64_t now_wall_ms,
+                           uint64_t deadline_ms, enr_store_hit_fn *fn, void *ud)
+{
+    enr_store_stats *st;
+    redisReply *r;
+    long hits;
+
+    if (sb->n == 0)
+        return 0;
+    st = enr_store_stats_of(s);
+    sb->argv[0] = "MGET";
+    sb->lens[0] = 4;
+    for (size_t i = 0; i < sb->n; i++) {
+        sb->argv[i + 1] = sb->keys.data + sb->off[i];
+        sb->lens[i + 1] = sb->len[i];
+    }
+    st->lookups += sb->n;
+    r = enr_store_call(s, (int)sb->n + 1, sb->argv, sb->lens, enr_store_mget_cap(sb->n),
+                       deadline_ms);
+    if (r == NULL)
+        return 0;
+    hits = enr_store_mget_take(r, sb->n, now_wall_ms, fn, ud, st);
+    if (hits < 0)
+        st->errors++;
+    enr_store_reply_free(r);
+    return hits < 0 ? 0 : (size_t)hits;
 }
 
 void enr_store_cache_put(enr_store *s, enr_store_batch *sb, int provider, int src, const char *id,

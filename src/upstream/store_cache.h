@@ -46,6 +46,19 @@ size_t enr_store_value_encode(char *out, size_t cap, const enr_cache_val *v, uin
  * poster pointing into s) when it passes every check, else -1. */
 int enr_store_value_decode(const char *s, size_t n, uint64_t now_ms, enr_cache_val *v);
 
+/* The bytes an MGET of n keys may be answered with (its reply's cap):
+ * n values of at most ENR_STORE_VALUE_MAX bytes and their framing. */
+size_t enr_store_mget_cap(size_t n);
+/* An MGET's reply r for n keys: fn for each value that passes
+ * enr_store_value_decode's checks (k < n), the others counted in
+ * st->refused.  The hits (counted in st->hits), or -1 when r is not an
+ * array of n. */
+struct redisReply;
+/* An answer found for the k-th id (poster valid during the call). */
+typedef void enr_store_hit_fn(void *ud, size_t k, const enr_cache_val *v);
+long enr_store_mget_take(const struct redisReply *r, size_t n, uint64_t now_wall_ms,
+                         enr_store_hit_fn *fn, void *ud, enr_store_stats *st);
+
 /* A batch's lookups: one MGET for every id added. */
 typedef struct enr_store_batch enr_store_batch;
 enr_store_batch *enr_store_batch_new(void);
@@ -55,8 +68,6 @@ void enr_store_batch_reset(enr_store_batch *sb);
 /* Adds an id; 0, or -1 (not shared, or the MGET is full). */
 int enr_store_batch_add(enr_store_batch *sb, const char *prefix, int provider, int src,
                         const char *id, size_t len);
-/* An answer found for the k-th id added (poster valid during the call). */
-typedef void enr_store_hit_fn(void *ud, size_t k, const enr_cache_val *v);
 /* Asks s for every id added, waiting until deadline_ms at most; fn for
  * each value that passes its checks.  The hits, or 0 (not asked:
  * unusable, lost, the deadline). */

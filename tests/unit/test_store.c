@@ -4,9 +4,12 @@
  * written reads back the same; what is forged is refused).  No socket:
  * the store itself is the integration suites' (test_store.py).
  */
+#include <hiredis/hiredis.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/config.h"
 #include "base/storeaddr.h"
@@ -208,6 +211,98 @@ static void test_forged(void)
             ENR_STORE_VALUE_MAX);
 }
 
+/* A value is read for its n bytes only: nothing after them is its (a
+ * reply's string is, but the decoder's contract is n bytes; the fuzz
+ * target store_value found a duration's check reading on).  The value
+ * ends at a page that cannot be read. */
+static void test_value_at_end(void)
+{
+    static const struct {
+        const char *v;
+        int want;
+    } values[] = {{"E1 1700003600000 F 1.5", -1}, /* no poster field: refused */
+                  {"E1 1700003600000 F 1e1", -1},
+                  {"E1 1700003600000 F 1.5 -", 0},
+                  {"E1 1700003600000 N", 0}};
+    long page = sysconf(_SC_PAGESIZE);
+    char *m =
+        mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    enr_cache_val out;
+
+    T_CHECK(m != MAP_FAILED && mprotect(m + page, (size_t)page, PROT_NONE) == 0,
+            "a page, then one that cannot be read");
+    if (m == MAP_FAILED)
+        return;
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        size_t n = strlen(values[i].v);
+        char *at = m + page - n;
+        memcpy(at, values[i].v, n);
+        T_CHECK(enr_store_value_decode(at, n, 1700000000000ull, &out) == values[i].want,
+                "\"%s\" at the end of what can be read: %s, nothing read after it", values[i].v,
+                values[i].want ? "refused" : "taken");
+    }
+    munmap(m, (size_t)page * 2);
+}
+
+static void hit_count(void *ud, size_t k, const enr_cache_val *v)
+{
+    *(size_t *)ud += k + 1;
+    (void)v;
+}
+
+/* Feeds text to a reader bound to allowed bytes: the reply, or NULL
+ * (*err set when the reader refused it). */
+static redisReply *read_bound(const char *text, size_t allowed, int *err)
+{
+    redisReader *rd = redisReaderCreate();
+    enr_store_bound b = {.allowed = allowed};
+    void *r = NULL;
+
+    enr_store_reader_bound(rd, &b);
+    *err = enr_store_bound_feed(&b, strlen(text)) != 0 ||
+           redisReaderFeed(rd, text, strlen(text)) != REDIS_OK ||
+           redisReaderGetReply(rd, &r) != REDIS_OK;
+    redisReaderFree(rd);
+    return r;
+}
+
+/* hiredis 0.14 allocates an array's pointers when it reads its header:
+ * the store's reader refuses headers the bytes asked for cannot carry
+ * (the fuzz target store_reply runs the same path under a malloc
+ * limit). */
+static void test_reader_bound(void)
+{
+    const char *val = "E1 1700003600000 F 10 https://ok.example/a.jpg";
+    char text[256];
+    enr_store_stats st = {0};
+    redisReply *r;
+    size_t got = 0;
+    int err;
+
+    r = read_bound("*4097\r\n", enr_store_mget_cap(ENR_STORE_MGET_MAX), &err);
+    T_CHECK(r == NULL && err, "an array over ENR_STORE_ARRAY_MAX refused at its header");
+    r = read_bound("*1000\r\n*1000\r\n", ENR_STORE_REPLY_SMALL, &err);
+    T_CHECK(r == NULL && err, "arrays of more elements than the bytes asked for can carry");
+    r = read_bound("*-2\r\n", ENR_STORE_REPLY_SMALL, &err);
+    T_CHECK(r == NULL && err, "a negative count refused");
+    r = read_bound("*1\r\n*1\r\n:1\r\n", ENR_STORE_REPLY_SMALL, &err);
+    T_CHECK(r != NULL && !err && r->type == REDIS_REPLY_ARRAY, "a small nested reply is read");
+    T_CHECK(r != NULL && enr_store_mget_take(r, 1, 1700000000000ull, hit_count, &got, &st) == 0 &&
+                st.refused == 1,
+            "... and taken as an MGET's: an array is no value (refused)");
+    enr_store_reply_free(r);
+    snprintf(text, sizeof text, "*3\r\n$-1\r\n$%zu\r\n%s\r\n:5\r\n", strlen(val), val);
+    r = read_bound(text, enr_store_mget_cap(3), &err);
+    T_CHECK(r != NULL && !err, "an MGET's reply of three read");
+    st = (enr_store_stats){0};
+    T_CHECK(r != NULL && enr_store_mget_take(r, 3, 1700000000000ull, hit_count, &got, &st) == 1 &&
+                got == 2 && st.hits == 1 && st.refused == 1,
+            "one hit (the second id), a nil, an integer refused");
+    T_CHECK(r != NULL && enr_store_mget_take(r, 2, 1700000000000ull, hit_count, &got, &st) == -1,
+            "a reply of another count than the ids asked is not taken");
+    enr_store_reply_free(r);
+}
+
 static void test_lease(void)
 {
     enr_buf k = {0};
@@ -250,5 +345,7 @@ int main(void)
     test_keys();
     test_values();
     test_forged();
+    test_value_at_end();
+    test_reader_bound();
     T_DONE();
 }
