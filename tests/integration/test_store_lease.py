@@ -75,7 +75,7 @@ class Clients:
                     continue
                 with self.lock:
                     if st != 200:
-                        self.errors.append(st)
+                        self.errors.append((st, tag, round(time.time() % 1000, 2)))
                     else:
                         self.enriched += PER_BATCH - harness.degraded(h)
                 i += 1
@@ -83,6 +83,7 @@ class Clients:
         t = threading.Thread(target=run)
         t.start()
         self.threads.append(t)
+        return t
 
     def stop(self):
         self.halt.set()
@@ -112,7 +113,7 @@ def test_compressed_day(r, prov):
                 time.sleep(0.05)
             u0 = units(prov)
             cl.drive(a, "a")
-            cl.drive(b, "b", b_stop)
+            b_client = cl.drive(b, "b", b_stop)
             time.sleep(DAY_S / 3)  # the day's thirds are the test's subject
             c = host(prov, redis, "lease-c", env_vars)
             cl.drive(c, "c")
@@ -122,6 +123,7 @@ def test_compressed_day(r, prov):
             redis.start()
             time.sleep(DAY_S / 6)
             b_stop.set()
+            b_client.join(30)  # B's last batch answered: none is sent to a host on its way out
             os.kill(b.enrichd.pid, signal.SIGTERM)  # a graceful stop: B gives back its units
             b.enrichd.wait(30)
             time.sleep(origin + DAY_S - 0.5 - time.time())
