@@ -13,6 +13,8 @@ import os
 import re
 import sys
 
+import docsection
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 TABLE = os.path.join(ROOT, "src", "base", "upfail.h")
 BEGIN = "<!-- made by scripts/failkinds.py from src/base/upfail.h: edit the table, not this -->"
@@ -47,23 +49,9 @@ def listing(path=TABLE):
 
 
 def doc(path, write):
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    if BEGIN not in text or END not in text:
-        print("%s: no %s ... %s" % (path, BEGIN, END))
-        return 1
-    head, rest = text.split(BEGIN, 1)
-    old, tail = rest.split(END, 1)
-    new = "\n" + listing()
-    if old == new:
-        return 0
-    if not write:
-        print("%s: the failure kinds differ from src/base/upfail.h; "
-              "python3 scripts/failkinds.py --write %s" % (path, path))
-        return 1
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(head + BEGIN + new + END + tail)
-    return 0
+    return docsection.sync(path, BEGIN, END, "\n" + listing(), write,
+                           "the failure kinds differ from src/base/upfail.h; "
+                           "python3 scripts/failkinds.py --write %s" % path)
 
 
 def main(argv):

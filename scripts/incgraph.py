@@ -24,6 +24,8 @@ import os
 import re
 import sys
 
+import docsection
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -217,23 +219,9 @@ def table(src):
 
 def doc(src, path, write):
     """Checks (or rewrites) the part of path between BEGIN and END."""
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    if BEGIN not in text or END not in text:
-        print("%s: no %s ... %s" % (path, BEGIN, END))
-        return 1
-    head, rest = text.split(BEGIN, 1)
-    old, tail = rest.split(END, 1)
-    new = "\n" + table(src)
-    if old == new:
-        return 0
-    if not write:
-        print("%s: the module table differs from the files' top comments; "
-              "python3 scripts/incgraph.py --write-doc %s" % (path, path))
-        return 1
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(head + BEGIN + new + END + tail)
-    return 0
+    return docsection.sync(path, BEGIN, END, "\n" + table(src), write,
+                           "the module table differs from the files' top comments; "
+                           "python3 scripts/incgraph.py --write-doc %s" % path)
 
 
 def layer_graph(edges):
