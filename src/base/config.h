@@ -225,7 +225,7 @@ int enr_config_check_secret_keys(const enr_config *c, char *err, size_t errlen);
 /* The daemon: every credential file c names checked (secret.h's rule of
  * its kind, readable by this process) and every secret read into its
  * enr_secret.  0, or -1 and "FILE:LINE: key: problem" in err (nothing is then kept). */
-int enr_config_load_secrets(enr_config *c, enr_warn_fn warn, void *arg, char *err, size_t errlen);
+int enr_config_load_secrets(enr_config *c, char *err, size_t errlen);
 
 /* -t: the same files checked without reading a byte of them: a refusal
  * any user would see (missing, mode, size) is an error; one this user

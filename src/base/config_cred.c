@@ -176,16 +176,12 @@ int enr_config_check_secret_keys(const enr_config *c, char *err, size_t errlen)
     return 0;
 }
 
-int enr_config_load_secrets(enr_config *c, enr_warn_fn warn, void *arg, char *err, size_t errlen)
+int enr_config_load_secrets(enr_config *c, char *err, size_t errlen)
 {
     enr_secret got[N_SECRETS];
     char path[ENR_PATH_MAX + 64], why[ENR_PATH_MAX + 200];
     size_t i;
 
-    /* Nothing here only warns any more (a secret over clear text is
-     * refused by enr_config_load); the callback stays -t's shape. */
-    (void)warn;
-    (void)arg;
     memset(got, 0, sizeof got);
     /* Each worker's libcurl reads these: one it cannot read would only
      * show as failed calls. */

@@ -125,8 +125,7 @@ int main(int argc, char **argv)
     /* -t looks at the credential files without reading them; -T needs
      * none; the daemon reads the secrets (config.h). */
     if ((check && enr_config_probe_credentials(&cfg, print_warning, NULL, err, sizeof err) != 0) ||
-        (!check && !dump &&
-         enr_config_load_secrets(&cfg, print_warning, NULL, err, sizeof err) != 0)) {
+        (!check && !dump && enr_config_load_secrets(&cfg, err, sizeof err) != 0)) {
         fprintf(stderr, "enrichd: %s\n", err);
         return 1;
     }

@@ -238,16 +238,6 @@ enr_reload_start enr_reload_check(enr_master *m, uint64_t now)
     return none;
 }
 
-/* A finding of the new configuration that does not refuse it. */
-static void log_warning(void *arg, const char *msg)
-{
-    char q[ENR_PATH_MAX + 700];
-
-    (void)arg;
-    enr_log(ENR_LOG_WARN, "reload: configuration warning", "warning=%s",
-            enr_log_quote(q, sizeof q, msg));
-}
-
 enr_reload_start enr_reload(enr_master *m, uint64_t now)
 {
     enr_reload_start none = {0, 0, NULL, 0};
@@ -269,7 +259,7 @@ enr_reload_start enr_reload(enr_master *m, uint64_t now)
         }
     }
     if (enr_config_load(&next, m->cfg_path, err, sizeof err) != 0 ||
-        enr_config_load_secrets(&next, log_warning, NULL, err, sizeof err) != 0) {
+        enr_config_load_secrets(&next, err, sizeof err) != 0) {
         refused(m, "reload refused: configuration invalid, keeping the old one",
                 "reload refused: invalid configuration (see log)", err);
         return none;

@@ -34,7 +34,7 @@ static int load(const char *text)
     int rc = parse(text);
 
     if (rc == 0)
-        rc = enr_config_load_secrets(&c, NULL, NULL, err, sizeof err);
+        rc = enr_config_load_secrets(&c, err, sizeof err);
     return rc;
 }
 

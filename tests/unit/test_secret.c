@@ -280,7 +280,7 @@ static void test_config_secret_file(const char *okpath)
              okpath);
     T_CHECK(conf(&c, text, err, sizeof err) == 0 && c.upstream_secret.bytes == NULL,
             "the configuration alone reads no secret: %s", err);
-    T_CHECK(enr_config_load_secrets(&c, NULL, NULL, err, sizeof err) == 0 &&
+    T_CHECK(enr_config_load_secrets(&c, err, sizeof err) == 0 &&
                 c.upstream_secret.len == strlen(SECRET) &&
                 strcmp(c.upstream_secret.bytes, SECRET) == 0,
             "secret file read: %s", err);
@@ -294,7 +294,7 @@ static void test_config_secret_file(const char *okpath)
                 enr_config_probe_credentials(&c, NULL, NULL, err, sizeof err) == -1 &&
                 strstr(err, "t.conf:2: upstream_secret_file:") && strstr(err, "open to others"),
             "-t refuses a world-readable file without reading it: %s", err);
-    T_CHECK(enr_config_load_secrets(&c, NULL, NULL, err, sizeof err) == -1 &&
+    T_CHECK(enr_config_load_secrets(&c, err, sizeof err) == -1 &&
                 strstr(err, "t.conf:2: upstream_secret_file:") && strstr(err, "open to others") &&
                 strstr(err, SECRET) == NULL,
             "a world-readable file refused, at its line, no secret in the message: %s", err);
@@ -339,7 +339,7 @@ static void test_config_credential(void)
                  "upstream_url = http://127.0.0.1:1/v1\nupstream_secret_credential = api\n"
                  "upstream_secret_header = Authorization: Bearer {secret}\n",
                  err, sizeof err) == 0 &&
-                enr_config_load_secrets(&c, NULL, NULL, err, sizeof err) == 0 &&
+                enr_config_load_secrets(&c, err, sizeof err) == 0 &&
                 strcmp(c.upstream_secret.bytes, SECRET) == 0,
             "credential read: %s", err);
     enr_config_secrets_free(&c, NULL);
@@ -348,7 +348,7 @@ static void test_config_credential(void)
                  "upstream_url = http://127.0.0.1:1/v1\nupstream_secret_credential = api\n"
                  "upstream_secret_header = X-K\n",
                  err, sizeof err) == 0 &&
-                enr_config_load_secrets(&c, NULL, NULL, err, sizeof err) == -1 &&
+                enr_config_load_secrets(&c, err, sizeof err) == -1 &&
                 strstr(err, "CREDENTIALS_DIRECTORY"),
             "credential outside systemd: the daemon refuses it (%s)", err);
     {
