@@ -29,6 +29,8 @@ import time
 # harness's too (the suites take them from here).
 from procinfo import (children, fd_count, is_status_process, pid_alive,  # noqa: F401
                       proc_status_kb, socket_inodes_to, ss_listen_queue, upstream_fds)
+# So do the clients that load the stack (loadgen.py).
+from loadgen import Load  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NGINX_CONF = os.path.join(ROOT, "nginx", "enrichd.conf")
@@ -495,46 +497,6 @@ def discard_dir(path):
         print("kept", path)
     else:
         shutil.rmtree(path, ignore_errors=True)
-
-
-class Load:
-    """Concurrent clients sending the same request in a loop until stop().
-    Each result is (status, start, end, error-or-None)."""
-
-    def __init__(self, env, clients=8, path="/v1/enrich", body=b"[]", headers=None):
-        self.env = env
-        self.path, self.body, self.headers = path, body, headers or {}
-        self.results = []
-        self.lock = threading.Lock()
-        self.halt = threading.Event()
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
-        for t in self.threads:
-            t.start()
-
-    def _run(self):
-        while not self.halt.is_set():
-            t0 = time.monotonic()
-            try:
-                st, _, _ = self.env.request(self.path, self.body, headers=self.headers)
-                err = None
-            except Exception as e:  # a transport failure is a failed request
-                st, err = 0, repr(e)
-            with self.lock:
-                self.results.append((st, t0, time.monotonic(), err))
-
-    def stop(self):
-        self.halt.set()
-        for t in self.threads:
-            t.join(30)
-        return self.results
-
-    def count(self):
-        with self.lock:
-            return len(self.results)
-
-    def failures(self):
-        with self.lock:
-            return [r for r in self.results if r[0] != 200]
 
 
 class Results:
