@@ -564,8 +564,11 @@ def run_tests(*fns, fixture=None):
     """A suite's main: each test function in order, then the summary
     lines, and exit 1 on any failure.  With fixture (a context manager
     class, such as a fake upstream), one is made for the whole suite and
-    passed to every test function."""
+    passed to every test function.  Names on the command line (a test's
+    name without test_) run those tests alone, to rerun one by hand."""
     r = Results()
+    only = sys.argv[1:]
+    fns = [fn for fn in fns if not only or fn.__name__[len("test_"):] in only]
     if fixture is None:
         for fn in fns:
             r.run(fn)
