@@ -30,7 +30,7 @@ import time
 from procinfo import (children, fd_count, is_status_process, pid_alive,  # noqa: F401
                       proc_status_kb, socket_inodes_to, ss_listen_queue, upstream_fds)
 # So do the clients that load the stack (loadgen.py).
-from loadgen import Load  # noqa: F401
+from loadgen import Load, keepalive_clients  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NGINX_CONF = os.path.join(ROOT, "nginx", "enrichd.conf")
