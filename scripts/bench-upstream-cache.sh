@@ -56,7 +56,7 @@ if [ -z "${BENCH_BASELINE:-}" ]; then
 fi
 export BENCH_BASELINE
 exec python3 - "$ROOT" "$B" <<'PY'
-import http.client, json, os, random, sys, threading
+import json, os, random, sys
 root, build = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(root, "tests", "integration"))
 import harness
@@ -88,41 +88,26 @@ def trace():
 def run(build_dir, fake, batches):
     extra = "workers = %d\nmax_requests = 0\n" % WORKERS
     conf = upstream_conf(fake, upstream_timeout_ms=1000, max_calls_per_batch=4, ids_per_call=50)
-    bad, deg = [0], [0]
-    nxt, lock = [0], threading.Lock()
+
+    def send(c, i):
+        c.request("POST", "/v1/enrich", body=batches[i])
+        r = c.getresponse()
+        r.read()
+        return r.status != 200, int(r.getheader("X-Enrich-Degraded") or 0)
+
     with harness.Env(build=build_dir, name="bench-upc") as env:
         env.start_enrichd(extra + conf)
         env.start_nginx()
         env.wait_workers(WORKERS)
         fake.reset()
         m0 = metrics(env)
-
-        def client():
-            c = http.client.HTTPConnection("127.0.0.1", env.port, timeout=15)
-            while True:
-                with lock:
-                    i = nxt[0]
-                    nxt[0] += 1
-                if i >= len(batches):
-                    break
-                c.request("POST", "/v1/enrich", body=batches[i])
-                r = c.getresponse()
-                r.read()
-                with lock:
-                    bad[0] += r.status != 200
-                    deg[0] += int(r.getheader("X-Enrich-Degraded") or 0)
-            c.close()
-
-        ts = [threading.Thread(target=client) for _ in range(CLIENTS)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        sent = harness.keepalive_clients(env, len(batches), CLIENTS, send)
         m1 = metrics(env)
         st = fake.stats()
     served = [m1.get('enrichd_worker_requests_total{slot="%d"}' % i, 0) -
               m0.get('enrichd_worker_requests_total{slot="%d"}' % i, 0) for i in range(WORKERS)]
-    return {"calls": st["data_requests"], "ids": st["ids"], "bad": bad[0], "degraded": deg[0],
+    return {"calls": st["data_requests"], "ids": st["ids"], "bad": sum(x[0] for x in sent),
+            "degraded": sum(x[1] for x in sent),
             "served": [int(s) for s in served]}
 
 

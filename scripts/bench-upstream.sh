@@ -18,7 +18,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export ENR_BUILD="$B"
 rc=0
 python3 - "$ROOT" <<'PY' || rc=$?
-import http.client, json, os, sys, threading, time
+import json, os, sys, time
 root = sys.argv[1]
 sys.path.insert(0, os.path.join(root, "tests", "integration"))
 import harness
@@ -38,36 +38,19 @@ def batch(tag, i):
 
 
 def run(env, tag, n):
-    lat, bad, deg = [], [0], [0]
-    nxt, lock = [0], threading.Lock()
+    def send(c, i):
+        body = batch(tag, i)
+        t0 = time.perf_counter()
+        c.request("POST", "/v1/enrich", body=body)
+        r = c.getresponse()
+        r.read()
+        return (time.perf_counter() - t0, r.status != 200,
+                int(r.getheader("X-Enrich-Degraded") or 0) > 0)
 
-    def client():
-        c = http.client.HTTPConnection("127.0.0.1", env.port, timeout=15)
-        while True:
-            with lock:
-                i = nxt[0]
-                nxt[0] += 1
-            if i >= n:
-                break
-            body = batch(tag, i)
-            t0 = time.perf_counter()
-            c.request("POST", "/v1/enrich", body=body)
-            r = c.getresponse()
-            r.read()
-            dt = time.perf_counter() - t0
-            with lock:
-                lat.append(dt)
-                bad[0] += r.status != 200
-                deg[0] += int(r.getheader("X-Enrich-Degraded") or 0) > 0
-        c.close()
-
-    ts = [threading.Thread(target=client) for _ in range(CLIENTS)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    lat.sort()
-    return lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000, bad[0], deg[0]
+    sent = harness.keepalive_clients(env, n, CLIENTS, send)
+    lat = sorted(x[0] for x in sent)
+    return (lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000, sum(x[1] for x in sent),
+            sum(x[2] for x in sent))
 
 
 def bench(fake):

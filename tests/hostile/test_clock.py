@@ -266,7 +266,4 @@ def test_budget_steps(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_clock_steps)
-    res.run(test_budget_steps)
-    res.done()
+    harness.run_tests(test_clock_steps, test_budget_steps)

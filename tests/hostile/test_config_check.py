@@ -286,13 +286,7 @@ def test_fifo(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_fifo)
-    r.run(test_messages)
-    r.run(test_warnings)
-    r.run(test_cgroup_memory)
-    r.run(test_dump)
-    r.done()
+    harness.run_tests(test_fifo, test_messages, test_warnings, test_cgroup_memory, test_dump)
 
 
 if __name__ == "__main__":

@@ -77,9 +77,7 @@ def test_bombs(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_bombs)
-    r.done()
+    harness.run_tests(test_bombs)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,21 @@ def write(path, text, mode, uid=0):
     return path
 
 
+def daemon_start(env):
+    """The daemon started on env.conf without -t in front of it, as a unit
+    starts it: (its exit code, its stderr) once it has exited; killed
+    when it still runs after 10 s (-9: it was serving)."""
+    p = subprocess.Popen([os.path.join(env.build, "enrichd"), "-c", env.conf],
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    env.procs.append(p)
+    try:
+        _, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        _, err = p.communicate()
+    return p.returncode, err
+
+
 def test_tls_files(r):
     with harness.Env(name="cred-tls") as env:
         c = Checker(env)
@@ -88,18 +103,10 @@ def test_tls_files(r):
         # the daemon, without -t in front of it
         os.chmod(key, 0o666)
         env.write_config("\n".join(base) + "\n")
-        p = subprocess.Popen([os.path.join(env.build, "enrichd"), "-c", env.conf],
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-        env.procs.append(p)
-        try:
-            _, err = p.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, 9)
-            _, err = p.communicate()
-        r.check(p.returncode == 1 and "upstream_client_key: " in err
-                and "writable by others" in err,
+        rc, err = daemon_start(env)
+        r.check(rc == 1 and "upstream_client_key: " in err and "writable by others" in err,
                 "the daemon refuses to start on a key at 0666 (rc %r): %r"
-                % (p.returncode, err.strip()[-200:]))
+                % (rc, err.strip()[-200:]))
 
 
 def test_cleartext(r):
@@ -136,18 +143,11 @@ def test_cleartext(r):
         # The daemon refuses to start (no -t in front of it).
         env.write_config("youtube_url = http://192.0.2.1:8080/v3\nyt_source = youtube\n"
                          "youtube_key_file = %s\n" % key)
-        p = subprocess.Popen([os.path.join(env.build, "enrichd"), "-c", env.conf],
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-        env.procs.append(p)
-        try:
-            _, err = p.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, 9)
-            _, err = p.communicate()
-        r.check(p.returncode == 1 and "youtube_key_file: refused" in err
+        rc, err = daemon_start(env)
+        r.check(rc == 1 and "youtube_key_file: refused" in err
                 and "youtube_url = http://192.0.2.1:8080/v3" in err and SECRET not in err,
                 "the daemon refuses to start with the key over http (rc %r): %r"
-                % (p.returncode, err.strip()[-300:]))
+                % (rc, err.strip()[-300:]))
         # A reload to it is refused and the old configuration keeps serving.
         env.start_enrichd("youtube_url = http://127.0.0.1:9/v3\nyt_source = youtube\n"
                           "youtube_key_file = %s\n" % key)

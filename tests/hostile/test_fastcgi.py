@@ -344,9 +344,5 @@ def test_nginx_keep_conn(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_raw_suite)
-    res.run(test_close_after_whole_input)
-    res.run(test_management_flood)
-    res.run(test_nginx_keep_conn)
-    res.done()
+    harness.run_tests(test_raw_suite, test_close_after_whole_input, test_management_flood,
+                      test_nginx_keep_conn)

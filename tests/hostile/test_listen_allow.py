@@ -168,9 +168,4 @@ def test_bad_values(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_bad_values)
-    res.run(test_tcp)
-    res.run(test_dual_stack)
-    res.run(test_unix_not_filtered)
-    res.done()
+    harness.run_tests(test_bad_values, test_tcp, test_dual_stack, test_unix_not_filtered)

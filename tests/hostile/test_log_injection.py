@@ -118,9 +118,7 @@ def test_certificate_names(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_certificate_names)
-    r.done()
+    harness.run_tests(test_certificate_names)
 
 
 if __name__ == "__main__":

@@ -290,8 +290,5 @@ def test_unit_memory_max(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    for fn in (test_unit_memory_max, test_one_at_a_time, test_four_at_once,
-               test_large_legit_output):
-        res.run(fn)
-    res.done()
+    harness.run_tests(test_unit_memory_max, test_one_at_a_time, test_four_at_once,
+                      test_large_legit_output)

@@ -151,7 +151,4 @@ def test_outside_stop(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_every_process)
-    res.run(test_outside_stop)
-    res.done()
+    harness.run_tests(test_every_process, test_outside_stop)

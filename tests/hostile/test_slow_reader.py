@@ -266,12 +266,10 @@ def test_nginx_takes_any_answer_enrichd_may_give(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_nginx_takes_any_answer_enrichd_may_give)
-    r.run(test_one_slow_reader_gets_a_whole_answer)
-    r.run(test_six_slow_readers_leave_the_pool_serving)
-    r.run(test_nginx_that_cannot_buffer_resets_instead_of_cutting)
-    r.done()
+    harness.run_tests(test_nginx_takes_any_answer_enrichd_may_give,
+                      test_one_slow_reader_gets_a_whole_answer,
+                      test_six_slow_readers_leave_the_pool_serving,
+                      test_nginx_that_cannot_buffer_resets_instead_of_cutting)
 
 
 if __name__ == "__main__":

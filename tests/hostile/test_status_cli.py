@@ -158,9 +158,7 @@ def test_cases(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_cases)
-    r.done()
+    harness.run_tests(test_cases)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,4 @@ def test_master_dies_during_worker_start(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_master_dies_during_worker_start)
-    res.done()
+    harness.run_tests(test_master_dies_during_worker_start)

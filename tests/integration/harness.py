@@ -29,6 +29,8 @@ import time
 # harness's too (the suites take them from here).
 from procinfo import (children, fd_count, is_status_process, pid_alive,  # noqa: F401
                       proc_status_kb, socket_inodes_to, ss_listen_queue, upstream_fds)
+# So do the clients that load the stack (loadgen.py).
+from loadgen import Load, keepalive_clients  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NGINX_CONF = os.path.join(ROOT, "nginx", "enrichd.conf")
@@ -497,46 +499,6 @@ def discard_dir(path):
         shutil.rmtree(path, ignore_errors=True)
 
 
-class Load:
-    """Concurrent clients sending the same request in a loop until stop().
-    Each result is (status, start, end, error-or-None)."""
-
-    def __init__(self, env, clients=8, path="/v1/enrich", body=b"[]", headers=None):
-        self.env = env
-        self.path, self.body, self.headers = path, body, headers or {}
-        self.results = []
-        self.lock = threading.Lock()
-        self.halt = threading.Event()
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
-        for t in self.threads:
-            t.start()
-
-    def _run(self):
-        while not self.halt.is_set():
-            t0 = time.monotonic()
-            try:
-                st, _, _ = self.env.request(self.path, self.body, headers=self.headers)
-                err = None
-            except Exception as e:  # a transport failure is a failed request
-                st, err = 0, repr(e)
-            with self.lock:
-                self.results.append((st, t0, time.monotonic(), err))
-
-    def stop(self):
-        self.halt.set()
-        for t in self.threads:
-            t.join(30)
-        return self.results
-
-    def count(self):
-        with self.lock:
-            return len(self.results)
-
-    def failures(self):
-        with self.lock:
-            return [r for r in self.results if r[0] != 200]
-
-
 class Results:
     """Counts checks and prints the 'N passed, M failed' line."""
 
@@ -602,8 +564,11 @@ def run_tests(*fns, fixture=None):
     """A suite's main: each test function in order, then the summary
     lines, and exit 1 on any failure.  With fixture (a context manager
     class, such as a fake upstream), one is made for the whole suite and
-    passed to every test function."""
+    passed to every test function.  Names on the command line (a test's
+    name without test_) run those tests alone, to rerun one by hand."""
     r = Results()
+    only = sys.argv[1:]
+    fns = [fn for fn in fns if not only or fn.__name__[len("test_"):] in only]
     if fixture is None:
         for fn in fns:
             r.run(fn)

@@ -450,16 +450,10 @@ def test_group(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_every_body_round_trips)
-    r.run(test_rotation_bounds_the_directory)
-    r.run(test_full_disk_and_full_queue_never_fail_a_request)
-    r.run(test_planted_links_and_files)
-    r.run(test_directory_gone_and_back)
-    r.run(test_config_is_checked)
-    r.run(test_age_bound)
-    r.run(test_group)
-    r.done()
+    harness.run_tests(test_every_body_round_trips, test_rotation_bounds_the_directory,
+                      test_full_disk_and_full_queue_never_fail_a_request,
+                      test_planted_links_and_files, test_directory_gone_and_back,
+                      test_config_is_checked, test_age_bound, test_group)
 
 
 if __name__ == "__main__":

@@ -426,10 +426,7 @@ def main():
     if sys.argv[1:] == ["--record"]:
         print(json.dumps({c[0]: digest(run_case(c)) for c in cases()}, indent=1))
         return
-    r = harness.Results()
-    r.run(test_bytes)
-    r.run(test_speed)
-    r.done()
+    harness.run_tests(test_bytes, test_speed)
 
 
 if __name__ == "__main__":

@@ -154,6 +154,4 @@ if __name__ == "__main__":
                                "mount -t tmpfs tmpfs /run && exec \"$0\" \"$1\"",
                                sys.executable, os.path.abspath(__file__)],
                    dict(os.environ, ENR_LOG_JOURNAL_NS="1"))
-    res = harness.Results()
-    res.run(test_journal)
-    res.done()
+    harness.run_tests(test_journal)

@@ -188,9 +188,7 @@ def test_burst(r):
 
 
 def main():
-    r = H.Results()
-    r.run(test_burst)
-    r.done()
+    H.run_tests(test_burst)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,4 @@ def test_crash_loop(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_crash_loop)
-    res.done()
+    harness.run_tests(test_crash_loop)

@@ -88,7 +88,4 @@ def test_tcp_listen(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_routes)
-    res.run(test_tcp_listen)
-    res.done()
+    harness.run_tests(test_routes, test_tcp_listen)

@@ -236,11 +236,5 @@ def test_worker_deadline(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_fd_leak)
-    res.run(test_mem_leak)
-    res.run(test_fd_soft_exact)
-    res.run(test_rss_soft_exact)
-    res.run(test_stuck_request)
-    res.run(test_worker_deadline)
-    res.done()
+    harness.run_tests(test_fd_leak, test_mem_leak, test_fd_soft_exact, test_rss_soft_exact,
+                      test_stuck_request, test_worker_deadline)

@@ -203,10 +203,5 @@ def test_second_term(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_hup_under_load)
-    res.run(test_term_drains_queue)
-    res.run(test_term_after_load)
-    res.run(test_quit)
-    res.run(test_second_term)
-    res.done()
+    harness.run_tests(test_hup_under_load, test_term_drains_queue, test_term_after_load, test_quit,
+                      test_second_term)

@@ -422,13 +422,6 @@ def test_include(r):
 
 
 if __name__ == "__main__":
-    res = harness.Results()
-    res.run(test_config_check)
-    res.run(test_start_relocations)
-    res.run(test_units)
-    res.run(test_activation_and_notify)
-    res.run(test_cold_start_first_answer)
-    res.run(test_reload_verdict)
-    res.run(test_activation_overrides)
-    res.run(test_include)
-    res.done()
+    harness.run_tests(test_config_check, test_start_relocations, test_units,
+                      test_activation_and_notify, test_cold_start_first_answer,
+                      test_reload_verdict, test_activation_overrides, test_include)

@@ -331,12 +331,8 @@ def test_html_page(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_last_request_titles_and_slots)
-    r.run(test_health_and_help)
-    r.run(test_watch_under_tmux)
-    r.run(test_html_page)
-    r.done()
+    harness.run_tests(test_last_request_titles_and_slots, test_health_and_help,
+                      test_watch_under_tmux, test_html_page)
 
 
 if __name__ == "__main__":

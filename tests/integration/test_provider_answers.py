@@ -166,15 +166,7 @@ def test_live(r, prov):
 
 
 def main():
-    r = harness.Results()
-    only = sys.argv[1:]
-    tests = [("larger", test_larger), ("untrimmed", test_untrimmed), ("live", test_live)]
-    with pf.Providers() as prov:
-        for name, fn in tests:
-            if not only or name in only:
-                fn.__name__ = "test_" + name
-                r.run(fn, prov)
-    r.done()
+    harness.run_tests(test_larger, test_untrimmed, test_live, fixture=pf.Providers)
 
 
 if __name__ == "__main__":

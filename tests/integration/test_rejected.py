@@ -89,9 +89,7 @@ def test_rejected_headers(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_rejected_headers)
-    r.done()
+    harness.run_tests(test_rejected_headers)
 
 
 if __name__ == "__main__":

@@ -371,12 +371,8 @@ def test_close_wait_attribution(r):
 
 
 def main():
-    r = harness.Results()
-    r.run(test_endpoints_and_counters)
-    r.run(test_refused_addresses)
-    r.run(test_operators_server)
-    r.run(test_close_wait_attribution)
-    r.done()
+    harness.run_tests(test_endpoints_and_counters, test_refused_addresses, test_operators_server,
+                      test_close_wait_attribution)
 
 
 if __name__ == "__main__":

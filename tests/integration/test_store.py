@@ -391,16 +391,9 @@ def test_off_by_default(r, fake):
 
 
 def main():
-    r = harness.Results()
-    only = sys.argv[1:]
-    tests = [test_off_by_default, test_fleet_asks_once, test_forged_never_served,
-             test_store_lost_and_back, test_store_stopped, test_store_slow,
-             test_store_reply_bounded]
-    with FakeUpstream() as fake:
-        for fn in tests:
-            if not only or fn.__name__[len("test_"):] in only:
-                r.run(fn, fake)
-    r.done()
+    harness.run_tests(test_off_by_default, test_fleet_asks_once, test_forged_never_served,
+                      test_store_lost_and_back, test_store_stopped, test_store_slow,
+                      test_store_reply_bounded, fixture=FakeUpstream)
 
 
 if __name__ == "__main__":

@@ -215,13 +215,8 @@ def test_pause_shared(r, prov):
 
 
 def main():
-    r = harness.Results()
-    only = sys.argv[1:]
-    with pf.Providers() as prov:
-        for fn in (test_give_back, test_pause_shared, test_compressed_day):
-            if not only or fn.__name__[len("test_"):] in only:
-                r.run(fn, prov)
-    r.done()
+    harness.run_tests(test_give_back, test_pause_shared, test_compressed_day,
+                      fixture=pf.Providers)
 
 
 if __name__ == "__main__":

@@ -88,10 +88,8 @@ def test_calls_per_request(r):
 
 
 def main():
-    res = harness.Results()
-    res.run(test_calls_per_request)
-    return res.done()
+    harness.run_tests(test_calls_per_request)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

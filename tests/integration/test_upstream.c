@@ -37,6 +37,7 @@
 #include "t.h"
 #include "t_batch.h"
 #include "t_config.h"
+#include "t_curl.h"
 #include "t_fake_upstream.h"
 #include "upstream/upstream.h"
 
@@ -866,19 +867,11 @@ static const struct {
 
 int main(void)
 {
-    char lerr[256];
-
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (enr_curl_load(lerr, sizeof lerr) != 0) {
-        printf("FAIL %s\n0 passed, 1 failed\n", lerr);
+    if (t_curl_start() != 0)
         return 1;
-    }
-    if (getenv("ENR_TEST_DEBUG"))
-        enr_log_set_level(ENR_LOG_DEBUG);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     if (fake_start() != 0) {
         T_CHECK(0, "fake upstream did not start (%s)", fake_script());
         fake_stop();

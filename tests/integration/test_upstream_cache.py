@@ -539,16 +539,9 @@ def metric_open(env):
     return metrics(env).get("enrichd_upstream_breaker_opens_total", 0) >= 1
 
 def main():
-    r = harness.Results()
-    only = sys.argv[1:]  # test names without test_, to run some of them
-    tests = [test_hits_across_recycled_workers, test_hits_across_live_workers, test_reload,
-             test_reload_identity, test_no_poisoning, test_file_keeps_cache, test_file_refused,
-             test_stale]
-    with FakeUpstream() as fake:
-        for fn in tests:
-            if not only or fn.__name__[len("test_"):] in only:
-                r.run(fn, fake)
-    r.done()
+    harness.run_tests(test_hits_across_recycled_workers, test_hits_across_live_workers,
+                      test_reload, test_reload_identity, test_no_poisoning, test_file_keeps_cache,
+                      test_file_refused, test_stale, fixture=FakeUpstream)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,8 @@ worker's descriptor count, sampled from /proc at the start, middle and
 end, is flat apart from its live upstream sockets, which stay within
 upstream_max_connections and match the enrichd_upstream_open_fds gauge.
 """
-import http.client
 import os
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -29,37 +27,19 @@ CLIENTS = 6
 
 def run_phase(env, tag, n, results):
     """n batches from CLIENTS keep-alive clients; appends (status, degraded, ok)."""
-    nxt = [0]
-    lock = threading.Lock()
+    def send(conn, i):
+        recs = [{"provider": "yt", "id": "Inc-%s-%d-%d" % (tag, i, k)} for k in range(3)]
+        recs.append({"provider": "vm", "id": "HotId"})
+        try:
+            st, h, lines = post(env, recs, conn=conn)
+            good = (len(lines) == 4 and lines[0]["poster"] == fake_poster("yt", recs[0]["id"]))
+            return (st, degraded(h), good)
+        except Exception as e:  # a transport failure is a failed batch
+            conn.close()  # the next batch on a new connection
+            print("client error:", repr(e))
+            return (0, -1, False)
 
-    def client(cid):
-        conn = http.client.HTTPConnection("127.0.0.1", env.port, timeout=15)
-        while True:
-            with lock:
-                i = nxt[0]
-                nxt[0] += 1
-            if i >= n:
-                break
-            recs = [{"provider": "yt", "id": "Inc-%s-%d-%d" % (tag, i, k)} for k in range(3)]
-            recs.append({"provider": "vm", "id": "HotId"})
-            try:
-                st, h, lines = post(env, recs, conn=conn)
-                good = (len(lines) == 4 and lines[0]["poster"] == fake_poster("yt", recs[0]["id"]))
-                res = (st, degraded(h), good)
-            except Exception as e:  # a transport failure is a failed batch
-                res = (0, -1, False)
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", env.port, timeout=15)
-                print("client error:", repr(e))
-            with lock:
-                results.append(res)
-        conn.close()
-
-    threads = [threading.Thread(target=client, args=(c,), daemon=True) for c in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
+    results.extend(harness.keepalive_clients(env, n, CLIENTS, send, timeout=300))
 
 
 def sample(env, fake):

@@ -1,7 +1,8 @@
 /*
  * t_api.h: the ids of one call and its reader's answer, for the unit
- * tests of the providers' APIs (test_api.c, test_api_answers.c): parse a
- * body against a list of ids, then ask what each id got.
+ * tests of the readers (test_api.c, test_api_answers.c: the providers'
+ * APIs; test_upstream_reply.c: the aggregator's): parse a body against a
+ * list of ids, then ask what each id got.
  */
 #ifndef ENR_T_API_H
 #define ENR_T_API_H
@@ -18,7 +19,7 @@ static size_t nids;
 static enr_buf arena;
 
 /* ids from a comma-separated list (a list of one may hold a comma: "=" prefix) */
-static void set_ids(const char *idlist)
+static inline void set_ids(const char *idlist)
 {
     static char store[512];
     char *p;
@@ -36,20 +37,20 @@ static void set_ids(const char *idlist)
     }
 }
 
-static int parse(int api, const char *idlist, const char *body)
+static inline int parse(int api, const char *idlist, const char *body)
 {
     set_ids(idlist);
     enr_buf_reset(&arena);
     return enr_api_get(api)->parse(body, strlen(body), ids, nids, 42, &arena);
 }
 
-static int poster_is(size_t i, const char *want)
+static inline int poster_is(size_t i, const char *want)
 {
     return ids[i].has_poster && ids[i].poster_len == strlen(want) &&
            memcmp(arena.data + ids[i].poster_off, want, ids[i].poster_len) == 0;
 }
 
-static int found(size_t i, const char *poster, double duration)
+static inline int found(size_t i, const char *poster, double duration)
 {
     if (ids[i].state != ENR_REPLY_FOUND)
         return 0;

@@ -19,6 +19,7 @@
 #include "t.h"
 #include "t_batch.h"
 #include "t_config.h"
+#include "t_curl.h"
 #include "upstream/api.h"
 #include "upstream/breaker.h"
 #include "upstream/cache.h"
@@ -151,16 +152,8 @@ static void test_setup_stall(void)
 
 int main(void)
 {
-    char lerr[256];
-
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (enr_curl_load(lerr, sizeof lerr) != 0) {
-        printf("FAIL %s\n0 passed, 1 failed\n", lerr);
+    if (t_curl_start() != 0)
         return 1;
-    }
-    if (getenv("ENR_TEST_DEBUG"))
-        enr_log_set_level(ENR_LOG_DEBUG);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     test_warm_target();
     test_setup_stall();
     curl_global_cleanup();

@@ -15,9 +15,8 @@
 
 #include "base/buf.h"
 #include "t.h"
+#include "t_api.h"
 #include "upstream/upstream_reply.h"
-
-#define MAXIDS 8
 
 /* The flood's time bound: ~13 ms here at -O2; sanitizers cost ~10x. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -31,37 +30,16 @@
 #define FLOOD_MAX_S 0.1
 #endif
 
-static enr_reply_id ids[MAXIDS];
-static enr_buf arena;
-
-/* Parse body for the comma-separated ids; returns the parse result. */
-static int parse(const char *idlist, const char *body, size_t blen)
+/* The aggregator's reader alone, on body's first blen bytes (a body
+ * may hold a NUL). */
+static int reply(const char *idlist, const char *body, size_t blen)
 {
-    static char store[256];
-    size_t n = 0;
-    char *p;
-
-    snprintf(store, sizeof store, "%s", idlist);
-    for (p = store; *p && n < MAXIDS;) {
-        char *comma = strchr(p, ',');
-        ids[n].id = p;
-        ids[n].id_len = comma ? (size_t)(comma - p) : strlen(p);
-        n++;
-        if (comma == NULL)
-            break;
-        p = comma + 1;
-    }
+    set_ids(idlist);
     enr_buf_reset(&arena);
-    return enr_upstream_reply_parse(body, blen, ids, n, 42, &arena);
+    return enr_upstream_reply_parse(body, blen, ids, nids, 42, &arena);
 }
 
-#define PARSE(idl, body) parse((idl), (body), strlen(body))
-
-static int poster_is(int i, const char *want)
-{
-    return ids[i].has_poster && ids[i].poster_len == strlen(want) &&
-           memcmp(arena.data + ids[i].poster_off, want, ids[i].poster_len) == 0;
-}
+#define PARSE(idl, body) reply((idl), (body), strlen(body))
 
 static double now_s(void)
 {
@@ -172,7 +150,7 @@ static void test_semantics(void)
     }
     {
         static const char nul[] = "{\"items\":[{\"id\":\"a\",\"x\":\"\0\"}]}";
-        rc = parse("a", nul, sizeof nul - 1);
+        rc = reply("a", nul, sizeof nul - 1);
     }
     T_CHECK(rc == -1, "a NUL byte ends the input (json-c did so)");
     rc = PARSE("a", "{\"items\":[{\"id\":\"a\",\"x\":\"\x01\xff\"}]}");
@@ -219,7 +197,7 @@ static void test_flood(void)
     k += 2;
     hwm0 = vm_hwm_kb();
     t0 = now_s();
-    rc = parse("a,b,c", body, k);
+    rc = reply("a,b,c", body, k);
     took = now_s() - t0;
     hwm1 = vm_hwm_kb();
     printf("flood: %zu bytes, %zu items: %.1f ms, peak memory +%ld kB\n", k, n, took * 1e3,
@@ -237,7 +215,7 @@ static void test_flood(void)
     k += size / 4;
     memcpy(body + k, "\"}]}", 4);
     k += 4;
-    rc = parse("a", body, k);
+    rc = reply("a", body, k);
     T_CHECK(rc == 0 && ids[0].state == ENR_REPLY_EMPTY, "huge number and poster: refused values");
     free(body);
 }
