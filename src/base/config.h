@@ -178,6 +178,9 @@ int enr_config_store_check(const enr_config *c, const char **key, char *why, siz
 
 /* The base URL of a source (enum enr_api_id): its configured *_url. */
 const char *enr_config_source_url(const enr_config *c, int api);
+/* Its answers' lifetime: its *_cache_ttl_s (the aggregator's:
+ * cache_ttl_s); 0 out of range. */
+unsigned enr_config_source_ttl(const enr_config *c, int api);
 
 /* A source in use is served over https (the TLS files apply to every one). */
 int enr_config_any_https(const enr_config *c);

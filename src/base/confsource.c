@@ -66,11 +66,19 @@ const char *const enr_config_source_names[ENR_SOURCE_COUNT] = {"upstream",
 #undef SOURCE_NAME
 #define api_names enr_config_source_names
 
+/* The aggregator's keys are the upstream_* ones (config.h), not a row's. */
 const char *enr_config_source_url(const enr_config *c, int api)
 {
     if (api == ENR_SOURCE_UPSTREAM)
         return c->upstream_url;
     return api > ENR_SOURCE_UPSTREAM && api < ENR_SOURCE_COUNT ? c->api[api].url : "";
+}
+
+unsigned enr_config_source_ttl(const enr_config *c, int api)
+{
+    if (api == ENR_SOURCE_UPSTREAM)
+        return c->cache_ttl_s;
+    return api > ENR_SOURCE_UPSTREAM && api < ENR_SOURCE_COUNT ? c->api[api].cache_ttl_s : 0;
 }
 
 int enr_config_enriches(const enr_config *c)

@@ -27,8 +27,9 @@
  *
  * Invariants: the rows are in the order the keys appear in -T; the
  * aggregator protocol (ENR_SOURCE_UPSTREAM, the upstream_* keys) comes
- * before them and is not a row; ENR_SOURCE_EXTRA adds a row only to a
- * test build.
+ * before them and is not a row, since its keys are named otherwise (its
+ * descriptor is upstream/api_upstream.c's enr_api_upstream, first in the
+ * table of api.c); ENR_SOURCE_EXTRA adds a row only to a test build.
  */
 #ifndef ENR_SOURCES_H
 #define ENR_SOURCES_H

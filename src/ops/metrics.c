@@ -166,10 +166,17 @@ static void render_cache(enr_buf *b, const enr_status_view *x)
 #undef ENR_CS_METRIC
 }
 
-/* The API sources in use (the aggregator's samples are always there). */
+/* A source whose series carry no source label (api.h: the aggregator's,
+ * the names dashboards knew before there were sources). */
+static int unlabelled(unsigned src)
+{
+    return enr_api_get((int)src)->unlabelled;
+}
+
+/* The API sources in use (the unlabelled samples are always there). */
 static int source_shown(const enr_config *c, unsigned src)
 {
-    if (src == ENR_API_UPSTREAM)
+    if (unlabelled(src))
         return 1;
     for (int p = ENR_PROV_YT; c != NULL && p < ENR_SOURCE_PROVIDERS; p++)
         if (c->sources[p] == (int)src)
@@ -178,8 +185,8 @@ static int source_shown(const enr_config *c, unsigned src)
 }
 
 /* One sample of counter row r for every source shown: the aggregator's
- * without a source label (the names dashboards know), the others with
- * source="youtube", ... */
+ * without a source label (unlabelled), the others with source="youtube",
+ * ... */
 static void counter_samples(enr_buf *b, const enr_scoreboard *sb, const enr_config *c, unsigned r)
 {
     const enr_up_counter_row *row = &enr_up_counter_rows[r];
@@ -188,12 +195,12 @@ static void counter_samples(enr_buf *b, const enr_scoreboard *sb, const enr_conf
     for (unsigned src = 0; src < ENR_UP_SOURCES; src++) {
         if (!source_shown(c, src))
             continue;
-        if (row->kind[0] && src == ENR_API_UPSTREAM)
+        if (row->kind[0] && unlabelled(src))
             snprintf(l, sizeof l, "{kind=\"%s\"}", row->kind);
         else if (row->kind[0])
             snprintf(l, sizeof l, "{kind=\"%s\",source=\"%s\"}", row->kind,
                      enr_config_source_names[src]);
-        else if (src != ENR_API_UPSTREAM)
+        else if (!unlabelled(src))
             snprintf(l, sizeof l, "{source=\"%s\"}", enr_config_source_names[src]);
         else
             l[0] = '\0';
@@ -235,15 +242,17 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
            "Live workers whose upstream breaker is in each state.");
     for (unsigned src = 0; src < ENR_UP_SOURCES; src++)
         for (unsigned k = 0; source_shown(c, src) && k < ENR_BREAKER_STATES; k++) {
-            if (src == ENR_API_UPSTREAM)
+            if (unlabelled(src))
                 snprintf(l, sizeof l, "{state=\"%s\"}", enr_breaker_state_name(k));
             else
                 snprintf(l, sizeof l, "{state=\"%s\",source=\"%s\"}", enr_breaker_state_name(k),
                          enr_config_source_names[src]);
             sample_u(b, "enrichd_upstream_breakers", l, ps->breaker[src][k]);
         }
-    one_d(b, "enrichd_upstream_cache_hit_ratio", "gauge",
-          "Cache hits over lookups (current workers).", ps->hit_ratio[ENR_API_UPSTREAM]);
+    for (unsigned src = 0; src < ENR_UP_SOURCES; src++)
+        if (unlabelled(src)) /* the one gauge, as before the sources */
+            one_d(b, "enrichd_upstream_cache_hit_ratio", "gauge",
+                  "Cache hits over lookups (current workers).", ps->hit_ratio[src]);
     one_u(b, "enrichd_upstream_open_fds", "gauge", "Descriptors held by the upstream clients.",
           ps->up_fds);
     family(b, "enrichd_upstream_pause_seconds", "gauge",
@@ -254,7 +263,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
         if (!source_shown(c, src))
             continue;
         snprintf(l, sizeof l, "{source=\"%s\"}", enr_config_source_names[src]);
-        sample_d(b, "enrichd_upstream_pause_seconds", src == ENR_API_UPSTREAM ? NULL : l,
+        sample_d(b, "enrichd_upstream_pause_seconds", unlabelled(src) ? NULL : l,
                  until > now ? (double)(until - now) / 1000.0 : 0.0);
     }
     enr_up_pause_words(words, sizeof words);
@@ -275,7 +284,7 @@ static void render_upstream(enr_buf *b, const enr_scoreboard *sb, const enr_conf
         if (!source_shown(c, src))
             continue;
         snprintf(l, sizeof l, "{source=\"%s\"}", enr_config_source_names[src]);
-        sample_u(b, "enrichd_upstream_pauses_total", src == ENR_API_UPSTREAM ? NULL : l,
+        sample_u(b, "enrichd_upstream_pauses_total", unlabelled(src) ? NULL : l,
                  ENR_SB_GET(sb->quota[src].pauses));
     }
 }

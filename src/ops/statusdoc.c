@@ -107,6 +107,17 @@ static const char *source_name(unsigned src)
     return src < ENR_SOURCE_COUNT ? enr_config_source_names[src] : "unknown";
 }
 
+/* The source whose numbers are also at the top of "upstream" (api.h:
+ * the aggregator's, where they were before there were sources). */
+static unsigned top_source(void)
+{
+    unsigned src = 0;
+
+    while (src + 1 < ENR_UP_SOURCES && !enr_api_get((int)src)->unlabelled)
+        src++;
+    return src;
+}
+
 /* A source's counters, generated from the table (base/upcounters.h):
  * each row its key, a failure kind under "failures"; its breakers. */
 static void counters_doc(json_object *x, const enr_scoreboard *sb, const enr_pool_snap *t,
@@ -536,7 +547,7 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
     add_b(x, "enabled", enr_config_enriches(v->c));
     /* The aggregator's numbers where they always were, then every
      * source in use under "sources" (the aggregator's among them). */
-    counters_doc(x, v->sb, ps, ENR_API_UPSTREAM);
+    counters_doc(x, v->sb, ps, top_source());
     add_u(x, "fds", ps->up_fds);
     {
         /* one per host: the same for every worker */
@@ -551,10 +562,10 @@ json_object *enr_status_doc(const enr_status_view *v, int full)
             add_s(k, "file", v->c->cache_file);
         json_object_object_add(x, "cache", k);
         /* the provider's pause (Retry-After), the host's: quota.h */
-        uint64_t until = ENR_SB_GET(v->sb->quota[ENR_API_UPSTREAM].pause_until_ms);
+        uint64_t until = ENR_SB_GET(v->sb->quota[top_source()].pause_until_ms);
         add_u(x, ENR_SM_NAME(pause_ms_left), until > now ? until - now : 0);
         pause_end(x, until > now ? until - now : 0);
-        add_u(x, "pauses", ENR_SB_GET(v->sb->quota[ENR_API_UPSTREAM].pauses));
+        add_u(x, "pauses", ENR_SB_GET(v->sb->quota[top_source()].pauses));
     }
     {
         json_object *srcs = json_object_new_object();

@@ -3,13 +3,8 @@
  * rule, the URL pieces, the outcome's helpers, and a bounded reader of
  * error documents.
  *
- * The UPSTREAM row is the aggregator protocol (docs/upstream.md): its
- * reader is enr_upstream_reply_parse() and its classifier the client's
- * rule of today (429, or 503 with Retry-After, is a pause; other 5xx the
- * provider's failure).  Its URL and headers stay the client's
- * (build_url and headers are NULL): the call names the provider
- * (provider=yt) and carries the configured upstream_header lines and
- * secret, none of which a row of pure functions can know.
+ * The UPSTREAM row is the aggregator protocol (docs/upstream.md), whose
+ * descriptor is api_upstream.c's: a row like the others, first.
  *
  * Invariants: a row's parse, build_url and classify read only their
  * arguments; an outcome's reason is printable ASCII; a pause from a
@@ -25,38 +20,9 @@
 
 /* ---- the table ---- */
 
-static void upstream_classify(int status, const char *body, size_t len, const enr_api_headers *h,
-                              int64_t now, enr_api_outcome *out)
-{
-    int pause;
-
-    enr_api_outcome_init(out);
-    if (status >= 200 && status < 300)
-        return;
-    out->until = enr_api_retry_after(h, now);
-    pause = enr_api_upstream_pause(status, out->until != 0);
-    if (pause >= 0)
-        out->verdict = pause;
-    else
-        out->verdict = status >= 500 ? ENR_UP_F_STATUS : enr_api_status_verdict(status);
-}
-
-static const enr_api api_upstream = {
-    .name = "upstream",
-    .title = "upstream",
-    .max_ids = 50,
-    .needs_secret = 0,
-    .day_clock = ENR_API_DAY_UTC,
-    .units_per_call = 1,
-    .build_url = NULL,
-    .headers = NULL,
-    .parse = enr_upstream_reply_parse,
-    .classify = upstream_classify,
-};
-
 /* The aggregator first (it is no row of the list), then each row's. */
 #define ENR_API_ROW(NAME, name, ...) &enr_api_##name,
-static const enr_api *const rows[ENR_API_COUNT] = {&api_upstream, ENR_SOURCE_LIST(ENR_API_ROW)};
+static const enr_api *const rows[ENR_API_COUNT] = {&enr_api_upstream, ENR_SOURCE_LIST(ENR_API_ROW)};
 #undef ENR_API_ROW
 
 #define ENR_API_NAME(NAME, name, ...) #name,
@@ -83,9 +49,12 @@ const enr_api *enr_api_get(int id)
 
 size_t enr_api_item_cap(int src, size_t id_len)
 {
-    if (src <= ENR_API_UPSTREAM || src >= ENR_API_COUNT)
-        return enr_upstream_reply_item_cap(id_len);
-    return (ENR_REPLY_BODY_MAX - ENR_REPLY_SLACK) / rows[src]->max_ids + 6 * id_len;
+    /* Out of range: the aggregator's, the smallest. */
+    const enr_api *a = src >= 0 && src < ENR_API_COUNT ? rows[src] : &enr_api_upstream;
+
+    if (a->item_cap != NULL)
+        return a->item_cap(id_len);
+    return (ENR_REPLY_BODY_MAX - ENR_REPLY_SLACK) / a->max_ids + 6 * id_len;
 }
 
 #define ENR_API_NOUN(NAME, name, PROV, S, word, noun, ...) noun,
@@ -103,11 +72,6 @@ int enr_api_by_name(const char *name)
         if (strcmp(name, names[i]) == 0)
             return i;
     return -1;
-}
-
-int enr_api_upstream_pause(int status, int has_retry_after)
-{
-    return status == 429 || (status == 503 && has_retry_after) ? ENR_UP_F_THROTTLED : -1;
 }
 
 /* ---- ids and URLs ---- */

@@ -1,10 +1,11 @@
 /*
  * api.h: what enrichd knows of each provider's own API (one descriptor
- * per row of base/sources.h, in its api_NAME.c), as pure functions: the URL
- * of one call, the headers it carries, the reader of a 200 answer and the
- * classifier of any other.  No I/O, no libcurl, no configuration, so unit
- * tests and fuzzers drive every one directly; the client (upstream.c)
- * picks the table row of a record's source and does the transfers.
+ * per row of base/sources.h, in its api_NAME.c) and of the aggregator
+ * protocol (api_upstream.c, source 0), as pure functions: the URL of one
+ * call, the headers it carries, the reader of a 200 answer and the
+ * classifier of any other; and, as columns, where the aggregator differs.  No I/O, no libcurl, no
+ * configuration, so unit tests and fuzzers drive every one directly; the client (upstream.c) picks
+ * the table row of a record's source and does the transfers.
  *
  * Invariants: a reader resolves only ids that were asked for, compared
  * after the same decoding on both sides (the request's id bytes against
@@ -62,6 +63,10 @@ typedef struct enr_api_headers {
     size_t ratelimit_reset_len;
 } enr_api_headers;
 
+/* The parameters of an API's URL besides its ids, at most: the bound a
+ * descriptor's url_params of 0 stands for. */
+#define ENR_API_URL_PARAMS 256
+
 /* When an API's day (its daily quota, the budget's day) starts again. */
 enum enr_api_day {
     ENR_API_DAY_UTC = 0, /* midnight UTC */
@@ -80,13 +85,37 @@ typedef struct enr_api_outcome {
 typedef struct enr_api {
     const char *name;        /* the config value: "youtube" */
     const char *title;       /* for operators: "YouTube" */
-    size_t max_ids;          /* per call, the API's documented limit */
+    size_t max_ids;          /* per call, the API's documented limit; 0: ids_per_call's */
     int needs_secret;        /* 1: a call without the key/token is never made */
     int day_clock;           /* enum enr_api_day: its daily quota's day */
     unsigned units_per_call; /* what one call costs of the day's quota, whatever its ids */
     /* The rate limit's header lines the classifier reads (lower case,
      * with the colon: "x-ratelimit-remaining:"), NULL: the API sends none. */
     const char *remaining_header, *reset_header;
+    /* What a call's URL takes besides its base and its ids, at most, each
+     * id counted with a comma before it (how upstream.c plans a call
+     * within a request line); 0: ENR_API_URL_PARAMS. */
+    size_t url_params;
+    /* Where the aggregator protocol (api_upstream.c) differs from the
+     * providers' APIs: each 0 for an API (what it need not say), 1 for
+     * the aggregator.
+     *   wire_configured  its URL's query start, header lines and the
+     *            secret's place are configured too (upstream_header,
+     *            upstream_secret_header, upstream_secret_query); 0: the
+     *            descriptor's alone
+     *   rate_paced  no day's quota (no budget, budget.h): the configured
+     *            upstream_max_calls_per_s paces its calls instead
+     *   pause_by_status  a pause is said with the HTTP status and the
+     *            Retry-After alone (quota.c); 0: in the API's own words
+     *            (upsource.c)
+     *   head_warmed  HTTP/1.1, its connections warmed by a HEAD of its
+     *            URL, upstream_warm_connections of them; 0: HTTP/2 where
+     *            offered, warmed by handshakes alone (a request may cost
+     *            quota), as many as enr_upconn_warm_target() says
+     *   unlabelled  /metrics shows its series with no source label and
+     *            /status its counters at the top of "upstream" too: the
+     *            names dashboards knew before there were sources */
+    int wire_configured, rate_paced, pause_by_status, head_warmed, unlabelled;
     /* Append to url the whole URL of one call: base (the configured
      * NAME_url, no query: the API's root, as its row's default in
      * base/sources.h; the method's path, /videos, goes after one '/'),
@@ -95,13 +124,14 @@ typedef struct enr_api {
      * takes it in the URL.  Returns 0, or -1 with url as it was when n is
      * 0 or past max_ids or an id cannot be asked for at all (too long, or
      * bytes the API's answer could not echo unchanged): the caller skips
-     * it (asking for it alone tells which).  NULL for UPSTREAM: the
-     * client builds that URL (provider=, upstream_header, its secret). */
-    int (*build_url)(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
-                     const char *secret, size_t secret_len);
+     * it (asking for it alone tells which).  provider: the engine's
+     * name of the records' provider ("yt"), which the aggregator's URL
+     * names; an API serves one provider and ignores it. */
+    int (*build_url)(enr_buf *url, const char *base, const char *provider, const enr_reply_id *ids,
+                     size_t n, const char *secret, size_t secret_len);
     /* Append the extra request header lines, "Name: value" each
      * NUL-terminated, secret (NULL when none) where the API takes it (a
-     * secret that could break the line is left out).  NULL for UPSTREAM. */
+     * secret that could break the line is left out). */
     void (*headers)(enr_buf *out, const char *secret, size_t secret_len);
     /* Read a 200 answer: see the contract at the top. */
     int (*parse)(const char *body, size_t len, enr_reply_id *ids, size_t n, uint64_t seed,
@@ -110,12 +140,15 @@ typedef struct enr_api {
      * headers, errors in a 200 body); now is the wall clock. */
     void (*classify)(int status, const char *body, size_t len, const enr_api_headers *h,
                      int64_t now, enr_api_outcome *out);
+    /* What the item of one id of id_len bytes may take of an answer;
+     * NULL: its even share (enr_api_item_cap). */
+    size_t (*item_cap)(size_t id_len);
 } enr_api;
 
 /* What the item of one id of id_len bytes can take in an answer of
- * source src, the share of its call's reply cap.  The aggregator's:
- * enr_upstream_reply_item_cap() (its protocol's items are small).  An
- * API's: the untrimmed object, since an API may not honour fields= (a
+ * source src, the share of its call's reply cap: its row's item_cap; the
+ * aggregator's is enr_upstream_reply_item_cap() (its protocol's items are
+ * small).  Without one, an API's: the untrimmed object, since an API may not honour fields= (a
  * proxy that drops the query's tail, a version that ignores it): whole
  * video objects recorded from the APIs are 4.8-25 KB, a description and
  * its localized copy can take tens of KB escaped.  So each id gets its
@@ -124,12 +157,13 @@ typedef struct enr_api {
  * objects fits the per-call bound, a call for fewer ids is held to less. */
 size_t enr_api_item_cap(int src, size_t id_len);
 
-/* The aggregator protocol's one pause rule (docs/upstream.md), read by
- * its classifier and by the client for its calls: 429, or 503 with a
- * Retry-After, asks to slow down; the kind that pause stands for, or -1. */
+/* The aggregator protocol's one pause rule (docs/upstream.md), its
+ * classifier's (api_upstream.c): 429, or 503 with a Retry-After, asks to
+ * slow down; the kind that pause stands for, or -1. */
 int enr_api_upstream_pause(int status, int has_retry_after);
 
-/* The row of a source; NULL for an id out of range. */
+/* The row of a source (the aggregator's too: api_upstream.c); NULL for
+ * an id out of range. */
 const enr_api *enr_api_get(int id);
 /* What source id's secret is called, for operators: its row's noun in
  * base/sources.h ("API key"); "secret" for the aggregator's, "" out of

@@ -28,8 +28,8 @@
 #define FORBID "," /* the ids parameter's separator */
 #define KEY_HEADER "X-Extra-Key: "
 
-static int extra_build_url(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
-                           const char *secret, size_t secret_len)
+static int extra_build_url(enr_buf *url, const char *base, const char *provider,
+                           const enr_reply_id *ids, size_t n, const char *secret, size_t secret_len)
 {
     (void)secret;
     (void)secret_len;

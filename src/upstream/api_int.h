@@ -24,8 +24,10 @@ struct enr_api_outcome;
 #define ENR_API_ID_MAX 256
 
 /* Each row of ENR_SOURCE_LIST (base/sources.h) is described by its file,
- * api_NAME.c, as enr_api_NAME. */
+ * api_NAME.c, as enr_api_NAME; the aggregator protocol, source 0, by
+ * api_upstream.c. */
 #define ENR_API_EXTERN(NAME, name, ...) extern const struct enr_api enr_api_##name;
+ENR_API_EXTERN(UPSTREAM, upstream)
 ENR_SOURCE_LIST(ENR_API_EXTERN)
 #undef ENR_API_EXTERN
 

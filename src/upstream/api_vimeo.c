@@ -38,8 +38,8 @@ static int vm_matchable(const char *id, size_t len)
     return enr_api_id_ok(id, len, FORBID);
 }
 
-static int vm_build_url(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
-                        const char *secret, size_t secret_len)
+static int vm_build_url(enr_buf *url, const char *base, const char *provider,
+                        const enr_reply_id *ids, size_t n, const char *secret, size_t secret_len)
 {
     size_t start = url->len;
 

@@ -52,8 +52,8 @@ static int yt_matchable(const char *id, size_t len)
     return enr_api_id_ok(id, len, FORBID);
 }
 
-static int yt_build_url(enr_buf *url, const char *base, const enr_reply_id *ids, size_t n,
-                        const char *secret, size_t secret_len)
+static int yt_build_url(enr_buf *url, const char *base, const char *provider,
+                        const enr_reply_id *ids, size_t n, const char *secret, size_t secret_len)
 {
     static const char fields[] =
         "items(id,contentDetails/duration,snippet(thumbnails,liveBroadcastContent))";

@@ -508,8 +508,8 @@ void enr_budget_configure(const enr_config *c)
         return;
     for (int i = 0; i < ENR_UP_SOURCES; i++) {
         bsrc *s = &g_page->src[i];
-        /* The aggregator has no day's budget (its row's is 0). */
-        unsigned limit = i == ENR_API_UPSTREAM ? 0 : c->api[i].daily_quota;
+        /* A source paced by its rate has no day's budget (api.h). */
+        unsigned limit = enr_api_get(i)->rate_paced ? 0 : c->api[i].daily_quota;
         ENR_SB_SET(s->limit, limit);
         /* The burst as a share of the day, so that it keeps its meaning
          * in a day of any length. */

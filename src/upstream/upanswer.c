@@ -73,11 +73,7 @@ void enr_up_call_failed(enr_upstream *u, enr_upcall *c, int kind, uint64_t now)
 static int parse_reply(const enr_upstream *u, const enr_upcall *c, enr_reply_id *ids,
                        enr_buf *arena)
 {
-    const enr_api *api = u->src[c->src].api;
-
-    if (api != NULL)
-        return api->parse(c->body.data, c->body.len, ids, c->n, u->seed, arena);
-    return enr_upstream_reply_parse(c->body.data, c->body.len, ids, c->n, u->seed, arena);
+    return u->src[c->src].api->parse(c->body.data, c->body.len, ids, c->n, u->seed, arena);
 }
 
 /* Parse a 200 body; 0 and the call's wants resolved, or -1 (bad body).
@@ -127,7 +123,7 @@ static int call_parse(enr_upstream *u, enr_upcall *c, enr_batch *b)
 static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
 {
     long status = 0;
-    int pause;
+    int v;
 
     enr_up_budget_settle(u, c, enr_up_request_left(c));
     if (rc == CURLE_OK)
@@ -138,36 +134,27 @@ static int outcome(enr_upstream *u, enr_upcall *c, CURLcode rc, uint64_t now)
         return enr_upconn_fail_kind(rc);
     if (curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK)
         return ENR_UP_F_STATUS;
-    if (u->src[c->src].api != NULL) {
-        int v = enr_up_classify(u, c, status, now);
-        if (v == ENR_API_V_OK)
-            return status == 200 ? -1 : ENR_UP_F_STATUS;
-        /* A pause the answer asks for, else the provider's failure
-         * (a request refused as malformed too: logged below). */
-        return v >= 0 && v < ENR_UP_NFAILS && enr_up_fail_rows[v].pause ? v : ENR_UP_F_STATUS;
-    }
-    pause = enr_api_upstream_pause((int)status, c->has_retry_after);
-    if (pause >= 0)
-        return pause;
-    if (status != 200)
-        return ENR_UP_F_STATUS;
-    return -1;
+    v = enr_up_classify(u, c, status, now);
+    if (v == ENR_API_V_OK)
+        return status == 200 ? -1 : ENR_UP_F_STATUS;
+    /* A pause the answer asks for, else the provider's failure
+     * (a request refused as malformed too: logged below). */
+    return v >= 0 && v < ENR_UP_NFAILS && enr_up_fail_rows[v].pause ? v : ENR_UP_F_STATUS;
 }
 
 /* A failed call, counted; a provider that asked for a pause gets it,
  * host-wide (quota.h). */
 static void call_ended_badly(enr_upstream *u, enr_upcall *c, CURLcode rc, int kind, uint64_t now)
 {
-    if (u->src[c->src].api != NULL && enr_up_fail_rows[kind].pause) {
+    if (enr_up_fail_rows[kind].pause && !u->src[c->src].api->pause_by_status) {
         enr_up_pause(u, c, kind, now);
     } else if (enr_up_fail_rows[kind].pause) {
-        /* The aggregator's: its Retry-After, whatever else it says. */
+        /* The aggregator's (api.h): its Retry-After, whatever else it says. */
         long status = 0;
         (void)curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
         enr_quota_pause(&u->src[c->src].quota, now, c->has_retry_after ? c->retry_after_s : 0,
                         status, kind);
-    } else if (kind == ENR_UP_F_STATUS && u->src[c->src].api != NULL &&
-               c->why.verdict == ENR_API_V_CONFIG) {
+    } else if (kind == ENR_UP_F_STATUS && c->why.verdict == ENR_API_V_CONFIG) {
         enr_log(ENR_LOG_WARN, "the API refused the request as malformed", "source=%s reason=%s",
                 u->src[c->src].api->name, c->why.reason[0] ? c->why.reason : "-");
     }

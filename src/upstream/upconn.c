@@ -187,7 +187,7 @@ int enr_upconn_easy(enr_upconn *p, CURL *e)
 int enr_upconn_source(enr_upconn *p, CURL *e, int src)
 {
     enr_uporigin *o = &p->org[src];
-    int api = src != ENR_API_UPSTREAM;
+    int api = !o->head_warmed;
 
     return curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, o) != CURLE_OK ||
                    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, o) != CURLE_OK ||
@@ -280,8 +280,10 @@ enr_upconn *enr_upconn_new(const enr_config *c, struct curl_slist *headers, cons
     }
     p->ep = p->tfd = -1;
     p->cfg = c;
-    for (int src = 0; src < ENR_API_COUNT; src++)
+    for (int src = 0; src < ENR_API_COUNT; src++) {
         p->org[src].p = p;
+        p->org[src].head_warmed = enr_api_get(src)->head_warmed;
+    }
     p->headers = headers;
     p->warm_url = warm_url ? strdup(warm_url) : NULL;
     if (warm_url != NULL && p->warm_url == NULL) {

@@ -33,6 +33,8 @@ typedef struct enr_upwarm {
 /* One source's connections, and the waves of warm-ups that keep them. */
 typedef struct enr_uporigin {
     struct enr_upconn *p;
+    int head_warmed;   /* its source's row says so (api.h): HTTP/1.1, warmed by HEADs of
+                        * warm_url; 0: an API's, HTTP/2 where offered, handshakes alone */
     unsigned fds;      /* sockets open to this origin now */
     unsigned nwarm;    /* the connections kept open ahead of batches */
     unsigned nslots;   /* warm-up handles of this origin (its HTTP/1.1 target) */

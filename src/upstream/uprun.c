@@ -234,7 +234,7 @@ void enr_up_run_calls(enr_upstream *u, enr_batch *b, unsigned ncalls, uint64_t d
             enr_up_call_failed(u, c, ENR_UP_F_DEADLINE, now);
             continue;
         }
-        if (u->src[c->src].api != NULL && enr_up_call_url(u, c, b) != 0) {
+        if (enr_up_call_url(u, c, b) != 0) {
             /* No id of it can be asked: nothing to call, nothing failed
              * (its records are counted as skipped). */
             enr_breaker_release(&u->src[c->src].br);

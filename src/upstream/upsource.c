@@ -68,7 +68,7 @@ int enr_up_source_gate(enr_upstream *u, int src, uint64_t now)
     return 1;
 }
 
-/* An API's answer, as its classifier reads it (api.h): its verdict,
+/* A call's answer, as its source's classifier reads it (api.h): its verdict,
  * kept in c->why too, and the rate headers acted on at once (a
  * Remaining near 0 slows the source down before its 429 comes). */
 int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now)
@@ -139,14 +139,15 @@ void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
 }
 
 /* The day's budget (budget.h), asked before every request is sent (a
- * retry too: the provider counts it).  The aggregator protocol has none. */
+ * retry too: the provider counts it).  A source paced by its rate (the
+ * aggregator protocol, api.h) has none. */
 int enr_up_budget_take(enr_upstream *u, enr_upcall *c)
 {
     unsigned units;
     enr_budget_now now = enr_budget_clocks();
 
     c->units = 0;
-    if (c->src == ENR_API_UPSTREAM)
+    if (u->src[c->src].api->rate_paced)
         return 1;
     units = enr_budget_cost(c->src, c->n);
     if (!enr_budget_take(c->src, units, c->refresh, now)) {

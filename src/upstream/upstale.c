@@ -31,10 +31,13 @@
 
 /* The cache's key space: ids of one provider from two sources never
  * mix (the aggregator's answer for an id is not YouTube's); the
- * aggregator's keys are the provider alone, as before the sources. */
+ * aggregator's keys are the provider alone, as before the sources: its
+ * source is 0. */
+_Static_assert(ENR_API_UPSTREAM == 0, "the aggregator's cache keys are the provider alone");
+
 static int cache_key(int provider, int src)
 {
-    return provider | (src == ENR_API_UPSTREAM ? 0 : src << 4);
+    return provider | src << 4;
 }
 
 /* A cached answer onto r (its poster copied into the batch's text);

@@ -103,7 +103,7 @@ static int lease_day(int src, enr_budget_now now, enr_lease_day *d)
     enr_budget_state st;
     int64_t elapsed;
 
-    if (src == ENR_API_UPSTREAM || !enr_budget_view(src, now, &st))
+    if (enr_api_get(src)->rate_paced || !enr_budget_view(src, now, &st))
         return 0;
     elapsed = (int64_t)st.day_ms - (st.reset_ms - now.wall_ms);
     d->src = src;
@@ -172,8 +172,8 @@ static void pauses_poll(enr_upstream *u, uint64_t now)
     for (int src = 0; src < ENR_API_COUNT; src++) {
         const char *argv[2] = {"GET", NULL};
         size_t lens[2] = {3, 0};
-        if (!u->src[src].in_use || u->src[src].api == NULL)
-            continue;
+        if (!u->src[src].in_use || u->src[src].api->rate_paced)
+            continue; /* no day's quota: no pause of it to share (api.h) */
         pause_key(u, src, &k);
         argv[1] = k.data;
         lens[1] = k.len;

@@ -45,8 +45,7 @@
 #include "base/clock.h"
 #include "base/hash.h"
 
-#define UP_MAX_URL 8000   /* common server limit on a request line */
-#define UP_PARAMS_MAX 256 /* an URL's parameters besides the ids, at most ("provider=xx&ids=") */
+#define UP_MAX_URL 8000 /* common server limit on a request line */
 
 /* ---- per-batch scratch ---- */
 
@@ -121,21 +120,6 @@ static int unreserved(unsigned char ch)
            ch == '-' || ch == '.' || ch == '_' || ch == '~';
 }
 
-static void pct_encode(enr_buf *o, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789ABCDEF";
-
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (unreserved(ch)) {
-            enr_buf_putc(o, (char)ch);
-        } else {
-            char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-            enr_buf_append(o, e, 3);
-        }
-    }
-}
-
 static size_t pct_len(const char *s, size_t n)
 {
     size_t len = 0;
@@ -145,17 +129,10 @@ static size_t pct_len(const char *s, size_t n)
     return len;
 }
 
-static void call_begin_url(enr_upstream *u, enr_upcall *c, int provider)
+/* What a call's URL takes besides its base and ids, at most (api.h). */
+static size_t url_params(const enr_upsource *x)
 {
-    const enr_buf *base = &u->src[c->src].base;
-
-    enr_buf_reset(&c->url);
-    if (u->src[c->src].api != NULL)
-        return; /* an API's URL is built whole when the call is (call_api_url) */
-    enr_buf_append(&c->url, base->data, base->len);
-    enr_buf_lit(&c->url, "provider=");
-    enr_buf_append(&c->url, enr_provider_name(provider), strlen(enr_provider_name(provider)));
-    enr_buf_lit(&c->url, "&ids=");
+    return x->api->url_params ? x->api->url_params : ENR_API_URL_PARAMS;
 }
 
 /* Assign wants to calls: by provider, each to its source's max_ids and
@@ -172,7 +149,7 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
         int src = u->src_of[p];
         enr_upsource *x;
         enr_upcall *c = NULL;
-        size_t url_len = 0; /* the call's URL as far as planned (an API's: estimated) */
+        size_t url_len = 0; /* the call's URL as far as planned, at most */
         if (src < 0)
             continue;
         x = &u->src[src];
@@ -184,8 +161,7 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
             if (w->provider != p || w->stale != k / u->nwants || w->state != ENR_UPW_PENDING)
                 continue; /* another provider's, the other pass's, or the fleet's store answered */
             idlen = pct_len(b->text.data + r->key_off, r->key_len);
-            if (x->base.len + (x->api ? UP_PARAMS_MAX : sizeof("provider=xx&ids=") - 1) + idlen >
-                UP_MAX_URL) {
+            if (x->base.len + url_params(x) + 1 + idlen > UP_MAX_URL) {
                 /* One id too long for any request line: it can never be
                  * asked, so it keeps its local values. */
                 w->state = ENR_UPW_SKIPPED;
@@ -209,17 +185,9 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
                 c->n = 0;
                 c->provider = p;
                 c->src = src;
-                call_begin_url(u, c, p);
-                url_len = x->api ? x->base.len + UP_PARAMS_MAX : c->url.len;
+                url_len = x->base.len + url_params(x);
             }
-            if (x->api == NULL) {
-                if (c->n)
-                    enr_buf_putc(&c->url, ',');
-                pct_encode(&c->url, b->text.data + r->key_off, r->key_len);
-                url_len = c->url.len;
-            } else {
-                url_len += 1 + idlen;
-            }
+            url_len += 1 + idlen;
             w->call = (int)(c - u->calls);
             c->refresh = c->n ? c->refresh & w->stale : w->stale; /* no new id in it */
             u->order[norder++] = wi;
@@ -229,12 +197,13 @@ static unsigned plan_calls(enr_upstream *u, const enr_batch *b, uint64_t now)
     return ncalls;
 }
 
-/* An API call's whole URL (upstream_int.h): an id the API cannot be
- * asked for is found one at a time, and its record keeps its local
- * values. */
+/* A call's whole URL (upstream_int.h), by its source's row (api.h): an
+ * id the API cannot be asked for is found one at a time, and its record
+ * keeps its local values. */
 int enr_up_call_url(enr_upstream *u, enr_upcall *c, const enr_batch *b)
 {
     const enr_upsource *x = &u->src[c->src];
+    const char *provider = enr_provider_name(c->provider);
     enr_reply_id *ids = u->rids;
     size_t k = 0;
 
@@ -245,14 +214,16 @@ int enr_up_call_url(enr_upstream *u, enr_upcall *c, const enr_batch *b)
         ids[i].id_len = r->key_len;
     }
     enr_buf_reset(&c->url);
-    if (x->api->build_url(&c->url, x->base.data, ids, c->n, x->secret, x->secret_len) == 0 &&
+    if (x->api->build_url(&c->url, x->base.data, provider, ids, c->n, x->secret, x->secret_len) ==
+            0 &&
         !c->url.oom)
         return 0;
     /* One at a time: which ids cannot be asked. */
     for (size_t i = 0; i < c->n; i++) {
         size_t wi = u->order[c->first + i];
         enr_buf_reset(&c->url);
-        if (x->api->build_url(&c->url, x->base.data, &ids[i], 1, x->secret, x->secret_len) != 0) {
+        if (x->api->build_url(&c->url, x->base.data, provider, &ids[i], 1, x->secret,
+                              x->secret_len) != 0) {
             u->wants[wi].state = ENR_UPW_SKIPPED;
             u->wants[wi].call = -1;
             continue;
@@ -263,7 +234,8 @@ int enr_up_call_url(enr_upstream *u, enr_upcall *c, const enr_batch *b)
     c->n = k;
     enr_buf_reset(&c->url);
     if (k == 0 ||
-        x->api->build_url(&c->url, x->base.data, ids, c->n, x->secret, x->secret_len) != 0 ||
+        x->api->build_url(&c->url, x->base.data, provider, ids, c->n, x->secret, x->secret_len) !=
+            0 ||
         c->url.oom)
         return -1;
     return 0;

@@ -94,10 +94,10 @@ typedef struct enr_upcall {
  * URL, headers and secret, its breaker and its host-wide pause. */
 typedef struct enr_upsource {
     int in_use;
-    const enr_api *api; /* NULL: the aggregator protocol (upstream) */
+    const enr_api *api; /* its row (api.h), the aggregator's too; NULL: not in use */
     const char *title;  /* for operators: "YouTube", "upstream" */
-    enr_buf base;       /* upstream: upstream_url + '?' or '&' (+ its secret parameter);
-                         * an API: its *_url */
+    enr_buf base;       /* its *_url, NUL after len; the aggregator's upstream_url + '?'
+                         * or '&' (+ its secret parameter and '&') */
     struct curl_slist *headers;
     char *secret; /* may be NULL; wiped in free */
     size_t secret_len;
@@ -141,7 +141,7 @@ struct enr_upstream {
 };
 
 /* upstream.c: the batch's plan. */
-/* An API call's whole URL (api.h), into c->url.  An id the API cannot be
+/* A call's whole URL (api.h), into c->url.  An id the API cannot be
  * asked for is left out of the call (its want skipped); 0, or -1 when no
  * id of the call is left. */
 int enr_up_call_url(enr_upstream *u, enr_upcall *c, const enr_batch *b);
@@ -173,7 +173,7 @@ void enr_up_breaker_note(enr_upstream *u, int src, int prev, const char *why);
 /* May source src make one more call now (breaker, pause, rate)?  A call
  * the pause refuses is counted by why it holds. */
 int enr_up_source_gate(enr_upstream *u, int src, uint64_t now);
-/* An API's answer of HTTP status: its verdict (enum enr_api_verdict),
+/* A call's answer of HTTP status: its verdict (enum enr_api_verdict),
  * kept in c->why; the rate it reports may slow the source down. */
 int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now);
 /* The pause c's answer asks for (why: a kind of enum enr_up_fail with a

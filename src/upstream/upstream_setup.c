@@ -93,10 +93,10 @@ static size_t up_header(char *p, size_t size, size_t n, void *ud)
     }
     keep_header(p, len, "retry-after:", c->h_retry_after, sizeof c->h_retry_after,
                 &c->h_retry_after_len);
-    if (api != NULL && api->remaining_header != NULL)
+    if (api->remaining_header != NULL)
         keep_header(p, len, api->remaining_header, c->h_remaining, sizeof c->h_remaining,
                     &c->h_remaining_len);
-    if (api != NULL && api->reset_header != NULL)
+    if (api->reset_header != NULL)
         keep_header(p, len, api->reset_header, c->h_reset, sizeof c->h_reset, &c->h_reset_len);
     if (len > sizeof(ra) - 1 && strncasecmp(p, ra, sizeof(ra) - 1) == 0)
         c->has_retry_after = enr_retry_after_parse(p + sizeof(ra) - 1, len - (sizeof(ra) - 1),
@@ -168,10 +168,12 @@ static int no_memory(char *err, size_t errlen)
     return -1;
 }
 
-/* What a call carries besides the ids (secret.h): the configured header
- * lines, and the secret in its header or as the query's first parameter
- * (after base_url).  The secret is copied into libcurl's header list or
- * u->base and into u->secret (to scrub messages), nowhere else. */
+/* What a call of a source whose wire is configured (the aggregator's,
+ * api.h) carries besides its descriptor's (secret.h): the configured
+ * header lines, after its own, and the secret in its header or as the
+ * query's first parameter (after base_url).  The secret is copied into
+ * libcurl's header list or u->base and into u->secret (to scrub
+ * messages), nowhere else. */
 static int add_header(enr_upsource *u, const char *line)
 {
     struct curl_slist *h = curl_slist_append(u->headers, line);
@@ -187,8 +189,6 @@ static int call_extras(enr_upsource *u, const enr_config *c, char *err, size_t e
     char line[ENR_UP_HEADER_MAX + ENR_SECRET_MAX];
     int rc = -1;
 
-    if (add_header(u, "Accept: application/json") != 0)
-        return no_memory(err, errlen);
     for (unsigned i = 0; i < c->upstream_nheaders; i++)
         if (add_header(u, c->upstream_headers[i]) != 0)
             return no_memory(err, errlen);
@@ -228,7 +228,7 @@ void enr_upstream_share_quota(enr_upstream *u, enr_sb_quota shared[ENR_UP_SOURCE
         return;
     for (int i = 0; i < ENR_API_COUNT; i++)
         enr_quota_init(&u->src[i].quota, &shared[i],
-                       i == ENR_API_UPSTREAM ? u->max_calls_per_s : 0);
+                       enr_api_get(i)->rate_paced ? u->max_calls_per_s : 0);
 }
 
 static int keep_secret(enr_upsource *x, const char *secret, size_t len)
@@ -270,8 +270,25 @@ static int api_headers(enr_upsource *x)
     return rc;
 }
 
-/* A provider's own API: its base URL as configured (the row builds the
- * rest), its header lines, its secret (the key or the token). */
+/* A source whose wire is configured (the aggregator's, api.h): its URL
+ * checked and followed by '?' or '&', its descriptor's header lines,
+ * then the configured ones and its secret (upstream_secret_*). */
+static int configured_source(enr_upsource *x, const enr_config *c, char *err, size_t errlen)
+{
+    if (base_url(x, c->upstream_url, err, errlen) != 0)
+        return -1;
+    if (api_headers(x) != 0)
+        return no_memory(err, errlen);
+    if (call_extras(x, c, err, errlen) != 0)
+        return -1;
+    /* The builder takes the base as a C string (below). */
+    enr_buf_putc(&x->base, '\0');
+    x->base.len--;
+    return x->base.oom ? no_memory(err, errlen) : 0;
+}
+
+/* A source: its descriptor (api.h), its base URL as configured (the row
+ * builds the rest), its header lines, its secret (the key or the token). */
 static int api_source(enr_upsource *x, const enr_config *c, int api, char *err, size_t errlen)
 {
     const char *url = enr_config_source_url(c, api);
@@ -282,7 +299,9 @@ static int api_source(enr_upsource *x, const enr_config *c, int api, char *err, 
         return -1;
     }
     x->title = x->api->title;
-    x->max_ids = x->api->max_ids;
+    x->max_ids = x->api->max_ids ? x->api->max_ids : c->ids_per_call ? c->ids_per_call : 1;
+    if (x->api->wire_configured)
+        return configured_source(x, c, err, errlen);
     /* The builders take the base as a C string: its NUL is kept past len
      * (a reused buffer held a longer URL after a reload). */
     enr_buf_append(&x->base, url, strlen(url) + 1);
@@ -315,34 +334,36 @@ static int sources_setup(enr_upstream *u, const enr_config *c, char *err, size_t
         enr_breaker_init(&x->br, c->breaker_failures, c->breaker_cooldown_ms);
         enr_breaker_set_window(&x->br, c->breaker_window, c->breaker_failure_ratio);
         u->st.breaker_state[a] = ENR_BREAKER_CLOSED;
-        if (a == ENR_API_UPSTREAM) {
-            x->title = "upstream";
-            x->max_ids = c->ids_per_call ? c->ids_per_call : 1;
-            if (base_url(x, c->upstream_url, err, errlen) != 0 ||
-                call_extras(x, c, err, errlen) != 0)
-                return -1;
-        } else if (api_source(x, c, a, err, errlen) != 0) {
+        if (api_source(x, c, a, err, errlen) != 0)
             return -1;
-        }
         if (x->max_ids > u->max_ids)
             u->max_ids = x->max_ids;
     }
     for (int i = 0; i < ENR_API_COUNT; i++)
-        enr_quota_init(&u->src[i].quota, NULL, i == ENR_API_UPSTREAM ? u->max_calls_per_s : 0);
+        enr_quota_init(&u->src[i].quota, NULL, enr_api_get(i)->rate_paced ? u->max_calls_per_s : 0);
     return 0;
 }
 
-/* What a warm-up asks for: upstream_url with the query every call
- * carries (a secret parameter included) but no ids; NULL when the
- * aggregator is no source.  The providers' APIs get no warm-up request:
- * YouTube counts every request against the day's quota. */
-static char *warm_url(const enr_upstream *u)
+/* The source in use whose connections a HEAD of its URL warms (api.h:
+ * the aggregator's, the one such), or NULL.  The providers' APIs get no
+ * warm-up request: YouTube counts every request against the day's quota. */
+static const enr_upsource *head_warmed(const enr_upstream *u)
 {
-    const enr_upsource *x = &u->src[ENR_API_UPSTREAM];
-    size_t n = x->base.len;
+    for (int i = 0; i < ENR_API_COUNT; i++)
+        if (u->src[i].in_use && u->src[i].api->head_warmed)
+            return &u->src[i];
+    return NULL;
+}
 
-    if (!x->in_use)
+/* What a warm-up asks for: its URL with the query every call carries (a
+ * secret parameter included) but no ids; NULL when x is none. */
+static char *warm_url(const enr_upsource *x)
+{
+    size_t n;
+
+    if (x == NULL)
         return NULL;
+    n = x->base.len;
     while (n > 0 && (x->base.data[n - 1] == '&' || x->base.data[n - 1] == '?'))
         n--;
     return strndup(x->base.data, n);
@@ -357,6 +378,7 @@ void enr_upstream_warm(enr_upstream *u)
 enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err, size_t errlen)
 {
     enr_upstream *u;
+    const enr_upsource *hx;
     char *warm;
 
     if (errlen)
@@ -377,7 +399,7 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
     u->nslots = u->ncalls_max * ENR_API_COUNT + u->max_detached;
     u->call_bound_ms = (long)c->upstream_connect_timeout_ms + (long)c->upstream_timeout_ms;
     for (int i = 0; i < ENR_API_COUNT; i++)
-        u->ttl_s[i] = i == ENR_API_UPSTREAM ? c->cache_ttl_s : c->api[i].cache_ttl_s;
+        u->ttl_s[i] = enr_config_source_ttl(c, i);
     u->max_stale_s = c->cache_max_stale_s;
     u->cache_neg_ttl_s = c->cache_negative_ttl_s;
     u->cache_live_ttl_s = c->cache_live_ttl_s;
@@ -402,12 +424,13 @@ enr_upstream *enr_upstream_new(const enr_config *c, enr_cache *cache, char *err,
         no_memory(err, errlen);
         goto fail;
     }
-    warm = warm_url(u);
-    if (u->src[ENR_API_UPSTREAM].in_use && warm == NULL) {
+    hx = head_warmed(u);
+    warm = warm_url(hx);
+    if (hx != NULL && warm == NULL) {
         no_memory(err, errlen);
         goto fail;
     }
-    u->conn = enr_upconn_new(c, u->src[ENR_API_UPSTREAM].headers, warm, err, errlen);
+    u->conn = enr_upconn_new(c, hx != NULL ? hx->headers : NULL, warm, err, errlen);
     if (warm != NULL) {
         enr_secret_wipe(warm, strlen(warm));
         free(warm);

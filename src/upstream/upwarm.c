@@ -96,7 +96,7 @@ static int warm_setup(enr_upconn *p, enr_upwarm *w, int src)
         curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, discard) != CURLE_OK ||
         curl_easy_setopt(w->easy, CURLOPT_ERRORBUFFER, w->errbuf) != CURLE_OK)
         return -1;
-    if (src != ENR_API_UPSTREAM)
+    if (!p->org[src].head_warmed)
         return curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, NULL) != CURLE_OK
                    ? -1
                    : warm_api_mode(p, w);
@@ -147,11 +147,12 @@ unsigned enr_upconn_warm_target(unsigned warm_cfg, int h1, unsigned max_calls, u
  * HTTP/1.1 alone, and handles for the HTTP/1.1 target. */
 static void warm_counts(enr_upconn *p, const enr_config *c)
 {
-    p->org[ENR_API_UPSTREAM].nwarm = p->org[ENR_API_UPSTREAM].nslots =
-        p->warm_url ? c->upstream_warm_connections : 0;
+    for (int src = 0; src < ENR_API_COUNT; src++)
+        if (p->org[src].head_warmed)
+            p->org[src].nwarm = p->org[src].nslots = p->warm_url ? c->upstream_warm_connections : 0;
     for (int pr = 1; pr < ENR_SOURCE_PROVIDERS; pr++) {
         int a = c->sources[pr];
-        if (a > ENR_API_UPSTREAM && a < ENR_API_COUNT) {
+        if (a >= 0 && a < ENR_API_COUNT && !p->org[a].head_warmed) {
             enr_uporigin *o = &p->org[a];
             o->nwarm = enr_upconn_warm_target(c->upstream_warm_connections, 0,
                                               c->max_calls_per_batch, c->upstream_max_connections);
@@ -177,7 +178,7 @@ static void origin_speaks(enr_upconn *p, int src, int h1)
     /* Over plain http (loopback, a test's: no key goes to another host in
      * clear) a cold connection costs TCP's round trip, not TLS's two: its
      * warm-ups stay what they were, and send nothing. */
-    if (src == ENR_API_UPSTREAM || o->nslots == 0 || o->h1 == h1 || o->root == NULL)
+    if (o->head_warmed || o->nslots == 0 || o->h1 == h1 || o->root == NULL)
         return;
     o->h1 = h1;
     o->nwarm = enr_upconn_warm_target(c->upstream_warm_connections, h1, c->max_calls_per_batch,
@@ -208,7 +209,7 @@ static void warm_done(enr_upconn *p, enr_upwarm *w, CURLcode rc)
     o->running--;
     /* An API's warm-up ends connected, by its own callback (over
      * HTTP/1.1: answered, whatever the status of its HEAD). */
-    if (w->src != ENR_API_UPSTREAM && rc == CURLE_ABORTED_BY_CALLBACK)
+    if (!o->head_warmed && rc == CURLE_ABORTED_BY_CALLBACK)
         rc = CURLE_OK;
     if (rc != CURLE_OK) {
         /* Whatever went wrong, the next batch will meet it too and count
@@ -223,8 +224,7 @@ static void warm_done(enr_upconn *p, enr_upwarm *w, CURLcode rc)
     /* Handshakes that all succeeded and left no connection: curl closed
      * them, as it does an HTTP/1.1 one ended before its request.  The
      * API speaks HTTP/1.1 alone (ALPN declined h2): warmed with HEADs. */
-    if (w->src != ENR_API_UPSTREAM && !o->wave_failed && !o->h1 && o->root != NULL &&
-        o->fds <= o->wave_fds) {
+    if (!o->head_warmed && !o->wave_failed && !o->h1 && o->root != NULL && o->fds <= o->wave_fds) {
         origin_speaks(p, w->src, 1);
         return;
     }
@@ -258,8 +258,7 @@ static int maintain_origin(enr_upconn *p, int src, uint64_t now_ms)
         enr_upwarm *w = &p->warms[i];
         if (w->running || w->src != src)
             continue;
-        if (src != ENR_API_UPSTREAM && w->as_head != (o->h1 && o->root != NULL) &&
-            warm_api_mode(p, w) != 0)
+        if (!o->head_warmed && w->as_head != (o->h1 && o->root != NULL) && warm_api_mode(p, w) != 0)
             break;
         w->errbuf[0] = '\0';
         if (curl_multi_add_handle(p->multi, w->easy) != CURLM_OK)
@@ -275,7 +274,7 @@ static int maintain_origin(enr_upconn *p, int src, uint64_t now_ms)
 static int api_warming(const enr_upconn *p)
 {
     for (int src = 0; src < ENR_API_COUNT; src++)
-        if (src != ENR_API_UPSTREAM && p->org[src].running > 0)
+        if (!p->org[src].head_warmed && p->org[src].running > 0)
             return 1;
     return 0;
 }
@@ -321,7 +320,7 @@ int enr_upconn_warm_init(enr_upconn *p, const enr_config *c, char *err, size_t e
 
     for (int src = 0; src < ENR_API_COUNT; src++) {
         p->org[src].backoff_ms = UPCONN_WARM_BACKOFF_MIN_MS;
-        if (src != ENR_API_UPSTREAM &&
+        if (!p->org[src].head_warmed &&
             strncasecmp(enr_config_source_url(c, src), "https://", 8) == 0)
             p->org[src].root = url_root(enr_config_source_url(c, src));
     }

@@ -831,10 +831,16 @@ static void test_faults(void)
     static const struct {
         const char *mode, *name;
         int kind;
-    } faults[] = {
-        {"{\"mode\":\"5xx\"}", "f5xx", 2},        {"{\"mode\":\"malformed\"}", "fmal", 3},
-        {"{\"mode\":\"badshape\"}", "fshape", 3}, {"{\"mode\":\"truncated\"}", "ftrunc", 3},
-        {"{\"mode\":\"refuse\"}", "frefuse", 1},  {"{\"mode\":\"hang\"}", "fhang", 0}};
+    } faults[] = {{"{\"mode\":\"5xx\"}", "f5xx", 2},
+                  {"{\"mode\":\"malformed\"}", "fmal", 3},
+                  {"{\"mode\":\"badshape\"}", "fshape", 3},
+                  {"{\"mode\":\"truncated\"}", "ftrunc", 3},
+                  {"{\"mode\":\"refuse\"}", "frefuse", 1},
+                  {"{\"mode\":\"hang\"}", "fhang", 0},
+                  /* The aggregator's 4xx is its failure, Retry-After or not: it has
+                   * no key to refuse (no pause until a reload), no quota to spend. */
+                  {"{\"mode\":\"429\",\"throttle_status\":401,\"retry_after\":\"5\"}", "f401", 2},
+                  {"{\"mode\":\"429\",\"throttle_status\":404,\"retry_after\":\"\"}", "f404", 2}};
     for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
         test_fault(faults[i].mode, faults[i].name, faults[i].kind);
 }

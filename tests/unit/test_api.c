@@ -29,8 +29,8 @@ static const char *build(int api, const char *idlist, const char *base, const ch
 {
     set_ids(idlist);
     enr_buf_reset(&url);
-    if (enr_api_get(api)->build_url(&url, base, ids, nids, secret, secret ? strlen(secret) : 0) !=
-        0)
+    if (enr_api_get(api)->build_url(&url, base, "yt", ids, nids, secret,
+                                    secret ? strlen(secret) : 0) != 0)
         return NULL;
     enr_buf_putc(&url, '\0');
     url.len--;
@@ -42,7 +42,7 @@ static const char *build(int api, const char *idlist, const char *base, const ch
 static void test_table(void)
 {
     static const char *const names[] = {"upstream", "youtube", "vimeo", "dailymotion"};
-    static const size_t max[] = {50, 50, 50, 100};
+    static const size_t max[] = {0, 50, 50, 100}; /* the aggregator's: ids_per_call */
 
     for (int i = 0; i < ENR_API_COUNT; i++) {
         const enr_api *a = enr_api_get(i);
@@ -56,9 +56,22 @@ static void test_table(void)
     T_CHECK(enr_api_by_name("YouTube") == -1 && enr_api_by_name("off") == -1 &&
                 enr_api_by_name("") == -1 && enr_api_by_name(NULL) == -1,
             "unknown names");
-    T_CHECK(enr_api_get(ENR_API_UPSTREAM)->build_url == NULL &&
-                enr_api_get(ENR_API_UPSTREAM)->parse == enr_upstream_reply_parse,
-            "upstream: the client's URL, the aggregator's reader");
+    T_CHECK(enr_api_get(ENR_API_UPSTREAM)->build_url != NULL &&
+                enr_api_get(ENR_API_UPSTREAM)->headers != NULL &&
+                enr_api_get(ENR_API_UPSTREAM)->parse == enr_upstream_reply_parse &&
+                enr_api_get(ENR_API_UPSTREAM)->item_cap(10) == enr_upstream_reply_item_cap(10) &&
+                enr_api_item_cap(ENR_API_UPSTREAM, 10) == enr_upstream_reply_item_cap(10),
+            "upstream: a full row, the aggregator's reader and item cap");
+    /* Where the aggregator differs, a column each: set for it alone, so
+     * that an API's file need not name them. */
+    for (int i = 0; i < ENR_API_COUNT; i++) {
+        const enr_api *a = enr_api_get(i);
+        int agg = i == ENR_API_UPSTREAM;
+        T_CHECK(a->wire_configured == agg && a->rate_paced == agg && a->pause_by_status == agg &&
+                    a->head_warmed == agg && a->unlabelled == agg && (a->url_params != 0) == agg,
+                "%s: the aggregator's columns %s", names[i], agg ? "set" : "unset");
+        T_CHECK(agg || a->item_cap == NULL, "%s: an API's even share of a reply", names[i]);
+    }
     T_CHECK(enr_api_get(ENR_API_YOUTUBE)->needs_secret &&
                 enr_api_get(ENR_API_VIMEO)->needs_secret &&
                 !enr_api_get(ENR_API_DAILYMOTION)->needs_secret,
@@ -91,6 +104,28 @@ static void test_table(void)
 static void test_urls(void)
 {
     const char *u;
+
+    /* The aggregator's (docs/upstream.md): its base as the client makes
+     * it (upstream_url, '?' or '&', its secret's parameter), then the
+     * provider and every id percent-encoded, any id askable; the length
+     * upstream.c plans for it, a comma counted before every id. */
+    u = build(ENR_API_UPSTREAM, "dQw4w9WgXcQ,a b&c=d/é", "http://h/v1/meta?k=s%2F&", NULL);
+    T_STREQ(u ? u : "(null)",
+            "http://h/v1/meta?k=s%2F&provider=yt&ids=dQw4w9WgXcQ,a%20b%26c%3Dd%2F%C3%A9");
+    T_CHECK(u != NULL && url.len == strlen("http://h/v1/meta?k=s%2F&") +
+                                        enr_api_get(ENR_API_UPSTREAM)->url_params + (1 + 11) +
+                                        (1 + strlen("a%20b%26c%3Dd%2F%C3%A9")),
+            "its length as planned: %zu", url.len);
+    enr_buf_reset(&url);
+    T_CHECK(enr_api_get(ENR_API_UPSTREAM)->build_url(&url, "http://h/?", "yt", ids, 0, NULL, 0) ==
+                    -1 &&
+                url.len == 0,
+            "no id: no URL");
+    enr_buf_reset(&url);
+    enr_api_get(ENR_API_UPSTREAM)->headers(&url, NULL, 0);
+    T_CHECK(url.len == sizeof "Accept: application/json" &&
+                strcmp(url.data, "Accept: application/json") == 0,
+            "its one header line (the configured ones follow)");
 
     u = build(ENR_API_YOUTUBE, "dQw4w9WgXcQ,a-b_c", "https://www.googleapis.com/youtube/v3",
               "AIza+k/y=");
@@ -141,7 +176,8 @@ static void test_urls_refused(void)
         enr_buf_reset(&url);
         enr_buf_lit(&url, "kept");
         set_ids(bad[i].ids);
-        T_CHECK(enr_api_get(bad[i].api)->build_url(&url, "https://h", ids, nids, "k", 1) == -1 &&
+        T_CHECK(enr_api_get(bad[i].api)->build_url(&url, "https://h", "yt", ids, nids, "k", 1) ==
+                        -1 &&
                     url.len == 4,
                 "refused, url as it was: %s", bad[i].why);
     }
@@ -149,8 +185,10 @@ static void test_urls_refused(void)
         /* one id holding the separator: a list of one that has a comma */
         enr_reply_id one = {.id = "a,b", .id_len = 3};
         enr_buf_reset(&url);
-        T_CHECK(enr_api_get(ENR_API_YOUTUBE)->build_url(&url, "https://h", &one, 1, NULL, 0) == -1,
-                "a comma inside an id: the API would split it");
+        T_CHECK(
+            enr_api_get(ENR_API_YOUTUBE)->build_url(&url, "https://h", "yt", &one, 1, NULL, 0) ==
+                -1,
+            "a comma inside an id: the API would split it");
     }
     {
         static enr_reply_id many[101];
@@ -161,19 +199,20 @@ static void test_urls_refused(void)
             many[i].id_len = strlen(text[i]);
         }
         enr_buf_reset(&url);
-        T_CHECK(enr_api_get(ENR_API_YOUTUBE)->build_url(&url, "https://h", many, 51, "k", 1) == -1,
-                "51 ids: past YouTube's 50");
         T_CHECK(
-            enr_api_get(ENR_API_DAILYMOTION)->build_url(&url, "https://h", many, 100, NULL, 0) ==
-                    0 &&
-                strstr(url.data, "&limit=100&") != NULL,
-            "100 ids: Dailymotion's limit, and limit=100");
-        enr_buf_reset(&url);
-        T_CHECK(
-            enr_api_get(ENR_API_DAILYMOTION)->build_url(&url, "https://h", many, 101, NULL, 0) ==
+            enr_api_get(ENR_API_YOUTUBE)->build_url(&url, "https://h", "yt", many, 51, "k", 1) ==
                 -1,
-            "101 ids refused");
-        T_CHECK(enr_api_get(ENR_API_VIMEO)->build_url(&url, "https://h", many, 0, "t", 1) == -1,
+            "51 ids: past YouTube's 50");
+        T_CHECK(enr_api_get(ENR_API_DAILYMOTION)
+                            ->build_url(&url, "https://h", "yt", many, 100, NULL, 0) == 0 &&
+                    strstr(url.data, "&limit=100&") != NULL,
+                "100 ids: Dailymotion's limit, and limit=100");
+        enr_buf_reset(&url);
+        T_CHECK(enr_api_get(ENR_API_DAILYMOTION)
+                        ->build_url(&url, "https://h", "yt", many, 101, NULL, 0) == -1,
+                "101 ids refused");
+        T_CHECK(enr_api_get(ENR_API_VIMEO)->build_url(&url, "https://h", "yt", many, 0, "t", 1) ==
+                    -1,
                 "no id: no call");
     }
 }
@@ -661,8 +700,16 @@ static void test_classify_upstream(void)
     T_CHECK(o.verdict == ENR_UP_F_STATUS, "503 alone: the breaker's");
     o = classify(ENR_API_UPSTREAM, 429, "", NULL);
     T_CHECK(o.verdict == ENR_UP_F_THROTTLED && o.until == 0, "429");
+    /* Any other status is the aggregator's failure, the breaker's: the
+     * protocol has no key to refuse and no quota to spend. */
     o = classify(ENR_API_UPSTREAM, 404, "", NULL);
-    T_CHECK(o.verdict == ENR_API_V_CONFIG, "404: config");
+    T_CHECK(o.verdict == ENR_UP_F_STATUS, "404: the aggregator's failure");
+    o = classify(ENR_API_UPSTREAM, 401, "", &ra);
+    T_CHECK(o.verdict == ENR_UP_F_STATUS, "401: the aggregator's failure, no pause");
+    o = classify(ENR_API_UPSTREAM, 302, "", NULL);
+    T_CHECK(o.verdict == ENR_UP_F_STATUS, "302: the aggregator's failure");
+    o = classify(ENR_API_UPSTREAM, 204, "", NULL);
+    T_CHECK(o.verdict == ENR_API_V_OK, "204: not an error (the client fails all but a 200)");
 }
 
 /* The worker's request outcomes (httpapi.h) and a classifier's outcome
