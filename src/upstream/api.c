@@ -1,7 +1,8 @@
 /*
  * api.c: the table of sources (api.h) and what their rows share: the id
- * rule, the URL pieces, the outcome's helpers, and a bounded reader of
- * error documents.
+ * rule, the URL pieces, the outcome's helpers, a bounded reader of error
+ * documents, and the pause a verdict puts on its source (its end, its
+ * log line's words, as the kind's row of base/upfail.h says).
  *
  * The UPSTREAM row is the aggregator protocol (docs/upstream.md): its
  * reader is enr_upstream_reply_parse() and its classifier the client's
@@ -21,6 +22,7 @@
 #include "upstream/reply_scan.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- the table ---- */
@@ -108,6 +110,56 @@ int enr_api_by_name(const char *name)
 int enr_api_upstream_pause(int status, int has_retry_after)
 {
     return status == 429 || (status == 503 && has_retry_after) ? ENR_UP_F_THROTTLED : -1;
+}
+
+/* ---- pauses ---- */
+
+/* The start of api's next day after now (its day_clock). */
+static int64_t day_end(const enr_api *api, int64_t now)
+{
+    if (api != NULL && api->day_clock == ENR_API_DAY_PACIFIC)
+        return enr_pacific_next_midnight(now);
+    return (now / 86400 + 1) * 86400;
+}
+
+int64_t enr_api_day_end(int src, int64_t now)
+{
+    return day_end(enr_api_get(src), now);
+}
+
+int64_t enr_api_pause_until(int src, int why, int64_t until, unsigned retry_after_s, int64_t wall)
+{
+    const enr_up_fail_row *r;
+
+    if (why < 0 || why >= ENR_UP_NFAILS)
+        return until;
+    r = &enr_up_fail_rows[why];
+    if (r->ends == ENR_UP_END_RELOAD)
+        return wall + r->pause_s; /* a reload (HUP) tries again at once */
+    if (until > wall)
+        return until;
+    if (r->ends == ENR_UP_END_DAY)
+        return enr_api_day_end(src, wall);
+    if (r->ends == ENR_UP_END_RATE)
+        return wall + (retry_after_s ? retry_after_s : r->pause_s);
+    return until;
+}
+
+void enr_api_pause_said(int src, int why, const char *reason, char *out, size_t n)
+{
+    const enr_api *api = enr_api_get(src);
+    const char *said = why >= 0 && why < ENR_UP_NFAILS ? enr_up_fail_rows[why].said : NULL;
+    const char *noun = said != NULL ? strstr(said, "%s") : NULL;
+    const char *title = api != NULL ? api->title : "";
+
+    reason = reason != NULL && reason[0] ? reason : "-";
+    if (said == NULL)
+        snprintf(out, n, "%s %s: %s", title, enr_up_fail_name(why), reason);
+    else if (noun == NULL)
+        snprintf(out, n, "%s %s: %s", title, said, reason);
+    else
+        snprintf(out, n, "%s %.*s%s%s: %s", title, (int)(noun - said), said,
+                 enr_api_secret_noun(src), noun + 2, reason);
 }
 
 /* ---- ids and URLs ---- */

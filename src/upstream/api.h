@@ -129,6 +129,17 @@ size_t enr_api_item_cap(int src, size_t id_len);
  * Retry-After, asks to slow down; the kind that pause stands for, or -1. */
 int enr_api_upstream_pause(int status, int has_retry_after);
 
+/* The end, Unix seconds, of the pause source src takes for why (a kind
+ * with a pause rank, base/upfail.h), as the kind's row says (its ends and
+ * pause_s): until is the end the classifier read (0: none), retry_after_s
+ * the answer's Retry-After in seconds (0: none or 0), wall the clock. */
+int64_t enr_api_pause_until(int src, int why, int64_t until, unsigned retry_after_s, int64_t wall);
+/* Into out[0..n): the words of the log line saying source src's pause for
+ * why began, "<title> <the row's said>: <reason>" (reason "-" when ""). */
+void enr_api_pause_said(int src, int why, const char *reason, char *out, size_t n);
+/* The start of source src's next day after now (its day_clock). */
+int64_t enr_api_day_end(int src, int64_t now);
+
 /* The row of a source; NULL for an id out of range. */
 const enr_api *enr_api_get(int id);
 /* What source id's secret is called, for operators: its row's noun in

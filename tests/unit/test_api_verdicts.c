@@ -5,7 +5,9 @@
  * limit's reset and remaining) and the error body (each API's own shape,
  * each of YouTube's reason words and messages), to the verdict, the
  * pause's end, the calls left and the API's word.  A change to any
- * classifier that moves one outcome fails here, naming the case.
+ * classifier that moves one outcome fails here, naming the case.  Then
+ * the columns of base/upfail.h the classifiers and the client's pauses
+ * read (how a pause ends, its length, its log line's level and words).
  *
  *   build/tests/test_api_verdicts --print   writes the grid's outcomes in
  *       the .inc's form (to remake it after a change meant to move them)
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "t.h"
 #include "upstream/api.h"
 
@@ -182,11 +185,96 @@ static void test_grid(void)
         T_CHECK(at == N(want), "the grid has %zu cases, the .inc %zu", at, N(want));
 }
 
+/* ---- the pauses' columns ---- */
+
+/* A pause's row says how it ends; a kind that is none says nothing. */
+static void test_pause_rows(void)
+{
+    for (int k = 0; k < ENR_UP_NFAILS; k++) {
+        const enr_up_fail_row *r = &enr_up_fail_rows[k];
+        const char *pct = r->said ? strchr(r->said, '%') : NULL;
+        if (r->pause == 0) {
+            T_CHECK(r->ends == ENR_UP_END_NONE && r->pause_s == 0 && r->said == NULL &&
+                        r->level == ENR_LOG_DEBUG,
+                    "%s: no pause, no pause's columns", r->word);
+            continue;
+        }
+        T_CHECK(r->ends != ENR_UP_END_NONE && enr_up_fail_of_end(r->ends) == k,
+                "%s: a pause that ends its own way", r->word);
+        T_CHECK((r->ends == ENR_UP_END_DAY) == (r->pause_s == 0), "%s: a length when not a day's",
+                r->word);
+        T_CHECK(r->level == ENR_LOG_WARN || r->level == ENR_LOG_ERROR,
+                "%s: said as a warning or error", r->word);
+        T_CHECK(pct == NULL || (pct[1] == 's' && strchr(pct + 1, '%') == NULL),
+                "%s: said holds one %%s at most, no other %%", r->word);
+    }
+    T_CHECK(enr_up_fail_of_end(ENR_UP_END_RATE) == ENR_UP_F_THROTTLED &&
+                enr_up_fail_of_end(ENR_UP_END_DAY) == ENR_UP_F_QUOTA &&
+                enr_up_fail_of_end(ENR_UP_END_RELOAD) == ENR_UP_F_AUTH &&
+                enr_up_fail_of_end(ENR_UP_END_NONE) == -1,
+            "each way to end is one kind's");
+}
+
+/* The client's pause (upsource.c) as each kind's row derives it: what the
+ * client did before the rows said it, case by case. */
+static void test_pause_until(void)
+{
+    const int yt = ENR_API_YOUTUBE, vm = ENR_API_VIMEO, dm = ENR_API_DAILYMOTION;
+    const int64_t w = NOW;
+
+    T_CHECK(enr_api_pause_until(yt, ENR_UP_F_QUOTA, w + 500, 0, w) == w + 500,
+            "quota: the end the classifier read");
+    T_CHECK(enr_api_pause_until(yt, ENR_UP_F_QUOTA, 0, 30, w) == 1700035200 &&
+                enr_api_pause_until(yt, ENR_UP_F_QUOTA, w, 0, w) == 1700035200,
+            "quota, none read or passed: midnight Pacific (YouTube's day)");
+    T_CHECK(enr_api_pause_until(vm, ENR_UP_F_QUOTA, 0, 0, w) == 1700006400,
+            "quota, none read: the next midnight UTC (Vimeo's day)");
+    T_CHECK(enr_api_pause_until(yt, ENR_UP_F_AUTH, w + 500, 30, w) == w + 86400 &&
+                enr_api_pause_until(vm, ENR_UP_F_AUTH, 0, 0, w) == w + 86400,
+            "auth: a day, whatever was read");
+    T_CHECK(enr_api_pause_until(vm, ENR_UP_F_THROTTLED, w + 60, 7, w) == w + 60,
+            "throttled: the end the classifier read");
+    T_CHECK(enr_api_pause_until(vm, ENR_UP_F_THROTTLED, w, 7, w) == w + 7 &&
+                enr_api_pause_until(dm, ENR_UP_F_THROTTLED, 0, 7, w) == w + 7,
+            "throttled, none read or passed: Retry-After's seconds");
+    T_CHECK(enr_api_pause_until(dm, ENR_UP_F_THROTTLED, 0, 0, w) == w + ENR_THROTTLE_DEFAULT_S,
+            "throttled, no Retry-After (or 0): the default");
+    T_CHECK(enr_api_pause_until(yt, ENR_UP_F_STATUS, 5, 7, w) == 5 &&
+                enr_api_pause_until(yt, -1, 5, 7, w) == 5,
+            "no pause's kind: as read");
+    T_CHECK(enr_api_day_end(vm, 1700006399) == 1700006400 &&
+                enr_api_day_end(vm, 1700006400) == 1700092800,
+            "a UTC day ends at midnight, the next one after it");
+}
+
+/* The words of the line saying a pause began, as operators (and the
+ * integration suites) read them. */
+static void test_pause_said(void)
+{
+    char m[160];
+
+    enr_api_pause_said(ENR_API_YOUTUBE, ENR_UP_F_AUTH, "keyInvalid", m, sizeof m);
+    T_STREQ(m, "YouTube rejected the API key: keyInvalid");
+    enr_api_pause_said(ENR_API_VIMEO, ENR_UP_F_AUTH, "8003", m, sizeof m);
+    T_STREQ(m, "Vimeo rejected the access token: 8003");
+    enr_api_pause_said(ENR_API_YOUTUBE, ENR_UP_F_QUOTA, "quotaExceeded", m, sizeof m);
+    T_STREQ(m, "YouTube quota spent: quotaExceeded");
+    enr_api_pause_said(ENR_API_VIMEO, ENR_UP_F_THROTTLED, "9000", m, sizeof m);
+    T_STREQ(m, "Vimeo throttled: 9000");
+    enr_api_pause_said(ENR_API_DAILYMOTION, ENR_UP_F_THROTTLED, "", m, sizeof m);
+    T_STREQ(m, "Dailymotion throttled: -");
+    enr_api_pause_said(ENR_API_YOUTUBE, ENR_UP_F_AUTH, "keyInvalid", m, 12);
+    T_STREQ(m, "YouTube rej");
+}
+
 int main(int argc, char **argv)
 {
     printing = argc > 1 && strcmp(argv[1], "--print") == 0;
     test_grid();
     if (printing)
         return 0;
+    test_pause_rows();
+    test_pause_until();
+    test_pause_said();
     T_DONE();
 }
