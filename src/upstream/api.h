@@ -77,6 +77,25 @@ typedef struct enr_api_outcome {
                       * printable ASCII only, for the log and /healthz; "" = none */
 } enr_api_outcome;
 
+/* Where an error document holds the API's own word for what went wrong:
+ * a path of keys from the root ("[]" any element of an array), NULL
+ * after the last key (api_int.h's enr_api_field). */
+#define ENR_API_PATH_MAX 5
+#define ENR_API_REASONS_MAX 2 /* the places an API's word may be, most trusted first */
+
+/* One of an API's own words for what went wrong, and the failure kind
+ * (base/upfail.h) it stands for. */
+typedef struct enr_api_word {
+    const char *word;
+    int kind;
+} enr_api_word;
+
+/* A message that says what one of the API's words says (an older form):
+ * the word stands in for it, in the log too. */
+typedef struct enr_api_message {
+    const char *prefix, *word;
+} enr_api_message;
+
 typedef struct enr_api {
     const char *name;        /* the config value: "youtube" */
     const char *title;       /* for operators: "YouTube" */
@@ -107,9 +126,23 @@ typedef struct enr_api {
     int (*parse)(const char *body, size_t len, enr_reply_id *ids, size_t n, uint64_t seed,
                  enr_buf *arena);
     /* Classify an answer of HTTP status (any status, 200 included: rate
-     * headers, errors in a 200 body); now is the wall clock. */
+     * headers, errors in a 200 body); now is the wall clock.  An API's is
+     * the shared one (enr_api_classify, api_int.h) reading the columns
+     * below; the aggregator's is its protocol's rule. */
     void (*classify)(int status, const char *body, size_t len, const enr_api_headers *h,
                      int64_t now, enr_api_outcome *out);
+    /* Its error documents: where its word is (reason_at, most trusted
+     * first: the first whose word is in words decides the kind; else,
+     * when message_at's text starts with a prefix of messages, that one's
+     * word does; else the first found is only the log's reason), the
+     * words that say more than the status and the messages that stand
+     * for one of them (each {NULL} last; NULL: none). */
+    const char *reason_at[ENR_API_REASONS_MAX][ENR_API_PATH_MAX];
+    const char *message_at[ENR_API_PATH_MAX];
+    const enr_api_word *words;
+    const enr_api_message *messages;
+    /* Besides 429, the status by which it asks to slow down (0: none). */
+    int slow_down_status;
 } enr_api;
 
 /* What the item of one id of id_len bytes can take in an answer of

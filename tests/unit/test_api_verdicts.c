@@ -7,7 +7,8 @@
  * pause's end, the calls left and the API's word.  A change to any
  * classifier that moves one outcome fails here, naming the case.  Then
  * the columns of base/upfail.h the classifiers and the client's pauses
- * read (how a pause ends, its length, its log line's level and words).
+ * read (how a pause ends, its length, its log line's level and words),
+ * and the words tables of the rows.
  *
  *   build/tests/test_api_verdicts --print   writes the grid's outcomes in
  *       the .inc's form (to remake it after a change meant to move them)
@@ -267,6 +268,27 @@ static void test_pause_said(void)
     T_STREQ(m, "YouTube rej");
 }
 
+/* Every word an API's rows name stands for a kind of the table, and a
+ * message's stand-in is one of its words. */
+static void test_words(void)
+{
+    for (int i = 0; i < ENR_API_COUNT; i++) {
+        const enr_api *a = enr_api_get(i);
+        for (const enr_api_word *w = a->words; w != NULL && w->word != NULL; w++)
+            T_CHECK(w->kind >= 0 && w->kind < ENR_UP_NFAILS && enr_up_fail_rows[w->kind].pause,
+                    "%s: %s stands for a pause's kind", a->name, w->word);
+        for (const enr_api_message *m = a->messages; m != NULL && m->prefix != NULL; m++) {
+            int known = 0;
+            for (const enr_api_word *w = a->words; w != NULL && w->word != NULL; w++)
+                known |= strcmp(w->word, m->word) == 0;
+            T_CHECK(known, "%s: the message \"%s\" stands in for a word of its own (%s)", a->name,
+                    m->prefix, m->word);
+        }
+        T_CHECK(a->messages == NULL || a->message_at[0] != NULL, "%s: messages, and where",
+                a->name);
+    }
+}
+
 int main(int argc, char **argv)
 {
     printing = argc > 1 && strcmp(argv[1], "--print") == 0;
@@ -276,5 +298,6 @@ int main(int argc, char **argv)
     test_pause_rows();
     test_pause_until();
     test_pause_said();
+    test_words();
     T_DONE();
 }
