@@ -214,6 +214,11 @@ static void test_pause_rows(void)
                 enr_up_fail_of_end(ENR_UP_END_RELOAD) == ENR_UP_F_AUTH &&
                 enr_up_fail_of_end(ENR_UP_END_NONE) == -1,
             "each way to end is one kind's");
+    /* The levels the pauses' lines have always had. */
+    T_CHECK(enr_up_fail_rows[ENR_UP_F_THROTTLED].level == ENR_LOG_WARN &&
+                enr_up_fail_rows[ENR_UP_F_QUOTA].level == ENR_LOG_ERROR &&
+                enr_up_fail_rows[ENR_UP_F_AUTH].level == ENR_LOG_ERROR,
+            "a slow-down a warning, a spent quota and a refused key errors");
 }
 
 /* The client's pause (upsource.c) as each kind's row derives it: what the
