@@ -24,7 +24,8 @@
 #define ENR_UP_FAIL_HELP "Failed upstream calls by kind (current workers)."
 
 /* A row of ENR_UP_FAILS (upfail.h) as a row of ENR_UP_COUNTERS. */
-#define ENR_UP_FAIL_COUNTER(X, id, field, word, pause, breaker, degraded, help)                    \
+#define ENR_UP_FAIL_COUNTER(X, id, field, word, pause, breaker, degraded, ends, pause_s, level,    \
+                            said, help)                                                            \
     X(field, ENR_UP_FAIL_METRIC, word, help)
 
 /* X(field, metric, kind, help): every counter is cumulative over the
@@ -88,7 +89,8 @@ enum {
 static inline uint64_t *enr_up_fail_counter(enr_up_counters *c, int kind)
 {
     switch (kind) {
-#define ENR_UP_FAIL_CASE(id, field, word, pause, breaker, degraded, help)                          \
+#define ENR_UP_FAIL_CASE(id, field, word, pause, breaker, degraded, ends, pause_s, level, said,    \
+                         help)                                                                     \
     case ENR_UP_F_##id:                                                                            \
         return &c->field;
         ENR_UP_FAILS(ENR_UP_FAIL_CASE)

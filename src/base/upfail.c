@@ -6,9 +6,13 @@
 
 #include <stdio.h>
 
+#include "base/log.h"
+
 const enr_up_fail_row enr_up_fail_rows[ENR_UP_NFAILS] = {
-#define ENR_UP_FAIL_DATA(id, field, word, pause, breaker, degraded, help)                          \
-    {#field, word, help, pause, breaker, degraded},
+#define ENR_UP_FAIL_DATA(id, field, word, pause, breaker, degraded, ends, pause_s, level, said,    \
+                         help)                                                                     \
+    {#field,          word, help, pause, breaker, degraded, ENR_UP_END_##ends, pause_s,            \
+     ENR_LOG_##level, said},
     ENR_UP_FAILS(ENR_UP_FAIL_DATA)
 #undef ENR_UP_FAIL_DATA
 };
@@ -16,6 +20,14 @@ const enr_up_fail_row enr_up_fail_rows[ENR_UP_NFAILS] = {
 const char *enr_up_fail_name(int kind)
 {
     return kind >= 0 && kind < ENR_UP_NFAILS ? enr_up_fail_rows[kind].word : "unknown";
+}
+
+int enr_up_fail_of_end(unsigned ends)
+{
+    for (int k = 0; ends != ENR_UP_END_NONE && k < ENR_UP_NFAILS; k++)
+        if (enr_up_fail_rows[k].ends == ends)
+            return k;
+    return -1;
 }
 
 int enr_up_fail_of_pause(uint64_t rank)

@@ -1,7 +1,10 @@
 /*
  * api.c: the table of sources (api.h) and what their rows share: the id
- * rule, the URL pieces, the outcome's helpers, and a bounded reader of
- * error documents.
+ * rule, the URL pieces, the outcome's helpers, a bounded reader of error
+ * documents, the one classifier of the APIs' answers (their rows say where
+ * their words are and what each stands for; the verdict's row of
+ * base/upfail.h says how its pause's end is read), and the pause a
+ * verdict puts on its source (its end, its log line's words).
  *
  * The UPSTREAM row is the aggregator protocol (docs/upstream.md), whose
  * descriptor is api_upstream.c's: a row like the others, first.
@@ -16,6 +19,7 @@
 #include "upstream/reply_scan.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- the table ---- */
@@ -72,6 +76,56 @@ int enr_api_by_name(const char *name)
         if (strcmp(name, names[i]) == 0)
             return i;
     return -1;
+}
+
+/* ---- pauses ---- */
+
+/* The start of api's next day after now (its day_clock). */
+static int64_t day_end(const enr_api *api, int64_t now)
+{
+    if (api != NULL && api->day_clock == ENR_API_DAY_PACIFIC)
+        return enr_pacific_next_midnight(now);
+    return (now / 86400 + 1) * 86400;
+}
+
+int64_t enr_api_day_end(int src, int64_t now)
+{
+    return day_end(enr_api_get(src), now);
+}
+
+int64_t enr_api_pause_until(int src, int why, int64_t until, unsigned retry_after_s, int64_t wall)
+{
+    const enr_up_fail_row *r;
+
+    if (why < 0 || why >= ENR_UP_NFAILS)
+        return until;
+    r = &enr_up_fail_rows[why];
+    if (r->ends == ENR_UP_END_RELOAD)
+        return wall + r->pause_s; /* a reload (HUP) tries again at once */
+    if (until > wall)
+        return until;
+    if (r->ends == ENR_UP_END_DAY)
+        return enr_api_day_end(src, wall);
+    if (r->ends == ENR_UP_END_RATE)
+        return wall + (retry_after_s ? retry_after_s : r->pause_s);
+    return until;
+}
+
+void enr_api_pause_said(int src, int why, const char *reason, char *out, size_t n)
+{
+    const enr_api *api = enr_api_get(src);
+    const char *said = why >= 0 && why < ENR_UP_NFAILS ? enr_up_fail_rows[why].said : NULL;
+    const char *noun = said != NULL ? strstr(said, "%s") : NULL;
+    const char *title = api != NULL ? api->title : "";
+
+    reason = reason != NULL && reason[0] ? reason : "-";
+    if (said == NULL)
+        snprintf(out, n, "%s %s: %s", title, enr_up_fail_name(why), reason);
+    else if (noun == NULL)
+        snprintf(out, n, "%s %s: %s", title, said, reason);
+    else
+        snprintf(out, n, "%s %.*s%s%s: %s", title, (int)(noun - said), said,
+                 enr_api_secret_noun(src), noun + 2, reason);
 }
 
 /* ---- ids and URLs ---- */
@@ -164,6 +218,91 @@ int enr_api_status_verdict(int status)
     if (status >= 300 && status < 500)
         return ENR_API_V_CONFIG;
     return ENR_UP_F_STATUS;
+}
+
+/* The kind api's word w stands for, -1 when it is none of its words. */
+static int word_kind(const enr_api *api, const char *w)
+{
+    for (const enr_api_word *x = api->words; x != NULL && x->word != NULL; x++)
+        if (strcmp(w, x->word) == 0)
+            return x->kind;
+    return -1;
+}
+
+/* The rows' paths are read as the error reader's fields' (api_int.h). */
+_Static_assert(sizeof(((enr_api_field *)0)->path) == sizeof(((enr_api *)0)->message_at),
+               "a row's path and a field's path hold as many keys");
+
+/* The API's words in an error body, where its row says (api.h): the
+ * reason kept in out, the kind they stand for returned (-1: none). */
+static int body_kind(const enr_api *api, const char *body, size_t len, enr_api_outcome *out)
+{
+    enr_api_field f[ENR_API_REASONS_MAX + 1]; /* the reasons, then the message */
+    size_t n = 0, msg;
+    int kind;
+
+    memset(f, 0, sizeof f);
+    while (n < ENR_API_REASONS_MAX && api->reason_at[n][0] != NULL) {
+        memcpy(f[n].path, api->reason_at[n], sizeof f[n].path);
+        n++;
+    }
+    if (n == 0)
+        return -1;
+    msg = n;
+    memcpy(f[msg].path, api->message_at, sizeof f[msg].path);
+    (void)enr_api_fields(body, len, f, api->message_at[0] != NULL ? n + 1 : n);
+    for (size_t i = 0; i < n; i++)
+        if (f[i].found && (kind = word_kind(api, f[i].text)) >= 0) {
+            enr_api_set_reason(out, f[i].text, f[i].len);
+            return kind;
+        }
+    for (const enr_api_message *m = api->messages; f[msg].found && m && m->prefix; m++)
+        if (strncmp(f[msg].text, m->prefix, strlen(m->prefix)) == 0) {
+            enr_api_set_reason(out, m->word, strlen(m->word));
+            return word_kind(api, m->word);
+        }
+    /* No word of its own: the first found (else the last place's "") is
+     * still the log's reason. */
+    for (size_t i = 0; i < n; i++)
+        if (f[i].found || i + 1 == n) {
+            enr_api_set_reason(out, f[i].text, f[i].len);
+            break;
+        }
+    return -1;
+}
+
+/* The end of the pause an answer asks for, as its kind's row says how
+ * it is read (base/upfail.h: ends); 0 when none is given. */
+static int64_t asked_until(const enr_api *api, unsigned ends, const enr_api_headers *h, int64_t now)
+{
+    int64_t until = 0;
+
+    if (ends == ENR_UP_END_DAY)
+        return day_end(api, now);
+    if (ends != ENR_UP_END_RATE)
+        return 0;
+    if (api->reset_header != NULL && h != NULL)
+        until = enr_api_reset_until(h->ratelimit_reset, h->ratelimit_reset_len, now);
+    return until != 0 ? until : enr_api_retry_after(h, now);
+}
+
+void enr_api_classify(const enr_api *api, int status, const char *body, size_t len,
+                      const enr_api_headers *h, int64_t now, enr_api_outcome *out)
+{
+    int kind;
+
+    enr_api_outcome_init(out);
+    if (api->remaining_header != NULL && h != NULL)
+        out->remaining = enr_api_count(h->ratelimit_remaining, h->ratelimit_remaining_len);
+    if (status >= 200 && status < 300)
+        return;
+    out->verdict = enr_api_status_verdict(
+        api->slow_down_status != 0 && status == api->slow_down_status ? 429 : status);
+    kind = body_kind(api, body, len, out);
+    if (kind >= 0 && status < 500)
+        out->verdict = kind; /* a 5xx is the provider's failure whatever it says */
+    if (out->verdict < ENR_UP_NFAILS)
+        out->until = asked_until(api, enr_up_fail_rows[out->verdict].ends, h, now);
 }
 
 int64_t enr_api_retry_after(const enr_api_headers *h, int64_t now)

@@ -82,6 +82,25 @@ typedef struct enr_api_outcome {
                       * printable ASCII only, for the log and /healthz; "" = none */
 } enr_api_outcome;
 
+/* Where an error document holds the API's own word for what went wrong:
+ * a path of keys from the root ("[]" any element of an array), NULL
+ * after the last key (api_int.h's enr_api_field). */
+#define ENR_API_PATH_MAX 5
+#define ENR_API_REASONS_MAX 2 /* the places an API's word may be, most trusted first */
+
+/* One of an API's own words for what went wrong, and the failure kind
+ * (base/upfail.h) it stands for. */
+typedef struct enr_api_word {
+    const char *word;
+    int kind;
+} enr_api_word;
+
+/* A message that says what one of the API's words says (an older form):
+ * the word stands in for it, in the log too. */
+typedef struct enr_api_message {
+    const char *prefix, *word;
+} enr_api_message;
+
 typedef struct enr_api {
     const char *name;        /* the config value: "youtube" */
     const char *title;       /* for operators: "YouTube" */
@@ -137,12 +156,26 @@ typedef struct enr_api {
     int (*parse)(const char *body, size_t len, enr_reply_id *ids, size_t n, uint64_t seed,
                  enr_buf *arena);
     /* Classify an answer of HTTP status (any status, 200 included: rate
-     * headers, errors in a 200 body); now is the wall clock. */
+     * headers, errors in a 200 body); now is the wall clock.  An API's is
+     * the shared one (enr_api_classify, api_int.h) reading the columns
+     * below; the aggregator's is its protocol's rule. */
     void (*classify)(int status, const char *body, size_t len, const enr_api_headers *h,
                      int64_t now, enr_api_outcome *out);
     /* What the item of one id of id_len bytes may take of an answer;
      * NULL: its even share (enr_api_item_cap). */
     size_t (*item_cap)(size_t id_len);
+    /* Its error documents: where its word is (reason_at, most trusted
+     * first: the first whose word is in words decides the kind; else,
+     * when message_at's text starts with a prefix of messages, that one's
+     * word does; else the first found is only the log's reason), the
+     * words that say more than the status and the messages that stand
+     * for one of them (each {NULL} last; NULL: none). */
+    const char *reason_at[ENR_API_REASONS_MAX][ENR_API_PATH_MAX];
+    const char *message_at[ENR_API_PATH_MAX];
+    const enr_api_word *words;
+    const enr_api_message *messages;
+    /* Besides 429, the status by which it asks to slow down (0: none). */
+    int slow_down_status;
 } enr_api;
 
 /* What the item of one id of id_len bytes can take in an answer of
@@ -161,6 +194,17 @@ size_t enr_api_item_cap(int src, size_t id_len);
  * classifier's (api_upstream.c): 429, or 503 with a Retry-After, asks to
  * slow down; the kind that pause stands for, or -1. */
 int enr_api_upstream_pause(int status, int has_retry_after);
+
+/* The end, Unix seconds, of the pause source src takes for why (a kind
+ * with a pause rank, base/upfail.h), as the kind's row says (its ends and
+ * pause_s): until is the end the classifier read (0: none), retry_after_s
+ * the answer's Retry-After in seconds (0: none or 0), wall the clock. */
+int64_t enr_api_pause_until(int src, int why, int64_t until, unsigned retry_after_s, int64_t wall);
+/* Into out[0..n): the words of the log line saying source src's pause for
+ * why began, "<title> <the row's said>: <reason>" (reason "-" when ""). */
+void enr_api_pause_said(int src, int why, const char *reason, char *out, size_t n);
+/* The start of source src's next day after now (its day_clock). */
+int64_t enr_api_day_end(int src, int64_t now);
 
 /* The row of a source (the aggregator's too: api_upstream.c); NULL for
  * an id out of range. */

@@ -121,16 +121,7 @@ static int dm_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, u
 static void dm_classify(int status, const char *body, size_t len, const enr_api_headers *h,
                         int64_t now, enr_api_outcome *out)
 {
-    enr_api_field type = {.path = {"error", "type"}};
-
-    enr_api_outcome_init(out);
-    if (status >= 200 && status < 300)
-        return;
-    out->verdict = status == 403 ? ENR_UP_F_THROTTLED : enr_api_status_verdict(status);
-    (void)enr_api_fields(body, len, &type, 1);
-    enr_api_set_reason(out, type.text, type.len);
-    if (out->verdict == ENR_UP_F_THROTTLED)
-        out->until = enr_api_retry_after(h, now);
+    enr_api_classify(&enr_api_dailymotion, status, body, len, h, now, out);
 }
 
 const enr_api enr_api_dailymotion = {
@@ -144,4 +135,6 @@ const enr_api enr_api_dailymotion = {
     .headers = dm_headers,
     .parse = dm_parse,
     .classify = dm_classify,
+    .reason_at = {{"error", "type"}},
+    .slow_down_status = 403, /* its read limits' (undocumented) */
 };

@@ -15,8 +15,8 @@
  *   X-Extra-Key: {the key}
  *
  * Its answers are read as the aggregator's are (enr_upstream_reply_parse);
- * any status but 2xx is the shared rule's (enr_api_status_verdict), a
- * pause ending at Retry-After.
+ * any status but 2xx is the shared classifier's (enr_api_classify) on the
+ * status alone: its rows say nothing of the body.
  */
 #include "upstream/api.h"
 #include "upstream/api_int.h"
@@ -51,12 +51,7 @@ static void extra_headers(enr_buf *out, const char *secret, size_t secret_len)
 static void extra_classify(int status, const char *body, size_t len, const enr_api_headers *h,
                            int64_t now, enr_api_outcome *out)
 {
-    (void)body;
-    (void)len;
-    enr_api_outcome_init(out);
-    out->verdict = enr_api_status_verdict(status);
-    if (out->verdict == ENR_UP_F_THROTTLED)
-        out->until = enr_api_retry_after(h, now);
+    enr_api_classify(&enr_api_extra, status, body, len, h, now, out);
 }
 
 const enr_api enr_api_extra = {

@@ -53,6 +53,15 @@ void enr_api_outcome_init(struct enr_api_outcome *o);
 /* The API's word, kept as printable ASCII (other bytes dropped) and cut
  * to the reason's size. */
 void enr_api_set_reason(struct enr_api_outcome *o, const char *s, size_t n);
+/* The classifier of an API's answer (api.h), as its row says: the rate
+ * limit's calls left (its remaining_header), then for an error the
+ * status's verdict (its slow_down_status as 429), what its words in the
+ * body say (reason_at, message_at, words, messages; a 5xx stays the
+ * provider's failure whatever it says), and the end of the pause the
+ * verdict's row of base/upfail.h derives (ends: the reset header, else
+ * Retry-After; the API's next day; none). */
+void enr_api_classify(const struct enr_api *api, int status, const char *body, size_t len,
+                      const struct enr_api_headers *h, int64_t now, struct enr_api_outcome *out);
 /* What a status means when the body says nothing more: 2xx OK, 401 and
  * 403 a refused key, 429 a slow-down, other 4xx (and 3xx: a redirect is
  * a wrong URL) CONFIG, the rest the provider's failure (api.h). */

@@ -74,7 +74,10 @@ static void upstream_classify(int status, const char *body, size_t len, const en
 
 int enr_api_upstream_pause(int status, int has_retry_after)
 {
-    return status == 429 || (status == 503 && has_retry_after) ? ENR_UP_F_THROTTLED : -1;
+    /* The kind whose pause ends as the answer's Retry-After says
+     * (base/upfail.h), the one a slow-down stands for. */
+    return status == 429 || (status == 503 && has_retry_after) ? enr_up_fail_of_end(ENR_UP_END_RATE)
+                                                               : -1;
 }
 
 const enr_api enr_api_upstream = {

@@ -196,21 +196,7 @@ static int vm_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, u
 static void vm_classify(int status, const char *body, size_t len, const enr_api_headers *h,
                         int64_t now, enr_api_outcome *out)
 {
-    enr_api_field code = {.path = {"error_code"}};
-
-    enr_api_outcome_init(out);
-    if (h != NULL)
-        out->remaining = enr_api_count(h->ratelimit_remaining, h->ratelimit_remaining_len);
-    if (status >= 200 && status < 300)
-        return;
-    out->verdict = enr_api_status_verdict(status);
-    (void)enr_api_fields(body, len, &code, 1);
-    enr_api_set_reason(out, code.text, code.len);
-    if (out->verdict == ENR_UP_F_THROTTLED && h != NULL) {
-        out->until = enr_api_reset_until(h->ratelimit_reset, h->ratelimit_reset_len, now);
-        if (out->until == 0)
-            out->until = enr_api_retry_after(h, now);
-    }
+    enr_api_classify(&enr_api_vimeo, status, body, len, h, now, out);
 }
 
 const enr_api enr_api_vimeo = {
@@ -226,4 +212,5 @@ const enr_api enr_api_vimeo = {
     .headers = vm_headers,
     .parse = vm_parse,
     .classify = vm_classify,
+    .reason_at = {{"error_code"}}, /* a number, for the log */
 };

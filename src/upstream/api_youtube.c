@@ -309,10 +309,8 @@ static int yt_parse(const char *body, size_t len, enr_reply_id *ids, size_t n, u
 
 /* ---- the classifier ---- */
 
-static const struct {
-    const char *word;
-    int verdict;
-} reasons[] = {
+/* Google's reason words that say more than the status. */
+static const enr_api_word reasons[] = {
     {"quotaExceeded", ENR_UP_F_QUOTA},
     {"dailyLimitExceeded", ENR_UP_F_QUOTA},
     {"rateLimitExceeded", ENR_UP_F_THROTTLED},
@@ -330,59 +328,21 @@ static const struct {
     {"API_KEY_HTTP_REFERRER_BLOCKED", ENR_UP_F_AUTH},
     {"API_KEY_IP_ADDRESS_BLOCKED", ENR_UP_F_AUTH},
     {"SERVICE_DISABLED", ENR_UP_F_AUTH},
+    {NULL, 0},
 };
 
 /* Messages that say what an older reason word said: the word stands in
- * for them in the log. */
-static const struct {
-    const char *prefix, *word;
-} messages[] = {
+ * for them, in the log too. */
+static const enr_api_message messages[] = {
     {"API key not valid", "keyInvalid"},
     {"API key expired", "keyExpired"},
+    {NULL, NULL},
 };
-
-/* The verdict a reason word stands for, -1 when it is not one of ours. */
-static int reason_verdict(const enr_api_field *f)
-{
-    for (size_t i = 0; f->found && i < sizeof reasons / sizeof reasons[0]; i++)
-        if (strcmp(f->text, reasons[i].word) == 0)
-            return reasons[i].verdict;
-    return -1;
-}
 
 static void yt_classify(int status, const char *body, size_t len, const enr_api_headers *h,
                         int64_t now, enr_api_outcome *out)
 {
-    enum { F_REASON, F_DETAIL, F_MESSAGE, F_COUNT };
-    enr_api_field f[F_COUNT] = {{.path = {"error", "errors", "[]", "reason"}},
-                                {.path = {"error", "details", "[]", "reason"}},
-                                {.path = {"error", "message"}}};
-    int v;
-
-    enr_api_outcome_init(out);
-    if (status >= 200 && status < 300)
-        return;
-    out->verdict = enr_api_status_verdict(status);
-    (void)enr_api_fields(body, len, f, F_COUNT);
-    if ((v = reason_verdict(&f[F_REASON])) >= 0) {
-        enr_api_set_reason(out, f[F_REASON].text, f[F_REASON].len);
-    } else if ((v = reason_verdict(&f[F_DETAIL])) >= 0) {
-        enr_api_set_reason(out, f[F_DETAIL].text, f[F_DETAIL].len);
-    } else {
-        const enr_api_field *w = f[F_REASON].found ? &f[F_REASON] : &f[F_DETAIL];
-        enr_api_set_reason(out, w->text, w->len);
-        for (size_t i = 0; f[F_MESSAGE].found && i < sizeof messages / sizeof messages[0]; i++)
-            if (strncmp(f[F_MESSAGE].text, messages[i].prefix, strlen(messages[i].prefix)) == 0) {
-                v = ENR_UP_F_AUTH;
-                enr_api_set_reason(out, messages[i].word, strlen(messages[i].word));
-            }
-    }
-    if (v >= 0 && status < 500)
-        out->verdict = v; /* a 5xx is the provider's failure whatever it says */
-    if (out->verdict == ENR_UP_F_QUOTA)
-        out->until = enr_pacific_next_midnight(now);
-    else if (out->verdict == ENR_UP_F_THROTTLED)
-        out->until = enr_api_retry_after(h, now);
+    enr_api_classify(&enr_api_youtube, status, body, len, h, now, out);
 }
 
 const enr_api enr_api_youtube = {
@@ -396,4 +356,8 @@ const enr_api enr_api_youtube = {
     .headers = yt_headers,
     .parse = yt_parse,
     .classify = yt_classify,
+    .reason_at = {{"error", "errors", "[]", "reason"}, {"error", "details", "[]", "reason"}},
+    .message_at = {"error", "message"},
+    .words = reasons,
+    .messages = messages,
 };

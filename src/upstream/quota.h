@@ -19,7 +19,6 @@
 #include "base/upfail.h"
 
 #define ENR_RETRY_AFTER_MAX_S 3600 /* the longest pause a provider can impose */
-#define ENR_THROTTLE_DEFAULT_S 1   /* a 429 without a usable Retry-After, or Retry-After: 0 */
 #define ENR_QUOTA_BURST_DIV 10     /* the bucket holds a tenth of a second of calls (at least 1) */
 
 /* Parses the field value of a Retry-After header (RFC 9110 10.2.3) at

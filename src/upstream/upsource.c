@@ -7,8 +7,9 @@
  * Invariants: a pause is set through quota.c only (host-wide, only ever
  * lengthened) and logged by the worker that set it, once; the words
  * logged are the API's own reason, printable ASCII (api.h), never a
- * secret; a refused key pauses its source until a reload (HUP), a day
- * at most, a spent quota until midnight Pacific time.
+ * secret; how long a pause holds, the level and words of its line are its
+ * kind's row (base/upfail.h: a refused key until a reload, a day at most;
+ * a spent quota until the API's next day).
  */
 #include "upstream/upstream.h"
 #include "upstream/upstream_int.h"
@@ -24,8 +25,7 @@
 #include "upstream/budget.h"
 #include "upstream/quota.h"
 
-#define UP_RATE_LOW 5         /* a rate limit's calls left at which a source slows down */
-#define UP_AUTH_PAUSE_S 86400 /* a refused key: no call for this long, or until a reload */
+#define UP_RATE_LOW 5 /* a rate limit's calls left at which a source slows down */
 
 /* ---- breaker transitions: logged once, counted ---- */
 
@@ -61,7 +61,8 @@ int enr_up_source_gate(enr_upstream *u, int src, uint64_t now)
         enr_breaker_release(&x->br);
         enr_up_breaker_note(u, src, prev, "cooldown");
         why = enr_quota_why(&x->quota, now);
-        (*enr_up_fail_counter(&u->st.src[src], why >= 0 ? why : ENR_UP_F_THROTTLED))++;
+        (*enr_up_fail_counter(&u->st.src[src],
+                              why >= 0 ? why : enr_up_fail_of_end(ENR_UP_END_RATE)))++;
         return 0;
     }
     enr_up_breaker_note(u, src, prev, "cooldown");
@@ -91,7 +92,7 @@ int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now)
         /* What is left of the window, spread over the calls left in it. */
         int64_t left_s = c->why.until > wall ? c->why.until - wall : 1;
         uint64_t gap_ms = (uint64_t)left_s * 1000u / (uint64_t)(c->why.remaining + 1);
-        if (enr_quota_hold(&u->src[c->src].quota, now, gap_ms, ENR_UP_F_THROTTLED,
+        if (enr_quota_hold(&u->src[c->src].quota, now, gap_ms, enr_up_fail_of_end(ENR_UP_END_RATE),
                            wall + (int64_t)(gap_ms / 1000u), "ratelimit-remaining"))
             enr_log(ENR_LOG_INFO, "upstream slowing down: the rate limit is nearly spent",
                     "source=%s remaining=%ld pause_ms=%llu", x->title, c->why.remaining,
@@ -101,25 +102,19 @@ int enr_up_classify(enr_upstream *u, enr_upcall *c, long status, uint64_t now)
 }
 
 /* An API's pause for why (a failure kind with a pause rank, base/upfail.h),
- * host-wide (quota.h), said once per pause in the words an operator acts
- * on: a refused key and a spent quota in their own, a slow-down in the
- * kind's word. */
+ * host-wide (quota.h), as long as the kind's row says, said once per
+ * pause at the row's level in the words an operator acts on (api.h). */
 void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
 {
     enr_upsource *x = &u->src[c->src];
-    int64_t wall = (int64_t)time(NULL), until = c->why.until;
-    const char *reason = c->why.reason[0] ? c->why.reason : "-";
+    const enr_up_fail_row *r = &enr_up_fail_rows[why];
+    int64_t wall = (int64_t)time(NULL);
+    int64_t until = enr_api_pause_until(c->src, why, c->why.until,
+                                        c->has_retry_after ? c->retry_after_s : 0, wall);
     char when[32], msg[160];
     struct tm tm;
 
-    if (why == ENR_UP_F_QUOTA && until <= wall)
-        until = enr_pacific_next_midnight(wall);
-    else if (why == ENR_UP_F_AUTH)
-        until = wall + UP_AUTH_PAUSE_S; /* a reload (HUP) tries again at once */
-    else if (why == ENR_UP_F_THROTTLED && until <= wall)
-        until = wall + (c->has_retry_after && c->retry_after_s ? c->retry_after_s
-                                                               : ENR_THROTTLE_DEFAULT_S);
-    if (why == ENR_UP_F_QUOTA)
+    if (r->ends == ENR_UP_END_DAY)
         enr_up_store_pause(u, c->src, until); /* every host of the fleet (store.h) */
     if (!enr_quota_hold(&x->quota, now, (uint64_t)(until - wall) * 1000u, why, until,
                         c->why.reason))
@@ -127,15 +122,9 @@ void enr_up_pause(enr_upstream *u, enr_upcall *c, int why, uint64_t now)
     gmtime_r(&(time_t){(time_t)until}, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     /* The reason is the API's own word, printable ASCII (api.h). */
-    if (why == ENR_UP_F_AUTH)
-        snprintf(msg, sizeof msg, "%s rejected the %s: %s", x->title, enr_api_secret_noun(c->src),
-                 reason);
-    else if (why == ENR_UP_F_QUOTA)
-        snprintf(msg, sizeof msg, "%s quota spent: %s", x->title, reason);
-    else
-        snprintf(msg, sizeof msg, "%s %s: %s", x->title, enr_up_fail_name(why), reason);
-    enr_log(why == ENR_UP_F_THROTTLED ? ENR_LOG_WARN : ENR_LOG_ERROR, msg, "source=%s until=%s%s",
-            x->api->name, when, why == ENR_UP_F_AUTH ? " retry=\"after a reload (HUP)\"" : "");
+    enr_api_pause_said(c->src, why, c->why.reason, msg, sizeof msg);
+    enr_log(r->level, msg, "source=%s until=%s%s", x->api->name, when,
+            r->ends == ENR_UP_END_RELOAD ? " retry=\"after a reload (HUP)\"" : "");
 }
 
 /* The day's budget (budget.h), asked before every request is sent (a
