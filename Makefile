@@ -147,11 +147,13 @@ check:
 # which run alone; TEST_ARGS=--skip-alone or --alone-only: one part, as
 # CI runs them).  Ends with "N passed, M failed"; non-zero exit on any
 # failure.
-# The build first, one job per core unless -j was given.
+# The build first, one job per core unless -j was given: the trees the
+# suites run too (build-hooks/, build-extra/), which a suite would
+# otherwise build on demand, one file at a time, beside the others.
 TEST_ARGS ?=
 test:
 	@scripts/deps.sh test
-	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) all hooks
+	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) all hooks extra
 	@python3 tests/run.py --build $(B) $(TEST_ARGS)
 
 # enrichd with test-only fault injection (leaks, crashes, slow requests),
@@ -246,11 +248,13 @@ bench-upstream: all
 	@ENR_BUILD=$(B) scripts/bench-upstream-budget.py
 	@ENR_BUILD=$(B) scripts/bench-upstream-fleet.py
 
-# FUZZ_JOBS: how many targets are built and run at a time.
+# FUZZ_JOBS: how many targets are built and run at a time; FUZZ_STEP=build
+# or run: one half (scripts/fuzz.sh).
 FUZZ_SECONDS ?= 60
 FUZZ_JOBS ?= 1
+FUZZ_STEP ?=
 fuzz:
-	@FUZZ_JOBS=$(FUZZ_JOBS) scripts/fuzz.sh $(FUZZ_SECONDS)
+	@FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_STEP=$(FUZZ_STEP) scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # INCUMBENT=DIR: a checkout of the old Node worker (the directory with its
 # server-raw.mjs); the check compares build/enrich with it on random batches.
