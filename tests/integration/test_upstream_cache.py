@@ -507,6 +507,11 @@ def test_stale(r, fake):
                                               breaker_cooldown_ms=1500))
         env.signal(signal.SIGHUP)
         env.wait_log("reload done", count=1, timeout=15)
+        # A breaker is a worker's own: the reload's probe, a second worker
+        # of the new generation, serves until it is asked to go, and a batch
+        # it took would leave the other worker's breaker closed.  Both the
+        # old worker and the probe are gone before the batches that count.
+        env.wait_log("worker exit", count=2, timeout=15, pred=lambda e: e.get("reason") == "reload")
         post(env, RECS)  # the failure that opens it
         c0, s0 = calls(fake), stale_total(env)
         st, h, lines = post(env, RECS)
