@@ -503,8 +503,10 @@ def test_stale(r, fake):
         # an open breaker: the same, without a call
         fake.control(mode="5xx")
         # (a lifetime applies to answers stored from then on: the refreshed ones)
+        # (the cooldown outlasts the two batches and three scrapes below on a
+        # loaded sanitizer build; the wait for fresh hits outlasts it)
         env.write_config(conf + upstream_conf(fake, cache_ttl_s=60, breaker_failures=1,
-                                              breaker_cooldown_ms=1500))
+                                              breaker_cooldown_ms=4000))
         env.signal(signal.SIGHUP)
         env.wait_log("reload done", count=1, timeout=15)
         # A breaker is a worker's own: the reload's probe, a second worker
@@ -530,7 +532,7 @@ def test_stale(r, fake):
             ok = st == 200 and degraded(h) == 0 and [strip_clock(x) for x in lines] == first
             return ok and metrics(env).get("enrichd_upstream_cache_hits_total", 0) - h0 == len(RECS)
 
-        harness.wait_for(all_hits, 15, interval=0.3, what="a batch of fresh hits")
+        harness.wait_for(all_hits, 20, interval=0.3, what="a batch of fresh hits")
         r.check(calls(fake) > c0, "refreshed: asked again (%d calls)" % (calls(fake) - c0))
         s0, c1 = stale_total(env), calls(fake)
         st, h, lines = post(env, RECS)
