@@ -115,7 +115,9 @@ def test_check_refuses_corpus(r):
 def test_hup_refuses_corpus(r):
     cases = load_cases()
     with harness.Env(name="hostile-conf-hup") as env:
-        env.start_enrichd("workers = 3\n", notify=True)
+        # (no recycling by request count: thousands of requests run across
+        # the HUPs, and the check is that no reload replaced a worker)
+        env.start_enrichd("workers = 3\nmax_requests = 0\n", notify=True)
         env.start_nginx()
         before = set(env.wait_workers(3))
         good = open(env.conf).read().splitlines()
