@@ -66,7 +66,7 @@ def test_retry_after_pauses_host(r, fake):
         pm = metrics(env).get("enrichd_upstream_pause_seconds", 0)
         r.check(2.0 <= pm <= 3.0, "so does /metrics: %s" % pm)
 
-        # 2.2 s of new ids from 6 clients: both workers serve them, none
+        # Up to 2.2 s of new ids from 6 clients: both workers serve them, none
         # calls.  A worker that just answered wins the next accept while
         # it has the core (on a loaded machine, every one of hundreds of
         # batches), so the clients keep several batches in flight: one
